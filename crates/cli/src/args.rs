@@ -1,0 +1,60 @@
+//! Argument conventions shared by every subcommand: durations and sizes with
+//! units, `--json PATH`, and usage errors that exit with status 2.
+
+use firmtime_rt::units;
+use std::fmt;
+use std::path::Path;
+use std::time::Duration;
+
+/// A usage error found after clap parsed the arguments (a flag's value out of
+/// range in combination with another, for instance). `main` exits 2 on it.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl fmt::Display for UsageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// clap value parser for durations with units (`500us`, `1ms`, `10s`).
+#[allow(dead_code)]
+pub fn duration(text: &str) -> Result<Duration, String> {
+    units::parse_duration(text).map_err(|e| e.to_string())
+}
+
+/// clap value parser for sizes with units (`64KiB`, `4MiB`, `4096`).
+#[allow(dead_code)]
+pub fn size(text: &str) -> Result<u64, String> {
+    units::parse_size(text).map_err(|e| e.to_string())
+}
+
+/// Writes `value` as pretty JSON to `path` atomically (temp file, fsync, rename),
+/// or to stdout when `path` is `-`.
+pub fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> anyhow::Result<()> {
+    use anyhow::Context;
+    use std::io::Write;
+    let text = serde_json::to_string_pretty(value)? + "\n";
+    if path.as_os_str() == "-" {
+        std::io::stdout().write_all(text.as_bytes())?;
+        return Ok(());
+    }
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let name = path.file_name().context("--json needs a file name")?;
+    let tmp = dir.join(format!(
+        ".{}.tmp{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let mut f =
+        std::fs::File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
+    f.write_all(text.as_bytes())?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(())
+}

@@ -1,0 +1,66 @@
+//! The `firmtime` binary: parses arguments into typed configs, calls the
+//! libraries, renders what comes back. The only crate that prints or exits.
+//!
+//! Exit codes: 0 success, 1 a failed check or run, 2 a usage error.
+
+mod args;
+mod doctor;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// firmtime: millisecond-true timing on stock Linux.
+///
+/// Measures what this machine's clocks, sleeps and timers really do, runs
+/// timed MIDI experiments, and spreads audio block processing over a LAN.
+/// Human tables go to stdout, diagnostics to stderr; `--json PATH` writes
+/// machine-readable output. Exit status: 0 ok, 1 a failed check or run,
+/// 2 a usage error.
+#[derive(Debug, Parser)]
+#[command(name = "firmtime", version, about, long_about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Check whether this machine is set up for real-time work.
+    ///
+    /// Each item is pass / warn / fail / unknown with a one-line fix.
+    /// Exit status 1 when any item fails.
+    Doctor(doctor::DoctorArgs),
+}
+
+/// What a subcommand reports back to `main`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Everything ran and every check passed (warnings allowed).
+    Ok,
+    /// Ran to the end, but a check failed or the run did not meet its target.
+    Failed,
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // clap's own exit codes: 0 for --help/--version, 2 for usage errors.
+            e.exit();
+        }
+    };
+    let result = match cli.command {
+        Command::Doctor(a) => doctor::run(a),
+    };
+    match result {
+        Ok(Outcome::Ok) => ExitCode::SUCCESS,
+        Ok(Outcome::Failed) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("firmtime: error: {e}");
+            for cause in e.chain().skip(1) {
+                eprintln!("  caused by: {cause}");
+            }
+            ExitCode::from(if e.is::<args::UsageError>() { 2 } else { 1 })
+        }
+    }
+}

@@ -1,0 +1,47 @@
+//! firmtime-rt: the real-time primitives every part of firmtime stands on.
+//!
+//! This crate sets up a thread for timed work and then gets out of its way:
+//!
+//! - [`sched`], [`memory`], [`dma`] and [`setup`]: scheduling policy and
+//!   priority (SCHED_OTHER/BATCH/IDLE/FIFO/RR/DEADLINE), `mlockall` with stack
+//!   prefault, CPU affinity, timer slack, `/dev/cpu_dma_latency` — and a report
+//!   of what was actually obtained, comparable with what was asked. A refusal
+//!   is an error that says why and how to fix it; a weaker setting is used only
+//!   when the caller asks for it, and the downgrade is recorded.
+//! - [`clock`]: every clock Linux offers plus the calibrated TSC, with resolution.
+//! - [`sleep`]: every way to wait until a deadline behind one interface.
+//! - [`periodic`]: absolute-deadline periodic loops that count every missed deadline.
+//! - [`eventlog`]: an RT-safe event log (preallocated SPSC ring, drops counted).
+//! - [`runaway`]: RLIMIT_RTTIME + SIGXCPU demotion, so a runaway loop cannot lock the machine.
+//! - [`system`] and [`doctor`]: the machine report every output file records,
+//!   and the checks behind `firmtime doctor`.
+//! - [`units`]: durations (`500us`) and sizes (`64KiB`) as users type them.
+//!
+//! # The real-time contract
+//!
+//! Set up first (allocate, touch, lock, set policy), then loop. Functions
+//! marked **RT-safe.** never allocate, never take a lock a non-RT thread can
+//! hold, never print, and make no blocking system call other than the wait
+//! they exist for. Test builds check this with `assert_no_alloc`.
+//!
+//! This crate has no policy and never prints: it returns values and
+//! [`Error`]s; the `firmtime` binary decides what to show.
+
+#![deny(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
+
+pub mod clock;
+pub mod dma;
+pub mod doctor;
+pub mod error;
+pub mod eventlog;
+pub mod memory;
+pub mod periodic;
+pub mod runaway;
+pub mod sched;
+pub mod setup;
+pub mod sleep;
+pub mod system;
+pub mod units;
+
+pub use error::{Errno, Error, ErrorKind, Result};
