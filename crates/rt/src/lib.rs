@@ -45,3 +45,8 @@ pub mod system;
 pub mod units;
 
 pub use error::{Errno, Error, ErrorKind, Result};
+
+// Unit tests run RT closures under `assert_no_alloc`: any allocation aborts.
+#[cfg(all(test, debug_assertions))]
+#[global_allocator]
+static ALLOC: assert_no_alloc::AllocDisabler = assert_no_alloc::AllocDisabler;
