@@ -4,11 +4,11 @@
 /// non-zero RLIMIT_RTPRIO). Prints the skip reason when it may not.
 #[allow(dead_code)]
 pub fn can_rt(test: &str) -> bool {
-    // SAFETY: getrlimit writes into a valid, owned struct.
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
     };
+    // SAFETY: getrlimit writes into a valid, owned struct.
     let ok = unsafe { libc::getrlimit(libc::RLIMIT_RTPRIO, &mut lim) } == 0;
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
