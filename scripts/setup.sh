@@ -13,6 +13,7 @@ PACKAGES=(
   rt-tests                    # cyclictest, the reference for `firmtime lab cyclic`
   iproute2 nftables           # network namespaces and loss injection in net tests
   ladspa-sdk swh-plugins cmt  # LADSPA host tests
+  fonts-dejavu-core           # the font firmtime loads to label its PNG plots
 )
 
 SUDO=""
