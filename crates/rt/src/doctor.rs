@@ -216,7 +216,7 @@ pub fn check_preempt(model: PreemptModel, dynamic: Option<bool>, source: &str) -
                 id,
                 title,
                 Status::Warn,
-                format!("{value}: kernel code is not preempted, so wakeups can wait for long system calls"),
+                format!("{value}: long system calls delay wakeups"),
             )
             .fix(fix)
         }
@@ -572,7 +572,7 @@ pub fn check_idle_states(driver: Option<&str>, states: &[IdleState]) -> Check {
             Status::Warn,
             format!("{value}: waking from the deepest costs up to {lat} us"),
         )
-        .fix("firmtime holds /dev/cpu_dma_latency at 0 while measuring (needs root); or boot with intel_idle.max_cstate=1 processor.max_cstate=1"),
+        .fix("hold /dev/cpu_dma_latency at 0 while measuring (needs root), or boot with intel_idle.max_cstate=1 processor.max_cstate=1"),
     }
 }
 
@@ -594,7 +594,7 @@ pub fn check_smt(active: Option<bool>) -> Check {
 }
 
 const ISOLATION_FIX: &str = "boot with isolcpus=N nohz_full=N rcu_nocbs=N for a CPU N \
-     other than 0 and run firmtime with --cpu N (see docs/RT-SETUP.md)";
+     other than 0, and pin the RT thread to it (see docs/RT-SETUP.md)";
 
 /// isolcpus: from the kernel command line (outer None: cmdline unreadable) or
 /// `/sys/devices/system/cpu/isolated`. Isolated CPUs → pass; none → warn.
@@ -691,7 +691,7 @@ pub fn check_timer_slack(slack_ns: Option<u64>) -> Check {
             id,
             title,
             Status::Pass,
-            format!("{ns} ns (ignored for SCHED_FIFO/RR threads; firmtime sets 1 ns for others)"),
+            format!("{ns} ns (ignored for SCHED_FIFO/RR threads)"),
         ),
         Some(ns) => Check::new(
             id,
@@ -699,7 +699,7 @@ pub fn check_timer_slack(slack_ns: Option<u64>) -> Check {
             Status::Warn,
             format!("{ns} ns: SCHED_OTHER sleeps may end this late"),
         )
-        .fix("check TimerSlackNSec= in the systemd unit or the parent process; firmtime sets 1 ns for its own threads"),
+        .fix("check TimerSlackNSec= in the systemd unit or what the parent process set (prctl PR_SET_TIMERSLACK)"),
         None => Check::new(id, title, Status::Unknown, "prctl(PR_GET_TIMERSLACK) failed")
             .fix("needs Linux 2.6.28 or later"),
     }

@@ -231,8 +231,8 @@ pub struct SystemInfo {
     /// Whether the kernel was built with PREEMPT_DYNAMIC (mode selectable at
     /// boot or at run time). None when neither the config nor `uname -v` tells.
     pub preempt_dynamic: Option<bool>,
-    /// Where `preempt_model` came from, in words (e.g. `debugfs
-    /// /sys/kernel/debug/sched/preempt: none voluntary (full)`).
+    /// Where `preempt_model` came from, in words (e.g. `debugfs: none
+    /// voluntary (full)`, `kernel config`).
     pub preempt_source: String,
     /// CONFIG_HZ: the scheduler tick rate. None without a kernel config.
     pub config_hz: Option<u32>,
@@ -346,10 +346,7 @@ impl SystemInfo {
         let cpus_online = read("/sys/devices/system/cpu/online")
             .and_then(|s| parse_cpu_list(&s))
             .map(|v| v.len())
-            // SAFETY: sysconf has no preconditions.
-            .unwrap_or_else(|| {
-                unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as usize
-            });
+            .unwrap_or_else(online_cpus_sysconf);
 
         let steal = read("/proc/stat")
             .and_then(|s| parse_proc_stat_cpu(&s))
@@ -428,6 +425,12 @@ fn uname() -> (String, String, String) {
             std::env::consts::ARCH.to_string(),
         )
     }
+}
+
+fn online_cpus_sysconf() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    n.max(1) as usize
 }
 
 fn timer_slack() -> Option<u64> {
@@ -565,17 +568,13 @@ fn preempt_model(
         let path = "/sys/kernel/debug/sched/preempt";
         if let Some(text) = read(path) {
             if let Some(m) = parse_preempt_debugfs(&text) {
-                return (m, format!("debugfs {path}: {}", text.trim()));
+                return (m, format!("debugfs: {}", text.trim()));
             }
         }
         if let Some(m) = kernel_log().and_then(|l| parse_preempt_kernel_log(&l)) {
             return (
                 m,
-                format!(
-                    "PREEMPT_DYNAMIC, mode at boot from the kernel log (\"Dynamic Preempt: {}\"); \
-                     {path} unreadable (debugfs not mounted or not root), so a later change would not show",
-                    m.name()
-                ),
+                "PREEMPT_DYNAMIC, boot mode from the kernel log; current mode needs debugfs".into(),
             );
         }
         if let Some(m) = cmdline
@@ -584,11 +583,8 @@ fn preempt_model(
         {
             return (
                 m,
-                format!(
-                    "PREEMPT_DYNAMIC, mode at boot from the kernel command line (preempt={}); \
-                     {path} unreadable, so a later change would not show",
-                    m.name()
-                ),
+                "PREEMPT_DYNAMIC, boot mode from preempt= on the command line; current mode needs debugfs"
+                    .into(),
             );
         }
         let default = cfg
@@ -599,8 +595,8 @@ fn preempt_model(
         return (
             PreemptModel::Unknown,
             format!(
-                "dynamic (mode unknown): PREEMPT_DYNAMIC kernel{default}; {path} unreadable and \
-                 the boot log no longer holds the mode"
+                "dynamic (mode unknown): PREEMPT_DYNAMIC{default}; {path} unreadable, \
+                 boot log rotated"
             ),
         );
     }
@@ -781,7 +777,8 @@ pub fn hypervisor_name(signature: &str) -> &'static str {
 #[cfg(target_arch = "x86_64")]
 fn cpuid_hypervisor() -> String {
     // SAFETY: CPUID is available on every x86_64 CPU; leaf 0x40000000 is
-    // reserved for hypervisors and harmless on bare metal.
+    // reserved for hypervisors and harmless on bare metal. (`__cpuid` is a
+    // safe fn since Rust 1.87; the block keeps the 1.80 MSRV building.)
     #[allow(unused_unsafe)]
     let r = unsafe { std::arch::x86_64::__cpuid(0x4000_0000) };
     let mut sig = Vec::with_capacity(12);
