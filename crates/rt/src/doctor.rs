@@ -222,7 +222,7 @@ pub fn check_preempt(model: PreemptModel, dynamic: Option<bool>, source: &str) -
         }
         PreemptModel::Unknown => {
             let fix = if dynamic == Some(true) {
-                "as root: mount -t debugfs none /sys/kernel/debug, then rerun (or boot with preempt=full to know the mode)"
+                "rerun as root (reads the boot mode from the kernel log), or mount -t debugfs none /sys/kernel/debug as root; booting with preempt=full also fixes the mode"
             } else {
                 "enable CONFIG_IKCONFIG_PROC or install /boot/config-$(uname -r) so the model can be read"
             };

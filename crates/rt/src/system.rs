@@ -320,11 +320,20 @@ impl SystemInfo {
                 Some(c)
                     if c.contains_key("CONFIG_HIGH_RES_TIMERS") || c.contains_key("CONFIG_HZ") =>
                 {
+                    let built = config_yes(c, "CONFIG_HIGH_RES_TIMERS");
+                    let off =
+                        cmdline.as_deref().and_then(|l| cmdline_param(l, "highres")) == Some("off");
                     sources.insert(
                         "high_res_timers".into(),
-                        "kernel config CONFIG_HIGH_RES_TIMERS (built in; /proc/timer_list unreadable, so not confirmed active)".into(),
+                        if off {
+                            "highres=off on the kernel command line"
+                        } else {
+                            "kernel config CONFIG_HIGH_RES_TIMERS and no highres=off \
+                             (/proc/timer_list, root only, would confirm)"
+                        }
+                        .into(),
                     );
-                    Some(config_yes(c, "CONFIG_HIGH_RES_TIMERS"))
+                    Some(built && !off)
                 }
                 _ => None,
             },
@@ -571,7 +580,8 @@ fn preempt_model(
                 return (m, format!("debugfs: {}", text.trim()));
             }
         }
-        if let Some(m) = kernel_log().and_then(|l| parse_preempt_kernel_log(&l)) {
+        let log = kernel_log();
+        if let Some(m) = log.as_deref().and_then(parse_preempt_kernel_log) {
             return (
                 m,
                 "PREEMPT_DYNAMIC, boot mode from the kernel log; current mode needs debugfs".into(),
@@ -592,11 +602,15 @@ fn preempt_model(
             .filter(|m| *m != PreemptModel::Unknown)
             .map(|m| format!(", built default {}", m.name()))
             .unwrap_or_default();
+        let log_note = if log.is_some() {
+            "the kernel log no longer holds the boot mode"
+        } else {
+            "kernel log unreadable (dmesg_restrict; root can read it)"
+        };
         return (
             PreemptModel::Unknown,
             format!(
-                "dynamic (mode unknown): PREEMPT_DYNAMIC{default}; {path} unreadable, \
-                 boot log rotated"
+                "dynamic (mode unknown): PREEMPT_DYNAMIC{default}; {path} unreadable, {log_note}"
             ),
         );
     }
@@ -878,7 +892,7 @@ fn read_idle_states() -> Vec<IdleState> {
 pub struct Provenance {
     /// firmtime version.
     pub firmtime_version: String,
-    /// The command line, argv[0] first.
+    /// The command line, program name first.
     pub command_line: Vec<String>,
     /// The machine.
     pub system: SystemInfo,
