@@ -1,19 +1,111 @@
-//! `firmtime doctor` (being written).
+//! `firmtime doctor`: renders the checks of [`firmtime_rt::doctor`] as a
+//! table on stdout, or as JSON with `--json PATH`.
 
 use crate::Outcome;
+use firmtime_rt::doctor::{self, Check, Report, Status};
+use std::fmt::Write as _;
 use std::path::PathBuf;
 
 /// Arguments of `firmtime doctor`.
 #[derive(Debug, clap::Args)]
 pub struct DoctorArgs {
     /// Write the checks and the system block as JSON to PATH (`-` for stdout).
+    ///
+    /// Keys: {"checks": [{"id", "title", "status", "value", "fix"}, ...],
+    /// "system": {...}}; see docs/DOCTOR.md.
     #[arg(long, value_name = "PATH")]
     pub json: Option<PathBuf>,
 }
 
+/// Runs the checks, prints the table (unless JSON goes to stdout), writes
+/// JSON if asked. Failed when any check fails.
 pub fn run(args: DoctorArgs) -> anyhow::Result<Outcome> {
-    if let Some(p) = &args.json {
-        crate::args::write_json(p, &serde_json::json!({"checks": []}))?;
+    let report = doctor::run();
+    let json_to_stdout = args.json.as_deref().is_some_and(|p| p.as_os_str() == "-");
+    if !json_to_stdout {
+        print!("{}", render(&report));
     }
-    Ok(Outcome::Ok)
+    if let Some(p) = &args.json {
+        crate::args::write_json(p, &report)?;
+    }
+    Ok(if report.any_failed() {
+        Outcome::Failed
+    } else {
+        Outcome::Ok
+    })
+}
+
+fn tag(s: Status) -> &'static str {
+    match s {
+        Status::Pass => "[pass]",
+        Status::Warn => "[warn]",
+        Status::Fail => "[FAIL]",
+        Status::Unknown => "[ ?? ]",
+    }
+}
+
+/// The human table: a header naming the machine, one line per check (fix on
+/// the next line when not pass), then a one-line summary.
+fn render(r: &Report) -> String {
+    let s = &r.system;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "firmtime {} doctor on {} — Linux {} {} ({}), {} CPU{}, {}",
+        s.firmtime_version,
+        s.hostname.as_deref().unwrap_or("?"),
+        s.kernel_release,
+        s.arch,
+        s.preempt_model.name(),
+        s.cpus_online,
+        if s.cpus_online == 1 { "" } else { "s" },
+        s.cpu_model.as_deref().unwrap_or("unknown CPU"),
+    );
+    out.push('\n');
+    let width = r.checks.iter().map(|c| c.title.len()).max().unwrap_or(0);
+    for c in &r.checks {
+        out.push_str(&line(c, width));
+    }
+    let _ = writeln!(
+        out,
+        "\n{} pass, {} warn, {} fail, {} unknown",
+        r.count(Status::Pass),
+        r.count(Status::Warn),
+        r.count(Status::Fail),
+        r.count(Status::Unknown)
+    );
+    out
+}
+
+fn line(c: &Check, width: usize) -> String {
+    let mut s = format!("{} {:width$}  {}\n", tag(c.status), c.title, c.value);
+    if c.status != Status::Pass && !c.fix.is_empty() {
+        let _ = writeln!(s, "{:indent$}fix: {}", "", c.fix, indent = 9);
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(id: &str, status: Status, fix: &str) -> Check {
+        Check {
+            id: id.into(),
+            title: format!("Title {id}"),
+            status,
+            value: format!("value {id}"),
+            fix: fix.into(),
+        }
+    }
+
+    #[test]
+    fn line_shows_tag_title_value_and_fix_only_when_not_pass() {
+        let p = line(&check("a", Status::Pass, ""), 8);
+        assert_eq!(p, "[pass] Title a   value a\n");
+        let f = line(&check("b", Status::Fail, "do this"), 7);
+        assert_eq!(f, "[FAIL] Title b  value b\n         fix: do this\n");
+        assert!(line(&check("c", Status::Unknown, "x"), 7).starts_with("[ ?? ] "));
+        assert!(line(&check("d", Status::Warn, "x"), 7).starts_with("[warn] "));
+    }
 }

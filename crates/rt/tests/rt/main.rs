@@ -7,3 +7,4 @@
 static ALLOC: assert_no_alloc::AllocDisabler = assert_no_alloc::AllocDisabler;
 
 mod common;
+mod doctor;

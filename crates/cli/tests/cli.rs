@@ -1,0 +1,116 @@
+//! Runs the built `firmtime` binary: exit codes, output formats.
+
+use std::collections::HashSet;
+use std::process::{Command, Output};
+
+fn firmtime(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_firmtime"))
+        .args(args)
+        .output()
+        .expect("run firmtime")
+}
+
+fn doctor_json() -> (Output, serde_json::Value) {
+    let out = firmtime(&["doctor", "--json", "-"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "doctor --json - is not JSON ({e}):\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    });
+    (out, v)
+}
+
+#[test]
+fn doctor_json_has_checks_and_the_system_block() {
+    let (out, v) = doctor_json();
+    let checks = v["checks"].as_array().expect("checks array");
+    assert!(!checks.is_empty());
+    let mut ids = HashSet::new();
+    let mut failed = false;
+    for c in checks {
+        let mut keys: Vec<&str> = c.as_object().unwrap().keys().map(|k| k.as_str()).collect();
+        keys.sort_unstable();
+        assert_eq!(keys, ["fix", "id", "status", "title", "value"], "{c}");
+        let id = c["id"].as_str().unwrap();
+        assert!(ids.insert(id.to_string()), "duplicate id {id}");
+        assert!(
+            id.chars().all(|ch| ch.is_ascii_lowercase() || ch == '_'),
+            "{id}"
+        );
+        let status = c["status"].as_str().unwrap();
+        assert!(
+            ["pass", "warn", "fail", "unknown"].contains(&status),
+            "{status}"
+        );
+        failed |= status == "fail";
+        assert!(c["value"].is_string() && c["fix"].is_string());
+    }
+    let release = Command::new("uname").arg("-r").output().unwrap();
+    let release = String::from_utf8(release.stdout).unwrap();
+    assert_eq!(v["system"]["kernel_release"], release.trim());
+    assert!(v["system"]["preempt_model"].is_string());
+    // JSON on stdout means no table mixed into it; exit status follows the checks.
+    assert_eq!(out.status.code(), Some(if failed { 1 } else { 0 }));
+}
+
+#[test]
+fn doctor_table_exit_code_matches_failures_and_summary() {
+    let out = firmtime(&["doctor"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    let fails = text.lines().filter(|l| l.starts_with("[FAIL]")).count();
+    let count = |tag: &str| text.lines().filter(|l| l.starts_with(tag)).count();
+    let summary = text.lines().last().expect("summary line");
+    assert_eq!(
+        summary,
+        format!(
+            "{} pass, {} warn, {} fail, {} unknown",
+            count("[pass]"),
+            count("[warn]"),
+            fails,
+            count("[ ?? ]")
+        )
+    );
+    assert_eq!(out.status.code(), Some(if fails > 0 { 1 } else { 0 }));
+    // Every non-pass line is followed by its fix.
+    let lines: Vec<&str> = text.lines().collect();
+    for (i, l) in lines.iter().enumerate() {
+        if l.starts_with("[warn]") || l.starts_with("[FAIL]") || l.starts_with("[ ?? ]") {
+            assert!(lines[i + 1].trim_start().starts_with("fix: "), "{l}");
+        }
+    }
+}
+
+#[test]
+fn doctor_json_to_a_file_keeps_the_table_on_stdout() {
+    let dir = std::env::temp_dir().join(format!("firmtime-cli-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("doctor.json");
+    let out = firmtime(&["doctor", "--json", path.to_str().unwrap()]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains(" pass, "), "{text}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert!(v["checks"].is_array() && v["system"].is_object());
+    // The atomic write leaves no temporary file behind.
+    let names: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
+    assert_eq!(names.len(), 1);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn version_prints_the_crate_version() {
+    let out = firmtime(&["--version"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap().trim(),
+        format!("firmtime {}", env!("CARGO_PKG_VERSION"))
+    );
+}
+
+#[test]
+fn unknown_flag_is_a_usage_error() {
+    let out = firmtime(&["doctor", "--bogus"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--bogus"));
+}
