@@ -9,3 +9,4 @@ static ALLOC: assert_no_alloc::AllocDisabler = assert_no_alloc::AllocDisabler;
 mod common;
 mod clock;
 mod sleep;
+mod periodic;
