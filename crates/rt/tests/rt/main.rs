@@ -10,3 +10,4 @@ mod common;
 mod clock;
 mod sleep;
 mod periodic;
+mod eventlog;
