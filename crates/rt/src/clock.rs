@@ -597,8 +597,9 @@ impl TscClock {
         if d >= 0 {
             self.base_ns + ((d as u128 * self.mult as u128) >> TSC_SHIFT) as u64
         } else {
-            self.base_ns
-                .saturating_sub(((d.unsigned_abs() as u128 * self.mult as u128) >> TSC_SHIFT) as u64)
+            self.base_ns.saturating_sub(
+                ((d.unsigned_abs() as u128 * self.mult as u128) >> TSC_SHIFT) as u64,
+            )
         }
     }
 

@@ -139,8 +139,11 @@ impl Periodic {
     ///
     /// # Errors
     /// The sleeper's [`Errno`]; the schedule is then unchanged.
+    ///
+    /// Generic so that a concrete sleeper is called statically; a
+    /// `&mut dyn Sleeper` or a `Box<dyn Sleeper>` works as well.
     #[inline]
-    pub fn wait(&mut self, sleeper: &mut dyn Sleeper) -> Result<Tick, Errno> {
+    pub fn wait<S: Sleeper + ?Sized>(&mut self, sleeper: &mut S) -> Result<Tick, Errno> {
         let wake = sleeper.sleep_until(self.next_deadline_ns())?;
         Ok(self.on_wake(wake))
     }
@@ -258,7 +261,9 @@ mod tests {
             let t = p.on_wake(d + late);
             assert_eq!(t.deadline_ns, 5_000 + t.index * 250, "on the grid");
             // Exactly the deadlines strictly before the wake, after this one.
-            let passed = (t.index + 1..).take_while(|&j| p.deadline(j) < t.wake_ns).count();
+            let passed = (t.index + 1..)
+                .take_while(|&j| p.deadline(j) < t.wake_ns)
+                .count();
             assert_eq!(t.missed, passed as u64);
             if let Some(prev) = last_index {
                 assert!(t.index > prev);

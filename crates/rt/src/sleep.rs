@@ -224,6 +224,19 @@ pub trait Sleeper: Send {
     }
 }
 
+impl<S: Sleeper + ?Sized> Sleeper for Box<S> {
+    #[inline]
+    fn sleep_until(&mut self, deadline_ns: u64) -> Result<u64, Errno> {
+        (**self).sleep_until(deadline_ns)
+    }
+    fn mechanism(&self) -> Mechanism {
+        (**self).mechanism()
+    }
+    fn spin_ns(&self) -> u64 {
+        (**self).spin_ns()
+    }
+}
+
 /// Opens a sleeper for `mechanism`, doing all its setup.
 ///
 /// Thread-bound mechanisms ([`Mechanism::is_thread_bound`]) must be opened
@@ -426,9 +439,8 @@ impl TimerfdSleeper {
             return Err(Error::last_os("timerfd_create(CLOCK_MONOTONIC) failed"));
         }
         // SAFETY: `fd` is a fresh descriptor that nothing else owns.
-        Ok(Self {
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
-        })
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(Self { fd })
     }
 }
 
@@ -660,12 +672,14 @@ const RT_SIGNAL_SLOTS: u32 = 8;
 fn claim_rt_signal() -> Result<u32> {
     let mut cur = RT_SIGNALS_IN_USE.load(Ordering::Acquire);
     loop {
-        let free = (0..RT_SIGNAL_SLOTS).find(|k| cur & (1 << k) == 0).ok_or_else(|| {
-            Error::invalid(format!(
+        let free = (0..RT_SIGNAL_SLOTS)
+            .find(|k| cur & (1 << k) == 0)
+            .ok_or_else(|| {
+                Error::invalid(format!(
                 "posix-timer: all {RT_SIGNAL_SLOTS} real-time signals for POSIX-timer sleepers \
                  are in use; drop one first"
             ))
-        })?;
+            })?;
         match RT_SIGNALS_IN_USE.compare_exchange(
             cur,
             cur | (1 << free),
@@ -770,12 +784,7 @@ impl Sleeper for PosixTimerSleeper {
             };
             // SAFETY: `timer` is our live timer; valid itimerspec; null old value allowed.
             let rc = unsafe {
-                libc::timer_settime(
-                    self.timer,
-                    libc::TIMER_ABSTIME,
-                    &spec,
-                    std::ptr::null_mut(),
-                )
+                libc::timer_settime(self.timer, libc::TIMER_ABSTIME, &spec, std::ptr::null_mut())
             };
             if rc != 0 {
                 return Err(Errno::last());
@@ -826,8 +835,7 @@ impl Sleeper for PollSleeper {
                 return Ok(now);
             }
             // SAFETY: no descriptors: a null array with nfds 0 is allowed.
-            if unsafe { libc::poll(std::ptr::null_mut(), 0, timeout_ms(deadline_ns - now)) } < 0
-            {
+            if unsafe { libc::poll(std::ptr::null_mut(), 0, timeout_ms(deadline_ns - now)) } < 0 {
                 retry_eintr()?;
             }
         }
@@ -856,9 +864,8 @@ impl EpollSleeper {
             return Err(Error::last_os("epoll_create1 failed"));
         }
         // SAFETY: `fd` is a fresh descriptor that nothing else owns.
-        Ok(Self {
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
-        })
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(Self { fd })
     }
 }
 

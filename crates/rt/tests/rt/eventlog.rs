@@ -55,7 +55,10 @@ fn events_cross_threads_in_order_and_every_one_is_drained_or_counted_dropped() {
     assert!(got.windows(2).all(|w| w[0] < w[1]), "order not preserved");
     assert_eq!(pushed + dropped, N);
     assert_eq!(got.len() as u64, pushed);
-    assert_eq!((r.pushed(), r.dropped(), r.drained()), (pushed, dropped, pushed));
+    assert_eq!(
+        (r.pushed(), r.dropped(), r.drained()),
+        (pushed, dropped, pushed)
+    );
 }
 
 #[test]

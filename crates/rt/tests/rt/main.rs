@@ -6,8 +6,8 @@
 #[global_allocator]
 static ALLOC: assert_no_alloc::AllocDisabler = assert_no_alloc::AllocDisabler;
 
-mod common;
 mod clock;
-mod sleep;
-mod periodic;
+mod common;
 mod eventlog;
+mod periodic;
+mod sleep;

@@ -75,7 +75,9 @@ fn rtc_is_not_present_without_a_device() {
         eprintln!("skipped rtc_is_not_present_without_a_device: this machine has an RTC");
         return;
     }
-    let e = sleep::open(Mechanism::Rtc).err().expect("rtc opened without a device");
+    let e = sleep::open(Mechanism::Rtc)
+        .err()
+        .expect("rtc opened without a device");
     assert_eq!(e.kind(), ErrorKind::NotPresent);
     assert!(e.message().contains("/dev/rtc does not exist"), "{e}");
 }
@@ -90,7 +92,9 @@ fn rtc_open_of_a_missing_path_is_not_present() {
 fn second_setitimer_sleeper_is_refused_until_the_first_is_dropped() {
     let _g = itimer_lock();
     let first = sleep::open(Mechanism::Setitimer).unwrap();
-    let e = sleep::open(Mechanism::Setitimer).err().expect("two ITIMER_REAL sleepers");
+    let e = sleep::open(Mechanism::Setitimer)
+        .err()
+        .expect("two ITIMER_REAL sleepers");
     assert_eq!(e.kind(), ErrorKind::InvalidInput);
     assert!(e.message().contains("process-wide"), "{e}");
     drop(first);
@@ -106,7 +110,9 @@ fn thread_bound_sleepers_refuse_other_threads() {
         assert!(m.is_thread_bound());
         let mut s = sleep::open(m).unwrap();
         let r = std::thread::scope(|sc| {
-            sc.spawn(|| s.sleep_until(monotonic_ns() + 1_000_000)).join().unwrap()
+            sc.spawn(|| s.sleep_until(monotonic_ns() + 1_000_000))
+                .join()
+                .unwrap()
         });
         assert_eq!(r, Err(Errno(libc::EPERM)), "{m}");
         // Still usable on its own thread.
@@ -120,22 +126,26 @@ fn sleepers_on_several_threads_each_wake_after_their_deadlines() {
     let _g = itimer_lock();
     // Two POSIX-timer sleepers in one thread use different signals; one more
     // on another thread, plus setitimer in parallel (SIGALRM forwarded).
-    let handles: Vec<_> = [Mechanism::PosixTimer, Mechanism::Setitimer, Mechanism::Timerfd]
-        .into_iter()
-        .map(|m| {
-            std::thread::spawn(move || {
-                let mut a = sleep::open(m).unwrap();
-                let mut b = sleep::open(Mechanism::PosixTimer).unwrap();
-                for _ in 0..5 {
-                    for s in [&mut a, &mut b] {
-                        let d = monotonic_ns() + 1_000_000;
-                        let w = s.sleep_until(d).unwrap();
-                        assert!(w >= d, "{m}");
-                    }
+    let handles: Vec<_> = [
+        Mechanism::PosixTimer,
+        Mechanism::Setitimer,
+        Mechanism::Timerfd,
+    ]
+    .into_iter()
+    .map(|m| {
+        std::thread::spawn(move || {
+            let mut a = sleep::open(m).unwrap();
+            let mut b = sleep::open(Mechanism::PosixTimer).unwrap();
+            for _ in 0..5 {
+                for s in [&mut a, &mut b] {
+                    let d = monotonic_ns() + 1_000_000;
+                    let w = s.sleep_until(d).unwrap();
+                    assert!(w >= d, "{m}");
                 }
-            })
+            }
         })
-        .collect();
+    })
+    .collect();
     for h in handles {
         h.join().unwrap();
     }
