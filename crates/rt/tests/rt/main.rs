@@ -6,5 +6,9 @@
 #[global_allocator]
 static ALLOC: assert_no_alloc::AllocDisabler = assert_no_alloc::AllocDisabler;
 
+mod clock;
 mod common;
 mod doctor;
+mod eventlog;
+mod periodic;
+mod sleep;
