@@ -7,3 +7,5 @@
 static ALLOC: assert_no_alloc::AllocDisabler = assert_no_alloc::AllocDisabler;
 
 mod common;
+mod runaway;
+mod sched;
