@@ -273,7 +273,8 @@ mod tests {
         // SAFETY: sigaction is plain data; filled by sigaction.
         let mut a: libc::sigaction = unsafe { std::mem::zeroed() };
         // SAFETY: a null new action only queries; `a` is valid.
-        assert_eq!(unsafe { libc::sigaction(libc::SIGXCPU, std::ptr::null(), &mut a) }, 0);
+        let r = unsafe { libc::sigaction(libc::SIGXCPU, std::ptr::null(), &mut a) };
+        assert_eq!(r, 0);
         a.sa_sigaction
     }
 

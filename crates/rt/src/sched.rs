@@ -241,11 +241,14 @@ impl FromStr for Policy {
                     "'{text}': priority must be an integer 1-99, got '{a}'"
                 ))
             })?;
-            u8::try_from(p).ok().filter(|p| (1..=99).contains(p)).ok_or_else(|| {
-                Error::invalid(format!(
-                    "'{text}': real-time priority {p} is out of range: valid is 1-99"
-                ))
-            })
+            u8::try_from(p)
+                .ok()
+                .filter(|p| (1..=99).contains(p))
+                .ok_or_else(|| {
+                    Error::invalid(format!(
+                        "'{text}': real-time priority {p} is out of range: valid is 1-99"
+                    ))
+                })
         };
         let policy = match name.to_ascii_lowercase().as_str() {
             "other" | "normal" => Policy::Other { nice: nice(arg)? },
@@ -382,9 +385,8 @@ fn sched_setattr(attr: &SchedAttr) -> std::result::Result<(), Errno> {
 /// On error the thread's scheduling is unchanged.
 pub fn set_current_thread(policy: &Policy) -> Result<()> {
     policy.validate()?;
-    sched_setattr(&SchedAttr::from_policy(policy)).map_err(|e| {
-        crate::setup::diagnose_sched(policy, e.0, &crate::setup::Privileges::read())
-    })
+    sched_setattr(&SchedAttr::from_policy(policy))
+        .map_err(|e| crate::setup::diagnose_sched(policy, e.0, &crate::setup::Privileges::read()))
 }
 
 /// Reads back the calling thread's policy and parameters from the kernel.
@@ -565,8 +567,7 @@ pub fn affinity() -> Result<Vec<usize>> {
     // SAFETY: cpu_set_t is plain data; all-zero is the empty set.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     // SAFETY: `set` is a valid, owned cpu_set_t of the size passed.
-    let r =
-        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    let r = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
     if r != 0 {
         return Err(Error::last_os("sched_getaffinity on the calling thread"));
     }
@@ -785,7 +786,10 @@ mod tests {
 
     #[test]
     fn cpu_lists_parse_and_format() {
-        assert_eq!(parse_cpu_list("0-3,5,7-8\n").unwrap(), [0, 1, 2, 3, 5, 7, 8]);
+        assert_eq!(
+            parse_cpu_list("0-3,5,7-8\n").unwrap(),
+            [0, 1, 2, 3, 5, 7, 8]
+        );
         assert_eq!(parse_cpu_list("0").unwrap(), [0]);
         assert_eq!(parse_cpu_list("").unwrap(), Vec::<usize>::new());
         assert_eq!(parse_cpu_list("3,1,1").unwrap(), [1, 3]);
@@ -799,7 +803,10 @@ mod tests {
 
     #[test]
     fn empty_affinity_and_zero_slack_are_rejected_before_any_syscall() {
-        assert_eq!(set_affinity(&[]).unwrap_err().kind(), ErrorKind::InvalidInput);
+        assert_eq!(
+            set_affinity(&[]).unwrap_err().kind(),
+            ErrorKind::InvalidInput
+        );
         let e = set_timer_slack(0).unwrap_err();
         assert!(e.message().contains("1ns"), "{e}");
     }

@@ -194,7 +194,11 @@ pub fn cgroup_v1_cpu_path(cgroup: &str) -> Option<(String, String)> {
 pub fn diagnose_sched(policy: &Policy, errno: i32, p: &Privileges) -> Error {
     let what = match policy {
         Policy::Fifo { .. } | Policy::Rr { .. } => {
-            format!("{} priority {} was refused", policy.kernel_name(), policy.priority())
+            format!(
+                "{} priority {} was refused",
+                policy.kernel_name(),
+                policy.priority()
+            )
         }
         _ => format!("{} ({policy}) was refused", policy.kernel_name()),
     };
@@ -743,7 +747,10 @@ mod tests {
         };
         let e = diagnose_sched(&FIFO80, libc::EPERM, &p);
         assert_eq!(e.kind(), ErrorKind::RtThrottled);
-        assert!(e.message().contains("kernel.sched_rt_runtime_us is 0"), "{e}");
+        assert!(
+            e.message().contains("kernel.sched_rt_runtime_us is 0"),
+            "{e}"
+        );
         let p = Privileges {
             cgroup_cpu_path: Some("/user.slice".into()),
             cgroup_rt_runtime_us: Some(0),
@@ -788,7 +795,11 @@ mod tests {
     fn mlock_refusals_give_the_limit_and_the_fix() {
         let e = diagnose_mlock(libc::ENOMEM, &unprivileged());
         assert_eq!(e.kind(), ErrorKind::MemlockDenied);
-        for needle in ["RLIMIT_MEMLOCK is 8388608 bytes", "CAP_IPC_LOCK", "@audio - memlock unlimited"] {
+        for needle in [
+            "RLIMIT_MEMLOCK is 8388608 bytes",
+            "CAP_IPC_LOCK",
+            "@audio - memlock unlimited",
+        ] {
             assert!(e.message().contains(needle), "{needle}: {e}");
         }
         let p = Privileges {

@@ -51,7 +51,10 @@ fn fifo_busy_loops_on_every_cpu_are_demoted() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(status.success(), "child failed: {text}");
-    assert!(text.contains("1 passed"), "child did not run the test: {text}");
+    assert!(
+        text.contains("1 passed"),
+        "child did not run the test: {text}"
+    );
     let n = sched::online_cpus().len();
     assert!(
         text.contains(&format!("runaway-child demotions={n} threads={n}")),

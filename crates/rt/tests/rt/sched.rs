@@ -209,10 +209,19 @@ fn apply_report_equals_the_request_when_root() {
 
 #[test]
 fn apply_default_changes_nothing() {
-    let (before, setup) = on_thread(|| (setup::observe().unwrap(), setup::apply(&RtRequest::default())));
+    let (before, setup) = on_thread(|| {
+        (
+            setup::observe().unwrap(),
+            setup::apply(&RtRequest::default()),
+        )
+    });
     let setup = setup.unwrap();
     let o = &setup.conditions.obtained;
-    assert!(setup.conditions.matches_request(), "{:?}", setup.conditions.mismatches());
+    assert!(
+        setup.conditions.matches_request(),
+        "{:?}",
+        setup.conditions.mismatches()
+    );
     assert_eq!(o.policy, before.policy);
     assert_eq!(o.cpus, before.cpus);
     assert_eq!(o.timer_slack_ns, before.timer_slack_ns);
@@ -325,7 +334,10 @@ pub fn run_child(test: &str, env: &str, role: &str) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(out.status.success(), "child {test} failed: {text}");
-    assert!(text.contains("1 passed"), "child did not run {test}: {text}");
+    assert!(
+        text.contains("1 passed"),
+        "child did not run {test}: {text}"
+    );
     text
 }
 
@@ -340,7 +352,11 @@ fn denied_realtime_is_explained_in_a_child() {
         eprintln!("skipped denied_realtime_is_explained_in_a_child: needs root to drop privileges");
         return;
     }
-    let out = run_child("sched::denied_realtime_is_explained_in_a_child", CHILD_ENV, "denied");
+    let out = run_child(
+        "sched::denied_realtime_is_explained_in_a_child",
+        CHILD_ENV,
+        "denied",
+    );
     assert!(out.contains("denied-child-done"), "{out}");
 }
 
@@ -372,11 +388,13 @@ fn denied_child() {
     }
     assert_eq!(e.errno(), Some(libc::EPERM));
 
-    let e = on_thread(|| sched::set_current_thread(&Policy::Deadline {
-        runtime_ns: 100_000,
-        deadline_ns: 1_000_000,
-        period_ns: 1_000_000,
-    }))
+    let e = on_thread(|| {
+        sched::set_current_thread(&Policy::Deadline {
+            runtime_ns: 100_000,
+            deadline_ns: 1_000_000,
+            period_ns: 1_000_000,
+        })
+    })
     .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::RealtimeDenied, "{e}");
 
