@@ -349,7 +349,7 @@ pub struct Obtained {
     pub locked_kib: Option<u64>,
     /// CPUs the thread may run on.
     pub cpus: Vec<usize>,
-    /// Timer slack in ns (0 for FIFO/RR/DEADLINE threads on Linux ≥ 6.10).
+    /// Timer slack in ns (recent kernels force 0 for FIFO/RR/DEADLINE threads).
     pub timer_slack_ns: u64,
     /// The DMA latency limit in force while the guard is held (µs), read
     /// back from the device; `None` if no request is held.
