@@ -11,4 +11,6 @@ mod common;
 mod doctor;
 mod eventlog;
 mod periodic;
+mod runaway;
+mod sched;
 mod sleep;
