@@ -156,9 +156,12 @@ impl Parser {
     /// is allocated and written here, so its pages are resident before the
     /// real-time loop starts.
     pub fn new(sysex_capacity: usize) -> Self {
-        let mut sysex = Vec::with_capacity(sysex_capacity);
-        // resize writes every byte (unlike vec![0; n], which may map untouched zero pages).
-        sysex.resize(sysex_capacity, 0u8);
+        let mut sysex = vec![0u8; sysex_capacity];
+        // A zeroed allocation may be untouched zero pages; write one byte per
+        // page (black_box keeps the store) so the RT loop takes no page faults.
+        for page in sysex.chunks_mut(4096) {
+            page[0] = std::hint::black_box(0);
+        }
         Self {
             status: 0,
             need: 0,
@@ -761,7 +764,9 @@ mod tests {
         let mut stream = Vec::new();
         for i in 0..2_000u32 {
             let b = (i % 128) as u8;
-            stream.extend([0x90, b, 100, b, 0, 0xF8, 0xF0, b, b, 0xF7, 0xB1, 7, b, 0xE2, b, 0x40]);
+            stream.extend([
+                0x90, b, 100, b, 0, 0xF8, 0xF0, b, b, 0xF7, 0xB1, 7, b, 0xE2, b, 0x40,
+            ]);
             stream.extend([0xF4, 5, 0xF9, 0xF1, 0x20, 0xF7]);
         }
         let mut count = 0u64;

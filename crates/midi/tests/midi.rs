@@ -450,9 +450,7 @@ fn build_stream(
     rt_percent: u64,
 ) -> Vec<Item> {
     let mut items = Vec::new();
-    let count = msgs.len();
-    for i in 0..count {
-        let (msg, payload) = &msgs[i];
+    for (i, (msg, payload)) in msgs.iter().enumerate() {
         let mut bytes = vec![0; payload.len() + 3];
         let n = if let MidiMessage::SysEx { .. } = msg {
             enc.encode_sysex(payload, &mut bytes).unwrap()
@@ -547,7 +545,8 @@ fn round_trip(running_status: bool, rt_percent: u64) {
         let mut parser = Parser::new(SYSEX_CAPACITY);
         let got = parse_items(&mut parser, &items);
         assert_eq!(
-            got, want,
+            got,
+            want,
             "seed {seed}, running status {running_status}, stream {:02X?}",
             items.iter().map(|i| i.byte).collect::<Vec<_>>()
         );
@@ -572,7 +571,10 @@ fn round_trip(running_status: bool, rt_percent: u64) {
                     }
                 })
                 .sum();
-            assert!(items.len() <= plain, "seed {seed}: running status never adds bytes");
+            assert!(
+                items.len() <= plain,
+                "seed {seed}: running status never adds bytes"
+            );
         }
     }
 }
