@@ -6,6 +6,8 @@
 //! bounded amount of work (no loop depends on the input), so a flood of
 //! garbage or an endless SysEx costs the same per byte as music.
 
+use std::fmt;
+
 use crate::message::{data_len, from_parts, MidiMessage};
 
 /// A message and the time of its first byte.
@@ -127,7 +129,6 @@ impl ExactSizeIterator for Events {}
 /// assert_eq!(got[2].msg, MidiMessage::NoteOn { channel: 0, note: 0x40, velocity: 0x50 });
 /// assert_eq!(got[2].t_ns, 4_000); // the time of its first data byte
 /// ```
-#[derive(Debug)]
 pub struct Parser {
     /// Status of the message being collected, or the running status between
     /// channel messages; 0 when data bytes have nowhere to go.
@@ -148,6 +149,21 @@ pub struct Parser {
     sysex_view: usize,
     sysex: Box<[u8]>,
     stats: ParserStats,
+}
+
+impl fmt::Debug for Parser {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The SysEx buffer can be large: show its size, not its bytes.
+        f.debug_struct("Parser")
+            .field("status", &format_args!("{:#04x}", self.status))
+            .field("in_progress", &self.in_progress)
+            .field("have", &self.have)
+            .field("in_sysex", &self.in_sysex)
+            .field("sysex_fill", &self.sysex_fill)
+            .field("sysex_capacity", &self.sysex.len())
+            .field("stats", &self.stats)
+            .finish()
+    }
 }
 
 impl Parser {
@@ -220,6 +236,7 @@ impl Parser {
     /// copied into events) and returns the messages it completes.
     ///
     /// **RT-safe.**
+    #[must_use = "the messages this byte completes are returned only here"]
     pub fn push(&mut self, byte: u8, t_ns: u64) -> Events {
         let mut out = Events::default();
         self.stats.bytes += 1;
@@ -743,6 +760,16 @@ mod tests {
                 }
             ]
         );
+    }
+
+    #[test]
+    fn debug_shows_state_not_the_buffer() {
+        let mut p = Parser::new(100_000);
+        let _ = p.push(0x90, 0);
+        let s = format!("{p:?}");
+        assert!(s.contains("status: 0x90"), "{s}");
+        assert!(s.contains("sysex_capacity: 100000"), "{s}");
+        assert!(s.len() < 1_000, "{s}");
     }
 
     #[test]
