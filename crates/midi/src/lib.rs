@@ -1,0 +1,77 @@
+//! firmtime-midi: MIDI 1.0 bytes, parsed and encoded, with no I/O.
+//!
+//! - [`Parser`]: a byte-stream parser for a serial port, a raw MIDI device or
+//!   a pty. Each byte goes in with its arrival time; each completed message
+//!   comes out as an [`Event`] stamped with the time of its *first* byte (its
+//!   status byte, or its first data byte under running status), so a message
+//!   that took 960 µs to cross a 31.25 kbaud wire is dated when it began.
+//!   Real-time bytes (0xF8..=0xFF) complete at once with their own time, even
+//!   inside another message. SysEx payloads go into a buffer of fixed
+//!   capacity; overflow, truncation and garbage are counted in
+//!   [`ParserStats`], never panicked on, and the next status byte resynchronizes.
+//! - [`parse_message`]: one complete message, as a JACK MIDI event holds it.
+//! - [`MidiMessage::encode`], [`Encoder`] (optional running status) and
+//!   [`encode_sysex`]: bytes for an output stream.
+//!
+//! Channels are 0..=15 throughout (MIDI channel 1 is 0).
+//!
+//! # Real-time contract
+//!
+//! [`Parser::new`] allocates and touches the SysEx buffer. After that, every
+//! function in this crate marked **RT-safe.** (all of the parsing and encoding)
+//! never allocates, never locks, never blocks and never prints, and does a
+//! bounded amount of work per byte whatever the input. Test builds check this
+//! with `assert_no_alloc`.
+//!
+//! # Example
+//!
+//! ```
+//! use firmtime_midi::{Encoder, MidiMessage, Parser};
+//!
+//! // A keyboard sends two notes with running status; a clock byte lands mid-message.
+//! let stream = [0x90, 60, 100, 62, 0xF8, 90];
+//! let mut parser = Parser::new(256);
+//! let mut events = Vec::new();
+//! for (i, &byte) in stream.iter().enumerate() {
+//!     let t_ns = i as u64 * 320_000; // one byte every 320 µs
+//!     for ev in parser.push(byte, t_ns) {
+//!         events.push(ev);
+//!     }
+//! }
+//! let notes: Vec<_> = events
+//!     .iter()
+//!     .filter_map(|ev| match ev.msg {
+//!         MidiMessage::NoteOn { note, .. } => Some((note, ev.t_ns)),
+//!         _ => None,
+//!     })
+//!     .collect();
+//! assert_eq!(notes, [(60, 0), (62, 960_000)]);
+//! assert_eq!(parser.stats().messages, 3); // two notes and the clock
+//!
+//! // Encode them back with running status: the second status byte is saved,
+//! // and the clock byte, now between messages, does not cancel running status.
+//! let mut enc = Encoder::new(true);
+//! let mut wire = Vec::new();
+//! for ev in &events {
+//!     let mut out = [0; 3];
+//!     let n = enc.encode_running(&ev.msg, &mut out);
+//!     wire.extend_from_slice(&out[..n]);
+//! }
+//! assert_eq!(wire, [0x90, 60, 100, 0xF8, 62, 90]);
+//! ```
+
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+mod encode;
+mod message;
+mod parser;
+
+pub use encode::{encode_sysex, EncodeError, Encoder};
+pub use message::{parse_message, MidiMessage, ParseError};
+pub use parser::{Event, Events, Parser, ParserStats};
+
+// Test builds abort on any allocation inside `assert_no_alloc(|| ...)`.
+#[cfg(all(test, debug_assertions))]
+#[global_allocator]
+static A: assert_no_alloc::AllocDisabler = assert_no_alloc::AllocDisabler;
