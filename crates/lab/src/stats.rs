@@ -356,7 +356,8 @@ impl LatencyHistogram {
 
     /// The value at quantile `q` (0.0..=1.0, clamped), nearest rank, within
     /// the bucket precision and clamped to the exact min and max; `None`
-    /// when empty. A value is reported as the top of its bucket.
+    /// when empty. A value is reported as the top of its bucket, except the
+    /// first and last ranks, which are the exact min and max.
     pub fn quantile(&self, q: f64) -> Option<i64> {
         let n = self.len();
         if n == 0 {
@@ -367,6 +368,13 @@ impl LatencyHistogram {
 
     /// Value at 1-based rank `r` in the sorted samples (`1 <= r <= len`).
     fn value_at_rank(&self, r: u64) -> i64 {
+        // The extremes are known exactly.
+        if r <= 1 {
+            return self.moments.min;
+        }
+        if r >= self.len() {
+            return self.moments.max;
+        }
         let nneg = self.neg.len();
         let v = if r <= nneg {
             // Negatives sorted ascending are magnitudes descending: rank r
