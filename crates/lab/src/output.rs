@@ -231,7 +231,11 @@ pub fn write_cyclictest_histogram(
         let _ = write!(s, " {:09}", t.total());
     }
     if sum {
-        let _ = write!(s, " {:09}", threads.iter().map(ThreadHist::total).sum::<u64>());
+        let _ = write!(
+            s,
+            " {:09}",
+            threads.iter().map(ThreadHist::total).sum::<u64>()
+        );
     }
     s.push_str("\n# Min Latencies:");
     for t in threads {
@@ -254,7 +258,11 @@ pub fn write_cyclictest_histogram(
         let _ = write!(s, " {:05}", t.overflows);
     }
     if sum {
-        let _ = write!(s, " {:05}", threads.iter().map(|t| t.overflows).sum::<u64>());
+        let _ = write!(
+            s,
+            " {:05}",
+            threads.iter().map(|t| t.overflows).sum::<u64>()
+        );
     }
     s.push('\n');
     if threads.iter().any(|t| t.underflows > 0) {

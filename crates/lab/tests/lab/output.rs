@@ -165,11 +165,26 @@ fn sum_column_round_trips() {
         b.record_us(us);
     }
     let text = write_text(&[a.clone(), b.clone()], true);
-    assert!(text.starts_with("# Histogram\n000000 000001\t000000\t000001\n"), "{text}");
-    assert!(text.contains("# Total: 000000004 000000003 000000007\n"), "{text}");
-    assert!(text.contains("# Max Latencies: 00007 00003 00007\n"), "{text}");
-    assert!(text.contains("# Histogram Overflows: 00001 00000 00001\n"), "{text}");
-    assert!(text.ends_with("# Thread 0: 00004\n# Thread 1:\n\n"), "{text}");
+    assert!(
+        text.starts_with("# Histogram\n000000 000001\t000000\t000001\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("# Total: 000000004 000000003 000000007\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("# Max Latencies: 00007 00003 00007\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("# Histogram Overflows: 00001 00000 00001\n"),
+        "{text}"
+    );
+    assert!(
+        text.ends_with("# Thread 0: 00004\n# Thread 1:\n\n"),
+        "{text}"
+    );
     let back = parse_cyclictest_histogram(&text).unwrap();
     assert!(back.sum_column);
     assert_eq!(back.threads[0].buckets, a.buckets);

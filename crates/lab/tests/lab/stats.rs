@@ -153,7 +153,10 @@ fn merge_equals_recording_everything_into_one() {
     let all: Vec<i64> = a.iter().chain(&b).copied().collect();
     let hall = hist_of(&all);
     assert_eq!(ha.summary(4), hall.summary(4));
-    assert_eq!(ha.buckets().collect::<Vec<_>>(), hall.buckets().collect::<Vec<_>>());
+    assert_eq!(
+        ha.buckets().collect::<Vec<_>>(),
+        hall.buckets().collect::<Vec<_>>()
+    );
     assert_eq!(ha.len(), 17_000);
 }
 
