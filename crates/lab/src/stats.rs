@@ -249,6 +249,7 @@ impl Default for LatencyHistogram {
 impl LatencyHistogram {
     /// A histogram tracking magnitudes up to [`DEFAULT_MAX_NS`] (100 s) with
     /// [`SIGNIFICANT_DIGITS`] significant digits. Allocates all its memory.
+    /// Never panics: the default bounds are valid.
     pub fn new() -> Self {
         Self::with_max_ns(DEFAULT_MAX_NS).expect("default bounds are valid")
     }
