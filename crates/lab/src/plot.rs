@@ -1,1 +1,402 @@
-//! (being written)
+//! PNG plots for reports: log-scale latency histograms (in µs or, as in
+//! Varoquaux (2006), in units of the period), CDFs per condition, and a
+//! per-condition comparison of p50/p99/max.
+//!
+//! Text is drawn with a TrueType font registered from disk: the file named
+//! by the `FIRMTIME_FONT` environment variable, else [`DEFAULT_FONT`]
+//! (Debian package `fonts-dejavu-core`). If the font cannot be read, the
+//! plot functions return an [`ErrorKind::Unavailable`] error saying what to
+//! install; they never fall back silently.
+//!
+//! # RT contract
+//!
+//! None of this runs on the RT path: plotting allocates and writes files.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use plotters::coord::ranged1d::SegmentValue;
+use plotters::prelude::*;
+use plotters::style::{register_font, FontStyle, Palette, Palette99};
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::stats::{LatencyHistogram, Summary};
+
+/// The font used when `FIRMTIME_FONT` is not set (package `fonts-dejavu-core`).
+pub const DEFAULT_FONT: &str = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
+
+/// Environment variable naming a TrueType font file to use instead of
+/// [`DEFAULT_FONT`].
+pub const FONT_ENV: &str = "FIRMTIME_FONT";
+
+/// Size of every plot, in pixels.
+pub const SIZE: (u32, u32) = (1000, 600);
+
+const FAMILY: &str = "sans-serif";
+
+/// The font file in use: `$FIRMTIME_FONT` if set and non-empty, else
+/// [`DEFAULT_FONT`].
+pub fn font_path() -> PathBuf {
+    match std::env::var_os(FONT_ENV) {
+        Some(p) if !p.is_empty() => PathBuf::from(p),
+        _ => PathBuf::from(DEFAULT_FONT),
+    }
+}
+
+/// The font registered so far (each registration leaks the file's bytes
+/// once, as plotters needs them for the whole process).
+static REGISTERED: Mutex<Option<PathBuf>> = Mutex::new(None);
+
+/// Reads the TrueType font at `path` and makes it the plots' font.
+/// Registering the same path again does nothing.
+///
+/// # Errors
+///
+/// [`ErrorKind::Unavailable`] if the file cannot be read or is not a
+/// TrueType/OpenType font; the message says which package to install and
+/// how to point `FIRMTIME_FONT` at another font. The previous font, if
+/// any, stays registered.
+pub fn use_font(path: &Path) -> Result<()> {
+    let mut reg = REGISTERED.lock().unwrap_or_else(|p| p.into_inner());
+    if reg.as_deref() == Some(path) {
+        return Ok(());
+    }
+    let bytes = std::fs::read(path).map_err(|e| {
+        Error::new(
+            ErrorKind::Unavailable,
+            format!(
+                "cannot read the plot font {}: {e}; install it with \
+                 `apt install fonts-dejavu-core` (or run scripts/setup.sh), or set \
+                 {FONT_ENV} to a TrueType font file",
+                path.display()
+            ),
+        )
+    })?;
+    let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+    register_font(FAMILY, FontStyle::Normal, bytes).map_err(|_| {
+        Error::new(
+            ErrorKind::Unavailable,
+            format!(
+                "{} is not a usable TrueType font; install `fonts-dejavu-core` or set \
+                 {FONT_ENV} to a TrueType font file",
+                path.display()
+            ),
+        )
+    })?;
+    *reg = Some(path.to_owned());
+    Ok(())
+}
+
+/// Registers [`font_path`] unless a font is already registered.
+fn ensure_font() -> Result<()> {
+    let have = REGISTERED
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .is_some();
+    if have {
+        Ok(())
+    } else {
+        use_font(&font_path())
+    }
+}
+
+/// Unit of the latency axis of [`histogram_png`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    /// Microseconds.
+    Us,
+    /// Multiples of the period (Varoquaux's plot); the period in ns.
+    Periods(u64),
+}
+
+impl Unit {
+    fn ns(self) -> f64 {
+        match self {
+            Unit::Us => 1000.0,
+            Unit::Periods(p) => p as f64,
+        }
+    }
+
+    fn label(self) -> String {
+        match self {
+            Unit::Us => "latency (µs)".to_owned(),
+            Unit::Periods(p) => format!(
+                "latency (periods of {})",
+                firmtime_rt::units::format_ns(p as f64)
+            ),
+        }
+    }
+}
+
+fn draw_err(path: &Path, e: impl std::fmt::Display) -> Error {
+    Error::new(
+        ErrorKind::Output,
+        format!(
+            "cannot write the plot {}: {e}; check that its directory exists and is writable",
+            path.display()
+        ),
+    )
+}
+
+fn nothing_to_plot(what: &str) -> Error {
+    Error::new(
+        ErrorKind::InvalidInput,
+        format!("nothing to plot in {what}: every series is empty"),
+    )
+}
+
+fn color(i: usize) -> RGBColor {
+    let (r, g, b) = Palette99::COLORS[i % Palette99::COLORS.len()];
+    RGBColor(r, g, b)
+}
+
+/// Writes a histogram of each series (overlaid, semi-transparent) with a
+/// logarithmic count axis. Bins are linear: at least 1 µs wide (or 1/50 of
+/// the period with [`Unit::Periods`]), widened to keep about 200 bins.
+/// Empty series are left out of the plot but kept in the legend.
+///
+/// # Errors
+///
+/// [`ErrorKind::InvalidInput`] if every series is empty or the period is 0;
+/// [`ErrorKind::Unavailable`] if the font is missing (see the module docs);
+/// [`ErrorKind::Output`] if the file cannot be written.
+pub fn histogram_png(
+    path: &Path,
+    title: &str,
+    series: &[(&str, &LatencyHistogram)],
+    unit: Unit,
+) -> Result<()> {
+    if unit == Unit::Periods(0) {
+        return Err(Error::new(
+            ErrorKind::InvalidInput,
+            "the period for a per-period histogram must be positive",
+        ));
+    }
+    let lo = series.iter().filter_map(|(_, h)| h.min()).min();
+    let hi = series.iter().filter_map(|(_, h)| h.max()).max();
+    let (Some(lo), Some(hi)) = (lo, hi) else {
+        return Err(nothing_to_plot(path.display().to_string().as_str()));
+    };
+    ensure_font()?;
+    let range = (hi as i128 - lo as i128).max(0) as u128;
+    let min_width: u128 = match unit {
+        Unit::Us => 1000,
+        Unit::Periods(p) => (u128::from(p) / 50).max(1),
+    };
+    let mut width = min_width.max(range.div_ceil(200));
+    if unit == Unit::Us {
+        width = width.div_ceil(1000) * 1000;
+    }
+    let width = width.min(i64::MAX as u128) as i64;
+    let mut binned = Vec::with_capacity(series.len());
+    let mut max_count = 1u64;
+    for (_, h) in series {
+        let bins = h.rebin(width)?;
+        max_count = max_count.max(bins.iter().map(|b| b.1).max().unwrap_or(0));
+        binned.push(bins);
+    }
+    let u = unit.ns();
+    let x0 = (lo.div_euclid(width) * width) as f64 / u;
+    let x1 = ((hi.div_euclid(width) + 1) * width) as f64 / u;
+    let wu = width as f64 / u;
+
+    let root = BitMapBackend::new(path, SIZE).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| draw_err(path, e))?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, (FAMILY, 26))
+        .margin(12)
+        .x_label_area_size(45)
+        .y_label_area_size(70)
+        .build_cartesian_2d(x0..x1, (0.5f64..max_count as f64 * 2.0).log_scale())
+        .map_err(|e| draw_err(path, e))?;
+    chart
+        .configure_mesh()
+        .x_desc(unit.label())
+        .y_desc("samples (log)")
+        .label_style((FAMILY, 14))
+        .axis_desc_style((FAMILY, 16))
+        .draw()
+        .map_err(|e| draw_err(path, e))?;
+    for (i, ((name, _), bins)) in series.iter().zip(&binned).enumerate() {
+        let c = color(i);
+        chart
+            .draw_series(bins.iter().map(|&(start, count)| {
+                let x = start as f64 / u;
+                Rectangle::new([(x, 0.5), (x + wu, count as f64)], c.mix(0.45).filled())
+            }))
+            .map_err(|e| draw_err(path, e))?
+            .label(*name)
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], c.filled()));
+    }
+    chart
+        .configure_series_labels()
+        .label_font((FAMILY, 14))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| draw_err(path, e))?;
+    root.present().map_err(|e| draw_err(path, e))
+}
+
+/// Writes the cumulative distribution of each series: fraction of samples
+/// at or below a latency (µs), one line per condition.
+///
+/// # Errors
+///
+/// As [`histogram_png`].
+pub fn cdf_png(path: &Path, title: &str, series: &[(&str, &LatencyHistogram)]) -> Result<()> {
+    let lo = series.iter().filter_map(|(_, h)| h.min()).min();
+    let hi = series.iter().filter_map(|(_, h)| h.max()).max();
+    let (Some(lo), Some(hi)) = (lo, hi) else {
+        return Err(nothing_to_plot(path.display().to_string().as_str()));
+    };
+    ensure_font()?;
+    let (mut x0, mut x1) = (lo as f64 / 1000.0, hi as f64 / 1000.0);
+    if x1 - x0 < 1e-3 {
+        x0 -= 1.0;
+        x1 += 1.0;
+    }
+    let root = BitMapBackend::new(path, SIZE).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| draw_err(path, e))?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, (FAMILY, 26))
+        .margin(12)
+        .x_label_area_size(45)
+        .y_label_area_size(60)
+        .build_cartesian_2d(x0..x1, 0f64..1.0)
+        .map_err(|e| draw_err(path, e))?;
+    chart
+        .configure_mesh()
+        .x_desc("latency (µs)")
+        .y_desc("fraction of samples ≤ latency")
+        .label_style((FAMILY, 14))
+        .axis_desc_style((FAMILY, 16))
+        .draw()
+        .map_err(|e| draw_err(path, e))?;
+    for (i, (name, h)) in series.iter().enumerate() {
+        let c = color(i);
+        let n = h.len().max(1) as f64;
+        let mut seen = 0u64;
+        let mut pts = Vec::new();
+        if let Some(min) = h.min() {
+            pts.push((min as f64 / 1000.0, 0.0));
+        }
+        for b in h.buckets() {
+            // Steps: flat to the bucket, then up by its count.
+            let x = (b.high_ns.clamp(h.min().unwrap_or(0), h.max().unwrap_or(0))) as f64 / 1000.0;
+            pts.push((x, seen as f64 / n));
+            seen += b.count;
+            pts.push((x, seen as f64 / n));
+        }
+        chart
+            .draw_series(LineSeries::new(pts, c.stroke_width(2)))
+            .map_err(|e| draw_err(path, e))?
+            .label(*name)
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 16, y)], c.stroke_width(2)));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .label_font((FAMILY, 14))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| draw_err(path, e))?;
+    root.present().map_err(|e| draw_err(path, e))
+}
+
+/// Writes a per-condition dot plot of p50, p99 and max (µs, logarithmic
+/// axis). Values at or below 1 ns are drawn at 1 ns (0.001 µs). Conditions
+/// without samples are shown as empty columns.
+///
+/// # Errors
+///
+/// [`ErrorKind::InvalidInput`] if `rows` is empty or no row has samples;
+/// otherwise as [`histogram_png`].
+pub fn comparison_png(path: &Path, title: &str, rows: &[(&str, &Summary)]) -> Result<()> {
+    let ymax = rows
+        .iter()
+        .filter_map(|(_, s)| s.max_ns)
+        .max()
+        .ok_or_else(|| nothing_to_plot(path.display().to_string().as_str()))?;
+    ensure_font()?;
+    const FLOOR_US: f64 = 0.001;
+    let us = |v: Option<i64>| v.map(|ns| (ns as f64 / 1000.0).max(FLOOR_US));
+    let ymin = rows
+        .iter()
+        .filter_map(|(_, s)| us(s.p50_ns))
+        .fold(f64::INFINITY, f64::min);
+    let y0 = (ymin / 2.0).max(FLOOR_US / 2.0);
+    let y1 = (ymax as f64 / 1000.0).max(FLOOR_US) * 2.0;
+    let names: Vec<String> = rows
+        .iter()
+        .map(|(n, s)| {
+            if s.is_empty() {
+                format!("{n} (no samples)")
+            } else {
+                (*n).to_owned()
+            }
+        })
+        .collect();
+
+    let root = BitMapBackend::new(path, SIZE).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| draw_err(path, e))?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, (FAMILY, 26))
+        .margin(12)
+        .x_label_area_size(45)
+        .y_label_area_size(70)
+        .build_cartesian_2d((0..rows.len()).into_segmented(), (y0..y1).log_scale())
+        .map_err(|e| draw_err(path, e))?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(rows.len())
+        .x_label_formatter(&|v| match v {
+            SegmentValue::CenterOf(i) | SegmentValue::Exact(i) => {
+                names.get(*i).cloned().unwrap_or_default()
+            }
+            SegmentValue::Last => String::new(),
+        })
+        .y_desc("latency (µs, log)")
+        .label_style((FAMILY, 14))
+        .axis_desc_style((FAMILY, 16))
+        .draw()
+        .map_err(|e| draw_err(path, e))?;
+    type Pick = fn(&Summary) -> Option<i64>;
+    let stats: [(&str, Pick); 3] = [
+        ("p50", |s| s.p50_ns),
+        ("p99", |s| s.p99_ns),
+        ("max", |s| s.max_ns),
+    ];
+    // Fixed, distinguishable colours: p50 blue, p99 orange, max red.
+    let colors = [
+        RGBColor(31, 119, 180),
+        RGBColor(255, 127, 14),
+        RGBColor(214, 39, 40),
+    ];
+    for (k, (label, pick)) in stats.iter().enumerate() {
+        let c = colors[k];
+        let pts: Vec<(SegmentValue<usize>, f64)> = rows
+            .iter()
+            .enumerate()
+            .filter_map(|(i, (_, s))| us(pick(s)).map(|y| (SegmentValue::CenterOf(i), y)))
+            .collect();
+        chart
+            .draw_series(
+                pts.into_iter()
+                    .map(move |p| EmptyElement::at(p) + Circle::new((0, 0), 6, c.filled())),
+            )
+            .map_err(|e| draw_err(path, e))?
+            .label(*label)
+            .legend(move |(x, y)| Circle::new((x + 6, y), 5, c.filled()));
+    }
+    chart
+        .configure_series_labels()
+        .label_font((FAMILY, 14))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| draw_err(path, e))?;
+    root.present().map_err(|e| draw_err(path, e))
+}

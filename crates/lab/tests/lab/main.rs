@@ -1,0 +1,17 @@
+//! firmtime-lab integration tests: one binary, one module per area.
+
+// RT closures run under `assert_no_alloc`: any allocation inside aborts.
+#[cfg(debug_assertions)]
+#[global_allocator]
+static ALLOC: assert_no_alloc::AllocDisabler = assert_no_alloc::AllocDisabler;
+
+mod output;
+mod plot;
+mod stats;
+
+/// Path of a fixture in `crates/lab/tests/data/`.
+pub fn data(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name)
+}

@@ -1,0 +1,150 @@
+//! Plots: each function writes a real PNG of the documented size; a
+//! missing or invalid font gives an actionable error.
+
+use std::path::{Path, PathBuf};
+
+use firmtime_lab::plot::{cdf_png, comparison_png, histogram_png, use_font, Unit, SIZE};
+use firmtime_lab::stats::{summarize, LatencyHistogram, Summary};
+use firmtime_lab::ErrorKind;
+
+/// A fresh directory under the system temp dir, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> Self {
+        let p = std::env::temp_dir().join(format!("firmtime-lab-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        Self(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Checks the PNG signature and the IHDR chunk's width and height.
+fn assert_png(path: &Path) {
+    let b = std::fs::read(path).unwrap();
+    assert!(
+        b.len() > 1000,
+        "{} is only {} bytes",
+        path.display(),
+        b.len()
+    );
+    assert_eq!(&b[..8], b"\x89PNG\r\n\x1a\n", "PNG signature");
+    assert_eq!(&b[12..16], b"IHDR");
+    let w = u32::from_be_bytes(b[16..20].try_into().unwrap());
+    let h = u32::from_be_bytes(b[20..24].try_into().unwrap());
+    assert_eq!((w, h), SIZE);
+}
+
+fn hist(samples: impl IntoIterator<Item = i64>) -> LatencyHistogram {
+    let mut h = LatencyHistogram::new();
+    for s in samples {
+        h.record(s);
+    }
+    h
+}
+
+fn conditions() -> (LatencyHistogram, LatencyHistogram) {
+    let idle = hist((0..5_000).map(|i| 3_000 + (i * 37 % 9_000)));
+    let loaded = hist((0..5_000).map(|i| -2_000 + (i * 7_919 % 400_000)));
+    (idle, loaded)
+}
+
+#[test]
+fn histogram_png_in_us_and_in_periods() {
+    let dir = TempDir::new("hist");
+    let (idle, loaded) = conditions();
+    let series = [("idle", &idle), ("loaded", &loaded)];
+    let us = dir.0.join("hist-us.png");
+    histogram_png(&us, "latency", &series, Unit::Us).unwrap();
+    assert_png(&us);
+    let per = dir.0.join("hist-periods.png");
+    histogram_png(&per, "latency / period", &series, Unit::Periods(1_000_000)).unwrap();
+    assert_png(&per);
+}
+
+#[test]
+fn cdf_png_one_line_per_condition() {
+    let dir = TempDir::new("cdf");
+    let (idle, loaded) = conditions();
+    let p = dir.0.join("cdf.png");
+    cdf_png(&p, "CDF", &[("idle", &idle), ("loaded", &loaded)]).unwrap();
+    assert_png(&p);
+    // A single value still gives a plot.
+    let one = hist([42_000]);
+    let q = dir.0.join("cdf-one.png");
+    cdf_png(&q, "one sample", &[("one", &one)]).unwrap();
+    assert_png(&q);
+}
+
+#[test]
+fn comparison_png_skips_empty_conditions() {
+    let dir = TempDir::new("cmp");
+    let a = summarize(&[10_000, 20_000, 900_000], 0);
+    let b = summarize(&[-500, 3_000, 8_000], 1);
+    let none = Summary::empty(4);
+    let p = dir.0.join("cmp.png");
+    comparison_png(
+        &p,
+        "per condition",
+        &[("idle", &a), ("cpu load", &b), ("empty", &none)],
+    )
+    .unwrap();
+    assert_png(&p);
+}
+
+#[test]
+fn nothing_to_plot_is_an_error_and_writes_no_file() {
+    let dir = TempDir::new("empty");
+    let empty = LatencyHistogram::new();
+    let p = dir.0.join("x.png");
+    let e = histogram_png(&p, "t", &[("e", &empty)], Unit::Us).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidInput);
+    assert_eq!(
+        cdf_png(&p, "t", &[]).unwrap_err().kind(),
+        ErrorKind::InvalidInput
+    );
+    let none = Summary::empty(0);
+    assert_eq!(
+        comparison_png(&p, "t", &[("e", &none)]).unwrap_err().kind(),
+        ErrorKind::InvalidInput
+    );
+    let h = hist([1]);
+    let e = histogram_png(&p, "t", &[("h", &h)], Unit::Periods(0)).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidInput);
+    assert!(!p.exists());
+}
+
+#[test]
+fn unwritable_path_is_an_output_error() {
+    let h = hist([1_000, 2_000]);
+    let p = Path::new("/nonexistent-firmtime-dir/x.png");
+    let e = histogram_png(p, "t", &[("h", &h)], Unit::Us).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Output);
+    assert!(
+        e.message().contains("/nonexistent-firmtime-dir/x.png"),
+        "{e}"
+    );
+}
+
+#[test]
+fn missing_font_says_what_to_install() {
+    let e = use_font(Path::new("/nonexistent/DejaVuSans.ttf")).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unavailable);
+    assert!(e.message().contains("fonts-dejavu-core"), "{e}");
+    assert!(e.message().contains("FIRMTIME_FONT"), "{e}");
+    assert!(e.message().contains("/nonexistent/DejaVuSans.ttf"), "{e}");
+
+    // A file that is not a font is refused too.
+    let dir = TempDir::new("font");
+    let bad = dir.0.join("bad.ttf");
+    std::fs::write(&bad, b"not a font").unwrap();
+    let e = use_font(&bad).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unavailable);
+    assert!(e.message().contains("not a usable TrueType font"), "{e}");
+}
