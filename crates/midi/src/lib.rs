@@ -61,12 +61,17 @@
 //! ```
 
 #![deny(missing_docs)]
-#![forbid(unsafe_code)]
+#![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod backend;
 mod encode;
 mod message;
 mod parser;
 
+pub use backend::{
+    BackendError, BackendKind, BackendStats, InputEvent, MidiBackend, OutputEvent, PortIndex,
+    SentEvent,
+};
 pub use encode::{encode_sysex, EncodeError, Encoder};
 pub use message::{parse_message, MidiMessage, ParseError};
 pub use parser::{Event, Events, Parser, ParserStats};

@@ -1,0 +1,165 @@
+//! One interface over every MIDI backend: JACK, a raw byte-stream fd, the
+//! ALSA sequencer and an in-process loopback.
+//!
+//! A backend has two sides. Its real-time side (a JACK process callback, or
+//! an RT thread the backend starts to poll a device) timestamps input and
+//! emits scheduled output at its time. Its engine side, the value that
+//! implements [`MidiBackend`], is what an experiment engine or the loop test
+//! calls: it drains timestamped input, queues output "now" or "at t", and
+//! learns when each output actually went out. The two sides talk through
+//! preallocated SPSC rings; nothing is allocated after `open`.
+//!
+//! All times are `CLOCK_MONOTONIC` nanoseconds
+//! (`firmtime_rt::clock::monotonic_ns` on the same host),
+//! whatever the backend's native time base (JACK frames, ALSA queue time).
+
+use crate::MidiMessage;
+
+/// Index of a backend port (input or output), in the order the ports were opened.
+pub type PortIndex = u16;
+
+/// Which backend this is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum BackendKind {
+    /// JACK MIDI (jackd2 or PipeWire's JACK): frame-accurate timestamps.
+    Jack,
+    /// A raw MIDI byte stream: serial tty, `/dev/midi*`, `/dev/snd/midiC*D*`, a pty.
+    Raw,
+    /// The ALSA sequencer with a kernel real-time queue.
+    Alsa,
+    /// An in-process loopback, for tests.
+    Loopback,
+}
+
+/// One received MIDI message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InputEvent {
+    /// When the message arrived, CLOCK_MONOTONIC ns: for JACK the time of its
+    /// frame, for raw the arrival of its first byte, for ALSA the queue timestamp.
+    pub t_ns: u64,
+    /// The absolute frame (JACK frame time) of the event, where the backend has frames.
+    pub frame: Option<u64>,
+    /// The input port it came in on.
+    pub port: PortIndex,
+    /// The message (a SysEx is reported by length only).
+    pub msg: MidiMessage,
+}
+
+/// One MIDI message to send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutputEvent {
+    /// When it should go out, CLOCK_MONOTONIC ns; `None` means as soon as possible.
+    pub at_ns: Option<u64>,
+    /// The output port.
+    pub port: PortIndex,
+    /// The message (SysEx is not sent through this path).
+    pub msg: MidiMessage,
+    /// A caller-chosen tag echoed in [`SentEvent`], so the caller can match
+    /// what it asked for with what happened (e.g. an index into its event log).
+    pub tag: u32,
+}
+
+/// An output event as it actually went out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SentEvent {
+    /// The time that was asked for (`None`: as soon as possible).
+    pub intended_ns: Option<u64>,
+    /// When it actually went out, CLOCK_MONOTONIC ns: for JACK the time of the
+    /// frame it was placed at, for raw the write of its first byte.
+    pub actual_ns: u64,
+    /// The absolute frame it was placed at, where the backend has frames.
+    pub frame: Option<u64>,
+    /// The output port.
+    pub port: PortIndex,
+    /// The message.
+    pub msg: MidiMessage,
+    /// The tag given in [`OutputEvent::tag`].
+    pub tag: u32,
+}
+
+/// Counters every backend keeps. Nothing is dropped without being counted here.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BackendStats {
+    /// Input messages delivered to the engine side.
+    pub received: u64,
+    /// Output messages that went out.
+    pub sent: u64,
+    /// Input messages lost because the engine did not drain fast enough.
+    pub input_dropped: u64,
+    /// Output messages refused because the output queue was full.
+    pub output_dropped: u64,
+    /// Output messages that went out later than asked (by more than the
+    /// backend's own granularity: one frame for JACK, 0 for raw).
+    pub late_outputs: u64,
+    /// Malformed input bytes or events (stray data, truncated messages, …).
+    pub malformed: u64,
+    /// Server xruns (JACK) or device overruns seen while open.
+    pub xruns: u64,
+}
+
+/// A failure on the engine side. Small and `Copy`: returned on the RT path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BackendError {
+    /// The output queue is full; the event was not queued (it is counted).
+    OutputQueueFull,
+    /// The device, server or peer went away. Data received so far stays
+    /// available; the run should end with a clear error.
+    Disconnected,
+    /// No such port index.
+    NoSuchPort(PortIndex),
+    /// An OS error number from the backend's system calls.
+    Os(i32),
+}
+
+impl std::fmt::Display for BackendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::OutputQueueFull => f.write_str("MIDI output queue full: event not sent"),
+            Self::Disconnected => f.write_str("MIDI device or server disconnected"),
+            Self::NoSuchPort(p) => write!(f, "no MIDI port with index {p}"),
+            Self::Os(e) => write!(f, "MIDI backend: {}", std::io::Error::from_raw_os_error(*e)),
+        }
+    }
+}
+
+impl std::error::Error for BackendError {}
+
+/// The engine side of a MIDI backend.
+///
+/// Every method is **RT-safe.**: no allocation, no lock a non-RT thread
+/// holds, no blocking except in [`MidiBackend::wait`].
+pub trait MidiBackend: Send {
+    /// Which backend this is.
+    fn kind(&self) -> BackendKind;
+
+    /// Calls `f` for every input event received since the last call, oldest
+    /// first, and returns how many there were.
+    ///
+    /// # Errors
+    /// [`BackendError::Disconnected`] once the device or server is gone and
+    /// every event received before that has been delivered.
+    fn poll_input(&mut self, f: &mut dyn FnMut(InputEvent)) -> Result<usize, BackendError>;
+
+    /// Blocks until input may be available or `deadline_ns` (CLOCK_MONOTONIC)
+    /// has passed, whichever is first. May return early; callers loop.
+    ///
+    /// # Errors
+    /// As [`MidiBackend::poll_input`].
+    fn wait(&mut self, deadline_ns: u64) -> Result<(), BackendError>;
+
+    /// Queues `ev` for output at its time (or at once).
+    ///
+    /// # Errors
+    /// [`BackendError::OutputQueueFull`] (counted), [`BackendError::NoSuchPort`],
+    /// [`BackendError::Disconnected`].
+    fn send(&mut self, ev: OutputEvent) -> Result<(), BackendError>;
+
+    /// Calls `f` for every output event that went out since the last call,
+    /// with its actual time, and returns how many there were.
+    fn poll_sent(&mut self, f: &mut dyn FnMut(SentEvent)) -> usize;
+
+    /// The counters so far.
+    fn stats(&self) -> BackendStats;
+}
