@@ -13,6 +13,7 @@
 //! - [`periodic`]: absolute-deadline periodic loops that count every missed deadline.
 //! - [`eventlog`]: an RT-safe event log (preallocated SPSC ring, drops counted).
 //! - [`runaway`]: RLIMIT_RTTIME + SIGXCPU demotion, so a runaway loop cannot lock the machine.
+//! - [`privileges`]: the user, limits and capabilities that decide what is allowed.
 //! - [`system`] and [`doctor`]: the machine report every output file records,
 //!   and the checks behind `firmtime doctor`.
 //! - [`units`]: durations (`500us`) and sizes (`64KiB`) as users type them.
@@ -37,6 +38,7 @@ pub mod error;
 pub mod eventlog;
 pub mod memory;
 pub mod periodic;
+pub mod privileges;
 pub mod runaway;
 pub mod sched;
 pub mod setup;
