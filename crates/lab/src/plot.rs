@@ -158,6 +158,7 @@ fn latency_range(path: &Path, series: &[(&str, &LatencyHistogram)]) -> Result<(i
 }
 
 type Canvas<'a> = DrawingArea<BitMapBackend<'a>, Shift>;
+type Chart<'a, CT> = ChartContext<'a, BitMapBackend<'a>, CT>;
 
 /// A white canvas of [`SIZE`] that writes to `path`.
 fn canvas(path: &Path) -> Result<Canvas<'_>> {
@@ -175,7 +176,7 @@ fn chart<'a, X: AsRangedCoord, Y: AsRangedCoord>(
     y_label_area: u32,
     x: X,
     y: Y,
-) -> Result<ChartContext<'a, BitMapBackend<'a>, Cartesian2d<X::CoordDescType, Y::CoordDescType>>> {
+) -> Result<Chart<'a, Cartesian2d<X::CoordDescType, Y::CoordDescType>>> {
     ChartBuilder::on(root)
         .caption(title, (FAMILY, 26))
         .margin(12)
@@ -188,7 +189,7 @@ fn chart<'a, X: AsRangedCoord, Y: AsRangedCoord>(
 /// Draws the legend at `position` and writes the file.
 fn finish<'a, CT: CoordTranslate>(
     root: &Canvas<'a>,
-    chart: &mut ChartContext<'a, BitMapBackend<'a>, CT>,
+    chart: &mut Chart<'a, CT>,
     path: &Path,
     position: SeriesLabelPosition,
 ) -> Result<()> {

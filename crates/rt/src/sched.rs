@@ -385,8 +385,9 @@ fn sched_setattr(attr: &SchedAttr) -> std::result::Result<(), Errno> {
 /// On error the thread's scheduling is unchanged.
 pub fn set_current_thread(policy: &Policy) -> Result<()> {
     policy.validate()?;
-    sched_setattr(&SchedAttr::from_policy(policy))
-        .map_err(|e| crate::setup::diagnose_sched(policy, e.0, &crate::privileges::Privileges::read()))
+    sched_setattr(&SchedAttr::from_policy(policy)).map_err(|e| {
+        crate::setup::diagnose_sched(policy, e.0, &crate::privileges::Privileges::read())
+    })
 }
 
 /// Reads back the calling thread's policy and parameters from the kernel.

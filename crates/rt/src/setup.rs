@@ -14,8 +14,7 @@
 //! [`Downgrade`] with the reason.
 //!
 //! Refusals are explained by pure functions ([`diagnose_sched`],
-//! [`diagnose_mlock`]) over the facts in
-//! [`Privileges`](crate::privileges::Privileges), so the messages are
+//! [`diagnose_mlock`]) over the facts in [`Privileges`], so the messages are
 //! unit-tested without changing the machine.
 //!
 //! # RT contract

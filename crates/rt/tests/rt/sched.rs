@@ -4,8 +4,8 @@
 
 use firmtime_rt::dma::DmaLatencyGuard;
 use firmtime_rt::memory;
-use firmtime_rt::sched::{self, Policy};
 use firmtime_rt::privileges::{Limit, Privileges};
+use firmtime_rt::sched::{self, Policy};
 use firmtime_rt::setup::{self, RtRequest};
 use firmtime_rt::ErrorKind;
 use std::process::Command;
