@@ -15,7 +15,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use plotters::coord::ranged1d::SegmentValue;
+use plotters::coord::ranged1d::{AsRangedCoord, SegmentValue};
+use plotters::coord::{CoordTranslate, Shift};
 use plotters::prelude::*;
 use plotters::style::{register_font, FontStyle, Palette, Palette99};
 
@@ -145,6 +146,64 @@ fn nothing_to_plot(what: &str) -> Error {
     )
 }
 
+/// The smallest and largest sample over all series; nothing to plot when
+/// every series is empty.
+fn latency_range(path: &Path, series: &[(&str, &LatencyHistogram)]) -> Result<(i64, i64)> {
+    let lo = series.iter().filter_map(|(_, h)| h.min()).min();
+    let hi = series.iter().filter_map(|(_, h)| h.max()).max();
+    match (lo, hi) {
+        (Some(lo), Some(hi)) => Ok((lo, hi)),
+        _ => Err(nothing_to_plot(path.display().to_string().as_str())),
+    }
+}
+
+type Canvas<'a> = DrawingArea<BitMapBackend<'a>, Shift>;
+type Chart<'a, CT> = ChartContext<'a, BitMapBackend<'a>, CT>;
+
+/// A white canvas of [`SIZE`] that writes to `path`.
+fn canvas(path: &Path) -> Result<Canvas<'_>> {
+    let root = BitMapBackend::new(path, SIZE).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| draw_err(path, e))?;
+    Ok(root)
+}
+
+/// The frame every plot shares: caption, margin and label areas, over the
+/// given axis ranges.
+fn chart<'a, X: AsRangedCoord, Y: AsRangedCoord>(
+    root: &Canvas<'a>,
+    path: &Path,
+    title: &str,
+    y_label_area: u32,
+    x: X,
+    y: Y,
+) -> Result<Chart<'a, Cartesian2d<X::CoordDescType, Y::CoordDescType>>> {
+    ChartBuilder::on(root)
+        .caption(title, (FAMILY, 26))
+        .margin(12)
+        .x_label_area_size(45)
+        .y_label_area_size(y_label_area)
+        .build_cartesian_2d(x, y)
+        .map_err(|e| draw_err(path, e))
+}
+
+/// Draws the legend at `position` and writes the file.
+fn finish<'a, CT: CoordTranslate>(
+    root: &Canvas<'a>,
+    chart: &mut Chart<'a, CT>,
+    path: &Path,
+    position: SeriesLabelPosition,
+) -> Result<()> {
+    chart
+        .configure_series_labels()
+        .position(position)
+        .label_font((FAMILY, 14))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| draw_err(path, e))?;
+    root.present().map_err(|e| draw_err(path, e))
+}
+
 fn color(i: usize) -> RGBColor {
     let (r, g, b) = Palette99::COLORS[i % Palette99::COLORS.len()];
     RGBColor(r, g, b)
@@ -172,11 +231,7 @@ pub fn histogram_png(
             "the period for a per-period histogram must be positive",
         ));
     }
-    let lo = series.iter().filter_map(|(_, h)| h.min()).min();
-    let hi = series.iter().filter_map(|(_, h)| h.max()).max();
-    let (Some(lo), Some(hi)) = (lo, hi) else {
-        return Err(nothing_to_plot(path.display().to_string().as_str()));
-    };
+    let (lo, hi) = latency_range(path, series)?;
     ensure_font()?;
     let range = (hi as i128 - lo as i128).max(0) as u128;
     let min_width: u128 = match unit {
@@ -200,15 +255,9 @@ pub fn histogram_png(
     let x1 = ((hi.div_euclid(width) + 1) * width) as f64 / u;
     let wu = width as f64 / u;
 
-    let root = BitMapBackend::new(path, SIZE).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| draw_err(path, e))?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, (FAMILY, 26))
-        .margin(12)
-        .x_label_area_size(45)
-        .y_label_area_size(70)
-        .build_cartesian_2d(x0..x1, (0.5f64..max_count as f64 * 2.0).log_scale())
-        .map_err(|e| draw_err(path, e))?;
+    let root = canvas(path)?;
+    let y = (0.5f64..max_count as f64 * 2.0).log_scale();
+    let mut chart = chart(&root, path, title, 70, x0..x1, y)?;
     chart
         .configure_mesh()
         .x_desc(unit.label())
@@ -228,14 +277,7 @@ pub fn histogram_png(
             .label(*name)
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], c.filled()));
     }
-    chart
-        .configure_series_labels()
-        .label_font((FAMILY, 14))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(|e| draw_err(path, e))?;
-    root.present().map_err(|e| draw_err(path, e))
+    finish(&root, &mut chart, path, SeriesLabelPosition::MiddleRight)
 }
 
 /// Writes the cumulative distribution of each series: fraction of samples
@@ -245,26 +287,15 @@ pub fn histogram_png(
 ///
 /// As [`histogram_png`].
 pub fn cdf_png(path: &Path, title: &str, series: &[(&str, &LatencyHistogram)]) -> Result<()> {
-    let lo = series.iter().filter_map(|(_, h)| h.min()).min();
-    let hi = series.iter().filter_map(|(_, h)| h.max()).max();
-    let (Some(lo), Some(hi)) = (lo, hi) else {
-        return Err(nothing_to_plot(path.display().to_string().as_str()));
-    };
+    let (lo, hi) = latency_range(path, series)?;
     ensure_font()?;
     let (mut x0, mut x1) = (lo as f64 / 1000.0, hi as f64 / 1000.0);
     if x1 - x0 < 1e-3 {
         x0 -= 1.0;
         x1 += 1.0;
     }
-    let root = BitMapBackend::new(path, SIZE).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| draw_err(path, e))?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, (FAMILY, 26))
-        .margin(12)
-        .x_label_area_size(45)
-        .y_label_area_size(60)
-        .build_cartesian_2d(x0..x1, 0f64..1.0)
-        .map_err(|e| draw_err(path, e))?;
+    let root = canvas(path)?;
+    let mut chart = chart(&root, path, title, 60, x0..x1, 0f64..1.0)?;
     chart
         .configure_mesh()
         .x_desc("latency (µs)")
@@ -294,15 +325,7 @@ pub fn cdf_png(path: &Path, title: &str, series: &[(&str, &LatencyHistogram)]) -
             .label(*name)
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 16, y)], c.stroke_width(2)));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .label_font((FAMILY, 14))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(|e| draw_err(path, e))?;
-    root.present().map_err(|e| draw_err(path, e))
+    finish(&root, &mut chart, path, SeriesLabelPosition::LowerRight)
 }
 
 /// Writes a per-condition dot plot of p50, p99 and max (µs, logarithmic
@@ -339,15 +362,9 @@ pub fn comparison_png(path: &Path, title: &str, rows: &[(&str, &Summary)]) -> Re
         })
         .collect();
 
-    let root = BitMapBackend::new(path, SIZE).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| draw_err(path, e))?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, (FAMILY, 26))
-        .margin(12)
-        .x_label_area_size(45)
-        .y_label_area_size(70)
-        .build_cartesian_2d((0..rows.len()).into_segmented(), (y0..y1).log_scale())
-        .map_err(|e| draw_err(path, e))?;
+    let root = canvas(path)?;
+    let x = (0..rows.len()).into_segmented();
+    let mut chart = chart(&root, path, title, 70, x, (y0..y1).log_scale())?;
     chart
         .configure_mesh()
         .disable_x_mesh()
@@ -391,12 +408,5 @@ pub fn comparison_png(path: &Path, title: &str, rows: &[(&str, &Summary)]) -> Re
             .label(*label)
             .legend(move |(x, y)| Circle::new((x + 6, y), 5, c.filled()));
     }
-    chart
-        .configure_series_labels()
-        .label_font((FAMILY, 14))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(|e| draw_err(path, e))?;
-    root.present().map_err(|e| draw_err(path, e))
+    finish(&root, &mut chart, path, SeriesLabelPosition::MiddleRight)
 }

@@ -18,7 +18,8 @@
 //! Not RT-safe: reads files, allocates and sleeps (~0.4 s to sample steal
 //! time). Run before any real-time work, never from a real-time loop.
 
-use crate::system::{cmdline_param, CpuTimes, IdleState, Limit, PreemptModel, SystemInfo};
+use crate::privileges::Limit;
+use crate::system::{cmdline_param, CpuTimes, IdleState, PreemptModel, SystemInfo};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -157,7 +158,7 @@ pub fn run_with(steal_sample: Duration) -> Report {
         check_rtprio(p.euid, p.cap_sys_nice, p.rtprio_soft, p.rtprio_hard),
         check_memlock(p.euid, p.cap_ipc_lock, p.memlock_soft, p.memlock_hard),
         check_capabilities(p.euid, p.cap_eff.as_deref(), p.cap_sys_nice, p.cap_ipc_lock),
-        check_rt_runtime(sys.sched_rt_runtime_us, sys.sched_rt_period_us),
+        check_rt_runtime(p.sched_rt_runtime_us, p.sched_rt_period_us),
         check_governor(sys.cpu_governors.as_deref()),
         check_idle_states(sys.idle_driver.as_deref(), &sys.idle_states),
         check_smt(sys.smt_active),

@@ -1,5 +1,32 @@
 //! firmtime-rt: the real-time primitives every part of firmtime stands on.
 //!
+//! A 1 ms periodic loop of 5 ticks that records how late each wake-up was
+//! (no root needed: without real-time scheduling the loop still runs, just
+//! with more latency):
+//!
+//! ```
+//! use firmtime_rt::{clock, eventlog::Recorder, periodic::Periodic, sleep};
+//!
+//! // Set up: open the sleeper and preallocate the storage.
+//! let mut sleeper = sleep::open(sleep::Mechanism::ClockNanosleep)?;
+//! let mut latencies = Recorder::<i64>::with_capacity(5);
+//! let period_ns = 1_000_000;
+//! let mut grid = Periodic::new(clock::monotonic_ns() + period_ns, period_ns);
+//!
+//! // The loop: wait for each deadline, record the latency. Nothing here allocates.
+//! for _ in 0..5 {
+//!     let tick = grid.wait(&mut *sleeper)?;
+//!     assert!(latencies.push(tick.latency_ns));
+//! }
+//!
+//! // After the loop: every deadline is either a tick or counted as missed.
+//! assert_eq!((latencies.len(), latencies.overflow()), (5, 0));
+//! assert_eq!(grid.next_index(), grid.ticks() + grid.missed_total());
+//! let worst = latencies.as_slice().iter().max().copied().unwrap_or(0);
+//! println!("5 ticks, {} missed, worst latency {worst} ns", grid.missed_total());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! This crate sets up a thread for timed work and then gets out of its way:
 //!
 //! - [`sched`], [`memory`], [`dma`] and [`setup`]: scheduling policy and
@@ -13,6 +40,7 @@
 //! - [`periodic`]: absolute-deadline periodic loops that count every missed deadline.
 //! - [`eventlog`]: an RT-safe event log (preallocated SPSC ring, drops counted).
 //! - [`runaway`]: RLIMIT_RTTIME + SIGXCPU demotion, so a runaway loop cannot lock the machine.
+//! - [`privileges`]: the user, limits and capabilities that decide what is allowed.
 //! - [`system`] and [`doctor`]: the machine report every output file records,
 //!   and the checks behind `firmtime doctor`.
 //! - [`units`]: durations (`500us`) and sizes (`64KiB`) as users type them.
@@ -37,6 +65,7 @@ pub mod error;
 pub mod eventlog;
 pub mod memory;
 pub mod periodic;
+pub mod privileges;
 pub mod runaway;
 pub mod sched;
 pub mod setup;

@@ -36,7 +36,7 @@ pub fn lock_all(prefault_stack_bytes: usize) -> Result<()> {
         let errno = Errno::last().0;
         return Err(crate::setup::diagnose_mlock(
             errno,
-            &crate::setup::Privileges::read(),
+            &crate::privileges::Privileges::read(),
         ));
     }
     touch_stack(prefault_stack_bytes.div_ceil(CHUNK));

@@ -218,8 +218,8 @@ impl Drop for RunawayGuard {
 fn has_cap_sys_resource() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| crate::setup::parse_cap_eff(&s))
-        .is_some_and(|c| c & (1 << 24) != 0)
+        .and_then(|s| crate::privileges::parse_cap_eff(&s))
+        .is_some_and(|c| crate::privileges::has_cap(c, crate::privileges::CAP_SYS_RESOURCE))
 }
 
 /// The SIGXCPU handler: demotes the current thread if it is FIFO/RR, counts

@@ -7,7 +7,7 @@
 //! call; [`current_thread`] reads back what the kernel actually holds.
 //!
 //! A refusal is an [`Error`] that says why and how to fix it (see
-//! [`crate::setup::Privileges`] for the facts it is built from). Nothing here
+//! [`crate::privileges::Privileges`] for the facts it is built from). Nothing here
 //! ever falls back to a weaker policy: a measurement taken under the wrong
 //! policy is a wrong measurement. [`crate::setup::apply`] does downgrades,
 //! and only when asked.
@@ -385,8 +385,9 @@ fn sched_setattr(attr: &SchedAttr) -> std::result::Result<(), Errno> {
 /// On error the thread's scheduling is unchanged.
 pub fn set_current_thread(policy: &Policy) -> Result<()> {
     policy.validate()?;
-    sched_setattr(&SchedAttr::from_policy(policy))
-        .map_err(|e| crate::setup::diagnose_sched(policy, e.0, &crate::setup::Privileges::read()))
+    sched_setattr(&SchedAttr::from_policy(policy)).map_err(|e| {
+        crate::setup::diagnose_sched(policy, e.0, &crate::privileges::Privileges::read())
+    })
 }
 
 /// Reads back the calling thread's policy and parameters from the kernel.

@@ -24,170 +24,14 @@
 use crate::dma::DmaLatencyGuard;
 use crate::error::{Error, ErrorKind, Result};
 use crate::memory;
+use crate::privileges::{describe_limits, Limit, Privileges};
 use crate::sched::{self, Policy};
 use serde::{Deserialize, Serialize};
-
-/// Linux capability numbers (`include/uapi/linux/capability.h`).
-const CAP_IPC_LOCK: u32 = 14;
-const CAP_SYS_NICE: u32 = 23;
 
 /// How to grant real-time scheduling, quoted in every refusal.
 const RT_FIX: &str = "Fix one of: run as root; `sudo setcap cap_sys_nice+ep <path to firmtime>`; or add `@audio - rtprio 95` to /etc/security/limits.d/audio.conf, `sudo adduser $USER audio` and log in again (see docs/RT-SETUP.md)";
 /// How to grant memory locking.
 const MEMLOCK_FIX: &str = "Fix one of: run as root; `sudo setcap cap_ipc_lock+ep <path to firmtime>`; or add `@audio - memlock unlimited` to /etc/security/limits.d/audio.conf, `sudo adduser $USER audio` and log in again (see docs/RT-SETUP.md)";
-
-/// A resource limit: `None` means unlimited.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct Limit {
-    /// The soft (current) limit; `None` = unlimited.
-    pub soft: Option<u64>,
-    /// The hard (maximum) limit; `None` = unlimited.
-    pub hard: Option<u64>,
-}
-
-impl Limit {
-    /// Reads a resource limit of the process.
-    pub fn read(resource: libc::__rlimit_resource_t) -> Option<Limit> {
-        let mut l = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        // SAFETY: getrlimit writes into a valid, owned struct.
-        if unsafe { libc::getrlimit(resource, &mut l) } != 0 {
-            return None;
-        }
-        let f = |v: libc::rlim_t| (v != libc::RLIM_INFINITY).then_some(v);
-        Some(Limit {
-            soft: f(l.rlim_cur),
-            hard: f(l.rlim_max),
-        })
-    }
-
-    /// The soft limit as a number, with unlimited as `u64::MAX`.
-    pub fn soft_or_max(&self) -> u64 {
-        self.soft.unwrap_or(u64::MAX)
-    }
-
-    fn describe(&self, unit: &str) -> String {
-        let f = |v: Option<u64>| match v {
-            None => "unlimited".to_string(),
-            Some(v) => format!("{v}{unit}"),
-        };
-        format!("{} (hard {})", f(self.soft), f(self.hard))
-    }
-}
-
-/// The facts that decide whether real-time scheduling and memory locking
-/// are allowed. Read with [`Privileges::read`]; `firmtime doctor` shows them.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct Privileges {
-    /// Effective user id (0 = root).
-    pub euid: u32,
-    /// CAP_SYS_NICE is in the effective set: any policy, priority and nice.
-    pub cap_sys_nice: bool,
-    /// CAP_IPC_LOCK is in the effective set: lock any amount of memory.
-    pub cap_ipc_lock: bool,
-    /// RLIMIT_RTPRIO: the highest FIFO/RR priority allowed without CAP_SYS_NICE.
-    pub rlimit_rtprio: Limit,
-    /// RLIMIT_MEMLOCK in bytes.
-    pub rlimit_memlock: Limit,
-    /// RLIMIT_NICE: the lowest nice allowed without CAP_SYS_NICE is `20 - soft`.
-    pub rlimit_nice: Limit,
-    /// RLIMIT_RTTIME in µs: CPU time an RT thread may use without blocking.
-    pub rlimit_rttime: Limit,
-    /// `kernel.sched_rt_runtime_us` (-1 = RT throttling off), if readable.
-    pub sched_rt_runtime_us: Option<i64>,
-    /// `kernel.sched_rt_period_us`, if readable.
-    pub sched_rt_period_us: Option<i64>,
-    /// This thread's cgroup v1 `cpu` controller path, if there is one.
-    pub cgroup_cpu_path: Option<String>,
-    /// `cpu.rt_runtime_us` of that cgroup (CONFIG_RT_GROUP_SCHED), if present.
-    pub cgroup_rt_runtime_us: Option<i64>,
-    /// Virtual memory size of the process in bytes (what `mlockall` must lock).
-    pub vm_size_bytes: Option<u64>,
-}
-
-impl Privileges {
-    /// Reads the facts for the calling thread. Never fails: what cannot be
-    /// read is `None`/`false`/default.
-    pub fn read() -> Privileges {
-        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-        let cap_eff = parse_cap_eff(&status).unwrap_or(0);
-        let sysctl = |name: &str| -> Option<i64> {
-            std::fs::read_to_string(format!("/proc/sys/kernel/{name}"))
-                .ok()?
-                .trim()
-                .parse()
-                .ok()
-        };
-        let cgroup_cpu_path = std::fs::read_to_string("/proc/thread-self/cgroup")
-            .ok()
-            .and_then(|s| cgroup_v1_cpu_path(&s));
-        let cgroup_rt_runtime_us = cgroup_cpu_path.as_ref().and_then(|(ctrl, path)| {
-            [ctrl.as_str(), "cpu", "cpu,cpuacct"].iter().find_map(|c| {
-                let p = format!(
-                    "/sys/fs/cgroup/{c}{}/cpu.rt_runtime_us",
-                    path.trim_end_matches('/')
-                );
-                std::fs::read_to_string(p).ok()?.trim().parse().ok()
-            })
-        });
-        Privileges {
-            // SAFETY: geteuid has no preconditions.
-            euid: unsafe { libc::geteuid() },
-            cap_sys_nice: cap_eff & (1 << CAP_SYS_NICE) != 0,
-            cap_ipc_lock: cap_eff & (1 << CAP_IPC_LOCK) != 0,
-            rlimit_rtprio: Limit::read(libc::RLIMIT_RTPRIO).unwrap_or_default(),
-            rlimit_memlock: Limit::read(libc::RLIMIT_MEMLOCK).unwrap_or_default(),
-            rlimit_nice: Limit::read(libc::RLIMIT_NICE).unwrap_or_default(),
-            rlimit_rttime: Limit::read(libc::RLIMIT_RTTIME).unwrap_or_default(),
-            sched_rt_runtime_us: sysctl("sched_rt_runtime_us"),
-            sched_rt_period_us: sysctl("sched_rt_period_us"),
-            cgroup_cpu_path: cgroup_cpu_path.map(|(_, p)| p),
-            cgroup_rt_runtime_us,
-            vm_size_bytes: memory::status_kib(&status, "VmSize").map(|k| k * 1024),
-        }
-    }
-
-    /// True if FIFO/RR at `priority` is allowed by capability or RLIMIT_RTPRIO.
-    pub fn may_realtime(&self, priority: u8) -> bool {
-        self.cap_sys_nice || self.rlimit_rtprio.soft_or_max() >= u64::from(priority)
-    }
-
-    /// The lowest (strongest) nice value this process may set: -20 with
-    /// CAP_SYS_NICE, else `20 - RLIMIT_NICE` (clamped to -20..=19), but never
-    /// above `current` (raising nice is always allowed).
-    pub fn strongest_nice(&self, current: i32) -> i32 {
-        let by_limit = if self.cap_sys_nice {
-            -20
-        } else {
-            let lim = self.rlimit_nice.soft_or_max().min(40) as i32;
-            (20 - lim).clamp(-20, 19)
-        };
-        by_limit.min(current)
-    }
-}
-
-/// The effective capability bits (`CapEff:`) of a `/proc/<pid>/status` text.
-pub fn parse_cap_eff(status: &str) -> Option<u64> {
-    status.lines().find_map(|l| {
-        let v = l.strip_prefix("CapEff:")?;
-        u64::from_str_radix(v.trim(), 16).ok()
-    })
-}
-
-/// The cgroup v1 `cpu` controller line of a `/proc/<pid>/cgroup` text, as
-/// (controller list, path), e.g. `("cpu,cpuacct", "/user.slice")`.
-pub fn cgroup_v1_cpu_path(cgroup: &str) -> Option<(String, String)> {
-    cgroup.lines().find_map(|l| {
-        let mut it = l.splitn(3, ':');
-        let (_, ctrls, path) = (it.next()?, it.next()?, it.next()?);
-        ctrls
-            .split(',')
-            .any(|c| c == "cpu")
-            .then(|| (ctrls.to_string(), path.to_string()))
-    })
-}
 
 /// Explains why the kernel refused `policy` with `errno`, from the facts in
 /// `p`. Pure: no I/O.
@@ -223,19 +67,19 @@ pub fn diagnose_sched(policy: &Policy, errno: i32, p: &Privileges) -> Error {
     match (policy, errno) {
         (Policy::Fifo { priority } | Policy::Rr { priority }, libc::EPERM) => {
             if !p.may_realtime(*priority) {
-                let lim = p.rlimit_rtprio;
-                let detail = if lim.soft_or_max() == 0 {
-                    format!("RLIMIT_RTPRIO is 0 (hard {}) and the process lacks CAP_SYS_NICE", lim.hard.map_or("unlimited".to_string(), |h| h.to_string()))
-                } else if lim.hard.map_or(true, |h| h >= u64::from(*priority)) {
-                    format!("RLIMIT_RTPRIO is {}, below the requested {priority}, and the process lacks CAP_SYS_NICE; `ulimit -r {priority}` raises it up to the hard limit", lim.describe(""))
+                let lim = describe_limits(p.rtprio_soft, p.rtprio_hard, "");
+                let detail = if p.rtprio_soft == Limit::Value(0) {
+                    format!("RLIMIT_RTPRIO is 0 (hard {}) and the process lacks CAP_SYS_NICE", p.rtprio_hard)
+                } else if p.rtprio_hard.at_least(u64::from(*priority)) {
+                    format!("RLIMIT_RTPRIO is {lim}, below the requested {priority}, and the process lacks CAP_SYS_NICE; `ulimit -r {priority}` raises it up to the hard limit")
                 } else {
-                    format!("RLIMIT_RTPRIO is {}, below the requested {priority}, and the process lacks CAP_SYS_NICE; ask for priority ≤ {} or raise the limit", lim.describe(""), lim.soft_or_max())
+                    format!("RLIMIT_RTPRIO is {lim}, below the requested {priority}, and the process lacks CAP_SYS_NICE; ask for priority ≤ {} or raise the limit", p.rtprio_soft.or_max())
                 };
                 return Error::with_errno(ErrorKind::RealtimeDenied, format!("{what}: {detail}. {RT_FIX}"), errno);
             }
             throttled().unwrap_or_else(|| Error::with_errno(
                 ErrorKind::RealtimeDenied,
-                format!("{what} although privileges look sufficient (CAP_SYS_NICE {}, RLIMIT_RTPRIO {}): a security module, seccomp filter or container runtime may forbid it. {RT_FIX}", yes_no(p.cap_sys_nice), p.rlimit_rtprio.describe("")),
+                format!("{what} although privileges look sufficient (CAP_SYS_NICE {}, RLIMIT_RTPRIO {}): a security module, seccomp filter or container runtime may forbid it. {RT_FIX}", yes_no(p.has_sys_nice()), describe_limits(p.rtprio_soft, p.rtprio_hard, "")),
                 errno,
             ))
         }
@@ -252,7 +96,7 @@ pub fn diagnose_sched(policy: &Policy, errno: i32, p: &Privileges) -> Error {
             )
         }
         (Policy::Deadline { .. }, libc::EPERM) => {
-            if !p.cap_sys_nice {
+            if !p.has_sys_nice() {
                 return Error::with_errno(
                     ErrorKind::RealtimeDenied,
                     format!("{what}: SCHED_DEADLINE needs CAP_SYS_NICE (RLIMIT_RTPRIO does not grant it). Fix: run as root or `sudo setcap cap_sys_nice+ep <path to firmtime>` (see docs/RT-SETUP.md)"),
@@ -267,12 +111,12 @@ pub fn diagnose_sched(policy: &Policy, errno: i32, p: &Privileges) -> Error {
         }
         (Policy::Other { nice } | Policy::Batch { nice }, libc::EPERM) => Error::with_errno(
             ErrorKind::PermissionDenied,
-            format!("{what}: nice {nice} is below what RLIMIT_NICE {} allows without CAP_SYS_NICE (lowest allowed: {}). Fix: add `@audio - nice -20` to /etc/security/limits.d/audio.conf and log in again, or run as root", p.rlimit_nice.describe(""), p.strongest_nice(19)),
+            format!("{what}: nice {nice} is below what RLIMIT_NICE {} allows without CAP_SYS_NICE (lowest allowed: {}). Fix: add `@audio - nice -20` to /etc/security/limits.d/audio.conf and log in again, or run as root", describe_limits(p.nice_soft, p.nice_hard, ""), p.strongest_nice(19)),
             errno,
         ),
         (Policy::Idle, libc::EPERM) => Error::with_errno(
             ErrorKind::PermissionDenied,
-            format!("{what}: leaving or entering SCHED_IDLE was not permitted (RLIMIT_NICE {})", p.rlimit_nice.describe("")),
+            format!("{what}: leaving or entering SCHED_IDLE was not permitted (RLIMIT_NICE {})", describe_limits(p.nice_soft, p.nice_hard, "")),
             errno,
         ),
         (_, libc::EINVAL) => Error::with_errno(
@@ -299,10 +143,10 @@ fn yes_no(b: bool) -> &'static str {
 /// Explains why `mlockall` failed with `errno`, from the facts in `p`.
 /// Pure: no I/O.
 pub fn diagnose_mlock(errno: i32, p: &Privileges) -> Error {
-    let lim = p.rlimit_memlock.describe(" bytes");
-    let msg = if p.cap_ipc_lock {
+    let lim = describe_limits(p.memlock_soft, p.memlock_hard, " bytes");
+    let msg = if p.has_ipc_lock() {
         format!("mlockall(MCL_CURRENT|MCL_FUTURE) failed ({}) although the process has CAP_IPC_LOCK: the machine is short of memory that can be locked; free memory or lock less (VmSize {} bytes)", crate::error::Errno(errno), p.vm_size_bytes.map_or("?".into(), |v| v.to_string()))
-    } else if errno == libc::EPERM || p.rlimit_memlock.soft == Some(0) {
+    } else if errno == libc::EPERM || p.memlock_soft == Limit::Value(0) {
         format!("mlockall(MCL_CURRENT|MCL_FUTURE) was refused: RLIMIT_MEMLOCK is {lim} and the process lacks CAP_IPC_LOCK. {MEMLOCK_FIX}")
     } else {
         format!(
@@ -649,31 +493,33 @@ mod tests {
     fn unprivileged() -> Privileges {
         Privileges {
             euid: 1000,
-            rlimit_rtprio: Limit {
-                soft: Some(0),
-                hard: Some(0),
-            },
-            rlimit_memlock: Limit {
-                soft: Some(8 << 20),
-                hard: Some(8 << 20),
-            },
-            rlimit_nice: Limit {
-                soft: Some(0),
-                hard: Some(0),
-            },
+            rtprio_soft: Limit::Value(0),
+            rtprio_hard: Limit::Value(0),
+            memlock_soft: Limit::Value(8 << 20),
+            memlock_hard: Limit::Value(8 << 20),
+            rttime_soft: Limit::Unlimited,
+            rttime_hard: Limit::Unlimited,
+            nice_soft: Limit::Value(0),
+            nice_hard: Limit::Value(0),
+            cap_eff: Some("0000000000000000".into()),
+            cap_sys_nice: Some(false),
+            cap_ipc_lock: Some(false),
             sched_rt_runtime_us: Some(950_000),
             sched_rt_period_us: Some(1_000_000),
+            cgroup_cpu_path: None,
+            cgroup_rt_runtime_us: None,
             vm_size_bytes: Some(100 << 20),
-            ..Default::default()
         }
     }
 
     fn root() -> Privileges {
         Privileges {
             euid: 0,
-            cap_sys_nice: true,
-            cap_ipc_lock: true,
-            rlimit_rtprio: Limit::default(),
+            cap_eff: Some("000001ffffffffff".into()),
+            cap_sys_nice: Some(true),
+            cap_ipc_lock: Some(true),
+            rtprio_soft: Limit::Unlimited,
+            rtprio_hard: Limit::Unlimited,
             ..unprivileged()
         }
     }
@@ -684,20 +530,6 @@ mod tests {
         deadline_ns: 1_000_000,
         period_ns: 1_000_000,
     };
-
-    #[test]
-    fn cap_eff_and_cgroup_are_parsed() {
-        let s = "Name:\tx\nCapInh:\t0\nCapEff:\t000001ffffffffff\n";
-        let c = parse_cap_eff(s).unwrap();
-        assert!(c & (1 << CAP_SYS_NICE) != 0 && c & (1 << CAP_IPC_LOCK) != 0);
-        assert_eq!(parse_cap_eff("CapEff:\t0000000000800000\n"), Some(1 << 23));
-        let cg = "5:devices:/\n4:cpu,cpuacct:/user.slice\n0::/x\n";
-        assert_eq!(
-            cgroup_v1_cpu_path(cg),
-            Some(("cpu,cpuacct".into(), "/user.slice".into()))
-        );
-        assert_eq!(cgroup_v1_cpu_path("4:cpuset:/\n0::/\n"), None);
-    }
 
     #[test]
     fn eperm_without_rtprio_names_the_limit_the_capability_and_the_fix() {
@@ -719,20 +551,16 @@ mod tests {
     #[test]
     fn eperm_with_low_rtprio_says_how_far_it_goes() {
         let p = Privileges {
-            rlimit_rtprio: Limit {
-                soft: Some(50),
-                hard: Some(50),
-            },
+            rtprio_soft: Limit::Value(50),
+            rtprio_hard: Limit::Value(50),
             ..unprivileged()
         };
         let e = diagnose_sched(&FIFO80, libc::EPERM, &p);
         assert_eq!(e.kind(), ErrorKind::RealtimeDenied);
         assert!(e.message().contains("priority ≤ 50"), "{e}");
         let p = Privileges {
-            rlimit_rtprio: Limit {
-                soft: Some(50),
-                hard: Some(99),
-            },
+            rtprio_soft: Limit::Value(50),
+            rtprio_hard: Limit::Value(99),
             ..unprivileged()
         };
         let e = diagnose_sched(&FIFO80, libc::EPERM, &p);
@@ -803,10 +631,8 @@ mod tests {
             assert!(e.message().contains(needle), "{needle}: {e}");
         }
         let p = Privileges {
-            rlimit_memlock: Limit {
-                soft: Some(0),
-                hard: Some(0),
-            },
+            memlock_soft: Limit::Value(0),
+            memlock_hard: Limit::Value(0),
             ..unprivileged()
         };
         let e = diagnose_mlock(libc::EPERM, &p);
@@ -820,9 +646,9 @@ mod tests {
         let mut p = unprivileged();
         assert_eq!(p.strongest_nice(0), 0);
         assert_eq!(p.strongest_nice(5), 5);
-        p.rlimit_nice.soft = Some(40);
+        p.nice_soft = Limit::Value(40);
         assert_eq!(p.strongest_nice(0), -20);
-        p.rlimit_nice.soft = Some(30);
+        p.nice_soft = Limit::Value(30);
         assert_eq!(p.strongest_nice(0), -10);
         assert_eq!(root().strongest_nice(0), -20);
         assert!(root().may_realtime(99));

@@ -373,6 +373,97 @@ fn wait_signal(set: &libc::sigset_t) -> Result<(), Errno> {
     }
 }
 
+/// Until `deadline_ns` has passed: `wait(remaining_ns)` with one relative
+/// timeout call that returns whether it succeeded (errno set when not);
+/// EINTR retries, any other error ends the wait.
+#[inline]
+fn wait_relative(deadline_ns: u64, mut wait: impl FnMut(u64) -> bool) -> Result<u64, Errno> {
+    loop {
+        let now = monotonic_ns();
+        if now >= deadline_ns {
+            return Ok(now);
+        }
+        if !wait(deadline_ns - now) {
+            retry_eintr()?;
+        }
+    }
+}
+
+/// A `sigset_t` with a `Debug` that does not dump the raw bits.
+#[derive(Clone, Copy)]
+struct SigSet(libc::sigset_t);
+
+impl fmt::Debug for SigSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SigSet")
+    }
+}
+
+/// One signal blocked in the thread that opened a signal-driven sleeper
+/// (setitimer, POSIX timer) and taken there with `sigwaitinfo`: the part the
+/// two mechanisms share. Only the arming of the timer differs.
+#[derive(Debug)]
+struct SignalWait {
+    signo: libc::c_int,
+    owner_tid: libc::pid_t,
+    was_blocked: bool,
+    set: SigSet,
+}
+
+impl SignalWait {
+    /// Blocks `signo` in the calling thread and takes any instance already pending.
+    fn block(signo: libc::c_int) -> Result<Self> {
+        let was_blocked = block_in_thread(signo)?;
+        drain_signal(signo);
+        Ok(Self {
+            signo,
+            owner_tid: gettid(),
+            was_blocked,
+            set: SigSet(sigset_of(signo)),
+        })
+    }
+
+    /// Until `deadline_ns` has passed: `arm(now)` the timer, then wait for the
+    /// signal. EPERM when called from a thread other than the owner.
+    #[inline]
+    fn sleep_until(
+        &self,
+        deadline_ns: u64,
+        mut arm: impl FnMut(u64) -> Result<(), Errno>,
+    ) -> Result<u64, Errno> {
+        if gettid() != self.owner_tid {
+            return Err(Errno(libc::EPERM));
+        }
+        loop {
+            let now = monotonic_ns();
+            if now >= deadline_ns {
+                return Ok(now);
+            }
+            arm(now)?;
+            wait_signal(&self.set.0)?;
+        }
+    }
+
+    /// On the owning thread: takes what is pending and restores the mask.
+    /// Call after the timer is disarmed, so no signal can follow.
+    fn release(&self) {
+        if gettid() == self.owner_tid {
+            drain_signal(self.signo);
+            if !self.was_blocked {
+                unblock_in_thread(self.signo);
+            }
+        }
+    }
+}
+
+/// `us` microseconds as a timeval.
+fn timeval_us(us: u64) -> libc::timeval {
+    libc::timeval {
+        tv_sec: (us / 1_000_000) as libc::time_t,
+        tv_usec: (us % 1_000_000) as libc::suseconds_t,
+    }
+}
+
 // ---------------------------------------------------------------------------
 // nanosleep, clock_nanosleep
 
@@ -383,17 +474,11 @@ pub struct NanosleepSleeper;
 
 impl Sleeper for NanosleepSleeper {
     fn sleep_until(&mut self, deadline_ns: u64) -> Result<u64, Errno> {
-        loop {
-            let now = monotonic_ns();
-            if now >= deadline_ns {
-                return Ok(now);
-            }
-            let ts = timespec(deadline_ns - now);
+        wait_relative(deadline_ns, |remaining| {
+            let ts = timespec(remaining);
             // SAFETY: `ts` is a valid timespec; a null remainder is allowed.
-            if unsafe { libc::nanosleep(&ts, std::ptr::null_mut()) } != 0 {
-                retry_eintr()?;
-            }
-        }
+            unsafe { libc::nanosleep(&ts, std::ptr::null_mut()) == 0 }
+        })
     }
     fn mechanism(&self) -> Mechanism {
         Mechanism::Nanosleep
@@ -529,19 +614,7 @@ extern "C" fn forward_alarm(_sig: libc::c_int) {
 /// Thread-bound: open it on the thread that sleeps.
 #[derive(Debug)]
 pub struct SetitimerSleeper {
-    owner_tid: libc::pid_t,
-    was_blocked: bool,
-    set: SigSet,
-}
-
-/// A `sigset_t` with a `Debug` that does not dump the raw bits.
-#[derive(Clone, Copy)]
-struct SigSet(libc::sigset_t);
-
-impl fmt::Debug for SigSet {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("SigSet")
-    }
+    wait: SignalWait,
 }
 
 impl SetitimerSleeper {
@@ -597,27 +670,15 @@ impl SetitimerSleeper {
                 return Err(Error::last_os("sigaction(SIGALRM) install failed"));
             }
         }
-        let was_blocked = block_in_thread(libc::SIGALRM)?;
-        drain_signal(libc::SIGALRM);
-        let owner_tid = gettid();
-        ALARM_TID.store(owner_tid, Ordering::Release);
-        Ok(Self {
-            owner_tid,
-            was_blocked,
-            set: SigSet(sigset_of(libc::SIGALRM)),
-        })
+        let wait = SignalWait::block(libc::SIGALRM)?;
+        ALARM_TID.store(wait.owner_tid, Ordering::Release);
+        Ok(Self { wait })
     }
 
     fn arm(usec: u64) -> Result<(), Errno> {
         let it = libc::itimerval {
-            it_interval: libc::timeval {
-                tv_sec: 0,
-                tv_usec: 0,
-            },
-            it_value: libc::timeval {
-                tv_sec: (usec / 1_000_000) as libc::time_t,
-                tv_usec: (usec % 1_000_000) as libc::suseconds_t,
-            },
+            it_interval: timeval_us(0),
+            it_value: timeval_us(usec),
         };
         // SAFETY: valid itimerval; a null old value is allowed.
         if unsafe { libc::setitimer(libc::ITIMER_REAL, &it, std::ptr::null_mut()) } != 0 {
@@ -629,18 +690,10 @@ impl SetitimerSleeper {
 
 impl Sleeper for SetitimerSleeper {
     fn sleep_until(&mut self, deadline_ns: u64) -> Result<u64, Errno> {
-        if gettid() != self.owner_tid {
-            return Err(Errno(libc::EPERM));
-        }
-        loop {
-            let now = monotonic_ns();
-            if now >= deadline_ns {
-                return Ok(now);
-            }
-            // Round up: 0 would disarm the timer.
-            Self::arm((deadline_ns - now).div_ceil(1_000).max(1))?;
-            wait_signal(&self.set.0)?;
-        }
+        // Round up: 0 would disarm the timer.
+        self.wait.sleep_until(deadline_ns, |now| {
+            Self::arm((deadline_ns - now).div_ceil(1_000).max(1))
+        })
     }
     fn mechanism(&self) -> Mechanism {
         Mechanism::Setitimer
@@ -651,12 +704,7 @@ impl Drop for SetitimerSleeper {
     fn drop(&mut self) {
         let _ = Self::arm(0);
         ALARM_TID.store(0, Ordering::Release);
-        if gettid() == self.owner_tid {
-            drain_signal(libc::SIGALRM);
-            if !self.was_blocked {
-                unblock_in_thread(libc::SIGALRM);
-            }
-        }
+        self.wait.release();
         ITIMER_CLAIMED.store(false, Ordering::Release);
     }
 }
@@ -707,10 +755,7 @@ fn release_rt_signal(slot: u32) {
 pub struct PosixTimerSleeper {
     timer: libc::timer_t,
     slot: u32,
-    signo: libc::c_int,
-    owner_tid: libc::pid_t,
-    was_blocked: bool,
-    set: SigSet,
+    wait: SignalWait,
 }
 
 // SAFETY: `timer_t` is an opaque kernel timer id (a pointer-sized integer in
@@ -727,70 +772,53 @@ impl PosixTimerSleeper {
     pub fn open() -> Result<Self> {
         let slot = claim_rt_signal()?;
         let signo = libc::SIGRTMAX() - slot as libc::c_int;
-        let was_blocked = match block_in_thread(signo) {
-            Ok(b) => b,
+        let wait = match SignalWait::block(signo) {
+            Ok(w) => w,
             Err(e) => {
                 release_rt_signal(slot);
                 return Err(e);
             }
         };
-        drain_signal(signo);
-        let owner_tid = gettid();
         // SAFETY: sigevent is plain data (with private padding); the fields
         // used by SIGEV_THREAD_ID are set below.
         let mut sev: libc::sigevent = unsafe { std::mem::zeroed() };
         sev.sigev_notify = libc::SIGEV_THREAD_ID;
         sev.sigev_signo = signo;
-        sev.sigev_notify_thread_id = owner_tid;
+        sev.sigev_notify_thread_id = wait.owner_tid;
         let mut timer: libc::timer_t = std::ptr::null_mut();
         // SAFETY: valid sigevent and an owned out-pointer for the id.
         if unsafe { libc::timer_create(libc::CLOCK_MONOTONIC, &mut sev, &mut timer) } != 0 {
             let e = Error::last_os("timer_create(CLOCK_MONOTONIC, SIGEV_THREAD_ID) failed");
-            if !was_blocked {
-                unblock_in_thread(signo);
-            }
+            wait.release();
             release_rt_signal(slot);
             return Err(e);
         }
-        Ok(Self {
-            timer,
-            slot,
-            signo,
-            owner_tid,
-            was_blocked,
-            set: SigSet(sigset_of(signo)),
-        })
+        Ok(Self { timer, slot, wait })
     }
 
     /// The real-time signal this sleeper's timer sends.
     pub fn signal(&self) -> libc::c_int {
-        self.signo
+        self.wait.signo
     }
 }
 
 impl Sleeper for PosixTimerSleeper {
     fn sleep_until(&mut self, deadline_ns: u64) -> Result<u64, Errno> {
-        if gettid() != self.owner_tid {
-            return Err(Errno(libc::EPERM));
-        }
-        loop {
-            let now = monotonic_ns();
-            if now >= deadline_ns {
-                return Ok(now);
-            }
+        let timer = self.timer;
+        self.wait.sleep_until(deadline_ns, |_| {
             let spec = libc::itimerspec {
                 it_interval: timespec(0),
                 it_value: timespec(deadline_ns),
             };
             // SAFETY: `timer` is our live timer; valid itimerspec; null old value allowed.
             let rc = unsafe {
-                libc::timer_settime(self.timer, libc::TIMER_ABSTIME, &spec, std::ptr::null_mut())
+                libc::timer_settime(timer, libc::TIMER_ABSTIME, &spec, std::ptr::null_mut())
             };
             if rc != 0 {
                 return Err(Errno::last());
             }
-            wait_signal(&self.set.0)?;
-        }
+            Ok(())
+        })
     }
     fn mechanism(&self) -> Mechanism {
         Mechanism::PosixTimer
@@ -801,12 +829,7 @@ impl Drop for PosixTimerSleeper {
     fn drop(&mut self) {
         // SAFETY: `timer` is our live timer, deleted exactly once.
         unsafe { libc::timer_delete(self.timer) };
-        if gettid() == self.owner_tid {
-            drain_signal(self.signo);
-            if !self.was_blocked {
-                unblock_in_thread(self.signo);
-            }
-        }
+        self.wait.release();
         release_rt_signal(self.slot);
     }
 }
@@ -829,16 +852,10 @@ pub struct PollSleeper;
 
 impl Sleeper for PollSleeper {
     fn sleep_until(&mut self, deadline_ns: u64) -> Result<u64, Errno> {
-        loop {
-            let now = monotonic_ns();
-            if now >= deadline_ns {
-                return Ok(now);
-            }
+        wait_relative(deadline_ns, |remaining| {
             // SAFETY: no descriptors: a null array with nfds 0 is allowed.
-            if unsafe { libc::poll(std::ptr::null_mut(), 0, timeout_ms(deadline_ns - now)) } < 0 {
-                retry_eintr()?;
-            }
-        }
+            unsafe { libc::poll(std::ptr::null_mut(), 0, timeout_ms(remaining)) >= 0 }
+        })
     }
     fn mechanism(&self) -> Mechanism {
         Mechanism::Poll
@@ -872,24 +889,11 @@ impl EpollSleeper {
 impl Sleeper for EpollSleeper {
     fn sleep_until(&mut self, deadline_ns: u64) -> Result<u64, Errno> {
         let mut ev = libc::epoll_event { events: 0, u64: 0 };
-        loop {
-            let now = monotonic_ns();
-            if now >= deadline_ns {
-                return Ok(now);
-            }
+        let fd = self.fd.as_raw_fd();
+        wait_relative(deadline_ns, |remaining| {
             // SAFETY: valid epoll fd and room for exactly one event.
-            let rc = unsafe {
-                libc::epoll_wait(
-                    self.fd.as_raw_fd(),
-                    &mut ev,
-                    1,
-                    timeout_ms(deadline_ns - now),
-                )
-            };
-            if rc < 0 {
-                retry_eintr()?;
-            }
-        }
+            unsafe { libc::epoll_wait(fd, &mut ev, 1, timeout_ms(remaining)) >= 0 }
+        })
     }
     fn mechanism(&self) -> Mechanism {
         Mechanism::Epoll
@@ -903,30 +907,12 @@ pub struct SelectSleeper;
 
 impl Sleeper for SelectSleeper {
     fn sleep_until(&mut self, deadline_ns: u64) -> Result<u64, Errno> {
-        loop {
-            let now = monotonic_ns();
-            if now >= deadline_ns {
-                return Ok(now);
-            }
-            let us = (deadline_ns - now).div_ceil(1_000);
-            let mut tv = libc::timeval {
-                tv_sec: (us / 1_000_000) as libc::time_t,
-                tv_usec: (us % 1_000_000) as libc::suseconds_t,
-            };
+        wait_relative(deadline_ns, |remaining| {
+            let mut tv = timeval_us(remaining.div_ceil(1_000));
+            let null = std::ptr::null_mut();
             // SAFETY: no descriptor sets (null is allowed); `tv` is valid and owned.
-            let rc = unsafe {
-                libc::select(
-                    0,
-                    std::ptr::null_mut(),
-                    std::ptr::null_mut(),
-                    std::ptr::null_mut(),
-                    &mut tv,
-                )
-            };
-            if rc < 0 {
-                retry_eintr()?;
-            }
-        }
+            unsafe { libc::select(0, null, null, null, &mut tv) >= 0 }
+        })
     }
     fn mechanism(&self) -> Mechanism {
         Mechanism::Select

@@ -20,17 +20,11 @@
 //! Nothing here is RT-safe: collecting reads files and allocates. Collect
 //! before the real-time loop starts (and [`Provenance::finish`] after it ends).
 
+use crate::privileges::Privileges;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
-
-/// Linux capability numbers this report looks at (`linux/capability.h`).
-pub const CAP_IPC_LOCK: u32 = 14;
-/// Lets a process use real-time scheduling regardless of RLIMIT_RTPRIO.
-pub const CAP_SYS_NICE: u32 = 23;
-/// Lets a process raise its hard resource limits.
-pub const CAP_SYS_RESOURCE: u32 = 24;
 
 /// The kernel's preemption model.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,129 +68,6 @@ impl PreemptModel {
             _ => None,
         }
     }
-}
-
-/// A resource limit: a number, or `unlimited` (RLIM_INFINITY).
-///
-/// Serialized as a JSON number, or as the string `"unlimited"`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Limit {
-    /// A finite limit.
-    Value(u64),
-    /// RLIM_INFINITY.
-    Unlimited,
-}
-
-impl Limit {
-    fn from_raw(v: libc::rlim_t) -> Self {
-        if v == libc::RLIM_INFINITY {
-            Self::Unlimited
-        } else {
-            Self::Value(v)
-        }
-    }
-
-    /// True when the limit is unlimited or at least `n`.
-    pub fn at_least(self, n: u64) -> bool {
-        match self {
-            Self::Unlimited => true,
-            Self::Value(v) => v >= n,
-        }
-    }
-}
-
-impl std::fmt::Display for Limit {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Value(v) => write!(f, "{v}"),
-            Self::Unlimited => f.write_str("unlimited"),
-        }
-    }
-}
-
-impl Serialize for Limit {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self {
-            Self::Value(v) => s.serialize_u64(*v),
-            Self::Unlimited => s.serialize_str("unlimited"),
-        }
-    }
-}
-
-impl<'de> Deserialize<'de> for Limit {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            N(u64),
-            S(String),
-        }
-        match Raw::deserialize(d)? {
-            Raw::N(v) => Ok(Self::Value(v)),
-            Raw::S(s) if s == "unlimited" => Ok(Self::Unlimited),
-            Raw::S(s) => Err(serde::de::Error::custom(format!(
-                "expected a number or \"unlimited\", got \"{s}\""
-            ))),
-        }
-    }
-}
-
-/// The calling process's real-time privileges: user, limits, capabilities.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
-pub struct Privileges {
-    /// Effective user id (0 = root).
-    pub euid: u32,
-    /// RLIMIT_RTPRIO soft limit: the highest SCHED_FIFO/RR priority allowed without CAP_SYS_NICE.
-    pub rtprio_soft: Limit,
-    /// RLIMIT_RTPRIO hard limit (the soft limit may be raised to it).
-    pub rtprio_hard: Limit,
-    /// RLIMIT_MEMLOCK soft limit in bytes.
-    pub memlock_soft: Limit,
-    /// RLIMIT_MEMLOCK hard limit in bytes.
-    pub memlock_hard: Limit,
-    /// RLIMIT_RTTIME soft limit in µs of RT CPU time without a blocking call.
-    pub rttime_soft: Limit,
-    /// Effective capability set as in /proc/self/status (`CapEff`, hex), if readable.
-    pub cap_eff: Option<String>,
-    /// CAP_SYS_NICE is effective (None: CapEff unreadable).
-    pub cap_sys_nice: Option<bool>,
-    /// CAP_IPC_LOCK is effective (None: CapEff unreadable).
-    pub cap_ipc_lock: Option<bool>,
-}
-
-impl Privileges {
-    /// Reads the calling process's euid, limits and effective capabilities.
-    pub fn collect() -> Self {
-        let cap = read("/proc/self/status").and_then(|s| parse_cap_eff(&s));
-        let (rtprio_soft, rtprio_hard) = rlimit(libc::RLIMIT_RTPRIO);
-        let (memlock_soft, memlock_hard) = rlimit(libc::RLIMIT_MEMLOCK);
-        let (rttime_soft, _) = rlimit(libc::RLIMIT_RTTIME);
-        Self {
-            // SAFETY: geteuid has no preconditions and cannot fail.
-            euid: unsafe { libc::geteuid() },
-            rtprio_soft,
-            rtprio_hard,
-            memlock_soft,
-            memlock_hard,
-            rttime_soft,
-            cap_eff: cap.map(|c| format!("{c:016x}")),
-            cap_sys_nice: cap.map(|c| has_cap(c, CAP_SYS_NICE)),
-            cap_ipc_lock: cap.map(|c| has_cap(c, CAP_IPC_LOCK)),
-        }
-    }
-}
-
-fn rlimit(resource: libc::__rlimit_resource_t) -> (Limit, Limit) {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes into a valid, owned struct.
-    if unsafe { libc::getrlimit(resource, &mut lim) } != 0 {
-        // Only EINVAL/EFAULT are possible, neither for these arguments.
-        return (Limit::Value(0), Limit::Value(0));
-    }
-    (Limit::from_raw(lim.rlim_cur), Limit::from_raw(lim.rlim_max))
 }
 
 /// One CPU idle state of CPU 0 (`/sys/devices/system/cpu/cpu0/cpuidle/stateN`).
@@ -269,15 +140,12 @@ pub struct SystemInfo {
     pub kernel_cmdline: Option<String>,
     /// CPUs isolated from the scheduler (`/sys/devices/system/cpu/isolated`, list syntax).
     pub isolated_cpus: Option<String>,
-    /// `kernel.sched_rt_runtime_us` (-1 = unlimited).
-    pub sched_rt_runtime_us: Option<i64>,
-    /// `kernel.sched_rt_period_us`.
-    pub sched_rt_period_us: Option<i64>,
     /// Timer slack of the collecting thread in ns (PR_GET_TIMERSLACK).
     pub timer_slack_ns: Option<u64>,
     /// Share of CPU time stolen by the hypervisor since boot, percent (/proc/stat).
     pub steal_since_boot_percent: Option<f64>,
-    /// The caller's real-time privileges.
+    /// The caller's real-time privileges: limits, capabilities, and the RT
+    /// throttling sysctls `sched_rt_runtime_us`/`sched_rt_period_us`.
     pub privileges: Privileges,
     /// Provenance of derived fields: field name → where its value came from.
     pub sources: BTreeMap<String, String>,
@@ -353,7 +221,7 @@ impl SystemInfo {
         let virtualization = detect_virtualization(flags.as_deref(), is_x86, &mut sources);
 
         let cpus_online = read("/sys/devices/system/cpu/online")
-            .and_then(|s| parse_cpu_list(&s))
+            .and_then(|s| crate::sched::parse_cpu_list(&s).ok())
             .map(|v| v.len())
             .unwrap_or_else(online_cpus_sysconf);
 
@@ -394,13 +262,9 @@ impl SystemInfo {
             idle_states: read_idle_states(),
             kernel_cmdline: cmdline,
             isolated_cpus: read("/sys/devices/system/cpu/isolated").map(|s| s.trim().to_string()),
-            sched_rt_runtime_us: read("/proc/sys/kernel/sched_rt_runtime_us")
-                .and_then(|s| s.trim().parse().ok()),
-            sched_rt_period_us: read("/proc/sys/kernel/sched_rt_period_us")
-                .and_then(|s| s.trim().parse().ok()),
             timer_slack_ns: timer_slack(),
             steal_since_boot_percent: steal,
-            privileges: Privileges::collect(),
+            privileges: Privileges::read(),
             sources,
         }
     }
@@ -682,39 +546,6 @@ pub fn parse_cpu_flags(cpuinfo: &str) -> Option<Vec<String>> {
         matches!(k.trim(), "flags" | "Features")
             .then(|| v.split_whitespace().map(str::to_string).collect())
     })
-}
-
-/// Parses a kernel CPU list (`0-3,8,10-11`) into CPU numbers. None when malformed.
-/// An empty list gives `Some(vec![])`.
-pub fn parse_cpu_list(text: &str) -> Option<Vec<usize>> {
-    let mut cpus = Vec::new();
-    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
-        // `2-7:2/4` (used-group syntax) is not used for online/isolated lists.
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b): (usize, usize) = (a.parse().ok()?, b.parse().ok()?);
-                if b < a {
-                    return None;
-                }
-                cpus.extend(a..=b);
-            }
-            None => cpus.push(part.parse().ok()?),
-        }
-    }
-    Some(cpus)
-}
-
-/// Parses the `CapEff:` line of /proc/self/status.
-pub fn parse_cap_eff(status: &str) -> Option<u64> {
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("CapEff:"))
-        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-}
-
-/// True when capability number `cap` is set in the mask `caps`.
-pub fn has_cap(caps: u64, cap: u32) -> bool {
-    cap < 64 && caps & (1u64 << cap) != 0
 }
 
 /// Aggregate CPU time counters from the `cpu` line of /proc/stat, in clock ticks.
@@ -1084,28 +915,6 @@ CONFIG_LOCALVERSION=\"-fc\"
     }
 
     #[test]
-    fn cpu_lists() {
-        assert_eq!(
-            parse_cpu_list("0-3,8,10-11\n"),
-            Some(vec![0, 1, 2, 3, 8, 10, 11])
-        );
-        assert_eq!(parse_cpu_list("\n"), Some(vec![]));
-        assert_eq!(parse_cpu_list("3-1"), None);
-        assert_eq!(parse_cpu_list("x"), None);
-    }
-
-    #[test]
-    fn capabilities() {
-        let status = "Name:\tcat\nCapInh:\t0000000000000000\nCapEff:\t000001fffeffffff\n";
-        let c = parse_cap_eff(status).unwrap();
-        assert!(has_cap(c, CAP_SYS_NICE));
-        assert!(has_cap(c, CAP_IPC_LOCK));
-        assert!(!has_cap(c, CAP_SYS_RESOURCE));
-        assert_eq!(parse_cap_eff("Name:\tcat\n"), None);
-        assert!(!has_cap(u64::MAX, 64));
-    }
-
-    #[test]
     fn proc_stat_steal() {
         let a = parse_proc_stat_cpu("cpu  100 0 50 800 10 0 5 35 7 0\ncpu0 1 2 3 4\n").unwrap();
         assert_eq!(
@@ -1150,17 +959,6 @@ CONFIG_LOCALVERSION=\"-fc\"
         assert_eq!(rfc3339_utc(t), "2024-03-01T11:59:59.000Z");
         let end = UNIX_EPOCH + Duration::from_secs(4_102_444_799);
         assert_eq!(rfc3339_utc(end), "2099-12-31T23:59:59.000Z");
-    }
-
-    #[test]
-    fn limit_json() {
-        let v = serde_json::to_string(&[Limit::Value(95), Limit::Unlimited]).unwrap();
-        assert_eq!(v, r#"[95,"unlimited"]"#);
-        let back: Vec<Limit> = serde_json::from_str(&v).unwrap();
-        assert_eq!(back, [Limit::Value(95), Limit::Unlimited]);
-        assert!(serde_json::from_str::<Limit>("\"lots\"").is_err());
-        assert!(Limit::Unlimited.at_least(1 << 40));
-        assert!(!Limit::Value(0).at_least(1));
     }
 
     #[test]

@@ -94,7 +94,7 @@ fn system_info_agrees_with_the_kernel() {
         assert!(s.clocksources_available.contains(cs), "{s:?}");
     }
     assert_eq!(
-        s.sched_rt_runtime_us,
+        s.privileges.sched_rt_runtime_us,
         read_trim("/proc/sys/kernel/sched_rt_runtime_us").and_then(|v| v.parse().ok())
     );
     // SAFETY: sysconf has no preconditions.

@@ -4,8 +4,9 @@
 
 use firmtime_rt::dma::DmaLatencyGuard;
 use firmtime_rt::memory;
+use firmtime_rt::privileges::{Limit, Privileges};
 use firmtime_rt::sched::{self, Policy};
-use firmtime_rt::setup::{self, Privileges, RtRequest};
+use firmtime_rt::setup::{self, RtRequest};
 use firmtime_rt::ErrorKind;
 use std::process::Command;
 use std::sync::Mutex;
@@ -297,9 +298,8 @@ fn privileges_read_matches_the_kernel() {
     };
     // SAFETY: getrlimit writes into a valid, owned struct.
     assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_RTPRIO, &mut l) }, 0);
-    let f = |v: libc::rlim_t| (v != libc::RLIM_INFINITY).then_some(v);
-    assert_eq!(p.rlimit_rtprio.soft, f(l.rlim_cur));
-    assert_eq!(p.rlimit_rtprio.hard, f(l.rlim_max));
+    assert_eq!(p.rtprio_soft, Limit::from_raw(l.rlim_cur));
+    assert_eq!(p.rtprio_hard, Limit::from_raw(l.rlim_max));
     assert!(p.vm_size_bytes.unwrap() > 0);
 }
 
@@ -381,7 +381,7 @@ fn denied_child() {
         assert_eq!(libc::setuid(65534), 0);
     }
     let p = Privileges::read();
-    assert!(!p.cap_sys_nice && !p.cap_ipc_lock, "{p:?}");
+    assert!(!p.has_sys_nice() && !p.has_ipc_lock(), "{p:?}");
 
     let e = on_thread(|| sched::set_current_thread(&Policy::Fifo { priority: 50 })).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::RealtimeDenied, "{e}");
