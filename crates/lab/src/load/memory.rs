@@ -4,7 +4,6 @@
 
 use super::{Until, Work};
 use crate::error::{Error, ErrorKind, Result};
-use std::hint::black_box;
 
 fn page_size() -> usize {
     // SAFETY: sysconf has no preconditions.
@@ -33,8 +32,8 @@ pub(super) fn check_available(bytes: u64) -> Result<()> {
                 ErrorKind::InvalidInput,
                 format!(
                     "memory load of {} is more than 90% of the {} available (MemAvailable in /proc/meminfo): use a smaller size",
-                    super::format_size(bytes),
-                    super::format_size(avail)
+                    super::human_size(bytes),
+                    super::human_size(avail)
                 ),
             ));
         }
@@ -42,7 +41,54 @@ pub(super) fn check_available(bytes: u64) -> Result<()> {
     Ok(())
 }
 
-/// Allocates `bytes`, touches every page once, then keeps touching them until done.
+/// An anonymous private mapping, unmapped on drop. Its pages are mapped
+/// lazily: the first write to each is what makes it resident.
+struct Mapping {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl Mapping {
+    fn new(len: usize) -> std::io::Result<Self> {
+        // SAFETY: a fresh anonymous mapping; no existing memory is affected.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(Self { ptr: p.cast(), len })
+    }
+
+    /// Adds 1 to the byte at `off` (volatile, so the write is never elided).
+    fn bump(&mut self, off: usize) {
+        assert!(off < self.len);
+        // SAFETY: `off` is inside the mapping, which is readable and writable
+        // and owned by `self` for its whole life.
+        unsafe {
+            let p = self.ptr.add(off);
+            p.write_volatile(p.read_volatile().wrapping_add(1));
+        }
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: `ptr`/`len` are exactly the mapping made in `new`, unmapped once.
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
+/// Maps `bytes`, writes to every page once (even if that takes longer than
+/// the duration: the working set is the point), then keeps writing to its
+/// pages in order until done.
 pub(super) fn toucher(until: &Until<'_>, bytes: u64) -> Result<Work> {
     let len = usize::try_from(bytes).map_err(|_| {
         Error::new(
@@ -50,17 +96,15 @@ pub(super) fn toucher(until: &Until<'_>, bytes: u64) -> Result<Work> {
             "memory load: size exceeds the address space",
         )
     })?;
-    let mut set: Vec<u8> = Vec::new();
-    set.try_reserve_exact(len).map_err(|e| {
+    let mut set = Mapping::new(len).map_err(|e| {
         Error::new(
             ErrorKind::Io,
             format!(
-                "memory load: cannot allocate {}: {e}; use a smaller size",
-                super::format_size(bytes)
+                "memory load: cannot map {}: {e}; use a smaller size",
+                super::human_size(bytes)
             ),
         )
     })?;
-    set.resize(len, 0);
     let page = page_size();
     let pages = len.div_ceil(page) as u64;
     let mut w = Work {
@@ -70,14 +114,12 @@ pub(super) fn toucher(until: &Until<'_>, bytes: u64) -> Result<Work> {
     let mut first = true;
     'outer: loop {
         for (i, off) in (0..len).step_by(page).enumerate() {
-            set[off] = set[off].wrapping_add(1);
+            set.bump(off);
             w.pages_touched += 1;
-            // The first pass always completes: the whole set is touched once.
             if !first && i % 256 == 255 && until.done() {
                 break 'outer;
             }
         }
-        black_box(set.as_mut_slice());
         first = false;
         if until.done() {
             break;

@@ -38,7 +38,7 @@ mod spec;
 
 pub use set::{ChildOutcome, LoadSet};
 pub use signal::{install_stop_signals, stop_flag};
-pub use spec::{format_duration, format_size, LoadSpec};
+pub use spec::{format_duration, format_size, human_size, LoadSpec};
 
 use crate::error::{Error, ErrorKind, Result};
 use serde::{Deserialize, Serialize};

@@ -233,6 +233,19 @@ pub fn format_size(bytes: u64) -> String {
     format!("{bytes}B")
 }
 
+/// Formats a size for people, rounded to 3 significant decimals:
+/// `512B`, `64KiB`, `25.81MiB`, `22.9GiB`.
+pub fn human_size(bytes: u64) -> String {
+    for (unit, f) in [("GiB", GIB), ("MiB", MIB), ("KiB", KIB)] {
+        if bytes >= f {
+            let s = format!("{:.2}", bytes as f64 / f as f64);
+            let s = s.trim_end_matches('0').trim_end_matches('.');
+            return format!("{s}{unit}");
+        }
+    }
+    format!("{bytes}B")
+}
+
 /// Formats a duration exactly, with the largest unit that divides it.
 pub fn format_duration(d: Duration) -> String {
     let ns = d.as_nanos();
@@ -499,6 +512,16 @@ mod tests {
             ["disk", "--size", "1MiB", "--chunk", "1MiB"]
         );
         assert_eq!(p("stress").to_cli_args(), ["stress"]);
+    }
+
+    #[test]
+    fn sizes_format_exactly_for_specs_and_rounded_for_people() {
+        assert_eq!(format_size(64 * MIB), "64MiB");
+        assert_eq!(format_size(1536 * KIB), "1536KiB");
+        assert_eq!(format_size(1000), "1000B");
+        assert_eq!(human_size(1536 * KIB), "1.5MiB");
+        assert_eq!(human_size(GIB + GIB / 3), "1.33GiB");
+        assert_eq!(human_size(512), "512B");
     }
 
     #[test]

@@ -53,7 +53,11 @@ fn disk_writes_whole_chunks_with_fsync_and_leaves_no_file() {
     assert_eq!(r.threads, 1);
     assert!(r.bytes_written > 0);
     assert_eq!(r.bytes_written % (64 * 1024), 0, "whole chunks only");
-    assert_eq!(r.fsyncs, r.bytes_written / (64 * 1024), "one fsync per chunk");
+    assert_eq!(
+        r.fsyncs,
+        r.bytes_written / (64 * 1024),
+        "one fsync per chunk"
+    );
     // Four chunks per pass: a rewind before every fifth chunk.
     assert_eq!(r.rewinds, (r.fsyncs - 1) / 4);
     let dir = r.temp_dir.expect("disk reports its temp dir");
@@ -78,7 +82,10 @@ fn memory_touches_every_page_of_the_working_set() {
     // SAFETY: sysconf has no preconditions.
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64;
     assert_eq!(r.pages, bytes / page);
-    assert!(r.pages_touched >= r.pages, "the first pass touches every page");
+    assert!(
+        r.pages_touched >= r.pages,
+        "the first pass touches every page"
+    );
 }
 
 #[test]
