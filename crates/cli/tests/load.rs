@@ -314,3 +314,110 @@ fn invalid_spec_is_refused_before_any_child_starts() {
     assert_eq!(e.kind(), ErrorKind::InvalidInput);
     assert!(e.message().contains("valid is 1% to 100%"), "{e}");
 }
+
+/// Field `n` (1-based, as in proc(5)) of /proc/<pid>/stat.
+fn stat_field(pid: u32, n: usize) -> i64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // Fields after the parenthesized command name start at field 3.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    rest.split_whitespace().nth(n - 3).unwrap().parse().unwrap()
+}
+
+#[test]
+fn children_of_an_rt_parent_run_at_sched_other_nice_0() {
+    // Make this test thread SCHED_FIFO 1 and nice -5 while it spawns.
+    let param = libc::sched_param { sched_priority: 1 };
+    // SAFETY: `param` is a valid sched_param; 0 is this thread.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
+        eprintln!("skipped children_of_an_rt_parent_run_at_sched_other_nice_0: SCHED_FIFO refused (needs root or an rtprio limit)");
+        return;
+    }
+    // SAFETY: gettid and setpriority have no memory-safety preconditions.
+    let tid = unsafe { libc::gettid() } as libc::id_t;
+    // SAFETY: as above.
+    let niced = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid, -5) } == 0;
+    let set = LoadSet::spawn(
+        Path::new(EXE),
+        &[LoadSpec::Cpu { hogs: 1 }],
+        Duration::from_secs(600),
+    );
+    let normal = libc::sched_param { sched_priority: 0 };
+    // SAFETY: `normal` is a valid sched_param; 0 is this thread.
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &normal) };
+    // SAFETY: as above.
+    unsafe { libc::setpriority(libc::PRIO_PROCESS, tid, 0) };
+    let mut set = set.unwrap();
+    let pid = set.pids()[0];
+    assert_eq!(stat_field(pid, 41), i64::from(libc::SCHED_OTHER), "policy");
+    assert_eq!(stat_field(pid, 40), 0, "rt_priority");
+    if niced {
+        assert_eq!(stat_field(pid, 19), 0, "nice");
+    }
+    assert!(set.stop()[0].success());
+    assert_reaped(pid);
+}
+
+/// Parent side of `kill_9_of_the_parent_kills_its_load_children`: starts a
+/// load set, prints its children's pids, then waits to be killed.
+#[test]
+#[ignore = "run only as a child process of kill_9_of_the_parent_kills_its_load_children"]
+fn pdeathsig_parent() {
+    let set = LoadSet::spawn(
+        Path::new(EXE),
+        &[LoadSpec::Cpu { hogs: 1 }, LoadSpec::Net { pairs: 1 }],
+        Duration::from_secs(600),
+    )
+    .unwrap();
+    let pids: Vec<String> = set.pids().iter().map(|p| p.to_string()).collect();
+    println!("PIDS {}", pids.join(" "));
+    // Bounded, so a broken outer test cannot leave this running for long.
+    std::thread::sleep(Duration::from_secs(60));
+    drop(set);
+}
+
+#[test]
+fn kill_9_of_the_parent_kills_its_load_children() {
+    use std::io::BufRead;
+    let me = std::env::current_exe().unwrap();
+    let mut parent = Command::new(me)
+        .args(["--exact", "pdeathsig_parent", "--ignored", "--nocapture"])
+        .args(["--test-threads", "1"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(parent.stdout.take().unwrap()).lines();
+    let pids: Vec<u32> = loop {
+        let line = lines
+            .next()
+            .expect("the parent printed its children")
+            .unwrap();
+        // libtest prints "test pdeathsig_parent ... " on the same line.
+        if let Some(at) = line.find("PIDS ") {
+            break line[at + 5..]
+                .split(' ')
+                .map(|p| p.parse().unwrap())
+                .collect();
+        }
+    };
+    assert_eq!(pids.len(), 2);
+    parent.kill().unwrap(); // SIGKILL: no Drop runs in the parent
+    parent.wait().unwrap();
+    // The kernel SIGKILLs the orphans; init reaps them. Gone, or at worst a zombie.
+    let until = Instant::now() + Duration::from_secs(30);
+    for pid in pids {
+        loop {
+            let gone = match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+                Err(_) => true,
+                Ok(s) => s[s.rfind(')').unwrap() + 2..].starts_with('Z'),
+            };
+            if gone {
+                break;
+            }
+            assert!(
+                Instant::now() < until,
+                "load child {pid} outlived its parent"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}

@@ -358,7 +358,8 @@ impl FromStr for LoadSpec {
                     Some(p) => {
                         let digits = p.trim().trim_end_matches('%');
                         let n = num("percent", digits)?;
-                        check("duty percent", n, &(1..=100), |v| format!("{v}%"))?;
+                        check("duty percent", n, &(1..=100), |v| format!("{v}%"))
+                            .map_err(|e| invalid(format!("load '{text}': {}", e.message())))?;
                         n as u8
                     }
                 };
@@ -466,7 +467,12 @@ mod tests {
             "{e}"
         );
         let e = "duty:150%".parse::<LoadSpec>().unwrap_err();
-        assert!(e.message().contains("valid is 1% to 100%"), "{e}");
+        assert!(
+            e.message().contains(
+                "load 'duty:150%': duty percent 150% is out of range: valid is 1% to 100%"
+            ),
+            "{e}"
+        );
         let e = "cpu:0".parse::<LoadSpec>().unwrap_err();
         assert!(
             e.message()
