@@ -5,6 +5,7 @@
 
 mod args;
 mod doctor;
+mod load;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -30,6 +31,11 @@ enum Command {
     /// Each item is pass / warn / fail / unknown with a one-line fix.
     /// Exit status 1 when any item fails.
     Doctor(doctor::DoctorArgs),
+    /// Generate a bounded load: CPU hogs, duty cycle, disk, memory, network, or Varoquaux's stress mix.
+    ///
+    /// Runs until --duration is over or SIGINT/SIGTERM arrives, then prints
+    /// what was done and exits 0. Lab commands start these as child processes.
+    Load(load::LoadArgs),
 }
 
 /// What a subcommand reports back to `main`.
@@ -51,6 +57,7 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Doctor(a) => doctor::run(a),
+        Command::Load(a) => load::run(a),
     };
     match result {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,
