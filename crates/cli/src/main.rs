@@ -5,7 +5,9 @@
 
 mod args;
 mod doctor;
+mod lab;
 mod load;
+mod progress;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -36,6 +38,9 @@ enum Command {
     /// Runs until --duration is over or SIGINT/SIGTERM arrives, then prints
     /// what was done and exits 0. Lab commands start these as child processes.
     Load(load::LoadArgs),
+    /// Measure what this machine's clocks, sleeps and timers really do (the papers' tables).
+    #[command(subcommand)]
+    Lab(lab::LabCommand),
 }
 
 /// What a subcommand reports back to `main`.
@@ -58,6 +63,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Doctor(a) => doctor::run(a),
         Command::Load(a) => load::run(a),
+        Command::Lab(c) => lab::run(c),
     };
     match result {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,

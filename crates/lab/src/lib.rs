@@ -14,6 +14,7 @@
 
 pub mod error;
 pub mod load;
+pub mod measure;
 pub mod output;
 pub mod plot;
 pub mod stats;

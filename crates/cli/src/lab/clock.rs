@@ -1,0 +1,16 @@
+//! `firmtime lab clock` (being written).
+
+use super::Common;
+use crate::Outcome;
+
+/// Arguments of `firmtime lab clock`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    common: Common,
+}
+
+pub fn run(args: Args) -> anyhow::Result<Outcome> {
+    let _ = args.common;
+    anyhow::bail!("firmtime lab clock is not built yet")
+}

@@ -1,0 +1,50 @@
+//! `firmtime lab …`: the papers' measurements on this machine.
+
+use crate::Outcome;
+use clap::Subcommand;
+use std::path::PathBuf;
+
+mod clock;
+mod cyclic;
+mod overhead;
+mod sleep;
+mod tails;
+
+/// Flags every lab subcommand takes.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Common {
+    /// Write the result as JSON to PATH (`-` for stdout). Durations are integer nanoseconds.
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
+    /// A short run with fewer samples: a first look, noisier figures.
+    #[arg(long)]
+    pub quick: bool,
+}
+
+/// The lab's subcommands.
+#[derive(Debug, Subcommand)]
+pub enum LabCommand {
+    /// Successive clock reads under Finney's priority × load conditions (Finney 2001, Table 1).
+    Clock(clock::Args),
+    /// Achieved sleep durations of every sleep mechanism (Finney 2001, "Process suspension").
+    Sleep(sleep::Args),
+    /// Periodic wake-up latency, like realfeel and cyclictest (Varoquaux 2006).
+    Cyclic(cyclic::Args),
+    /// Timer-signal delivery latency tails under SCHED_RR contention (Etsion et al. 2003, Table 6).
+    Tails(tails::Args),
+    /// Context switch, trap, memcpy and clock-read costs (Etsion et al. 2003, Table 2).
+    Overhead(overhead::Args),
+}
+
+/// Runs a lab subcommand. Ctrl-C stops the measurement, keeps what was
+/// measured (flagged partial) and reaps every load child.
+pub fn run(cmd: LabCommand) -> anyhow::Result<Outcome> {
+    firmtime_lab::load::install_stop_signals()?;
+    match cmd {
+        LabCommand::Clock(a) => clock::run(a),
+        LabCommand::Sleep(a) => sleep::run(a),
+        LabCommand::Cyclic(a) => cyclic::run(a),
+        LabCommand::Tails(a) => tails::run(a),
+        LabCommand::Overhead(a) => overhead::run(a),
+    }
+}
