@@ -458,3 +458,315 @@ pub fn decode<'a>(buf: &'a [u8], key: Option<&Key>) -> Result<Packet<'a>, DropRe
         payload: &buf[HEADER_LEN..end],
     })
 }
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::block::{BlockSet, Direction};
+    use crate::reassembly::{Accepted, Reassembler};
+
+    /// A small seeded generator (xorshift64*), so failures reproduce.
+    pub(crate) struct Rng(u64);
+    impl Rng {
+        pub(crate) fn new(seed: u64) -> Self {
+            Self(seed.max(1))
+        }
+        pub(crate) fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        }
+        pub(crate) fn below(&mut self, n: usize) -> usize {
+            (self.next() % n as u64) as usize
+        }
+        pub(crate) fn shuffle<T>(&mut self, v: &mut [T]) {
+            for i in (1..v.len()).rev() {
+                v.swap(i, self.below(i + 1));
+            }
+        }
+    }
+
+    fn key() -> Key {
+        Key::new(b"0123456789abcdef0123456789abcdef").unwrap()
+    }
+
+    fn random_set(rng: &mut Rng) -> BlockSet {
+        let mut set = BlockSet::new();
+        for _ in 0..1 + rng.below(6) {
+            let dir = [Direction::ToWorker, Direction::FromWorker, Direction::Both][rng.below(3)];
+            let len = 1 + rng.below(1500);
+            macro_rules! fill {
+                ($t:ty, $f:expr) => {{
+                    let id = set.add::<$t>(dir, len).unwrap();
+                    for v in set.get_mut(id) {
+                        let r = rng.next();
+                        *v = $f(r);
+                    }
+                }};
+            }
+            match rng.below(5) {
+                0 => fill!(u8, |r: u64| r as u8),
+                1 => fill!(i16, |r: u64| r as i16),
+                2 => fill!(i32, |r: u64| r as i32),
+                3 => fill!(f32, |r: u64| f32::from_bits(r as u32)),
+                _ => fill!(f64, |r: u64| f64::from_bits(r)),
+            }
+        }
+        set
+    }
+
+    fn fragments(enc: &Encoder, seq: u64, payload: &[u8]) -> Vec<Vec<u8>> {
+        let mut buf = vec![0u8; enc.max_datagram()];
+        (0..enc.fragments(payload.len()))
+            .map(|i| {
+                let n = enc.encode(&mut buf, seq, payload, i);
+                buf[..n].to_vec()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn fragment_spans_tile_the_payload() {
+        for total in (0..3000).step_by(7).chain([1, 64, 65, 1424, 1425, 2848, 2849]) {
+            for chunk in [1, 2, 3, 64, 100, 1000, 1424, 1440, 8972] {
+                let count = fragment_count(total, chunk);
+                let mut at = 0;
+                for i in 0..count {
+                    let (off, len) = fragment_span(total, count, i).unwrap();
+                    assert_eq!(off, at, "total {total} chunk {chunk} fragment {i}");
+                    assert!(len <= chunk && (len > 0 || total == 0));
+                    at += len;
+                }
+                assert_eq!(at, total);
+                assert_eq!(fragment_span(total, count, count), None);
+            }
+        }
+    }
+
+    #[test]
+    fn round_trip_many_layouts_mtus_orders_and_duplicates() {
+        let mut rng = Rng::new(0x5eed);
+        for case in 0..120 {
+            let sent = random_set(&mut rng);
+            let flow = if case % 2 == 0 { Flow::ToWorker } else { Flow::FromWorker };
+            let total = sent.payload_len(flow);
+            let mut payload = vec![0u8; total];
+            sent.encode(flow, &mut payload);
+            let mtu = [128 + 28 + 48, 576, 1500, 9000][case % 4];
+            let k = (case % 3 == 0).then(key);
+            let chunk = max_chunk(mtu, IPV4_UDP_OVERHEAD, k.is_some()).unwrap();
+            let enc = Encoder::new(9, flow, chunk, k.clone()).unwrap();
+            let seq = rng.next() >> 1;
+            let mut frags = fragments(&enc, seq, &payload);
+            assert_eq!(frags.len(), fragment_count(total, chunk));
+            assert!(frags.iter().all(|f| f.len() <= mtu - IPV4_UDP_OVERHEAD));
+            // Duplicate a few, then shuffle.
+            for _ in 0..rng.below(4) {
+                let d = frags[rng.below(frags.len())].clone();
+                frags.push(d);
+            }
+            rng.shuffle(&mut frags);
+            let mut re = Reassembler::new(9, flow, total, 3);
+            let (mut completes, mut dups) = (0, 0);
+            for f in &frags {
+                let pkt = decode(f, k.as_ref()).unwrap();
+                assert_eq!(pkt.header.seq, seq);
+                match re.accept(&pkt, seq, seq) {
+                    Ok(Accepted::Complete { seq: s }) => {
+                        assert_eq!(s, seq);
+                        completes += 1;
+                    }
+                    Ok(Accepted::Partial { .. }) => {}
+                    Err(DropReason::Duplicate) => dups += 1,
+                    Err(r) => panic!("case {case}: unexpected drop {r}"),
+                }
+            }
+            assert_eq!(completes, 1);
+            assert_eq!(dups, frags.len() - fragment_count(total, chunk));
+            let got = re.complete(seq).unwrap();
+            assert_eq!(got, &payload[..], "case {case}");
+            let mut received = BlockSet::from_layout(sent.layout()).unwrap();
+            received.decode(flow, got);
+            let mut again = vec![0u8; total];
+            received.encode(flow, &mut again);
+            assert_eq!(again, payload, "case {case}: blocks differ bit for bit");
+        }
+    }
+
+    #[test]
+    fn header_bytes_are_as_documented() {
+        let enc = Encoder::new(0x0403_0201, Flow::FromWorker, 100, None).unwrap();
+        let payload: Vec<u8> = (0..150).map(|i| i as u8).collect();
+        let mut out = [0u8; 200];
+        let n = enc.encode(&mut out, 0x1122_3344_5566_7788, &payload, 1);
+        assert_eq!(n, HEADER_LEN + 75);
+        assert_eq!(&out[0..4], b"FTNB");
+        assert_eq!(out[4], 1);
+        assert_eq!(out[5], FLAG_RESULT);
+        assert_eq!(&out[6..12], &[1, 0, 2, 0, 75, 0]);
+        assert_eq!(&out[12..16], &[1, 2, 3, 4]);
+        assert_eq!(&out[16..24], &[0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11]);
+        assert_eq!(&out[24..28], &[150, 0, 0, 0]);
+        assert_eq!(&out[28..32], &[75, 0, 0, 0]);
+        assert_eq!(out[32], 75);
+    }
+
+    fn valid(k: Option<&Key>) -> Vec<u8> {
+        let enc = Encoder::new(5, Flow::ToWorker, 64, k.cloned()).unwrap();
+        fragments(&enc, 10, &[7u8; 100]).swap_remove(0)
+    }
+
+    /// Rewrites the fields after a change so only the intended check fails.
+    fn remac(p: &mut [u8], k: &Key) {
+        let end = p.len() - MAC_LEN;
+        let tag = k.tag(&p[..end]);
+        p[end..].copy_from_slice(&tag);
+    }
+
+    #[test]
+    fn each_malformed_packet_is_dropped_with_its_reason() {
+        let k = key();
+        let good = valid(Some(&k));
+        assert!(decode(&good, Some(&k)).is_ok());
+        let cases: Vec<(&str, Box<dyn Fn(&mut Vec<u8>)>, DropReason)> = vec![
+            ("empty", Box::new(|p| p.clear()), DropReason::Truncated),
+            ("header only", Box::new(|p| p.truncate(31)), DropReason::Truncated),
+            ("cut payload", Box::new(|p| p.truncate(60)), DropReason::Truncated),
+            ("magic", Box::new(|p| p[0] = b'X'), DropReason::BadMagic),
+            ("version", Box::new(|p| p[4] = 2), DropReason::BadVersion),
+            ("flags", Box::new(|p| p[5] |= 0x80), DropReason::BadFlags),
+            ("no mac flag", Box::new(|p| p[5] &= !FLAG_MAC), DropReason::BadMac),
+            ("trailing byte", Box::new(|p| p.push(0)), DropReason::BadLength),
+            ("index past count", Box::new(|p| p[6] = 2), DropReason::BadLength),
+            ("count 0", Box::new(|p| p[8] = 0), DropReason::BadLength),
+            ("offset", Box::new(|p| p[28] = 1), DropReason::BadLength),
+            ("total", Box::new(|p| p[24] = 200), DropReason::BadLength),
+            ("payload flipped", Box::new(|p| p[40] ^= 1), DropReason::BadMac),
+            ("seq flipped", Box::new(|p| p[16] ^= 1), DropReason::BadMac),
+            ("tag flipped", Box::new(|p| *p.last_mut().unwrap() ^= 1), DropReason::BadMac),
+        ];
+        for (what, change, reason) in cases {
+            let mut p = good.clone();
+            change(&mut p);
+            assert_eq!(decode(&p, Some(&k)), Err(reason), "{what}");
+        }
+        // A MAC'd packet where no key is set; a bare packet where one is; another key.
+        assert_eq!(decode(&good, None), Err(DropReason::BadMac));
+        assert_eq!(decode(&valid(None), Some(&k)), Err(DropReason::BadMac));
+        let other = Key::new(&[9u8; 32]).unwrap();
+        assert_eq!(decode(&good, Some(&other)), Err(DropReason::BadMac));
+        // Consistent lengths re-MACed still fail the span rule.
+        let mut p = good.clone();
+        p[10] = 49; // fragment length 49 where the rule says 50
+        p.remove(HEADER_LEN);
+        remac(&mut p, &k);
+        assert_eq!(decode(&p, Some(&k)), Err(DropReason::BadLength));
+    }
+
+    #[test]
+    fn stream_level_drops_in_reassembly() {
+        let enc = Encoder::new(5, Flow::ToWorker, 64, None).unwrap();
+        let f = |seq| fragments(&enc, seq, &[1u8; 100]);
+        let mut re = Reassembler::new(5, Flow::ToWorker, 100, 3);
+        let a = f(10);
+        let pa = decode(&a[0], None).unwrap();
+        assert_eq!(re.accept(&pa, 10, 10), Ok(Accepted::Partial { seq: 10 }));
+        assert_eq!(re.accept(&pa, 10, 10), Err(DropReason::Duplicate));
+        assert_eq!(re.accept(&pa, 11, 12), Err(DropReason::Stale));
+        assert_eq!(re.accept(&pa, 0, 9), Err(DropReason::Unsolicited));
+        let other = Reassembler::new(6, Flow::ToWorker, 100, 3);
+        assert_eq!(other.check(&pa), Err(DropReason::ForeignStream));
+        let result_side = Reassembler::new(5, Flow::FromWorker, 100, 3);
+        assert_eq!(result_side.check(&pa), Err(DropReason::WrongFlow));
+        let longer = Reassembler::new(5, Flow::ToWorker, 101, 3);
+        assert_eq!(longer.check(&pa), Err(DropReason::LayoutMismatch));
+        // Same period, different fragmentation (another MTU): inconsistent count.
+        let enc3 = Encoder::new(5, Flow::ToWorker, 34, None).unwrap();
+        let c = fragments(&enc3, 10, &[1u8; 100]);
+        assert_eq!(c.len(), 3);
+        let pc = decode(&c[2], None).unwrap();
+        assert_eq!(re.accept(&pc, 10, 10), Err(DropReason::BadLength));
+        // Period 13 takes slot 1 from 10 (3 slots); 10 is then stale.
+        let d = f(13);
+        let pd = decode(&d[0], None).unwrap();
+        assert_eq!(re.accept(&pd, 0, 20), Ok(Accepted::Partial { seq: 13 }));
+        assert!(!re.has_any(10));
+        let pa1 = decode(&a[1], None).unwrap();
+        assert_eq!(re.accept(&pa1, 0, 20), Err(DropReason::Stale));
+        let pd1 = decode(&d[1], None).unwrap();
+        assert_eq!(re.accept(&pd1, 0, 20), Ok(Accepted::Complete { seq: 13 }));
+        assert_eq!(re.accept(&pd1, 0, 20), Err(DropReason::Duplicate));
+        assert_eq!(re.complete(13), Some(&[1u8; 100][..]));
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic() {
+        let k = key();
+        let mut rng = Rng::new(42);
+        let good = [valid(None), valid(Some(&k))];
+        let mut buf = vec![0u8; 300];
+        let mut re = Reassembler::new(5, Flow::ToWorker, 100, 3);
+        for i in 0..200_000 {
+            let len;
+            if i % 2 == 0 {
+                len = rng.below(buf.len());
+                for b in &mut buf[..len] {
+                    *b = rng.next() as u8;
+                }
+                if i % 4 == 0 && len >= 4 {
+                    buf[..4].copy_from_slice(&MAGIC);
+                    if len > 5 {
+                        buf[4] = VERSION;
+                        buf[5] &= KNOWN_FLAGS;
+                    }
+                }
+            } else {
+                // Mutate a valid packet: flip bits, cut, or extend.
+                let g = &good[i % 4 / 2];
+                len = g.len() + rng.below(3) - 1;
+                buf[..g.len()].copy_from_slice(g);
+                for _ in 0..1 + rng.below(3) {
+                    let at = rng.below(g.len());
+                    buf[at] ^= 1 << rng.below(8);
+                }
+            }
+            let keyed = i % 3 == 0;
+            let r = assert_no_alloc::assert_no_alloc(|| {
+                decode(&buf[..len], keyed.then_some(&k)).map(|p| {
+                    let _ = re.accept(&p, 0, u64::MAX);
+                    p.header
+                })
+            });
+            if let Ok(h) = r {
+                // Accepted packets satisfy every invariant.
+                assert_eq!(h.mac, keyed);
+                assert!(h.frag_index < h.frag_count);
+                assert!(h.frag_offset as u64 + u64::from(h.frag_len) <= u64::from(h.total_len));
+            }
+        }
+    }
+
+    #[test]
+    fn keyed_mutations_never_authenticate() {
+        let k = key();
+        let good = valid(Some(&k));
+        let mut rng = Rng::new(7);
+        for _ in 0..20_000 {
+            let mut p = good.clone();
+            let at = rng.below(p.len());
+            p[at] ^= 1 << rng.below(8);
+            assert!(decode(&p, Some(&k)).is_err());
+        }
+    }
+
+    #[test]
+    fn mtu_too_small_is_refused_with_the_minimum() {
+        let e = max_chunk(100, IPV4_UDP_OVERHEAD, true).unwrap_err();
+        assert!(e.message().contains("at least 140 bytes"), "{e}");
+        assert_eq!(max_chunk(1500, IPV4_UDP_OVERHEAD, false).unwrap(), 1440);
+        assert_eq!(max_chunk(1500, IPV4_UDP_OVERHEAD, true).unwrap(), 1424);
+        assert!(Key::new(&[0; 15]).is_err());
+        assert_eq!(format!("{:?}", key()), "Key(<hidden>)");
+    }
+}
