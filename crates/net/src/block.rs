@@ -209,9 +209,7 @@ impl Data {
         fn cast<S: Sample, T: Sample>(v: &mut [S]) -> Option<&mut [T]> {
             if S::TYPE == T::TYPE {
                 // SAFETY: as in `as_slice`: S and T are the same type.
-                Some(unsafe {
-                    std::slice::from_raw_parts_mut(v.as_mut_ptr().cast::<T>(), v.len())
-                })
+                Some(unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast::<T>(), v.len()) })
             } else {
                 None
             }

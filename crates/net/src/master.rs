@@ -265,12 +265,7 @@ impl Master {
         let chunk = max_chunk(config.mtu, overhead, config.key.is_some())?;
         let to_len = blocks.payload_len(Flow::ToWorker);
         let from_len = blocks.payload_len(Flow::FromWorker);
-        let encoder = Encoder::new(
-            config.stream_id,
-            Flow::ToWorker,
-            chunk,
-            config.key.clone(),
-        )?;
+        let encoder = Encoder::new(config.stream_id, Flow::ToWorker, chunk, config.key.clone())?;
         if encoder.fragments(to_len) > usize::from(u16::MAX) {
             return Err(Error::invalid(format!(
                 "the input blocks total {to_len} bytes: more than 65535 fragments of {chunk} bytes; \

@@ -101,9 +101,8 @@ impl Key {
     pub fn from_file(path: &std::path::Path) -> Result<Self> {
         let bytes = std::fs::read(path)
             .map_err(|e| Error::io(&format!("reading key file {}", path.display()), e))?;
-        Self::new(&bytes).map_err(|e| {
-            Error::invalid(format!("key file {}: {}", path.display(), e.message()))
-        })
+        Self::new(&bytes)
+            .map_err(|e| Error::invalid(format!("key file {}: {}", path.display(), e.message())))
     }
 
     /// The truncated tag of `data`. **RT-safe.**
@@ -210,10 +209,7 @@ pub const DROP_REASONS: usize = DropReason::ALL.len();
 
 impl DropReason {
     fn index(self) -> usize {
-        DropReason::ALL
-            .iter()
-            .position(|&r| r == self)
-            .unwrap_or(0)
+        DropReason::ALL.iter().position(|&r| r == self).unwrap_or(0)
     }
 }
 
@@ -247,7 +243,10 @@ impl DropCounts {
 
     /// `(reason, count)` for every reason, in [`DropReason::ALL`] order.
     pub fn iter(&self) -> impl Iterator<Item = (DropReason, u64)> + '_ {
-        DropReason::ALL.iter().copied().zip(self.counts.iter().copied())
+        DropReason::ALL
+            .iter()
+            .copied()
+            .zip(self.counts.iter().copied())
     }
 }
 
@@ -528,7 +527,10 @@ pub(crate) mod tests {
 
     #[test]
     fn fragment_spans_tile_the_payload() {
-        for total in (0..3000).step_by(7).chain([1, 64, 65, 1424, 1425, 2848, 2849]) {
+        for total in (0..3000)
+            .step_by(7)
+            .chain([1, 64, 65, 1424, 1425, 2848, 2849])
+        {
             for chunk in [1, 2, 3, 64, 100, 1000, 1424, 1440, 8972] {
                 let count = fragment_count(total, chunk);
                 let mut at = 0;
@@ -549,7 +551,11 @@ pub(crate) mod tests {
         let mut rng = Rng::new(0x5eed);
         for case in 0..120 {
             let sent = random_set(&mut rng);
-            let flow = if case % 2 == 0 { Flow::ToWorker } else { Flow::FromWorker };
+            let flow = if case % 2 == 0 {
+                Flow::ToWorker
+            } else {
+                Flow::FromWorker
+            };
             let total = sent.payload_len(flow);
             let mut payload = vec![0u8; total];
             sent.encode(flow, &mut payload);
@@ -606,7 +612,10 @@ pub(crate) mod tests {
         assert_eq!(out[5], FLAG_RESULT);
         assert_eq!(&out[6..12], &[1, 0, 2, 0, 75, 0]);
         assert_eq!(&out[12..16], &[1, 2, 3, 4]);
-        assert_eq!(&out[16..24], &[0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11]);
+        assert_eq!(
+            &out[16..24],
+            &[0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11]
+        );
         assert_eq!(&out[24..28], &[150, 0, 0, 0]);
         assert_eq!(&out[28..32], &[75, 0, 0, 0]);
         assert_eq!(out[32], 75);
@@ -629,22 +638,51 @@ pub(crate) mod tests {
         let k = key();
         let good = valid(Some(&k));
         assert!(decode(&good, Some(&k)).is_ok());
-        let cases: Vec<(&str, Box<dyn Fn(&mut Vec<u8>)>, DropReason)> = vec![
+        type Change = Box<dyn Fn(&mut Vec<u8>)>;
+        let cases: Vec<(&str, Change, DropReason)> = vec![
             ("empty", Box::new(|p| p.clear()), DropReason::Truncated),
-            ("header only", Box::new(|p| p.truncate(31)), DropReason::Truncated),
-            ("cut payload", Box::new(|p| p.truncate(60)), DropReason::Truncated),
+            (
+                "header only",
+                Box::new(|p| p.truncate(31)),
+                DropReason::Truncated,
+            ),
+            (
+                "cut payload",
+                Box::new(|p| p.truncate(60)),
+                DropReason::Truncated,
+            ),
             ("magic", Box::new(|p| p[0] = b'X'), DropReason::BadMagic),
             ("version", Box::new(|p| p[4] = 2), DropReason::BadVersion),
             ("flags", Box::new(|p| p[5] |= 0x80), DropReason::BadFlags),
-            ("no mac flag", Box::new(|p| p[5] &= !FLAG_MAC), DropReason::BadMac),
-            ("trailing byte", Box::new(|p| p.push(0)), DropReason::BadLength),
-            ("index past count", Box::new(|p| p[6] = 2), DropReason::BadLength),
+            (
+                "no mac flag",
+                Box::new(|p| p[5] &= !FLAG_MAC),
+                DropReason::BadMac,
+            ),
+            (
+                "trailing byte",
+                Box::new(|p| p.push(0)),
+                DropReason::BadLength,
+            ),
+            (
+                "index past count",
+                Box::new(|p| p[6] = 2),
+                DropReason::BadLength,
+            ),
             ("count 0", Box::new(|p| p[8] = 0), DropReason::BadLength),
             ("offset", Box::new(|p| p[28] = 1), DropReason::BadLength),
             ("total", Box::new(|p| p[24] = 200), DropReason::BadLength),
-            ("payload flipped", Box::new(|p| p[40] ^= 1), DropReason::BadMac),
+            (
+                "payload flipped",
+                Box::new(|p| p[40] ^= 1),
+                DropReason::BadMac,
+            ),
             ("seq flipped", Box::new(|p| p[16] ^= 1), DropReason::BadMac),
-            ("tag flipped", Box::new(|p| *p.last_mut().unwrap() ^= 1), DropReason::BadMac),
+            (
+                "tag flipped",
+                Box::new(|p| *p.last_mut().unwrap() ^= 1),
+                DropReason::BadMac,
+            ),
         ];
         for (what, change, reason) in cases {
             let mut p = good.clone();

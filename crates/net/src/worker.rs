@@ -155,7 +155,8 @@ impl Worker {
     /// message names the address; a port below 1024 needs root or
     /// CAP_NET_BIND_SERVICE).
     pub fn bind(addr: SocketAddr, config: WorkerConfig) -> Result<Self> {
-        let socket = UdpSocket::bind(addr).map_err(|e| Error::io(&format!("binding UDP {addr}"), e))?;
+        let socket =
+            UdpSocket::bind(addr).map_err(|e| Error::io(&format!("binding UDP {addr}"), e))?;
         Self::from_socket(socket, config)
     }
 
@@ -209,7 +210,12 @@ impl Worker {
         callback: impl FnMut(&mut BlockSet, u64) + Send + 'static,
     ) -> Result<()> {
         let blocks = BlockSet::from_layout(&spec.layout)?;
-        let encoder = Encoder::new(spec.stream_id, Flow::FromWorker, self.chunk, self.key.clone())?;
+        let encoder = Encoder::new(
+            spec.stream_id,
+            Flow::FromWorker,
+            self.chunk,
+            self.key.clone(),
+        )?;
         let out_len = blocks.payload_len(Flow::FromWorker);
         if encoder.fragments(out_len) > usize::from(u16::MAX) {
             return Err(Error::invalid(format!(
@@ -329,7 +335,7 @@ impl Worker {
         let Some(stream) = self
             .streams
             .iter_mut()
-            .find(|s| s.spec.stream_id == h.stream_id && s.spec.peer.is_none_or(|p| p == from))
+            .find(|s| s.spec.stream_id == h.stream_id && s.spec.peer.map_or(true, |p| p == from))
         else {
             self.stats.drops.add(DropReason::ForeignStream);
             return Polled::Dropped(DropReason::ForeignStream);
@@ -365,7 +371,9 @@ impl Worker {
                         stream.blocks.decode(Flow::ToWorker, payload);
                         (stream.callback)(&mut stream.blocks, seq);
                         stream.stats.periods += 1;
-                        let n = stream.blocks.encode(Flow::FromWorker, &mut stream.out_payload);
+                        let n = stream
+                            .blocks
+                            .encode(Flow::FromWorker, &mut stream.out_payload);
                         for i in 0..stream.encoder.fragments(n) {
                             let len = stream.encoder.encode(
                                 &mut self.send_buf,

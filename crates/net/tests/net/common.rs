@@ -87,10 +87,18 @@ pub fn callback(b: &mut BlockSet, seq: u64) {
 /// Asserts the outputs are exactly the callback applied to period `n`'s inputs.
 pub fn assert_result_of(b: &BlockSet, ids: &Ids, n: u64) {
     for (i, &y) in b.get(ids.output).iter().enumerate() {
-        assert_eq!(y.to_bits(), out_of(input(n, i), n).to_bits(), "output[{i}] of {n}");
+        assert_eq!(
+            y.to_bits(),
+            out_of(input(n, i), n).to_bits(),
+            "output[{i}] of {n}"
+        );
     }
     for (i, &y) in b.get(ids.both).iter().enumerate() {
-        assert_eq!(y, both_of(both_in(n, i), int(n, i % N_INT), n), "both[{i}] of {n}");
+        assert_eq!(
+            y,
+            both_of(both_in(n, i), int(n, i % N_INT), n),
+            "both[{i}] of {n}"
+        );
     }
 }
 

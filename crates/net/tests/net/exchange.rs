@@ -6,9 +6,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 fn exchange(window: u8, key: Option<Key>, mtu: usize, wait: WaitMode) {
     let (set, ids) = blocks();
-    let mut wcfg = WorkerConfig::default();
-    wcfg.key = key.clone();
-    wcfg.mtu = mtu;
+    let wcfg = WorkerConfig {
+        key: key.clone(),
+        mtu,
+    };
     let mut worker = Worker::bind(localhost(), wcfg).unwrap();
     worker.add_stream(spec(3, set.layout()), callback).unwrap();
     let mut cfg = MasterConfig::new(worker.local_addr().unwrap(), 3);
@@ -32,7 +33,11 @@ fn exchange(window: u8, key: Option<Key>, mtu: usize, wait: WaitMode) {
                 assert_eq!(r.result_seq, None);
                 let b = m.blocks();
                 assert_eq!(b.get(ids.output), b.get(ids.input));
-                assert!(b.get(ids.both).iter().enumerate().all(|(i, &v)| v == both_in(n, i)));
+                assert!(b
+                    .get(ids.both)
+                    .iter()
+                    .enumerate()
+                    .all(|(i, &v)| v == both_in(n, i)));
             } else {
                 assert_eq!(r.outcome, Outcome::Delivered, "period {n}: {r:?}");
                 assert_eq!(r.result_seq, Some(n - u64::from(window)));
@@ -53,7 +58,10 @@ fn exchange(window: u8, key: Option<Key>, mtu: usize, wait: WaitMode) {
     assert_eq!(m.rtt_samples().count() as u64, st.delivered);
     let ws = worker.stream_stats(3).unwrap();
     // The last `window` inputs may still be in flight when the worker stops.
-    assert!((PERIODS - u64::from(window)..=PERIODS).contains(&ws.periods), "{ws:?}");
+    assert!(
+        (PERIODS - u64::from(window)..=PERIODS).contains(&ws.periods),
+        "{ws:?}"
+    );
     assert_eq!(ws.drops.total() + worker.stats().drops.total(), 0);
 }
 

@@ -24,11 +24,19 @@ fn silent_worker_every_period_late_dry_passes_input() {
     for n in 0..20 {
         fill(m.blocks_mut(), &ids, n);
         let r = process(&mut m, Deadline::After(LATE_NS));
-        let expect = if n == 0 { Outcome::Priming } else { Outcome::Late };
+        let expect = if n == 0 {
+            Outcome::Priming
+        } else {
+            Outcome::Late
+        };
         assert_eq!(r.outcome, expect);
         let b = m.blocks();
         assert_eq!(b.get(ids.output), b.get(ids.input), "period {n}");
-        assert!(b.get(ids.both).iter().enumerate().all(|(i, &v)| v == both_in(n, i)));
+        assert!(b
+            .get(ids.both)
+            .iter()
+            .enumerate()
+            .all(|(i, &v)| v == both_in(n, i)));
     }
     let st = m.stats();
     assert_eq!((st.priming, st.late, st.delivered), (1, 19, 0));
@@ -43,7 +51,10 @@ fn silent_worker_zeros_policy_outputs_zeros() {
     let (mut m, ids) = master_to(peer.local_addr().unwrap(), 0, Some(LatePolicy::Zeros));
     for n in 0..5 {
         fill(m.blocks_mut(), &ids, n);
-        assert_eq!(process(&mut m, Deadline::After(LATE_NS)).outcome, Outcome::Late);
+        assert_eq!(
+            process(&mut m, Deadline::After(LATE_NS)).outcome,
+            Outcome::Late
+        );
         assert!(m.blocks().get(ids.output).iter().all(|&v| v == 0.0));
         assert!(m.blocks().get(ids.both).iter().all(|&v| v == 0));
     }
@@ -124,11 +135,18 @@ fn late_result_is_discarded_never_delivered_later() {
         w.join().unwrap().unwrap();
     });
     assert!(late_seqs.contains(&5), "late: {late_seqs:?}");
-    assert!(last_good.unwrap() > 5, "the stream recovers after the sleep");
+    assert!(
+        last_good.unwrap() > 5,
+        "the stream recovers after the sleep"
+    );
     let st = m.stats();
     assert_eq!(st.late, late_seqs.len() as u64);
     assert_eq!(st.delivered + st.late + st.priming, 40);
-    assert!(st.drops.get(DropReason::AfterDeadline) >= 1, "{:?}", st.drops);
+    assert!(
+        st.drops.get(DropReason::AfterDeadline) >= 1,
+        "{:?}",
+        st.drops
+    );
 }
 
 /// A worker that answers each pair of periods in swapped order: every result
@@ -146,8 +164,6 @@ fn reordered_results_are_delivered_in_order_and_counted() {
     std::thread::scope(|s| {
         s.spawn(|| {
             let chunk = max_chunk(1500, wire::IPV4_UDP_OVERHEAD, false).unwrap();
-            let inputs = Encoder::new(4, Flow::ToWorker, chunk, None).unwrap();
-            let _ = inputs;
             let mut re = Reassembler::new(4, Flow::ToWorker, layout.payload_len(Flow::ToWorker), 4);
             let out = Encoder::new(4, Flow::FromWorker, chunk, None).unwrap();
             let mut blocks = BlockSet::from_layout(&layout).unwrap();

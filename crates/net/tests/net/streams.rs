@@ -15,11 +15,14 @@ fn two_streams_one_worker_with_junk() {
     let bin = set_b.add::<u8>(Direction::ToWorker, 5000).unwrap();
     let bout = set_b.add::<f64>(Direction::FromWorker, 3).unwrap();
     let mut worker = Worker::bind(localhost(), WorkerConfig::default()).unwrap();
-    worker.add_stream(spec(10, set_a.layout()), callback).unwrap();
+    worker
+        .add_stream(spec(10, set_a.layout()), callback)
+        .unwrap();
     worker
         .add_stream(spec(11, set_b.layout()), move |b, seq| {
             let sum: u64 = b.get(bin).iter().map(|&x| u64::from(x)).sum();
-            b.get_mut(bout).copy_from_slice(&[sum as f64, seq as f64, -1.5]);
+            b.get_mut(bout)
+                .copy_from_slice(&[sum as f64, seq as f64, -1.5]);
         })
         .unwrap();
     let addr = worker.local_addr().unwrap();
@@ -32,11 +35,14 @@ fn two_streams_one_worker_with_junk() {
     std::thread::scope(|s| {
         let w = s.spawn(|| worker.run(&stop));
         let mut seed = 99u64;
-        for n in 0..PERIODS {
-            for j in 0..JUNK_PER_PERIOD {
+        // One more period than junk rounds: its wait proves the last junk was handled.
+        for n in 0..=PERIODS {
+            for j in (0..JUNK_PER_PERIOD).filter(|_| n < PERIODS) {
                 let mut d = [0u8; 80];
                 for b in d.iter_mut() {
-                    seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    seed = seed
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
                     *b = (seed >> 56) as u8;
                 }
                 if j % 2 == 0 {
@@ -52,7 +58,10 @@ fn two_streams_one_worker_with_junk() {
             let ra = process(&mut ma, Deadline::After(ARRIVE_NS));
             let rb = process(&mut mb, Deadline::After(ARRIVE_NS));
             if n >= 1 {
-                assert_eq!((ra.outcome, rb.outcome), (Outcome::Delivered, Outcome::Delivered));
+                assert_eq!(
+                    (ra.outcome, rb.outcome),
+                    (Outcome::Delivered, Outcome::Delivered)
+                );
                 assert_result_of(ma.blocks(), &ids, n - 1);
                 let expect = [5000.0 * (n - 1) as f64, (n - 1) as f64, -1.5];
                 assert_eq!(mb.blocks().get(bout), &expect);
@@ -65,9 +74,14 @@ fn two_streams_one_worker_with_junk() {
     let ws = worker.stats();
     let stream_drops = worker.stream_stats(10).unwrap().drops.total()
         + worker.stream_stats(11).unwrap().drops.total();
-    assert_eq!(ws.drops.total() + stream_drops, junk_total, "{:?}", ws.drops);
-    assert_eq!(worker.stream_stats(10).unwrap().periods, PERIODS);
-    assert_eq!(worker.stream_stats(11).unwrap().periods, PERIODS);
+    assert_eq!(
+        ws.drops.total() + stream_drops,
+        junk_total,
+        "{:?}",
+        ws.drops
+    );
+    assert!(worker.stream_stats(10).unwrap().periods >= PERIODS);
+    assert!(worker.stream_stats(11).unwrap().periods >= PERIODS);
     assert_eq!(ma.stats().drops.total() + mb.stats().drops.total(), 0);
 }
 
@@ -78,7 +92,9 @@ fn worker_reassembles_any_order_and_counts_drops() {
     let mut set = BlockSet::new();
     let x = set.add::<i32>(Direction::Both, 1000).unwrap();
     let master = UdpSocket::bind(localhost()).unwrap();
-    master.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    master
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
     let mut worker = Worker::bind(localhost(), WorkerConfig::default()).unwrap();
     let mut stream = spec(2, set.layout());
     stream.peer = Some(master.local_addr().unwrap());
@@ -137,5 +153,8 @@ fn worker_reassembles_any_order_and_counts_drops() {
     assert_eq!(st.drops.get(DropReason::Duplicate), 3);
     assert_eq!(st.drops.get(DropReason::Stale), 1);
     assert_eq!(worker.stats().drops.get(DropReason::ForeignStream), 3);
-    assert_eq!(worker.poll_once(Some(Duration::from_millis(1))).unwrap(), Polled::Idle);
+    assert_eq!(
+        worker.poll_once(Some(Duration::from_millis(1))).unwrap(),
+        Polled::Idle
+    );
 }
