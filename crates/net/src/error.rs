@@ -1,0 +1,85 @@
+//! The crate's error type.
+//!
+//! Setup-time functions (building a [`BlockSet`](crate::BlockSet), binding
+//! sockets, adding streams) return [`Error`]: a [`ErrorKind`] to match on and
+//! a message that says what was wrong and how to fix it. The per-period
+//! functions ([`Master::process`](crate::Master::process)) never build an
+//! [`Error`]: they count what went wrong instead.
+
+use std::fmt;
+
+/// What went wrong, in a form a caller can match on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// An argument was out of range or malformed; the message names it and the valid range.
+    InvalidInput,
+    /// Permission to bind or use a socket was denied.
+    PermissionDenied,
+    /// Any other operating-system error (bind, connect, socket options).
+    Io,
+}
+
+/// An error from firmtime-net: a kind, an actionable message and the OS error number if any.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error {
+    kind: ErrorKind,
+    message: String,
+    errno: Option<i32>,
+}
+
+impl Error {
+    /// Builds an error of `kind` with a message a user can act on.
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+            errno: None,
+        }
+    }
+
+    /// Builds an [`ErrorKind::InvalidInput`] error.
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::InvalidInput, message)
+    }
+
+    /// Builds an error from an I/O error, prefixed with what was being done.
+    pub fn io(what: &str, e: std::io::Error) -> Self {
+        let kind = if e.kind() == std::io::ErrorKind::PermissionDenied {
+            ErrorKind::PermissionDenied
+        } else {
+            ErrorKind::Io
+        };
+        Self {
+            kind,
+            message: format!("{what}: {e}"),
+            errno: e.raw_os_error(),
+        }
+    }
+
+    /// What went wrong.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    /// The OS error number this error came from, if any.
+    pub fn errno(&self) -> Option<i32> {
+        self.errno
+    }
+
+    /// The message, without the kind.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// `Result` with this crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,810 @@
+//! The wire format: one versioned 32-byte header, a fragment of a period's
+//! payload, and an optional 16-byte keyed MAC. Pure functions, no I/O.
+//!
+//! docs/WIRE.md has the byte-offset table and the drop rules. In short:
+//!
+//! | offset | size | field |
+//! |---|---|---|
+//! | 0 | 4 | magic `FTNB` |
+//! | 4 | 1 | version (1) |
+//! | 5 | 1 | flags: bit 0 = result (worker → master), bit 1 = MAC present |
+//! | 6 | 2 | fragment index |
+//! | 8 | 2 | fragment count (≥ 1) |
+//! | 10 | 2 | fragment length (bytes of payload in this datagram) |
+//! | 12 | 4 | stream id |
+//! | 16 | 8 | period sequence number |
+//! | 24 | 4 | total payload length of the period |
+//! | 28 | 4 | fragment offset in the period's payload |
+//!
+//! All fields little-endian. A period's payload of `total` bytes is cut into
+//! `count` fragments of `chunk = ceil(total / count)` bytes (the last one
+//! shorter); fragment `i` starts at `i * chunk`. The receiver checks every
+//! field against that rule, so a fragment has exactly one valid place.
+//!
+//! # RT contract
+//! [`Encoder::encode`], [`decode`], [`Key::tag`] and [`Key::verify`] are
+//! **RT-safe**: no allocation, no lock, work bounded by the datagram length.
+//! [`decode`] never panics, whatever the bytes.
+
+use crate::block::Flow;
+use crate::error::{Error, Result};
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+use std::fmt;
+
+/// The first four bytes of every packet.
+pub const MAGIC: [u8; 4] = *b"FTNB";
+/// The wire format version this crate speaks.
+pub const VERSION: u8 = 1;
+/// Header length in bytes.
+pub const HEADER_LEN: usize = 32;
+/// Length of the truncated HMAC-SHA256 tag that follows the payload when a key is set.
+pub const MAC_LEN: usize = 16;
+/// Default path MTU (Ethernet).
+pub const DEFAULT_MTU: usize = 1500;
+/// IPv4 (20) + UDP (8) header bytes subtracted from the path MTU.
+pub const IPV4_UDP_OVERHEAD: usize = 28;
+/// IPv6 (40) + UDP (8) header bytes subtracted from the path MTU.
+pub const IPV6_UDP_OVERHEAD: usize = 48;
+/// Smallest fragment payload an MTU must leave room for.
+pub const MIN_CHUNK: usize = 64;
+/// Largest datagram this crate sends or accepts (a UDP datagram's payload limit).
+pub const MAX_DATAGRAM: usize = 65_507;
+
+/// Flag bit: the packet is a result (worker → master).
+pub const FLAG_RESULT: u8 = 0x01;
+/// Flag bit: a MAC follows the payload.
+pub const FLAG_MAC: u8 = 0x02;
+const KNOWN_FLAGS: u8 = FLAG_RESULT | FLAG_MAC;
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// A pre-shared key. Every packet then carries HMAC-SHA256 over header and
+/// payload, truncated to [`MAC_LEN`] bytes. `Debug` never shows the key.
+#[derive(Clone)]
+pub struct Key {
+    mac: HmacSha256,
+}
+
+impl fmt::Debug for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Key(<hidden>)")
+    }
+}
+
+impl Key {
+    /// Minimum key length in bytes.
+    pub const MIN_LEN: usize = 16;
+
+    /// A key from raw bytes.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput) if shorter
+    /// than [`Key::MIN_LEN`] bytes.
+    pub fn new(bytes: &[u8]) -> Result<Self> {
+        if bytes.len() < Self::MIN_LEN {
+            return Err(Error::invalid(format!(
+                "the key has {} bytes; use at least {} random bytes (e.g. `head -c 32 /dev/urandom > net.key`)",
+                bytes.len(),
+                Self::MIN_LEN
+            )));
+        }
+        let mac = HmacSha256::new_from_slice(bytes)
+            .map_err(|_| Error::invalid("HMAC refused the key"))?;
+        Ok(Self { mac })
+    }
+
+    /// A key read from a file (its raw bytes, as `head -c 32 /dev/urandom` writes them).
+    ///
+    /// # Errors
+    /// The file cannot be read, or holds fewer than [`Key::MIN_LEN`] bytes.
+    pub fn from_file(path: &std::path::Path) -> Result<Self> {
+        let bytes = std::fs::read(path)
+            .map_err(|e| Error::io(&format!("reading key file {}", path.display()), e))?;
+        Self::new(&bytes)
+            .map_err(|e| Error::invalid(format!("key file {}: {}", path.display(), e.message())))
+    }
+
+    /// The truncated tag of `data`. **RT-safe.**
+    pub fn tag(&self, data: &[u8]) -> [u8; MAC_LEN] {
+        let mut m = self.mac.clone();
+        m.update(data);
+        let full = m.finalize().into_bytes();
+        let mut out = [0u8; MAC_LEN];
+        out.copy_from_slice(&full[..MAC_LEN]);
+        out
+    }
+
+    /// Whether `tag` is the truncated tag of `data`, compared in constant time. **RT-safe.**
+    pub fn verify(&self, data: &[u8], tag: &[u8]) -> bool {
+        let mut m = self.mac.clone();
+        m.update(data);
+        tag.len() == MAC_LEN && m.verify_truncated_left(tag).is_ok()
+    }
+}
+
+/// A decoded header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    /// Which way the packet travels.
+    pub flow: Flow,
+    /// Whether a MAC followed the payload.
+    pub mac: bool,
+    /// The stream the packet belongs to.
+    pub stream_id: u32,
+    /// Period sequence number.
+    pub seq: u64,
+    /// Index of this fragment, `0..frag_count`.
+    pub frag_index: u16,
+    /// Number of fragments of this period's payload.
+    pub frag_count: u16,
+    /// Payload bytes in this datagram.
+    pub frag_len: u16,
+    /// Total payload bytes of the period.
+    pub total_len: u32,
+    /// Offset of this fragment in the period's payload.
+    pub frag_offset: u32,
+}
+
+/// A packet accepted by [`decode`]: its header and its payload fragment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Packet<'a> {
+    /// The header.
+    pub header: Header,
+    /// The fragment's payload bytes.
+    pub payload: &'a [u8],
+}
+
+macro_rules! drop_reasons {
+    ($($(#[$doc:meta])* $name:ident = $key:literal,)*) => {
+        /// Why a packet was dropped. Every drop is counted by reason, never processed.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
+        pub enum DropReason { $($(#[$doc])* $name,)* }
+
+        impl DropReason {
+            /// Every reason, in counter order.
+            pub const ALL: &'static [DropReason] = &[$(DropReason::$name,)*];
+
+            /// A short stable name (`bad_magic`, …) for reports and JSON.
+            pub fn name(self) -> &'static str {
+                match self { $(DropReason::$name => $key,)* }
+            }
+        }
+    };
+}
+
+drop_reasons! {
+    /// Shorter than a header, or too short for the lengths it claims.
+    Truncated = "truncated",
+    /// The first four bytes are not [`MAGIC`].
+    BadMagic = "bad_magic",
+    /// A version this crate does not speak.
+    BadVersion = "bad_version",
+    /// Unknown flag bits set.
+    BadFlags = "bad_flags",
+    /// Fragment index, count, offset or length inconsistent with each other,
+    /// with the datagram's size, or with earlier fragments of the same period.
+    BadLength = "bad_length",
+    /// A key is set and the MAC is missing or wrong, or a MAC is present and no key is set.
+    BadMac = "bad_mac",
+    /// A stream id (or peer) this endpoint does not serve.
+    ForeignStream = "foreign_stream",
+    /// A packet going the wrong way (a result sent to a worker, an input to a master).
+    WrongFlow = "wrong_flow",
+    /// The period's total length differs from the layout's.
+    LayoutMismatch = "layout_mismatch",
+    /// A sequence number older than anything still awaited.
+    Stale = "stale",
+    /// A sequence number the master never sent.
+    Unsolicited = "unsolicited",
+    /// A fragment already received, or a period already complete.
+    Duplicate = "duplicate",
+    /// A result that arrived after its deadline had passed (never delivered later).
+    AfterDeadline = "after_deadline",
+}
+
+/// Number of [`DropReason`]s.
+pub const DROP_REASONS: usize = DropReason::ALL.len();
+
+impl DropReason {
+    fn index(self) -> usize {
+        DropReason::ALL.iter().position(|&r| r == self).unwrap_or(0)
+    }
+}
+
+impl fmt::Display for DropReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Dropped packets counted by reason.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DropCounts {
+    counts: [u64; DROP_REASONS],
+}
+
+impl DropCounts {
+    /// Counts one drop. **RT-safe.**
+    pub fn add(&mut self, reason: DropReason) {
+        self.counts[reason.index()] += 1;
+    }
+
+    /// Drops counted for `reason`.
+    pub fn get(&self, reason: DropReason) -> u64 {
+        self.counts[reason.index()]
+    }
+
+    /// All drops.
+    pub fn total(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+
+    /// `(reason, count)` for every reason, in [`DropReason::ALL`] order.
+    pub fn iter(&self) -> impl Iterator<Item = (DropReason, u64)> + '_ {
+        DropReason::ALL
+            .iter()
+            .copied()
+            .zip(self.counts.iter().copied())
+    }
+}
+
+/// Largest payload bytes per fragment for a path MTU, the IP+UDP overhead and
+/// whether a MAC is carried.
+///
+/// # Errors
+/// [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput) if the MTU
+/// leaves fewer than [`MIN_CHUNK`] bytes.
+pub fn max_chunk(mtu: usize, ip_udp_overhead: usize, mac: bool) -> Result<usize> {
+    let over = ip_udp_overhead + HEADER_LEN + if mac { MAC_LEN } else { 0 };
+    let datagram = mtu.min(MAX_DATAGRAM + ip_udp_overhead);
+    match datagram.checked_sub(over) {
+        Some(c) if c >= MIN_CHUNK => Ok(c.min(usize::from(u16::MAX))),
+        _ => Err(Error::invalid(format!(
+            "MTU {mtu} leaves no room for a fragment: it needs at least {} bytes \
+             ({ip_udp_overhead} IP/UDP + {HEADER_LEN} header + {} MAC + {MIN_CHUNK} payload)",
+            over + MIN_CHUNK,
+            if mac { MAC_LEN } else { 0 }
+        ))),
+    }
+}
+
+/// Number of fragments for `total` payload bytes at `max_chunk` bytes per
+/// fragment (at least 1, also for an empty payload).
+pub fn fragment_count(total: usize, max_chunk: usize) -> usize {
+    total.div_ceil(max_chunk.max(1)).max(1)
+}
+
+/// Where fragment `index` of `count` lies in a payload of `total` bytes:
+/// `(offset, len)`, or `None` if no such fragment exists.
+pub fn fragment_span(total: usize, count: usize, index: usize) -> Option<(usize, usize)> {
+    if count == 0 || index >= count {
+        return None;
+    }
+    if total == 0 {
+        return (count == 1).then_some((0, 0));
+    }
+    let chunk = total.div_ceil(count);
+    let offset = index.checked_mul(chunk)?;
+    if offset >= total {
+        return None;
+    }
+    Some((offset, chunk.min(total - offset)))
+}
+
+/// Encodes the fragments of one stream's payloads in one direction.
+#[derive(Debug, Clone)]
+pub struct Encoder {
+    stream_id: u32,
+    flow: Flow,
+    max_chunk: usize,
+    key: Option<Key>,
+}
+
+impl Encoder {
+    /// An encoder for `stream_id` in `flow`, cutting payloads into fragments
+    /// of at most `max_chunk` bytes (see [`max_chunk`]), with a MAC if `key` is set.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput) if
+    /// `max_chunk` is 0 or above 65535.
+    pub fn new(stream_id: u32, flow: Flow, max_chunk: usize, key: Option<Key>) -> Result<Self> {
+        if max_chunk == 0 || max_chunk > usize::from(u16::MAX) {
+            return Err(Error::invalid(format!(
+                "fragment size {max_chunk} is out of range 1..=65535"
+            )));
+        }
+        Ok(Self {
+            stream_id,
+            flow,
+            max_chunk,
+            key,
+        })
+    }
+
+    /// Number of fragments a payload of `total` bytes is sent in.
+    pub fn fragments(&self, total: usize) -> usize {
+        fragment_count(total, self.max_chunk)
+    }
+
+    /// Largest datagram this encoder writes.
+    pub fn max_datagram(&self) -> usize {
+        HEADER_LEN + self.max_chunk + if self.key.is_some() { MAC_LEN } else { 0 }
+    }
+
+    /// Writes fragment `index` of period `seq`'s `payload` into `out` and
+    /// returns the datagram's length. **RT-safe.**
+    ///
+    /// # Panics
+    /// If `index` is not below [`Self::fragments`]`(payload.len())`, the
+    /// payload needs more than 65535 fragments or is over 4 GiB, or `out` is
+    /// shorter than [`Self::max_datagram`].
+    pub fn encode(&self, out: &mut [u8], seq: u64, payload: &[u8], index: usize) -> usize {
+        let count = self.fragments(payload.len());
+        let (offset, len) =
+            fragment_span(payload.len(), count, index).expect("fragment index out of range");
+        let count = u16::try_from(count).expect("payload needs more than 65535 fragments");
+        let mut flags = 0;
+        if self.flow == Flow::FromWorker {
+            flags |= FLAG_RESULT;
+        }
+        if self.key.is_some() {
+            flags |= FLAG_MAC;
+        }
+        out[0..4].copy_from_slice(&MAGIC);
+        out[4] = VERSION;
+        out[5] = flags;
+        out[6..8].copy_from_slice(&(index as u16).to_le_bytes());
+        out[8..10].copy_from_slice(&count.to_le_bytes());
+        out[10..12].copy_from_slice(&(len as u16).to_le_bytes());
+        out[12..16].copy_from_slice(&self.stream_id.to_le_bytes());
+        out[16..24].copy_from_slice(&seq.to_le_bytes());
+        let total = u32::try_from(payload.len()).expect("payload over 4 GiB");
+        out[24..28].copy_from_slice(&total.to_le_bytes());
+        out[28..32].copy_from_slice(&(offset as u32).to_le_bytes());
+        let end = HEADER_LEN + len;
+        out[HEADER_LEN..end].copy_from_slice(&payload[offset..offset + len]);
+        match &self.key {
+            Some(key) => {
+                let tag = key.tag(&out[..end]);
+                out[end..end + MAC_LEN].copy_from_slice(&tag);
+                end + MAC_LEN
+            }
+            None => end,
+        }
+    }
+}
+
+fn le16(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([b[at], b[at + 1]])
+}
+fn le32(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+fn le64(b: &[u8], at: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(a)
+}
+
+/// Decodes and authenticates one datagram. **RT-safe.** Never panics.
+///
+/// Checks, in order: length ≥ header, magic, version, flags, MAC presence
+/// against `key`, datagram length against the fragment length, fragment
+/// index/count/offset/length against the fragmentation rule, then the MAC.
+/// Stream, direction and sequence checks belong to the receiver
+/// ([`Reassembler`](crate::Reassembler)).
+///
+/// # Errors
+/// The [`DropReason`] of the first check that failed.
+pub fn decode<'a>(buf: &'a [u8], key: Option<&Key>) -> Result<Packet<'a>, DropReason> {
+    if buf.len() < HEADER_LEN {
+        return Err(DropReason::Truncated);
+    }
+    if buf[0..4] != MAGIC {
+        return Err(DropReason::BadMagic);
+    }
+    if buf[4] != VERSION {
+        return Err(DropReason::BadVersion);
+    }
+    let flags = buf[5];
+    if flags & !KNOWN_FLAGS != 0 {
+        return Err(DropReason::BadFlags);
+    }
+    let has_mac = flags & FLAG_MAC != 0;
+    if has_mac != key.is_some() {
+        return Err(DropReason::BadMac);
+    }
+    let header = Header {
+        flow: if flags & FLAG_RESULT != 0 {
+            Flow::FromWorker
+        } else {
+            Flow::ToWorker
+        },
+        mac: has_mac,
+        frag_index: le16(buf, 6),
+        frag_count: le16(buf, 8),
+        frag_len: le16(buf, 10),
+        stream_id: le32(buf, 12),
+        seq: le64(buf, 16),
+        total_len: le32(buf, 24),
+        frag_offset: le32(buf, 28),
+    };
+    let end = HEADER_LEN + usize::from(header.frag_len);
+    let expected = end + if has_mac { MAC_LEN } else { 0 };
+    if buf.len() < expected {
+        return Err(DropReason::Truncated);
+    }
+    if buf.len() > expected {
+        return Err(DropReason::BadLength);
+    }
+    let span = fragment_span(
+        header.total_len as usize,
+        usize::from(header.frag_count),
+        usize::from(header.frag_index),
+    );
+    if span != Some((header.frag_offset as usize, usize::from(header.frag_len))) {
+        return Err(DropReason::BadLength);
+    }
+    if let Some(key) = key {
+        if !key.verify(&buf[..end], &buf[end..]) {
+            return Err(DropReason::BadMac);
+        }
+    }
+    Ok(Packet {
+        header,
+        payload: &buf[HEADER_LEN..end],
+    })
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::block::{BlockSet, Direction};
+    use crate::reassembly::{Accepted, Reassembler};
+
+    /// A small seeded generator (xorshift64*), so failures reproduce.
+    pub(crate) struct Rng(u64);
+    impl Rng {
+        pub(crate) fn new(seed: u64) -> Self {
+            Self(seed.max(1))
+        }
+        pub(crate) fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        }
+        pub(crate) fn below(&mut self, n: usize) -> usize {
+            (self.next() % n as u64) as usize
+        }
+        pub(crate) fn shuffle<T>(&mut self, v: &mut [T]) {
+            for i in (1..v.len()).rev() {
+                v.swap(i, self.below(i + 1));
+            }
+        }
+    }
+
+    fn key() -> Key {
+        Key::new(b"0123456789abcdef0123456789abcdef").unwrap()
+    }
+
+    fn random_set(rng: &mut Rng) -> BlockSet {
+        let mut set = BlockSet::new();
+        for _ in 0..1 + rng.below(6) {
+            let dir = [Direction::ToWorker, Direction::FromWorker, Direction::Both][rng.below(3)];
+            let len = 1 + rng.below(1500);
+            macro_rules! fill {
+                ($t:ty, $f:expr) => {{
+                    let id = set.add::<$t>(dir, len).unwrap();
+                    for v in set.get_mut(id) {
+                        let r = rng.next();
+                        *v = $f(r);
+                    }
+                }};
+            }
+            match rng.below(5) {
+                0 => fill!(u8, |r: u64| r as u8),
+                1 => fill!(i16, |r: u64| r as i16),
+                2 => fill!(i32, |r: u64| r as i32),
+                3 => fill!(f32, |r: u64| f32::from_bits(r as u32)),
+                _ => fill!(f64, |r: u64| f64::from_bits(r)),
+            }
+        }
+        set
+    }
+
+    fn fragments(enc: &Encoder, seq: u64, payload: &[u8]) -> Vec<Vec<u8>> {
+        let mut buf = vec![0u8; enc.max_datagram()];
+        (0..enc.fragments(payload.len()))
+            .map(|i| {
+                let n = enc.encode(&mut buf, seq, payload, i);
+                buf[..n].to_vec()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn fragment_spans_tile_the_payload() {
+        for total in (0..3000)
+            .step_by(7)
+            .chain([1, 64, 65, 1424, 1425, 2848, 2849])
+        {
+            for chunk in [1, 2, 3, 64, 100, 1000, 1424, 1440, 8972] {
+                let count = fragment_count(total, chunk);
+                let mut at = 0;
+                for i in 0..count {
+                    let (off, len) = fragment_span(total, count, i).unwrap();
+                    assert_eq!(off, at, "total {total} chunk {chunk} fragment {i}");
+                    assert!(len <= chunk && (len > 0 || total == 0));
+                    at += len;
+                }
+                assert_eq!(at, total);
+                assert_eq!(fragment_span(total, count, count), None);
+            }
+        }
+    }
+
+    #[test]
+    fn round_trip_many_layouts_mtus_orders_and_duplicates() {
+        let mut rng = Rng::new(0x5eed);
+        for case in 0..120 {
+            let sent = random_set(&mut rng);
+            let flow = if case % 2 == 0 {
+                Flow::ToWorker
+            } else {
+                Flow::FromWorker
+            };
+            let total = sent.payload_len(flow);
+            let mut payload = vec![0u8; total];
+            sent.encode(flow, &mut payload);
+            let mtu = [128 + 28 + 48, 576, 1500, 9000][case % 4];
+            let k = (case % 3 == 0).then(key);
+            let chunk = max_chunk(mtu, IPV4_UDP_OVERHEAD, k.is_some()).unwrap();
+            let enc = Encoder::new(9, flow, chunk, k.clone()).unwrap();
+            let seq = rng.next() >> 1;
+            let mut frags = fragments(&enc, seq, &payload);
+            assert_eq!(frags.len(), fragment_count(total, chunk));
+            assert!(frags.iter().all(|f| f.len() <= mtu - IPV4_UDP_OVERHEAD));
+            // Duplicate a few, then shuffle.
+            for _ in 0..rng.below(4) {
+                let d = frags[rng.below(frags.len())].clone();
+                frags.push(d);
+            }
+            rng.shuffle(&mut frags);
+            let mut re = Reassembler::new(9, flow, total, 3);
+            let (mut completes, mut dups) = (0, 0);
+            for f in &frags {
+                let pkt = decode(f, k.as_ref()).unwrap();
+                assert_eq!(pkt.header.seq, seq);
+                match re.accept(&pkt, seq, seq) {
+                    Ok(Accepted::Complete { seq: s }) => {
+                        assert_eq!(s, seq);
+                        completes += 1;
+                    }
+                    Ok(Accepted::Partial { .. }) => {}
+                    Err(DropReason::Duplicate) => dups += 1,
+                    Err(r) => panic!("case {case}: unexpected drop {r}"),
+                }
+            }
+            assert_eq!(completes, 1);
+            assert_eq!(dups, frags.len() - fragment_count(total, chunk));
+            let got = re.complete(seq).unwrap();
+            assert_eq!(got, &payload[..], "case {case}");
+            let mut received = BlockSet::from_layout(sent.layout()).unwrap();
+            received.decode(flow, got);
+            let mut again = vec![0u8; total];
+            received.encode(flow, &mut again);
+            assert_eq!(again, payload, "case {case}: blocks differ bit for bit");
+        }
+    }
+
+    #[test]
+    fn header_bytes_are_as_documented() {
+        let enc = Encoder::new(0x0403_0201, Flow::FromWorker, 100, None).unwrap();
+        let payload: Vec<u8> = (0..150).map(|i| i as u8).collect();
+        let mut out = [0u8; 200];
+        let n = enc.encode(&mut out, 0x1122_3344_5566_7788, &payload, 1);
+        assert_eq!(n, HEADER_LEN + 75);
+        assert_eq!(&out[0..4], b"FTNB");
+        assert_eq!(out[4], 1);
+        assert_eq!(out[5], FLAG_RESULT);
+        assert_eq!(&out[6..12], &[1, 0, 2, 0, 75, 0]);
+        assert_eq!(&out[12..16], &[1, 2, 3, 4]);
+        assert_eq!(
+            &out[16..24],
+            &[0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11]
+        );
+        assert_eq!(&out[24..28], &[150, 0, 0, 0]);
+        assert_eq!(&out[28..32], &[75, 0, 0, 0]);
+        assert_eq!(out[32], 75);
+    }
+
+    fn valid(k: Option<&Key>) -> Vec<u8> {
+        let enc = Encoder::new(5, Flow::ToWorker, 64, k.cloned()).unwrap();
+        fragments(&enc, 10, &[7u8; 100]).swap_remove(0)
+    }
+
+    /// Rewrites the fields after a change so only the intended check fails.
+    fn remac(p: &mut [u8], k: &Key) {
+        let end = p.len() - MAC_LEN;
+        let tag = k.tag(&p[..end]);
+        p[end..].copy_from_slice(&tag);
+    }
+
+    #[test]
+    fn each_malformed_packet_is_dropped_with_its_reason() {
+        let k = key();
+        let good = valid(Some(&k));
+        assert!(decode(&good, Some(&k)).is_ok());
+        type Change = Box<dyn Fn(&mut Vec<u8>)>;
+        let cases: Vec<(&str, Change, DropReason)> = vec![
+            ("empty", Box::new(|p| p.clear()), DropReason::Truncated),
+            (
+                "header only",
+                Box::new(|p| p.truncate(31)),
+                DropReason::Truncated,
+            ),
+            (
+                "cut payload",
+                Box::new(|p| p.truncate(60)),
+                DropReason::Truncated,
+            ),
+            ("magic", Box::new(|p| p[0] = b'X'), DropReason::BadMagic),
+            ("version", Box::new(|p| p[4] = 2), DropReason::BadVersion),
+            ("flags", Box::new(|p| p[5] |= 0x80), DropReason::BadFlags),
+            (
+                "no mac flag",
+                Box::new(|p| p[5] &= !FLAG_MAC),
+                DropReason::BadMac,
+            ),
+            (
+                "trailing byte",
+                Box::new(|p| p.push(0)),
+                DropReason::BadLength,
+            ),
+            (
+                "index past count",
+                Box::new(|p| p[6] = 2),
+                DropReason::BadLength,
+            ),
+            ("count 0", Box::new(|p| p[8] = 0), DropReason::BadLength),
+            ("offset", Box::new(|p| p[28] = 1), DropReason::BadLength),
+            ("total", Box::new(|p| p[24] = 200), DropReason::BadLength),
+            (
+                "payload flipped",
+                Box::new(|p| p[40] ^= 1),
+                DropReason::BadMac,
+            ),
+            ("seq flipped", Box::new(|p| p[16] ^= 1), DropReason::BadMac),
+            (
+                "tag flipped",
+                Box::new(|p| *p.last_mut().unwrap() ^= 1),
+                DropReason::BadMac,
+            ),
+        ];
+        for (what, change, reason) in cases {
+            let mut p = good.clone();
+            change(&mut p);
+            assert_eq!(decode(&p, Some(&k)), Err(reason), "{what}");
+        }
+        // A MAC'd packet where no key is set; a bare packet where one is; another key.
+        assert_eq!(decode(&good, None), Err(DropReason::BadMac));
+        assert_eq!(decode(&valid(None), Some(&k)), Err(DropReason::BadMac));
+        let other = Key::new(&[9u8; 32]).unwrap();
+        assert_eq!(decode(&good, Some(&other)), Err(DropReason::BadMac));
+        // Consistent lengths re-MACed still fail the span rule.
+        let mut p = good.clone();
+        p[10] = 49; // fragment length 49 where the rule says 50
+        p.remove(HEADER_LEN);
+        remac(&mut p, &k);
+        assert_eq!(decode(&p, Some(&k)), Err(DropReason::BadLength));
+    }
+
+    #[test]
+    fn stream_level_drops_in_reassembly() {
+        let enc = Encoder::new(5, Flow::ToWorker, 64, None).unwrap();
+        let f = |seq| fragments(&enc, seq, &[1u8; 100]);
+        let mut re = Reassembler::new(5, Flow::ToWorker, 100, 3);
+        let a = f(10);
+        let pa = decode(&a[0], None).unwrap();
+        assert_eq!(re.accept(&pa, 10, 10), Ok(Accepted::Partial { seq: 10 }));
+        assert_eq!(re.accept(&pa, 10, 10), Err(DropReason::Duplicate));
+        assert_eq!(re.accept(&pa, 11, 12), Err(DropReason::Stale));
+        assert_eq!(re.accept(&pa, 0, 9), Err(DropReason::Unsolicited));
+        let other = Reassembler::new(6, Flow::ToWorker, 100, 3);
+        assert_eq!(other.check(&pa), Err(DropReason::ForeignStream));
+        let result_side = Reassembler::new(5, Flow::FromWorker, 100, 3);
+        assert_eq!(result_side.check(&pa), Err(DropReason::WrongFlow));
+        let longer = Reassembler::new(5, Flow::ToWorker, 101, 3);
+        assert_eq!(longer.check(&pa), Err(DropReason::LayoutMismatch));
+        // Same period, different fragmentation (another MTU): inconsistent count.
+        let enc3 = Encoder::new(5, Flow::ToWorker, 34, None).unwrap();
+        let c = fragments(&enc3, 10, &[1u8; 100]);
+        assert_eq!(c.len(), 3);
+        let pc = decode(&c[2], None).unwrap();
+        assert_eq!(re.accept(&pc, 10, 10), Err(DropReason::BadLength));
+        // Period 13 takes slot 1 from 10 (3 slots); 10 is then stale.
+        let d = f(13);
+        let pd = decode(&d[0], None).unwrap();
+        assert_eq!(re.accept(&pd, 0, 20), Ok(Accepted::Partial { seq: 13 }));
+        assert!(!re.has_any(10));
+        let pa1 = decode(&a[1], None).unwrap();
+        assert_eq!(re.accept(&pa1, 0, 20), Err(DropReason::Stale));
+        let pd1 = decode(&d[1], None).unwrap();
+        assert_eq!(re.accept(&pd1, 0, 20), Ok(Accepted::Complete { seq: 13 }));
+        assert_eq!(re.accept(&pd1, 0, 20), Err(DropReason::Duplicate));
+        assert_eq!(re.complete(13), Some(&[1u8; 100][..]));
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic() {
+        let k = key();
+        let mut rng = Rng::new(42);
+        let good = [valid(None), valid(Some(&k))];
+        let mut buf = vec![0u8; 300];
+        let mut re = Reassembler::new(5, Flow::ToWorker, 100, 3);
+        for i in 0..200_000 {
+            let len;
+            if i % 2 == 0 {
+                len = rng.below(buf.len());
+                for b in &mut buf[..len] {
+                    *b = rng.next() as u8;
+                }
+                if i % 4 == 0 && len >= 4 {
+                    buf[..4].copy_from_slice(&MAGIC);
+                    if len > 5 {
+                        buf[4] = VERSION;
+                        buf[5] &= KNOWN_FLAGS;
+                    }
+                }
+            } else {
+                // Mutate a valid packet: flip bits, cut, or extend.
+                let g = &good[i % 4 / 2];
+                len = g.len() + rng.below(3) - 1;
+                buf[..g.len()].copy_from_slice(g);
+                for _ in 0..1 + rng.below(3) {
+                    let at = rng.below(g.len());
+                    buf[at] ^= 1 << rng.below(8);
+                }
+            }
+            let keyed = i % 3 == 0;
+            let r = assert_no_alloc::assert_no_alloc(|| {
+                decode(&buf[..len], keyed.then_some(&k)).map(|p| {
+                    let _ = re.accept(&p, 0, u64::MAX);
+                    p.header
+                })
+            });
+            if let Ok(h) = r {
+                // Accepted packets satisfy every invariant.
+                assert_eq!(h.mac, keyed);
+                assert!(h.frag_index < h.frag_count);
+                assert!(h.frag_offset as u64 + u64::from(h.frag_len) <= u64::from(h.total_len));
+            }
+        }
+    }
+
+    #[test]
+    fn keyed_mutations_never_authenticate() {
+        let k = key();
+        let good = valid(Some(&k));
+        let mut rng = Rng::new(7);
+        for _ in 0..20_000 {
+            let mut p = good.clone();
+            let at = rng.below(p.len());
+            p[at] ^= 1 << rng.below(8);
+            assert!(decode(&p, Some(&k)).is_err());
+        }
+    }
+
+    #[test]
+    fn mtu_too_small_is_refused_with_the_minimum() {
+        let e = max_chunk(100, IPV4_UDP_OVERHEAD, true).unwrap_err();
+        assert!(e.message().contains("at least 140 bytes"), "{e}");
+        assert_eq!(max_chunk(1500, IPV4_UDP_OVERHEAD, false).unwrap(), 1440);
+        assert_eq!(max_chunk(1500, IPV4_UDP_OVERHEAD, true).unwrap(), 1424);
+        assert!(Key::new(&[0; 15]).is_err());
+        assert_eq!(format!("{:?}", key()), "Key(<hidden>)");
+    }
+}

@@ -1,0 +1,97 @@
+//! A master and a worker exchange blocks bit-exactly at windows 0, 1 and 2.
+
+use crate::common::*;
+use firmtime_net::*;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+fn exchange(window: u8, key: Option<Key>, mtu: usize, wait: WaitMode) {
+    let (set, ids) = blocks();
+    let wcfg = WorkerConfig {
+        key: key.clone(),
+        mtu,
+    };
+    let mut worker = Worker::bind(localhost(), wcfg).unwrap();
+    worker.add_stream(spec(3, set.layout()), callback).unwrap();
+    let mut cfg = MasterConfig::new(worker.local_addr().unwrap(), 3);
+    cfg.window = window;
+    cfg.key = key;
+    cfg.mtu = mtu;
+    cfg.wait = wait;
+    let mut m = Master::new(cfg, set).unwrap();
+    assert_eq!(m.late_policy(), LatePolicy::Dry);
+    let stop = AtomicBool::new(false);
+    const PERIODS: u64 = 30;
+    std::thread::scope(|s| {
+        let w = s.spawn(|| worker.run(&stop));
+        for n in 0..PERIODS {
+            fill(m.blocks_mut(), &ids, n);
+            let r = process(&mut m, Deadline::After(ARRIVE_NS));
+            assert_eq!(r.seq, n);
+            if n < u64::from(window) {
+                // Priming, Dry: the f32 output is the input; `both` keeps its input.
+                assert_eq!(r.outcome, Outcome::Priming);
+                assert_eq!(r.result_seq, None);
+                let b = m.blocks();
+                assert_eq!(b.get(ids.output), b.get(ids.input));
+                assert!(b
+                    .get(ids.both)
+                    .iter()
+                    .enumerate()
+                    .all(|(i, &v)| v == both_in(n, i)));
+            } else {
+                assert_eq!(r.outcome, Outcome::Delivered, "period {n}: {r:?}");
+                assert_eq!(r.result_seq, Some(n - u64::from(window)));
+                assert!(r.rtt_ns.is_some());
+                assert_result_of(m.blocks(), &ids, n - u64::from(window));
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        w.join().unwrap().unwrap();
+    });
+    let st = *m.stats();
+    assert_eq!(st.periods, PERIODS);
+    assert_eq!(st.priming, u64::from(window));
+    assert_eq!(st.delivered, PERIODS - u64::from(window));
+    assert_eq!((st.late, st.lost, st.reordered), (0, 0, 0));
+    assert_eq!(st.drops.total(), 0, "{:?}", st.drops);
+    assert_eq!(st.rtt_samples, st.delivered);
+    assert_eq!(m.rtt_samples().count() as u64, st.delivered);
+    let ws = worker.stream_stats(3).unwrap();
+    // The last `window` inputs may still be in flight when the worker stops.
+    assert!(
+        (PERIODS - u64::from(window)..=PERIODS).contains(&ws.periods),
+        "{ws:?}"
+    );
+    assert_eq!(ws.drops.total() + worker.stats().drops.total(), 0);
+}
+
+#[test]
+fn window_0_is_bit_exact() {
+    exchange(0, None, 1500, WaitMode::Poll);
+}
+
+#[test]
+fn window_1_is_bit_exact_and_primes_one_period() {
+    exchange(1, None, 1500, WaitMode::Poll);
+}
+
+#[test]
+fn window_2_is_bit_exact_and_primes_two_periods() {
+    exchange(2, None, 1500, WaitMode::Poll);
+}
+
+#[test]
+fn keyed_small_mtu_spinning_is_bit_exact() {
+    let key = Key::new(b"a pre-shared key of 32 bytes....").unwrap();
+    exchange(1, Some(key), 576, WaitMode::Spin);
+}
+
+#[test]
+fn window_above_2_is_refused_with_reason() {
+    let (set, _) = blocks();
+    let mut cfg = MasterConfig::new(localhost(), 1);
+    cfg.window = 3;
+    let e = Master::new(cfg, set).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidInput);
+    assert!(e.message().contains("use 0, 1 or 2"), "{e}");
+}

@@ -1,0 +1,11 @@
+//! firmtime-net integration tests: masters and workers over loopback UDP.
+
+// RT code runs under `assert_no_alloc`: any allocation there aborts.
+#[cfg(debug_assertions)]
+#[global_allocator]
+static ALLOC: assert_no_alloc::AllocDisabler = assert_no_alloc::AllocDisabler;
+
+mod common;
+mod exchange;
+mod late;
+mod streams;
