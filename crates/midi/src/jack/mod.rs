@@ -961,3 +961,264 @@ impl MidiBackend for JackBackend {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::MidiMessage;
+
+    /// A sink that records into a preallocated buffer, like a JACK port buffer.
+    struct VecSink {
+        out: Vec<(PortIndex, u32, [u8; 3], usize)>,
+        room: usize,
+    }
+
+    impl VecSink {
+        fn new(room: usize) -> Self {
+            VecSink {
+                out: Vec::with_capacity(room),
+                room,
+            }
+        }
+    }
+
+    impl MidiSink for VecSink {
+        fn write(&mut self, port: PortIndex, offset: u32, bytes: &[u8]) -> bool {
+            if self.out.len() >= self.room {
+                return false;
+            }
+            if let Some(last) = self.out.last() {
+                assert!(last.1 <= offset, "JACK needs non-decreasing offsets");
+            }
+            let mut b = [0; 3];
+            b[..bytes.len()].copy_from_slice(bytes);
+            self.out.push((port, offset, b, bytes.len()));
+            true
+        }
+    }
+
+    // 48 kHz, 256 frames: 5_333_333 ns per cycle.
+    fn cycle(k: u64) -> CycleTimes {
+        let start = 1_000_000_000 + k * 5_333_333;
+        CycleTimes {
+            frame: 10_000 + k * 256,
+            n_frames: 256,
+            start_ns: start,
+            next_ns: start + 5_333_333,
+        }
+    }
+
+    fn note(n: u8) -> MidiMessage {
+        MidiMessage::NoteOn {
+            channel: 0,
+            note: n,
+            velocity: 100,
+        }
+    }
+
+    #[test]
+    fn frame_ns_round_trip_is_exact() {
+        let c = cycle(3);
+        for f in (c.frame - 1000)..(c.frame + 2000) {
+            assert_eq!(c.ns_to_frame(c.frame_to_ns(f)), f, "frame {f}");
+        }
+        assert_eq!(c.frame_to_ns(c.frame), c.start_ns);
+        assert_eq!(c.frame_to_ns(c.end_frame()), c.next_ns);
+        // One ns after a frame's time belongs to the next frame: never early.
+        assert_eq!(c.ns_to_frame(c.start_ns + 1), c.frame + 1);
+        assert_eq!(c.ns_to_frame(0), 0);
+    }
+
+    #[test]
+    fn frame_counter_wrap_extends_to_64_bits() {
+        let mut e = FrameExtender::default();
+        assert_eq!(e.extend(u32::MAX - 255), u64::from(u32::MAX - 255));
+        assert_eq!(e.extend(0), 1 << 32);
+        assert_eq!(e.extend(256), (1 << 32) + 256);
+    }
+
+    #[test]
+    fn input_gets_frame_and_time_of_its_offset() {
+        let (mut core, mut ends, shared) = new_core(16);
+        let c = cycle(0);
+        assert_no_alloc::assert_no_alloc(|| {
+            core.input(&c, 0, 0, &[0x90, 60, 100]);
+            core.input(&c, 1, 128, &[0x80, 60, 0]);
+            core.input(&c, 0, 200, &[60, 100]); // no status byte: malformed
+            core.end_cycle();
+        });
+        let a = ends.input_rx.pop().unwrap();
+        let b = ends.input_rx.pop().unwrap();
+        assert!(ends.input_rx.pop().is_err());
+        assert_eq!((a.frame, a.t_ns, a.port), (Some(10_000), c.start_ns, 0));
+        assert_eq!(a.msg, note(60));
+        assert_eq!(b.frame, Some(10_128));
+        assert_eq!(b.t_ns, c.start_ns + 5_333_333 / 2);
+        assert_eq!(b.port, 1);
+        assert_eq!(shared.malformed.load(Ordering::Relaxed), 1);
+        assert_eq!(shared.seq.load(Ordering::Relaxed), 1, "engine woken once");
+    }
+
+    #[test]
+    fn input_ring_full_is_counted() {
+        let (mut core, _ends, shared) = new_core(2);
+        let c = cycle(0);
+        assert_no_alloc::assert_no_alloc(|| {
+            for i in 0..5 {
+                core.input(&c, 0, i, &[0x90, 60, 100]);
+            }
+        });
+        assert_eq!(shared.input_dropped.load(Ordering::Relaxed), 3);
+    }
+
+    #[test]
+    fn scheduled_output_goes_out_at_its_exact_frame_in_its_cycle() {
+        let (mut core, mut ends, shared) = new_core(64);
+        let c0 = cycle(0);
+        let c2 = cycle(2);
+        // Frame 10_600 lies in cycle 2 (10_512..10_768), offset 88.
+        let at = c2.frame_to_ns(10_600);
+        let later = c2.frame_to_ns(10_601);
+        ends.output_tx
+            .push(OutputEvent {
+                at_ns: Some(later),
+                port: 0,
+                msg: note(2),
+                tag: 2,
+            })
+            .unwrap();
+        ends.output_tx
+            .push(OutputEvent {
+                at_ns: Some(at),
+                port: 0,
+                msg: note(1),
+                tag: 1,
+            })
+            .unwrap();
+        ends.output_tx
+            .push(OutputEvent {
+                at_ns: None,
+                port: 0,
+                msg: note(0),
+                tag: 0,
+            })
+            .unwrap();
+        let mut sink = VecSink::new(16);
+        assert_no_alloc::assert_no_alloc(|| core.output(&c0, &mut sink));
+        // Only the "now" event goes out in cycle 0, at offset 0.
+        assert_eq!(sink.out.len(), 1);
+        assert_eq!((sink.out[0].1, sink.out[0].2), (0, [0x90, 0, 100]));
+        let mut sink = VecSink::new(16);
+        assert_no_alloc::assert_no_alloc(|| core.output(&cycle(1), &mut sink));
+        assert!(sink.out.is_empty());
+        assert_no_alloc::assert_no_alloc(|| core.output(&c2, &mut sink));
+        let placed: Vec<_> = sink.out.iter().map(|o| (o.1, o.2[1])).collect();
+        assert_eq!(placed, [(88, 1), (89, 2)], "time order, exact offsets");
+        let sent: Vec<SentEvent> = std::iter::from_fn(|| ends.sent_rx.pop().ok()).collect();
+        assert_eq!(sent.len(), 3);
+        assert_eq!((sent[0].tag, sent[0].frame), (0, Some(10_000)));
+        assert_eq!(
+            (sent[1].tag, sent[1].frame, sent[1].actual_ns),
+            (1, Some(10_600), at)
+        );
+        assert_eq!(
+            (sent[2].tag, sent[2].frame, sent[2].actual_ns),
+            (2, Some(10_601), later)
+        );
+        assert_eq!(shared.sent.load(Ordering::Relaxed), 3);
+        assert_eq!(shared.late.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn output_whose_frame_passed_goes_at_offset_zero_and_counts_late() {
+        let (mut core, mut ends, shared) = new_core(8);
+        let c = cycle(5);
+        let past = cycle(3).frame_to_ns(cycle(3).frame + 7);
+        ends.output_tx
+            .push(OutputEvent {
+                at_ns: Some(past),
+                port: 0,
+                msg: note(9),
+                tag: 9,
+            })
+            .unwrap();
+        let mut sink = VecSink::new(4);
+        assert_no_alloc::assert_no_alloc(|| core.output(&c, &mut sink));
+        assert_eq!(sink.out[0].1, 0);
+        let s = ends.sent_rx.pop().unwrap();
+        assert_eq!(s.frame, Some(c.frame));
+        assert_eq!(s.intended_ns, Some(past));
+        assert_eq!(shared.late.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn full_queue_and_full_port_drop_and_count() {
+        let (mut core, mut ends, shared) = new_core(2);
+        let far = cycle(100).start_ns;
+        for tag in 0..2 {
+            ends.output_tx
+                .push(OutputEvent {
+                    at_ns: Some(far),
+                    port: 0,
+                    msg: note(1),
+                    tag,
+                })
+                .unwrap();
+        }
+        let mut sink = VecSink::new(0);
+        core.output(&cycle(0), &mut sink);
+        for tag in 2..4 {
+            ends.output_tx
+                .push(OutputEvent {
+                    at_ns: None,
+                    port: 0,
+                    msg: note(1),
+                    tag,
+                })
+                .unwrap();
+        }
+        assert_no_alloc::assert_no_alloc(|| core.output(&cycle(1), &mut sink));
+        // Queue of 2 holds the two far events: both "now" events are refused.
+        assert_eq!(shared.output_dropped.load(Ordering::Relaxed), 2);
+        // In cycle 100 the port has no room: both dropped, none sent.
+        assert_no_alloc::assert_no_alloc(|| core.output(&cycle(100), &mut sink));
+        assert_eq!(shared.output_dropped.load(Ordering::Relaxed), 4);
+        assert_eq!(shared.sent.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn tapper_core_places_taps_at_start_plus_offset() {
+        let taps = vec![
+            tapper::Tap {
+                offset: 300,
+                msg: note(2),
+            },
+            tapper::Tap {
+                offset: 0,
+                msg: note(1),
+            },
+            tapper::Tap {
+                offset: 1000,
+                msg: note(3),
+            },
+        ];
+        let mut core = tapper::TapperCore::new_for_test(taps, 10);
+        let mut sink = VecSink::new(8);
+        core.emit(&cycle(0), &mut sink);
+        assert!(sink.out.is_empty(), "not armed yet");
+        core.arm_for_test();
+        assert_no_alloc::assert_no_alloc(|| {
+            for k in 1..8 {
+                core.emit(&cycle(k), &mut sink);
+            }
+        });
+        let start = cycle(1).frame + 10;
+        let recs = core.records_for_test();
+        let frames: Vec<u64> = recs.iter().map(|r| r.frame).collect();
+        assert_eq!(frames, [start, start + 300, start + 1000]);
+        assert!(recs.iter().all(|r| !r.late));
+        assert_eq!(recs[1].t_ns, cycle(2).frame_to_ns(start + 300));
+        let notes: Vec<u8> = sink.out.iter().map(|o| o.2[1]).collect();
+        assert_eq!(notes, [1, 2, 3]);
+    }
+}

@@ -168,7 +168,7 @@ impl DummyServer {
                 .stderr(Stdio::null())
                 .output()
                 .map(|o| {
-                    o.status.success() && String::from_utf8_lossy(&o.stdout).contains("running")
+                    o.status.success() && String::from_utf8_lossy(&o.stdout).trim() == "running"
                 })
                 .unwrap_or(false);
             if ok {

@@ -136,6 +136,21 @@ impl TapperCore {
         }
     }
 
+    #[cfg(test)]
+    pub(crate) fn new_for_test(taps: Vec<Tap>, lead: u64) -> Self {
+        Self::new(taps, lead)
+    }
+
+    #[cfg(test)]
+    pub(crate) fn arm_for_test(&self) {
+        self.shared.armed.store(true, Ordering::Release);
+    }
+
+    #[cfg(test)]
+    pub(crate) fn records_for_test(&self) -> &[TapRecord] {
+        &self.records
+    }
+
     /// Writes every tap due in this cycle to output port 0 of `sink`. **RT-safe.**
     pub(crate) fn emit(&mut self, cycle: &CycleTimes, sink: &mut dyn MidiSink) {
         let base = match self.base {
