@@ -19,12 +19,18 @@
 //!
 //! # Clocks
 //!
-//! JACK's cycle times are in microseconds of `jack_get_time()`. In jackd2 on
-//! Linux that is `clock_gettime(CLOCK_MONOTONIC)` in µs (`JackLinuxTime.c`);
-//! PipeWire's JACK library uses CLOCK_MONOTONIC as well. [`JackBackend::open`]
-//! checks this: it reads `jack_get_time()` between two readings of
-//! CLOCK_MONOTONIC; when they agree within 1 ms the offset is taken as 0
-//! exactly, otherwise the measured offset is applied to every conversion and
+//! JACK's cycle times are in microseconds of `jack_get_time()`. Which clock
+//! that is depends on the JACK build: measured here, jackd2 1.9.21 (Debian 12)
+//! uses **CLOCK_MONOTONIC_RAW** (it differed from CLOCK_MONOTONIC by 108 ms,
+//! and from CLOCK_MONOTONIC_RAW by < 1 µs); PipeWire's JACK uses
+//! CLOCK_MONOTONIC. So [`JackBackend::open`] does not assume: it reads
+//! `jack_get_time()` between two readings of each clock and picks the one
+//! that agrees within 1 ms ([`JackClock`]). For CLOCK_MONOTONIC the offset is
+//! 0; for CLOCK_MONOTONIC_RAW it is CLOCK_MONOTONIC − CLOCK_MONOTONIC_RAW,
+//! measured to tens of ns; otherwise the offset measured against JACK's
+//! clock itself. The offset is shared by every client of the process (and
+//! re-measured at an open more than a minute after the last measurement), so
+//! two clients of one server give one frame the same nanoseconds. It is
 //! reported by [`JackBackend::clock_offset_ns`]. Times within a cycle are
 //! interpolated linearly between the cycle's start and the next cycle's
 //! start, as `jack_frames_to_time` does, but in integer nanoseconds so that
@@ -551,28 +557,77 @@ pub(crate) fn open_client(name: &str, server: Option<&str>) -> Result<Client, Ja
     Ok(unsafe { Client::from_raw(raw) })
 }
 
-/// Measures the offset (CLOCK_MONOTONIC ns − jack_get_time() µs × 1000);
-/// 0 when the two clocks agree within 1 ms (jackd2 and PipeWire on Linux).
-pub(crate) fn measure_clock_offset(client: &Client) -> i64 {
-    let mut best: Option<(u64, i64)> = None;
-    for _ in 0..5 {
-        let t0 = firmtime_rt::clock::monotonic_ns();
-        let j = client.time();
-        let t1 = firmtime_rt::clock::monotonic_ns();
-        let width = t1.saturating_sub(t0);
-        let mid = t0 as i128 + i128::from(width / 2);
-        let off = (mid - i128::from(j) * 1000) as i64;
+/// The clock behind `jack_get_time()`, as [`JackBackend::open`] found it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum JackClock {
+    /// CLOCK_MONOTONIC itself: no conversion (PipeWire's JACK, older jackd2).
+    Monotonic,
+    /// CLOCK_MONOTONIC_RAW (jackd2 1.9.x on Linux, as on Debian 12): converted
+    /// with the measured CLOCK_MONOTONIC − CLOCK_MONOTONIC_RAW offset.
+    MonotonicRaw,
+    /// Neither: converted with an offset measured against `jack_get_time()`
+    /// itself (µs resolution).
+    Other,
+}
+
+/// Best (narrowest-window) measurement of `a() − b()` in ns over a few tries,
+/// reading `b` between two readings of `a`.
+fn sandwich(a: impl Fn() -> i128, b: impl Fn() -> i128) -> i128 {
+    let mut best: Option<(i128, i128)> = None;
+    for _ in 0..7 {
+        let t0 = a();
+        let x = b();
+        let t1 = a();
+        let width = t1 - t0;
+        let off = t0 + width / 2 - x;
         match best {
             Some((w, _)) if w <= width => {}
             _ => best = Some((width, off)),
         }
     }
-    let off = best.map_or(0, |(_, o)| o);
-    if off.abs() < 1_000_000 {
-        0
-    } else {
-        off
+    best.map_or(0, |(_, o)| o)
+}
+
+/// The process-wide JACK → CLOCK_MONOTONIC offset, shared by every client of
+/// this process so that clients in one server convert a frame to the very
+/// same nanosecond: (offset ns, measured at CLOCK_MONOTONIC ns, clock).
+static CLOCK_MAP: Mutex<Option<(i64, u64, JackClock)>> = Mutex::new(None);
+
+/// How long a measured offset is reused before [`jack_clock_offset`] measures
+/// again. CLOCK_MONOTONIC is slewed by NTP against CLOCK_MONOTONIC_RAW by at
+/// most 500 ppm (typically a few ppm), so within this time the offset moves
+/// by far less than a frame.
+const CLOCK_MAP_REUSE_NS: u64 = 60_000_000_000;
+
+/// The offset to add to `jack_get_time()` × 1000 to get CLOCK_MONOTONIC ns,
+/// and which clock JACK uses. Called when a client opens (never from the
+/// callback); within [`CLOCK_MAP_REUSE_NS`] of the last measurement every
+/// client of the process gets the same value.
+pub(crate) fn jack_clock_offset(client: &Client) -> (i64, JackClock) {
+    let now = firmtime_rt::clock::monotonic_ns();
+    let mut map = CLOCK_MAP.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((off, at, clock)) = *map {
+        if now.saturating_sub(at) < CLOCK_MAP_REUSE_NS {
+            return (off, clock);
+        }
     }
+    let mono = || i128::from(firmtime_rt::clock::monotonic_ns());
+    let raw = || i128::from(firmtime_rt::clock::read_ns(libc::CLOCK_MONOTONIC_RAW));
+    let jack = || i128::from(client.time()) * 1000;
+    let vs_mono = sandwich(mono, jack);
+    let vs_raw = sandwich(raw, jack);
+    // jack_get_time() truncates to µs: within 1 ms means "this clock".
+    let (off, clock) = if vs_mono.abs() < 1_000_000 {
+        (0, JackClock::Monotonic)
+    } else if vs_raw.abs() < 1_000_000 {
+        // Both are vDSO reads in ns: this offset is exact to tens of ns.
+        (sandwich(mono, raw) as i64, JackClock::MonotonicRaw)
+    } else {
+        (vs_mono as i64, JackClock::Other)
+    };
+    *map = Some((off, now, clock));
+    (off, clock)
 }
 
 /// Full names of the ports a client registered.
@@ -674,6 +729,7 @@ pub struct JackBackend {
     sample_rate: u32,
     buffer_size: u32,
     clock_offset_ns: i64,
+    jack_clock: JackClock,
 }
 
 impl fmt::Debug for JackBackend {
@@ -745,7 +801,7 @@ impl JackBackend {
         }
         let input_names = port_names(&ins)?;
         let output_names = port_names(&outs)?;
-        let clock_offset_ns = measure_clock_offset(&client);
+        let (clock_offset_ns, jack_clock) = jack_clock_offset(&client);
         let client_name = client.name().to_string();
         let sample_rate = client.sample_rate();
         let buffer_size = client.buffer_size();
@@ -778,6 +834,7 @@ impl JackBackend {
             sample_rate,
             buffer_size,
             clock_offset_ns,
+            jack_clock,
         };
         let c = backend.jack_client();
         for (i, src) in options.connect_inputs.iter().enumerate() {
@@ -831,9 +888,15 @@ impl JackBackend {
         self.buffer_size
     }
 
-    /// CLOCK_MONOTONIC ns minus JACK time; 0 when JACK's clock is CLOCK_MONOTONIC.
+    /// What is added to JACK time (µs × 1000) to get CLOCK_MONOTONIC ns;
+    /// 0 when JACK's clock is CLOCK_MONOTONIC.
     pub fn clock_offset_ns(&self) -> i64 {
         self.clock_offset_ns
+    }
+
+    /// The clock JACK's times are on.
+    pub fn jack_clock(&self) -> JackClock {
+        self.jack_clock
     }
 
     /// The server's frame counter now (32 bits, wraps), from a non-RT thread.

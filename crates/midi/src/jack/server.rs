@@ -243,7 +243,68 @@ impl DummyServer {
             }
         }
         let _ = std::fs::remove_file(&self.log_path);
+        self.remove_shm_leftovers();
     }
+
+    /// Removes this server's files in /dev/shm that jackd leaves behind for
+    /// clients that died without closing (`jack_sem.<uid>_<name>_<client>`).
+    /// Only names of this private server are touched, and the registry shared
+    /// by all JACK servers (`jack-shm-registry`) only when no jackd runs any more.
+    fn remove_shm_leftovers(&self) {
+        if !jackd_running() {
+            let _ = std::fs::remove_file("/dev/shm/jack-shm-registry");
+        }
+        // SAFETY: getuid cannot fail and has no side effects.
+        let uid = unsafe { libc::getuid() };
+        let prefixes = [
+            format!("jack_sem.{uid}_{}_", self.options.name),
+            format!("jack_{}_", self.options.name),
+        ];
+        let Ok(dir) = std::fs::read_dir("/dev/shm") else {
+            return;
+        };
+        for entry in dir.flatten() {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if prefixes.iter().any(|p| name.starts_with(p.as_str())) {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+
+    /// Paths in /dev/shm that belong to this server (for leak checks).
+    pub fn shm_entries(&self) -> Vec<PathBuf> {
+        shm_entries_of(&self.options.name)
+    }
+}
+
+/// True when any process named `jackd` is alive (zombies excluded).
+fn jackd_running() -> bool {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return true;
+    };
+    dir.flatten().any(|e| {
+        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+        // "pid (comm) state ...": comm may contain spaces, so split at the last ')'.
+        match stat.rsplit_once(')') {
+            Some((head, tail)) => head.ends_with("(jackd") && !tail.trim_start().starts_with('Z'),
+            None => false,
+        }
+    })
+}
+
+/// Paths in /dev/shm whose name contains `server_name` (JACK semaphores and
+/// shared memory of that server), for leak checks after a server stopped.
+pub fn shm_entries_of(server_name: &str) -> Vec<PathBuf> {
+    let needle = format!("_{server_name}_");
+    std::fs::read_dir("/dev/shm")
+        .map(|dir| {
+            dir.flatten()
+                .filter(|e| e.file_name().to_string_lossy().contains(&needle))
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 impl Drop for DummyServer {

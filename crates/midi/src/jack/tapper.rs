@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use jack::{Client, ClientStatus, Control, MidiOut, Port, ProcessScope, RawMidi};
 
 use super::{
-    connect, measure_clock_offset, open_client, read_cycle_times, CycleTimes, FrameExtender,
+    connect, jack_clock_offset, open_client, read_cycle_times, CycleTimes, FrameExtender,
     JackError, JackErrorKind, MidiSink,
 };
 use crate::MidiMessage;
@@ -277,7 +277,7 @@ impl Tapper {
         let port_name = port
             .name()
             .map_err(|e| JackError::new(JackErrorKind::Port, format!("JACK port name: {e}")))?;
-        let clock_offset_ns = measure_clock_offset(&client);
+        let (clock_offset_ns, _) = jack_clock_offset(&client);
         let n_taps = taps.len();
         let core = TapperCore::new(taps, options.lead_frames);
         let shared = Arc::clone(&core.shared);
