@@ -129,7 +129,6 @@ fn dummy_server_stops_without_leftovers() {
     let pid = srv.pid().unwrap();
     let b = backend(&srv, "ft-leak");
     assert!(!shm_entries_of(&name).is_empty(), "jackd's shm is visible");
-    // A client that dies without closing leaves its semaphore behind.
     drop(b);
     drop(srv);
     assert!(
@@ -137,13 +136,6 @@ fn dummy_server_stops_without_leftovers() {
         "jackd reaped"
     );
     assert_eq!(shm_entries_of(&name), Vec::<std::path::PathBuf>::new());
-    let jackd_alive = std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .any(|e| std::fs::read_to_string(e.path().join("comm")).is_ok_and(|c| c.trim() == "jackd"));
-    if !jackd_alive {
-        assert!(!std::path::Path::new("/dev/shm/jack-shm-registry").exists());
-    }
 }
 
 #[test]

@@ -248,12 +248,11 @@ impl DummyServer {
 
     /// Removes this server's files in /dev/shm that jackd leaves behind for
     /// clients that died without closing (`jack_sem.<uid>_<name>_<client>`).
-    /// Only names of this private server are touched, and the registry shared
-    /// by all JACK servers (`jack-shm-registry`) only when no jackd runs any more.
+    /// Only names of this private server are touched. The registry shared by
+    /// all JACK servers and clients (`jack-shm-registry`) stays, as JACK
+    /// intends: libjack in this process keeps using it, and removing it
+    /// breaks every later client of the process.
     fn remove_shm_leftovers(&self) {
-        if !jackd_running() {
-            let _ = std::fs::remove_file("/dev/shm/jack-shm-registry");
-        }
         // SAFETY: getuid cannot fail and has no side effects.
         let uid = unsafe { libc::getuid() };
         let prefixes = [
@@ -276,21 +275,6 @@ impl DummyServer {
     pub fn shm_entries(&self) -> Vec<PathBuf> {
         shm_entries_of(&self.options.name)
     }
-}
-
-/// True when any process named `jackd` is alive (zombies excluded).
-fn jackd_running() -> bool {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return true;
-    };
-    dir.flatten().any(|e| {
-        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-        // "pid (comm) state ...": comm may contain spaces, so split at the last ')'.
-        match stat.rsplit_once(')') {
-            Some((head, tail)) => head.ends_with("(jackd") && !tail.trim_start().starts_with('Z'),
-            None => false,
-        }
-    })
 }
 
 /// Paths in /dev/shm whose name contains `server_name` (JACK semaphores and
