@@ -65,6 +65,7 @@
 
 pub mod backend;
 mod encode;
+pub mod jack;
 mod message;
 mod parser;
 

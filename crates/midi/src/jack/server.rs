@@ -1,0 +1,298 @@
+//! A private `jackd -d dummy` server, started as a child process.
+//!
+//! Tests, and `--jack-dummy` when no JACK server runs, start one under a
+//! private server name, so they never touch (or depend on) a user's own
+//! server. The dummy driver needs no sound card: it runs the graph from a
+//! timer, which is enough for MIDI between clients, where timing is in frames.
+//!
+//! Not for the RT path: everything here forks, waits and sleeps.
+
+use std::fs::File;
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use super::{JackError, JackErrorKind};
+
+/// How to start a [`DummyServer`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DummyOptions {
+    /// The private server name (`jackd -n NAME`), e.g. from [`DummyOptions::unique_name`].
+    pub name: String,
+    /// Sample rate in Hz (`-r`).
+    pub rate: u32,
+    /// Frames per period (`-p`).
+    pub period: u32,
+    /// Run the server's process thread with SCHED_FIFO (`jackd -R`); when
+    /// false, `jackd -r` (no real-time scheduling, so it works without privileges).
+    pub realtime: bool,
+    /// How long to wait for the server to accept clients.
+    pub start_timeout: Duration,
+}
+
+impl DummyOptions {
+    /// 48 kHz, 256 frames per period, no real-time scheduling, a unique name,
+    /// and 10 s to start.
+    pub fn new() -> Self {
+        DummyOptions {
+            name: Self::unique_name(),
+            rate: 48_000,
+            period: 256,
+            realtime: false,
+            start_timeout: Duration::from_secs(10),
+        }
+    }
+
+    /// A server name no other server of this or another process uses:
+    /// `firmtime-<pid>-<n>`.
+    pub fn unique_name() -> String {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        format!(
+            "firmtime-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        )
+    }
+}
+
+impl Default for DummyOptions {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A running `jackd -d dummy` child. Dropping it stops the server (SIGTERM,
+/// then SIGKILL after 5 s) and reaps it.
+#[derive(Debug)]
+pub struct DummyServer {
+    child: Option<Child>,
+    options: DummyOptions,
+    log_path: PathBuf,
+}
+
+/// True when `prog` is an executable file on `PATH`.
+pub fn program_on_path(prog: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|paths| {
+        std::env::split_paths(&paths).any(|dir| {
+            let p = dir.join(prog);
+            std::fs::metadata(&p).is_ok_and(|m| m.is_file())
+        })
+    })
+}
+
+impl DummyServer {
+    /// Starts `jackd -n NAME [-R|-r] -d dummy -r RATE -p PERIOD` and waits
+    /// (at most `options.start_timeout`) until it accepts clients.
+    ///
+    /// # Errors
+    /// [`JackErrorKind::NotInstalled`] when `jackd` or `jack_wait` is not on
+    /// `PATH`; [`JackErrorKind::ServerFailed`] when jackd exits or does not
+    /// accept clients in time (the message quotes jackd's last log lines);
+    /// [`JackErrorKind::InvalidInput`] for an empty name or a zero rate or period.
+    pub fn start(options: DummyOptions) -> Result<Self, JackError> {
+        if options.name.is_empty() || options.rate == 0 || options.period == 0 {
+            return Err(JackError::new(
+                JackErrorKind::InvalidInput,
+                format!(
+                    "dummy JACK server: name must be non-empty and rate/period non-zero \
+                     (got name {:?}, rate {}, period {})",
+                    options.name, options.rate, options.period
+                ),
+            ));
+        }
+        for prog in ["jackd", "jack_wait"] {
+            if !program_on_path(prog) {
+                return Err(JackError::new(
+                    JackErrorKind::NotInstalled,
+                    format!(
+                        "`{prog}` not found on PATH: install JACK 2 (Debian: apt-get install jackd2)"
+                    ),
+                ));
+            }
+        }
+        let log_path = std::env::temp_dir().join(format!("{}.jackd.log", options.name));
+        let log = File::create(&log_path).map_err(|e| {
+            JackError::new(
+                JackErrorKind::Io,
+                format!("cannot create jackd log {}: {e}", log_path.display()),
+            )
+        })?;
+        let log_err = log.try_clone().map_err(|e| {
+            JackError::new(
+                JackErrorKind::Io,
+                format!("cannot duplicate jackd log: {e}"),
+            )
+        })?;
+        let mut cmd = Command::new("jackd");
+        cmd.arg("-n").arg(&options.name);
+        cmd.arg(if options.realtime { "-R" } else { "-r" });
+        cmd.args(["-d", "dummy", "-r"])
+            .arg(options.rate.to_string())
+            .arg("-p")
+            .arg(options.period.to_string());
+        // No D-Bus device reservation: the dummy driver has no device.
+        cmd.env("JACK_NO_AUDIO_RESERVATION", "1")
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log_err);
+        let child = cmd.spawn().map_err(|e| {
+            JackError::new(
+                JackErrorKind::ServerFailed,
+                format!("cannot start jackd: {e}"),
+            )
+        })?;
+        let mut server = DummyServer {
+            child: Some(child),
+            options,
+            log_path,
+        };
+        server.wait_ready()?;
+        Ok(server)
+    }
+
+    fn wait_ready(&mut self) -> Result<(), JackError> {
+        let deadline = Instant::now() + self.options.start_timeout;
+        loop {
+            if let Some(child) = self.child.as_mut() {
+                if let Ok(Some(status)) = child.try_wait() {
+                    self.child = None;
+                    return Err(self.failed(&format!("jackd exited during start-up ({status})")));
+                }
+            }
+            // jack_wait -c connects once and reports; it never starts a server.
+            let ok = Command::new("jack_wait")
+                .args(["-s", &self.options.name, "-c"])
+                .stdin(Stdio::null())
+                .stderr(Stdio::null())
+                .output()
+                .map(|o| {
+                    o.status.success() && String::from_utf8_lossy(&o.stdout).trim() == "running"
+                })
+                .unwrap_or(false);
+            if ok {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(self.failed(&format!(
+                    "jackd did not accept clients within {:?}",
+                    self.options.start_timeout
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn failed(&self, what: &str) -> JackError {
+        let mut log = String::new();
+        if let Ok(mut f) = File::open(&self.log_path) {
+            let _ = f.read_to_string(&mut log);
+        }
+        let tail: Vec<&str> = log.lines().rev().take(8).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        JackError::new(
+            JackErrorKind::ServerFailed,
+            format!(
+                "dummy JACK server {:?}: {what}; jackd said:\n{}",
+                self.options.name,
+                tail.join("\n")
+            ),
+        )
+    }
+
+    /// The server name clients pass to connect (see [`super::JackOptions::server_name`]).
+    pub fn name(&self) -> &str {
+        &self.options.name
+    }
+
+    /// The options the server was started with.
+    pub fn options(&self) -> &DummyOptions {
+        &self.options
+    }
+
+    /// The process id of jackd.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Stops the server now: SIGTERM, up to 5 s to exit, then SIGKILL; reaps it.
+    /// Also done by `Drop`.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            if let Ok(pid) = libc::pid_t::try_from(child.id()) {
+                // SAFETY: kill(2) on our own unreaped child's pid; it cannot
+                // have been recycled because we have not waited for it yet.
+                unsafe {
+                    libc::kill(pid, libc::SIGTERM);
+                }
+            }
+            let deadline = Instant::now() + Duration::from_secs(5);
+            loop {
+                match child.try_wait() {
+                    Ok(Some(_)) => break,
+                    Ok(None) if Instant::now() < deadline => {
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                    _ => {
+                        let _ = child.kill();
+                        let _ = child.wait();
+                        break;
+                    }
+                }
+            }
+        }
+        let _ = std::fs::remove_file(&self.log_path);
+        self.remove_shm_leftovers();
+    }
+
+    /// Removes this server's files in /dev/shm that jackd leaves behind for
+    /// clients that died without closing (`jack_sem.<uid>_<name>_<client>`).
+    /// Only names of this private server are touched. The registry shared by
+    /// all JACK servers and clients (`jack-shm-registry`) stays, as JACK
+    /// intends: libjack in this process keeps using it, and removing it
+    /// breaks every later client of the process.
+    fn remove_shm_leftovers(&self) {
+        // SAFETY: getuid cannot fail and has no side effects.
+        let uid = unsafe { libc::getuid() };
+        let prefixes = [
+            format!("jack_sem.{uid}_{}_", self.options.name),
+            format!("jack_{}_", self.options.name),
+        ];
+        let Ok(dir) = std::fs::read_dir("/dev/shm") else {
+            return;
+        };
+        for entry in dir.flatten() {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if prefixes.iter().any(|p| name.starts_with(p.as_str())) {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+
+    /// Paths in /dev/shm that belong to this server (for leak checks).
+    pub fn shm_entries(&self) -> Vec<PathBuf> {
+        shm_entries_of(&self.options.name)
+    }
+}
+
+/// Paths in /dev/shm whose name contains `server_name` (JACK semaphores and
+/// shared memory of that server), for leak checks after a server stopped.
+pub fn shm_entries_of(server_name: &str) -> Vec<PathBuf> {
+    let needle = format!("_{server_name}_");
+    std::fs::read_dir("/dev/shm")
+        .map(|dir| {
+            dir.flatten()
+                .filter(|e| e.file_name().to_string_lossy().contains(&needle))
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+impl Drop for DummyServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

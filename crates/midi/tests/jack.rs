@@ -1,0 +1,402 @@
+//! JACK MIDI against a real jackd: each test starts its own dummy server
+//! under a unique private name and stops it. Skipped, with the reason
+//! printed, when `jackd` is not installed.
+//!
+//! This is a second integration-test binary of firmtime-midi: it needs jackd
+//! and is run by `scripts/midi-jack-frames.sh` on its own.
+//!
+//! Tests assert frames and nanoseconds exactly, never durations: the dummy
+//! server's xruns are counted and printed, never failed on.
+
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use firmtime_midi::jack::server::{program_on_path, shm_entries_of};
+use firmtime_midi::jack::{
+    DummyOptions, DummyServer, JackBackend, JackOptions, Tap, Tapper, TapperOptions,
+};
+use firmtime_midi::{InputEvent, MidiBackend, MidiMessage, OutputEvent, SentEvent};
+
+/// One server at a time: the machine has two cores shared with other work.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn server(period: u32) -> Option<DummyServer> {
+    if !program_on_path("jackd") {
+        println!("SKIP: jackd not installed (Debian: apt-get install jackd2)");
+        return None;
+    }
+    let opts = DummyOptions {
+        period,
+        ..DummyOptions::new()
+    };
+    Some(DummyServer::start(opts).expect("dummy jackd starts"))
+}
+
+fn backend(srv: &DummyServer, name: &str) -> JackBackend {
+    let mut o = JackOptions::new(name);
+    o.server_name = Some(srv.name().to_string());
+    JackBackend::open(o).expect("JACK client opens on the dummy server")
+}
+
+/// Drains input until `n` events arrived or 10 s passed.
+fn collect(b: &mut JackBackend, n: usize) -> Vec<InputEvent> {
+    let mut got = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while got.len() < n && Instant::now() < deadline {
+        b.poll_input(&mut |ev| got.push(ev))
+            .expect("server still up");
+        let until = firmtime_rt::clock::monotonic_ns() + 50_000_000;
+        b.wait(until).expect("server still up");
+    }
+    got
+}
+
+fn note_on(note: u8) -> MidiMessage {
+    MidiMessage::NoteOn {
+        channel: 0,
+        note,
+        velocity: 100,
+    }
+}
+
+fn note_off(note: u8) -> MidiMessage {
+    MidiMessage::NoteOff {
+        channel: 0,
+        note,
+        velocity: 0,
+    }
+}
+
+/// The frames-per-tap figure the script greps for.
+fn report(sender: &str, errors: &[i64]) {
+    let max = errors.iter().map(|e| e.unsigned_abs()).max().unwrap_or(0);
+    println!(
+        "FRAMES {sender}: {} taps, max |error| = {max} frames",
+        errors.len()
+    );
+}
+
+#[test]
+fn ports_register_and_show_in_jack_lsp() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(srv) = server(256) else { return };
+    let mut o = JackOptions::new("ft-ports");
+    o.server_name = Some(srv.name().to_string());
+    o.inputs = vec!["keys".into(), "pads".into()];
+    o.outputs = vec!["synth".into()];
+    let b = JackBackend::open(o).unwrap();
+    assert_eq!(b.input_port_names(), ["ft-ports:keys", "ft-ports:pads"]);
+    assert_eq!(b.output_port_names(), ["ft-ports:synth"]);
+    assert_eq!(b.sample_rate(), 48_000);
+    assert_eq!(b.buffer_size(), 256);
+    println!(
+        "JACK clock: {:?}, offset to CLOCK_MONOTONIC {} ns",
+        b.jack_clock(),
+        b.clock_offset_ns()
+    );
+    let lsp = Command::new("jack_lsp")
+        .args(["-s", srv.name(), "-t"])
+        .stderr(Stdio::null())
+        .output()
+        .unwrap();
+    let lsp = String::from_utf8_lossy(&lsp.stdout);
+    for port in ["ft-ports:keys", "ft-ports:pads", "ft-ports:synth"] {
+        let i = lsp
+            .find(port)
+            .unwrap_or_else(|| panic!("{port} not in:\n{lsp}"));
+        assert!(
+            lsp[i..].lines().nth(1).unwrap().contains("midi"),
+            "{port} is MIDI"
+        );
+    }
+    // A client on a server that does not exist: a clear error, no hang.
+    let mut bad = JackOptions::new("ft-nowhere");
+    bad.server_name = Some(format!("{}-absent", srv.name()));
+    let err = JackBackend::open(bad).unwrap_err();
+    assert_eq!(
+        err.kind(),
+        firmtime_midi::jack::JackErrorKind::ServerUnavailable
+    );
+    assert!(err.message().contains("is a JACK server running?"), "{err}");
+}
+
+#[test]
+fn dummy_server_stops_without_leftovers() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(srv) = server(64) else { return };
+    let name = srv.name().to_string();
+    let pid = srv.pid().unwrap();
+    let b = backend(&srv, "ft-leak");
+    assert!(!shm_entries_of(&name).is_empty(), "jackd's shm is visible");
+    drop(b);
+    drop(srv);
+    assert!(
+        !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+        "jackd reaped"
+    );
+    assert_eq!(shm_entries_of(&name), Vec::<std::path::PathBuf>::new());
+}
+
+#[test]
+fn tapper_taps_recorded_with_zero_frame_error_in_order() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(srv) = server(256) else { return };
+    let mut rec = backend(&srv, "ft-rec");
+    // 60 taps at irregular offsets (not multiples of the period), Note On
+    // then Note Off 50 ms later, over about 2 s; two taps share one cycle.
+    let mut taps = Vec::new();
+    for i in 0..30u64 {
+        let on = 1000 + i * 3331 + (i % 7) * 17;
+        taps.push(Tap {
+            offset: on,
+            msg: note_on(40 + i as u8),
+        });
+        taps.push(Tap {
+            offset: on + 2400,
+            msg: note_off(40 + i as u8),
+        });
+    }
+    let mut o = TapperOptions::new("ft-tapper");
+    o.server_name = Some(srv.name().to_string());
+    o.connect_to = vec![rec.input_port_names()[0].clone()];
+    o.lead_frames = 512;
+    let tapper = Tapper::start(o, taps.clone()).unwrap();
+    let got = collect(&mut rec, taps.len());
+    let truth = tapper.finish(Duration::from_secs(10)).unwrap();
+    assert!(truth.complete);
+    assert_eq!(truth.dropped, 0);
+    assert_eq!(truth.records.len(), taps.len());
+    let start = truth.start_frame.unwrap();
+    for (tap, r) in taps.iter().zip(&truth.records) {
+        assert_eq!(
+            r.frame,
+            start + tap.offset,
+            "tapper placed {:?} exactly",
+            tap.msg
+        );
+        assert!(!r.late);
+    }
+    assert_eq!(got.len(), taps.len(), "every tap recorded");
+    let mut errors = Vec::new();
+    for (r, ev) in truth.records.iter().zip(&got) {
+        assert_eq!(ev.msg, r.msg, "same message, same order");
+        assert_eq!(ev.port, 0);
+        errors.push(ev.frame.unwrap() as i64 - r.frame as i64);
+        assert_eq!(ev.t_ns, r.t_ns, "same frame, same CLOCK_MONOTONIC ns");
+    }
+    assert!(errors.iter().all(|&e| e == 0), "frame errors: {errors:?}");
+    let st = rec.stats();
+    assert_eq!(st.received, taps.len() as u64);
+    assert_eq!((st.input_dropped, st.malformed), (0, 0));
+    report("firmtime tapper", &errors);
+    println!("xruns: backend {}, tapper {}", st.xruns, truth.xruns);
+}
+
+/// A jack_midiseq child, killed and reaped on drop.
+struct Seq(Child);
+
+impl Drop for Seq {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn jack_midiseq_taps_recorded_at_exact_loop_frames() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !program_on_path("jack_midiseq") {
+        println!("SKIP: jack_midiseq not installed (Debian: jackd2)");
+        return;
+    }
+    let Some(srv) = server(256) else { return };
+    let mut rec = backend(&srv, "ft-rec");
+    // A 4800-frame loop (0.1 s): C4 at 0 for 1000 frames, E4 at 2400 for 600.
+    const LOOP: u64 = 4800;
+    let pattern = [
+        (0u64, 60u8, true),
+        (1000, 60, false),
+        (2400, 64, true),
+        (3000, 64, false),
+    ];
+    let seq = Seq(Command::new("jack_midiseq")
+        .args(["ft-seq", "4800", "0", "60", "1000", "2400", "64", "600"])
+        .env("JACK_DEFAULT_SERVER", srv.name())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while rec.connect("ft-seq:out", "ft-rec:in").is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "jack_midiseq never registered ft-seq:out"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let got = collect(&mut rec, 60);
+    drop(seq);
+    assert!(
+        got.len() >= 60,
+        "only {} events from jack_midiseq",
+        got.len()
+    );
+    // Align on the first C4 Note On; every event after it must fall on
+    // first + k·LOOP + its pattern position, in pattern order.
+    let first = got
+        .iter()
+        .position(|e| {
+            matches!(
+                e.msg,
+                MidiMessage::NoteOn {
+                    note: 60,
+                    velocity: 1..,
+                    ..
+                }
+            )
+        })
+        .expect("a C4 note on");
+    let f0 = got[first].frame.unwrap();
+    let mut errors = Vec::new();
+    for (i, ev) in got[first..].iter().enumerate() {
+        let (pos, note, on) = pattern[i % 4];
+        let expected = f0 + (i as u64 / 4) * LOOP + pos;
+        let is_on = matches!(ev.msg, MidiMessage::NoteOn { velocity: 1.., .. });
+        let n = match ev.msg {
+            MidiMessage::NoteOn { note, .. } | MidiMessage::NoteOff { note, .. } => note,
+            other => panic!("unexpected {other:?}"),
+        };
+        assert_eq!((n, is_on), (note, on), "event {i} follows the pattern");
+        errors.push(ev.frame.unwrap() as i64 - expected as i64);
+    }
+    assert!(errors.iter().all(|&e| e == 0), "frame errors: {errors:?}");
+    report("jack_midiseq", &errors);
+    println!("xruns: backend {}", rec.stats().xruns);
+}
+
+#[test]
+fn scheduled_output_arrives_at_second_client_at_intended_frame() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(srv) = server(256) else { return };
+    let mut rx = backend(&srv, "ft-rx");
+    let mut o = JackOptions::new("ft-tx");
+    o.server_name = Some(srv.name().to_string());
+    o.inputs = vec![];
+    o.connect_outputs = vec!["ft-rx:in".into()];
+    let mut tx = JackBackend::open(o).unwrap();
+    let ns_per_frame = 1_000_000_000u64.div_ceil(48_000);
+    // 20 events 7.3 ms apart (not on frame or period boundaries), starting
+    // 300 ms from now so none is late; one "now" event first.
+    let t0 = firmtime_rt::clock::monotonic_ns() + 300_000_000;
+    tx.send(OutputEvent {
+        at_ns: None,
+        port: 0,
+        msg: note_on(1),
+        tag: 100,
+    })
+    .unwrap();
+    for i in 0..20u32 {
+        let at = t0 + u64::from(i) * 7_300_001;
+        tx.send(OutputEvent {
+            at_ns: Some(at),
+            port: 0,
+            msg: note_on(i as u8),
+            tag: i,
+        })
+        .unwrap();
+    }
+    assert_eq!(
+        tx.send(OutputEvent {
+            at_ns: None,
+            port: 3,
+            msg: note_on(1),
+            tag: 0
+        }),
+        Err(firmtime_midi::BackendError::NoSuchPort(3))
+    );
+    let got = collect(&mut rx, 21);
+    let mut sent: Vec<SentEvent> = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while sent.len() < 21 && Instant::now() < deadline {
+        tx.poll_sent(&mut |s| sent.push(s));
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(sent.len(), 21);
+    assert_eq!(got.len(), 21);
+    assert_eq!(sent[0].tag, 100);
+    assert_eq!(sent[0].intended_ns, None);
+    let mut errors = Vec::new();
+    for (s, ev) in sent.iter().zip(&got) {
+        assert_eq!(ev.msg, s.msg);
+        assert_eq!(ev.frame, s.frame, "received at the frame it was placed");
+        assert_eq!(ev.t_ns, s.actual_ns);
+        if let Some(intended) = s.intended_ns {
+            // Placed at the first frame not before the intended time.
+            assert!(s.actual_ns >= intended, "never early");
+            assert!(s.actual_ns - intended < ns_per_frame, "within one frame");
+            errors.push(0);
+        }
+    }
+    let tags: Vec<u32> = sent.iter().map(|s| s.tag).collect();
+    let mut want = vec![100];
+    want.extend(0..20);
+    assert_eq!(tags, want, "sent in time order");
+    let st = tx.stats();
+    assert_eq!((st.sent, st.late_outputs, st.output_dropped), (21, 0, 0));
+    println!(
+        "FRAMES scheduled output: {} events, each received at its intended frame",
+        errors.len()
+    );
+}
+
+#[test]
+fn xruns_are_counted_and_the_run_goes_on() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !program_on_path("jack_midiseq") {
+        println!("SKIP: jack_midiseq not installed (Debian: jackd2)");
+        return;
+    }
+    let Some(srv) = server(256) else { return };
+    let mut rec = backend(&srv, "ft-rec");
+    let seq = Seq(Command::new("jack_midiseq")
+        .args(["ft-stall", "4800", "0", "60", "1000"])
+        .env("JACK_DEFAULT_SERVER", srv.name())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while rec.connect("ft-stall:out", "ft-rec:in").is_err() {
+        assert!(Instant::now() < deadline, "jack_midiseq never registered");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!collect(&mut rec, 2).is_empty());
+    // Stop the other client mid-graph: the server misses its deadline and
+    // reports xruns to every client.
+    let pid = seq.0.id() as i32;
+    // SAFETY: kill(2) on our own unreaped child.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while rec.stats().xruns == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    drop(seq);
+    let xruns = rec.stats().xruns;
+    assert!(
+        xruns >= 1,
+        "a stalled client causes an xrun the backend counts"
+    );
+    // The backend is still usable after the xruns.
+    let before = rec.cycles();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while rec.cycles() == before && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(rec.cycles() > before, "process cycles continue after xruns");
+    println!("xruns counted: {xruns}");
+}
