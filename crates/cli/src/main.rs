@@ -5,6 +5,7 @@
 
 mod args;
 mod doctor;
+mod midi;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -30,6 +31,8 @@ enum Command {
     /// Each item is pass / warn / fail / unknown with a one-line fix.
     /// Exit status 1 when any item fails.
     Doctor(doctor::DoctorArgs),
+    /// MIDI: list ports, monitor timed input, run FTAP's loop test.
+    Midi(midi::MidiArgs),
 }
 
 /// What a subcommand reports back to `main`.
@@ -51,6 +54,7 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Doctor(a) => doctor::run(a),
+        Command::Midi(a) => midi::run(a),
     };
     match result {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,

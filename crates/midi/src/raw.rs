@@ -875,3 +875,63 @@ pub(crate) fn write_all(fd: BorrowedFd<'_>, mut bytes: &[u8]) -> std::result::Re
     }
     Ok(())
 }
+
+/// What kind of device a [`RawPort`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RawPortKind {
+    /// An ALSA raw MIDI device, `/dev/snd/midiC*D*`.
+    AlsaRawMidi,
+    /// An OSS-style raw MIDI device, `/dev/midi*`.
+    OssMidi,
+    /// A serial port (`/dev/ttyS*`, `/dev/ttyUSB*`, `/dev/ttyACM*`): a MIDI
+    /// interface on it needs `baud: Some(31250)` (or its own fixed rate).
+    Serial,
+}
+
+/// A device the raw backend can open.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct RawPort {
+    /// The device path.
+    pub path: PathBuf,
+    /// What it is.
+    pub kind: RawPortKind,
+}
+
+/// The byte-stream MIDI devices present: `/dev/snd/midiC*D*`, `/dev/midi*`,
+/// `/dev/ttyS*`, `/dev/ttyUSB*`, `/dev/ttyACM*`, sorted by path. A serial
+/// port listed may have no hardware behind it (the kernel makes `ttyS0..3`
+/// regardless); opening it tells.
+pub fn list_ports() -> Vec<RawPort> {
+    let mut ports = Vec::new();
+    let scan = |dir: &str, ports: &mut Vec<RawPort>, pick: &dyn Fn(&str) -> Option<RawPortKind>| {
+        if let Ok(rd) = std::fs::read_dir(dir) {
+            for e in rd.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if let Some(kind) = pick(&name) {
+                    ports.push(RawPort {
+                        path: e.path(),
+                        kind,
+                    });
+                }
+            }
+        }
+    };
+    scan("/dev/snd", &mut ports, &|n| {
+        (n.starts_with("midiC") && n.contains('D')).then_some(RawPortKind::AlsaRawMidi)
+    });
+    scan("/dev", &mut ports, &|n| {
+        if n.starts_with("midi") {
+            Some(RawPortKind::OssMidi)
+        } else if ["ttyS", "ttyUSB", "ttyACM"]
+            .iter()
+            .any(|p| n.strip_prefix(p).is_some_and(|r| !r.is_empty() && r.bytes().all(|b| b.is_ascii_digit())))
+        {
+            Some(RawPortKind::Serial)
+        } else {
+            None
+        }
+    });
+    ports.sort_by(|a, b| a.path.cmp(&b.path));
+    ports
+}
