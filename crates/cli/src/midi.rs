@@ -256,19 +256,31 @@ fn describe(msg: &MidiMessage) -> String {
             channel,
             note,
             velocity,
-        } => format!("Note on    ch {:>2} note {note:>3} vel {velocity:>3}", channel + 1),
+        } => format!(
+            "Note on    ch {:>2} note {note:>3} vel {velocity:>3}",
+            channel + 1
+        ),
         M::NoteOff {
             channel,
             note,
             velocity,
-        } => format!("Note off   ch {:>2} note {note:>3} vel {velocity:>3}", channel + 1),
+        } => format!(
+            "Note off   ch {:>2} note {note:>3} vel {velocity:>3}",
+            channel + 1
+        ),
         M::ControlChange {
             channel,
             controller,
             value,
-        } => format!("Control    ch {:>2} ctrl {controller:>3} val {value:>3}", channel + 1),
+        } => format!(
+            "Control    ch {:>2} ctrl {controller:>3} val {value:>3}",
+            channel + 1
+        ),
         M::SysEx { len, truncated } => {
-            format!("SysEx      {len} bytes{}", if truncated { " (truncated)" } else { "" })
+            format!(
+                "SysEx      {len} bytes{}",
+                if truncated { " (truncated)" } else { "" }
+            )
         }
         other => format!("{other:?}"),
     }

@@ -134,7 +134,11 @@ mod tests {
 
     #[test]
     fn errno_picks_the_kind_and_keeps_the_fix() {
-        let e = Error::from_errno(libc::ENOENT, "opening /dev/midi9", "Run `firmtime midi ports`.");
+        let e = Error::from_errno(
+            libc::ENOENT,
+            "opening /dev/midi9",
+            "Run `firmtime midi ports`.",
+        );
         assert_eq!(e.kind(), ErrorKind::NotPresent);
         assert_eq!(e.errno(), Some(libc::ENOENT));
         assert!(e.message().starts_with("opening /dev/midi9: "), "{e}");

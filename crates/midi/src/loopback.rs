@@ -171,9 +171,7 @@ impl Loopback {
         let start = if self.disconnected {
             None
         } else {
-            self.pending
-                .last()
-                .map(|p| p.due_ns.max(self.wire_free_ns))
+            self.pending.last().map(|p| p.due_ns.max(self.wire_free_ns))
         };
         match (delivery, start) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -210,7 +208,9 @@ impl MidiBackend for Loopback {
         if self.disconnected && self.in_flight.is_empty() {
             return Err(BackendError::Disconnected);
         }
-        let until = self.next_change_ns().map_or(deadline_ns, |t| t.min(deadline_ns));
+        let until = self
+            .next_change_ns()
+            .map_or(deadline_ns, |t| t.min(deadline_ns));
         if until > now {
             let ts = libc::timespec {
                 tv_sec: (until / 1_000_000_000) as libc::time_t,
@@ -254,9 +254,7 @@ impl MidiBackend for Loopback {
         };
         self.seq += 1;
         let key = (item.due_ns, item.seq);
-        let pos = self
-            .pending
-            .partition_point(|p| (p.due_ns, p.seq) > key);
+        let pos = self.pending.partition_point(|p| (p.due_ns, p.seq) > key);
         self.pending.insert(pos, item);
         self.advance(now);
         Ok(())

@@ -289,7 +289,15 @@ impl LoopTest {
             }
         }
         self.stats = Some(backend.stats());
-        summarize(&self.times, &cfg, sent, received_total, refused, timed_out, disconnected)
+        summarize(
+            &self.times,
+            &cfg,
+            sent,
+            received_total,
+            refused,
+            timed_out,
+            disconnected,
+        )
     }
 }
 
@@ -315,7 +323,11 @@ fn summarize(
         min = min.min(d);
         max = max.max(d);
     }
-    let sd = if k > 1 { (m2 / (k - 1) as f64).sqrt() } else { 0.0 };
+    let sd = if k > 1 {
+        (m2 / (k - 1) as f64).sqrt()
+    } else {
+        0.0
+    };
     let span = match (times.first(), times.last()) {
         (Some(a), Some(b)) if b > a => (b - a) as f64,
         _ => 0.0,
@@ -327,7 +339,11 @@ fn summarize(
         sd_interval_ns: sd,
         min_interval_ns: if k == 0 { 0 } else { min },
         max_interval_ns: max,
-        events_per_second: if span > 0.0 { k as f64 * 1e9 / span } else { 0.0 },
+        events_per_second: if span > 0.0 {
+            k as f64 * 1e9 / span
+        } else {
+            0.0
+        },
         lost: sent.saturating_sub(received_total),
         sent,
         drained: received_total.saturating_sub(n),

@@ -186,7 +186,12 @@ impl PacedLoopback {
                 let _guard = setup.guard;
                 paced_loop(&fd, &tw, &ts, &mut wire, opts.byte_ns);
             })
-            .map_err(|e| Error::new(ErrorKind::Io, format!("cannot start the paced loopback thread: {e}")))?;
+            .map_err(|e| {
+                Error::new(
+                    ErrorKind::Io,
+                    format!("cannot start the paced loopback thread: {e}"),
+                )
+            })?;
         match rx.recv() {
             Ok(Ok(conditions)) => Ok(Self {
                 shared,
@@ -285,13 +290,7 @@ impl Wire {
     }
 }
 
-fn paced_loop(
-    fd: &OwnedFd,
-    wake: &OwnedFd,
-    shared: &PacedShared,
-    wire: &mut Wire,
-    byte_ns: u64,
-) {
+fn paced_loop(fd: &OwnedFd, wake: &OwnedFd, shared: &PacedShared, wire: &mut Wire, byte_ns: u64) {
     let mut buf = [0u8; 256];
     let mut out = [0u8; 256];
     let end = |e: i32| {

@@ -159,8 +159,12 @@ impl RawBackend {
     /// - [`ErrorKind::Io`]: any other system call failure.
     pub fn open(path: &Path, opts: RawOptions) -> Result<Self> {
         validate(&opts)?;
-        let cpath = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
-            .map_err(|_| Error::invalid(format!("device path {} contains a NUL byte", path.display())))?;
+        let cpath = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).map_err(|_| {
+            Error::invalid(format!(
+                "device path {} contains a NUL byte",
+                path.display()
+            ))
+        })?;
         // SAFETY: `cpath` is a valid NUL-terminated string for the call.
         let fd = unsafe {
             libc::open(
@@ -276,7 +280,12 @@ impl RawBackend {
                 let _guard = setup.guard;
                 io.run();
             })
-            .map_err(|e| Error::new(ErrorKind::Io, format!("cannot start the raw MIDI thread: {e}")))?;
+            .map_err(|e| {
+                Error::new(
+                    ErrorKind::Io,
+                    format!("cannot start the raw MIDI thread: {e}"),
+                )
+            })?;
         let rt = match rx.recv() {
             Ok(Ok(c)) => c,
             Ok(Err(e)) => {
@@ -495,8 +504,7 @@ impl RawIo {
             let timeout = if self.partial.is_some() {
                 None
             } else {
-                self.next_due_ns()
-                    .map(|t| t.saturating_sub(monotonic_ns()))
+                self.next_due_ns().map(|t| t.saturating_sub(monotonic_ns()))
             };
             let out_ev = if self.partial.is_some() {
                 libc::POLLOUT
@@ -542,7 +550,11 @@ impl RawIo {
                     }
                 }
             } else if re & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
-                break Some(if re & libc::POLLNVAL != 0 { libc::EBADF } else { 0 });
+                break Some(if re & libc::POLLNVAL != 0 {
+                    libc::EBADF
+                } else {
+                    0
+                });
             }
         };
         self.publish_parser_stats();
@@ -584,7 +596,8 @@ impl RawIo {
         s.p_stray.store(p.stray_data_bytes, Ordering::Relaxed);
         s.p_truncated.store(p.truncated_messages, Ordering::Relaxed);
         s.p_overflows.store(p.sysex_overflows, Ordering::Relaxed);
-        s.p_undefined.store(p.undefined_status_bytes, Ordering::Relaxed);
+        s.p_undefined
+            .store(p.undefined_status_bytes, Ordering::Relaxed);
         s.p_stray_eox.store(p.stray_eox, Ordering::Relaxed);
     }
 
@@ -726,7 +739,10 @@ fn set_nonblocking(fd: RawFd, name: &str) -> Result<()> {
     let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
     // SAFETY: as above.
     if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
-        return Err(Error::last_os(&format!("cannot make {name} non-blocking"), ""));
+        return Err(Error::last_os(
+            &format!("cannot make {name} non-blocking"),
+            "",
+        ));
     }
     Ok(())
 }
@@ -737,7 +753,10 @@ pub(crate) fn make_raw(fd: RawFd, name: &str) -> Result<()> {
     let mut t: libc::termios = unsafe { std::mem::zeroed() };
     // SAFETY: `t` is a valid termios for tcgetattr to write.
     if unsafe { libc::tcgetattr(fd, &mut t) } != 0 {
-        return Err(Error::last_os(&format!("cannot read the terminal settings of {name}"), ""));
+        return Err(Error::last_os(
+            &format!("cannot read the terminal settings of {name}"),
+            "",
+        ));
     }
     // SAFETY: `t` is a valid termios.
     unsafe { libc::cfmakeraw(&mut t) };
@@ -746,7 +765,10 @@ pub(crate) fn make_raw(fd: RawFd, name: &str) -> Result<()> {
     t.c_cc[libc::VTIME] = 0;
     // SAFETY: `t` is a valid termios for tcsetattr to read.
     if unsafe { libc::tcsetattr(fd, libc::TCSANOW, &t) } != 0 {
-        return Err(Error::last_os(&format!("cannot put {name} in raw mode"), ""));
+        return Err(Error::last_os(
+            &format!("cannot put {name} in raw mode"),
+            "",
+        ));
     }
     Ok(())
 }
@@ -827,15 +849,27 @@ pub(crate) fn drain_eventfd(fd: RawFd) {
 }
 
 /// `ppoll` with a relative timeout in ns (`None`: no timeout). **RT-safe.**
-pub(crate) fn ppoll(fds: &mut [libc::pollfd], timeout_ns: Option<u64>) -> std::result::Result<i32, i32> {
+pub(crate) fn ppoll(
+    fds: &mut [libc::pollfd],
+    timeout_ns: Option<u64>,
+) -> std::result::Result<i32, i32> {
     let ts = timeout_ns.map(|ns| libc::timespec {
         tv_sec: (ns / 1_000_000_000) as libc::time_t,
         tv_nsec: (ns % 1_000_000_000) as libc::c_long,
     });
-    let tp = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    let tp = ts
+        .as_ref()
+        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
     // SAFETY: `fds` is a valid array of its length; `tp` is null or points to
     // a timespec that lives across the call; a null sigmask keeps the mask.
-    let rc = unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, tp, std::ptr::null()) };
+    let rc = unsafe {
+        libc::ppoll(
+            fds.as_mut_ptr(),
+            fds.len() as libc::nfds_t,
+            tp,
+            std::ptr::null(),
+        )
+    };
     if rc < 0 {
         Err(errno())
     } else {
@@ -844,7 +878,11 @@ pub(crate) fn ppoll(fds: &mut [libc::pollfd], timeout_ns: Option<u64>) -> std::r
 }
 
 /// Polls one fd; returns its `revents`. **RT-safe.**
-pub(crate) fn poll_one(fd: RawFd, events: libc::c_short, timeout_ns: Option<u64>) -> std::result::Result<libc::c_short, i32> {
+pub(crate) fn poll_one(
+    fd: RawFd,
+    events: libc::c_short,
+    timeout_ns: Option<u64>,
+) -> std::result::Result<libc::c_short, i32> {
     let mut fds = [libc::pollfd {
         fd,
         events,
@@ -923,10 +961,10 @@ pub fn list_ports() -> Vec<RawPort> {
     scan("/dev", &mut ports, &|n| {
         if n.starts_with("midi") {
             Some(RawPortKind::OssMidi)
-        } else if ["ttyS", "ttyUSB", "ttyACM"]
-            .iter()
-            .any(|p| n.strip_prefix(p).is_some_and(|r| !r.is_empty() && r.bytes().all(|b| b.is_ascii_digit())))
-        {
+        } else if ["ttyS", "ttyUSB", "ttyACM"].iter().any(|p| {
+            n.strip_prefix(p)
+                .is_some_and(|r| !r.is_empty() && r.bytes().all(|b| b.is_ascii_digit()))
+        }) {
             Some(RawPortKind::Serial)
         } else {
             None

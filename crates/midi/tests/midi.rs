@@ -848,7 +848,10 @@ mod raw_backend {
         assert_eq!(got.len(), truth.len());
         for (ev, w) in got.iter().zip(&truth) {
             assert_eq!(ev.msg, w.msg);
-            assert!(ev.t_ns >= w.t_ns, "stamped before it was written: {ev:?} {w:?}");
+            assert!(
+                ev.t_ns >= w.t_ns,
+                "stamped before it was written: {ev:?} {w:?}"
+            );
             assert_eq!(ev.frame, None);
         }
         assert!(got.windows(2).all(|p| p[0].t_ns <= p[1].t_ns));
@@ -864,7 +867,9 @@ mod raw_backend {
         // Stray data byte, Note On, running-status Note On with a clock byte
         // inside it, an undefined status byte, a truncated message, Note Off.
         let t = tapper
-            .write_bytes(&[0x45, 0x90, 60, 100, 62, 0xF8, 90, 0xF4, 0xB0, 7, 0x80, 60, 0])
+            .write_bytes(&[
+                0x45, 0x90, 60, 100, 62, 0xF8, 90, 0xF4, 0xB0, 7, 0x80, 60, 0,
+            ])
             .unwrap();
         let (got, _) = collect(&mut b, 4);
         let msgs: Vec<MidiMessage> = got.iter().map(|e| e.msg).collect();
@@ -986,7 +991,10 @@ mod raw_backend {
             }),
             Err(BackendError::Disconnected)
         );
-        assert_eq!(b.wait(monotonic_ns() + 1_000_000), Err(BackendError::Disconnected));
+        assert_eq!(
+            b.wait(monotonic_ns() + 1_000_000),
+            Err(BackendError::Disconnected)
+        );
     }
 
     #[test]
@@ -998,6 +1006,54 @@ mod raw_backend {
         assert!(gone, "no Disconnected within the bound");
         assert!(got.is_empty());
         assert!(b.disconnect_errno().is_some());
+    }
+
+    #[test]
+    fn sysex_flood_is_counted_and_the_stream_recovers() {
+        let pty = PtyPair::open().unwrap();
+        let mut b = RawBackend::from_fd(
+            pty.slave,
+            RawOptions {
+                sysex_capacity: 64,
+                ..RawOptions::default()
+            },
+        )
+        .unwrap();
+        let mut tapper = Tapper::new(pty.master);
+        let mut flood = vec![0xF0];
+        flood.extend_from_slice(&[0x11; 10_000]);
+        flood.extend([0xF7, 0x90, 60, 100]);
+        tapper.write_bytes(&flood).unwrap();
+        let (got, _) = collect(&mut b, 2);
+        let msgs: Vec<MidiMessage> = got.iter().map(|e| e.msg).collect();
+        assert_eq!(
+            msgs,
+            [
+                MidiMessage::SysEx {
+                    len: 64,
+                    truncated: true
+                },
+                note_on(60, 100)
+            ]
+        );
+        assert_eq!(b.parser_stats().sysex_overflows, 1);
+        assert_eq!(b.parser_stats().bytes, 10_005);
+        assert_eq!(b.stats().malformed, 1);
+    }
+
+    #[test]
+    fn midi_baud_on_a_pty_is_set_and_read_back() {
+        let pty = PtyPair::open().unwrap();
+        let b = RawBackend::open(
+            &pty.slave_path,
+            RawOptions {
+                baud: Some(31_250),
+                ..RawOptions::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(b.info().baud, Some(31_250));
+        assert!(b.info().is_tty);
     }
 
     #[test]
