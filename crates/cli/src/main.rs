@@ -7,6 +7,7 @@ mod args;
 mod doctor;
 mod lab;
 mod load;
+mod midi;
 mod progress;
 
 use clap::{Parser, Subcommand};
@@ -41,6 +42,8 @@ enum Command {
     /// Measure what this machine's clocks, sleeps and timers really do (the papers' tables).
     #[command(subcommand)]
     Lab(lab::LabCommand),
+    /// MIDI: list ports, monitor timed input, run FTAP's loop test.
+    Midi(midi::MidiArgs),
 }
 
 /// What a subcommand reports back to `main`.
@@ -64,6 +67,7 @@ fn main() -> ExitCode {
         Command::Doctor(a) => doctor::run(a),
         Command::Load(a) => load::run(a),
         Command::Lab(c) => lab::run(c),
+        Command::Midi(a) => midi::run(a),
     };
     match result {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,

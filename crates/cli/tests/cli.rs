@@ -114,3 +114,121 @@ fn unknown_flag_is_a_usage_error() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--bogus"));
 }
+
+#[test]
+fn midi_loop_over_the_pty_loopback_writes_json_with_every_event() {
+    let out = firmtime(&[
+        "midi",
+        "loop",
+        "--pty-loopback",
+        "--events",
+        "200",
+        "--json",
+        "-",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "midi loop --json - is not JSON ({e}):\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    assert_eq!(out.status.code(), Some(0), "{v}");
+    assert_eq!(v["events_received"], 200);
+    assert_eq!(v["events_requested"], 200);
+    assert_eq!(v["lost"], 0);
+    assert_eq!(v["wire_limit_ns"], 960_000);
+    assert_eq!(v["wire_bytes_per_message"], 3);
+    assert_eq!(v["backend"], "raw");
+    assert_eq!(v["pty_loopback"], true);
+    for key in [
+        "mean_interval_ns",
+        "sd_interval_ns",
+        "max_interval_ns",
+        "events_per_second",
+    ] {
+        assert!(v[key].is_number(), "{key} missing: {v}");
+    }
+    assert_eq!(v["loopback"]["overruns"], 0);
+    assert_eq!(
+        v["loopback"]["bytes_in"].as_u64(),
+        v["sent"].as_u64().map(|s| s * 3)
+    );
+    assert!(v["provenance"]["firmtime_version"].is_string());
+    assert!(v["rt_io_thread"]["obtained"].is_object());
+}
+
+#[test]
+fn midi_bad_flags_exit_2_naming_the_flag() {
+    let out = firmtime(&["midi", "loop", "--pty-loopback", "--events", "1"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--events"));
+
+    let out = firmtime(&["midi", "loop"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--device") && err.contains("--pty-loopback"),
+        "{err}"
+    );
+
+    let out = firmtime(&["midi", "monitor", "--backend", "raw"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--device"));
+
+    let out = firmtime(&["midi", "loop", "--pty-loopback", "--priority", "100"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--priority"));
+
+    let out = firmtime(&[
+        "midi",
+        "monitor",
+        "--device",
+        "/dev/null",
+        "--duration",
+        "soon",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--duration"));
+}
+
+#[test]
+fn midi_monitor_on_a_missing_device_fails_with_a_fix() {
+    let out = firmtime(&["midi", "monitor", "--device", "/dev/firmtime-no-such-midi"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("firmtime midi ports"), "{err}");
+}
+
+#[test]
+fn midi_ports_json_lists_raw_devices() {
+    let out = firmtime(&["midi", "ports", "--json", "-"]);
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for p in v["raw"].as_array().expect("raw array") {
+        assert!(std::path::Path::new(p["path"].as_str().unwrap()).exists());
+        assert!(["alsa_raw_midi", "oss_midi", "serial"].contains(&p["kind"].as_str().unwrap()));
+    }
+}
+
+#[test]
+fn midi_monitor_keeps_its_json_when_the_device_ends() {
+    // /dev/null reads end-of-file at once: the device "goes away" immediately.
+    let out = firmtime(&[
+        "midi",
+        "monitor",
+        "--device",
+        "/dev/null",
+        "--duration",
+        "5s",
+        "--json",
+        "-",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["end_reason"], "disconnected");
+    assert_eq!(v["events"].as_array().map(Vec::len), Some(0));
+    assert_eq!(v["detail"]["is_tty"], false);
+    assert!(v["stats"]["malformed"].is_number());
+    assert!(v["rt_engine_thread"]["obtained"].is_object());
+}

@@ -64,16 +64,23 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod backend;
+pub mod diag;
 mod encode;
+pub mod error;
 pub mod jack;
+pub mod loopback;
+pub mod looptest;
 mod message;
 mod parser;
+pub mod pty;
+pub mod raw;
 
 pub use backend::{
     BackendError, BackendKind, BackendStats, InputEvent, MidiBackend, OutputEvent, PortIndex,
     SentEvent,
 };
 pub use encode::{encode_sysex, EncodeError, Encoder};
+pub use error::{Error, ErrorKind, Result};
 pub use message::{parse_message, MidiMessage, ParseError};
 pub use parser::{Event, Events, Parser, ParserStats};
 

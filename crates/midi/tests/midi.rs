@@ -769,3 +769,338 @@ fn long_random_stream_parses_without_allocating() {
     assert!(count >= msgs.len() as u64);
     assert_eq!(parser.stats().messages, count);
 }
+
+// ------------------------------------------------- raw backend over a pty
+
+mod raw_backend {
+    use std::os::fd::OwnedFd;
+    use std::time::Duration;
+
+    use firmtime_midi::looptest::{LoopConfig, LoopTest};
+    use firmtime_midi::pty::{PacedLoopback, PacedOptions, PtyPair, Tap, Tapper};
+    use firmtime_midi::raw::{RawBackend, RawOptions};
+    use firmtime_midi::{
+        BackendError, InputEvent, MidiBackend, MidiMessage, OutputEvent, Parser, SentEvent,
+    };
+    use firmtime_rt::clock::monotonic_ns;
+
+    /// Every wait in these tests ends by this long; a hang fails instead.
+    const BOUND_NS: u64 = 10_000_000_000;
+
+    fn note_on(note: u8, velocity: u8) -> MidiMessage {
+        MidiMessage::NoteOn {
+            channel: 0,
+            note,
+            velocity,
+        }
+    }
+
+    /// Collects input until `n` events or a disconnect, without allocating
+    /// in the engine calls (the Vec is preallocated).
+    fn collect(b: &mut RawBackend, n: usize) -> (Vec<InputEvent>, bool) {
+        let mut got = Vec::with_capacity(n + 16);
+        let mut gone = false;
+        let end = monotonic_ns() + BOUND_NS;
+        assert_no_alloc::assert_no_alloc(|| {
+            while got.len() < n && monotonic_ns() < end {
+                match b.poll_input(&mut |ev| {
+                    if got.len() < got.capacity() {
+                        got.push(ev)
+                    }
+                }) {
+                    Ok(_) => {}
+                    Err(BackendError::Disconnected) => {
+                        gone = true;
+                        break;
+                    }
+                    Err(e) => panic!("{e}"),
+                }
+                if got.len() < n {
+                    let _ = b.wait(monotonic_ns() + 50_000_000);
+                }
+            }
+        });
+        (got, gone)
+    }
+
+    #[test]
+    fn tapper_notes_arrive_in_order_stamped_at_or_after_their_write() {
+        let pty = PtyPair::open().unwrap();
+        let mut b = RawBackend::from_fd(pty.slave, RawOptions::default()).unwrap();
+        assert!(b.info().is_tty);
+        let taps: Vec<Tap> = (0..5)
+            .map(|i| Tap {
+                at_ns: 5_000_000 + i * 7_000_000,
+                hold_ns: 3_000_000,
+                channel: 2,
+                note: 60 + i as u8,
+                velocity: 100,
+            })
+            .collect();
+        let mut tapper = Tapper::new(pty.master);
+        let player = std::thread::spawn(move || {
+            let w = tapper.play(&taps).unwrap();
+            (w, tapper)
+        });
+        let (got, gone) = collect(&mut b, 10);
+        let (truth, _tapper) = player.join().unwrap();
+        assert!(!gone);
+        assert_eq!(got.len(), truth.len());
+        for (ev, w) in got.iter().zip(&truth) {
+            assert_eq!(ev.msg, w.msg);
+            assert!(
+                ev.t_ns >= w.t_ns,
+                "stamped before it was written: {ev:?} {w:?}"
+            );
+            assert_eq!(ev.frame, None);
+        }
+        assert!(got.windows(2).all(|p| p[0].t_ns <= p[1].t_ns));
+        assert_eq!(b.stats().received, 10);
+        assert_eq!(b.stats().malformed, 0);
+    }
+
+    #[test]
+    fn running_status_realtime_inside_and_garbage_are_handled_and_counted() {
+        let pty = PtyPair::open().unwrap();
+        let mut b = RawBackend::from_fd(pty.slave, RawOptions::default()).unwrap();
+        let mut tapper = Tapper::new(pty.master);
+        // Stray data byte, Note On, running-status Note On with a clock byte
+        // inside it, an undefined status byte, a truncated message, Note Off.
+        let t = tapper
+            .write_bytes(&[
+                0x45, 0x90, 60, 100, 62, 0xF8, 90, 0xF4, 0xB0, 7, 0x80, 60, 0,
+            ])
+            .unwrap();
+        let (got, _) = collect(&mut b, 4);
+        let msgs: Vec<MidiMessage> = got.iter().map(|e| e.msg).collect();
+        assert_eq!(
+            msgs,
+            [
+                note_on(60, 100),
+                MidiMessage::Clock,
+                note_on(62, 90),
+                MidiMessage::NoteOff {
+                    channel: 0,
+                    note: 60,
+                    velocity: 0
+                }
+            ]
+        );
+        assert!(got.iter().all(|e| e.t_ns >= t));
+        let p = b.parser_stats();
+        assert_eq!(p.bytes, 13);
+        assert_eq!(p.stray_data_bytes, 1);
+        assert_eq!(p.undefined_status_bytes, 1);
+        assert_eq!(p.truncated_messages, 1);
+        assert_eq!(b.stats().malformed, 3);
+    }
+
+    #[test]
+    fn scheduled_output_goes_out_in_time_order_never_early() {
+        let pty = PtyPair::open().unwrap();
+        let mut b = RawBackend::from_fd(pty.slave, RawOptions::default()).unwrap();
+        let t0 = monotonic_ns() + 5_000_000;
+        let order = [5u8, 1, 3, 2, 4];
+        let mut sent: Vec<SentEvent> = Vec::with_capacity(8);
+        assert_no_alloc::assert_no_alloc(|| {
+            for &k in &order {
+                b.send(OutputEvent {
+                    at_ns: Some(t0 + u64::from(k) * 2_000_000),
+                    port: 0,
+                    msg: note_on(k, 100),
+                    tag: u32::from(k),
+                })
+                .unwrap();
+            }
+            assert_eq!(
+                b.send(OutputEvent {
+                    at_ns: None,
+                    port: 3,
+                    msg: note_on(0, 1),
+                    tag: 0
+                }),
+                Err(BackendError::NoSuchPort(3))
+            );
+            let end = monotonic_ns() + BOUND_NS;
+            while sent.len() < 5 && monotonic_ns() < end {
+                b.poll_sent(&mut |s| sent.push(s));
+                let _ = b.wait(monotonic_ns() + 2_000_000);
+            }
+        });
+        // The peer reads what went out on the wire.
+        let mut parser = Parser::new(16);
+        let mut notes = Vec::new();
+        let mut buf = [0u8; 64];
+        let end = monotonic_ns() + BOUND_NS;
+        let master = std::fs::File::from(pty.master);
+        while notes.len() < 5 && monotonic_ns() < end {
+            use std::io::Read;
+            match (&master).read(&mut buf) {
+                Ok(n) => {
+                    for &byte in &buf[..n] {
+                        for ev in parser.push(byte, 0) {
+                            if let MidiMessage::NoteOn { note, .. } = ev.msg {
+                                notes.push(note);
+                            }
+                        }
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(Duration::from_millis(1))
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert_eq!(notes, [1, 2, 3, 4, 5]);
+        assert_eq!(sent.len(), 5);
+        let tags: Vec<u32> = sent.iter().map(|s| s.tag).collect();
+        assert_eq!(tags, [1, 2, 3, 4, 5]);
+        for s in &sent {
+            assert!(s.actual_ns >= s.intended_ns.unwrap(), "{s:?}");
+        }
+        assert_eq!(b.stats().sent, 5);
+    }
+
+    #[test]
+    fn peer_closing_gives_disconnected_after_every_event_is_delivered() {
+        let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+        let mut b = RawBackend::from_fd(OwnedFd::from(ours), RawOptions::default()).unwrap();
+        assert!(!b.info().is_tty);
+        let mut tapper = Tapper::new(OwnedFd::from(theirs));
+        for n in 0..20u8 {
+            tapper.write_bytes(&[0x90, n, 100]).unwrap();
+        }
+        drop(tapper);
+        let (got, gone) = collect(&mut b, 1000);
+        assert!(gone, "no Disconnected within the bound");
+        let notes: Vec<u8> = got
+            .iter()
+            .map(|e| match e.msg {
+                MidiMessage::NoteOn { note, .. } => note,
+                m => panic!("{m:?}"),
+            })
+            .collect();
+        assert_eq!(notes, (0..20).collect::<Vec<u8>>());
+        assert_eq!(b.disconnect_errno(), Some(0));
+        assert_eq!(
+            b.send(OutputEvent {
+                at_ns: None,
+                port: 0,
+                msg: note_on(1, 1),
+                tag: 0
+            }),
+            Err(BackendError::Disconnected)
+        );
+        assert_eq!(
+            b.wait(monotonic_ns() + 1_000_000),
+            Err(BackendError::Disconnected)
+        );
+    }
+
+    #[test]
+    fn pty_master_closing_ends_the_backend_without_hanging() {
+        let pty = PtyPair::open().unwrap();
+        let mut b = RawBackend::from_fd(pty.slave, RawOptions::default()).unwrap();
+        drop(pty.master);
+        let (got, gone) = collect(&mut b, 1000);
+        assert!(gone, "no Disconnected within the bound");
+        assert!(got.is_empty());
+        assert!(b.disconnect_errno().is_some());
+    }
+
+    #[test]
+    fn sysex_flood_is_counted_and_the_stream_recovers() {
+        let pty = PtyPair::open().unwrap();
+        let mut b = RawBackend::from_fd(
+            pty.slave,
+            RawOptions {
+                sysex_capacity: 64,
+                ..RawOptions::default()
+            },
+        )
+        .unwrap();
+        let mut tapper = Tapper::new(pty.master);
+        let mut flood = vec![0xF0];
+        flood.extend_from_slice(&[0x11; 10_000]);
+        flood.extend([0xF7, 0x90, 60, 100]);
+        tapper.write_bytes(&flood).unwrap();
+        let (got, _) = collect(&mut b, 2);
+        let msgs: Vec<MidiMessage> = got.iter().map(|e| e.msg).collect();
+        assert_eq!(
+            msgs,
+            [
+                MidiMessage::SysEx {
+                    len: 64,
+                    truncated: true
+                },
+                note_on(60, 100)
+            ]
+        );
+        assert_eq!(b.parser_stats().sysex_overflows, 1);
+        assert_eq!(b.parser_stats().bytes, 10_005);
+        assert_eq!(b.stats().malformed, 1);
+    }
+
+    #[test]
+    fn midi_baud_on_a_pty_is_set_and_read_back() {
+        let pty = PtyPair::open().unwrap();
+        let b = RawBackend::open(
+            &pty.slave_path,
+            RawOptions {
+                baud: Some(31_250),
+                ..RawOptions::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(b.info().baud, Some(31_250));
+        assert!(b.info().is_tty);
+    }
+
+    #[test]
+    fn opening_a_missing_device_says_how_to_find_one() {
+        let e = RawBackend::open(
+            std::path::Path::new("/dev/firmtime-no-such-midi"),
+            RawOptions::default(),
+        )
+        .unwrap_err();
+        assert_eq!(e.kind(), firmtime_midi::ErrorKind::NotPresent);
+        assert!(e.to_string().contains("firmtime midi ports"), "{e}");
+    }
+
+    #[test]
+    fn baud_on_a_pipe_is_refused_with_the_reason() {
+        let (ours, _theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+        let e = RawBackend::from_fd(
+            OwnedFd::from(ours),
+            RawOptions {
+                baud: Some(31_250),
+                ..RawOptions::default()
+            },
+        )
+        .unwrap_err();
+        assert_eq!(e.kind(), firmtime_midi::ErrorKind::InvalidInput);
+        assert!(e.to_string().contains("not a terminal"), "{e}");
+    }
+
+    #[test]
+    fn loop_test_over_the_paced_pty_loopback_counts_every_event() {
+        let pty = PtyPair::open().unwrap();
+        let looper = PacedLoopback::start(pty.master, PacedOptions::default()).unwrap();
+        let mut b = RawBackend::open(&pty.slave_path, RawOptions::default()).unwrap();
+        drop(pty.slave);
+        let mut test = LoopTest::new(LoopConfig {
+            events: 100,
+            ..LoopConfig::default()
+        })
+        .unwrap();
+        let r = assert_no_alloc::assert_no_alloc(|| test.run(&mut b));
+        assert_eq!(r.events_received, 100, "{r:?}");
+        assert_eq!(r.lost, 0, "{r:?}");
+        assert!(!r.timed_out && !r.disconnected);
+        assert_eq!(r.wire_limit_ns, 960_000);
+        let s = looper.stop();
+        assert_eq!(s.overruns, 0);
+        assert_eq!(s.bytes_in, s.bytes_out);
+        assert_eq!(s.bytes_in, 3 * r.sent);
+    }
+}

@@ -1,0 +1,163 @@
+//! The crate's setup-time error.
+//!
+//! Opening a device, setting its baud rate, starting a backend's real-time
+//! thread: these return [`Error`], a [`ErrorKind`] to match on and a message
+//! a user can act on (what failed, why, how to fix it). Nothing on the
+//! real-time path builds one (it allocates); the engine side of a backend
+//! returns the small `Copy` [`BackendError`](crate::BackendError) instead.
+
+use std::fmt;
+
+/// What went wrong, in a form a caller can match on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// An argument was out of range or does not apply; the message names it.
+    InvalidInput,
+    /// The device does not exist (or vanished before it could be used).
+    NotPresent,
+    /// Permission to the device was denied.
+    PermissionDenied,
+    /// The device or its driver cannot do what was asked (e.g. a serial
+    /// driver without custom baud rates).
+    Unsupported,
+    /// Real-time scheduling or memory locking was refused; the message says
+    /// which privilege is missing and how to grant it.
+    Realtime,
+    /// Any other operating-system error.
+    Io,
+}
+
+/// An error from firmtime-midi: a kind, an actionable message and the OS
+/// error number if there was one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error {
+    kind: ErrorKind,
+    message: String,
+    errno: Option<i32>,
+}
+
+impl Error {
+    /// Builds an error of `kind` with a message a user can act on.
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+            errno: None,
+        }
+    }
+
+    /// Builds an [`ErrorKind::InvalidInput`] error.
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::InvalidInput, message)
+    }
+
+    /// Builds an error from an OS error number, choosing the kind from it
+    /// (`ENOENT`/`ENODEV`/`ENXIO` → [`ErrorKind::NotPresent`], `EACCES`/`EPERM`
+    /// → [`ErrorKind::PermissionDenied`], else [`ErrorKind::Io`]); `what` says
+    /// what was being done, `fix` (may be empty) how to fix it.
+    pub fn from_errno(errno: i32, what: &str, fix: &str) -> Self {
+        let kind = match errno {
+            libc::ENOENT | libc::ENODEV | libc::ENXIO => ErrorKind::NotPresent,
+            libc::EACCES | libc::EPERM => ErrorKind::PermissionDenied,
+            _ => ErrorKind::Io,
+        };
+        let os = std::io::Error::from_raw_os_error(errno);
+        let message = if fix.is_empty() {
+            format!("{what}: {os}")
+        } else {
+            format!("{what}: {os}. {fix}")
+        };
+        Self {
+            kind,
+            message,
+            errno: Some(errno),
+        }
+    }
+
+    /// As [`Error::from_errno`] with the calling thread's `errno`.
+    pub fn last_os(what: &str, fix: &str) -> Self {
+        let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+        Self::from_errno(errno, what, fix)
+    }
+
+    /// What kind of error this is.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    /// The OS error number, if the error came from a system call.
+    pub fn errno(&self) -> Option<i32> {
+        self.errno
+    }
+
+    /// The message, without the kind.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<firmtime_rt::Error> for Error {
+    fn from(e: firmtime_rt::Error) -> Self {
+        use firmtime_rt::error::ErrorKind as Rt;
+        let kind = match e.kind() {
+            Rt::InvalidInput => ErrorKind::InvalidInput,
+            Rt::RealtimeDenied | Rt::MemlockDenied | Rt::RtThrottled | Rt::DeadlineRefused => {
+                ErrorKind::Realtime
+            }
+            Rt::NotPresent => ErrorKind::NotPresent,
+            Rt::PermissionDenied => ErrorKind::PermissionDenied,
+            _ => ErrorKind::Io,
+        };
+        Self {
+            kind,
+            message: e.message().to_string(),
+            errno: e.errno(),
+        }
+    }
+}
+
+/// `Result` with this crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errno_picks_the_kind_and_keeps_the_fix() {
+        let e = Error::from_errno(
+            libc::ENOENT,
+            "opening /dev/midi9",
+            "Run `firmtime midi ports`.",
+        );
+        assert_eq!(e.kind(), ErrorKind::NotPresent);
+        assert_eq!(e.errno(), Some(libc::ENOENT));
+        assert!(e.message().starts_with("opening /dev/midi9: "), "{e}");
+        assert!(e.message().ends_with("Run `firmtime midi ports`."), "{e}");
+        assert_eq!(
+            Error::from_errno(libc::EACCES, "x", "").kind(),
+            ErrorKind::PermissionDenied
+        );
+        assert_eq!(Error::from_errno(libc::EIO, "x", "").kind(), ErrorKind::Io);
+    }
+
+    #[test]
+    fn rt_errors_keep_their_message() {
+        let rt = firmtime_rt::Error::new(
+            firmtime_rt::error::ErrorKind::RealtimeDenied,
+            "SCHED_FIFO refused: add rtprio",
+        );
+        let e = Error::from(rt);
+        assert_eq!(e.kind(), ErrorKind::Realtime);
+        assert_eq!(e.to_string(), "SCHED_FIFO refused: add rtprio");
+    }
+}
