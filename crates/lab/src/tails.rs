@@ -562,7 +562,10 @@ pub fn run(cfg: &Config, exe: &Path, progress: &mut dyn Progress) -> Result<Tail
         cells: Vec::with_capacity(cfg.cells.len()),
         partial: false,
     };
-    let tick_ns = result.kernel.config_hz.map(|hz| 1_000_000_000 / i64::from(hz));
+    let tick_ns = result
+        .kernel
+        .config_hz
+        .map(|hz| 1_000_000_000 / i64::from(hz));
     progress.begin("lab tails", cfg.cells.len() as u64);
     for (i, spec) in cfg.cells.iter().enumerate() {
         if stop_requested() {
@@ -597,11 +600,17 @@ fn run_cell(
 ) -> Result<CellMeasurement> {
     let bound = cfg.cell_bound(spec);
     let hogs = if spec.extra_cpu > 0 {
-        Some(spawn_pinned_hogs(exe, spec.extra_cpu, cpu, bound + WATCHDOG_GRACE * 2)?)
+        Some(spawn_pinned_hogs(
+            exe,
+            spec.extra_cpu,
+            cpu,
+            bound + WATCHDOG_GRACE * 2,
+        )?)
     } else {
         None
     };
-    let start_at_ns = firmtime_rt::clock::monotonic_ns() + 200 * MS + u64::from(spec.procs) * 30 * MS;
+    let start_at_ns =
+        firmtime_rt::clock::monotonic_ns() + 200 * MS + u64::from(spec.procs) * 30 * MS;
     let deadline_ns = start_at_ns + bound.as_nanos() as u64;
     let mut workers = Vec::with_capacity(spec.procs as usize);
     for w in 0..spec.procs {
@@ -1308,7 +1317,10 @@ mod tests {
         assert_eq!(a, b);
         assert!(a.iter().all(|d| (MIN_DELAY_NS..=10 * MS).contains(d)));
         let low = a.iter().filter(|&&d| d < 5 * MS + MS / 2).count();
-        assert!((800..1200).contains(&low), "about half below the middle: {low}");
+        assert!(
+            (800..1200).contains(&low),
+            "about half below the middle: {low}"
+        );
         let c: Vec<u64> = Delays::new(43, 10 * MS).take(10).collect();
         assert_ne!(a[..10], c[..]);
     }
