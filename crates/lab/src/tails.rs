@@ -319,6 +319,10 @@ impl Config {
     /// CONT × `procs`, each of `percents` × `procs`, then each of `percents`
     /// with one process plus each of `extra_cpu` hogs (the "1+2CPU" rows;
     /// zeros in `extra_cpu` are ignored). `blk` / `cont` / `percent` select types.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidInput`] naming `--percents` if a share is outside
+    /// 1..=99 (0 is BLK and 100 is CONT: ask for those with `--types`).
     pub fn matrix(
         procs: &[u32],
         percents: &[u8],
@@ -326,7 +330,12 @@ impl Config {
         blk: bool,
         cont: bool,
         percent: bool,
-    ) -> Vec<CellSpec> {
+    ) -> Result<Vec<CellSpec>> {
+        if percent {
+            for &n in percents {
+                range_check("--percents", n, &PERCENTS)?;
+            }
+        }
         let mut cells = Vec::new();
         if blk {
             cells.extend(procs.iter().map(|&k| CellSpec::blk(k)));
@@ -342,7 +351,7 @@ impl Config {
                 cells.extend(percents.iter().map(|&n| CellSpec::percent(n, 1, e)));
             }
         }
-        cells
+        Ok(cells)
     }
 
     /// Checks every value; errors name the flag and the valid range.

@@ -64,7 +64,7 @@ pub struct Args {
 }
 
 impl Args {
-    fn config(&self) -> Config {
+    fn config(&self) -> firmtime_lab::Result<Config> {
         let mut cfg = if self.common.quick {
             Config::quick()
         } else {
@@ -94,7 +94,7 @@ impl Args {
                 has(ProcType::Blk),
                 has(ProcType::Cont),
                 has(ProcType::Percent),
-            );
+            )?;
         }
         if let Some(a) = self.alarms {
             cfg.alarms = a;
@@ -105,13 +105,13 @@ impl Args {
         cfg.priority = self.priority;
         cfg.seed = self.seed;
         cfg.cpu = self.cpu;
-        cfg
+        Ok(cfg)
     }
 }
 
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let provenance = Provenance::begin(std::env::args().collect());
-    let cfg = args.config();
+    let cfg = args.config().map_err(usage)?;
     cfg.validate().map_err(usage)?;
     let exe = std::env::current_exe()?;
     let cells: Vec<String> = cfg.cells.iter().map(|c| c.label()).collect();

@@ -82,7 +82,7 @@ fn presets_are_valid_and_full_is_the_papers_table() {
 
 #[test]
 fn matrix_covers_types_times_process_counts_in_order() {
-    let cells = Config::matrix(&[1, 8], &[2, 4], &[0, 2], true, true, true);
+    let cells = Config::matrix(&[1, 8], &[2, 4], &[0, 2], true, true, true).unwrap();
     let labels: Vec<String> = cells.iter().map(|c| c.label()).collect();
     assert_eq!(
         labels,
@@ -99,8 +99,10 @@ fn matrix_covers_types_times_process_counts_in_order() {
             "4% 1+2CPU"
         ]
     );
-    let only_blk = Config::matrix(&[2], &[4], &[2], true, false, false);
+    let only_blk = Config::matrix(&[2], &[4], &[2], true, false, false).unwrap();
     assert_eq!(only_blk, [CellSpec::blk(2)]);
+    let e = Config::matrix(&[2], &[100], &[], false, false, true).unwrap_err();
+    assert!(e.message().contains("--percents 100"), "{e}");
 }
 
 #[test]
