@@ -643,6 +643,7 @@ fn run_cell(
     for (pid, out) in outputs {
         match out {
             Ok(WorkerOutput::Done(r)) => {
+                let r = *r;
                 conditions.get_or_insert(r.conditions);
                 processes.push(ProcessResult {
                     pid,
@@ -913,7 +914,7 @@ pub struct WorkerReport {
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum WorkerOutput {
     /// It ran (possibly stopped early: see the flags).
-    Done(WorkerReport),
+    Done(Box<WorkerReport>),
     /// SCHED_RR or the memory lock was refused; the reason says how to fix it.
     Refused {
         /// Why, and how to grant it.
@@ -930,7 +931,7 @@ impl WorkerOutput {
     /// Sorts a worker's result into the three outcomes.
     pub fn from_result(r: Result<WorkerReport>) -> Self {
         match r {
-            Ok(rep) => WorkerOutput::Done(rep),
+            Ok(rep) => WorkerOutput::Done(Box::new(rep)),
             Err(e) if matches!(e.kind(), ErrorKind::Realtime | ErrorKind::Unavailable) => {
                 WorkerOutput::Refused {
                     reason: e.message().to_string(),
