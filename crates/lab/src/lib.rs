@@ -18,6 +18,7 @@ pub mod measure;
 pub mod output;
 pub mod plot;
 pub mod stats;
+pub mod tails;
 
 pub use error::{Error, ErrorKind, Result};
 

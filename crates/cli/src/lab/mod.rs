@@ -32,6 +32,9 @@ pub enum LabCommand {
     Cyclic(cyclic::Args),
     /// Timer-signal delivery latency tails under SCHED_RR contention (Etsion et al. 2003, Table 6).
     Tails(tails::Args),
+    /// One timer-setting process of `lab tails` (started by it; not for direct use).
+    #[command(hide = true, name = "tails-worker")]
+    TailsWorker(tails::WorkerArgs),
     /// Context switch, trap, memcpy and clock-read costs (Etsion et al. 2003, Table 2).
     Overhead(overhead::Args),
 }
@@ -45,6 +48,7 @@ pub fn run(cmd: LabCommand) -> anyhow::Result<Outcome> {
         LabCommand::Sleep(a) => sleep::run(a),
         LabCommand::Cyclic(a) => cyclic::run(a),
         LabCommand::Tails(a) => tails::run(a),
+        LabCommand::TailsWorker(a) => tails::run_worker(a),
         LabCommand::Overhead(a) => overhead::run(a),
     }
 }

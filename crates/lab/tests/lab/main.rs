@@ -9,6 +9,7 @@ mod load;
 mod output;
 mod plot;
 mod stats;
+mod tails;
 
 /// Path of a fixture in `crates/lab/tests/data/`.
 pub fn data(name: &str) -> std::path::PathBuf {
