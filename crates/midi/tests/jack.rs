@@ -116,7 +116,7 @@ fn ports_register_and_show_in_jack_lsp() {
     let err = JackBackend::open(bad).unwrap_err();
     assert_eq!(
         err.kind(),
-        firmtime_midi::jack::JackErrorKind::ServerUnavailable
+        firmtime_midi::ErrorKind::ServerUnavailable
     );
     assert!(err.message().contains("is a JACK server running?"), "{err}");
 }
