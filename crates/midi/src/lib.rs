@@ -88,6 +88,8 @@
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+#[cfg(feature = "alsa")]
+pub mod alsa;
 pub mod backend;
 pub mod diag;
 mod encode;

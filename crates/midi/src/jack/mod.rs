@@ -215,7 +215,7 @@ fn bump(c: &AtomicU64) {
 }
 
 /// Wakes every thread waiting on `word`. **RT-safe** (one non-blocking syscall).
-fn futex_wake(word: &AtomicU32) {
+pub(crate) fn futex_wake(word: &AtomicU32) {
     // SAFETY: FUTEX_WAKE on a valid, aligned u32 that lives as long as the
     // Arc that holds it; the kernel only reads the address.
     unsafe {
@@ -229,7 +229,7 @@ fn futex_wake(word: &AtomicU32) {
 }
 
 /// Sleeps while `*word == expected`, until `deadline_ns` CLOCK_MONOTONIC at the latest.
-fn futex_wait_until(word: &AtomicU32, expected: u32, deadline_ns: u64) {
+pub(crate) fn futex_wait_until(word: &AtomicU32, expected: u32, deadline_ns: u64) {
     let ts = libc::timespec {
         tv_sec: (deadline_ns / 1_000_000_000) as libc::time_t,
         tv_nsec: (deadline_ns % 1_000_000_000) as libc::c_long,
@@ -548,7 +548,12 @@ pub fn list_ports(server: Option<&str>) -> Result<Vec<JackPort>, Error> {
 /// True when a JACK server of that name (`None`: the default) accepts
 /// clients now. Never starts one.
 pub fn server_running(server: Option<&str>) -> bool {
-    open_client("firmtime-probe", server).is_ok()
+    // libjack prints "cannot connect to server" to stderr when none runs:
+    // for a probe that is the expected answer, not an error.
+    jack::set_logger(jack::LoggerType::None);
+    let up = open_client("firmtime-probe", server).is_ok();
+    jack::set_logger(jack::LoggerType::Stdio);
+    up
 }
 
 /// The clock behind `jack_get_time()`, as [`JackBackend::open`] found it.
