@@ -203,21 +203,28 @@ fn open_backend(o: &OpenArgs, device: Option<PathBuf>, purpose: Purpose) -> anyh
 
 /// The JACK server to use: the one named (or the default) when it runs;
 /// with --jack-dummy and none running, a private dummy server started here.
-fn jack_server(j: &JackArgs) -> anyhow::Result<(Option<String>, Option<DummyServer>)> {
+/// `realtime`: run the dummy server's graph at SCHED_FIFO (`jackd -R`), so
+/// that load on the machine does not turn into xruns.
+fn jack_server(
+    j: &JackArgs,
+    realtime: bool,
+) -> anyhow::Result<(Option<String>, Option<DummyServer>)> {
     let named = j.jack_server.clone();
     if !j.jack_dummy || jack::server_running(named.as_deref()) {
         return Ok((named, None));
     }
     let mut options = DummyOptions::new();
+    options.realtime = realtime;
     if let Some(n) = &named {
         options.name = n.clone();
     }
-    let server = DummyServer::start(options).context("starting a dummy JACK server (--jack-dummy)")?;
+    let server =
+        DummyServer::start(options).context("starting a dummy JACK server (--jack-dummy)")?;
     Ok((Some(server.name().to_string()), Some(server)))
 }
 
 fn open_jack(o: &OpenArgs, purpose: Purpose) -> anyhow::Result<Opened> {
-    let (server_name, server) = jack_server(&o.jack)?;
+    let (server_name, server) = jack_server(&o.jack, !o.no_rt)?;
     let mut opts = JackOptions::new(match purpose {
         Purpose::Monitor => "firmtime-monitor",
         Purpose::Loop => "firmtime-loop",
@@ -355,7 +362,7 @@ struct AlsaPortsOut {
 }
 
 fn jack_ports(j: &JackArgs) -> anyhow::Result<JackPortsOut> {
-    let (server_name, server) = jack_server(j)?;
+    let (server_name, server) = jack_server(j, false)?;
     let listed = jack::list_ports(server_name.as_deref());
     let out = JackPortsOut {
         server: server_name.unwrap_or_else(|| "default".into()),
@@ -424,7 +431,11 @@ fn ports(a: PortsArgs) -> anyhow::Result<Outcome> {
             println!(
                 "jack (--backend jack --connect PORT), server {:?}{}:",
                 j.server,
-                if j.dummy_server_started { " (dummy, started for this listing)" } else { "" }
+                if j.dummy_server_started {
+                    " (dummy, started for this listing)"
+                } else {
+                    ""
+                }
             );
             if let Some(e) = &j.error {
                 println!("  (none: {e})");
@@ -451,7 +462,9 @@ fn ports(a: PortsArgs) -> anyhow::Result<Outcome> {
             for p in &al.ports {
                 println!(
                     "  {:>3}:{:<3} {:<24} {}",
-                    p["client"], p["port"], p["client_name"].as_str().unwrap_or(""),
+                    p["client"],
+                    p["port"],
+                    p["client_name"].as_str().unwrap_or(""),
                     p["port_name"].as_str().unwrap_or("")
                 );
             }
@@ -882,7 +895,9 @@ fn run_loop(a: LoopArgs) -> anyhow::Result<Outcome> {
     }
     let loop_rt = looper.as_ref().map(|l| l.conditions().clone());
     catch_sigint();
-    let cap = usize::try_from(a.events).unwrap_or(usize::MAX).saturating_add(4096);
+    let cap = usize::try_from(a.events)
+        .unwrap_or(usize::MAX)
+        .saturating_add(4096);
     let mut rec = Recorder::new(opened.backend.as_mut(), cap);
     let r = test.run(&mut rec);
     rec.drain_sent();

@@ -42,7 +42,10 @@ use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use alsa::seq::{Addr, ClientIter, EventType, MidiEvent, PortCap, PortInfo, PortIter, PortSubscribe, PortType, Seq};
+use alsa::seq::{
+    Addr, ClientIter, EventType, MidiEvent, PortCap, PortInfo, PortIter, PortSubscribe, PortType,
+    Seq,
+};
 use alsa::PollDescriptors;
 use firmtime_rt::clock::monotonic_ns;
 use firmtime_rt::setup::{RtConditions, RtRequest};
@@ -247,11 +250,15 @@ struct Thread {
 }
 
 /// Sets the I/O thread up: RT, client, ports, queue, subscriptions, base time.
-fn setup(opts: &AlsaOptions) -> Result<(Seq, AlsaInfo, Option<firmtime_rt::dma::DmaLatencyGuard>), Error> {
+fn setup(
+    opts: &AlsaOptions,
+) -> Result<(Seq, AlsaInfo, Option<firmtime_rt::dma::DmaLatencyGuard>), Error> {
     let rt = firmtime_rt::setup::apply(&opts.rt)?;
     let seq = open_seq(&opts.client_name)?;
     let client = seq.client_id().map_err(|e| alsa_err("ALSA client id", e))?;
-    let queue = seq.alloc_queue().map_err(|e| alsa_err("allocating an ALSA queue", e))?;
+    let queue = seq
+        .alloc_queue()
+        .map_err(|e| alsa_err("allocating an ALSA queue", e))?;
     let make_port = |name: &str, caps: PortCap, stamped: bool| -> Result<i32, Error> {
         let mut info = PortInfo::empty().map_err(|e| alsa_err("ALSA port info", e))?;
         let cname = CString::new(name).map_err(|_| Error::invalid("port name with NUL"))?;
@@ -280,24 +287,42 @@ fn setup(opts: &AlsaOptions) -> Result<(Seq, AlsaInfo, Option<firmtime_rt::dma::
         }
         seq.subscribe_port(&sub).map_err(|e| {
             alsa_err(
-                &format!("connecting ALSA port {}:{} to {}:{}", sender.client, sender.port, dest.client, dest.port),
+                &format!(
+                    "connecting ALSA port {}:{} to {}:{}",
+                    sender.client, sender.port, dest.client, dest.port
+                ),
                 e,
             )
         })
     };
     for spec in &opts.connect_inputs {
         let src = resolve(&seq, spec)?;
-        subscribe(src, Addr { client, port: input_port }, true)?;
+        subscribe(
+            src,
+            Addr {
+                client,
+                port: input_port,
+            },
+            true,
+        )?;
     }
     for spec in &opts.connect_outputs {
         let dst = resolve(&seq, spec)?;
-        subscribe(Addr { client, port: output_port }, dst, false)?;
+        subscribe(
+            Addr {
+                client,
+                port: output_port,
+            },
+            dst,
+            false,
+        )?;
     }
     // Start the queue and find its real time 0 on CLOCK_MONOTONIC: read the
     // queue's real time between two monotonic readings.
     seq.control_queue(queue, EventType::Start, 0, None)
         .map_err(|e| alsa_err("starting the ALSA queue", e))?;
-    seq.drain_output().map_err(|e| alsa_err("starting the ALSA queue", e))?;
+    seq.drain_output()
+        .map_err(|e| alsa_err("starting the ALSA queue", e))?;
     let mut best: Option<(u64, u64)> = None;
     for _ in 0..5 {
         let t0 = monotonic_ns();
@@ -330,9 +355,19 @@ impl Thread {
             return;
         };
         coder.enable_running_status(false);
-        let mut fds = [libc::pollfd { fd: -1, events: 0, revents: 0 }; 8];
-        let n = (&seq, Some(alsa::Direction::Capture)).fill(&mut fds[1..]).unwrap_or(0);
-        fds[0] = libc::pollfd { fd: self.wake_fd, events: libc::POLLIN, revents: 0 };
+        let mut fds = [libc::pollfd {
+            fd: -1,
+            events: 0,
+            revents: 0,
+        }; 8];
+        let n = (&seq, Some(alsa::Direction::Capture))
+            .fill(&mut fds[1..])
+            .unwrap_or(0);
+        fds[0] = libc::pollfd {
+            fd: self.wake_fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
         let nfds = (n + 1) as libc::nfds_t;
         let mut input = seq.input();
         let mut buf = [0u8; 256];
@@ -352,7 +387,10 @@ impl Thread {
                 // SAFETY: reading 8 bytes into a u64 from our own eventfd.
                 unsafe { libc::read(self.wake_fd, (&mut v as *mut u64).cast(), 8) };
             }
-            if fds[1..=n].iter().any(|f| f.revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0) {
+            if fds[1..=n]
+                .iter()
+                .any(|f| f.revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0)
+            {
                 self.fail(0);
                 return;
             }
@@ -378,7 +416,12 @@ impl Thread {
                 };
                 match parse_message(&buf[..len]) {
                     Ok(msg) => {
-                        let e = InputEvent { t_ns, frame: None, port: 0, msg };
+                        let e = InputEvent {
+                            t_ns,
+                            frame: None,
+                            port: 0,
+                            msg,
+                        };
                         if self.input_tx.push(e).is_ok() {
                             delivered = true;
                         } else {
@@ -468,7 +511,9 @@ impl AlsaBackend {
     /// queue capacity; others from the sequencer.
     pub fn open(options: AlsaOptions) -> Result<Self, Error> {
         if options.queue_capacity == 0 {
-            return Err(Error::invalid("ALSA queue capacity must be at least 1 event"));
+            return Err(Error::invalid(
+                "ALSA queue capacity must be at least 1 event",
+            ));
         }
         if !Path::new(SEQ_DEVICE).exists() {
             return Err(not_present());
@@ -481,7 +526,10 @@ impl AlsaBackend {
         // SAFETY: eventfd(2) with valid flags; the fd is checked below.
         let wake_fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
         if wake_fd < 0 {
-            return Err(Error::last_os("creating an eventfd for the ALSA thread", ""));
+            return Err(Error::last_os(
+                "creating an eventfd for the ALSA thread",
+                "",
+            ));
         }
         let (tx, rx) = mpsc::channel();
         let thread = Thread {
@@ -526,7 +574,10 @@ impl AlsaBackend {
             Err(_) => {
                 let _ = handle.join();
                 close_fd();
-                Err(Error::new(ErrorKind::Backend, "the ALSA thread ended during setup"))
+                Err(Error::new(
+                    ErrorKind::Backend,
+                    "the ALSA thread ended during setup",
+                ))
             }
         }
     }

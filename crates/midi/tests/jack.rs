@@ -114,10 +114,7 @@ fn ports_register_and_show_in_jack_lsp() {
     let mut bad = JackOptions::new("ft-nowhere");
     bad.server_name = Some(format!("{}-absent", srv.name()));
     let err = JackBackend::open(bad).unwrap_err();
-    assert_eq!(
-        err.kind(),
-        firmtime_midi::ErrorKind::ServerUnavailable
-    );
+    assert_eq!(err.kind(), firmtime_midi::ErrorKind::ServerUnavailable);
     assert!(err.message().contains("is a JACK server running?"), "{err}");
 }
 

@@ -9,8 +9,8 @@
 
 use std::fs::File;
 use std::io::Read;
-use std::path::PathBuf;
 use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
@@ -120,12 +120,9 @@ impl DummyServer {
                 format!("cannot create jackd log {}: {e}", log_path.display()),
             )
         })?;
-        let log_err = log.try_clone().map_err(|e| {
-            Error::new(
-                ErrorKind::Io,
-                format!("cannot duplicate jackd log: {e}"),
-            )
-        })?;
+        let log_err = log
+            .try_clone()
+            .map_err(|e| Error::new(ErrorKind::Io, format!("cannot duplicate jackd log: {e}")))?;
         let mut cmd = Command::new("jackd");
         cmd.arg("-n").arg(&options.name);
         cmd.arg(if options.realtime { "-R" } else { "-r" });
@@ -147,12 +144,9 @@ impl DummyServer {
                 Ok(())
             });
         }
-        let child = cmd.spawn().map_err(|e| {
-            Error::new(
-                ErrorKind::ServerFailed,
-                format!("cannot start jackd: {e}"),
-            )
-        })?;
+        let child = cmd
+            .spawn()
+            .map_err(|e| Error::new(ErrorKind::ServerFailed, format!("cannot start jackd: {e}")))?;
         let mut server = DummyServer {
             child: Some(child),
             options,

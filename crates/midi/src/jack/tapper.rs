@@ -24,8 +24,7 @@ use std::time::{Duration, Instant};
 use jack::{Client, ClientStatus, Control, MidiOut, Port, ProcessScope, RawMidi};
 
 use super::{
-    connect, jack_clock_offset, open_client, read_cycle_times, CycleTimes, FrameExtender,
-    MidiSink,
+    connect, jack_clock_offset, open_client, read_cycle_times, CycleTimes, FrameExtender, MidiSink,
 };
 use crate::error::{Error, ErrorKind};
 use crate::MidiMessage;
