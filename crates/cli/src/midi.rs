@@ -400,7 +400,7 @@ fn alsa_ports() -> AlsaPortsOut {
 }
 
 fn ports(a: PortsArgs) -> anyhow::Result<Outcome> {
-    let want = |b: BackendChoice| a.backend.is_none_or(|x| x == b);
+    let want = |b: BackendChoice| a.backend.map_or(true, |x| x == b);
     let out = PortsOut {
         raw: want(BackendChoice::Raw).then(raw::list_ports),
         jack: if want(BackendChoice::Jack) {

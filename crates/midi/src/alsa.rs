@@ -332,7 +332,7 @@ fn setup(
         let t1 = monotonic_ns();
         let q = u64::try_from(st.get_real_time().as_nanos()).unwrap_or(u64::MAX);
         let width = t1 - t0;
-        if best.is_none_or(|(w, _)| width < w) {
+        if best.map_or(true, |(w, _)| width < w) {
             best = Some((width, (t0 + width / 2).saturating_sub(q)));
         }
     }
