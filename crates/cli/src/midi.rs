@@ -9,10 +9,14 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand, ValueEnum};
+use firmtime_midi::jack::{self, DummyOptions, DummyServer, JackBackend, JackOptions, LoopHops};
 use firmtime_midi::looptest::{LoopConfig, LoopResult, LoopTest};
 use firmtime_midi::pty::{PacedLoopback, PacedOptions, PacedStats, PtyPair};
 use firmtime_midi::raw::{self, RawBackend, RawOptions, WIRE_BYTE_NS};
-use firmtime_midi::{BackendError, BackendStats, MidiBackend, MidiMessage};
+use firmtime_midi::{
+    BackendError, BackendKind, BackendStats, InputEvent, MidiBackend, MidiMessage, OutputEvent,
+    SentEvent,
+};
 use firmtime_rt::clock::monotonic_ns;
 use firmtime_rt::sched::Policy;
 use firmtime_rt::setup::{self, RtConditions, RtRequest};
@@ -48,6 +52,22 @@ enum MidiCommand {
 pub enum BackendChoice {
     /// A raw byte stream: serial tty, /dev/midi*, /dev/snd/midiC*D*, a pty.
     Raw,
+    /// JACK MIDI (jackd2 or PipeWire's JACK): frame-accurate timestamps.
+    Jack,
+    /// The ALSA sequencer: kernel real-time queue timestamps (needs /dev/snd/seq).
+    Alsa,
+}
+
+/// Which JACK server to use; shared by `ports`, `monitor` and `loop`.
+#[derive(Debug, Args)]
+struct JackArgs {
+    /// JACK: the server name (default: $JACK_DEFAULT_SERVER or "default").
+    #[arg(long, value_name = "NAME")]
+    jack_server: Option<String>,
+    /// JACK: when no server runs, start `jackd -d dummy` as a child under a
+    /// private name (or --jack-server NAME) and stop it on exit.
+    #[arg(long)]
+    jack_dummy: bool,
 }
 
 /// How to open a backend; shared by `monitor` and `loop`.
@@ -56,6 +76,16 @@ struct OpenArgs {
     /// Which backend to use.
     #[arg(long, value_enum, default_value_t = BackendChoice::Raw)]
     backend: BackendChoice,
+    #[command(flatten)]
+    jack: JackArgs,
+    /// JACK / ALSA: connect this port to our input (JACK `client:port`,
+    /// ALSA `client:port` numbers or names); repeatable.
+    #[arg(long, value_name = "PORT")]
+    connect: Vec<String>,
+    /// JACK / ALSA: connect our output to this port; repeatable (ALSA loop:
+    /// the port cabled back to --connect).
+    #[arg(long, value_name = "PORT")]
+    connect_out: Vec<String>,
     /// The device (raw: a path such as /dev/snd/midiC1D0 or /dev/ttyUSB0).
     #[arg(long, value_name = "PATH")]
     device: Option<PathBuf>,
@@ -74,6 +104,11 @@ struct OpenArgs {
 /// Arguments of `firmtime midi ports`.
 #[derive(Debug, Args)]
 struct PortsArgs {
+    /// Only this backend (default: every backend).
+    #[arg(long, value_enum)]
+    backend: Option<BackendChoice>,
+    #[command(flatten)]
+    jack: JackArgs,
     /// Write the port list as JSON to PATH (`-` for stdout).
     #[arg(long, value_name = "PATH")]
     json: Option<PathBuf>,
@@ -123,13 +158,18 @@ pub fn run(a: MidiArgs) -> anyhow::Result<Outcome> {
 
 // ---------------------------------------------------------------- opening
 
-/// An opened backend and what to record about it.
+/// An opened backend and what to record about it. Fields drop in order:
+/// the backend closes before a dummy JACK server it used is stopped.
 struct Opened {
     backend: Box<dyn MidiBackend>,
     /// The backend's I/O thread's RT conditions, where it has its own thread.
     rt: Option<RtConditions>,
-    /// Extra facts for the output (device, baud, …).
+    /// Extra facts for the output (device, baud, server, …).
     detail: serde_json::Value,
+    /// JACK: the loop test's relay client, if one was started.
+    relay: Option<jack::Relay>,
+    /// JACK: the dummy server started for this run, stopped when dropped.
+    server: Option<DummyServer>,
 }
 
 fn rt_request(o: &OpenArgs, priority: u8) -> RtRequest {
@@ -145,11 +185,124 @@ fn rt_request(o: &OpenArgs, priority: u8) -> RtRequest {
     }
 }
 
+/// What the backend is opened for: the loop test adds a JACK relay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Purpose {
+    Monitor,
+    Loop,
+}
+
 /// Opens the backend chosen on the command line. One arm per backend.
-fn open_backend(o: &OpenArgs, device: Option<PathBuf>) -> anyhow::Result<Opened> {
+fn open_backend(o: &OpenArgs, device: Option<PathBuf>, purpose: Purpose) -> anyhow::Result<Opened> {
     match o.backend {
         BackendChoice::Raw => open_raw(o, device),
+        BackendChoice::Jack => open_jack(o, purpose),
+        BackendChoice::Alsa => open_alsa(o, purpose),
     }
+}
+
+/// The JACK server to use: the one named (or the default) when it runs;
+/// with --jack-dummy and none running, a private dummy server started here.
+/// `realtime`: run the dummy server's graph at SCHED_FIFO (`jackd -R`), so
+/// that load on the machine does not turn into xruns.
+fn jack_server(
+    j: &JackArgs,
+    realtime: bool,
+) -> anyhow::Result<(Option<String>, Option<DummyServer>)> {
+    let named = j.jack_server.clone();
+    if !j.jack_dummy || jack::server_running(named.as_deref()) {
+        return Ok((named, None));
+    }
+    let mut options = DummyOptions::new();
+    options.realtime = realtime;
+    if let Some(n) = &named {
+        options.name = n.clone();
+    }
+    let server =
+        DummyServer::start(options).context("starting a dummy JACK server (--jack-dummy)")?;
+    Ok((Some(server.name().to_string()), Some(server)))
+}
+
+fn open_jack(o: &OpenArgs, purpose: Purpose) -> anyhow::Result<Opened> {
+    let (server_name, server) = jack_server(&o.jack, !o.no_rt)?;
+    let mut opts = JackOptions::new(match purpose {
+        Purpose::Monitor => "firmtime-monitor",
+        Purpose::Loop => "firmtime-loop",
+    });
+    opts.server_name = server_name.clone();
+    opts.connect_inputs = o.connect.clone();
+    opts.connect_outputs = o.connect_out.clone();
+    let b = JackBackend::open(opts)?;
+    let relay = if purpose == Purpose::Loop && o.connect.is_empty() && o.connect_out.is_empty() {
+        let mut ro = jack::RelayOptions::new("firmtime-relay");
+        ro.server_name = server_name.clone();
+        let r = jack::Relay::start(ro)?;
+        b.connect(&b.output_port_names()[0], r.input_name())?;
+        r.connect(r.output_name(), &b.input_port_names()[0])?;
+        Some(r)
+    } else {
+        None
+    };
+    let detail = serde_json::json!({
+        "server": server_name.as_deref().unwrap_or("default"),
+        "dummy_server_started": server.is_some(),
+        "client": b.client_name(),
+        "inputs": b.input_port_names(),
+        "outputs": b.output_port_names(),
+        "relay": relay.as_ref().map(|r| serde_json::json!({"in": r.input_name(), "out": r.output_name()})),
+        "connect": o.connect,
+        "connect_out": o.connect_out,
+        "sample_rate": b.sample_rate(),
+        "buffer_size": b.buffer_size(),
+        "jack_clock": format!("{:?}", b.jack_clock()),
+        "clock_offset_ns": b.clock_offset_ns(),
+    });
+    Ok(Opened {
+        backend: Box::new(b),
+        rt: None,
+        detail,
+        relay,
+        server,
+    })
+}
+
+#[cfg(feature = "alsa")]
+fn open_alsa(o: &OpenArgs, purpose: Purpose) -> anyhow::Result<Opened> {
+    use firmtime_midi::alsa::{AlsaBackend, AlsaOptions};
+    if purpose == Purpose::Loop && (o.connect.is_empty() || o.connect_out.is_empty()) {
+        return Err(UsageError(
+            "--backend alsa loop needs --connect-out PORT and --connect PORT: the port our \
+             output goes to and the port that brings it back (see `firmtime midi ports`)"
+                .into(),
+        )
+        .into());
+    }
+    let b = AlsaBackend::open(AlsaOptions {
+        connect_inputs: o.connect.clone(),
+        connect_outputs: o.connect_out.clone(),
+        rt: rt_request(o, o.priority),
+        ..AlsaOptions::default()
+    })?;
+    let info = b.info().clone();
+    Ok(Opened {
+        rt: Some(info.rt.clone()),
+        detail: serde_json::json!({
+            "client": info.client,
+            "input_port": info.input_port,
+            "output_port": info.output_port,
+            "queue": info.queue,
+            "connect": o.connect,
+            "connect_out": o.connect_out,
+        }),
+        backend: Box::new(b),
+        relay: None,
+        server: None,
+    })
+}
+
+#[cfg(not(feature = "alsa"))]
+fn open_alsa(_: &OpenArgs, _: Purpose) -> anyhow::Result<Opened> {
+    bail!("this firmtime was built without the `alsa` feature: rebuild with default features (needs libasound2-dev)")
 }
 
 fn open_raw(o: &OpenArgs, device: Option<PathBuf>) -> anyhow::Result<Opened> {
@@ -176,6 +329,8 @@ fn open_raw(o: &OpenArgs, device: Option<PathBuf>) -> anyhow::Result<Opened> {
             "baud": info.baud,
         }),
         backend: Box::new(b),
+        relay: None,
+        server: None,
     })
 }
 
@@ -183,28 +338,137 @@ fn open_raw(o: &OpenArgs, device: Option<PathBuf>) -> anyhow::Result<Opened> {
 
 #[derive(Serialize)]
 struct PortsOut {
-    raw: Vec<raw::RawPort>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    raw: Option<Vec<raw::RawPort>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    jack: Option<JackPortsOut>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    alsa: Option<AlsaPortsOut>,
+}
+
+#[derive(Serialize)]
+struct JackPortsOut {
+    server: String,
+    dummy_server_started: bool,
+    /// The reason no ports could be listed (no server, no libjack), or null.
+    error: Option<String>,
+    ports: Vec<jack::JackPort>,
+}
+
+#[derive(Serialize)]
+struct AlsaPortsOut {
+    error: Option<String>,
+    ports: Vec<serde_json::Value>,
+}
+
+fn jack_ports(j: &JackArgs) -> anyhow::Result<JackPortsOut> {
+    let (server_name, server) = jack_server(j, false)?;
+    let listed = jack::list_ports(server_name.as_deref());
+    let out = JackPortsOut {
+        server: server_name.unwrap_or_else(|| "default".into()),
+        dummy_server_started: server.is_some(),
+        error: listed.as_ref().err().map(|e| e.to_string()),
+        ports: listed.unwrap_or_default(),
+    };
+    drop(server);
+    Ok(out)
+}
+
+#[cfg(feature = "alsa")]
+fn alsa_ports() -> AlsaPortsOut {
+    match firmtime_midi::alsa::list_ports() {
+        Ok(ports) => AlsaPortsOut {
+            error: None,
+            ports: ports
+                .into_iter()
+                .map(|p| serde_json::to_value(p).unwrap_or_default())
+                .collect(),
+        },
+        Err(e) => AlsaPortsOut {
+            error: Some(e.to_string()),
+            ports: Vec::new(),
+        },
+    }
+}
+
+#[cfg(not(feature = "alsa"))]
+fn alsa_ports() -> AlsaPortsOut {
+    AlsaPortsOut {
+        error: Some("built without the `alsa` feature".into()),
+        ports: Vec::new(),
+    }
 }
 
 fn ports(a: PortsArgs) -> anyhow::Result<Outcome> {
+    let want = |b: BackendChoice| a.backend.map_or(true, |x| x == b);
     let out = PortsOut {
-        raw: raw::list_ports(),
+        raw: want(BackendChoice::Raw).then(raw::list_ports),
+        jack: if want(BackendChoice::Jack) {
+            Some(jack_ports(&a.jack)?)
+        } else {
+            None
+        },
+        alsa: want(BackendChoice::Alsa).then(alsa_ports),
     };
     let to_stdout = a.json.as_deref().is_some_and(|p| p.as_os_str() == "-");
     if !to_stdout {
-        println!("raw (--backend raw --device PATH):");
-        if out.raw.is_empty() {
-            println!("  (none: no /dev/snd/midiC*D*, /dev/midi*, /dev/ttyS*, /dev/ttyUSB*, /dev/ttyACM*)");
+        if let Some(rawp) = &out.raw {
+            println!("raw (--backend raw --device PATH):");
+            if rawp.is_empty() {
+                println!("  (none: no /dev/snd/midiC*D*, /dev/midi*, /dev/ttyS*, /dev/ttyUSB*, /dev/ttyACM*)");
+            }
+            for p in rawp {
+                let kind = match p.kind {
+                    raw::RawPortKind::AlsaRawMidi => "ALSA raw MIDI",
+                    raw::RawPortKind::OssMidi => "OSS raw MIDI",
+                    raw::RawPortKind::Serial => "serial port (MIDI interfaces need --baud 31250)",
+                };
+                println!("  {:<22} {kind}", p.path.display());
+            }
+            println!("  any pty or pipe also works; `firmtime midi loop --pty-loopback` makes one");
         }
-        for p in &out.raw {
-            let kind = match p.kind {
-                raw::RawPortKind::AlsaRawMidi => "ALSA raw MIDI",
-                raw::RawPortKind::OssMidi => "OSS raw MIDI",
-                raw::RawPortKind::Serial => "serial port (MIDI interfaces need --baud 31250)",
-            };
-            println!("  {:<22} {kind}", p.path.display());
+        if let Some(j) = &out.jack {
+            println!(
+                "jack (--backend jack --connect PORT), server {:?}{}:",
+                j.server,
+                if j.dummy_server_started {
+                    " (dummy, started for this listing)"
+                } else {
+                    ""
+                }
+            );
+            if let Some(e) = &j.error {
+                println!("  (none: {e})");
+            } else if j.ports.is_empty() {
+                println!("  (no MIDI ports)");
+            }
+            for p in &j.ports {
+                let dir = match (p.is_output, p.is_input) {
+                    (true, _) => "output (connect with --connect)",
+                    (_, true) => "input (connect with --connect-out)",
+                    _ => "",
+                };
+                let phys = if p.is_physical { ", physical" } else { "" };
+                println!("  {:<32} {dir}{phys}", p.name);
+            }
         }
-        println!("  any pty or pipe also works; `firmtime midi loop --pty-loopback` makes one");
+        if let Some(al) = &out.alsa {
+            println!("alsa (--backend alsa --connect CLIENT:PORT):");
+            if let Some(e) = &al.error {
+                println!("  (none: {e})");
+            } else if al.ports.is_empty() {
+                println!("  (no sequencer ports)");
+            }
+            for p in &al.ports {
+                println!(
+                    "  {:>3}:{:<3} {:<24} {}",
+                    p["client"],
+                    p["port"],
+                    p["client_name"].as_str().unwrap_or(""),
+                    p["port_name"].as_str().unwrap_or("")
+                );
+            }
+        }
     }
     if let Some(p) = &a.json {
         args::write_json(p, &out)?;
@@ -347,7 +611,7 @@ struct MonitorOut {
 
 fn monitor(a: MonitorArgs) -> anyhow::Result<Outcome> {
     let mut provenance = Provenance::begin(std::env::args().collect());
-    let mut opened = open_backend(&a.open, a.open.device.clone())?;
+    let mut opened = open_backend(&a.open, a.open.device.clone(), Purpose::Monitor)?;
     let engine = engine_rt(&a.open)?;
     catch_sigint();
     let to_stdout = a.json.as_deref().is_some_and(|p| p.as_os_str() == "-");
@@ -444,6 +708,112 @@ struct LoopOut {
     rt_io_thread: Option<RtConditions>,
     rt_engine_thread: RtConditions,
     rt_loopback_thread: Option<RtConditions>,
+    /// Ctrl-C ended the run early.
+    interrupted: bool,
+    /// JACK through a relay: frames per hop.
+    hops: Option<LoopHops>,
+    /// JACK: what the relay client did.
+    relay: Option<RelayOut>,
+}
+
+#[derive(Serialize)]
+struct RelayOut {
+    forwarded: u64,
+    dropped: u64,
+    xruns: u64,
+}
+
+/// Wraps the backend under test: records the frames of what went out and
+/// came in (JACK), and ends the run on Ctrl-C (as a disconnect). Its
+/// storage is allocated up front; past it, frames are not recorded.
+struct Recorder<'a> {
+    inner: &'a mut dyn MidiBackend,
+    sent: Vec<u64>,
+    received: Vec<u64>,
+}
+
+impl<'a> Recorder<'a> {
+    fn new(inner: &'a mut dyn MidiBackend, capacity: usize) -> Self {
+        Self {
+            inner,
+            sent: Vec::with_capacity(capacity),
+            received: Vec::with_capacity(capacity),
+        }
+    }
+
+    /// Records the frames of outputs that went out. **RT-safe.**
+    fn drain_sent(&mut self) {
+        let sent = &mut self.sent;
+        self.inner.poll_sent(&mut |ev| push_frame(sent, ev.frame));
+    }
+}
+
+fn push_frame(v: &mut Vec<u64>, frame: Option<u64>) {
+    if let Some(f) = frame {
+        if v.len() < v.capacity() {
+            v.push(f);
+        }
+    }
+}
+
+impl MidiBackend for Recorder<'_> {
+    fn kind(&self) -> BackendKind {
+        self.inner.kind()
+    }
+
+    fn poll_input(&mut self, f: &mut dyn FnMut(InputEvent)) -> Result<usize, BackendError> {
+        if INTERRUPTED.load(Ordering::Relaxed) {
+            return Err(BackendError::Disconnected);
+        }
+        let received = &mut self.received;
+        self.inner.poll_input(&mut |ev| {
+            push_frame(received, ev.frame);
+            f(ev);
+        })
+    }
+
+    fn wait(&mut self, deadline_ns: u64) -> Result<(), BackendError> {
+        self.drain_sent();
+        if INTERRUPTED.load(Ordering::Relaxed) {
+            return Err(BackendError::Disconnected);
+        }
+        // Wake at least every 100 ms to notice Ctrl-C.
+        self.inner
+            .wait(deadline_ns.min(monotonic_ns().saturating_add(100_000_000)))
+    }
+
+    fn send(&mut self, ev: OutputEvent) -> Result<(), BackendError> {
+        self.inner.send(ev)
+    }
+
+    fn poll_sent(&mut self, f: &mut dyn FnMut(SentEvent)) -> usize {
+        let sent = &mut self.sent;
+        self.inner.poll_sent(&mut |ev| {
+            push_frame(sent, ev.frame);
+            f(ev);
+        })
+    }
+
+    fn stats(&self) -> BackendStats {
+        self.inner.stats()
+    }
+}
+
+fn render_hops(h: &LoopHops) -> String {
+    let one = |name: &str, s: &Option<jack::HopSummary>| match s {
+        Some(s) => format!(
+            "{name:<16} mean {:.2} frames, min {}, max {} ({} events)\n",
+            s.mean, s.min, s.max, s.count
+        ),
+        None => format!("{name:<16} (not measured)\n"),
+    };
+    format!(
+        "frames per hop (JACK, through the relay client):\n{}{}{}{}",
+        one("  out -> relay", &h.out_to_relay),
+        one("  relay -> in", &h.relay_to_in),
+        one("  in -> out", &h.turnaround),
+        one("  round trip", &h.round_trip),
+    )
 }
 
 #[derive(Serialize)]
@@ -470,7 +840,7 @@ fn run_loop(a: LoopArgs) -> anyhow::Result<Outcome> {
     if a.pty_loopback && a.open.backend != BackendChoice::Raw {
         return Err(UsageError("--pty-loopback needs --backend raw".into()).into());
     }
-    if !a.pty_loopback && a.open.device.is_none() {
+    if a.open.backend == BackendChoice::Raw && !a.pty_loopback && a.open.device.is_none() {
         return Err(UsageError(
             "give --device PATH (out cabled back to in) or --pty-loopback".into(),
         )
@@ -494,7 +864,7 @@ fn run_loop(a: LoopArgs) -> anyhow::Result<Outcome> {
     } else {
         a.open.device.clone()
     };
-    let mut opened = open_backend(&a.open, device)?;
+    let mut opened = open_backend(&a.open, device, Purpose::Loop)?;
     // The pair's own slave fd is no longer needed once the backend holds one.
     let looper = pty_parts.map(|(l, slave)| {
         drop(slave);
@@ -514,21 +884,45 @@ fn run_loop(a: LoopArgs) -> anyhow::Result<Outcome> {
             a.events,
             if a.pty_loopback {
                 "a pty paced like a 31.25 kbaud cable".to_string()
+            } else if a.open.backend == BackendChoice::Jack {
+                format!("JACK ({})", opened.detail["server"])
+            } else if a.open.backend == BackendChoice::Alsa {
+                "the ALSA sequencer".to_string()
             } else {
                 format!("{:?}", opened.detail["device"])
             }
         );
     }
     let loop_rt = looper.as_ref().map(|l| l.conditions().clone());
-    let r = test.run(opened.backend.as_mut());
+    catch_sigint();
+    let cap = usize::try_from(a.events)
+        .unwrap_or(usize::MAX)
+        .saturating_add(4096);
+    let mut rec = Recorder::new(opened.backend.as_mut(), cap);
+    let r = test.run(&mut rec);
+    rec.drain_sent();
+    let (sent_frames, received_frames) = (rec.sent, rec.received);
+    let interrupted = INTERRUPTED.load(Ordering::Relaxed);
     let stats = opened.backend.stats();
     drop(opened.backend);
+    let relay = match opened.relay.take() {
+        Some(relay) => Some(relay.finish()?),
+        None => None,
+    };
+    // The dummy server (if any) is no longer needed.
+    drop(opened.server.take());
+    let hops = relay
+        .as_ref()
+        .map(|rr| LoopHops::compute(&sent_frames, &rr.frames, &received_frames, 2));
     let loop_stats = looper.map(PacedLoopback::stop);
     provenance.finish();
+    if let (false, Some(h)) = (to_stdout, &hops) {
+        print!("{}", render_hops(h));
+    }
     if !to_stdout {
         print!("{}", render_loop(&r, a.events));
     }
-    let failed = r.events_received < a.events || r.lost > 0 || r.disconnected;
+    let failed = r.events_received < a.events || r.lost > 0 || r.disconnected || interrupted;
     let out = LoopOut {
         provenance,
         backend: a.open.backend,
@@ -541,11 +935,25 @@ fn run_loop(a: LoopArgs) -> anyhow::Result<Outcome> {
         rt_io_thread: opened.rt,
         rt_engine_thread: engine,
         rt_loopback_thread: loop_rt,
+        interrupted,
+        hops,
+        relay: relay.map(|rr| RelayOut {
+            forwarded: rr.forwarded,
+            dropped: rr.dropped,
+            xruns: rr.xruns,
+        }),
     };
     if let Some(p) = &a.json {
         args::write_json(p, &out)?;
     }
     if failed {
+        if interrupted {
+            eprintln!(
+                "firmtime: loop test interrupted after {} events (results above are kept)",
+                r.events_received
+            );
+            return Ok(Outcome::Failed);
+        }
         if r.disconnected {
             bail!(
                 "the MIDI device went away after {} events (results above are kept)",

@@ -89,8 +89,14 @@ pub struct BackendStats {
     pub input_dropped: u64,
     /// Output messages refused because the output queue was full.
     pub output_dropped: u64,
-    /// Output messages that went out later than asked (by more than the
-    /// backend's own granularity: one frame for JACK, 0 for raw).
+    /// Output messages that went out later than asked, beyond each backend's
+    /// tolerance: JACK counts an event whose frame had already passed when
+    /// its cycle ran (it goes out at the cycle's first frame; the tolerance
+    /// is the rounding up to the next frame, under one frame); raw counts a
+    /// write more than 1 ms after its time
+    /// ([`raw::LATE_TOLERANCE_NS`](crate::raw::LATE_TOLERANCE_NS)); ALSA
+    /// counts an event whose time had already passed when it was handed to
+    /// the kernel queue; the loopback never counts any.
     pub late_outputs: u64,
     /// Malformed input bytes or events (stray data, truncated messages, …).
     pub malformed: u64,

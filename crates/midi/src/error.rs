@@ -1,7 +1,8 @@
-//! The crate's setup-time error.
+//! The crate's one setup-time error, for every backend.
 //!
 //! Opening a device, setting its baud rate, starting a backend's real-time
-//! thread: these return [`Error`], a [`ErrorKind`] to match on and a message
+//! thread, connecting to a JACK server or starting a dummy one, opening the
+//! ALSA sequencer: these return [`Error`], a [`ErrorKind`] to match on and a message
 //! a user can act on (what failed, why, how to fix it). Nothing on the
 //! real-time path builds one (it allocates); the engine side of a backend
 //! returns the small `Copy` [`BackendError`](crate::BackendError) instead.
@@ -26,6 +27,19 @@ pub enum ErrorKind {
     Realtime,
     /// Any other operating-system error.
     Io,
+    /// A library or program the backend needs is not installed (libjack,
+    /// `jackd`, the ALSA sequencer's kernel module); the message says what to install.
+    NotInstalled,
+    /// No server with that name is running, or it refused the client
+    /// (JACK); the message says how to start one.
+    ServerUnavailable,
+    /// A server firmtime started itself (a dummy `jackd`) would not start;
+    /// the message quotes its log.
+    ServerFailed,
+    /// A port could not be registered, found or connected; the message names it.
+    Port,
+    /// Any other failure reported by a backend's library (JACK, ALSA).
+    Backend,
 }
 
 /// An error from firmtime-midi: a kind, an actionable message and the OS

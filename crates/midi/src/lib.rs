@@ -1,4 +1,7 @@
-//! firmtime-midi: MIDI 1.0 bytes, parsed and encoded, with no I/O.
+//! firmtime-midi: MIDI 1.0 with timestamps you can trust — a pure byte
+//! parser and encoder, and real-time backends behind one trait.
+//!
+//! # The pure core (no I/O)
 //!
 //! - [`Parser`]: a byte-stream parser for a serial port, a raw MIDI device or
 //!   a pty. Each byte goes in with its arrival time; each completed message
@@ -15,13 +18,35 @@
 //!
 //! Channels are 0..=15 throughout (MIDI channel 1 is 0).
 //!
+//! # Backends (I/O)
+//!
+//! Every backend implements [`MidiBackend`]: timestamped input
+//! (`CLOCK_MONOTONIC` ns), output now or at a time, and a report of when each
+//! output actually went out.
+//!
+//! - [`jack`]: JACK MIDI, frame-accurate ([`jack::JackBackend`]); plus a
+//!   private dummy server ([`jack::DummyServer`]), a simulated tapper and a
+//!   relay client for the loop test.
+//! - [`raw`]: any byte-stream fd — serial tty, `/dev/midi*`,
+//!   `/dev/snd/midiC*D*`, a pty — polled by a real-time thread.
+//! - `alsa` (cargo feature `alsa`, on by default): the ALSA sequencer with
+//!   kernel real-time queue timestamps and output scheduled on the queue.
+//! - [`loopback`]: in-process, for tests; [`pty`]: a pty peer paced like a cable.
+//!
+//! On top of them: [`looptest`] (FTAP's loop benchmark) and [`diag`]
+//! (FTAP's scheduling diagnostic). Setup errors are one [`Error`] type for
+//! every backend; the real-time path returns the small `Copy` [`BackendError`].
+//!
 //! # Real-time contract
 //!
-//! [`Parser::new`] allocates and touches the SysEx buffer. After that, every
-//! function in this crate marked **RT-safe.** (all of the parsing and encoding)
-//! never allocates, never locks, never blocks and never prints, and does a
-//! bounded amount of work per byte whatever the input. Test builds check this
-//! with `assert_no_alloc`.
+//! [`Parser::new`] allocates and touches the SysEx buffer; a backend's `open`
+//! allocates its rings and queues, locks memory and starts its real-time
+//! side. After that, every function marked **RT-safe.** — all parsing and
+//! encoding, every [`MidiBackend`] method, a JACK process callback, a raw or
+//! ALSA I/O thread's loop, [`looptest::LoopTest::run`] — never allocates,
+//! never locks a lock a non-RT thread holds, never prints, and blocks only on
+//! the wait it exists for; the parser does a bounded amount of work per byte
+//! whatever the input. Test builds check this with `assert_no_alloc`.
 //!
 //! # Example
 //!
@@ -63,6 +88,8 @@
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+#[cfg(feature = "alsa")]
+pub mod alsa;
 pub mod backend;
 pub mod diag;
 mod encode;

@@ -26,8 +26,13 @@ fn server(period: u32) -> Option<DummyServer> {
         println!("SKIP: jackd not installed (Debian: apt-get install jackd2)");
         return None;
     }
+    // A graph at SCHED_FIFO (where allowed) keeps other load on this small
+    // machine from turning into xruns, which skip cycles and shift frames.
+    // SAFETY: geteuid cannot fail and has no side effects.
+    let root = unsafe { libc::geteuid() } == 0;
     let opts = DummyOptions {
         period,
+        realtime: root,
         ..DummyOptions::new()
     };
     Some(DummyServer::start(opts).expect("dummy jackd starts"))
@@ -114,10 +119,7 @@ fn ports_register_and_show_in_jack_lsp() {
     let mut bad = JackOptions::new("ft-nowhere");
     bad.server_name = Some(format!("{}-absent", srv.name()));
     let err = JackBackend::open(bad).unwrap_err();
-    assert_eq!(
-        err.kind(),
-        firmtime_midi::jack::JackErrorKind::ServerUnavailable
-    );
+    assert_eq!(err.kind(), firmtime_midi::ErrorKind::ServerUnavailable);
     assert!(err.message().contains("is a JACK server running?"), "{err}");
 }
 

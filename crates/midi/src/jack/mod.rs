@@ -49,6 +49,7 @@
 //! ([`MidiBackend`] methods) is **RT-safe.** as well; [`MidiBackend::wait`]
 //! blocks on a futex the callback wakes.
 
+pub mod relay;
 pub mod server;
 pub mod tapper;
 
@@ -65,68 +66,15 @@ use crate::backend::{
     BackendError, BackendKind, BackendStats, InputEvent, MidiBackend, OutputEvent, PortIndex,
     SentEvent,
 };
+use crate::error::{Error, ErrorKind};
 use crate::parse_message;
 
+pub use relay::{HopSummary, LoopHops, Relay, RelayOptions, RelayReport};
 pub use server::{DummyOptions, DummyServer};
 pub use tapper::{Tap, TapRecord, Tapper, TapperOptions};
 
 /// The most MIDI ports of one direction a [`JackBackend`] opens.
 pub const MAX_PORTS: usize = 16;
-
-/// What went wrong opening or running a JACK client or server.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum JackErrorKind {
-    /// libjack or a JACK program is not installed.
-    NotInstalled,
-    /// No JACK server with that name is running, or it refused the client.
-    ServerUnavailable,
-    /// The dummy server would not start.
-    ServerFailed,
-    /// A port could not be registered or connected.
-    Port,
-    /// Bad options.
-    InvalidInput,
-    /// An I/O error (log files, processes).
-    Io,
-    /// Any other JACK failure.
-    Jack,
-}
-
-/// A JACK failure, with a message that says what to do about it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct JackError {
-    kind: JackErrorKind,
-    message: String,
-}
-
-impl JackError {
-    /// A new error of `kind` with `message`.
-    pub fn new(kind: JackErrorKind, message: impl Into<String>) -> Self {
-        JackError {
-            kind,
-            message: message.into(),
-        }
-    }
-
-    /// What kind of failure this is.
-    pub fn kind(&self) -> JackErrorKind {
-        self.kind
-    }
-
-    /// The message.
-    pub fn message(&self) -> &str {
-        &self.message
-    }
-}
-
-impl fmt::Display for JackError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for JackError {}
 
 /// The times of one JACK process cycle, in absolute frames and
 /// CLOCK_MONOTONIC nanoseconds.
@@ -267,7 +215,7 @@ fn bump(c: &AtomicU64) {
 }
 
 /// Wakes every thread waiting on `word`. **RT-safe** (one non-blocking syscall).
-fn futex_wake(word: &AtomicU32) {
+pub(crate) fn futex_wake(word: &AtomicU32) {
     // SAFETY: FUTEX_WAKE on a valid, aligned u32 that lives as long as the
     // Arc that holds it; the kernel only reads the address.
     unsafe {
@@ -281,7 +229,7 @@ fn futex_wake(word: &AtomicU32) {
 }
 
 /// Sleeps while `*word == expected`, until `deadline_ns` CLOCK_MONOTONIC at the latest.
-fn futex_wait_until(word: &AtomicU32, expected: u32, deadline_ns: u64) {
+pub(crate) fn futex_wait_until(word: &AtomicU32, expected: u32, deadline_ns: u64) {
     let ts = libc::timespec {
         tv_sec: (deadline_ns / 1_000_000_000) as libc::time_t,
         tv_nsec: (deadline_ns % 1_000_000_000) as libc::c_long,
@@ -482,7 +430,7 @@ impl JackOptions {
 static OPEN_LOCK: Mutex<()> = Mutex::new(());
 
 /// Opens a JACK client on `server` (or the default), never starting a server.
-pub(crate) fn open_client(name: &str, server: Option<&str>) -> Result<Client, JackError> {
+pub(crate) fn open_client(name: &str, server: Option<&str>) -> Result<Client, Error> {
     type OpenFn = unsafe extern "C" fn(
         *const c_char,
         jack_sys::jack_options_t,
@@ -490,8 +438,8 @@ pub(crate) fn open_client(name: &str, server: Option<&str>) -> Result<Client, Ja
         ...
     ) -> *mut jack_sys::jack_client_t;
     let lib = jack_sys::library().map_err(|e| {
-        JackError::new(
-            JackErrorKind::NotInstalled,
+        Error::new(
+            ErrorKind::NotInstalled,
             format!(
                 "cannot load libjack ({e}): install JACK (Debian: apt-get install jackd2, \
                  or pipewire-jack)"
@@ -503,22 +451,22 @@ pub(crate) fn open_client(name: &str, server: Option<&str>) -> Result<Client, Ja
     let open: OpenFn = match unsafe { lib.get::<OpenFn>(b"jack_client_open\0") } {
         Ok(sym) => *sym,
         Err(e) => {
-            return Err(JackError::new(
-                JackErrorKind::NotInstalled,
+            return Err(Error::new(
+                ErrorKind::NotInstalled,
                 format!("libjack has no jack_client_open ({e}): reinstall JACK"),
             ))
         }
     };
     let cname = CString::new(name).map_err(|_| {
-        JackError::new(
-            JackErrorKind::InvalidInput,
+        Error::new(
+            ErrorKind::InvalidInput,
             format!("JACK client name {name:?} contains a NUL byte"),
         )
     })?;
     let sname = match server {
         Some(s) => Some(CString::new(s).map_err(|_| {
-            JackError::new(
-                JackErrorKind::InvalidInput,
+            Error::new(
+                ErrorKind::InvalidInput,
                 format!("JACK server name {s:?} contains a NUL byte"),
             )
         })?),
@@ -543,8 +491,8 @@ pub(crate) fn open_client(name: &str, server: Option<&str>) -> Result<Client, Ja
     if raw.is_null() {
         let st = ClientStatus::from_bits_truncate(status);
         let server_desc = server.unwrap_or("the default server");
-        return Err(JackError::new(
-            JackErrorKind::ServerUnavailable,
+        return Err(Error::new(
+            ErrorKind::ServerUnavailable,
             format!(
                 "cannot open JACK client {name:?} on {server_desc:?} (status {st:?}): \
                  is a JACK server running? Start one (jackd, PipeWire) or use a dummy \
@@ -555,6 +503,57 @@ pub(crate) fn open_client(name: &str, server: Option<&str>) -> Result<Client, Ja
     // SAFETY: `raw` is a client jack_client_open just returned; the Client
     // owns it from now on and closes it on drop.
     Ok(unsafe { Client::from_raw(raw) })
+}
+
+/// One MIDI port a JACK server has, as [`list_ports`] sees it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct JackPort {
+    /// Full name, `client:port`.
+    pub name: String,
+    /// Other clients can write to it (a MIDI input of its client).
+    pub is_input: bool,
+    /// Other clients can read from it (a MIDI output of its client).
+    pub is_output: bool,
+    /// It stands for a hardware port.
+    pub is_physical: bool,
+    /// Its aliases (e.g. the ALSA name behind an a2jmidid port).
+    pub aliases: Vec<String>,
+}
+
+/// The MIDI ports of a running JACK server (`None`: the default server),
+/// like `jack_lsp -t` filtered to MIDI. Never starts a server.
+///
+/// # Errors
+/// [`ErrorKind::NotInstalled`] without libjack; [`ErrorKind::ServerUnavailable`]
+/// when no server of that name runs.
+pub fn list_ports(server: Option<&str>) -> Result<Vec<JackPort>, Error> {
+    let client = open_client("firmtime-ports", server)?;
+    let mut out = Vec::new();
+    for name in client.ports(None, Some("midi"), jack::PortFlags::empty()) {
+        let Some(port) = client.port_by_name(&name) else {
+            continue;
+        };
+        let flags = port.flags();
+        out.push(JackPort {
+            is_input: flags.contains(jack::PortFlags::IS_INPUT),
+            is_output: flags.contains(jack::PortFlags::IS_OUTPUT),
+            is_physical: flags.contains(jack::PortFlags::IS_PHYSICAL),
+            aliases: port.aliases().unwrap_or_default(),
+            name,
+        });
+    }
+    Ok(out)
+}
+
+/// True when a JACK server of that name (`None`: the default) accepts
+/// clients now. Never starts one.
+pub fn server_running(server: Option<&str>) -> bool {
+    // libjack prints "cannot connect to server" to stderr when none runs:
+    // for a probe that is the expected answer, not an error.
+    jack::set_logger(jack::LoggerType::None);
+    let up = open_client("firmtime-probe", server).is_ok();
+    jack::set_logger(jack::LoggerType::Stdio);
+    up
 }
 
 /// The clock behind `jack_get_time()`, as [`JackBackend::open`] found it.
@@ -631,21 +630,21 @@ pub(crate) fn jack_clock_offset(client: &Client) -> (i64, JackClock) {
 }
 
 /// Full names of the ports a client registered.
-fn port_names<PS: jack::PortSpec>(ports: &[Port<PS>]) -> Result<Vec<String>, JackError> {
+fn port_names<PS: jack::PortSpec>(ports: &[Port<PS>]) -> Result<Vec<String>, Error> {
     ports
         .iter()
         .map(|p| {
             p.name()
-                .map_err(|e| JackError::new(JackErrorKind::Port, format!("JACK port name: {e}")))
+                .map_err(|e| Error::new(ErrorKind::Port, format!("JACK port name: {e}")))
         })
         .collect()
 }
 
 /// Connects `src` to `dst`, with an error that names both.
-pub(crate) fn connect(client: &Client, src: &str, dst: &str) -> Result<(), JackError> {
+pub(crate) fn connect(client: &Client, src: &str, dst: &str) -> Result<(), Error> {
     client.connect_ports_by_name(src, dst).map_err(|e| {
-        JackError::new(
-            JackErrorKind::Port,
+        Error::new(
+            ErrorKind::Port,
             format!("cannot connect JACK port {src:?} to {dst:?} ({e}): check the names with `jack_lsp`"),
         )
     })
@@ -744,10 +743,10 @@ impl fmt::Debug for JackBackend {
     }
 }
 
-fn check_ports(what: &str, names: &[String]) -> Result<(), JackError> {
+fn check_ports(what: &str, names: &[String]) -> Result<(), Error> {
     if names.len() > MAX_PORTS {
-        return Err(JackError::new(
-            JackErrorKind::InvalidInput,
+        return Err(Error::new(
+            ErrorKind::InvalidInput,
             format!(
                 "{} MIDI {what} ports asked for; at most {MAX_PORTS}",
                 names.len()
@@ -762,24 +761,24 @@ impl JackBackend {
     /// the connections asked for.
     ///
     /// # Errors
-    /// [`JackErrorKind::NotInstalled`] without libjack;
-    /// [`JackErrorKind::ServerUnavailable`] when no server runs under that
-    /// name; [`JackErrorKind::Port`] when a port cannot be registered or
-    /// connected; [`JackErrorKind::InvalidInput`] for more than
+    /// [`ErrorKind::NotInstalled`] without libjack;
+    /// [`ErrorKind::ServerUnavailable`] when no server runs under that
+    /// name; [`ErrorKind::Port`] when a port cannot be registered or
+    /// connected; [`ErrorKind::InvalidInput`] for more than
     /// [`MAX_PORTS`] ports or a zero queue capacity.
-    pub fn open(options: JackOptions) -> Result<Self, JackError> {
+    pub fn open(options: JackOptions) -> Result<Self, Error> {
         check_ports("input", &options.inputs)?;
         check_ports("output", &options.outputs)?;
         if options.queue_capacity == 0 {
-            return Err(JackError::new(
-                JackErrorKind::InvalidInput,
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
                 "JACK queue capacity must be at least 1 event",
             ));
         }
         let client = open_client(&options.client_name, options.server_name.as_deref())?;
         let reg_err = |name: &str, e: jack::Error| {
-            JackError::new(
-                JackErrorKind::Port,
+            Error::new(
+                ErrorKind::Port,
                 format!("cannot register JACK MIDI port {name:?}: {e}"),
             )
         };
@@ -817,8 +816,8 @@ impl JackBackend {
             shared: Arc::clone(&shared),
         };
         let active = client.activate_async(notifier, process).map_err(|e| {
-            JackError::new(
-                JackErrorKind::Jack,
+            Error::new(
+                ErrorKind::Backend,
                 format!("cannot activate JACK client: {e}"),
             )
         })?;
@@ -919,25 +918,25 @@ impl JackBackend {
     /// clients to this one after opening.
     ///
     /// # Errors
-    /// [`JackErrorKind::Port`] when either port does not exist or the
+    /// [`ErrorKind::Port`] when either port does not exist or the
     /// connection is refused.
-    pub fn connect(&self, src: &str, dst: &str) -> Result<(), JackError> {
+    pub fn connect(&self, src: &str, dst: &str) -> Result<(), Error> {
         connect(self.jack_client(), src, dst)
     }
 
     /// Deactivates and closes the client.
     ///
     /// # Errors
-    /// [`JackErrorKind::Jack`] when JACK refuses to deactivate it (it is closed anyway).
-    pub fn close(mut self) -> Result<(), JackError> {
+    /// [`ErrorKind::Backend`] when JACK refuses to deactivate it (it is closed anyway).
+    pub fn close(mut self) -> Result<(), Error> {
         self.deactivate()
     }
 
-    fn deactivate(&mut self) -> Result<(), JackError> {
+    fn deactivate(&mut self) -> Result<(), Error> {
         match self.client.take() {
             Some(c) => c.deactivate().map(|_| ()).map_err(|e| {
-                JackError::new(
-                    JackErrorKind::Jack,
+                Error::new(
+                    ErrorKind::Backend,
                     format!("cannot deactivate JACK client: {e}"),
                 )
             }),

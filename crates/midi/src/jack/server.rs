@@ -9,12 +9,13 @@
 
 use std::fs::File;
 use std::io::Read;
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use super::{JackError, JackErrorKind};
+use crate::error::{Error, ErrorKind};
 
 /// How to start a [`DummyServer`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,14 +88,14 @@ impl DummyServer {
     /// (at most `options.start_timeout`) until it accepts clients.
     ///
     /// # Errors
-    /// [`JackErrorKind::NotInstalled`] when `jackd` or `jack_wait` is not on
-    /// `PATH`; [`JackErrorKind::ServerFailed`] when jackd exits or does not
+    /// [`ErrorKind::NotInstalled`] when `jackd` or `jack_wait` is not on
+    /// `PATH`; [`ErrorKind::ServerFailed`] when jackd exits or does not
     /// accept clients in time (the message quotes jackd's last log lines);
-    /// [`JackErrorKind::InvalidInput`] for an empty name or a zero rate or period.
-    pub fn start(options: DummyOptions) -> Result<Self, JackError> {
+    /// [`ErrorKind::InvalidInput`] for an empty name or a zero rate or period.
+    pub fn start(options: DummyOptions) -> Result<Self, Error> {
         if options.name.is_empty() || options.rate == 0 || options.period == 0 {
-            return Err(JackError::new(
-                JackErrorKind::InvalidInput,
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
                 format!(
                     "dummy JACK server: name must be non-empty and rate/period non-zero \
                      (got name {:?}, rate {}, period {})",
@@ -104,8 +105,8 @@ impl DummyServer {
         }
         for prog in ["jackd", "jack_wait"] {
             if !program_on_path(prog) {
-                return Err(JackError::new(
-                    JackErrorKind::NotInstalled,
+                return Err(Error::new(
+                    ErrorKind::NotInstalled,
                     format!(
                         "`{prog}` not found on PATH: install JACK 2 (Debian: apt-get install jackd2)"
                     ),
@@ -114,17 +115,14 @@ impl DummyServer {
         }
         let log_path = std::env::temp_dir().join(format!("{}.jackd.log", options.name));
         let log = File::create(&log_path).map_err(|e| {
-            JackError::new(
-                JackErrorKind::Io,
+            Error::new(
+                ErrorKind::Io,
                 format!("cannot create jackd log {}: {e}", log_path.display()),
             )
         })?;
-        let log_err = log.try_clone().map_err(|e| {
-            JackError::new(
-                JackErrorKind::Io,
-                format!("cannot duplicate jackd log: {e}"),
-            )
-        })?;
+        let log_err = log
+            .try_clone()
+            .map_err(|e| Error::new(ErrorKind::Io, format!("cannot duplicate jackd log: {e}")))?;
         let mut cmd = Command::new("jackd");
         cmd.arg("-n").arg(&options.name);
         cmd.arg(if options.realtime { "-R" } else { "-r" });
@@ -137,12 +135,18 @@ impl DummyServer {
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(log_err);
-        let child = cmd.spawn().map_err(|e| {
-            JackError::new(
-                JackErrorKind::ServerFailed,
-                format!("cannot start jackd: {e}"),
-            )
-        })?;
+        // If firmtime dies without running Drop (SIGKILL), jackd goes too.
+        // SAFETY: the closure runs in the child between fork and exec and only
+        // makes one async-signal-safe system call (prctl).
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong);
+                Ok(())
+            });
+        }
+        let child = cmd
+            .spawn()
+            .map_err(|e| Error::new(ErrorKind::ServerFailed, format!("cannot start jackd: {e}")))?;
         let mut server = DummyServer {
             child: Some(child),
             options,
@@ -152,7 +156,7 @@ impl DummyServer {
         Ok(server)
     }
 
-    fn wait_ready(&mut self) -> Result<(), JackError> {
+    fn wait_ready(&mut self) -> Result<(), Error> {
         let deadline = Instant::now() + self.options.start_timeout;
         loop {
             if let Some(child) = self.child.as_mut() {
@@ -184,15 +188,15 @@ impl DummyServer {
         }
     }
 
-    fn failed(&self, what: &str) -> JackError {
+    fn failed(&self, what: &str) -> Error {
         let mut log = String::new();
         if let Ok(mut f) = File::open(&self.log_path) {
             let _ = f.read_to_string(&mut log);
         }
         let tail: Vec<&str> = log.lines().rev().take(8).collect();
         let tail: Vec<&str> = tail.into_iter().rev().collect();
-        JackError::new(
-            JackErrorKind::ServerFailed,
+        Error::new(
+            ErrorKind::ServerFailed,
             format!(
                 "dummy JACK server {:?}: {what}; jackd said:\n{}",
                 self.options.name,

@@ -24,9 +24,9 @@ use std::time::{Duration, Instant};
 use jack::{Client, ClientStatus, Control, MidiOut, Port, ProcessScope, RawMidi};
 
 use super::{
-    connect, jack_clock_offset, open_client, read_cycle_times, CycleTimes, FrameExtender,
-    JackError, JackErrorKind, MidiSink,
+    connect, jack_clock_offset, open_client, read_cycle_times, CycleTimes, FrameExtender, MidiSink,
 };
+use crate::error::{Error, ErrorKind};
 use crate::MidiMessage;
 
 /// Options for [`Tapper::start`].
@@ -261,13 +261,13 @@ impl Tapper {
     /// # Errors
     /// As [`JackBackend::open`](super::JackBackend::open): no libjack, no
     /// server, or a port that cannot be registered or connected.
-    pub fn start(options: TapperOptions, taps: Vec<Tap>) -> Result<Self, JackError> {
+    pub fn start(options: TapperOptions, taps: Vec<Tap>) -> Result<Self, Error> {
         let client = open_client(&options.client_name, options.server_name.as_deref())?;
         let port = client
             .register_port(&options.port_name, MidiOut::default())
             .map_err(|e| {
-                JackError::new(
-                    JackErrorKind::Port,
+                Error::new(
+                    ErrorKind::Port,
                     format!(
                         "cannot register JACK MIDI port {:?}: {e}",
                         options.port_name
@@ -276,7 +276,7 @@ impl Tapper {
             })?;
         let port_name = port
             .name()
-            .map_err(|e| JackError::new(JackErrorKind::Port, format!("JACK port name: {e}")))?;
+            .map_err(|e| Error::new(ErrorKind::Port, format!("JACK port name: {e}")))?;
         let (clock_offset_ns, _) = jack_clock_offset(&client);
         let n_taps = taps.len();
         let core = TapperCore::new(taps, options.lead_frames);
@@ -291,8 +291,8 @@ impl Tapper {
             shared: Arc::clone(&shared),
         };
         let active = client.activate_async(notifier, process).map_err(|e| {
-            JackError::new(
-                JackErrorKind::Jack,
+            Error::new(
+                ErrorKind::Backend,
                 format!("cannot activate JACK client: {e}"),
             )
         })?;
@@ -330,8 +330,8 @@ impl Tapper {
     /// the client and returns the ground truth.
     ///
     /// # Errors
-    /// [`JackErrorKind::Jack`] when the client cannot be deactivated.
-    pub fn finish(mut self, timeout: Duration) -> Result<TapperReport, JackError> {
+    /// [`ErrorKind::Backend`] when the client cannot be deactivated.
+    pub fn finish(mut self, timeout: Duration) -> Result<TapperReport, Error> {
         let deadline = Instant::now() + timeout;
         while self.emitted() < self.n_taps && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(2));
@@ -342,8 +342,8 @@ impl Tapper {
             .take()
             .expect("client is Some until finish or drop");
         let (_, _, process) = client.deactivate().map_err(|e| {
-            JackError::new(
-                JackErrorKind::Jack,
+            Error::new(
+                ErrorKind::Backend,
                 format!("cannot deactivate JACK client: {e}"),
             )
         })?;
