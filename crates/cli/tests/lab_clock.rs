@@ -38,8 +38,17 @@ fn clock_tiny_run_writes_six_rows() {
         p.to_str().unwrap(),
     ]);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    for row in ["User, no load", "Setpriority, load", "SCHED_FIFO, load", "Finney 2001"] {
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for row in [
+        "User, no load",
+        "Setpriority, load",
+        "SCHED_FIFO, load",
+        "Finney 2001",
+    ] {
         assert!(stdout.contains(row), "table lacks {row}:\n{stdout}");
     }
     let j = read_json(&p);
@@ -56,13 +65,37 @@ fn clock_tiny_run_writes_six_rows() {
 #[test]
 fn bad_flags_exit_2_naming_the_flag() {
     for (args, flag, range) in [
-        (&["lab", "clock", "--calls", "1"][..], "--calls", "2 to 100000000"),
+        (
+            &["lab", "clock", "--calls", "1"][..],
+            "--calls",
+            "2 to 100000000",
+        ),
         (&["lab", "clock", "--hogs", "300"][..], "--hogs", "0 to 256"),
-        (&["lab", "clock", "--clock", "sundial"][..], "--clock", "monotonic"),
-        (&["lab", "clock", "--fifo-priority", "0"][..], "--fifo-priority", "1..=99"),
-        (&["lab", "overhead", "--reps", "0"][..], "--reps", "1 to 1000"),
-        (&["lab", "overhead", "--memcpy-size", "1"][..], "--memcpy-size", "4KiB to 4GiB"),
-        (&["lab", "overhead", "--priority", "fifo:100"][..], "--priority", "fifo:1 to fifo:99"),
+        (
+            &["lab", "clock", "--clock", "sundial"][..],
+            "--clock",
+            "monotonic",
+        ),
+        (
+            &["lab", "clock", "--fifo-priority", "0"][..],
+            "--fifo-priority",
+            "1..=99",
+        ),
+        (
+            &["lab", "overhead", "--reps", "0"][..],
+            "--reps",
+            "1 to 1000",
+        ),
+        (
+            &["lab", "overhead", "--memcpy-size", "1"][..],
+            "--memcpy-size",
+            "4KiB to 4GiB",
+        ),
+        (
+            &["lab", "overhead", "--priority", "fifo:100"][..],
+            "--priority",
+            "fifo:1 to fifo:99",
+        ),
     ] {
         let out = firmtime(args);
         let err = String::from_utf8_lossy(&out.stderr);
@@ -91,7 +124,11 @@ fn overhead_tiny_run_writes_every_figure() {
         p.to_str().unwrap(),
     ]);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(stdout.contains("context switch, same CPU"), "{stdout}");
     assert!(stdout.contains("PII-350"), "paper table printed:\n{stdout}");
     let j = read_json(&p);
@@ -120,7 +157,16 @@ fn children(pid: u32) -> Vec<u32> {
 fn ctrl_c_during_a_load_row_writes_partial_and_reaps_hogs() {
     let p = tmp("lab-clock-int");
     let child = Command::new(EXE)
-        .args(["lab", "clock", "--clock", "monotonic", "--calls", "2000000", "--hogs", "1"])
+        .args([
+            "lab",
+            "clock",
+            "--clock",
+            "monotonic",
+            "--calls",
+            "2000000",
+            "--hogs",
+            "1",
+        ])
         .args(["--json", p.to_str().unwrap()])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -133,7 +179,10 @@ fn ctrl_c_during_a_load_row_writes_partial_and_reaps_hogs() {
         if !c.is_empty() {
             break c;
         }
-        assert!(start.elapsed() < Duration::from_secs(60), "no load child appeared");
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no load child appeared"
+        );
         std::thread::sleep(Duration::from_millis(20));
     };
     std::thread::sleep(Duration::from_millis(300));

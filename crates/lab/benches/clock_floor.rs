@@ -60,7 +60,10 @@ fn main() {
     minimal(&mut b);
 
     println!("clock floor: {rounds} paired rounds of {reads} CLOCK_MONOTONIC reads");
-    println!("{:>5} {:>14} {:>14} {:>8}", "round", "lab ns/read", "tight ns/read", "ratio");
+    println!(
+        "{:>5} {:>14} {:>14} {:>8}",
+        "round", "lab ns/read", "tight ns/read", "ratio"
+    );
     let mut ratios = Vec::with_capacity(rounds);
     for round in 0..rounds {
         if round % 2 == 0 {

@@ -122,10 +122,7 @@ fn print_table(r: &ClockResult) {
         if r.hogs == 1 { "" } else { "s" }
     );
     println!();
-    println!(
-        "{:<22} {:<61} | Finney 2001, µs",
-        "", "this machine, µs"
-    );
+    println!("{:<22} {:<61} | Finney 2001, µs", "", "this machine, µs");
     println!(
         "{:<22} {:>9} {:>11} {:>9} {:>9}  {:<18} | {:>6} {:>11} {:>8}",
         "Configuration", "mean", "max", "sd", "min>0", "obtained", "mean", "max", "sd"

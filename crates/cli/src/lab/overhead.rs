@@ -190,7 +190,9 @@ fn print_table(r: &OverheadResult) {
         cost_line(&format!("read {}", c.clock), &c.result);
     }
     println!();
-    println!("Etsion et al. 2003, Table 2 (Linux 2.4; average ± sd; their cache BW used memcpy too):");
+    println!(
+        "Etsion et al. 2003, Table 2 (Linux 2.4; average ± sd; their cache BW used memcpy too):"
+    );
     println!(
         "  {:<11} {:>5}  {:>18} {:>8}  {:>12}  {:>14} {:>7}",
         "processor", "MHz", "ctx switch cycles", "ns", "memcpy MB/s", "trap cycles", "ns"
@@ -200,7 +202,10 @@ fn print_table(r: &OverheadResult) {
             "  {:<11} {:>5}  {:>18} {:>8}  {:>12}  {:>14} {:>7}",
             p.processor,
             p.mhz,
-            format!("{} ± {}", p.context_switch_cycles, p.context_switch_cycles_sd),
+            format!(
+                "{} ± {}",
+                p.context_switch_cycles, p.context_switch_cycles_sd
+            ),
             p.context_switch_ns,
             format!("{} ± {}", p.memcpy_mb_per_s, p.memcpy_mb_per_s_sd),
             format!("{} ± {}", p.trap_cycles, p.trap_cycles_sd),

@@ -77,7 +77,11 @@ fn idle_table_has_the_three_priority_rows_with_counts() {
     let labels: Vec<&str> = r.cells.iter().map(|c| c.label.as_str()).collect();
     assert_eq!(
         labels,
-        ["User, no load", "Setpriority, no load", "SCHED_FIFO, no load"]
+        [
+            "User, no load",
+            "Setpriority, no load",
+            "SCHED_FIFO, no load"
+        ]
     );
     let policies: Vec<&str> = r.cells.iter().map(|c| c.policy.as_str()).collect();
     assert_eq!(policies, ["other", "other:-20", "fifo:80"]);

@@ -21,7 +21,10 @@ fn tiny() -> Config {
 #[test]
 fn spread_is_median_min_p90_max() {
     let s = Spread::of(&[5.0, 1.0, 3.0, 2.0, 4.0]).unwrap();
-    assert_eq!((s.reps, s.median, s.min, s.p90, s.max), (5, 3.0, 1.0, 5.0, 5.0));
+    assert_eq!(
+        (s.reps, s.median, s.min, s.p90, s.max),
+        (5, 3.0, 1.0, 5.0, 5.0)
+    );
     let s = Spread::of(&[4.0, 1.0, 3.0, 2.0]).unwrap();
     assert_eq!(s.median, 2.5);
     let ten: Vec<f64> = (1..=10).map(f64::from).collect();
@@ -39,7 +42,10 @@ fn every_figure_is_measured_with_the_repetitions_asked() {
     assert_eq!(r.tsc_hz.is_some(), invariant);
     assert_eq!(r.cycles_unavailable.is_some(), !invariant);
 
-    let same = r.context_switch_same_cpu.measured().expect("one CPU is enough");
+    let same = r
+        .context_switch_same_cpu
+        .measured()
+        .expect("one CPU is enough");
     assert_eq!(same.parent_cpu, same.child_cpu);
     assert_eq!(same.cost.operations, 400, "two switches per round trip");
     assert_eq!(same.cost.ns.reps, 3);
@@ -185,9 +191,17 @@ fn bad_config_names_the_flag_and_range() {
 #[test]
 fn paper_table_matches_etsion_2003() {
     assert_eq!(ETSION_TABLE2.len(), 7);
-    let p2 = ETSION_TABLE2.iter().find(|p| p.processor == "PII-350").unwrap();
+    let p2 = ETSION_TABLE2
+        .iter()
+        .find(|p| p.processor == "PII-350")
+        .unwrap();
     assert_eq!(
-        (p2.context_switch_cycles, p2.context_switch_ns, p2.memcpy_mb_per_s, p2.trap_ns),
+        (
+            p2.context_switch_cycles,
+            p2.context_switch_ns,
+            p2.memcpy_mb_per_s,
+            p2.trap_ns
+        ),
         (1327, 3_800, 1314, 980)
     );
 }
