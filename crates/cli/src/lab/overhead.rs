@@ -34,7 +34,7 @@ pub struct Args {
     #[arg(long, value_name = "S", value_parser = memcpy_size)]
     memcpy_size: Option<u64>,
     /// Scheduling of the measuring thread: user, setpriority (nice -20 +
-    /// mlockall) or fifo[:P] (SCHED_FIFO P, 1 to 99, + mlockall) [default: user].
+    /// mlockall), fifo (SCHED_FIFO 80) or fifo:P (P 1 to 99), both + mlockall [default: user].
     #[arg(long, value_name = "P", value_parser = priority)]
     priority: Option<Priority>,
 }
