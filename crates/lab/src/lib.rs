@@ -12,10 +12,12 @@
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod clockread;
 pub mod error;
 pub mod load;
 pub mod measure;
 pub mod output;
+pub mod overhead;
 pub mod plot;
 pub mod stats;
 pub mod tails;

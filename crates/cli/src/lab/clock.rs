@@ -1,16 +1,181 @@
-//! `firmtime lab clock` (being written).
+//! `firmtime lab clock`: Finney (2001) Table 1 on this machine.
 
 use super::Common;
+use crate::args;
+use crate::progress::Bars;
 use crate::Outcome;
+use firmtime_lab::clockread::{self, ClockResult, Config, FINNEY_TABLE1};
+use firmtime_lab::measure::{self, Cell, Envelope};
+use firmtime_rt::clock::ClockKind;
+use firmtime_rt::system::Provenance;
 
 /// Arguments of `firmtime lab clock`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:\n  \
+    firmtime lab clock                      # gettimeofday, 1,000,000 reads, 3 hogs, like the paper\n  \
+    firmtime lab clock --clock monotonic --quick --json clock.json\n\n\
+    Columns are the gaps between successive reads in µs: mean, max, sd, and the\n\
+    smallest non-zero gap (the clock's effective granularity); Finney's 2001\n\
+    figures (Pentium II 350 MHz, Linux 2.2.12) are printed beside them.")]
 pub struct Args {
     #[command(flatten)]
     common: Common,
+    /// The clock to read: gettimeofday, monotonic, monotonic-raw, realtime,
+    /// boottime, tai or tsc [default: gettimeofday, the paper's clock].
+    #[arg(long, value_name = "CLOCK", value_parser = clock_kind)]
+    clock: Option<ClockKind>,
+    /// Successive reads per condition, 2 to 100000000 [default: 1000000; --quick: 200000].
+    #[arg(long, value_name = "N", value_parser = calls)]
+    calls: Option<u64>,
+    /// CPU hogs in the load rows, 0 to 256 (0 = idle rows only) [default: 3, like the paper].
+    #[arg(long, value_name = "N", value_parser = hogs)]
+    hogs: Option<u32>,
+    /// SCHED_FIFO priority of the SCHED_FIFO rows, 1 to 99 [default: 80].
+    #[arg(long, value_name = "P", value_parser = clap::value_parser!(u8).range(1..=99))]
+    fifo_priority: Option<u8>,
+}
+
+fn clock_kind(s: &str) -> Result<ClockKind, String> {
+    s.parse::<ClockKind>().map_err(|e| e.to_string())
+}
+
+fn calls(s: &str) -> Result<u64, String> {
+    let r = Config::CALLS;
+    s.parse::<u64>()
+        .ok()
+        .filter(|v| r.contains(v))
+        .ok_or_else(|| format!("valid is {} to {}", r.start(), r.end()))
+}
+
+fn hogs(s: &str) -> Result<u32, String> {
+    let r = Config::HOGS;
+    s.parse::<u32>()
+        .ok()
+        .filter(|v| r.contains(v))
+        .ok_or_else(|| format!("valid is {} to {} (0 = idle rows only)", r.start(), r.end()))
+}
+
+/// The configuration these arguments ask for.
+fn config(args: &Args) -> anyhow::Result<Config> {
+    let mut cfg = if args.common.quick {
+        Config::quick()
+    } else {
+        Config::full()
+    };
+    if let Some(c) = args.clock {
+        cfg.clock = c;
+    }
+    if let Some(n) = args.calls {
+        cfg.calls = n;
+    }
+    if let Some(h) = args.hogs {
+        cfg.hogs = h;
+    }
+    if let Some(p) = args.fifo_priority {
+        cfg.fifo_priority = p;
+    }
+    cfg.load_exe = Some(std::env::current_exe()?);
+    cfg.validate()
+        .map_err(|e| args::UsageError(e.message().to_string()))?;
+    Ok(cfg)
 }
 
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
-    let _ = args.common;
-    anyhow::bail!("firmtime lab clock is not built yet")
+    let provenance = Provenance::begin(std::env::args().collect());
+    let cfg = config(&args)?;
+    let result = clockread::run(&cfg, &mut Bars::new())?;
+    let partial = result.partial || measure::stop_requested();
+    print_table(&result);
+    if let Some(path) = &args.common.json {
+        let env = Envelope::new("lab-clock", provenance, partial, &result);
+        args::write_json(path, &env)?;
+    }
+    if partial {
+        eprintln!("firmtime: interrupted: the output holds what was measured so far (partial)");
+        return Ok(Outcome::Failed);
+    }
+    Ok(Outcome::Ok)
+}
+
+fn us(ns: Option<i64>, decimals: usize) -> String {
+    ns.map_or_else(
+        || "-".to_string(),
+        |v| format!("{:.*}", decimals, v as f64 / 1e3),
+    )
+}
+
+fn print_table(r: &ClockResult) {
+    let res = r
+        .resolution_ns
+        .map_or_else(|| "unavailable".to_string(), |n| format!("{n} ns"));
+    println!(
+        "firmtime lab clock — Finney (2001) Table 1: times between successive reads of {}",
+        r.clock
+    );
+    print!("{} reads per condition, clock_getres {res}", r.calls);
+    if let Some(hz) = r.tsc_hz {
+        print!(", TSC {:.3} MHz", hz / 1e6);
+    }
+    println!(
+        ", load = {} CPU hog{}",
+        r.hogs,
+        if r.hogs == 1 { "" } else { "s" }
+    );
+    println!();
+    println!("{:<22} {:<61} | Finney 2001, µs", "", "this machine, µs");
+    println!(
+        "{:<22} {:>9} {:>11} {:>9} {:>9}  {:<18} | {:>6} {:>11} {:>8}",
+        "Configuration", "mean", "max", "sd", "min>0", "obtained", "mean", "max", "sd"
+    );
+    for c in &r.cells {
+        let paper = c.paper.map_or_else(
+            || format!("{:>6} {:>11} {:>8}", "-", "-", "-"),
+            |p| {
+                format!(
+                    "{:>6} {:>11} {:>8}",
+                    us(Some(p.mean_ns), 2),
+                    us(Some(p.max_ns), 0),
+                    us(Some(p.sd_ns), 2)
+                )
+            },
+        );
+        match &c.result {
+            Cell::Measured(m) => {
+                let o = &m.conditions.obtained;
+                let obtained = format!(
+                    "{}{}",
+                    o.policy,
+                    if o.memory_locked == Some(true) {
+                        " mlock"
+                    } else {
+                        ""
+                    }
+                );
+                println!(
+                    "{:<22} {:>9} {:>11} {:>9} {:>9}  {:<18} | {paper}{}",
+                    c.label,
+                    us(m.summary.mean_ns, 3),
+                    us(m.summary.max_ns, 1),
+                    us(m.summary.sd_ns, 3),
+                    us(m.smallest_nonzero_gap_ns, 3),
+                    obtained,
+                    if m.partial { "  (partial)" } else { "" }
+                );
+            }
+            Cell::Skipped { reason } => {
+                println!("{:<22} skipped: {reason}", c.label);
+                println!("{:<22} {:>61} | {paper}", "", "");
+            }
+        }
+    }
+    let missing = FINNEY_TABLE1.len().saturating_sub(r.cells.len());
+    if r.partial && missing > 0 {
+        println!("({missing} row(s) not measured: interrupted)");
+    }
+    println!();
+    println!(
+        "min>0 is the smallest non-zero gap (the clock's granularity). Finney: 10 runs of \
+         1,000,000 gettimeofday calls,\nPentium II 350 MHz, Linux 2.2.12, load = 3 programs \
+         doing continuous arithmetic."
+    );
 }

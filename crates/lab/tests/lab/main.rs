@@ -5,8 +5,10 @@
 #[global_allocator]
 static ALLOC: assert_no_alloc::AllocDisabler = assert_no_alloc::AllocDisabler;
 
+mod clockread;
 mod load;
 mod output;
+mod overhead;
 mod plot;
 mod stats;
 mod tails;

@@ -1,0 +1,206 @@
+//! `firmtime lab clock` and `firmtime lab overhead` as processes: tiny runs
+//! write the documented JSON, bad flags exit 2 naming the flag and range,
+//! Ctrl-C writes what was measured (partial) and reaps the load children.
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const EXE: &str = env!("CARGO_BIN_EXE_firmtime");
+
+fn tmp(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("firmtime-{name}-{}.json", std::process::id()))
+}
+
+fn firmtime(args: &[&str]) -> Output {
+    Command::new(EXE).args(args).output().unwrap()
+}
+
+fn read_json(p: &PathBuf) -> serde_json::Value {
+    let v = serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
+    let _ = std::fs::remove_file(p);
+    v
+}
+
+#[test]
+fn clock_tiny_run_writes_six_rows() {
+    let p = tmp("lab-clock");
+    let out = firmtime(&[
+        "lab",
+        "clock",
+        "--clock",
+        "monotonic",
+        "--calls",
+        "2000",
+        "--hogs",
+        "1",
+        "--json",
+        p.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for row in [
+        "User, no load",
+        "Setpriority, load",
+        "SCHED_FIFO, load",
+        "Finney 2001",
+    ] {
+        assert!(stdout.contains(row), "table lacks {row}:\n{stdout}");
+    }
+    let j = read_json(&p);
+    assert_eq!(j["kind"], "lab-clock");
+    assert_eq!(j["partial"], false);
+    assert!(j["provenance"]["system"].is_object());
+    let cells = j["result"]["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 6);
+    let hogs: Vec<u64> = cells.iter().map(|c| c["hogs"].as_u64().unwrap()).collect();
+    assert_eq!(hogs, [0, 0, 0, 1, 1, 1]);
+    assert_eq!(cells[0]["result"]["summary"]["samples"], 1999);
+}
+
+#[test]
+fn bad_flags_exit_2_naming_the_flag() {
+    for (args, flag, range) in [
+        (
+            &["lab", "clock", "--calls", "1"][..],
+            "--calls",
+            "2 to 100000000",
+        ),
+        (&["lab", "clock", "--hogs", "300"][..], "--hogs", "0 to 256"),
+        (
+            &["lab", "clock", "--clock", "sundial"][..],
+            "--clock",
+            "monotonic",
+        ),
+        (
+            &["lab", "clock", "--fifo-priority", "0"][..],
+            "--fifo-priority",
+            "1..=99",
+        ),
+        (
+            &["lab", "overhead", "--reps", "0"][..],
+            "--reps",
+            "1 to 1000",
+        ),
+        (
+            &["lab", "overhead", "--memcpy-size", "1"][..],
+            "--memcpy-size",
+            "4KiB to 4GiB",
+        ),
+        (
+            &["lab", "overhead", "--priority", "fifo:100"][..],
+            "--priority",
+            "fifo:1 to fifo:99",
+        ),
+    ] {
+        let out = firmtime(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(flag) && err.contains(range), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn overhead_tiny_run_writes_every_figure() {
+    let p = tmp("lab-overhead");
+    let out = firmtime(&[
+        "lab",
+        "overhead",
+        "--reps",
+        "2",
+        "--round-trips",
+        "100",
+        "--traps",
+        "1000",
+        "--clock-reads",
+        "1000",
+        "--memcpy-size",
+        "1MiB",
+        "--json",
+        p.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("context switch, same CPU"), "{stdout}");
+    assert!(stdout.contains("PII-350"), "paper table printed:\n{stdout}");
+    let j = read_json(&p);
+    assert_eq!(j["kind"], "lab-overhead");
+    let r = &j["result"];
+    assert_eq!(r["context_switch_same_cpu"]["status"], "measured");
+    assert_eq!(r["trap_getpid"]["ns"]["reps"], 2);
+    assert_eq!(r["memcpy"]["bytes"], 1 << 20);
+    assert_eq!(r["clock_reads"].as_array().unwrap().len(), 7);
+}
+
+/// Child pids of every thread of `pid`.
+fn children(pid: u32) -> Vec<u32> {
+    let mut v = Vec::new();
+    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for t in tasks.flatten() {
+            if let Ok(s) = std::fs::read_to_string(t.path().join("children")) {
+                v.extend(s.split_whitespace().filter_map(|c| c.parse::<u32>().ok()));
+            }
+        }
+    }
+    v
+}
+
+#[test]
+fn ctrl_c_during_a_load_row_writes_partial_and_reaps_hogs() {
+    let p = tmp("lab-clock-int");
+    let child = Command::new(EXE)
+        .args([
+            "lab",
+            "clock",
+            "--clock",
+            "monotonic",
+            "--calls",
+            "2000000",
+            "--hogs",
+            "1",
+        ])
+        .args(["--json", p.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let start = Instant::now();
+    let hogs = loop {
+        let c = children(pid);
+        if !c.is_empty() {
+            break c;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no load child appeared"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: pid is our running child.
+    unsafe { libc::kill(pid as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "interrupted runs fail: {err}");
+    assert!(err.contains("partial"), "{err}");
+    let j = read_json(&p);
+    assert_eq!(j["partial"], true);
+    assert_eq!(j["result"]["partial"], true);
+    let cells = j["result"]["cells"].as_array().unwrap();
+    assert!(cells.len() >= 3 && cells.len() < 6, "{} rows", cells.len());
+    for h in hogs {
+        assert!(
+            !std::path::Path::new(&format!("/proc/{h}")).exists(),
+            "load child {h} was not reaped"
+        );
+    }
+}
