@@ -19,6 +19,7 @@ pub mod measure;
 pub mod output;
 pub mod overhead;
 pub mod plot;
+pub mod report;
 pub mod stats;
 pub mod tails;
 
