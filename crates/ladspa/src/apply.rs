@@ -81,6 +81,17 @@ fn io(path: &Path, what: &str, e: hound::Error) -> Error {
     )
 }
 
+/// The sample rate of a WAV file, to resolve sample-rate-relative
+/// controls before [`apply`].
+///
+/// # Errors
+/// [`ErrorKind::Io`] when the file cannot be read as WAV.
+pub fn wav_sample_rate(path: &Path) -> Result<u32> {
+    hound::WavReader::open(path)
+        .map(|r| r.spec().sample_rate)
+        .map_err(|e| io(path, "read WAV file", e))
+}
+
 /// Runs `stages` over the WAV file `input` and writes `output`.
 ///
 /// The first plugin's audio inputs take the file's channels in order and

@@ -89,6 +89,7 @@ impl Scan {
     /// path does not load.
     pub fn find(&self, spec: &str) -> Result<Plugin> {
         let not_found = |what: String| {
+            let by_label = what.starts_with("labelled");
             let mut msg = format!(
                 "no LADSPA plugin {what} in {} ({} libraries searched); \
                  `firmtime ladspa list` shows what is installed, LADSPA_PATH adds directories",
@@ -105,7 +106,7 @@ impl Scan {
                 })
                 .take(5)
                 .collect();
-            if !close.is_empty() {
+            if by_label && !close.is_empty() {
                 msg.push_str(&format!("; similar labels: {}", close.join(", ")));
             }
             Error::new(ErrorKind::NotFound, msg)

@@ -46,7 +46,7 @@ pub mod ffi;
 pub mod host;
 pub mod plugin;
 
-pub use apply::{apply, ApplyOptions, ApplyReport, OutputFormat};
+pub use apply::{apply, wav_sample_rate, ApplyOptions, ApplyReport, OutputFormat};
 pub use chain::{Chain, Stage};
 pub use error::{Error, ErrorKind, Result};
 pub use host::{search_path, Scan};

@@ -207,7 +207,10 @@ fn log_path(n: u32) -> PathBuf {
             if n == 0 {
                 return p;
             }
-            let stem = p.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+            let stem = p
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
             let name = match p.extension() {
                 Some(e) => format!("{stem}-{n}.{}", e.to_string_lossy()),
                 None => format!("{stem}-{n}"),
@@ -383,8 +386,14 @@ impl WasteTime {
             return Ok(());
         }
         self.written = true;
-        let name = self.log_path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let tmp = self.log_path.with_file_name(format!(".{name}.tmp{}", std::process::id()));
+        let name = self
+            .log_path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let tmp = self
+            .log_path
+            .with_file_name(format!(".{name}.tmp{}", std::process::id()));
         let mut f = std::fs::File::create(&tmp)?;
         f.write_all(self.csv().as_bytes())?;
         f.sync_all()?;
@@ -499,7 +508,11 @@ mod tests {
         assert_eq!(fraction_at(0.1, 0.25, 10.0, 10.0), 0.35);
         assert_eq!(fraction_at(0.5, 0.25, 1.0, 2.5), 1.0);
         assert_eq!(fraction_at(0.5, 0.25, 1.0, 100.0), 1.0);
-        assert_eq!(fraction_at(0.3, 0.1, 0.0, 100.0), 0.3, "interval 0 never steps");
+        assert_eq!(
+            fraction_at(0.3, 0.1, 0.0, 100.0),
+            0.3,
+            "interval 0 never steps"
+        );
         assert_eq!(fraction_at(-1.0, 0.0, 1.0, 0.0), 0.0);
         assert_eq!(fraction_at(f32::NAN, 0.0, 1.0, 0.0), 0.0);
     }
