@@ -153,7 +153,8 @@ pub fn apply(
     let mut writer =
         hound::WavWriter::create(output, out_spec).map_err(|e| io(output, "create", e))?;
     let input_frames = u64::from(reader.duration());
-    let decay = (f64::from(opts.decay_seconds.max(0.0)) * f64::from(spec.sample_rate)) as u64;
+    let decay =
+        (f64::from(opts.decay_seconds.max(0.0)) * f64::from(spec.sample_rate)).round() as u64;
     let output_frames = input_frames + decay;
     let scale = match spec.sample_format {
         hound::SampleFormat::Int => 1.0 / (1u64 << (spec.bits_per_sample - 1)) as f32,

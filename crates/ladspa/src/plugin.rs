@@ -103,6 +103,8 @@ pub struct Hints {
     pub integer: bool,
     /// The default asked for.
     pub default: DefaultHint,
+    /// `LowerBound` and `UpperBound` as stored, flags or not.
+    pub raw_bounds: (f32, f32),
 }
 
 impl Hints {
@@ -130,6 +132,7 @@ impl Hints {
             logarithmic: d & ffi::HINT_LOGARITHMIC != 0,
             integer: d & ffi::HINT_INTEGER != 0,
             default,
+            raw_bounds: (hint.LowerBound, hint.UpperBound),
         }
     }
 
@@ -144,14 +147,18 @@ impl Hints {
     /// specifies: bound-based defaults use the bounds (times the sample
     /// rate when hinted), low/middle/high interpolate geometrically for
     /// logarithmic ports, and the result is rounded for integer ports.
-    /// A logarithmic port whose bounds are not both positive interpolates
-    /// linearly, since the logarithm is undefined there. `None` when there
-    /// is no default or it needs a bound the port lacks.
+    /// A zero bound makes the geometric mean 0, as the formula says (and
+    /// analyseplugin prints); a logarithmic port with a negative bound
+    /// interpolates linearly, since the logarithm is undefined there. Like analyseplugin,
+    /// the bound fields are used even when a plugin forgot to set the
+    /// matching `BOUNDED` flag (cmt's `track_max_peak` does). `None` when
+    /// there is no default.
     pub fn default_value(&self, sample_rate: f32) -> Option<f32> {
-        let (lo, hi) = self.bounds(sample_rate);
+        let k = if self.sample_rate { sample_rate } else { 1.0 };
+        let (lo, hi) = (Some(self.raw_bounds.0 * k), Some(self.raw_bounds.1 * k));
         let mix = |w_lo: f32| -> Option<f32> {
             let (l, h) = (lo?, hi?);
-            Some(if self.logarithmic && l > 0.0 && h > 0.0 {
+            Some(if self.logarithmic && l >= 0.0 && h >= 0.0 {
                 (l.ln() * w_lo + h.ln() * (1.0 - w_lo)).exp()
             } else {
                 l * w_lo + h * (1.0 - w_lo)
