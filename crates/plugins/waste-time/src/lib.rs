@@ -127,12 +127,15 @@ static DESCRIPTOR: Shared<LADSPA_Descriptor> = Shared(LADSPA_Descriptor {
     cleanup: Some(cleanup),
 });
 
-/// The fraction of the period to waste after `t` seconds of audio:
-/// `start + step · floor(t / interval)` (no steps when `interval <= 0`),
-/// clamped to 0..=1. Pure, for tests and for readers of the log.
-pub fn fraction_at(start: f32, step: f32, interval: f32, t: f64) -> f32 {
-    let steps = if interval > 0.0 && t >= 0.0 {
-        (t / f64::from(interval)).floor() as f32
+/// The fraction of the period to waste after `frames` frames of audio at
+/// `sample_rate`: `start + step · floor(frames / interval_frames)`, where
+/// `interval_frames` is the interval rounded to whole frames (counting
+/// frames keeps the steps exact; no steps when it is 0), clamped to 0..=1.
+/// Pure, for tests and for readers of the log.
+pub fn fraction_at(start: f32, step: f32, interval: f32, frames: u64, sample_rate: f64) -> f32 {
+    let interval_frames = (f64::from(interval) * sample_rate).round();
+    let steps = if interval_frames >= 1.0 {
+        (frames as f64 / interval_frames).floor() as f32
     } else {
         0.0
     };
@@ -308,12 +311,12 @@ impl WasteTime {
             // samples; ptr::copy allows them to be the same buffer.
             unsafe { std::ptr::copy(inp, out, n) };
         }
-        let t = self.frames_done as f64 / self.sample_rate;
         let fraction = fraction_at(
             self.control(PORT_START, 0.25),
             self.control(PORT_STEP, 0.0),
             self.control(PORT_INTERVAL, 10.0),
-            t,
+            self.frames_done,
+            self.sample_rate,
         );
         let out_fraction = self.ports[PORT_FRACTION];
         if !out_fraction.is_null() {
@@ -503,18 +506,21 @@ mod tests {
 
     #[test]
     fn fraction_steps_every_interval_and_caps_at_one() {
-        assert_eq!(fraction_at(0.1, 0.1, 10.0, 0.0), 0.1);
-        assert_eq!(fraction_at(0.1, 0.1, 10.0, 9.999), 0.1);
-        assert_eq!(fraction_at(0.1, 0.25, 10.0, 10.0), 0.35);
-        assert_eq!(fraction_at(0.5, 0.25, 1.0, 2.5), 1.0);
-        assert_eq!(fraction_at(0.5, 0.25, 1.0, 100.0), 1.0);
+        let sr = 48_000.0;
+        assert_eq!(fraction_at(0.1, 0.1, 10.0, 0, sr), 0.1);
+        assert_eq!(fraction_at(0.1, 0.1, 10.0, 479_999, sr), 0.1);
+        assert_eq!(fraction_at(0.1, 0.25, 10.0, 480_000, sr), 0.35);
+        // 0.05 s is not exact in f32; counting frames still steps at 2400.
+        assert_eq!(fraction_at(0.3, 0.2, 0.05, 2_400, sr), 0.5);
+        assert_eq!(fraction_at(0.5, 0.25, 1.0, 120_000, sr), 1.0);
+        assert_eq!(fraction_at(0.5, 0.25, 1.0, 4_800_000, sr), 1.0);
         assert_eq!(
-            fraction_at(0.3, 0.1, 0.0, 100.0),
+            fraction_at(0.3, 0.1, 0.0, 4_800_000, sr),
             0.3,
             "interval 0 never steps"
         );
-        assert_eq!(fraction_at(-1.0, 0.0, 1.0, 0.0), 0.0);
-        assert_eq!(fraction_at(f32::NAN, 0.0, 1.0, 0.0), 0.0);
+        assert_eq!(fraction_at(-1.0, 0.0, 1.0, 0, sr), 0.0);
+        assert_eq!(fraction_at(f32::NAN, 0.0, 1.0, 0, sr), 0.0);
     }
 
     #[test]
