@@ -42,7 +42,8 @@ enum LadspaCommand {
     /// feed the first plugin's audio inputs in order, each plugin's outputs
     /// feed the next one's inputs. A plugin given by numeric ID right after
     /// a plugin with missing controls would be read as a control: give all
-    /// controls or use a label there.
+    /// controls or use a label there. Options go before IN: everything
+    /// after OUT is read as the chain (negative control values included).
     Apply(ApplyArgs),
 }
 
