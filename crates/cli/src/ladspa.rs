@@ -363,7 +363,7 @@ fn apply(a: ApplyArgs) -> anyhow::Result<Outcome> {
             },
         )?;
     }
-    if a.json.as_deref().is_none_or(|p| p.as_os_str() != "-") {
+    if !a.json.as_deref().is_some_and(|p| p.as_os_str() == "-") {
         println!(
             "wrote {}: {} frames, {} channel(s) at {} Hz; peak {} (1 = full scale){}",
             a.output.display(),

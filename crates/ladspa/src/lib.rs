@@ -6,7 +6,7 @@
 //!   [`PortInfo`], [`Hints`] with defaults computed as `ladspa.h` says),
 //!   and [`Instance`]s that own their port buffers.
 //! - [`chain`]: plugins run in series, outputs feeding inputs.
-//! - [`apply`]: a chain over a WAV file, bit-identical to `applyplugin`.
+//! - [`mod@apply`]: a chain over a WAV file, bit-identical to `applyplugin`.
 //! - [`ffi`]: the raw LADSPA 1.1 ABI, also used by the plugins firmtime builds.
 //!
 //! Every pointer a plugin hands over is checked before use: descriptors

@@ -444,7 +444,8 @@ unsafe fn describe(d: &ffi::LADSPA_Descriptor, path: &Path, index: usize) -> Res
     }
     let p = d.Properties;
     Ok(PluginInfo {
-        unique_id: d.UniqueID as u64,
+        #[allow(clippy::useless_conversion)] // c_ulong is u32 on 32-bit targets
+        unique_id: u64::from(d.UniqueID),
         label,
         name,
         maker,

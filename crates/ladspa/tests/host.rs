@@ -31,7 +31,10 @@ fn analyseplugin(lib: &Path) -> Option<String> {
 }
 
 /// analyseplugin's ports per label: (name, "input"/"output", "control"/"audio", default text).
-fn parse_analyse(text: &str) -> Vec<(String, Vec<(String, String, String, Option<String>)>)> {
+/// A port as analyseplugin prints it: name, direction, kind, default text.
+type Port = (String, String, String, Option<String>);
+
+fn parse_analyse(text: &str) -> Vec<(String, Vec<Port>)> {
     let mut out: Vec<(String, Vec<_>)> = Vec::new();
     for line in text.lines() {
         if let Some(l) = line.strip_prefix("Plugin Label: \"") {
@@ -270,7 +273,7 @@ fn bad_inputs_give_one_clear_message_each() {
         e.message().contains("cannot load LADSPA library") && e.message().contains("junk.so"),
         "{e}"
     );
-    let scan_junk = Scan::dirs(&[dir.clone()]);
+    let scan_junk = Scan::dirs(std::slice::from_ref(&dir));
     assert_eq!(scan_junk.failures.len(), 1);
     std::fs::remove_dir_all(&dir).unwrap();
 
