@@ -6,6 +6,7 @@
 mod args;
 mod doctor;
 mod lab;
+mod ladspa;
 mod load;
 mod midi;
 mod progress;
@@ -44,6 +45,8 @@ enum Command {
     Lab(lab::LabCommand),
     /// MIDI: list ports, monitor timed input, run FTAP's loop test.
     Midi(midi::MidiArgs),
+    /// LADSPA plugins: list, describe, apply a chain to a WAV file (like applyplugin).
+    Ladspa(ladspa::LadspaArgs),
 }
 
 /// What a subcommand reports back to `main`.
@@ -68,6 +71,7 @@ fn main() -> ExitCode {
         Command::Load(a) => load::run(a),
         Command::Lab(c) => lab::run(c),
         Command::Midi(a) => midi::run(a),
+        Command::Ladspa(a) => ladspa::run(a),
     };
     match result {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,

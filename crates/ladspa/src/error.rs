@@ -1,0 +1,65 @@
+//! The crate's error: a kind to match on and a message a user can act on.
+//! Not for the RT path: [`crate::RunError`] is the small `Copy` error there.
+
+use std::fmt;
+
+/// What went wrong, for callers that react differently to each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// No plugin with that label or ID, or no such library file.
+    NotFound,
+    /// `dlopen` failed or the library has no `ladspa_descriptor`.
+    LoadFailed,
+    /// A descriptor breaks the LADSPA rules (NULL fields, bad port flags).
+    InvalidDescriptor,
+    /// The plugin's `instantiate` returned NULL.
+    InstantiateFailed,
+    /// Wrong number of control values, a value outside a port's range, or
+    /// a control without a value and without a default.
+    InvalidControl,
+    /// Plugins or files that cannot be wired together (channel counts).
+    Mismatch,
+    /// Bad argument (zero block size, zero sample rate).
+    InvalidInput,
+    /// Reading or writing an audio file failed.
+    Io,
+}
+
+/// An error with a message that says what happened and how to fix it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error {
+    kind: ErrorKind,
+    message: String,
+}
+
+impl Error {
+    /// An error of `kind` with `message`.
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    /// The kind, to match on.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    /// The message alone.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// `Result` with this crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
