@@ -606,11 +606,26 @@ pub struct Feedback {
     /// Pitch.
     pub pitch: Pitch,
     /// Velocity.
+    #[serde(deserialize_with = "checked_velocity")]
     pub velocity: VelocityMode,
     /// Length.
     pub duration: NoteLength,
     /// Delay.
+    #[serde(deserialize_with = "checked_delay")]
     pub delay: Delay,
+}
+
+// Checks inside deserialization so the TOML parser locates errors at the value.
+fn checked_delay<'de, D: Deserializer<'de>>(d: D) -> Result<Delay, D::Error> {
+    let v = Delay::deserialize(d)?;
+    v.check().map_err(de::Error::custom)?;
+    Ok(v)
+}
+
+fn checked_velocity<'de, D: Deserializer<'de>>(d: D) -> Result<VelocityMode, D::Error> {
+    let v = VelocityMode::deserialize(d)?;
+    v.check().map_err(de::Error::custom)?;
+    Ok(v)
 }
 
 impl Default for Feedback {
