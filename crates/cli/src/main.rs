@@ -9,6 +9,7 @@ mod lab;
 mod load;
 mod midi;
 mod progress;
+mod tap;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -44,6 +45,9 @@ enum Command {
     Lab(lab::LabCommand),
     /// MIDI: list ports, monitor timed input, run FTAP's loop test.
     Midi(midi::MidiArgs),
+    /// Tapping experiments (FTAP): check experiment files, import FTAP
+    /// parameter files, analyze trials.
+    Tap(tap::TapArgs),
 }
 
 /// What a subcommand reports back to `main`.
@@ -68,6 +72,7 @@ fn main() -> ExitCode {
         Command::Load(a) => load::run(a),
         Command::Lab(c) => lab::run(c),
         Command::Midi(a) => midi::run(a),
+        Command::Tap(a) => tap::run(a),
     };
     match result {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,

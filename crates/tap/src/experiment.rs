@@ -411,16 +411,18 @@ impl Experiment {
         let _ = writeln!(s, "experiment: {name}");
         for (label, f) in [("feedback", &self.feedback), ("feedback2", &self.feedback2)] {
             if f.on {
+                let v = |x: toml::Value| x.to_string();
+                let t = |x: &dyn erased::Ser| v(x.to_value());
                 let _ = writeln!(
                     s,
-                    "{label}: channel {}, keys {}–{}, pitch {:?}, velocity {:?}, duration {:?}, delay {:?}",
+                    "{label}: channel {}, keys {}–{}, pitch {}, velocity {}, duration {}, delay {}",
                     f.channel.get(),
                     f.keys.low.get(),
                     f.keys.high.get(),
-                    f.pitch,
-                    f.velocity,
-                    f.duration,
-                    f.delay
+                    t(&f.pitch),
+                    t(&f.velocity),
+                    t(&f.duration),
+                    t(&f.delay)
                 );
             } else {
                 let _ = writeln!(s, "{label}: off");
@@ -437,7 +439,7 @@ impl Experiment {
                 m.note.get(),
                 m.velocity.get(),
                 m.length_ms,
-                if m.pattern.is_empty() { "every beat".to_string() } else { format!("{:?}", m.pattern) }
+                if m.pattern.is_empty() { "every beat".to_string() } else { erased::Ser::to_value(&m.pattern).to_string() }
             );
         } else {
             let _ = writeln!(s, "metronome: off at start");
@@ -480,6 +482,18 @@ impl Experiment {
             let _ = writeln!(s, "trigger {} at {at}: {}", t.id, what.join(", "));
         }
         s
+    }
+}
+
+mod erased {
+    // A tiny object-safe bridge so the summary can format each field as TOML.
+    pub trait Ser {
+        fn to_value(&self) -> toml::Value;
+    }
+    impl<T: serde::Serialize> Ser for T {
+        fn to_value(&self) -> toml::Value {
+            toml::Value::try_from(self).unwrap_or(toml::Value::String("?".into()))
+        }
     }
 }
 
