@@ -82,7 +82,8 @@ fn import(a: ImportArgs) -> anyhow::Result<Outcome> {
         .file
         .file_stem()
         .map_or_else(|| "ftap".into(), |s| s.to_string_lossy().into_owned());
-    let imp = ftap::import(&text, &name).map_err(|e| anyhow::anyhow!("{}: {e}", a.file.display()))?;
+    let imp =
+        ftap::import(&text, &name).map_err(|e| anyhow::anyhow!("{}: {e}", a.file.display()))?;
     for n in &imp.notes {
         eprintln!("firmtime: note: {n}");
     }
@@ -122,10 +123,18 @@ fn fmt_ms(v: Option<f64>) -> String {
 
 fn analyze(a: AnalyzeArgs) -> anyhow::Result<Outcome> {
     if !(a.debounce_ms >= 0.0 && a.debounce_ms.is_finite()) {
-        return Err(UsageError(format!("--debounce-ms must be 0 or more, got {}", a.debounce_ms)).into());
+        return Err(UsageError(format!(
+            "--debounce-ms must be 0 or more, got {}",
+            a.debounce_ms
+        ))
+        .into());
     }
     if !(a.gap_factor > 1.0 && a.gap_factor.is_finite()) {
-        return Err(UsageError(format!("--gap-factor must be more than 1, got {}", a.gap_factor)).into());
+        return Err(UsageError(format!(
+            "--gap-factor must be more than 1, got {}",
+            a.gap_factor
+        ))
+        .into());
     }
     let cfg = AnalysisConfig {
         debounce_us: (a.debounce_ms * 1000.0).round() as i64,
@@ -133,13 +142,26 @@ fn analyze(a: AnalyzeArgs) -> anyhow::Result<Outcome> {
     };
     let mut results = Vec::new();
     for path in &a.trials {
-        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-        let events = data::read_csv(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        let events =
+            data::read_csv(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
         results.push((trial_name(path), analysis::analyze(&events, &cfg)));
     }
     println!(
         "{:<24} {:<15} {:>5} {:>4} {:>4} {:>9} {:>8} {:>9} {:>8} {:>9} {:>10} {:>10}",
-        "trial", "phase", "taps", "dbl", "miss", "ITI ms", "sd ms", "async ms", "sd ms", "drift ms", "clock sd", "motor sd"
+        "trial",
+        "phase",
+        "taps",
+        "dbl",
+        "miss",
+        "ITI ms",
+        "sd ms",
+        "async ms",
+        "sd ms",
+        "drift ms",
+        "clock sd",
+        "motor sd"
     );
     for (name, r) in &results {
         for p in &r.phases {
@@ -162,26 +184,42 @@ fn analyze(a: AnalyzeArgs) -> anyhow::Result<Outcome> {
                 fmt_ms(p.iti_sd_us),
                 fmt_ms(p.async_mean_us),
                 fmt_ms(p.async_sd_us),
-                p.drift_us_per_iti.map_or("-".into(), |d| format!("{:.3}", d / 1000.0)),
+                p.drift_us_per_iti
+                    .map_or("-".into(), |d| format!("{:.3}", d / 1000.0)),
                 c,
                 m
             );
         }
     }
-    if results.iter().any(|(_, r)| r.phases.iter().any(|p| p.wk.is_some_and(|w| !w.model_holds))) {
+    if results.iter().any(|(_, r)| {
+        r.phases
+            .iter()
+            .any(|p| p.wk.is_some_and(|w| !w.model_holds))
+    }) {
         eprintln!("firmtime: note: (model) = lag-1 autocovariance outside [−var/2, 0]; the Wing–Kristofferson variances are not meaningful there (see summary.csv for the raw figures)");
     }
     if let Some(dir) = &a.out {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        data::write_atomic(&dir.join("summary.csv"), analysis::summary_csv(&results).as_bytes())?;
+        data::write_atomic(
+            &dir.join("summary.csv"),
+            analysis::summary_csv(&results).as_bytes(),
+        )?;
         for (name, r) in &results {
-            data::write_atomic(&dir.join(format!("{name}-taps.csv")), analysis::taps_csv(r).as_bytes())?;
+            data::write_atomic(
+                &dir.join(format!("{name}-taps.csv")),
+                analysis::taps_csv(r).as_bytes(),
+            )?;
         }
-        eprintln!("firmtime: wrote {}/summary.csv and {} per-trial tap files", dir.display(), results.len());
+        eprintln!(
+            "firmtime: wrote {}/summary.csv and {} per-trial tap files",
+            dir.display(),
+            results.len()
+        );
     }
     Ok(Outcome::Ok)
 }
 
 fn trial_name(p: &Path) -> String {
-    p.file_stem().map_or_else(|| "trial".into(), |s| s.to_string_lossy().into_owned())
+    p.file_stem()
+        .map_or_else(|| "trial".into(), |s| s.to_string_lossy().into_owned())
 }

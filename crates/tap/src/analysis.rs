@@ -268,7 +268,9 @@ pub fn analyze(events: &[Event], cfg: &AnalysisConfig) -> TrialAnalysis {
         let hi = times.partition_point(|&t| t <= b + window);
         let best = (lo..hi).min_by_key(|&i| (times[i] - b).abs());
         match best {
-            Some(i) if taps[i].asynchrony_us.is_none() => taps[i].asynchrony_us = Some(times[i] - b),
+            Some(i) if taps[i].asynchrony_us.is_none() => {
+                taps[i].asynchrony_us = Some(times[i] - b)
+            }
             _ => missing_sync += 1,
         }
     }
@@ -286,7 +288,9 @@ pub fn analyze(events: &[Event], cfg: &AnalysisConfig) -> TrialAnalysis {
             if let Some(iti) = t.iti_us {
                 if iti as f64 > cfg.gap_factor * r as f64 {
                     t.gap = true;
-                    missing_cont += ((iti as f64 / r as f64).round() as usize).saturating_sub(1).max(1);
+                    missing_cont += ((iti as f64 / r as f64).round() as usize)
+                        .saturating_sub(1)
+                        .max(1);
                 }
             }
         }

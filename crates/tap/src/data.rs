@@ -112,7 +112,14 @@ impl Event {
         }
         let _ = write!(s, ",{},", self.actual_us);
         if let Some(n) = self.note {
-            let _ = write!(s, "{},{},{},{}", n.channel, n.note, n.velocity, u8::from(n.on));
+            let _ = write!(
+                s,
+                "{},{},{},{}",
+                n.channel,
+                n.note,
+                n.velocity,
+                u8::from(n.on)
+            );
         } else {
             s.push_str(",,,");
         }
@@ -149,7 +156,12 @@ pub fn read_csv(text: &str) -> Result<Vec<Event>> {
                 format!("not a firmtime trial CSV: header is `{h}`, expected `{CSV_HEADER}`"),
             ))
         }
-        None => return Err(Error::new(ErrorKind::Format, "empty file: expected a trial CSV header")),
+        None => {
+            return Err(Error::new(
+                ErrorKind::Format,
+                "empty file: expected a trial CSV header",
+            ))
+        }
     }
     let mut out = Vec::new();
     for (i, line) in lines {
@@ -164,15 +176,27 @@ pub fn read_csv(text: &str) -> Result<Vec<Event>> {
             Error::at(ErrorKind::Format, n, c, format!("{what} in `{line}`"))
         };
         if f.len() != 8 {
-            return Err(Error::at(ErrorKind::Format, n, 1, format!("expected 8 fields, got {} in `{line}`", f.len())));
+            return Err(Error::at(
+                ErrorKind::Format,
+                n,
+                1,
+                format!("expected 8 fields, got {} in `{line}`", f.len()),
+            ));
         }
         let kind = EventKind::parse(f[0]).ok_or_else(|| bad(0, "unknown kind"))?;
-        let index = f[1].parse().map_err(|_| bad(1, "index is not a whole number"))?;
+        let index = f[1]
+            .parse()
+            .map_err(|_| bad(1, "index is not a whole number"))?;
         let intended_us = match f[2] {
             "" => None,
-            s => Some(s.parse().map_err(|_| bad(2, "intended_us is not a whole number"))?),
+            s => Some(
+                s.parse()
+                    .map_err(|_| bad(2, "intended_us is not a whole number"))?,
+            ),
         };
-        let actual_us = f[3].parse().map_err(|_| bad(3, "actual_us is not a whole number"))?;
+        let actual_us = f[3]
+            .parse()
+            .map_err(|_| bad(3, "actual_us is not a whole number"))?;
         let note = if f[4..].iter().all(|s| s.is_empty()) {
             None
         } else {
@@ -180,7 +204,15 @@ pub fn read_csv(text: &str) -> Result<Vec<Event>> {
                 f[c].parse::<u8>()
                     .ok()
                     .filter(|&v| v <= max)
-                    .ok_or_else(|| bad(c, &format!("{} must be a number 0–{max}", CSV_HEADER.split(',').nth(c).unwrap_or(""))))
+                    .ok_or_else(|| {
+                        bad(
+                            c,
+                            &format!(
+                                "{} must be a number 0–{max}",
+                                CSV_HEADER.split(',').nth(c).unwrap_or("")
+                            ),
+                        )
+                    })
             };
             Some(NoteData {
                 channel: num(4, 16)?,
@@ -259,13 +291,21 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
-    let name = path
-        .file_name()
-        .ok_or_else(|| Error::new(ErrorKind::Io, format!("{} has no file name", path.display())))?;
-    let tmp = dir.join(format!(".{}.tmp{}", name.to_string_lossy(), std::process::id()));
+    let name = path.file_name().ok_or_else(|| {
+        Error::new(
+            ErrorKind::Io,
+            format!("{} has no file name", path.display()),
+        )
+    })?;
+    let tmp = dir.join(format!(
+        ".{}.tmp{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
     let res = (|| {
         let mut f = std::fs::File::create(&tmp).map_err(|e| Error::io("create", &tmp, &e))?;
-        f.write_all(bytes).map_err(|e| Error::io("write", &tmp, &e))?;
+        f.write_all(bytes)
+            .map_err(|e| Error::io("write", &tmp, &e))?;
         f.sync_all().map_err(|e| Error::io("fsync", &tmp, &e))?;
         std::fs::rename(&tmp, path).map_err(|e| Error::io("rename onto", path, &e))?;
         if let Ok(d) = std::fs::File::open(dir) {
@@ -289,9 +329,12 @@ pub fn write_trial(stem: &Path, events: &[Event], sidecar: &Sidecar) -> Result<(
     let mut csv = Vec::with_capacity(events.len() * 40 + 64);
     write_csv(&mut csv, events)?;
     write_atomic(&stem.with_extension("csv"), &csv)?;
-    let json = serde_json::to_string_pretty(sidecar)
-        .map_err(|e| Error::new(ErrorKind::Format, format!("cannot serialize the sidecar: {e}")))?
-        + "\n";
+    let json = serde_json::to_string_pretty(sidecar).map_err(|e| {
+        Error::new(
+            ErrorKind::Format,
+            format!("cannot serialize the sidecar: {e}"),
+        )
+    })? + "\n";
     write_atomic(&stem.with_extension("json"), json.as_bytes())
 }
 

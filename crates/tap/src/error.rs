@@ -61,7 +61,10 @@ impl Error {
 
     /// An I/O error on `path`, saying what was being done.
     pub fn io(what: &str, path: &Path, e: &std::io::Error) -> Self {
-        Self::new(ErrorKind::Io, format!("cannot {what} {}: {e}", path.display()))
+        Self::new(
+            ErrorKind::Io,
+            format!("cannot {what} {}: {e}", path.display()),
+        )
     }
 
     /// The kind.

@@ -11,9 +11,7 @@
 //! [`TrialEnd`] are `Copy`; their methods marked **RT-safe.** never allocate.
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::params::{
-    Feedback, FixedList, Masking, Metronome, Ms, Params, Setting, SETTING_PATHS,
-};
+use crate::params::{Feedback, FixedList, Masking, Metronome, Ms, Params, Setting, SETTING_PATHS};
 use serde::de::{self, Deserializer};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
@@ -129,7 +127,9 @@ impl TryFrom<TriggerToml> for Trigger {
     fn try_from(t: TriggerToml) -> std::result::Result<Self, String> {
         let at = match (t.keystroke, t.elapsed_ms, t.beat) {
             (Some(0), None, None) | (None, None, Some(0)) => {
-                return Err("trigger counts start at 1 (keystroke = 1 is the first keystroke)".into())
+                return Err(
+                    "trigger counts start at 1 (keystroke = 1 is the first keystroke)".into(),
+                )
             }
             (Some(n), None, None) => TriggerAt::Keystroke(n),
             (None, Some(ms), None) => TriggerAt::Elapsed(ms),
@@ -352,8 +352,7 @@ impl Experiment {
         // Syntax first, so a typo in TOML is not reported as a bad value.
         text.parse::<toml::Table>()
             .map_err(|e| locate(ErrorKind::Syntax, e))?;
-        let mut e: Experiment =
-            toml::from_str(text).map_err(|e| locate(ErrorKind::Invalid, e))?;
+        let mut e: Experiment = toml::from_str(text).map_err(|e| locate(ErrorKind::Invalid, e))?;
         if e.triggers.len() > MAX_TRIGGERS {
             return Err(Error::new(
                 ErrorKind::Invalid,
@@ -407,7 +406,11 @@ impl Experiment {
     /// A few lines describing the trial for `firmtime tap check`.
     pub fn summary(&self) -> String {
         let mut s = String::new();
-        let name = if self.name.is_empty() { "(unnamed)" } else { &self.name };
+        let name = if self.name.is_empty() {
+            "(unnamed)"
+        } else {
+            &self.name
+        };
         let _ = writeln!(s, "experiment: {name}");
         for (label, f) in [("feedback", &self.feedback), ("feedback2", &self.feedback2)] {
             if f.on {
@@ -447,7 +450,11 @@ impl Experiment {
         let _ = writeln!(
             s,
             "masking: {}",
-            if self.masking.on { format!("{:?}", self.masking.source).to_lowercase() } else { "off".into() }
+            if self.masking.on {
+                format!("{:?}", self.masking.source).to_lowercase()
+            } else {
+                "off".into()
+            }
         );
         let _ = writeln!(s, "output: {:?}", self.output.device);
         let mut ends = Vec::new();

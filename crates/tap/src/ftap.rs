@@ -14,8 +14,8 @@
 use crate::error::{Error, ErrorKind, Result};
 use crate::experiment::{Experiment, Output, TrialEnd, Trigger, TriggerAt};
 use crate::params::{
-    Channel, Delay, Feedback, FixedList, Masking, Metronome, Ms, Note, NoteLength, Pitch,
-    Setting, Step, Velocity, VelocityMode, Voice,
+    Channel, Delay, Feedback, FixedList, Masking, Metronome, Ms, Note, NoteLength, Pitch, Setting,
+    Step, Velocity, VelocityMode, Voice,
 };
 use std::collections::BTreeMap;
 
@@ -101,11 +101,19 @@ fn flag(line: usize, kw: &str, v: &[String]) -> Result<bool> {
     match one(line, kw, v)? {
         "0" => Ok(false),
         "1" => Ok(true),
-        s => Err(bad(line, format!("{kw}: expected 0 (off) or 1 (on), got `{s}`"))),
+        s => Err(bad(
+            line,
+            format!("{kw}: expected 0 (off) or 1 (on), got `{s}`"),
+        )),
     }
 }
 
-fn ranged<T>(line: usize, kw: &str, v: &[String], f: fn(i64) -> std::result::Result<T, String>) -> Result<T> {
+fn ranged<T>(
+    line: usize,
+    kw: &str,
+    v: &[String],
+    f: fn(i64) -> std::result::Result<T, String>,
+) -> Result<T> {
     let n = int(line, kw, one(line, kw, v)?)?;
     f(n).map_err(|e| bad(line, format!("{kw}: {e}")))
 }
@@ -126,7 +134,10 @@ fn mode(line: usize, kw: &str, v: &[String], names: &[&str]) -> Result<usize> {
                 .enumerate()
                 .map(|(i, n)| format!("{i} ({n})"))
                 .collect();
-            bad(line, format!("{kw}: expected one of {}, got `{s}`", opts.join(", ")))
+            bad(
+                line,
+                format!("{kw}: expected one of {}, got `{s}`", opts.join(", ")),
+            )
         })
 }
 
@@ -168,7 +179,10 @@ fn feedback(raw: &Raw, p: &str, base: Feedback) -> Result<Feedback> {
             let (l, v) = need_note("2 (SHIFT)")?;
             let n = int(l, &k("NOTE"), one(l, &k("NOTE"), v)?)?;
             if !(-127..=127).contains(&n) {
-                return Err(bad(l, format!("{}: a shift must be −127…127 semitones, got {n}", k("NOTE"))));
+                return Err(bad(
+                    l,
+                    format!("{}: a shift must be −127…127 semitones, got {n}", k("NOTE")),
+                ));
             }
             Pitch::Transpose { semitones: n as i8 }
         }
@@ -176,7 +190,8 @@ fn feedback(raw: &Raw, p: &str, base: Feedback) -> Result<Feedback> {
             let (l, v) = need_note("3 (RANDOM)")?;
             let mut notes = FixedList::new();
             for s in v {
-                let n = Note::new(int(l, &k("NOTE"), s)?).map_err(|e| bad(l, format!("{}: {e}", k("NOTE"))))?;
+                let n = Note::new(int(l, &k("NOTE"), s)?)
+                    .map_err(|e| bad(l, format!("{}: {e}", k("NOTE"))))?;
                 notes
                     .push(n)
                     .map_err(|_| bad(l, format!("{}: at most 16 notes", k("NOTE"))))?;
@@ -227,10 +242,16 @@ fn feedback(raw: &Raw, p: &str, base: Feedback) -> Result<Feedback> {
             }
         }
         (Some((l, m)), None) => {
-            return Err(bad(l, format!("{} {m} ({}) needs {}", k("DMODE"), DMODES[m], k("DVAL"))))
+            return Err(bad(
+                l,
+                format!("{} {m} ({}) needs {}", k("DMODE"), DMODES[m], k("DVAL")),
+            ))
         }
         (Some((_, m)), Some((l, v))) => {
-            let vals: Vec<Ms> = v.iter().map(|s| ms(l, &k("DVAL"), s)).collect::<Result<_>>()?;
+            let vals: Vec<Ms> = v
+                .iter()
+                .map(|s| ms(l, &k("DVAL"), s))
+                .collect::<Result<_>>()?;
             let d = match (m, vals.as_slice()) {
                 (1, vals) if !vals.is_empty() => Delay::List {
                     ms: FixedList::from_slice(vals)
@@ -250,7 +271,13 @@ fn feedback(raw: &Raw, p: &str, base: Feedback) -> Result<Feedback> {
                     let want = ["", "one or more delays", "MIN MAX", "MEAN SD MIN MAX"][m];
                     return Err(bad(
                         l,
-                        format!("{} with {} {m} ({}) takes {want}, got {} values", k("DVAL"), k("DMODE"), DMODES[m], vals.len()),
+                        format!(
+                            "{} with {} {m} ({}) takes {want}, got {} values",
+                            k("DVAL"),
+                            k("DMODE"),
+                            DMODES[m],
+                            vals.len()
+                        ),
                     ));
                 }
             };
@@ -294,7 +321,9 @@ fn metronome(raw: &Raw) -> Result<Metronome> {
                 _ => {
                     return Err(bad(
                         l,
-                        format!("MET_PATTERN_ARRAY: expected 0 (rest), 1 (beat) or 2 (accent), got `{s}`"),
+                        format!(
+                        "MET_PATTERN_ARRAY: expected 0 (rest), 1 (beat) or 2 (accent), got `{s}`"
+                    ),
                     ))
                 }
             };
@@ -308,12 +337,19 @@ fn metronome(raw: &Raw) -> Result<Metronome> {
         for s in v {
             let c = Channel::new(int(l, "MET_CHAN_ARRAY", s)?)
                 .map_err(|e| bad(l, format!("MET_CHAN_ARRAY: {e}")))?;
-            p.push(c).map_err(|_| bad(l, "MET_CHAN_ARRAY: at most 32 steps"))?;
+            p.push(c)
+                .map_err(|_| bad(l, "MET_CHAN_ARRAY: at most 32 steps"))?;
         }
         m.pattern_channels = p;
     }
-    m.check()
-        .map_err(|e| bad(raw.get("MET_CHAN_ARRAY").or(raw.get("MSPB")).map_or(1, |x| x.0), e))?;
+    m.check().map_err(|e| {
+        bad(
+            raw.get("MET_CHAN_ARRAY")
+                .or(raw.get("MSPB"))
+                .map_or(1, |x| x.0),
+            e,
+        )
+    })?;
     Ok(m)
 }
 
@@ -343,7 +379,14 @@ struct Built {
 fn build(raw: &Raw) -> Result<Built> {
     Ok(Built {
         feedback: [
-            feedback(raw, "FEED", Feedback { on: false, ..Feedback::default() })?,
+            feedback(
+                raw,
+                "FEED",
+                Feedback {
+                    on: false,
+                    ..Feedback::default()
+                },
+            )?,
             feedback(raw, "FEED2", Feedback::off_second())?,
         ],
         metronome: metronome(raw)?,
@@ -385,16 +428,32 @@ fn setting_for(kw: &str, b: &Built) -> Option<Setting> {
 fn trigger(raw: &Raw, line: usize, t: &[String]) -> Result<Trigger> {
     let usage = "expected `TRIGGER id K|T|M count PARAM value…` (K = keystroke count, T = elapsed ms, M = metronome count)";
     if t.len() < 4 {
-        return Err(Error::at(ErrorKind::Syntax, line, 1, format!("TRIGGER: {usage}")));
+        return Err(Error::at(
+            ErrorKind::Syntax,
+            line,
+            1,
+            format!("TRIGGER: {usage}"),
+        ));
     }
-    let id: u16 = t[0]
-        .parse()
-        .ok()
-        .filter(|&i| i > 0)
-        .ok_or_else(|| Error::at(ErrorKind::Syntax, line, 1, format!("TRIGGER: id must be 1–65535, got `{}`; {usage}", t[0])))?;
+    let id: u16 = t[0].parse().ok().filter(|&i| i > 0).ok_or_else(|| {
+        Error::at(
+            ErrorKind::Syntax,
+            line,
+            1,
+            format!("TRIGGER: id must be 1–65535, got `{}`; {usage}", t[0]),
+        )
+    })?;
     let count = || -> Result<u32> {
         t[2].parse::<u32>().ok().filter(|&n| n > 0).ok_or_else(|| {
-            Error::at(ErrorKind::Syntax, line, 1, format!("TRIGGER {id}: count must be a whole number ≥ 1, got `{}`", t[2]))
+            Error::at(
+                ErrorKind::Syntax,
+                line,
+                1,
+                format!(
+                    "TRIGGER {id}: count must be a whole number ≥ 1, got `{}`",
+                    t[2]
+                ),
+            )
         })
     };
     let at = match t[1].as_str() {
@@ -427,18 +486,29 @@ fn trigger(raw: &Raw, line: usize, t: &[String]) -> Result<Trigger> {
             ErrorKind::UnknownKeyword,
             line,
             1,
-            format!("TRIGGER {id}: unknown parameter `{param}`; expected END_EXP or one of {}", KEYWORDS.join(" ")),
+            format!(
+                "TRIGGER {id}: unknown parameter `{param}`; expected END_EXP or one of {}",
+                KEYWORDS.join(" ")
+            ),
         ));
     }
     if value.is_empty() {
-        return Err(Error::at(ErrorKind::Syntax, line, 1, format!("TRIGGER {id}: {param} needs a value; {usage}")));
+        return Err(Error::at(
+            ErrorKind::Syntax,
+            line,
+            1,
+            format!("TRIGGER {id}: {param} needs a value; {usage}"),
+        ));
     }
     // The new value takes effect on top of the file's own parameters.
     let mut r = raw.clone();
     r.values.insert(param.to_string(), (line, value));
     let b = build(&r)?;
     let s = setting_for(param, &b).ok_or_else(|| {
-        bad(line, format!("TRIGGER {id}: {param} cannot change during a trial"))
+        bad(
+            line,
+            format!("TRIGGER {id}: {param} cannot change during a trial"),
+        )
     })?;
     let _ = tr.settings.push(s);
     Ok(tr)
@@ -478,14 +548,20 @@ pub fn import(text: &str, name: &str) -> Result<Import> {
                 ErrorKind::UnknownKeyword,
                 n,
                 col,
-                format!("unknown FTAP keyword `{kw}`; expected TRIGGER or one of {}", KEYWORDS.join(" ")),
+                format!(
+                    "unknown FTAP keyword `{kw}`; expected TRIGGER or one of {}",
+                    KEYWORDS.join(" ")
+                ),
             ));
         }
         if rest.is_empty() {
             return Err(bad(n, format!("{kw} needs a value")));
         }
         if let Some((prev, _)) = raw.values.get(&kw) {
-            return Err(bad(n, format!("{kw} is already set on line {prev}; give each keyword once")));
+            return Err(bad(
+                n,
+                format!("{kw} is already set on line {prev}; give each keyword once"),
+            ));
         }
         raw.values.insert(kw, (n, rest));
     }
@@ -497,7 +573,10 @@ pub fn import(text: &str, name: &str) -> Result<Import> {
     if trs.len() > crate::experiment::MAX_TRIGGERS {
         return Err(bad(
             triggers[crate::experiment::MAX_TRIGGERS].0,
-            format!("at most {} triggers are allowed", crate::experiment::MAX_TRIGGERS),
+            format!(
+                "at most {} triggers are allowed",
+                crate::experiment::MAX_TRIGGERS
+            ),
         ));
     }
     let mut notes = Vec::new();

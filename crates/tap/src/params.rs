@@ -392,6 +392,8 @@ pub const MAX_DELAY_LIST: usize = 32;
 /// Most steps in a metronome pattern.
 pub const MAX_PATTERN: usize = 32;
 
+// Inline on purpose: boxing the large variant would allocate on the RT path.
+#[allow(clippy::large_enum_variant)]
 /// The pitch of a feedback note (`pitch = { mode = "…", … }`).
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
 #[serde(tag = "mode", rename_all = "snake_case", deny_unknown_fields)]
@@ -427,7 +429,9 @@ impl Pitch {
         match *self {
             Pitch::Same => note,
             Pitch::Fixed { note: n } => n.0,
-            Pitch::Transpose { semitones } => (i16::from(note) + i16::from(semitones)).clamp(0, 127) as u8,
+            Pitch::Transpose { semitones } => {
+                (i16::from(note) + i16::from(semitones)).clamp(0, 127) as u8
+            }
             Pitch::Map { ref map } => map.get(note),
             Pitch::Random { ref notes } => {
                 let s = notes.as_slice();
@@ -466,15 +470,17 @@ impl VelocityMode {
         match *self {
             VelocityMode::Same => v,
             VelocityMode::Fixed { velocity } => velocity.0,
-            VelocityMode::Scaled { factor } => (f32::from(v) * factor).round().clamp(1.0, 127.0) as u8,
+            VelocityMode::Scaled { factor } => {
+                (f32::from(v) * factor).round().clamp(1.0, 127.0) as u8
+            }
         }
     }
 
     fn check(&self) -> Result<(), String> {
         match *self {
-            VelocityMode::Scaled { factor } if !(0.0..=8.0).contains(&factor) => Err(format!(
-                "velocity factor must be 0–8, got {factor}"
-            )),
+            VelocityMode::Scaled { factor } if !(0.0..=8.0).contains(&factor) => {
+                Err(format!("velocity factor must be 0–8, got {factor}"))
+            }
             _ => Ok(()),
         }
     }
@@ -494,6 +500,8 @@ pub enum NoteLength {
     },
 }
 
+// Inline on purpose: boxing the large variant would allocate on the RT path.
+#[allow(clippy::large_enum_variant)]
 /// The delay between a keystroke and its feedback (`delay = { mode = "…", … }`).
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
 #[serde(tag = "mode", rename_all = "snake_case", deny_unknown_fields)]
@@ -577,7 +585,9 @@ impl Delay {
             Delay::Uniform { min_ms, max_ms } | Delay::Normal { min_ms, max_ms, .. }
                 if min_ms > max_ms =>
             {
-                Err(format!("delay needs min_ms ≤ max_ms, got {min_ms} > {max_ms}"))
+                Err(format!(
+                    "delay needs min_ms ≤ max_ms, got {min_ms} > {max_ms}"
+                ))
             }
             Delay::Normal {
                 mean_ms,
@@ -887,6 +897,8 @@ impl Voice {
     }
 }
 
+// Inline on purpose: boxing the large variant would allocate on the RT path.
+#[allow(clippy::large_enum_variant)]
 /// One parameter change a trigger makes: a path and a typed value.
 #[derive(Clone, Copy, PartialEq, Debug)]
 pub enum Setting {
@@ -1117,7 +1129,8 @@ mod tests {
     #[test]
     fn delay_list_cycles_and_uniform_stays_in_bounds() {
         let d = Delay::List {
-            ms: FixedList::from_slice(&[Ms::from_ms(0), Ms::from_ms(200), Ms::from_ms(50)]).unwrap(),
+            ms: FixedList::from_slice(&[Ms::from_ms(0), Ms::from_ms(200), Ms::from_ms(50)])
+                .unwrap(),
         };
         let mut rng = Rng::new(1);
         let got: Vec<u64> = (0..5).map(|k| d.sample_us(k, &mut rng)).collect();
@@ -1140,7 +1153,12 @@ mod tests {
             masking: Masking::off(),
         };
         let s = [
-            Setting::FeedbackDelay(Voice::Second, Delay::Fixed { ms: Ms::from_ms(200) }),
+            Setting::FeedbackDelay(
+                Voice::Second,
+                Delay::Fixed {
+                    ms: Ms::from_ms(200),
+                },
+            ),
             Setting::MetronomeMspb(Ms::from_ms(400)),
             Setting::MetronomeOn(true),
         ];
@@ -1153,7 +1171,12 @@ mod tests {
             let _ = p.metronome.beat(3);
             let _ = p.feedback[0].pitch.apply(60, &mut rng);
         });
-        assert_eq!(p.feedback[1].delay, Delay::Fixed { ms: Ms::from_ms(200) });
+        assert_eq!(
+            p.feedback[1].delay,
+            Delay::Fixed {
+                ms: Ms::from_ms(200)
+            }
+        );
         assert_eq!(p.metronome.mspb.us(), 400_000);
         assert!(p.metronome.on);
     }
@@ -1176,8 +1199,10 @@ mod tests {
 
     #[test]
     fn metronome_pattern_steps() {
-        let mut m = Metronome::default();
-        m.pattern = FixedList::from_slice(&[Step::Accent, Step::Beat, Step::Rest]).unwrap();
+        let m = Metronome {
+            pattern: FixedList::from_slice(&[Step::Accent, Step::Beat, Step::Rest]).unwrap(),
+            ..Metronome::default()
+        };
         assert_eq!(m.beat(0).velocity, Some(127));
         assert_eq!(m.beat(1).velocity, Some(100));
         assert_eq!(m.beat(2).velocity, None);

@@ -28,7 +28,7 @@ impl Rng {
 
     /// Uniform in 0..n (0 when n is 0). **RT-safe.**
     pub fn below(&mut self, n: u32) -> u32 {
-        ((self.next_u64() >> 32) * u64::from(n) >> 32) as u32
+        (((self.next_u64() >> 32) * u64::from(n)) >> 32) as u32
     }
 
     /// Standard normal (Box–Muller). **RT-safe.**

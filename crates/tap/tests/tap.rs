@@ -9,7 +9,9 @@ use firmtime_tap::{ftap, ErrorKind, Experiment, Rng};
 use std::path::{Path, PathBuf};
 
 fn data(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name)
 }
 
 fn examples() -> Vec<PathBuf> {
@@ -26,7 +28,10 @@ fn examples() -> Vec<PathBuf> {
 #[test]
 fn every_example_parses_and_round_trips() {
     let files = examples();
-    assert!(files.len() >= 5, "expected the five paradigm examples, found {files:?}");
+    assert!(
+        files.len() >= 5,
+        "expected the five paradigm examples, found {files:?}"
+    );
     for f in files {
         let e = Experiment::load(&f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
         assert!(!e.name.is_empty(), "{}", f.display());
@@ -43,7 +48,10 @@ fn example_contents_match_their_paradigm() {
     assert!(sc.metronome.on);
     assert_eq!(sc.metronome.mspb.us(), 500_000);
     assert_eq!(sc.triggers[0].at, TriggerAt::Beat(12));
-    assert_eq!(sc.triggers[0].settings.as_slice(), &[Setting::MetronomeOn(false)]);
+    assert_eq!(
+        sc.triggers[0].settings.as_slice(),
+        &[Setting::MetronomeOn(false)]
+    );
     assert_eq!(sc.end.keystrokes, Some(42));
 
     let w = Experiment::load(&dir.join("wing1977-perturbation.toml")).unwrap();
@@ -53,7 +61,11 @@ fn example_contents_match_their_paradigm() {
     // (1-based) are delayed.
     let mut delayed = Vec::new();
     for k in 1..=45u32 {
-        for t in w.triggers.iter().filter(|t| t.at == TriggerAt::Keystroke(k - 1)) {
+        for t in w
+            .triggers
+            .iter()
+            .filter(|t| t.at == TriggerAt::Keystroke(k - 1))
+        {
             for s in t.settings.as_slice() {
                 p.apply(s);
             }
@@ -79,7 +91,10 @@ fn errors_name_line_and_column() {
     let e = err("name = \"x\"\n[feedback]\nchannel = 17\n[end]\nkeystrokes = 3\n");
     assert_eq!((e.line(), e.column()), (Some(3), Some(11)), "{e}");
     assert_eq!(e.kind(), ErrorKind::Invalid);
-    assert!(e.message().contains("MIDI channel must be 1–16, got 17"), "{e}");
+    assert!(
+        e.message().contains("MIDI channel must be 1–16, got 17"),
+        "{e}"
+    );
 
     // Unknown key.
     let e = err("[metronome]\nmspb = 500\ntempo = 120\n[end]\nbeats = 3\n");
@@ -108,7 +123,10 @@ fn errors_name_line_and_column() {
     // Trigger with an unknown parameter path: located at its [[trigger]] header.
     let e = err("[end]\nbeats = 3\n\n[[trigger]]\nbeat = 2\nset.metronome.tempo = 3\n");
     assert_eq!(e.line(), Some(4), "{e}");
-    assert!(e.message().contains("unknown parameter `metronome.tempo`"), "{e}");
+    assert!(
+        e.message().contains("unknown parameter `metronome.tempo`"),
+        "{e}"
+    );
 
     // Trigger with two points.
     let e = err("[end]\nbeats = 3\n[[trigger]]\nbeat = 2\nkeystroke = 3\nend = true\n");
@@ -117,7 +135,11 @@ fn errors_name_line_and_column() {
     // Pattern channels must match the pattern: a rule of the table, located at its header.
     let e = err("[metronome]\npattern = [\"accent\", \"beat\"]\npattern_channels = [10]\n[end]\nbeats = 3\n");
     assert_eq!((e.line(), e.column()), (Some(1), Some(1)), "{e}");
-    assert!(e.message().contains("pattern_channels has 1 entries but pattern has 2"), "{e}");
+    assert!(
+        e.message()
+            .contains("pattern_channels has 1 entries but pattern has 2"),
+        "{e}"
+    );
 
     // A trial that cannot end.
     let e = err("[feedback]\n");
@@ -136,7 +158,10 @@ fn triggers_can_set_nested_and_quoted_paths() {
     let s = t.settings.as_slice();
     assert!(s.contains(&Setting::MetronomeMspb(Ms::from_ms(400))));
     assert!(s.contains(&Setting::FeedbackOn(Voice::Second, true)));
-    assert!(s.contains(&Setting::FeedbackVelocity(Voice::Second, VelocityMode::Scaled { factor: 0.5 })));
+    assert!(s.contains(&Setting::FeedbackVelocity(
+        Voice::Second,
+        VelocityMode::Scaled { factor: 0.5 }
+    )));
 }
 
 #[test]
@@ -148,30 +173,88 @@ fn ftap_import_maps_every_keyword() {
     let f = &e.feedback;
     assert!(f.on);
     assert_eq!(f.channel.get(), 2);
-    assert_eq!(f.pitch, Pitch::Fixed { note: firmtime_tap::params::Note::new(72).unwrap() });
-    assert_eq!(f.velocity, VelocityMode::Fixed { velocity: firmtime_tap::params::Velocity::new(90).unwrap() });
-    assert_eq!(f.duration, NoteLength::Fixed { ms: Ms::from_ms(100) });
-    assert_eq!(f.delay, Delay::Fixed { ms: Ms::from_ms(200) });
+    assert_eq!(
+        f.pitch,
+        Pitch::Fixed {
+            note: firmtime_tap::params::Note::new(72).unwrap()
+        }
+    );
+    assert_eq!(
+        f.velocity,
+        VelocityMode::Fixed {
+            velocity: firmtime_tap::params::Velocity::new(90).unwrap()
+        }
+    );
+    assert_eq!(
+        f.duration,
+        NoteLength::Fixed {
+            ms: Ms::from_ms(100)
+        }
+    );
+    assert_eq!(
+        f.delay,
+        Delay::Fixed {
+            ms: Ms::from_ms(200)
+        }
+    );
     let g = &e.feedback2;
     assert!(g.on);
     assert_eq!(g.channel.get(), 3);
     assert_eq!(g.pitch, Pitch::Transpose { semitones: -12 });
-    assert_eq!(g.delay, Delay::Uniform { min_ms: Ms::from_ms(100), max_ms: Ms::from_ms(300) });
+    assert_eq!(
+        g.delay,
+        Delay::Uniform {
+            min_ms: Ms::from_ms(100),
+            max_ms: Ms::from_ms(300)
+        }
+    );
     let m = &e.metronome;
     assert!(m.on);
-    assert_eq!((m.mspb.us(), m.channel.get(), m.note.get(), m.velocity.get(), m.length_ms.us()), (600_000, 10, 76, 110, 40_000));
-    assert_eq!(m.pattern.as_slice(), &[Step::Accent, Step::Beat, Step::Beat, Step::Rest]);
-    assert_eq!(m.pattern_channels.as_slice().iter().map(|c| c.get()).collect::<Vec<_>>(), [10, 10, 10, 11]);
+    assert_eq!(
+        (
+            m.mspb.us(),
+            m.channel.get(),
+            m.note.get(),
+            m.velocity.get(),
+            m.length_ms.us()
+        ),
+        (600_000, 10, 76, 110, 40_000)
+    );
+    assert_eq!(
+        m.pattern.as_slice(),
+        &[Step::Accent, Step::Beat, Step::Beat, Step::Rest]
+    );
+    assert_eq!(
+        m.pattern_channels
+            .as_slice()
+            .iter()
+            .map(|c| c.get())
+            .collect::<Vec<_>>(),
+        [10, 10, 10, 11]
+    );
     assert!(e.masking.on);
-    assert_eq!((e.masking.channel.get(), e.masking.note.get(), e.masking.velocity.get()), (16, 61, 80));
+    assert_eq!(
+        (
+            e.masking.channel.get(),
+            e.masking.note.get(),
+            e.masking.velocity.get()
+        ),
+        (16, 61, 80)
+    );
 
     let t = &e.triggers;
     assert_eq!(t.len(), 5);
     assert_eq!((t[0].id, t[0].at), (1, TriggerAt::Beat(16)));
-    assert_eq!(t[0].settings.as_slice(), &[Setting::MetronomeMspb(Ms::from_ms(500))]);
+    assert_eq!(
+        t[0].settings.as_slice(),
+        &[Setting::MetronomeMspb(Ms::from_ms(500))]
+    );
     assert_eq!(t[1].settings.as_slice(), &[Setting::MetronomeOn(false)]);
     assert_eq!(t[2].at, TriggerAt::Keystroke(40));
-    assert_eq!(t[2].settings.as_slice(), &[Setting::FeedbackDelay(Voice::First, Delay::None)]);
+    assert_eq!(
+        t[2].settings.as_slice(),
+        &[Setting::FeedbackDelay(Voice::First, Delay::None)]
+    );
     assert_eq!(t[3].at, TriggerAt::Elapsed(Ms::from_ms(60_000)));
     // FEED2_DMODE 1 (list) over the file's FEED2_DVAL 100 300.
     match t[3].settings.as_slice() {
@@ -193,7 +276,10 @@ fn ftap_unknown_keyword_is_an_error_with_its_line() {
     let e = ftap::import(&text, "x").unwrap_err();
     assert_eq!(e.kind(), ErrorKind::UnknownKeyword);
     assert_eq!(e.line(), Some(4), "{e}");
-    assert!(e.message().contains("unknown FTAP keyword `FEED_DELAY`"), "{e}");
+    assert!(
+        e.message().contains("unknown FTAP keyword `FEED_DELAY`"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -211,7 +297,10 @@ fn ftap_unparseable_trigger_is_an_error_with_its_line() {
         ("TRIGGER 1 K 3 TEMPO 400", "unknown parameter `TEMPO`"),
         ("TRIGGER 1 K 3 MSPB", "needs a value"),
         ("TRIGGER 1 K 3 MASK_NOTE 50", "cannot change during a trial"),
-        ("TRIGGER 1 K 3 MET_VEL 200", "MET_VEL: a MIDI velocity must be 1–127, got 200"),
+        (
+            "TRIGGER 1 K 3 MET_VEL 200",
+            "MET_VEL: a MIDI velocity must be 1–127, got 200",
+        ),
     ] {
         let e = ftap::import(&format!("FEED_ON 1\n{line}\n"), "x").unwrap_err();
         assert_eq!(e.line(), Some(2), "{line}: {e}");
@@ -222,17 +311,33 @@ fn ftap_unparseable_trigger_is_an_error_with_its_line() {
 #[test]
 fn ftap_keyword_values_are_checked() {
     for (text, line, want) in [
-        ("FEED_CHAN 0\n", 1, "FEED_CHAN: a MIDI channel must be 1–16, got 0"),
+        (
+            "FEED_CHAN 0\n",
+            1,
+            "FEED_CHAN: a MIDI channel must be 1–16, got 0",
+        ),
         ("FEED_ON 2\n", 1, "expected 0 (off) or 1 (on)"),
         ("FEED_ON 1\nFEED_ON 0\n", 2, "already set on line 1"),
         ("FEED_PMODE 1\n", 1, "FEED_PMODE 1 (FIXED) needs FEED_NOTE"),
         ("FEED_PMODE 7\n", 1, "expected one of 0 (SAME)"),
-        ("FEED_DMODE 2\nFEED_DVAL 10\n", 2, "takes MIN MAX, got 1 values"),
+        (
+            "FEED_DMODE 2\nFEED_DVAL 10\n",
+            2,
+            "takes MIN MAX, got 1 values",
+        ),
         ("FEED_DMODE 2\nFEED_DVAL 300 100\n", 2, "min_ms ≤ max_ms"),
         ("MSPB 0\n", 1, "MSPB must be more than 0"),
         ("MSPB fast\n", 1, "MSPB: expected milliseconds"),
-        ("MET_PATTERN_ARRAY 1 3\n", 1, "expected 0 (rest), 1 (beat) or 2 (accent)"),
-        ("MET_NOTE 128\n", 1, "MET_NOTE: a MIDI note must be 0–127, got 128"),
+        (
+            "MET_PATTERN_ARRAY 1 3\n",
+            1,
+            "expected 0 (rest), 1 (beat) or 2 (accent)",
+        ),
+        (
+            "MET_NOTE 128\n",
+            1,
+            "MET_NOTE: a MIDI note must be 0–127, got 128",
+        ),
         ("END_EXP\n", 1, "ends a trial from a trigger"),
         ("FEED_VEL\n", 1, "FEED_VEL needs a value"),
     ] {
@@ -246,7 +351,12 @@ fn ftap_keyword_values_are_checked() {
     assert!(matches!(f.pitch, Pitch::Random { notes } if notes.len() == 3));
     assert_eq!(
         f.delay,
-        Delay::Normal { mean_ms: Ms::from_ms(100), sd_ms: Ms::from_ms(20), min_ms: Ms::from_ms(50), max_ms: Ms::from_ms(150) }
+        Delay::Normal {
+            mean_ms: Ms::from_ms(100),
+            sd_ms: Ms::from_ms(20),
+            min_ms: Ms::from_ms(50),
+            max_ms: Ms::from_ms(150)
+        }
     );
     assert_eq!(imp.notes.len(), 1, "no END_EXP: a note says to add [end]");
 }
@@ -294,7 +404,11 @@ fn csv_round_trip_and_atomic_write() {
         seed: 42,
         provenance: firmtime_rt::system::Provenance::begin(vec!["firmtime".into(), "test".into()]),
         rt: None,
-        self_checks: data::SelfChecks { late_outputs: 2, late_threshold_us: 1000, ..Default::default() },
+        self_checks: data::SelfChecks {
+            late_outputs: 2,
+            late_threshold_us: 1000,
+            ..Default::default()
+        },
         incomplete: true,
         events: events.len() as u64,
     };
@@ -304,10 +418,23 @@ fn csv_round_trip_and_atomic_write() {
     assert_eq!(text.lines().count(), events.len() + 1);
     assert!(text.lines().all(|l| l.split(',').count() == 8));
     assert_eq!(data::read_csv(&text).unwrap(), events);
-    let json: data::Sidecar = serde_json::from_str(&std::fs::read_to_string(stem.with_extension("json")).unwrap()).unwrap();
-    assert_eq!((json.subject.as_str(), json.seed, json.incomplete, json.self_checks.late_outputs), ("s01", 42, true, 2));
+    let json: data::Sidecar =
+        serde_json::from_str(&std::fs::read_to_string(stem.with_extension("json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        (
+            json.subject.as_str(),
+            json.seed,
+            json.incomplete,
+            json.self_checks.late_outputs
+        ),
+        ("s01", 42, true, 2)
+    );
     // No temp files left behind.
-    let names: Vec<String> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    let names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
     assert_eq!(names.len(), 2, "{names:?}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -325,18 +452,45 @@ fn csv_reader_rejects_foreign_files() {
 fn analysis_of_a_small_hand_made_trial() {
     let ev = data::read_csv(&std::fs::read_to_string(data("trial-small.csv")).unwrap()).unwrap();
     let a = analysis::analyze(&ev, &AnalysisConfig::default());
-    assert_eq!(a.taps.iter().map(|t| t.time_us).collect::<Vec<_>>(), [20_000, 480_000, 1_010_000, 1_490_000, 2_520_000]);
+    assert_eq!(
+        a.taps.iter().map(|t| t.time_us).collect::<Vec<_>>(),
+        [20_000, 480_000, 1_010_000, 1_490_000, 2_520_000]
+    );
     assert_eq!(a.double_taps, 1);
     assert_eq!((a.beats, a.ibi_us), (2, Some(499_998)));
     assert_eq!(
         a.taps.iter().map(|t| t.phase).collect::<Vec<_>>(),
-        [Phase::Synchronization, Phase::Synchronization, Phase::Continuation, Phase::Continuation, Phase::Continuation]
+        [
+            Phase::Synchronization,
+            Phase::Synchronization,
+            Phase::Continuation,
+            Phase::Continuation,
+            Phase::Continuation
+        ]
     );
-    assert_eq!(a.taps.iter().map(|t| t.asynchrony_us).collect::<Vec<_>>(), [Some(19_988), Some(-20_010), None, None, None]);
-    assert_eq!(a.taps.iter().map(|t| t.iti_us).collect::<Vec<_>>(), [None, Some(460_000), Some(530_000), Some(480_000), Some(1_030_000)]);
-    assert_eq!(a.taps.iter().map(|t| t.gap).collect::<Vec<_>>(), [false, false, false, false, true]);
+    assert_eq!(
+        a.taps.iter().map(|t| t.asynchrony_us).collect::<Vec<_>>(),
+        [Some(19_988), Some(-20_010), None, None, None]
+    );
+    assert_eq!(
+        a.taps.iter().map(|t| t.iti_us).collect::<Vec<_>>(),
+        [
+            None,
+            Some(460_000),
+            Some(530_000),
+            Some(480_000),
+            Some(1_030_000)
+        ]
+    );
+    assert_eq!(
+        a.taps.iter().map(|t| t.gap).collect::<Vec<_>>(),
+        [false, false, false, false, true]
+    );
     let [s, c] = a.phases;
-    assert_eq!((s.taps, s.double_taps, s.itis, s.missing, s.asynchronies), (2, 1, 1, 0, 2));
+    assert_eq!(
+        (s.taps, s.double_taps, s.itis, s.missing, s.asynchronies),
+        (2, 1, 1, 0, 2)
+    );
     assert_eq!(s.iti_mean_us, None);
     assert_eq!(s.async_mean_us, Some(-11.0));
     assert!((s.async_sd_us.unwrap() - 19_999.0 * 2f64.sqrt()).abs() < 1e-6);
@@ -350,16 +504,31 @@ fn analysis_of_a_small_hand_made_trial() {
     let lines: Vec<&str> = sum.lines().collect();
     assert_eq!(lines.len(), 3);
     assert_eq!(lines[0], analysis::SUMMARY_HEADER);
-    assert!(lines.iter().all(|l| l.split(',').count() == analysis::SUMMARY_HEADER.split(',').count()));
-    assert!(lines[2].starts_with("t1,continuation,3,0,1,2,505000.000,"), "{}", lines[2]);
+    assert!(lines
+        .iter()
+        .all(|l| l.split(',').count() == analysis::SUMMARY_HEADER.split(',').count()));
+    assert!(
+        lines[2].starts_with("t1,continuation,3,0,1,2,505000.000,"),
+        "{}",
+        lines[2]
+    );
     let taps = analysis::taps_csv(&a);
-    assert_eq!(taps.lines().nth(5), Some("5,2520000,continuation,1030000,1,"));
+    assert_eq!(
+        taps.lines().nth(5),
+        Some("5,2520000,continuation,1030000,1,")
+    );
 }
 
 #[test]
 fn analysis_debounce_is_configurable() {
     let ev = data::read_csv(&std::fs::read_to_string(data("trial-small.csv")).unwrap()).unwrap();
-    let a = analysis::analyze(&ev, &AnalysisConfig { debounce_us: 5_000, ..Default::default() });
+    let a = analysis::analyze(
+        &ev,
+        &AnalysisConfig {
+            debounce_us: 5_000,
+            ..Default::default()
+        },
+    );
     assert_eq!(a.double_taps, 0);
     assert_eq!(a.taps.len(), 6);
 }
@@ -388,7 +557,12 @@ fn wk_taps(n: usize, clock_mean: f64, clock_sd: f64, motor_sd: f64, seed: u64) -
             index: k as u32 + 1,
             intended_us: None,
             actual_us: t.round() as i64,
-            note: Some(NoteData { channel: 1, note: 60, velocity: 80, on: true }),
+            note: Some(NoteData {
+                channel: 1,
+                note: 60,
+                velocity: 80,
+                on: true,
+            }),
         });
         clock += clock_mean + clock_sd * rng.next_normal();
     }
@@ -406,8 +580,16 @@ fn wing_kristofferson_estimates_converge_on_synthetic_taps() {
     assert_eq!(c.missing, 0);
     let w = c.wk.unwrap();
     assert!(w.model_holds);
-    assert!((w.clock_var / 4.0e8 - 1.0).abs() < 0.03, "clock var {}", w.clock_var);
-    assert!((w.motor_var / 1.0e8 - 1.0).abs() < 0.05, "motor var {}", w.motor_var);
+    assert!(
+        (w.clock_var / 4.0e8 - 1.0).abs() < 0.03,
+        "clock var {}",
+        w.clock_var
+    );
+    assert!(
+        (w.motor_var / 1.0e8 - 1.0).abs() < 0.05,
+        "motor var {}",
+        w.motor_var
+    );
     assert!((c.iti_mean_us.unwrap() / 500_000.0 - 1.0).abs() < 0.001);
     assert!(c.drift_us_per_iti.unwrap().abs() < 1.0);
 }
@@ -423,7 +605,12 @@ fn drift_recovers_a_linear_tempo_change() {
             index: k + 1,
             intended_us: None,
             actual_us: t,
-            note: Some(NoteData { channel: 1, note: 60, velocity: 80, on: true }),
+            note: Some(NoteData {
+                channel: 1,
+                note: 60,
+                velocity: 80,
+                on: true,
+            }),
         });
         t += 500_000 + 100 * i64::from(k);
     }
