@@ -10,6 +10,7 @@ mod ladspa;
 mod load;
 mod midi;
 mod progress;
+mod tap;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -47,6 +48,9 @@ enum Command {
     Midi(midi::MidiArgs),
     /// LADSPA plugins: list, describe, apply a chain to a WAV file (like applyplugin).
     Ladspa(ladspa::LadspaArgs),
+    /// Tapping experiments (FTAP): check experiment files, import FTAP
+    /// parameter files, analyze trials.
+    Tap(tap::TapArgs),
 }
 
 /// What a subcommand reports back to `main`.
@@ -72,6 +76,7 @@ fn main() -> ExitCode {
         Command::Lab(c) => lab::run(c),
         Command::Midi(a) => midi::run(a),
         Command::Ladspa(a) => ladspa::run(a),
+        Command::Tap(a) => tap::run(a),
     };
     match result {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,

@@ -1,0 +1,225 @@
+//! `firmtime tap`: experiment files (check, import from FTAP) and analysis
+//! of recorded trials. Running trials needs the engine and lives elsewhere.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use clap::{Args, Subcommand};
+use firmtime_tap::analysis::{self, AnalysisConfig};
+use firmtime_tap::{data, ftap, Experiment};
+
+use crate::args::UsageError;
+use crate::Outcome;
+
+/// Arguments of `firmtime tap`.
+#[derive(Debug, Args)]
+pub struct TapArgs {
+    #[command(subcommand)]
+    command: TapCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum TapCommand {
+    /// Convert an FTAP parameter file into a firmtime experiment file (TOML).
+    ///
+    /// Unknown keywords and unparseable TRIGGER lines are errors with their
+    /// line number. Remarks (e.g. a missing END_EXP) go to stderr.
+    ImportFtap(ImportArgs),
+    /// Validate an experiment file and print what the trial will do.
+    ///
+    /// Errors name the line and column. Exit status 1 if the file is invalid.
+    Check(CheckArgs),
+    /// Analyze trial CSVs: inter-tap intervals, asynchronies, missing and
+    /// double taps, drift, Wing–Kristofferson clock and motor variance.
+    Analyze(AnalyzeArgs),
+}
+
+#[derive(Debug, Args)]
+struct ImportArgs {
+    /// The FTAP parameter file.
+    file: PathBuf,
+    /// Where to write the experiment file (`-` or absent: stdout).
+    #[arg(short, long, value_name = "OUT.toml")]
+    out: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+struct CheckArgs {
+    /// The experiment file.
+    experiment: PathBuf,
+}
+
+#[derive(Debug, Args)]
+struct AnalyzeArgs {
+    /// Trial CSV files written by `firmtime tap run`.
+    #[arg(required = true, value_name = "TRIAL.csv")]
+    trials: Vec<PathBuf>,
+    /// Write summary.csv and one <trial>-taps.csv per trial into DIR.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Taps closer than this to the previous one are double taps, ms.
+    #[arg(long, default_value_t = 50.0, value_name = "MS")]
+    debounce_ms: f64,
+    /// A continuation interval above this multiple of the beat interval is a
+    /// gap (missing taps).
+    #[arg(long, default_value_t = 1.5, value_name = "X")]
+    gap_factor: f64,
+}
+
+/// Runs `firmtime tap …`.
+pub fn run(a: TapArgs) -> anyhow::Result<Outcome> {
+    match a.command {
+        TapCommand::ImportFtap(a) => import(a),
+        TapCommand::Check(a) => check(a),
+        TapCommand::Analyze(a) => analyze(a),
+    }
+}
+
+fn import(a: ImportArgs) -> anyhow::Result<Outcome> {
+    let text = std::fs::read_to_string(&a.file)
+        .with_context(|| format!("cannot read {}", a.file.display()))?;
+    let name = a
+        .file
+        .file_stem()
+        .map_or_else(|| "ftap".into(), |s| s.to_string_lossy().into_owned());
+    let imp =
+        ftap::import(&text, &name).map_err(|e| anyhow::anyhow!("{}: {e}", a.file.display()))?;
+    for n in &imp.notes {
+        eprintln!("firmtime: note: {n}");
+    }
+    let toml = format!(
+        "# Imported from {} by firmtime tap import-ftap (see docs/TAP.md).\n{}",
+        a.file.display(),
+        imp.experiment.to_toml()?
+    );
+    match a.out {
+        Some(p) if p.as_os_str() != "-" => {
+            data::write_atomic(&p, toml.as_bytes())?;
+            eprintln!("firmtime: wrote {}", p.display());
+        }
+        _ => print!("{toml}"),
+    }
+    Ok(Outcome::Ok)
+}
+
+fn check(a: CheckArgs) -> anyhow::Result<Outcome> {
+    match Experiment::load(&a.experiment) {
+        Ok(e) => {
+            print!("{}", e.summary());
+            println!("{}: ok", a.experiment.display());
+            Ok(Outcome::Ok)
+        }
+        Err(e) if e.kind() == firmtime_tap::ErrorKind::Io => bail!("{e}"),
+        Err(e) => {
+            eprintln!("{}: {e}", a.experiment.display());
+            Ok(Outcome::Failed)
+        }
+    }
+}
+
+fn fmt_ms(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".into(), |x| format!("{:.1}", x / 1000.0))
+}
+
+fn analyze(a: AnalyzeArgs) -> anyhow::Result<Outcome> {
+    if !(a.debounce_ms >= 0.0 && a.debounce_ms.is_finite()) {
+        return Err(UsageError(format!(
+            "--debounce-ms must be 0 or more, got {}",
+            a.debounce_ms
+        ))
+        .into());
+    }
+    if !(a.gap_factor > 1.0 && a.gap_factor.is_finite()) {
+        return Err(UsageError(format!(
+            "--gap-factor must be more than 1, got {}",
+            a.gap_factor
+        ))
+        .into());
+    }
+    let cfg = AnalysisConfig {
+        debounce_us: (a.debounce_ms * 1000.0).round() as i64,
+        gap_factor: a.gap_factor,
+    };
+    let mut results = Vec::new();
+    for path in &a.trials {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        let events =
+            data::read_csv(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        results.push((trial_name(path), analysis::analyze(&events, &cfg)));
+    }
+    println!(
+        "{:<24} {:<15} {:>5} {:>4} {:>4} {:>9} {:>8} {:>9} {:>8} {:>9} {:>10} {:>10}",
+        "trial",
+        "phase",
+        "taps",
+        "dbl",
+        "miss",
+        "ITI ms",
+        "sd ms",
+        "async ms",
+        "sd ms",
+        "drift ms",
+        "clock sd",
+        "motor sd"
+    );
+    for (name, r) in &results {
+        for p in &r.phases {
+            let (c, m) = match p.wk {
+                Some(w) if w.model_holds => (
+                    format!("{:.1}", w.clock_var.sqrt() / 1000.0),
+                    format!("{:.1}", w.motor_var.sqrt() / 1000.0),
+                ),
+                Some(_) => ("(model)".into(), "(model)".into()),
+                None => ("-".into(), "-".into()),
+            };
+            println!(
+                "{:<24} {:<15} {:>5} {:>4} {:>4} {:>9} {:>8} {:>9} {:>8} {:>9} {:>10} {:>10}",
+                name,
+                p.phase.as_str(),
+                p.taps,
+                p.double_taps,
+                p.missing,
+                fmt_ms(p.iti_mean_us),
+                fmt_ms(p.iti_sd_us),
+                fmt_ms(p.async_mean_us),
+                fmt_ms(p.async_sd_us),
+                p.drift_us_per_iti
+                    .map_or("-".into(), |d| format!("{:.3}", d / 1000.0)),
+                c,
+                m
+            );
+        }
+    }
+    if results.iter().any(|(_, r)| {
+        r.phases
+            .iter()
+            .any(|p| p.wk.is_some_and(|w| !w.model_holds))
+    }) {
+        eprintln!("firmtime: note: (model) = lag-1 autocovariance outside [−var/2, 0]; the Wing–Kristofferson variances are not meaningful there (see summary.csv for the raw figures)");
+    }
+    if let Some(dir) = &a.out {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        data::write_atomic(
+            &dir.join("summary.csv"),
+            analysis::summary_csv(&results).as_bytes(),
+        )?;
+        for (name, r) in &results {
+            data::write_atomic(
+                &dir.join(format!("{name}-taps.csv")),
+                analysis::taps_csv(r).as_bytes(),
+            )?;
+        }
+        eprintln!(
+            "firmtime: wrote {}/summary.csv and {} per-trial tap files",
+            dir.display(),
+            results.len()
+        );
+    }
+    Ok(Outcome::Ok)
+}
+
+fn trial_name(p: &Path) -> String {
+    p.file_stem()
+        .map_or_else(|| "trial".into(), |s| s.to_string_lossy().into_owned())
+}

@@ -1,0 +1,50 @@
+//! firmtime-tap: tapping and music experiments after FTAP (Finney 2001).
+//!
+//! - [`experiment`]: the TOML experiment file → [`Experiment`], with errors
+//!   at line and column; [`params`]: the `Copy` parameter block the engine
+//!   runs on and the [`Setting`]s triggers apply.
+//! - [`ftap`]: import of FTAP parameter files.
+//! - [`data`]: the trial CSV (every event) and JSON sidecar, written atomically.
+//! - [`analysis`]: inter-tap intervals, asynchronies, missing/double taps,
+//!   drift and the Wing–Kristofferson decomposition.
+//!
+//! # Real-time contract
+//!
+//! Parsing, importing, writing files and analysis allocate and run before or
+//! after a trial. The parameter types are `Copy` with fixed capacity, and
+//! their methods marked **RT-safe.** ([`Params::apply`], [`Delay::sample_us`],
+//! [`Pitch::apply`], [`Metronome::beat`], [`TriggerAt::reached`], …) never
+//! allocate, lock, block or print; test builds check them with
+//! `assert_no_alloc`.
+//!
+//! # Example
+//!
+//! ```
+//! use firmtime_tap::Experiment;
+//! let e = Experiment::from_toml(r#"
+//! name = "DAF 200 ms"
+//! [feedback]
+//! delay = { mode = "fixed", ms = 200 }
+//! [end]
+//! keystrokes = 40
+//! "#).unwrap();
+//! assert_eq!(e.params().feedback[0].delay.sample_us(0, &mut firmtime_tap::Rng::new(1)), 200_000);
+//! ```
+#![deny(missing_docs)]
+
+pub mod analysis;
+pub mod data;
+pub mod error;
+pub mod experiment;
+pub mod ftap;
+pub mod params;
+pub mod rng;
+
+pub use error::{Error, ErrorKind, Result};
+pub use experiment::{Experiment, TrialEnd, Trigger, TriggerAt};
+pub use params::{Delay, Feedback, Metronome, Params, Pitch, Setting};
+pub use rng::Rng;
+
+#[cfg(test)]
+#[global_allocator]
+static ALLOC: assert_no_alloc::AllocDisabler = assert_no_alloc::AllocDisabler;

@@ -1,0 +1,619 @@
+//! firmtime-tap integration tests: example files, error locations, FTAP
+//! import, CSV round trip, analysis on hand-made and synthetic data.
+
+use firmtime_tap::analysis::{self, AnalysisConfig, Phase};
+use firmtime_tap::data::{self, Event, EventKind, NoteData};
+use firmtime_tap::experiment::TriggerAt;
+use firmtime_tap::params::{Delay, Ms, NoteLength, Pitch, Setting, Step, VelocityMode, Voice};
+use firmtime_tap::{ftap, ErrorKind, Experiment, Rng};
+use std::path::{Path, PathBuf};
+
+fn data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name)
+}
+
+fn examples() -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn every_example_parses_and_round_trips() {
+    let files = examples();
+    assert!(
+        files.len() >= 5,
+        "expected the five paradigm examples, found {files:?}"
+    );
+    for f in files {
+        let e = Experiment::load(&f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        assert!(!e.name.is_empty(), "{}", f.display());
+        let back = Experiment::from_toml(&e.to_toml().unwrap()).unwrap();
+        assert_eq!(back, e, "{}", f.display());
+        assert!(e.summary().contains(&e.name));
+    }
+}
+
+#[test]
+fn example_contents_match_their_paradigm() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let sc = Experiment::load(&dir.join("sync-continuation.toml")).unwrap();
+    assert!(sc.metronome.on);
+    assert_eq!(sc.metronome.mspb.us(), 500_000);
+    assert_eq!(sc.triggers[0].at, TriggerAt::Beat(12));
+    assert_eq!(
+        sc.triggers[0].settings.as_slice(),
+        &[Setting::MetronomeOn(false)]
+    );
+    assert_eq!(sc.end.keystrokes, Some(42));
+
+    let w = Experiment::load(&dir.join("wing1977-perturbation.toml")).unwrap();
+    let mut p = w.params();
+    let mut rng = Rng::new(0);
+    // Replay the triggers keystroke by keystroke: only keystrokes 20, 28, 36
+    // (1-based) are delayed.
+    let mut delayed = Vec::new();
+    for k in 1..=45u32 {
+        for t in w
+            .triggers
+            .iter()
+            .filter(|t| t.at == TriggerAt::Keystroke(k - 1))
+        {
+            for s in t.settings.as_slice() {
+                p.apply(s);
+            }
+        }
+        if p.feedback[0].delay.sample_us(u64::from(k - 1), &mut rng) > 0 {
+            delayed.push(k);
+        }
+    }
+    assert_eq!(delayed, [20, 28, 36]);
+
+    let f = Experiment::load(&dir.join("finney1997-pitch.toml")).unwrap();
+    assert!(f.feedback.keys.contains(59) && !f.feedback.keys.contains(60));
+    assert!(f.feedback2.on && f.feedback2.keys.contains(60));
+}
+
+fn err(text: &str) -> firmtime_tap::Error {
+    Experiment::from_toml(text).unwrap_err()
+}
+
+#[test]
+fn errors_name_line_and_column() {
+    // Out of range channel: the value's position.
+    let e = err("name = \"x\"\n[feedback]\nchannel = 17\n[end]\nkeystrokes = 3\n");
+    assert_eq!((e.line(), e.column()), (Some(3), Some(11)), "{e}");
+    assert_eq!(e.kind(), ErrorKind::Invalid);
+    assert!(
+        e.message().contains("MIDI channel must be 1–16, got 17"),
+        "{e}"
+    );
+
+    // Unknown key.
+    let e = err("[metronome]\nmspb = 500\ntempo = 120\n[end]\nbeats = 3\n");
+    assert_eq!((e.line(), e.column()), (Some(3), Some(1)), "{e}");
+    assert!(e.message().contains("unknown field `tempo`"), "{e}");
+
+    // Unknown mode inside an inline table.
+    let e = err("[feedback]\ndelay = { mode = \"fixd\", ms = 3 }\n[end]\nbeats = 3\n");
+    assert_eq!(e.line(), Some(2), "{e}");
+    assert!(e.message().contains("unknown variant `fixd`"), "{e}");
+
+    // Cross-field rule: bounds, located at the feedback table.
+    let e = err("[feedback]\ndelay = { mode = \"uniform\", min_ms = 300, max_ms = 100 }\n[end]\nbeats = 3\n");
+    assert_eq!(e.line(), Some(2), "{e}");
+    assert!(e.message().contains("min_ms ≤ max_ms"), "{e}");
+
+    // Note out of range in a key range.
+    let e = err("[feedback]\nkeys = [0, 128]\n[end]\nbeats = 3\n");
+    assert_eq!((e.line(), e.column()), (Some(2), Some(8)), "{e}");
+
+    // TOML syntax error.
+    let e = err("[feedback\nchannel = 1\n");
+    assert_eq!(e.kind(), ErrorKind::Syntax);
+    assert_eq!(e.line(), Some(1), "{e}");
+
+    // Trigger with an unknown parameter path: located at its [[trigger]] header.
+    let e = err("[end]\nbeats = 3\n\n[[trigger]]\nbeat = 2\nset.metronome.tempo = 3\n");
+    assert_eq!(e.line(), Some(4), "{e}");
+    assert!(
+        e.message().contains("unknown parameter `metronome.tempo`"),
+        "{e}"
+    );
+
+    // Trigger with two points.
+    let e = err("[end]\nbeats = 3\n[[trigger]]\nbeat = 2\nkeystroke = 3\nend = true\n");
+    assert!(e.message().contains("exactly one of"), "{e}");
+
+    // Pattern channels must match the pattern: a rule of the table, located at its header.
+    let e = err("[metronome]\npattern = [\"accent\", \"beat\"]\npattern_channels = [10]\n[end]\nbeats = 3\n");
+    assert_eq!((e.line(), e.column()), (Some(1), Some(1)), "{e}");
+    assert!(
+        e.message()
+            .contains("pattern_channels has 1 entries but pattern has 2"),
+        "{e}"
+    );
+
+    // A trial that cannot end.
+    let e = err("[feedback]\n");
+    assert!(e.message().contains("never ends"), "{e}");
+}
+
+#[test]
+fn triggers_can_set_nested_and_quoted_paths() {
+    let e = Experiment::from_toml(
+        "[end]\nbeats = 3\n[[trigger]]\nid = 7\nelapsed_ms = 2500.5\nset = { \"metronome.mspb\" = 400, feedback2 = { on = true, velocity = { mode = \"scaled\", factor = 0.5 } } }\n",
+    )
+    .unwrap();
+    let t = &e.triggers[0];
+    assert_eq!(t.id, 7);
+    assert_eq!(t.at, TriggerAt::Elapsed(Ms::from_us(2_500_500)));
+    let s = t.settings.as_slice();
+    assert!(s.contains(&Setting::MetronomeMspb(Ms::from_ms(400))));
+    assert!(s.contains(&Setting::FeedbackOn(Voice::Second, true)));
+    assert!(s.contains(&Setting::FeedbackVelocity(
+        Voice::Second,
+        VelocityMode::Scaled { factor: 0.5 }
+    )));
+}
+
+#[test]
+fn ftap_import_maps_every_keyword() {
+    let text = std::fs::read_to_string(data("daf-sync.ftap")).unwrap();
+    let imp = ftap::import(&text, "daf-sync").unwrap();
+    assert!(imp.notes.is_empty(), "{:?}", imp.notes);
+    let e = &imp.experiment;
+    let f = &e.feedback;
+    assert!(f.on);
+    assert_eq!(f.channel.get(), 2);
+    assert_eq!(
+        f.pitch,
+        Pitch::Fixed {
+            note: firmtime_tap::params::Note::new(72).unwrap()
+        }
+    );
+    assert_eq!(
+        f.velocity,
+        VelocityMode::Fixed {
+            velocity: firmtime_tap::params::Velocity::new(90).unwrap()
+        }
+    );
+    assert_eq!(
+        f.duration,
+        NoteLength::Fixed {
+            ms: Ms::from_ms(100)
+        }
+    );
+    assert_eq!(
+        f.delay,
+        Delay::Fixed {
+            ms: Ms::from_ms(200)
+        }
+    );
+    let g = &e.feedback2;
+    assert!(g.on);
+    assert_eq!(g.channel.get(), 3);
+    assert_eq!(g.pitch, Pitch::Transpose { semitones: -12 });
+    assert_eq!(
+        g.delay,
+        Delay::Uniform {
+            min_ms: Ms::from_ms(100),
+            max_ms: Ms::from_ms(300)
+        }
+    );
+    let m = &e.metronome;
+    assert!(m.on);
+    assert_eq!(
+        (
+            m.mspb.us(),
+            m.channel.get(),
+            m.note.get(),
+            m.velocity.get(),
+            m.length_ms.us()
+        ),
+        (600_000, 10, 76, 110, 40_000)
+    );
+    assert_eq!(
+        m.pattern.as_slice(),
+        &[Step::Accent, Step::Beat, Step::Beat, Step::Rest]
+    );
+    assert_eq!(
+        m.pattern_channels
+            .as_slice()
+            .iter()
+            .map(|c| c.get())
+            .collect::<Vec<_>>(),
+        [10, 10, 10, 11]
+    );
+    assert!(e.masking.on);
+    assert_eq!(
+        (
+            e.masking.channel.get(),
+            e.masking.note.get(),
+            e.masking.velocity.get()
+        ),
+        (16, 61, 80)
+    );
+
+    let t = &e.triggers;
+    assert_eq!(t.len(), 5);
+    assert_eq!((t[0].id, t[0].at), (1, TriggerAt::Beat(16)));
+    assert_eq!(
+        t[0].settings.as_slice(),
+        &[Setting::MetronomeMspb(Ms::from_ms(500))]
+    );
+    assert_eq!(t[1].settings.as_slice(), &[Setting::MetronomeOn(false)]);
+    assert_eq!(t[2].at, TriggerAt::Keystroke(40));
+    assert_eq!(
+        t[2].settings.as_slice(),
+        &[Setting::FeedbackDelay(Voice::First, Delay::None)]
+    );
+    assert_eq!(t[3].at, TriggerAt::Elapsed(Ms::from_ms(60_000)));
+    // FEED2_DMODE 1 (list) over the file's FEED2_DVAL 100 300.
+    match t[3].settings.as_slice() {
+        [Setting::FeedbackDelay(Voice::Second, Delay::List { ms })] => {
+            assert_eq!(ms.as_slice(), &[Ms::from_ms(100), Ms::from_ms(300)])
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(t[4].end && t[4].settings.is_empty());
+
+    // The written TOML is a valid experiment file that reads back equal.
+    let back = Experiment::from_toml(&e.to_toml().unwrap()).unwrap();
+    assert_eq!(&back, e);
+}
+
+#[test]
+fn ftap_unknown_keyword_is_an_error_with_its_line() {
+    let text = std::fs::read_to_string(data("unknown-keyword.ftap")).unwrap();
+    let e = ftap::import(&text, "x").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::UnknownKeyword);
+    assert_eq!(e.line(), Some(4), "{e}");
+    assert!(
+        e.message().contains("unknown FTAP keyword `FEED_DELAY`"),
+        "{e}"
+    );
+}
+
+#[test]
+fn ftap_unparseable_trigger_is_an_error_with_its_line() {
+    let text = std::fs::read_to_string(data("bad-trigger.ftap")).unwrap();
+    let e = ftap::import(&text, "x").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Syntax);
+    assert_eq!(e.line(), Some(3), "{e}");
+    assert!(e.message().contains("unknown trigger type `X`"), "{e}");
+
+    for (line, want) in [
+        ("TRIGGER 1 K", "expected `TRIGGER id"),
+        ("TRIGGER x K 3 MSPB 400", "id must be"),
+        ("TRIGGER 1 K 0 MSPB 400", "count must be"),
+        ("TRIGGER 1 K 3 TEMPO 400", "unknown parameter `TEMPO`"),
+        ("TRIGGER 1 K 3 MSPB", "needs a value"),
+        ("TRIGGER 1 K 3 MASK_NOTE 50", "cannot change during a trial"),
+        (
+            "TRIGGER 1 K 3 MET_VEL 200",
+            "MET_VEL: a MIDI velocity must be 1–127, got 200",
+        ),
+    ] {
+        let e = ftap::import(&format!("FEED_ON 1\n{line}\n"), "x").unwrap_err();
+        assert_eq!(e.line(), Some(2), "{line}: {e}");
+        assert!(e.message().contains(want), "{line}: {e}");
+    }
+}
+
+#[test]
+fn ftap_keyword_values_are_checked() {
+    for (text, line, want) in [
+        (
+            "FEED_CHAN 0\n",
+            1,
+            "FEED_CHAN: a MIDI channel must be 1–16, got 0",
+        ),
+        ("FEED_ON 2\n", 1, "expected 0 (off) or 1 (on)"),
+        ("FEED_ON 1\nFEED_ON 0\n", 2, "already set on line 1"),
+        ("FEED_PMODE 1\n", 1, "FEED_PMODE 1 (FIXED) needs FEED_NOTE"),
+        ("FEED_PMODE 7\n", 1, "expected one of 0 (SAME)"),
+        (
+            "FEED_DMODE 2\nFEED_DVAL 10\n",
+            2,
+            "takes MIN MAX, got 1 values",
+        ),
+        ("FEED_DMODE 2\nFEED_DVAL 300 100\n", 2, "min_ms ≤ max_ms"),
+        ("MSPB 0\n", 1, "MSPB must be more than 0"),
+        ("MSPB fast\n", 1, "MSPB: expected milliseconds"),
+        (
+            "MET_PATTERN_ARRAY 1 3\n",
+            1,
+            "expected 0 (rest), 1 (beat) or 2 (accent)",
+        ),
+        (
+            "MET_NOTE 128\n",
+            1,
+            "MET_NOTE: a MIDI note must be 0–127, got 128",
+        ),
+        ("END_EXP\n", 1, "ends a trial from a trigger"),
+        ("FEED_VEL\n", 1, "FEED_VEL needs a value"),
+    ] {
+        let e = ftap::import(text, "x").unwrap_err();
+        assert_eq!(e.line(), Some(line), "{text:?}: {e}");
+        assert!(e.message().contains(want), "{text:?}: {e}");
+    }
+    // Symbolic mode names work as well as numbers; comments and blank lines are skipped.
+    let imp = ftap::import("# hi\n\nFEED_ON 1 # on\nFEED_PMODE random\nFEED_NOTE 60 64 67\nFEED_DMODE NORMAL\nFEED_DVAL 100 20 50 150\n", "x").unwrap();
+    let f = imp.experiment.feedback;
+    assert!(matches!(f.pitch, Pitch::Random { notes } if notes.len() == 3));
+    assert_eq!(
+        f.delay,
+        Delay::Normal {
+            mean_ms: Ms::from_ms(100),
+            sd_ms: Ms::from_ms(20),
+            min_ms: Ms::from_ms(50),
+            max_ms: Ms::from_ms(150)
+        }
+    );
+    assert_eq!(imp.notes.len(), 1, "no END_EXP: a note says to add [end]");
+}
+
+#[test]
+fn csv_round_trip_and_atomic_write() {
+    let mut rng = Rng::new(5);
+    let kinds = [
+        EventKind::Input,
+        EventKind::Feedback,
+        EventKind::Feedback2,
+        EventKind::Metronome,
+        EventKind::Masking,
+        EventKind::Trigger,
+        EventKind::End,
+    ];
+    let events: Vec<Event> = (0..500)
+        .map(|i| {
+            let kind = kinds[rng.below(kinds.len() as u32) as usize];
+            let note = (!matches!(kind, EventKind::Trigger | EventKind::End)).then(|| NoteData {
+                channel: 1 + rng.below(16) as u8,
+                note: rng.below(128) as u8,
+                velocity: rng.below(128) as u8,
+                on: rng.below(2) == 1,
+            });
+            Event {
+                kind,
+                index: i,
+                intended_us: (kind != EventKind::Input).then(|| i64::from(i) * 1000 - 7),
+                actual_us: i64::from(i) * 1000 + rng.below(900) as i64,
+                note,
+            }
+        })
+        .collect();
+    let dir = std::env::temp_dir().join(format!("firmtime-tap-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let stem = dir.join("s01-t001");
+    let side = data::Sidecar {
+        format_version: data::FORMAT_VERSION,
+        subject: "s01".into(),
+        session: 1,
+        trial: 1,
+        experiment_file: "x.toml".into(),
+        experiment_toml: "[end]\nbeats = 1\n".into(),
+        seed: 42,
+        provenance: firmtime_rt::system::Provenance::begin(vec!["firmtime".into(), "test".into()]),
+        rt: None,
+        self_checks: data::SelfChecks {
+            late_outputs: 2,
+            late_threshold_us: 1000,
+            ..Default::default()
+        },
+        incomplete: true,
+        events: events.len() as u64,
+    };
+    data::write_trial(&stem, &events, &side).unwrap();
+    let text = std::fs::read_to_string(stem.with_extension("csv")).unwrap();
+    assert_eq!(text.lines().next(), Some(data::CSV_HEADER));
+    assert_eq!(text.lines().count(), events.len() + 1);
+    assert!(text.lines().all(|l| l.split(',').count() == 8));
+    assert_eq!(data::read_csv(&text).unwrap(), events);
+    let json: data::Sidecar =
+        serde_json::from_str(&std::fs::read_to_string(stem.with_extension("json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        (
+            json.subject.as_str(),
+            json.seed,
+            json.incomplete,
+            json.self_checks.late_outputs
+        ),
+        ("s01", 42, true, 2)
+    );
+    // No temp files left behind.
+    let names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn csv_reader_rejects_foreign_files() {
+    let e = data::read_csv("a,b,c\n1,2,3\n").unwrap_err();
+    assert_eq!((e.kind(), e.line()), (ErrorKind::Format, Some(1)));
+    let e = data::read_csv(&format!("{}\nclick,1,,5,,,,\n", data::CSV_HEADER)).unwrap_err();
+    assert_eq!((e.line(), e.column()), (Some(2), Some(1)));
+    assert!(e.message().contains("unknown kind"), "{e}");
+}
+
+#[test]
+fn analysis_of_a_small_hand_made_trial() {
+    let ev = data::read_csv(&std::fs::read_to_string(data("trial-small.csv")).unwrap()).unwrap();
+    let a = analysis::analyze(&ev, &AnalysisConfig::default());
+    assert_eq!(
+        a.taps.iter().map(|t| t.time_us).collect::<Vec<_>>(),
+        [20_000, 480_000, 1_010_000, 1_490_000, 2_520_000]
+    );
+    assert_eq!(a.double_taps, 1);
+    assert_eq!((a.beats, a.ibi_us), (2, Some(499_998)));
+    assert_eq!(
+        a.taps.iter().map(|t| t.phase).collect::<Vec<_>>(),
+        [
+            Phase::Synchronization,
+            Phase::Synchronization,
+            Phase::Continuation,
+            Phase::Continuation,
+            Phase::Continuation
+        ]
+    );
+    assert_eq!(
+        a.taps.iter().map(|t| t.asynchrony_us).collect::<Vec<_>>(),
+        [Some(19_988), Some(-20_010), None, None, None]
+    );
+    assert_eq!(
+        a.taps.iter().map(|t| t.iti_us).collect::<Vec<_>>(),
+        [
+            None,
+            Some(460_000),
+            Some(530_000),
+            Some(480_000),
+            Some(1_030_000)
+        ]
+    );
+    assert_eq!(
+        a.taps.iter().map(|t| t.gap).collect::<Vec<_>>(),
+        [false, false, false, false, true]
+    );
+    let [s, c] = a.phases;
+    assert_eq!(
+        (s.taps, s.double_taps, s.itis, s.missing, s.asynchronies),
+        (2, 1, 1, 0, 2)
+    );
+    assert_eq!(s.iti_mean_us, None);
+    assert_eq!(s.async_mean_us, Some(-11.0));
+    assert!((s.async_sd_us.unwrap() - 19_999.0 * 2f64.sqrt()).abs() < 1e-6);
+    assert_eq!((c.taps, c.double_taps, c.itis, c.missing), (3, 0, 2, 1));
+    assert_eq!(c.iti_mean_us, Some(505_000.0));
+    assert!((c.iti_sd_us.unwrap() - 25_000.0 * 2f64.sqrt()).abs() < 1e-6);
+    assert_eq!(c.drift_us_per_iti, Some(-50_000.0));
+    assert_eq!(c.wk, None);
+
+    let sum = analysis::summary_csv(&[("t1".into(), a.clone())]);
+    let lines: Vec<&str> = sum.lines().collect();
+    assert_eq!(lines.len(), 3);
+    assert_eq!(lines[0], analysis::SUMMARY_HEADER);
+    assert!(lines
+        .iter()
+        .all(|l| l.split(',').count() == analysis::SUMMARY_HEADER.split(',').count()));
+    assert!(
+        lines[2].starts_with("t1,continuation,3,0,1,2,505000.000,"),
+        "{}",
+        lines[2]
+    );
+    let taps = analysis::taps_csv(&a);
+    assert_eq!(
+        taps.lines().nth(5),
+        Some("5,2520000,continuation,1030000,1,")
+    );
+}
+
+#[test]
+fn analysis_debounce_is_configurable() {
+    let ev = data::read_csv(&std::fs::read_to_string(data("trial-small.csv")).unwrap()).unwrap();
+    let a = analysis::analyze(
+        &ev,
+        &AnalysisConfig {
+            debounce_us: 5_000,
+            ..Default::default()
+        },
+    );
+    assert_eq!(a.double_taps, 0);
+    assert_eq!(a.taps.len(), 6);
+}
+
+#[test]
+fn wing_kristofferson_exact_on_a_hand_series() {
+    // x = 1, 3, 1, 3: mean 2, γ(0) = 4/3, γ(1) = (−1·1)·3/3 = −1.
+    let w = analysis::wing_kristofferson(&[1.0, 3.0, 1.0, 3.0]).unwrap();
+    assert!((w.iti_var - 4.0 / 3.0).abs() < 1e-12);
+    assert!((w.acov1 + 1.0).abs() < 1e-12);
+    assert!((w.motor_var - 1.0).abs() < 1e-12);
+    assert!((w.clock_var - (4.0 / 3.0 - 2.0)).abs() < 1e-12);
+    assert!(!w.model_holds, "γ(1) < −γ(0)/2 breaks the model");
+    assert_eq!(analysis::slope(&[3.0, 5.0, 7.0]), Some(2.0));
+}
+
+/// Taps from the Wing–Kristofferson model: I_n = C_n + M_{n+1} − M_n.
+fn wk_taps(n: usize, clock_mean: f64, clock_sd: f64, motor_sd: f64, seed: u64) -> Vec<Event> {
+    let mut rng = Rng::new(seed);
+    let mut clock = 1_000_000.0;
+    let mut out = Vec::with_capacity(n);
+    for k in 0..n {
+        let t = clock + motor_sd * rng.next_normal();
+        out.push(Event {
+            kind: EventKind::Input,
+            index: k as u32 + 1,
+            intended_us: None,
+            actual_us: t.round() as i64,
+            note: Some(NoteData {
+                channel: 1,
+                note: 60,
+                velocity: 80,
+                on: true,
+            }),
+        });
+        clock += clock_mean + clock_sd * rng.next_normal();
+    }
+    out
+}
+
+#[test]
+fn wing_kristofferson_estimates_converge_on_synthetic_taps() {
+    // Clock sd 20 ms, motor sd 10 ms at 500 ms: true clock variance 4e8 µs²,
+    // motor variance 1e8 µs². Statistical check on a long seeded series.
+    let ev = wk_taps(200_000, 500_000.0, 20_000.0, 10_000.0, 1973);
+    let a = analysis::analyze(&ev, &AnalysisConfig::default());
+    let c = a.phases[1];
+    assert_eq!(a.phases[0].taps, 0, "no metronome: all continuation");
+    assert_eq!(c.missing, 0);
+    let w = c.wk.unwrap();
+    assert!(w.model_holds);
+    assert!(
+        (w.clock_var / 4.0e8 - 1.0).abs() < 0.03,
+        "clock var {}",
+        w.clock_var
+    );
+    assert!(
+        (w.motor_var / 1.0e8 - 1.0).abs() < 0.05,
+        "motor var {}",
+        w.motor_var
+    );
+    assert!((c.iti_mean_us.unwrap() / 500_000.0 - 1.0).abs() < 0.001);
+    assert!(c.drift_us_per_iti.unwrap().abs() < 1.0);
+}
+
+#[test]
+fn drift_recovers_a_linear_tempo_change() {
+    // ITIs 500 ms + 100 µs per interval, no noise.
+    let mut t = 0i64;
+    let mut ev = Vec::new();
+    for k in 0..100 {
+        ev.push(Event {
+            kind: EventKind::Input,
+            index: k + 1,
+            intended_us: None,
+            actual_us: t,
+            note: Some(NoteData {
+                channel: 1,
+                note: 60,
+                velocity: 80,
+                on: true,
+            }),
+        });
+        t += 500_000 + 100 * i64::from(k);
+    }
+    let a = analysis::analyze(&ev, &AnalysisConfig::default());
+    assert!((a.phases[1].drift_us_per_iti.unwrap() - 100.0).abs() < 1e-6);
+}
