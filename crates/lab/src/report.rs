@@ -236,7 +236,7 @@ pub fn tails_section(r: &TailsResult) -> String {
                 }
                 Cell::Skipped { reason } => {
                     row.push(skipped(reason));
-                    row.extend(std::iter::repeat_n(String::new(), 4));
+                    row.extend((0..4).map(|_| String::new()));
                 }
             }
             match &c.paper {
