@@ -19,6 +19,7 @@ pub mod measure;
 pub mod output;
 pub mod plot;
 pub mod stats;
+pub mod suspend;
 
 pub use error::{Error, ErrorKind, Result};
 

@@ -5,6 +5,7 @@
 #[global_allocator]
 static ALLOC: assert_no_alloc::AllocDisabler = assert_no_alloc::AllocDisabler;
 
+mod cyclic;
 mod load;
 mod output;
 mod plot;
