@@ -357,6 +357,15 @@ impl ThreadLoop {
     }
 }
 
+/// Deadlines of the run's first `deadlines` that `periodic` counted as
+/// missed: a last late wake-up may pass deadlines beyond the run's end,
+/// which are not part of the run. **RT-safe.**
+pub fn missed_within(periodic: &Periodic, deadlines: u64) -> u64 {
+    periodic
+        .missed_total()
+        .min(deadlines.saturating_sub(periodic.ticks()))
+}
+
 /// One bin of a linear histogram: samples with `low_ns <= latency < low_ns + width`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Bin {
@@ -620,7 +629,7 @@ fn measure_thread(
         && sched::current_thread().map_or(false, |p| p != config.policy);
     let elapsed_ns = last_wake.saturating_sub(start);
     let period = i64::try_from(interval).unwrap_or(i64::MAX);
-    let missed = periodic.missed_total();
+    let missed = missed_within(&periodic, deadlines);
     Ok(Cell::Measured(ThreadResult {
         thread,
         cpu,

@@ -10,6 +10,7 @@ mod load;
 mod output;
 mod plot;
 mod stats;
+mod suspend;
 
 /// Path of a fixture in `crates/lab/tests/data/`.
 pub fn data(name: &str) -> std::path::PathBuf {
