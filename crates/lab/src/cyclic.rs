@@ -626,7 +626,7 @@ fn measure_thread(
     let spin_ns = sleeper.spin_ns();
     drop(sleeper);
     let demoted = config.policy.is_rt_or_deadline()
-        && sched::current_thread().map_or(false, |p| p != config.policy);
+        && sched::current_thread().is_ok_and(|p| p != config.policy);
     let elapsed_ns = last_wake.saturating_sub(start);
     let period = i64::try_from(interval).unwrap_or(i64::MAX);
     let missed = missed_within(&periodic, deadlines);

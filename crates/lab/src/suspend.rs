@@ -298,7 +298,7 @@ pub fn run(config: &Config, progress: &mut dyn Progress) -> Result<SleepResult> 
     progress.end();
     let complete = out.len() == 3
         && out.iter().all(|(_, c)| {
-            c.measured().is_none_or(|c| {
+            c.measured().map_or(true, |c| {
                 c.cells.len() as u64 == per_condition
                     && c.cells.iter().all(|s| match &s.cell {
                         Cell::Measured(m) => {
