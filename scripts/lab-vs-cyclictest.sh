@@ -5,6 +5,9 @@
 # Target: median p50 ratio within 10 % of 1, and firmtime adds nothing at p99
 # (median p99 ratio <= 1.10, given the VM's steal spikes).
 #
+# cyclictest holds /dev/cpu_dma_latency at 0 by default; firmtime is given
+# --dma-latency 0 so both run with the same idle-state limit.
+#
 # Both tools write rt-tests JSON v1 (µs histograms, latencies truncated to whole
 # µs); the percentiles of both are computed from those histograms by the same
 # code below (nearest rank; samples beyond the histogram count as overflow).
@@ -42,12 +45,12 @@ trap 'rm -rf "$OUT"' EXIT
 
 echo "SETUP: $(uname -r), $(nproc) CPUs, CPU $CPU, interval 1000 us, ${DURATION} s per run, $PAIRS pairs"
 echo "  cyclictest -m -p 80 -i 1000 -D $DURATION -q -t 1 -a $CPU -h 1000 --json=FILE"
-echo "  firmtime lab cyclic --interval 1ms --duration ${DURATION}s --policy fifo:80 --mlock --cpus $CPU --histogram-buckets 1000 --rt-tests-json FILE --json FILE"
+echo "  firmtime lab cyclic --interval 1ms --duration ${DURATION}s --policy fifo:80 --mlock --cpus $CPU --dma-latency 0 --histogram-buckets 1000 --rt-tests-json FILE --json FILE"
 for i in $(seq 1 "$PAIRS"); do
     cyclictest -m -p 80 -i 1000 -D "$DURATION" -q -t 1 -a "$CPU" -h 1000 \
         --json="$OUT/ct-$i.json" >/dev/null
     "$FIRMTIME" lab cyclic --interval 1ms --duration "${DURATION}s" --policy fifo:80 --mlock \
-        --cpus "$CPU" --histogram-buckets 1000 --rt-tests-json "$OUT/ft-$i.rt.json" \
+        --cpus "$CPU" --dma-latency 0 --histogram-buckets 1000 --rt-tests-json "$OUT/ft-$i.rt.json" \
         --json "$OUT/ft-$i.json" >/dev/null
 done
 

@@ -76,6 +76,9 @@ pub struct Config {
     pub load: Vec<LoadSpec>,
     /// cyclictest histogram size in 1 µs buckets (`--histogram-buckets`), default 1000.
     pub histogram_buckets: usize,
+    /// Hold `/dev/cpu_dma_latency` at this many µs while measuring
+    /// (`--dma-latency`; cyclictest holds 0 by default), default none.
+    pub dma_latency_us: Option<u32>,
     /// RLIMIT_RTTIME budget before a spinning RT thread is demoted, default 1 s.
     pub runaway_limit_ns: u64,
     /// The firmtime binary that runs the load children (`None` = this
@@ -95,6 +98,7 @@ impl Default for Config {
             sleeper: Mechanism::ClockNanosleep,
             load: Vec::new(),
             histogram_buckets: 1000,
+            dma_latency_us: None,
             runaway_limit_ns: 1_000_000_000,
             load_exe: None,
         }
@@ -216,6 +220,7 @@ impl Config {
             mlock: self.mlock,
             prefault_stack: if self.mlock { 256 * 1024 } else { 0 },
             cpus: Some(vec![cpu]),
+            dma_latency_us: self.dma_latency_us,
             ..RtRequest::default()
         }
     }

@@ -60,6 +60,9 @@ pub struct Args {
     /// Load during the measurement, repeatable: cpu:3, duty:50%@10ms, disk, memory, net, stress.
     #[arg(long, value_name = "SPEC")]
     load: Vec<String>,
+    /// Hold /dev/cpu_dma_latency at US microseconds while measuring (cyclictest holds 0).
+    #[arg(long, value_name = "US")]
+    dma_latency: Option<u32>,
     /// Write cyclictest's `-h` histogram text to FILE.
     #[arg(long, value_name = "FILE")]
     histogram: Option<PathBuf>,
@@ -130,6 +133,7 @@ fn config(a: &Args) -> anyhow::Result<Config> {
         sleeper,
         load,
         histogram_buckets: a.histogram_buckets,
+        dma_latency_us: a.dma_latency,
         load_exe: Some(std::env::current_exe().context("cannot find the firmtime binary")?),
         ..base
     };
