@@ -13,6 +13,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod clockread;
+pub mod cyclic;
 pub mod error;
 pub mod load;
 pub mod measure;
@@ -21,6 +22,7 @@ pub mod overhead;
 pub mod plot;
 pub mod report;
 pub mod stats;
+pub mod suspend;
 pub mod tails;
 
 pub use error::{Error, ErrorKind, Result};

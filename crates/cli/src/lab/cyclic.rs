@@ -1,16 +1,387 @@
-//! `firmtime lab cyclic` (being written).
+//! `firmtime lab cyclic`: periodic wake-up latency, like realfeel and
+//! cyclictest (Varoquaux 2006).
 
 use super::Common;
+use crate::args::{self, UsageError};
+use crate::progress::Bars;
 use crate::Outcome;
+use anyhow::Context;
+use firmtime_lab::cyclic::{self, Config, CyclicResult};
+use firmtime_lab::load::LoadSpec;
+use firmtime_lab::measure::{Cell, Envelope, Progress, Silent};
+use firmtime_lab::output::{self, RtTestsHeader, StatusLine, SysInfo, ThreadHist};
+use firmtime_lab::plot::{self, Unit};
+use firmtime_lab::stats::Summary;
+use firmtime_lab::ErrorKind;
+use firmtime_rt::sched::{self, Policy};
+use firmtime_rt::sleep::Mechanism;
+use firmtime_rt::system::Provenance;
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
 
 /// Arguments of `firmtime lab cyclic`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:\n  \
+    firmtime lab cyclic --interval 1ms --duration 10s --policy fifo:80 --cpus 1\n  \
+    firmtime lab cyclic --sleeper hybrid --margin 50us --load stress\n  \
+    firmtime lab cyclic --histogram hist.txt --rt-tests-json rt.json --plots plots/")]
 pub struct Args {
     #[command(flatten)]
     common: Common,
+    /// Period of the wake-ups, 10us to 1s.
+    #[arg(long, value_name = "D", default_value = "1ms", value_parser = args::duration)]
+    interval: Duration,
+    /// Length of the run, 10ms to 24h [default: 10s, 5s with --quick].
+    #[arg(long, value_name = "D", value_parser = args::duration)]
+    duration: Option<Duration>,
+    /// Scheduling policy: other[:nice], batch, idle, fifo:P, rr:P, deadline:R/D/P.
+    #[arg(long, value_name = "POLICY", default_value = "fifo:80")]
+    policy: Policy,
+    /// Real-time priority 1-99 (overrides the priority of a fifo/rr --policy).
+    #[arg(long, value_name = "P")]
+    priority: Option<u8>,
+    /// CPUs to measure on, one pinned thread each (e.g. 1 or 0-3) [default: all online].
+    #[arg(long, value_name = "LIST")]
+    cpus: Option<String>,
+    /// Lock all memory (the default).
+    #[arg(long, overrides_with = "no_mlock")]
+    mlock: bool,
+    /// Do not lock memory.
+    #[arg(long)]
+    no_mlock: bool,
+    /// How to wait: clock_nanosleep, nanosleep, timerfd, setitimer, posix-timer,
+    /// poll, epoll, select, spin, hybrid, rtc.
+    #[arg(long, value_name = "MECHANISM", default_value = "clock_nanosleep")]
+    sleeper: Mechanism,
+    /// hybrid: sleep until this long before the deadline, then busy-wait; less than --interval.
+    #[arg(long, value_name = "D", default_value = "50us", value_parser = args::duration)]
+    margin: Duration,
+    /// Load during the measurement, repeatable: cpu:3, duty:50%@10ms, disk, memory, net, stress.
+    #[arg(long, value_name = "SPEC")]
+    load: Vec<String>,
+    /// Hold /dev/cpu_dma_latency at US microseconds while measuring (cyclictest holds 0).
+    #[arg(long, value_name = "US")]
+    dma_latency: Option<u32>,
+    /// Write cyclictest's `-h` histogram text to FILE.
+    #[arg(long, value_name = "FILE")]
+    histogram: Option<PathBuf>,
+    /// Buckets (1 us each) of --histogram and --rt-tests-json, 1 to 100000.
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    histogram_buckets: usize,
+    /// Write rt-tests JSON v1 (cyclictest --json) to FILE.
+    #[arg(long, value_name = "FILE")]
+    rt_tests_json: Option<PathBuf>,
+    /// Write histogram PNGs (µs and units of the period) into DIR.
+    #[arg(long, value_name = "DIR")]
+    plots: Option<PathBuf>,
 }
 
+fn ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+fn config(a: &Args) -> anyhow::Result<Config> {
+    let base = if a.common.quick {
+        Config::quick()
+    } else {
+        Config::default()
+    };
+    let mut policy = a.policy;
+    if let Some(p) = a.priority {
+        policy = match policy {
+            Policy::Fifo { .. } => Policy::Fifo { priority: p },
+            Policy::Rr { .. } => Policy::Rr { priority: p },
+            other => {
+                return Err(UsageError(format!(
+                    "--priority applies to fifo and rr policies, not --policy {other}"
+                ))
+                .into())
+            }
+        };
+    }
+    let cpus = match &a.cpus {
+        Some(text) => Some(sched::parse_cpu_list(text).map_err(|e| {
+            UsageError(format!(
+                "--cpus {text}: {} (valid: online CPUs {})",
+                e.message(),
+                sched::format_cpu_list(&sched::online_cpus())
+            ))
+        })?),
+        None => None,
+    };
+    let sleeper = match a.sleeper {
+        Mechanism::Hybrid { .. } => Mechanism::Hybrid {
+            margin_ns: ns(a.margin),
+        },
+        m => m,
+    };
+    let load = a
+        .load
+        .iter()
+        .map(|s| {
+            s.parse::<LoadSpec>()
+                .map_err(|e| UsageError(format!("--load {s}: {}", e.message())))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let c = Config {
+        interval_ns: ns(a.interval),
+        duration_ns: a.duration.map_or(base.duration_ns, ns),
+        policy,
+        cpus,
+        mlock: !a.no_mlock || a.mlock,
+        sleeper,
+        load,
+        histogram_buckets: a.histogram_buckets,
+        dma_latency_us: a.dma_latency,
+        load_exe: Some(std::env::current_exe().context("cannot find the firmtime binary")?),
+        ..base
+    };
+    c.validate()
+        .map_err(|e| UsageError(e.message().to_string()))?;
+    Ok(c)
+}
+
+/// Runs `firmtime lab cyclic`.
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
-    let _ = args.common;
-    anyhow::bail!("firmtime lab cyclic is not built yet")
+    let provenance = Provenance::begin(std::env::args().collect());
+    let start_time = SystemTime::now();
+    let cfg = config(&args)?;
+    let terminal = std::io::stderr().is_terminal();
+    let mut silent = Silent;
+    let mut bars = Bars::new();
+    // The status lines replace the progress bar on a terminal, as in cyclictest.
+    let progress: &mut dyn Progress = if terminal { &mut silent } else { &mut bars };
+    let mut printed = 0usize;
+    let mut status = |lines: &[StatusLine]| {
+        if !terminal {
+            return;
+        }
+        let mut err = std::io::stderr().lock();
+        if printed > 0 {
+            let _ = write!(err, "\x1b[{printed}A");
+        }
+        for l in lines {
+            let _ = writeln!(err, "{l}\x1b[K");
+        }
+        printed = lines.len();
+    };
+    let result = match cyclic::run_with_status(&cfg, progress, &mut status) {
+        Ok(r) => r,
+        Err(e) if e.kind() == ErrorKind::InvalidInput => {
+            return Err(UsageError(e.message().into()).into())
+        }
+        Err(e) => return Err(anyhow::anyhow!("{}", e.message())),
+    };
+    let end_time = SystemTime::now();
+
+    print_table(&result);
+    for t in &result.threads {
+        if let Cell::Skipped { reason } = t {
+            eprintln!("firmtime: skipped: {reason}");
+        }
+    }
+    for t in result.measured() {
+        if let Some(e) = &t.error {
+            eprintln!("firmtime: thread {} (CPU {}): {e}", t.thread, t.cpu);
+        }
+        if !t.conditions.matches_request() {
+            for m in t.conditions.mismatches() {
+                eprintln!("firmtime: warning: thread {}: {m}", t.thread);
+            }
+        }
+    }
+    if result.demoted {
+        eprintln!(
+            "firmtime: runaway protection demoted a measuring thread to SCHED_OTHER: \
+             its latencies after that were not measured under {}",
+            cfg.policy
+        );
+    }
+
+    let hists: Vec<ThreadHist> = result.measured().map(|t| t.cyclictest.clone()).collect();
+    if let Some(path) = &args.histogram {
+        if hists.is_empty() {
+            eprintln!(
+                "firmtime: no thread was measured: {} not written",
+                path.display()
+            );
+        } else {
+            let mut f = std::fs::File::create(path)
+                .with_context(|| format!("cannot create {}", path.display()))?;
+            output::write_cyclictest_histogram(&mut f, &hists, false)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        }
+    }
+    if let Some(path) = &args.rt_tests_json {
+        let header = RtTestsHeader {
+            cmdline: std::env::args().collect::<Vec<_>>().join(" "),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            start_time: output::rt_tests_timestamp(start_time),
+            end_time: output::rt_tests_timestamp(end_time),
+            return_code: i32::from(result.partial),
+            sysinfo: SysInfo::current().map_err(|e| anyhow::anyhow!("{e}"))?,
+        };
+        let mut f = std::fs::File::create(path)
+            .with_context(|| format!("cannot create {}", path.display()))?;
+        output::write_rt_tests_json(&mut f, &header, &hists)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    }
+    if let Some(dir) = &args.plots {
+        write_plots(dir, &result)?;
+    }
+    if let Some(path) = &args.common.json {
+        let env = Envelope::new("lab-cyclic", provenance, result.partial, &result);
+        args::write_json(path, &env)?;
+    }
+    if result.partial {
+        eprintln!("firmtime: interrupted: the results above are partial");
+    }
+    let failed = result.partial
+        || result.demoted
+        || result.measured().next().is_none()
+        || result.measured().any(|t| t.error.is_some());
+    Ok(if failed { Outcome::Failed } else { Outcome::Ok })
+}
+
+fn write_plots(dir: &std::path::Path, r: &CyclicResult) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let labels: Vec<String> = r
+        .measured()
+        .map(|t| format!("T:{} CPU {}", t.thread, t.cpu))
+        .collect();
+    let series: Vec<(&str, &firmtime_lab::stats::LatencyHistogram)> = r
+        .measured()
+        .zip(&labels)
+        .map(|(t, l)| (l.as_str(), &t.latency))
+        .collect();
+    if series.is_empty() {
+        return Ok(());
+    }
+    let title = format!(
+        "wake-up latency, {} every {}",
+        r.config.sleeper,
+        fmt_dur(r.config.interval_ns)
+    );
+    for (name, unit) in [
+        ("cyclic-us.png", Unit::Us),
+        ("cyclic-periods.png", Unit::Periods(r.config.interval_ns)),
+    ] {
+        let path = dir.join(name);
+        if let Err(e) = plot::histogram_png(&path, &title, &series, unit) {
+            eprintln!(
+                "firmtime: warning: plot {} not written: {e}",
+                path.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+fn fmt_dur(ns: u64) -> String {
+    firmtime_rt::units::format_duration(Duration::from_nanos(ns))
+}
+
+fn us(v: Option<i64>) -> String {
+    v.map_or_else(|| "-".into(), |ns| format!("{:.1}", ns as f64 / 1000.0))
+}
+
+fn row(label: &str, cpu: &str, s: &Summary, spin: Option<f64>) -> String {
+    format!(
+        "{label:<6} {cpu:>4} {:>9} {:>7} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9}{}",
+        s.samples,
+        s.missed,
+        us(s.min_ns),
+        us(s.mean_ns),
+        us(s.p50_ns),
+        us(s.p90_ns),
+        us(s.p99_ns),
+        us(s.p99_9_ns),
+        us(s.max_ns),
+        spin.map_or(String::new(), |f| format!(" {:>6.1}%", f * 100.0)),
+    )
+}
+
+fn print_table(r: &CyclicResult) {
+    let c = &r.config;
+    let loads: Vec<String> = c.load.iter().map(ToString::to_string).collect();
+    println!(
+        "lab cyclic: every {} for {}, {}, sleeper {}, {}, load {}",
+        fmt_dur(c.interval_ns),
+        fmt_dur(c.duration_ns),
+        c.policy,
+        c.sleeper,
+        if c.mlock { "mlock" } else { "no mlock" },
+        if loads.is_empty() {
+            "none".into()
+        } else {
+            loads.join(" + ")
+        }
+    );
+    let spins = c.sleeper.spins();
+    println!(
+        "latency = wake - deadline, µs{}",
+        if spins {
+            "; spin = CPU time busy-waiting"
+        } else {
+            ""
+        }
+    );
+    println!(
+        "{:<6} {:>4} {:>9} {:>7} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9}{}",
+        "thread",
+        "CPU",
+        "samples",
+        "missed",
+        "min",
+        "mean",
+        "p50",
+        "p90",
+        "p99",
+        "p99.9",
+        "max",
+        if spins { "    spin" } else { "" }
+    );
+    for t in &r.threads {
+        match t {
+            Cell::Measured(t) => println!(
+                "{}",
+                row(
+                    &format!("T:{}", t.thread),
+                    &t.cpu.to_string(),
+                    &t.summary,
+                    spins.then_some(t.spin_fraction)
+                )
+            ),
+            Cell::Skipped { reason } => println!("skipped: {reason}"),
+        }
+    }
+    if r.measured().count() > 1 {
+        println!("{}", row("all", "", &r.combined, None));
+    }
+    let p = |ns: i64| ns as f64 / 1000.0;
+    let period = c.interval_ns as f64;
+    if let (Some(p50), Some(max)) = (r.combined.p50_ns, r.combined.max_ns) {
+        println!(
+            "in periods of {}: p50 {:.3}, max {:.3}",
+            fmt_dur(c.interval_ns),
+            p50 as f64 / period,
+            max as f64 / period
+        );
+    }
+    println!(
+        "Varoquaux 2006 (Linux 2.6.18, RTC period {}, under stress): mean ≈ {:.0} µs, jitter up to {:.0} µs \
+         (half a period); RT_PREEMPT ≈ {:.0} µs",
+        fmt_dur(cyclic::PAPER_PERIOD_NS),
+        p(cyclic::PAPER_MEAN_LATENCY_NS),
+        p(cyclic::PAPER_JITTER_NS),
+        p(cyclic::PAPER_RT_PREEMPT_LATENCY_NS)
+    );
+    if let Some(rw) = &r.runaway {
+        println!(
+            "runaway protection: RLIMIT_RTTIME {}, demotions {}",
+            fmt_dur(rw.limit_ns),
+            rw.demotions
+        );
+    }
 }

@@ -1,16 +1,173 @@
-//! `firmtime lab sleep` (being written).
+//! `firmtime lab sleep`: achieved sleep durations of every sleep mechanism
+//! (Finney 2001, "Process suspension").
 
 use super::Common;
+use crate::args::{self, UsageError};
+use crate::progress::Bars;
 use crate::Outcome;
+use firmtime_lab::measure::{Cell, Envelope};
+use firmtime_lab::suspend::{self, Config, SleepResult};
+use firmtime_lab::ErrorKind;
+use firmtime_rt::sleep::Mechanism;
+use firmtime_rt::system::Provenance;
+use firmtime_rt::units;
+use std::time::Duration;
 
 /// Arguments of `firmtime lab sleep`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:\n  \
+    firmtime lab sleep --quick\n  \
+    firmtime lab sleep --mechanisms clock_nanosleep,nanosleep,setitimer --intervals 100us,1ms --samples 500")]
 pub struct Args {
     #[command(flatten)]
     common: Common,
+    /// Comma-separated intervals, each 1us to 1s
+    /// [default: 50us,100us,500us,1ms,2ms,5ms,10ms,20ms; with --quick 100us,1ms,10ms].
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = args::duration)]
+    intervals: Vec<Duration>,
+    /// Comma-separated mechanisms [default: all]: nanosleep, clock_nanosleep, timerfd,
+    /// setitimer, posix-timer, poll, epoll, select, spin, hybrid[:margin], rtc.
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    mechanisms: Vec<Mechanism>,
+    /// Samples per mechanism × interval cell, 1 to 1000000 [default: 100; 30 with --quick].
+    #[arg(long, value_name = "N")]
+    samples: Option<u64>,
+    /// SCHED_FIFO priority of the real-time condition, 1 to 99.
+    #[arg(long, value_name = "P", default_value_t = 80)]
+    priority: u8,
 }
 
+fn ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+fn config(a: &Args) -> Result<Config, UsageError> {
+    let base = if a.common.quick {
+        Config::quick()
+    } else {
+        Config::default()
+    };
+    let c = Config {
+        intervals_ns: if a.intervals.is_empty() {
+            base.intervals_ns.clone()
+        } else {
+            a.intervals.iter().map(|&d| ns(d)).collect()
+        },
+        mechanisms: if a.mechanisms.is_empty() {
+            base.mechanisms.clone()
+        } else {
+            a.mechanisms.clone()
+        },
+        samples: a.samples.unwrap_or(base.samples),
+        fifo_priority: a.priority,
+    };
+    c.validate()
+        .map_err(|e| UsageError(e.message().to_string()))?;
+    Ok(c)
+}
+
+/// Runs `firmtime lab sleep`.
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
-    let _ = args.common;
-    anyhow::bail!("firmtime lab sleep is not built yet")
+    let provenance = Provenance::begin(std::env::args().collect());
+    let cfg = config(&args)?;
+    let mut bars = Bars::new();
+    let result = match suspend::run(&cfg, &mut bars) {
+        Ok(r) => r,
+        Err(e) if e.kind() == ErrorKind::InvalidInput => {
+            return Err(UsageError(e.message().into()).into())
+        }
+        Err(e) => return Err(anyhow::anyhow!("{}", e.message())),
+    };
+    print_tables(&result);
+    if let Some(path) = &args.common.json {
+        let env = Envelope::new("lab-sleep", provenance, result.partial, &result);
+        args::write_json(path, &env)?;
+    }
+    if result.partial {
+        eprintln!("firmtime: interrupted: the results above are partial");
+        return Ok(Outcome::Failed);
+    }
+    Ok(Outcome::Ok)
+}
+
+fn us(v: Option<i64>) -> String {
+    v.map_or_else(|| "-".into(), |ns| format!("{:.0}", ns as f64 / 1000.0))
+}
+
+fn fmt_dur(ns: u64) -> String {
+    units::format_duration(Duration::from_nanos(ns))
+}
+
+fn print_tables(r: &SleepResult) {
+    println!(
+        "lab sleep: overshoot (wake - deadline) in µs, p50/p99 of {} samples per cell; \
+         timer slack of a normal thread: {}",
+        r.config.samples,
+        r.default_timer_slack_ns
+            .map_or_else(|| "unknown".into(), |s| format!("{s} ns"))
+    );
+    for (label, cond) in &r.conditions {
+        println!();
+        let c = match cond {
+            Cell::Measured(c) => c,
+            Cell::Skipped { reason } => {
+                println!("{label}: skipped: {reason}");
+                continue;
+            }
+        };
+        println!(
+            "{label}: policy {}, timer slack in force {} ns{}",
+            c.conditions.obtained.policy,
+            c.timer_slack_ns,
+            if c.conditions.obtained.policy.is_rt_or_deadline() {
+                " (the kernel forces 0 for real-time threads)"
+            } else {
+                ""
+            }
+        );
+        print!("{:<16}", "mechanism");
+        for &i in &r.config.intervals_ns {
+            print!(" {:>13}", fmt_dur(i));
+        }
+        println!();
+        for &m in &r.config.mechanisms {
+            let cells: Vec<_> = c.cells.iter().filter(|s| s.mechanism == m).collect();
+            if cells.is_empty() {
+                continue;
+            }
+            if let Some(Cell::Skipped { reason }) = cells.first().map(|s| &s.cell) {
+                println!("{:<16} skipped: {reason}", m.to_string());
+                continue;
+            }
+            print!("{:<16}", m.to_string());
+            for s in &cells {
+                let text = match &s.cell {
+                    Cell::Measured(x) => {
+                        format!("{}/{}", us(x.overshoot.p50_ns), us(x.overshoot.p99_ns))
+                    }
+                    Cell::Skipped { .. } => "skipped".into(),
+                };
+                print!(" {text:>13}");
+            }
+            println!();
+            for s in &cells {
+                if let Cell::Measured(x) = &s.cell {
+                    if let Some(e) = &x.error {
+                        eprintln!("firmtime: {} at {}: {e}", m, fmt_dur(s.interval_ns));
+                    }
+                }
+            }
+        }
+    }
+    println!();
+    println!(
+        "Finney 2001 (Linux 2.2, HZ=100): setitimer no shorter than {}; nanosleep {}-{} at normal \
+         priority; under SCHED_FIFO a kernel busy-wait, accurate from {} down to {}; /dev/rtc down to {}.",
+        fmt_dur(suspend::PAPER_SETITIMER_MIN_NS),
+        fmt_dur(suspend::PAPER_NANOSLEEP_NORMAL_MIN_NS),
+        fmt_dur(suspend::PAPER_NANOSLEEP_NORMAL_MAX_NS),
+        fmt_dur(suspend::PAPER_NANOSLEEP_FIFO_BUSY_MAX_NS),
+        fmt_dur(suspend::PAPER_NANOSLEEP_FIFO_MIN_NS),
+        fmt_dur(suspend::PAPER_RTC_MIN_NS),
+    );
 }

@@ -6,11 +6,13 @@
 static ALLOC: assert_no_alloc::AllocDisabler = assert_no_alloc::AllocDisabler;
 
 mod clockread;
+mod cyclic;
 mod load;
 mod output;
 mod overhead;
 mod plot;
 mod stats;
+mod suspend;
 mod tails;
 
 /// Path of a fixture in `crates/lab/tests/data/`.

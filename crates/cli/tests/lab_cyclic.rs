@@ -1,0 +1,190 @@
+//! `firmtime lab cyclic` and `firmtime lab sleep` as processes: tiny runs
+//! write the files other tools read, bad flags exit 2 naming the flag and
+//! its range, missing mechanisms are reported as skipped.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+const EXE: &str = env!("CARGO_BIN_EXE_firmtime");
+
+/// A fresh directory for one test, removed on drop.
+struct TestDir(PathBuf);
+
+impl TestDir {
+    fn new(name: &str) -> Self {
+        let p = std::env::temp_dir().join(format!("firmtime-lcyc-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir(&p).unwrap();
+        Self(p)
+    }
+}
+
+impl Drop for TestDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn firmtime(args: &[&str]) -> Output {
+    Command::new(EXE).args(args).output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn cyclic_writes_json_cyclictest_histogram_and_rt_tests_json() {
+    let d = TestDir::new("files");
+    let json = d.0.join("c.json");
+    let hist = d.0.join("h.txt");
+    let rt = d.0.join("rt.json");
+    let out = firmtime(&[
+        "lab",
+        "cyclic",
+        "--duration",
+        "100ms",
+        "--policy",
+        "other",
+        "--no-mlock",
+        "--cpus",
+        "0",
+        "--histogram-buckets",
+        "200",
+        "--json",
+        json.to_str().unwrap(),
+        "--histogram",
+        hist.to_str().unwrap(),
+        "--rt-tests-json",
+        rt.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("T:0") && stdout.contains("Varoquaux 2006"),
+        "{stdout}"
+    );
+
+    let j: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(j["kind"], "lab-cyclic");
+    assert_eq!(j["partial"], false);
+    let t = &j["result"]["threads"][0];
+    assert_eq!(t["status"], "measured");
+    assert_eq!(t["cpu"], 0);
+    assert_eq!(
+        t["ticks"].as_u64().unwrap() + t["missed"].as_u64().unwrap(),
+        100
+    );
+    assert!(t["conditions"]["obtained"]["tid"].as_i64().unwrap() > 0);
+
+    let h = std::fs::read_to_string(&hist).unwrap();
+    assert!(h.starts_with("# Histogram\n"), "{h}");
+    assert_eq!(
+        h.lines()
+            .filter(|l| !l.starts_with('#') && !l.is_empty())
+            .count(),
+        200
+    );
+    let parsed = firmtime_lab::output::parse_cyclictest_histogram(&h).unwrap();
+    assert_eq!(parsed.threads.len(), 1);
+    assert_eq!(parsed.threads[0].cycles, t["ticks"].as_u64().unwrap());
+
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&rt).unwrap()).unwrap();
+    assert_eq!(r["file_version"], 1);
+    assert_eq!(r["num_threads"], 1);
+    assert_eq!(r["thread"]["0"]["cycles"], t["ticks"]);
+}
+
+#[test]
+fn cyclic_bad_flags_exit_2_naming_the_flag_and_range() {
+    for (args, want) in [
+        (vec!["--interval", "1ns"], "--interval"),
+        (vec!["--duration", "1ms"], "--duration"),
+        (vec!["--cpus", "4000"], "--cpus"),
+        (vec!["--sleeper", "hybrid", "--margin", "5ms"], "--margin"),
+        (vec!["--histogram-buckets", "0"], "--histogram-buckets"),
+        (vec!["--policy", "other", "--priority", "5"], "--priority"),
+        (vec!["--load", "cpu:0"], "--load"),
+    ] {
+        let mut a = vec!["lab", "cyclic"];
+        a.extend(&args);
+        let out = firmtime(&a);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn cyclic_without_rtc_reports_skipped_and_fails() {
+    if std::path::Path::new("/dev/rtc").exists() || std::path::Path::new("/dev/rtc0").exists() {
+        eprintln!("skipped: this machine has an RTC");
+        return;
+    }
+    let out = firmtime(&[
+        "lab",
+        "cyclic",
+        "--duration",
+        "20ms",
+        "--policy",
+        "other",
+        "--cpus",
+        "0",
+        "--sleeper",
+        "rtc",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stdout).contains("skipped:"),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
+#[test]
+fn sleep_writes_json_with_skipped_cells() {
+    let d = TestDir::new("sleep");
+    let json = d.0.join("s.json");
+    let out = firmtime(&[
+        "lab",
+        "sleep",
+        "--mechanisms",
+        "clock_nanosleep,rtc",
+        "--intervals",
+        "100us,1ms",
+        "--samples",
+        "3",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("clock_nanosleep") && stdout.contains("Finney 2001"),
+        "{stdout}"
+    );
+    let j: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(j["kind"], "lab-sleep");
+    let conds = j["result"]["conditions"].as_array().unwrap();
+    assert_eq!(conds.len(), 3);
+    assert_eq!(conds[0][0], "other");
+    let cells = conds[0][1]["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 4);
+    assert_eq!(cells[0]["cell"]["achieved"]["samples"], 3);
+}
+
+#[test]
+fn sleep_bad_flags_exit_2_naming_the_flag_and_range() {
+    for (args, want) in [
+        (vec!["--intervals", "0s"], "--intervals"),
+        (vec!["--samples", "0"], "--samples"),
+        (vec!["--priority", "100"], "--priority"),
+    ] {
+        let mut a = vec!["lab", "sleep"];
+        a.extend(&args);
+        let out = firmtime(&a);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}
