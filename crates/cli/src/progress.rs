@@ -4,14 +4,12 @@ use firmtime_lab::measure::Progress;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
 
-#[allow(dead_code)] // constructed by the lab subcommands as they land
 /// [`Progress`] drawn with indicatif on stderr when it is a terminal.
 pub struct Bars {
     bar: Option<ProgressBar>,
     visible: bool,
 }
 
-#[allow(dead_code)]
 impl Bars {
     /// Bars that show only when stderr is a terminal.
     pub fn new() -> Self {

@@ -81,6 +81,11 @@ pub struct Config {
     pub dma_latency_us: Option<u32>,
     /// RLIMIT_RTTIME budget before a spinning RT thread is demoted, default 1 s.
     pub runaway_limit_ns: u64,
+    /// Timer slack of the measuring threads (`--timer-slack`), default: leave as is.
+    pub timer_slack_ns: Option<u64>,
+    /// Accept weaker settings when refused, recording each downgrade
+    /// (`--allow-downgrade`), default off: a refusal is an error.
+    pub allow_downgrade: bool,
     /// The firmtime binary that runs the load children (`None` = this
     /// executable).
     #[serde(skip)]
@@ -100,6 +105,8 @@ impl Default for Config {
             histogram_buckets: 1000,
             dma_latency_us: None,
             runaway_limit_ns: 1_000_000_000,
+            timer_slack_ns: None,
+            allow_downgrade: false,
             load_exe: None,
         }
     }
@@ -221,7 +228,8 @@ impl Config {
             prefault_stack: if self.mlock { 256 * 1024 } else { 0 },
             cpus: Some(vec![cpu]),
             dma_latency_us: self.dma_latency_us,
-            ..RtRequest::default()
+            timer_slack_ns: self.timer_slack_ns,
+            allow_downgrade: self.allow_downgrade,
         }
     }
 }

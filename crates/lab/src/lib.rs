@@ -12,6 +12,7 @@
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod all;
 pub mod clockread;
 pub mod cyclic;
 pub mod error;

@@ -299,3 +299,230 @@ mod tests {
         assert_eq!(t, "| a | b |\n|---|---|\n| 1 | 2 |\n");
     }
 }
+
+/// Finney (2001) "Process suspension" beside this machine: overshoot of each
+/// sleep mechanism at each interval, per condition.
+pub fn sleep_section(r: &crate::suspend::SleepResult) -> String {
+    use crate::suspend::{PAPER_NANOSLEEP_NORMAL_MIN_NS, PAPER_RTC_MIN_NS, PAPER_SETITIMER_MIN_NS};
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "## Sleeping until a deadline (Finney 2001, \"Process suspension\")\n\n\
+         Overshoot = wake time − deadline, median / 99th percentile in µs, {} samples \
+         per cell. Default timer slack of a normal thread here: {}. The paper (Linux 2.2, \
+         HZ=100): `setitimer` no finer than {} ms, `nanosleep` {}–20 ms for normal \
+         processes, `/dev/rtc` down to {} ms.\n",
+        r.config.samples,
+        r.default_timer_slack_ns
+            .map_or("unknown".into(), |n| format!("{} µs", us(Some(n as i64)))),
+        PAPER_SETITIMER_MIN_NS / 1_000_000,
+        PAPER_NANOSLEEP_NORMAL_MIN_NS / 1_000_000,
+        PAPER_RTC_MIN_NS as f64 / 1e6,
+    );
+    let intervals = &r.config.intervals_ns;
+    let mut head: Vec<String> = vec!["Mechanism".into()];
+    head.extend(
+        intervals
+            .iter()
+            .map(|i| firmtime_rt::units::format_ns(*i as f64)),
+    );
+    let head_ref: Vec<&str> = head.iter().map(String::as_str).collect();
+    for (label, cond) in &r.conditions {
+        match cond {
+            Cell::Skipped { reason } => {
+                let _ = writeln!(s, "### {label}\n\n{}\n", skipped(reason));
+            }
+            Cell::Measured(c) => {
+                let _ = writeln!(
+                    s,
+                    "### {label} (policy {}, timer slack {})\n",
+                    c.conditions.obtained.policy,
+                    firmtime_rt::units::format_ns(c.timer_slack_ns as f64)
+                );
+                let mut rows: Vec<Vec<String>> = Vec::new();
+                for cell in &c.cells {
+                    let name = cell.mechanism.to_string();
+                    if rows.last().map(|r| &r[0]) != Some(&name) {
+                        rows.push(vec![name]);
+                    }
+                    let v = match &cell.cell {
+                        Cell::Measured(m) => {
+                            format!("{} / {}", us(m.overshoot.p50_ns), us(m.overshoot.p99_ns))
+                        }
+                        Cell::Skipped { reason } => skipped(reason),
+                    };
+                    if let Some(row) = rows.last_mut() {
+                        row.push(v);
+                    }
+                }
+                s.push_str(&table(&head_ref, &rows));
+                s.push('\n');
+            }
+        }
+    }
+    s
+}
+
+/// One condition of the periodic wake-up measurement, for the report.
+#[derive(Debug)]
+pub struct CyclicRow<'a> {
+    /// Short name, e.g. `SCHED_FIFO, stress`.
+    pub label: String,
+    /// The measurement.
+    pub result: &'a crate::cyclic::CyclicResult,
+}
+
+/// Varoquaux (2006) and cyclictest beside this machine: periodic wake-up
+/// latency per condition.
+pub fn cyclic_section(rows: &[CyclicRow<'_>], plots: &[(&str, &str)]) -> String {
+    use crate::cyclic::{PAPER_MEAN_LATENCY_NS, PAPER_RT_PREEMPT_LATENCY_NS};
+    let mut s = String::new();
+    let interval = rows
+        .first()
+        .map_or(1_000_000, |r| r.result.config.interval_ns);
+    let _ = writeln!(
+        s,
+        "## Periodic wake-ups (Varoquaux 2006; cyclictest)\n\n\
+         A thread per CPU wakes every {} on absolute deadlines; latency = wake − \
+         deadline in µs. Deadlines that passed while a thread was late are counted as \
+         missed, never skipped. Varoquaux (Linux 2.6.18, RTC interrupts at 1 kHz, \
+         his stress script) saw about {} ms mean latency and jitter up to half a \
+         period; PREEMPT_RT was reported at {} µs.\n",
+        firmtime_rt::units::format_ns(interval as f64),
+        PAPER_MEAN_LATENCY_NS as f64 / 1e6,
+        PAPER_RT_PREEMPT_LATENCY_NS / 1000,
+    );
+    let t: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            let c = &r.result.combined;
+            vec![
+                r.label.clone(),
+                thousands(c.samples as i64),
+                us(c.p50_ns),
+                us(c.p99_ns),
+                us(c.p99_9_ns),
+                us(c.max_ns),
+                thousands(c.missed as i64),
+            ]
+        })
+        .collect();
+    s.push_str(&table(
+        &[
+            "Condition",
+            "wake-ups",
+            "p50",
+            "p99",
+            "p99.9",
+            "max",
+            "missed",
+        ],
+        &t,
+    ));
+    s.push('\n');
+    for (file, caption) in plots {
+        let _ = writeln!(s, "![{caption}]({file})\n");
+    }
+    s
+}
+
+/// The plain-language answer to "can this machine do millisecond timing?".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    /// One-line answer.
+    pub headline: String,
+    /// Supporting sentences, each with its figure.
+    pub findings: Vec<String>,
+    /// What to change, from the doctor's warnings and failures.
+    pub advice: Vec<String>,
+}
+
+impl Verdict {
+    /// Markdown for the top of the report.
+    pub fn markdown(&self) -> String {
+        let mut s = format!("## Verdict\n\n**{}**\n\n", self.headline);
+        for f in &self.findings {
+            let _ = writeln!(s, "- {f}");
+        }
+        if !self.advice.is_empty() {
+            s.push_str("\nWhat to change:\n\n");
+            for a in &self.advice {
+                let _ = writeln!(s, "- {a}");
+            }
+        }
+        s
+    }
+}
+
+/// Judges the best real-time condition and the best non-real-time one of
+/// the periodic wake-up runs against a millisecond: 99.9 % of wake-ups
+/// within 1 ms of the deadline, and no missed deadline.
+pub fn verdict(
+    rt: Option<&CyclicRow<'_>>,
+    other: Option<&CyclicRow<'_>>,
+    doctor: &firmtime_rt::doctor::Report,
+) -> Verdict {
+    const MS: i64 = 1_000_000;
+    let mut findings = Vec::new();
+    let ok = |r: &CyclicRow<'_>| {
+        let c = &r.result.combined;
+        c.samples > 0 && c.p99_9_ns.is_some_and(|p| p < MS)
+    };
+    let describe = |r: &CyclicRow<'_>| {
+        let c = &r.result.combined;
+        format!(
+            "{}: 99 % of {} wake-ups within {} µs and 99.9 % within {} µs of the deadline; \
+             worst {} µs; {} deadlines missed.",
+            r.label,
+            thousands(c.samples as i64),
+            us(c.p99_ns),
+            us(c.p99_9_ns),
+            us(c.max_ns),
+            thousands(c.missed as i64)
+        )
+    };
+    if let Some(r) = rt {
+        findings.push(describe(r));
+    }
+    if let Some(r) = other {
+        findings.push(describe(r));
+    }
+    let headline = match (rt, other) {
+        (Some(r), _) if ok(r) => {
+            let worst = r.result.combined.max_ns.unwrap_or(0);
+            if worst < MS && r.result.combined.missed == 0 {
+                format!(
+                    "Yes: millisecond timing works on this machine under {} — every wake-up in this run was within a millisecond.",
+                    r.label
+                )
+            } else {
+                format!(
+                    "Yes, with rare exceptions: under {} 99.9 % of wake-ups were within a millisecond, but the worst was {} ms — check for them in your data (self-checks) rather than assume they never happen.",
+                    r.label,
+                    format!("{:.2}", worst as f64 / 1e6)
+                )
+            }
+        }
+        (Some(r), _) => format!(
+            "Not reliably: even under {} more than 0.1 % of wake-ups were a millisecond late or worse.",
+            r.label
+        ),
+        (None, _) => "Undetermined: no real-time condition could be measured (see the skipped reasons).".into(),
+    };
+    let advice = doctor
+        .checks
+        .iter()
+        .filter(|c| {
+            matches!(
+                c.status,
+                firmtime_rt::doctor::Status::Fail | firmtime_rt::doctor::Status::Warn
+            ) && !c.fix.is_empty()
+        })
+        .map(|c| format!("{} ({}): {}", c.title, c.value, c.fix))
+        .collect();
+    Verdict {
+        headline,
+        findings,
+        advice,
+    }
+}

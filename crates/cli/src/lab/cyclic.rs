@@ -63,6 +63,14 @@ pub struct Args {
     /// Hold /dev/cpu_dma_latency at US microseconds while measuring (cyclictest holds 0).
     #[arg(long, value_name = "US")]
     dma_latency: Option<u32>,
+    /// Timer slack of the measuring threads, e.g. `1ns` (SCHED_FIFO/RR threads have 0 on
+    /// recent kernels whatever is asked); default: leave as is.
+    #[arg(long, value_name = "D", value_parser = args::duration)]
+    timer_slack: Option<Duration>,
+    /// Accept weaker settings when the kernel refuses (e.g. SCHED_OTHER instead of FIFO),
+    /// recording each downgrade in the JSON. Without it a refusal is an error.
+    #[arg(long)]
+    allow_downgrade: bool,
     /// Write cyclictest's `-h` histogram text to FILE.
     #[arg(long, value_name = "FILE")]
     histogram: Option<PathBuf>,
@@ -134,6 +142,8 @@ fn config(a: &Args) -> anyhow::Result<Config> {
         load,
         histogram_buckets: a.histogram_buckets,
         dma_latency_us: a.dma_latency,
+        timer_slack_ns: a.timer_slack.map(|d| ns(d).max(1)),
+        allow_downgrade: a.allow_downgrade,
         load_exe: Some(std::env::current_exe().context("cannot find the firmtime binary")?),
         ..base
     };

@@ -4,6 +4,7 @@ use crate::Outcome;
 use clap::Subcommand;
 use std::path::PathBuf;
 
+mod all;
 mod clock;
 mod cyclic;
 mod overhead;
@@ -24,6 +25,9 @@ pub struct Common {
 /// The lab's subcommands.
 #[derive(Debug, Subcommand)]
 pub enum LabCommand {
+    /// Every measurement in one go: report.md with each paper's table beside this machine's
+    /// numbers and a verdict, plus JSON, PNG plots and cyclictest histograms.
+    All(all::Args),
     /// Successive clock reads under Finney's priority × load conditions (Finney 2001, Table 1).
     Clock(clock::Args),
     /// Achieved sleep durations of every sleep mechanism (Finney 2001, "Process suspension").
@@ -44,6 +48,7 @@ pub enum LabCommand {
 pub fn run(cmd: LabCommand) -> anyhow::Result<Outcome> {
     firmtime_lab::load::install_stop_signals()?;
     match cmd {
+        LabCommand::All(a) => all::run(a),
         LabCommand::Clock(a) => clock::run(a),
         LabCommand::Sleep(a) => sleep::run(a),
         LabCommand::Cyclic(a) => cyclic::run(a),

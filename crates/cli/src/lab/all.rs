@@ -1,0 +1,83 @@
+//! `firmtime lab all`: every measurement and the report, in one directory.
+
+use super::Common;
+use crate::args::{self, UsageError};
+use crate::progress::Bars;
+use crate::Outcome;
+use firmtime_lab::all::{self, Preset};
+use std::path::PathBuf;
+
+/// Arguments of `firmtime lab all`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    common: Common,
+    /// The papers' sample counts (long: Table 6 alone takes about 20 minutes).
+    #[arg(long, conflicts_with = "quick")]
+    full: bool,
+    /// Directory for report.md, the JSON files, plots and histograms (created if missing).
+    #[arg(long, value_name = "DIR", default_value = "firmtime-report")]
+    out: PathBuf,
+}
+
+pub fn run(args: Args) -> anyhow::Result<Outcome> {
+    let preset = match (args.common.quick, args.full) {
+        (true, true) => {
+            return Err(UsageError("--quick and --full exclude each other".into()).into())
+        }
+        (true, false) => Preset::Quick,
+        (false, true) => Preset::Full,
+        (false, false) => Preset::Default,
+    };
+    let cfg = all::Config {
+        preset,
+        out: args.out.clone(),
+        exe: std::env::current_exe()?,
+        command_line: std::env::args().collect(),
+    };
+    eprintln!(
+        "firmtime: lab all ({}) writing into {}",
+        match preset {
+            Preset::Quick => "quick: under 3 minutes",
+            Preset::Default => "default: about 5 minutes",
+            Preset::Full => "full: the papers' sample counts, about 40 minutes",
+        },
+        args.out.display()
+    );
+    let mut bars = Bars::new();
+    let outcome = all::run(&cfg, &mut bars)?;
+
+    println!("{}", outcome.verdict.headline);
+    for f in &outcome.verdict.findings {
+        println!("  - {f}");
+    }
+    for (name, msg) in &outcome.failures {
+        eprintln!("firmtime: {name} failed: {msg}");
+    }
+    println!("Report: {}", args.out.join("report.md").display());
+    if let Some(path) = &args.common.json {
+        args::write_json(
+            path,
+            &serde_json::json!({
+                "kind": "lab-all",
+                "partial": outcome.partial,
+                "out": args.out,
+                "files": outcome.files,
+                "verdict": {
+                    "headline": outcome.verdict.headline,
+                    "findings": outcome.verdict.findings,
+                    "advice": outcome.verdict.advice,
+                },
+                "failures": outcome.failures,
+            }),
+        )?;
+    }
+    if outcome.partial {
+        eprintln!("firmtime: interrupted: the report is partial");
+    }
+    Ok(if outcome.partial || !outcome.failures.is_empty() {
+        Outcome::Failed
+    } else {
+        Outcome::Ok
+    })
+}
