@@ -497,9 +497,9 @@ pub fn verdict(
                 )
             } else {
                 format!(
-                    "Yes, with rare exceptions: under {} 99.9 % of wake-ups were within a millisecond, but the worst was {} ms — check for them in your data (self-checks) rather than assume they never happen.",
+                    "Yes, with rare exceptions: under {} 99.9 % of wake-ups were within a millisecond, but the worst was {:.2} ms — check for them in your data (self-checks) rather than assume they never happen.",
                     r.label,
-                    format!("{:.2}", worst as f64 / 1e6)
+                    worst as f64 / 1e6
                 )
             }
         }
