@@ -7,6 +7,7 @@ mod args;
 mod doctor;
 mod lab;
 mod load;
+mod net;
 mod progress;
 
 use clap::{Parser, Subcommand};
@@ -41,6 +42,9 @@ enum Command {
     /// Measure what this machine's clocks, sleeps and timers really do (the papers' tables).
     #[command(subcommand)]
     Lab(lab::LabCommand),
+    /// Spread block processing over workers on a LAN (Lago's middleware): worker, bench, discover, stats.
+    #[command(subcommand)]
+    Net(net::NetCommand),
 }
 
 /// What a subcommand reports back to `main`.
@@ -64,6 +68,7 @@ fn main() -> ExitCode {
         Command::Doctor(a) => doctor::run(a),
         Command::Load(a) => load::run(a),
         Command::Lab(c) => lab::run(c),
+        Command::Net(c) => net::run(c),
     };
     match result {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,
