@@ -9,3 +9,4 @@ mod common;
 mod exchange;
 mod late;
 mod streams;
+mod session;
