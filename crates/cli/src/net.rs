@@ -7,7 +7,9 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use firmtime_lab::load as lab;
 use firmtime_net::bench::{self, BenchConfig, Ramp};
-use firmtime_net::{discovery, Key, ServerConfig, ServerEvent, WaitMode, Work, WorkMode, WorkerServer};
+use firmtime_net::{
+    discovery, Key, ServerConfig, ServerEvent, WaitMode, Work, WorkMode, WorkerServer,
+};
 use firmtime_rt::sched::Policy;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
@@ -175,7 +177,10 @@ fn worker(a: WorkerArgs) -> anyhow::Result<Outcome> {
                         " — UNAUTHENTICATED: no --key, anyone who reaches this port can set up sessions"
                     }
                 );
-                eprintln!("ready realtime_ns={}", firmtime_rt::clock::gettimeofday_ns());
+                eprintln!(
+                    "ready realtime_ns={}",
+                    firmtime_rt::clock::gettimeofday_ns()
+                );
             }
             ServerEvent::SessionOpened {
                 peer,
@@ -205,7 +210,10 @@ fn bench_cmd(a: BenchArgs) -> anyhow::Result<Outcome> {
         .iter()
         .map(|w| resolve(w))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let mode: WorkMode = a.work_mode.parse().map_err(|e: firmtime_net::Error| UsageError(e.to_string()))?;
+    let mode: WorkMode = a
+        .work_mode
+        .parse()
+        .map_err(|e: firmtime_net::Error| UsageError(e.to_string()))?;
     let wait = match a.wait.as_str() {
         "poll" => WaitMode::Poll,
         "spin" => WaitMode::Spin,
@@ -231,7 +239,7 @@ fn bench_cmd(a: BenchArgs) -> anyhow::Result<Outcome> {
             to: a.ramp_to,
             step: a.ramp_step,
             step_duration: a.step_duration,
-            stop_after_failures: 2,
+            stop_after_failures: 3,
         });
     }
     let r = bench::run(&cfg, &mut |line| eprintln!("{line}"))?;

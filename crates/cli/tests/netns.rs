@@ -31,7 +31,11 @@ fn root(test: &str) -> bool {
 
 fn ip(args: &[&str]) {
     let out = Command::new("ip").args(args).output().unwrap();
-    assert!(out.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "ip {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 struct Net {
@@ -42,7 +46,11 @@ struct Net {
 
 impl Net {
     fn up(n: usize) -> Net {
-        let tag = format!("ftt{}x{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed));
+        let tag = format!(
+            "ftt{}x{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        );
         let mut net = Net {
             master: format!("{tag}m"),
             workers: Vec::new(),
@@ -60,9 +68,19 @@ impl Net {
             ip(&["netns", "add", &w]);
             ip(&["-n", &w, "link", "set", "lo", "up"]);
             let v = format!("v{i}");
-            ip(&["-n", &m, "link", "add", &v, "type", "veth", "peer", "name", "eth0", "netns", &w]);
+            ip(&[
+                "-n", &m, "link", "add", &v, "type", "veth", "peer", "name", "eth0", "netns", &w,
+            ]);
             ip(&["-n", &m, "link", "set", &v, "master", "br0", "up"]);
-            ip(&["-n", &w, "addr", "add", &format!("10.214.0.{}/24", 10 + i), "dev", "eth0"]);
+            ip(&[
+                "-n",
+                &w,
+                "addr",
+                "add",
+                &format!("10.214.0.{}/24", 10 + i),
+                "dev",
+                "eth0",
+            ]);
             ip(&["-n", &w, "link", "set", "eth0", "up"]);
             net.procs.push(None);
             net.start(i);
@@ -156,7 +174,13 @@ fn blocks() -> (BlockSet, BlockId<f32>, BlockId<f32>) {
 }
 
 /// Runs `periods` periods at the real period; returns outcomes and the output's first sample.
-fn drive(m: &mut Master, input: BlockId<f32>, output: BlockId<f32>, from: u64, periods: u64) -> Vec<(Outcome, f32)> {
+fn drive(
+    m: &mut Master,
+    input: BlockId<f32>,
+    output: BlockId<f32>,
+    from: u64,
+    periods: u64,
+) -> Vec<(Outcome, f32)> {
     let mut v = Vec::with_capacity(periods as usize);
     let mut next = firmtime_rt::clock::monotonic_ns();
     for n in from..from + periods {
@@ -266,7 +290,9 @@ fn killed_worker_master_keeps_running_on_policy_and_reconnects() {
         // Away: every period still returns in time, on the dry policy.
         let away = drive(&mut m, input, output, 100, 300);
         assert!(!link.status().connected);
-        assert!(away[50..].iter().all(|(o, y)| *o == Outcome::Late && *y >= 100.0));
+        assert!(away[50..]
+            .iter()
+            .all(|(o, y)| *o == Outcome::Late && *y >= 100.0));
         (m, link, input, output)
     });
     net.start(0);
@@ -279,7 +305,10 @@ fn killed_worker_master_keeps_running_on_policy_and_reconnects() {
             assert!(n < 4000, "never reconnected: {:?}", link.status());
         }
         let back = drive(&mut m, input, output, n, 100);
-        assert!(back[10..].iter().all(|(o, _)| *o == Outcome::Delivered), "{back:?}");
+        assert!(
+            back[10..].iter().all(|(o, _)| *o == Outcome::Delivered),
+            "{back:?}"
+        );
         assert_eq!(link.status().losses, 1);
     });
 }
@@ -310,8 +339,7 @@ fn malformed_flood_is_counted_and_the_stream_survives() {
         flood.join().unwrap();
         let mut after = query_stats(Net::addr(0), None, Duration::from_secs(2)).unwrap();
         for _ in 0..100 {
-            let got = after.dropped - before.dropped
-                + after.kernel_rcvbuf_errors.unwrap_or(0)
+            let got = after.dropped - before.dropped + after.kernel_rcvbuf_errors.unwrap_or(0)
                 - before.kernel_rcvbuf_errors.unwrap_or(0);
             if got >= 100_000 {
                 break;
@@ -325,7 +353,10 @@ fn malformed_flood_is_counted_and_the_stream_survives() {
     let counted = after.dropped - before.dropped;
     let kernel = after.kernel_rcvbuf_errors.unwrap_or(0) - before.kernel_rcvbuf_errors.unwrap_or(0);
     assert!(counted <= 100_000, "{after:?}");
-    assert!(counted + kernel >= 100_000, "worker {counted} + kernel {kernel}: {after:?}");
+    assert!(
+        counted + kernel >= 100_000,
+        "worker {counted} + kernel {kernel}: {after:?}"
+    );
     assert_eq!(st.delivered + st.late + st.priming, st.periods);
     assert_eq!(st.periods, 1500);
 }

@@ -386,7 +386,8 @@ pub fn run(cfg: &BenchConfig, progress: &mut dyn FnMut(&str)) -> Result<BenchRep
         report.missed += step.missed;
         if step.usable {
             failures = 0;
-            report.usable_fraction = Some(report.usable_fraction.map_or(fraction, |u| u.max(fraction)));
+            report.usable_fraction =
+                Some(report.usable_fraction.map_or(fraction, |u| u.max(fraction)));
         } else {
             failures += 1;
         }

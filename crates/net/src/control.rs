@@ -352,9 +352,12 @@ impl Conn {
     }
 
     fn write_raw(&mut self, bytes: &[u8]) -> Result<()> {
-        self.writer
-            .write_all(bytes)
-            .map_err(|e| Error::io(&format!("writing to the control connection {}", self.peer), e))
+        self.writer.write_all(bytes).map_err(|e| {
+            Error::io(
+                &format!("writing to the control connection {}", self.peer),
+                e,
+            )
+        })
     }
 
     fn read_line(&mut self) -> Result<String> {
@@ -362,7 +365,12 @@ impl Conn {
         let n = Read::by_ref(&mut self.reader)
             .take(MAX_LINE as u64)
             .read_line(&mut line)
-            .map_err(|e| Error::io(&format!("reading from the control connection {}", self.peer), e))?;
+            .map_err(|e| {
+                Error::io(
+                    &format!("reading from the control connection {}", self.peer),
+                    e,
+                )
+            })?;
         if n == 0 {
             return Err(Error::new(
                 ErrorKind::Io,

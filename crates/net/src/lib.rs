@@ -19,7 +19,7 @@
 //! [`server`] (the worker daemon), [`session`] (set up a remote stream,
 //! heartbeat, reconnect), [`discovery`] (find workers on the LAN),
 //! [`processor`] (the worker's built-in transform and work hold) and
-//! [`bench`] (the periodic driver of `firmtime net bench`).
+//! [`bench`](mod@bench) (the periodic driver of `firmtime net bench`).
 //!
 //! # Real-time contract
 //! Constructors allocate everything. After that [`Master::process`] never
@@ -84,9 +84,9 @@ pub use master::{
 };
 pub use processor::{Processor, Transform, Work, WorkMode};
 pub use reassembly::{Accepted, Reassembler};
+pub use sample::{Sample, SampleType};
 pub use server::{ServerConfig, ServerEvent, WorkerServer};
 pub use session::{connect, Link, LinkStatus, SessionConfig};
-pub use sample::{Sample, SampleType};
 pub use wire::{decode, DropCounts, DropReason, Encoder, Header, Key, Packet};
 pub use worker::{Polled, StreamSpec, StreamStats, Worker, WorkerConfig, WorkerStats};
 

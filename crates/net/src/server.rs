@@ -303,7 +303,10 @@ fn data_loop(worker: &mut Worker, commands: &Receiver<Command>, sh: &Shared) {
                     processor,
                     reply,
                 } => {
-                    let key = (spec.stream_id, spec.peer.unwrap_or(SocketAddr::from(([0; 4], 0))));
+                    let key = (
+                        spec.stream_id,
+                        spec.peer.unwrap_or(SocketAddr::from(([0; 4], 0))),
+                    );
                     let r = worker.add_stream(spec, move |b, _| processor.run(b));
                     if r.is_ok() && !active.contains(&key) {
                         active.push(key);
@@ -383,9 +386,7 @@ fn accept_loop(tcp: &TcpListener, commands: &Sender<Command>, sh: &Arc<Shared>) 
 }
 
 fn session(stream: TcpStream, commands: &Sender<Command>, sh: &Shared) {
-    let peer = stream
-        .peer_addr()
-        .unwrap_or(SocketAddr::from(([0; 4], 0)));
+    let peer = stream.peer_addr().unwrap_or(SocketAddr::from(([0; 4], 0)));
     let mut conn = match Conn::accept(stream, sh.key.clone(), Duration::from_secs(5)) {
         Ok(c) => c,
         Err(e) => {

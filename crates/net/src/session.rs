@@ -376,7 +376,9 @@ impl Link {
                     format!(
                         "the worker at {} did not confirm the new work within {timeout:?}: {}",
                         self.worker,
-                        self.status().last_error.unwrap_or_else(|| "no answer".into())
+                        self.status()
+                            .last_error
+                            .unwrap_or_else(|| "no answer".into())
                     ),
                 ));
             }
@@ -405,7 +407,10 @@ impl Link {
             if monotonic_ns() >= end {
                 return Err(Error::new(
                     crate::ErrorKind::Io,
-                    format!("the worker at {} sent no counters within {timeout:?}", self.worker),
+                    format!(
+                        "the worker at {} sent no counters within {timeout:?}",
+                        self.worker
+                    ),
                 ));
             }
             std::thread::sleep(Duration::from_millis(2));

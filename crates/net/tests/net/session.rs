@@ -67,7 +67,8 @@ fn remote_output_is_bit_exact_against_the_local_processor_delayed_by_the_window(
         let srv = server(k.clone(), localhost());
         let s = stream();
         let layout = s.set.layout().clone();
-        let (mut m, link) = connect(session(srv.local_addr(), k, window), s.set.clone_layout()).unwrap();
+        let (mut m, link) =
+            connect(session(srv.local_addr(), k, window), s.set.clone_layout()).unwrap();
         assert!(link.status().connected);
         // The same processing, run here on the same inputs.
         let local = Processor::new(&layout, Transform::Negate, Work::default(), PERIOD).unwrap();
@@ -85,10 +86,17 @@ fn remote_output_is_bit_exact_against_the_local_processor_delayed_by_the_window(
             let bits = |b: &BlockSet| {
                 (
                     b.get(s.out).to_vec(),
-                    b.get(s.both).iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                    b.get(s.both)
+                        .iter()
+                        .map(|x| x.to_bits())
+                        .collect::<Vec<_>>(),
                 )
             };
-            assert_eq!(bits(m.blocks()), bits(&expect), "window {window} period {n}");
+            assert_eq!(
+                bits(m.blocks()),
+                bits(&expect),
+                "window {window} period {n}"
+            );
         }
         assert_eq!(m.stats().late, 0);
         link.close();
@@ -109,7 +117,11 @@ impl CloneLayout for BlockSet {
 fn wrong_key_missing_key_and_unexpected_key_are_refused_with_clear_errors() {
     let srv = server(Some(key(1)), localhost());
     let s = stream();
-    let e = connect(session(srv.local_addr(), Some(key(2)), 1), s.set.clone_layout()).unwrap_err();
+    let e = connect(
+        session(srv.local_addr(), Some(key(2)), 1),
+        s.set.clone_layout(),
+    )
+    .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::PermissionDenied, "{e}");
     assert!(e.message().contains("authentication failed"), "{e}");
     assert!(e.message().contains("--key"), "{e}");
@@ -117,7 +129,11 @@ fn wrong_key_missing_key_and_unexpected_key_are_refused_with_clear_errors() {
     assert_eq!(e.kind(), ErrorKind::PermissionDenied, "{e}");
     assert!(e.message().contains("requires a key"), "{e}");
     let open = server(None, localhost());
-    let e = connect(session(open.local_addr(), Some(key(1)), 1), s.set.clone_layout()).unwrap_err();
+    let e = connect(
+        session(open.local_addr(), Some(key(1)), 1),
+        s.set.clone_layout(),
+    )
+    .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::PermissionDenied, "{e}");
     assert!(e.message().contains("runs without a key"), "{e}");
     assert_eq!(srv.sessions(), 0);
@@ -143,7 +159,9 @@ fn a_restarted_worker_gets_the_stream_again_while_the_master_runs_on_its_policy(
         }
         outcomes
     };
-    assert!(run(&mut m, 10, ARRIVE_NS)[1..].iter().all(|o| *o == Outcome::Delivered));
+    assert!(run(&mut m, 10, ARRIVE_NS)[1..]
+        .iter()
+        .all(|o| *o == Outcome::Delivered));
     srv.stop();
     // Worker away: process() keeps returning within its deadline, late.
     let mut waited = 0;
@@ -163,13 +181,19 @@ fn a_restarted_worker_gets_the_stream_again_while_the_master_runs_on_its_policy(
     }
     // Results flow again (the first one or two may still be late).
     let back = run(&mut m, 30, ARRIVE_NS);
-    assert!(back[5..].iter().all(|o| *o == Outcome::Delivered), "{back:?}");
+    assert!(
+        back[5..].iter().all(|o| *o == Outcome::Delivered),
+        "{back:?}"
+    );
     let st = link.status();
     assert_eq!((st.losses, st.reconnects), (1, 1));
     let kinds: Vec<_> = link.events().iter().map(|e| e.kind).collect();
     assert_eq!(
         kinds,
-        [session::LinkEventKind::Lost, session::LinkEventKind::Reconnected]
+        [
+            session::LinkEventKind::Lost,
+            session::LinkEventKind::Reconnected
+        ]
     );
     assert_eq!(srv.sessions(), 1);
     link.close();
@@ -179,8 +203,17 @@ fn a_restarted_worker_gets_the_stream_again_while_the_master_runs_on_its_policy(
 fn discovery_finds_a_worker_by_unicast_and_counts_its_sessions() {
     let srv = server(Some(key(3)), localhost());
     let s = stream();
-    let (_m, link) = connect(session(srv.local_addr(), Some(key(3)), 1), s.set.clone_layout()).unwrap();
-    let found = discovery::discover(&[srv.local_addr()], Some(key(3)), Duration::from_millis(300)).unwrap();
+    let (_m, link) = connect(
+        session(srv.local_addr(), Some(key(3)), 1),
+        s.set.clone_layout(),
+    )
+    .unwrap();
+    let found = discovery::discover(
+        &[srv.local_addr()],
+        Some(key(3)),
+        Duration::from_millis(300),
+    )
+    .unwrap();
     assert_eq!(found.len(), 1);
     assert_eq!(found[0].addr, srv.local_addr());
     assert_eq!(found[0].sessions, 1);
