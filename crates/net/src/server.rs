@@ -121,7 +121,7 @@ struct Shared {
     key: Option<Key>,
     heartbeat_timeout: Duration,
     events: Mutex<Sender<ServerEvent>>,
-    conns: Mutex<Vec<TcpStream>>,
+    conns: Mutex<Vec<(u64, TcpStream)>>,
 }
 
 impl Shared {
@@ -271,7 +271,7 @@ impl WorkerServer {
     fn shutdown(&mut self) {
         self.shared.stop.store(true, Ordering::Relaxed);
         if let Ok(conns) = self.shared.conns.lock() {
-            for c in conns.iter() {
+            for (_, c) in conns.iter() {
                 let _ = c.shutdown(std::net::Shutdown::Both);
             }
         }
@@ -357,18 +357,27 @@ pub fn kernel_rcvbuf_errors() -> Option<u64> {
 
 fn accept_loop(tcp: &TcpListener, commands: &Sender<Command>, sh: &Arc<Shared>) {
     let mut conns: Vec<JoinHandle<()>> = Vec::new();
+    let mut next_id = 0u64;
     while !sh.stop.load(Ordering::Relaxed) {
         match tcp.accept() {
             Ok((stream, _)) => {
                 let _ = stream.set_nonblocking(false);
+                let id = next_id;
+                next_id += 1;
+                // Kept to shut the connection down on stop; removed when the session ends.
                 if let (Ok(c), Ok(mut list)) = (stream.try_clone(), sh.conns.lock()) {
-                    list.push(c);
+                    list.push((id, c));
                 }
                 let sh = sh.clone();
                 let tx = commands.clone();
                 if let Ok(h) = std::thread::Builder::new()
                     .name("ft-net-session".into())
-                    .spawn(move || session(stream, &tx, &sh))
+                    .spawn(move || {
+                        session(stream, &tx, &sh);
+                        if let Ok(mut list) = sh.conns.lock() {
+                            list.retain(|(i, _)| *i != id);
+                        }
+                    })
                 {
                     conns.push(h);
                 }
