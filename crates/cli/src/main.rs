@@ -9,6 +9,7 @@ mod lab;
 mod ladspa;
 mod load;
 mod midi;
+mod net;
 mod progress;
 mod tap;
 
@@ -51,6 +52,9 @@ enum Command {
     /// Tapping experiments (FTAP): check experiment files, import FTAP
     /// parameter files, analyze trials.
     Tap(tap::TapArgs),
+    /// Spread block processing over workers on a LAN (Lago's middleware): worker, bench, discover, stats.
+    #[command(subcommand)]
+    Net(net::NetCommand),
 }
 
 /// What a subcommand reports back to `main`.
@@ -77,6 +81,7 @@ fn main() -> ExitCode {
         Command::Midi(a) => midi::run(a),
         Command::Ladspa(a) => ladspa::run(a),
         Command::Tap(a) => tap::run(a),
+        Command::Net(c) => net::run(c),
     };
     match result {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,

@@ -15,8 +15,11 @@
 //! - [`reassembly`]: fragments into per-period slots, any arrival order.
 //! - [`master`] and [`worker`]: the two ends of the data plane.
 //!
-//! Session setup (sending the layout, window and key to a worker),
-//! discovery and heartbeats are the control plane's job, off the RT path.
+//! The control plane runs off the RT path: [`control`] (the TCP protocol),
+//! [`server`] (the worker daemon), [`session`] (set up a remote stream,
+//! heartbeat, reconnect), [`discovery`] (find workers on the LAN),
+//! [`processor`] (the worker's built-in transform and work hold) and
+//! [`bench`](mod@bench) (the periodic driver of `firmtime net bench`).
 //!
 //! # Real-time contract
 //! Constructors allocate everything. After that [`Master::process`] never
@@ -60,11 +63,17 @@
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod bench;
 pub mod block;
+pub mod control;
+pub mod discovery;
 pub mod error;
 pub mod master;
+pub mod processor;
 pub mod reassembly;
 pub mod sample;
+pub mod server;
+pub mod session;
 pub mod wire;
 pub mod worker;
 
@@ -73,8 +82,11 @@ pub use error::{Error, ErrorKind, Result};
 pub use master::{
     Deadline, LatePolicy, Master, MasterConfig, MasterStats, Outcome, PeriodReport, WaitMode,
 };
+pub use processor::{Processor, Transform, Work, WorkMode};
 pub use reassembly::{Accepted, Reassembler};
 pub use sample::{Sample, SampleType};
+pub use server::{ServerConfig, ServerEvent, WorkerServer};
+pub use session::{connect, Link, LinkStatus, SessionConfig};
 pub use wire::{decode, DropCounts, DropReason, Encoder, Header, Key, Packet};
 pub use worker::{Polled, StreamSpec, StreamStats, Worker, WorkerConfig, WorkerStats};
 

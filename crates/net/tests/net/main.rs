@@ -8,4 +8,5 @@ static ALLOC: assert_no_alloc::AllocDisabler = assert_no_alloc::AllocDisabler;
 mod common;
 mod exchange;
 mod late;
+mod session;
 mod streams;

@@ -1,0 +1,312 @@
+//! `firmtime net worker|bench|discover|stats`: the distributed block
+//! exchange (Lago's middleware) from the command line. See docs/NET.md.
+
+use crate::args::{self, UsageError};
+use crate::Outcome;
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use firmtime_lab::load as lab;
+use firmtime_net::bench::{self, BenchConfig, Ramp};
+use firmtime_net::{
+    discovery, Key, ServerConfig, ServerEvent, WaitMode, Work, WorkMode, WorkerServer,
+};
+use firmtime_rt::sched::Policy;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// `firmtime net …`
+#[derive(Debug, Subcommand)]
+pub enum NetCommand {
+    /// Serve sessions: TCP control and UDP data on one address and port.
+    ///
+    /// Runs until SIGINT/SIGTERM. Logs sessions to stderr.
+    Worker(WorkerArgs),
+    /// Drive one master per worker from a periodic SCHED_FIFO loop and report late periods.
+    ///
+    /// Each worker holds each block for --work of the period (spin or sleep).
+    /// --ramp raises the fraction step by step and reports the usable
+    /// fraction: the largest with at most 0.1 % late periods.
+    Bench(BenchArgs),
+    /// Find workers by a UDP probe (broadcast or unicast) to their port.
+    Discover(DiscoverArgs),
+    /// Print a worker's counters as JSON (datagrams, drops by reason, sessions).
+    Stats(StatsArgs),
+}
+
+/// `firmtime net worker`
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    /// Address and port for both TCP control and UDP data (0.0.0.0 receives discovery broadcasts).
+    #[arg(long, default_value = "0.0.0.0:7700")]
+    listen: SocketAddr,
+    /// Pre-shared key file (at least 16 random bytes). Without it the worker is unauthenticated.
+    #[arg(long)]
+    key: Option<PathBuf>,
+    /// Scheduling policy of the data thread, e.g. fifo:70 or other.
+    #[arg(long, default_value = "fifo:70")]
+    priority: Policy,
+    /// Path MTU for results.
+    #[arg(long, default_value_t = 1500)]
+    mtu: usize,
+}
+
+/// `firmtime net bench`
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Worker addresses, comma-separated (host:port).
+    #[arg(long, value_delimiter = ',', required = true)]
+    workers: Vec<String>,
+    /// Pre-shared key file.
+    #[arg(long)]
+    key: Option<PathBuf>,
+    /// Frames per period.
+    #[arg(long, default_value_t = 64)]
+    period_frames: u32,
+    /// Sample rate in Hz.
+    #[arg(long, default_value_t = 48_000)]
+    rate: u32,
+    /// Periods between sending a block and using its result: 0, 1 or 2.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=2))]
+    window: u8,
+    /// Fraction of the period each worker holds each block (the first step with --ramp).
+    #[arg(long, default_value_t = 0.0)]
+    work: f64,
+    /// spin (busy-wait, uses CPU), sleep (no CPU: emulates separate machines) or none.
+    #[arg(long, default_value = "sleep")]
+    work_mode: String,
+    /// Counted time without --ramp.
+    #[arg(long, default_value = "10s", value_parser = args::duration)]
+    duration: Duration,
+    /// Raise the work fraction step by step, from --work to --ramp-to.
+    #[arg(long)]
+    ramp: bool,
+    /// Last fraction of the ramp.
+    #[arg(long, default_value_t = 1.0)]
+    ramp_to: f64,
+    /// Step of the ramp.
+    #[arg(long, default_value_t = 0.05)]
+    ramp_step: f64,
+    /// Counted time per step of the ramp.
+    #[arg(long, default_value = "3s", value_parser = args::duration)]
+    step_duration: Duration,
+    /// Deadline inside the period, as a fraction of it.
+    #[arg(long, default_value_t = 1.0)]
+    deadline: f64,
+    /// How the master waits for results: poll (sleeps) or spin.
+    #[arg(long, default_value = "poll")]
+    wait: String,
+    /// Scheduling policy of the loop.
+    #[arg(long, default_value = "fifo:80")]
+    priority: Policy,
+    /// Write the report as JSON here (`-` = stdout).
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+/// `firmtime net discover`
+#[derive(Debug, Args)]
+pub struct DiscoverArgs {
+    /// Where to probe: broadcast or worker addresses with the workers' port, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "255.255.255.255:7700")]
+    to: Vec<SocketAddr>,
+    /// Pre-shared key file (workers with a key answer only keyed probes).
+    #[arg(long)]
+    key: Option<PathBuf>,
+    /// How long to collect answers.
+    #[arg(long, default_value = "500ms", value_parser = args::duration)]
+    wait: Duration,
+}
+
+/// `firmtime net stats`
+#[derive(Debug, Args)]
+pub struct StatsArgs {
+    /// The worker's address.
+    #[arg(long)]
+    worker: String,
+    /// Pre-shared key file.
+    #[arg(long)]
+    key: Option<PathBuf>,
+}
+
+fn key(path: &Option<PathBuf>) -> anyhow::Result<Option<Key>> {
+    path.as_ref()
+        .map(|p| Key::from_file(p).map_err(anyhow::Error::from))
+        .transpose()
+}
+
+fn resolve(text: &str) -> anyhow::Result<SocketAddr> {
+    text.to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| UsageError(format!("'{text}' is not a host:port address")).into())
+}
+
+/// Runs `firmtime net …`.
+pub fn run(c: NetCommand) -> anyhow::Result<Outcome> {
+    match c {
+        NetCommand::Worker(a) => worker(a),
+        NetCommand::Bench(a) => bench_cmd(a),
+        NetCommand::Discover(a) => discover(a),
+        NetCommand::Stats(a) => stats(a),
+    }
+}
+
+fn worker(a: WorkerArgs) -> anyhow::Result<Outcome> {
+    let mut cfg = ServerConfig::new(a.listen);
+    cfg.key = key(&a.key)?;
+    cfg.mtu = a.mtu;
+    cfg.data_policy = Some(a.priority);
+    let stop = lab::install_stop_signals()?;
+    let server = WorkerServer::start(cfg)?;
+    while !stop.load(Ordering::Relaxed) {
+        let Ok(e) = server.events().recv_timeout(Duration::from_millis(100)) else {
+            continue;
+        };
+        match e {
+            ServerEvent::Listening {
+                addr,
+                authenticated,
+            } => {
+                eprintln!(
+                    "firmtime net worker: listening on {addr} (TCP control, UDP data){}",
+                    if authenticated {
+                        ", key required"
+                    } else {
+                        " — UNAUTHENTICATED: no --key, anyone who reaches this port can set up sessions"
+                    }
+                );
+                eprintln!(
+                    "ready realtime_ns={}",
+                    firmtime_rt::clock::gettimeofday_ns()
+                );
+            }
+            ServerEvent::SessionOpened {
+                peer,
+                stream_id,
+                layout,
+            } => eprintln!(
+                "session from {peer}: stream {stream_id}, {} blocks",
+                layout.blocks.len()
+            ),
+            ServerEvent::SessionClosed {
+                peer,
+                stream_id,
+                reason,
+            } => eprintln!("session from {peer}: stream {stream_id} ended: {reason}"),
+            ServerEvent::Refused { peer, message } => eprintln!("refused {peer}: {message}"),
+            ServerEvent::DataError { message } => eprintln!("data socket: {message}"),
+        }
+    }
+    server.stop();
+    eprintln!("firmtime net worker: stopped");
+    Ok(Outcome::Ok)
+}
+
+fn bench_cmd(a: BenchArgs) -> anyhow::Result<Outcome> {
+    let workers = a
+        .workers
+        .iter()
+        .map(|w| resolve(w))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let mode: WorkMode = a
+        .work_mode
+        .parse()
+        .map_err(|e: firmtime_net::Error| UsageError(e.to_string()))?;
+    let wait = match a.wait.as_str() {
+        "poll" => WaitMode::Poll,
+        "spin" => WaitMode::Spin,
+        w => return Err(UsageError(format!("--wait {w}: use poll or spin")).into()),
+    };
+    let mut cfg = BenchConfig::new(workers);
+    cfg.key = key(&a.key)?;
+    cfg.period_frames = a.period_frames;
+    cfg.rate = a.rate;
+    cfg.window = a.window;
+    cfg.work = Work {
+        fraction: a.work,
+        mode,
+    };
+    cfg.work.validate().map_err(|e| UsageError(e.to_string()))?;
+    cfg.duration = a.duration;
+    cfg.deadline_fraction = a.deadline;
+    cfg.wait = wait;
+    cfg.rt.policy = a.priority;
+    if a.ramp {
+        cfg.ramp = Some(Ramp {
+            from: a.work,
+            to: a.ramp_to,
+            step: a.ramp_step,
+            step_duration: a.step_duration,
+            stop_after_failures: 3,
+        });
+    }
+    let r = bench::run(&cfg, &mut |line| eprintln!("{line}"))?;
+    let quiet_stdout = a.json.as_deref().is_some_and(|p| p.as_os_str() == "-");
+    if !quiet_stdout {
+        println!(
+            "{} worker(s), window {}, {} frames @ {} Hz ({:.3} ms), work mode {}",
+            r.workers.len(),
+            r.window,
+            r.period_frames,
+            r.rate,
+            r.period_ns as f64 / 1e6,
+            r.work_mode
+        );
+        println!(
+            "periods {}  late {}  missed {}  lost {}  reordered {}  late fraction {:.4} %",
+            r.periods,
+            r.late,
+            r.missed,
+            r.lost,
+            r.reordered,
+            r.late_fraction * 100.0
+        );
+        println!(
+            "rtt p50 {:.3} ms  p99 {:.3} ms  max {:.3} ms",
+            r.rtt_p50_ns as f64 / 1e6,
+            r.rtt_p99_ns as f64 / 1e6,
+            r.rtt_max_ns as f64 / 1e6
+        );
+        println!(
+            "usable fraction {}  master CPU {:.2} % ({:.2} % per worker)",
+            r.usable_fraction
+                .map_or("none".to_string(), |u| format!("{:.1} %", u * 100.0)),
+            r.master_cpu_fraction * 100.0,
+            r.master_cpu_fraction_per_worker * 100.0
+        );
+    }
+    if let Some(p) = &a.json {
+        args::write_json(p, &r).with_context(|| format!("writing {}", p.display()))?;
+    }
+    Ok(if r.usable_fraction.is_some() {
+        Outcome::Ok
+    } else {
+        Outcome::Failed
+    })
+}
+
+fn discover(a: DiscoverArgs) -> anyhow::Result<Outcome> {
+    let found = discovery::discover(&a.to, key(&a.key)?, a.wait)?;
+    for f in &found {
+        println!(
+            "{}  sessions {}  rtt {:.3} ms",
+            f.addr,
+            f.sessions,
+            f.rtt.as_secs_f64() * 1e3
+        );
+    }
+    if found.is_empty() {
+        eprintln!("no worker answered (workers must listen on 0.0.0.0 to hear broadcasts)");
+        return Ok(Outcome::Failed);
+    }
+    Ok(Outcome::Ok)
+}
+
+fn stats(a: StatsArgs) -> anyhow::Result<Outcome> {
+    let addr = resolve(&a.worker)?;
+    let r = firmtime_net::control::query_stats(addr, key(&a.key)?, Duration::from_secs(2))?;
+    println!("{}", serde_json::to_string_pretty(&r)?);
+    Ok(Outcome::Ok)
+}

@@ -1,0 +1,445 @@
+//! The periodic driver behind `firmtime net bench`: one [`Master`] per
+//! worker, all driven from one SCHED_FIFO loop on an absolute grid, so the
+//! middleware runs without audio hardware.
+//!
+//! Each period the loop fills every master's input (a counter), calls
+//! [`Master::process`] on each in turn with the deadline
+//! `period start + deadline_fraction × period` (as Lago's proxy plugins ran
+//! one after the other in JACK's graph), and counts a period late if any
+//! master's result was late. Each worker holds each block for the work
+//! fraction of the period ([`Work`]). With a [`Ramp`], the fraction rises
+//! step by step (each step its own run on a fresh grid, after the workers
+//! confirmed the new fraction and a warm-up) and the *usable fraction* is
+//! the largest step whose late fraction (late periods plus missed loop
+//! deadlines, over all periods) is at most [`USABLE_LATE_FRACTION`].
+//!
+//! # RT contract
+//! Setup (sessions, buffers, `mlockall`, policy) happens first; in the
+//! loop only [`Master::process`], slice writes and the periodic sleep run.
+//! Round-trip samples are read after each step.
+
+use crate::block::{BlockSet, Direction};
+use crate::error::{Error, Result};
+use crate::master::{Deadline, LatePolicy, Master, Outcome, WaitMode};
+use crate::processor::{Transform, Work};
+use crate::session::{connect, Link, LinkEventKind, SessionConfig};
+use crate::wire::Key;
+use firmtime_rt::clock::monotonic_ns;
+use firmtime_rt::periodic::Periodic;
+use firmtime_rt::sched::Policy;
+use firmtime_rt::setup::{RtConditions, RtRequest};
+use firmtime_rt::sleep;
+use serde::Serialize;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// The late fraction at or below which a work fraction is usable (0.1 %).
+pub const USABLE_LATE_FRACTION: f64 = 0.001;
+
+/// Periods run before each step's counting starts.
+const WARMUP_PERIODS: u64 = 50;
+
+/// Raising the work fraction step by step.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Ramp {
+    /// First fraction.
+    pub from: f64,
+    /// Last fraction (inclusive).
+    pub to: f64,
+    /// Step.
+    pub step: f64,
+    /// Counted time per step.
+    pub step_duration: Duration,
+    /// Stop after this many consecutive steps above the late threshold.
+    pub stop_after_failures: u32,
+}
+
+/// Settings of a bench run.
+#[derive(Debug, Clone)]
+pub struct BenchConfig {
+    /// Worker addresses; one master each.
+    pub workers: Vec<SocketAddr>,
+    /// Pre-shared key.
+    pub key: Option<Key>,
+    /// Frames per period (one f32 channel each way).
+    pub period_frames: u32,
+    /// Sample rate in Hz.
+    pub rate: u32,
+    /// 0, 1 or 2.
+    pub window: u8,
+    /// The hold (its fraction is the first step's with a ramp).
+    pub work: Work,
+    /// Counted time (without a ramp).
+    pub duration: Duration,
+    /// Raise the fraction step by step.
+    pub ramp: Option<Ramp>,
+    /// Deadline inside the period, as a fraction of it (1 = the period's end).
+    pub deadline_fraction: f64,
+    /// How masters wait.
+    pub wait: WaitMode,
+    /// The loop thread's policy and memory locking.
+    pub rt: RtRequest,
+}
+
+impl BenchConfig {
+    /// Defaults: 64 frames at 48 kHz, window 1, no work, 10 s, deadline at
+    /// the period's end, poll wait, SCHED_FIFO 80 with `mlockall`.
+    pub fn new(workers: Vec<SocketAddr>) -> Self {
+        Self {
+            workers,
+            key: None,
+            period_frames: 64,
+            rate: 48_000,
+            window: 1,
+            work: Work::default(),
+            duration: Duration::from_secs(10),
+            ramp: None,
+            deadline_fraction: 1.0,
+            wait: WaitMode::Poll,
+            rt: RtRequest {
+                policy: Policy::Fifo { priority: 80 },
+                mlock: true,
+                prefault_stack: 256 * 1024,
+                ..RtRequest::default()
+            },
+        }
+    }
+
+    /// The period in ns.
+    pub fn period_ns(&self) -> u64 {
+        u64::from(self.period_frames) * 1_000_000_000 / u64::from(self.rate.max(1))
+    }
+}
+
+/// One worker's share of a run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct WorkerDetail {
+    /// Its address.
+    pub addr: String,
+    /// Results delivered in time.
+    pub delivered: u64,
+    /// Results late.
+    pub late: u64,
+    /// Late results of which nothing arrived.
+    pub lost: u64,
+    /// Results that arrived out of order.
+    pub reordered: u64,
+    /// Packets the master dropped from this worker (after deadline, malformed…).
+    pub dropped: u64,
+    /// Times the worker was lost.
+    pub losses: u64,
+    /// Times the stream was set up again.
+    pub reconnects: u64,
+    /// Reconnection times, CLOCK_REALTIME ns.
+    pub reconnected_at_realtime_ns: Vec<u64>,
+    /// Loss times, CLOCK_REALTIME ns.
+    pub lost_at_realtime_ns: Vec<u64>,
+    /// Median round trip.
+    pub rtt_p50_ns: u64,
+}
+
+/// One step of a ramp (or the single step of a plain run).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct StepReport {
+    /// The work fraction.
+    pub fraction: f64,
+    /// Periods counted.
+    pub periods: u64,
+    /// Periods with at least one late result.
+    pub late: u64,
+    /// Loop deadlines missed (the master itself overran).
+    pub missed: u64,
+    /// (late + missed) / (periods + missed).
+    pub late_fraction: f64,
+    /// Whether `late_fraction ≤ 0.1 %`.
+    pub usable: bool,
+}
+
+/// The result of a run (`--json` writes it).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct BenchReport {
+    /// Periods counted over every step.
+    pub periods: u64,
+    /// Periods with a late result (any worker).
+    pub late: u64,
+    /// Late results of which nothing arrived, over every worker.
+    pub lost: u64,
+    /// Results out of order, over every worker.
+    pub reordered: u64,
+    /// Loop deadlines missed.
+    pub missed: u64,
+    /// (late + missed) / (periods + missed).
+    pub late_fraction: f64,
+    /// Round trip percentiles over every worker (send to last fragment's arrival).
+    pub rtt_p50_ns: u64,
+    /// 99th percentile.
+    pub rtt_p99_ns: u64,
+    /// Maximum.
+    pub rtt_max_ns: u64,
+    /// Largest work fraction with at most 0.1 % late periods (`None` if none).
+    pub usable_fraction: Option<f64>,
+    /// CPU time of the loop thread over wall time.
+    pub master_cpu_fraction: f64,
+    /// `master_cpu_fraction` divided by the number of workers.
+    pub master_cpu_fraction_per_worker: f64,
+    /// Period in ns.
+    pub period_ns: u64,
+    /// Frames per period.
+    pub period_frames: u32,
+    /// Sample rate.
+    pub rate: u32,
+    /// Window.
+    pub window: u8,
+    /// `spin`, `sleep` or `none`.
+    pub work_mode: String,
+    /// Each step.
+    pub steps: Vec<StepReport>,
+    /// Each worker.
+    pub workers: Vec<WorkerDetail>,
+    /// The RT conditions of the loop thread.
+    pub rt: Option<RtConditions>,
+}
+
+struct Remote {
+    master: Master,
+    link: Link,
+    input: crate::block::BlockId<f32>,
+    late: u64,
+}
+
+fn percentile(sorted: &[u64], p: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn thread_cpu_ns() -> u64 {
+    firmtime_rt::clock::read_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+/// Runs the bench on the calling thread (which it makes real-time) and
+/// returns the report. `progress` hears one line per step.
+///
+/// # Errors
+/// No worker given; a session cannot be set up (the message names the
+/// worker); the RT setup was refused (the message says how to grant it);
+/// the periodic sleep failed.
+pub fn run(cfg: &BenchConfig, progress: &mut dyn FnMut(&str)) -> Result<BenchReport> {
+    if cfg.workers.is_empty() {
+        return Err(Error::invalid("no workers: give --workers A,B,…"));
+    }
+    if !(0.05..=1.0).contains(&cfg.deadline_fraction) {
+        return Err(Error::invalid(format!(
+            "deadline fraction {} is out of range: give 0.05 to 1",
+            cfg.deadline_fraction
+        )));
+    }
+    let period_ns = cfg.period_ns();
+    if period_ns < 100_000 {
+        return Err(Error::invalid(format!(
+            "period of {period_ns} ns is too short: use at least 100 µs (frames / rate)"
+        )));
+    }
+    let frames = cfg.period_frames as usize;
+    let mut remotes = Vec::with_capacity(cfg.workers.len());
+    for &w in &cfg.workers {
+        let mut blocks = BlockSet::new();
+        let input = blocks.add::<f32>(Direction::ToWorker, frames)?;
+        blocks.add::<f32>(Direction::FromWorker, frames)?;
+        let mut sc = SessionConfig::new(w, period_ns);
+        sc.key = cfg.key.clone();
+        sc.window = cfg.window;
+        sc.transform = Transform::Copy;
+        sc.work = cfg.work;
+        sc.wait = cfg.wait;
+        sc.late_policy = Some(LatePolicy::Dry);
+        let (master, link) = connect(sc, blocks)?;
+        remotes.push(Remote {
+            master,
+            link,
+            input,
+            late: 0,
+        });
+    }
+    let before = firmtime_rt::sched::current_thread().ok();
+    let setup = firmtime_rt::setup::apply(&cfg.rt).map_err(|e| {
+        Error::new(
+            crate::ErrorKind::PermissionDenied,
+            format!("the bench loop's real-time setup was refused: {e}"),
+        )
+    })?;
+    let mut sleeper = sleep::open(sleep::Mechanism::ClockNanosleep)
+        .map_err(|e| Error::invalid(format!("opening clock_nanosleep: {e}")))?;
+
+    let fractions: Vec<f64> = match cfg.ramp {
+        None => vec![cfg.work.fraction],
+        Some(r) => {
+            let mut v = Vec::new();
+            let mut k = 0u32;
+            loop {
+                let f = r.from + f64::from(k) * r.step;
+                if f > r.to + 1e-9 || r.step <= 0.0 {
+                    break;
+                }
+                v.push((f * 1e6).round() / 1e6);
+                k += 1;
+            }
+            if v.is_empty() {
+                v.push(r.from);
+            }
+            v
+        }
+    };
+    let step_duration = cfg.ramp.map_or(cfg.duration, |r| r.step_duration);
+    let counted = (step_duration.as_nanos() as u64 / period_ns).max(1);
+    let deadline_offset = (period_ns as f64 * cfg.deadline_fraction) as u64;
+
+    let mut report = BenchReport {
+        period_ns,
+        period_frames: cfg.period_frames,
+        rate: cfg.rate,
+        window: cfg.window,
+        work_mode: format!("{:?}", cfg.work.mode).to_lowercase(),
+        ..BenchReport::default()
+    };
+    let mut rtts: Vec<u64> = Vec::new();
+    let mut per_rtts: Vec<Vec<u64>> = vec![Vec::new(); remotes.len()];
+    let mut failures = 0u32;
+    let mut cpu_ns = 0u64;
+    let mut wall_ns = 0u64;
+    let mut counter = 0f32;
+    for &fraction in &fractions {
+        let work = Work {
+            fraction,
+            mode: cfg.work.mode,
+        };
+        if cfg.ramp.is_some() {
+            for r in &remotes {
+                r.link.set_work(work, Duration::from_secs(2))?;
+            }
+        }
+        for r in remotes.iter_mut() {
+            r.master.clear_rtt();
+        }
+        let mut step = StepReport {
+            fraction,
+            ..StepReport::default()
+        };
+        let mut grid = Periodic::new(monotonic_ns() + period_ns, period_ns);
+        let total = WARMUP_PERIODS + counted;
+        let mut cpu0 = 0;
+        let mut wall0 = 0;
+        for i in 0..total {
+            if i == WARMUP_PERIODS {
+                cpu0 = thread_cpu_ns();
+                wall0 = monotonic_ns();
+                for r in remotes.iter_mut() {
+                    r.master.clear_rtt();
+                }
+            }
+            let tick = grid
+                .wait(&mut *sleeper)
+                .map_err(|e| Error::invalid(format!("the periodic sleep failed: {e:?}")))?;
+            let deadline = tick.deadline_ns + deadline_offset;
+            let mut any_late = false;
+            counter += 1.0;
+            for r in remotes.iter_mut() {
+                let input = r.input;
+                r.master.blocks_mut().get_mut(input).fill(counter);
+                let rep = r.master.process(Deadline::At(deadline));
+                if rep.outcome == Outcome::Late {
+                    any_late = true;
+                    if i >= WARMUP_PERIODS {
+                        r.late += 1;
+                    }
+                }
+            }
+            if i >= WARMUP_PERIODS {
+                step.periods += 1;
+                step.late += u64::from(any_late);
+                step.missed += tick.missed;
+            }
+        }
+        cpu_ns += thread_cpu_ns().saturating_sub(cpu0);
+        wall_ns += monotonic_ns().saturating_sub(wall0);
+        for (k, r) in remotes.iter().enumerate() {
+            let s: Vec<u64> = r.master.rtt_samples().collect();
+            rtts.extend_from_slice(&s);
+            per_rtts[k].extend(s);
+        }
+        step.late_fraction =
+            (step.late + step.missed) as f64 / (step.periods + step.missed).max(1) as f64;
+        step.usable = step.late_fraction <= USABLE_LATE_FRACTION;
+        progress(&format!(
+            "work {:.1} %: {} periods, {} late, {} missed ({:.3} % late){}",
+            fraction * 100.0,
+            step.periods,
+            step.late,
+            step.missed,
+            step.late_fraction * 100.0,
+            if step.usable { "" } else { " — above 0.1 %" }
+        ));
+        report.periods += step.periods;
+        report.late += step.late;
+        report.missed += step.missed;
+        if step.usable {
+            failures = 0;
+            report.usable_fraction =
+                Some(report.usable_fraction.map_or(fraction, |u| u.max(fraction)));
+        } else {
+            failures += 1;
+        }
+        report.steps.push(step);
+        if let Some(r) = cfg.ramp {
+            if failures >= r.stop_after_failures.max(1) {
+                break;
+            }
+        }
+    }
+    report.rt = Some(setup.conditions.clone());
+    drop(setup);
+    if let Some(p) = before {
+        // Back to the caller's policy: the remaining work is not real-time.
+        let _ = firmtime_rt::sched::set_current_thread(&p);
+    }
+    report.late_fraction =
+        (report.late + report.missed) as f64 / (report.periods + report.missed).max(1) as f64;
+    rtts.sort_unstable();
+    report.rtt_p50_ns = percentile(&rtts, 0.5);
+    report.rtt_p99_ns = percentile(&rtts, 0.99);
+    report.rtt_max_ns = rtts.last().copied().unwrap_or(0);
+    report.master_cpu_fraction = cpu_ns as f64 / wall_ns.max(1) as f64;
+    report.master_cpu_fraction_per_worker = report.master_cpu_fraction / remotes.len() as f64;
+    for (k, r) in remotes.iter().enumerate() {
+        let st = r.master.stats();
+        let status = r.link.status();
+        let events = r.link.events();
+        per_rtts[k].sort_unstable();
+        report.lost += st.lost;
+        report.reordered += st.reordered;
+        report.workers.push(WorkerDetail {
+            addr: r.link.worker().to_string(),
+            delivered: st.delivered,
+            late: r.late,
+            lost: st.lost,
+            reordered: st.reordered,
+            dropped: st.drops.total(),
+            losses: status.losses,
+            reconnects: status.reconnects,
+            reconnected_at_realtime_ns: events
+                .iter()
+                .filter(|e| e.kind == LinkEventKind::Reconnected)
+                .map(|e| e.realtime_ns)
+                .collect(),
+            lost_at_realtime_ns: events
+                .iter()
+                .filter(|e| e.kind == LinkEventKind::Lost)
+                .map(|e| e.realtime_ns)
+                .collect(),
+            rtt_p50_ns: percentile(&per_rtts[k], 0.5),
+        });
+    }
+    Ok(report)
+}

@@ -1,0 +1,549 @@
+//! The control protocol: session setup, heartbeats and queries over TCP, on
+//! the same address and port as the worker's UDP data plane.
+//!
+//! A connection is line-based. Both sides first send a greeting line in
+//! clear text:
+//!
+//! ```text
+//! master → worker:  firmtime-net-ctl 1 <master nonce, 64 hex digits>
+//! worker → master:  firmtime-net-ctl 1 <worker nonce, 64 hex digits> key|nokey
+//! ```
+//!
+//! Every following line is `<mac> <json>`: the JSON of a [`Request`]
+//! (master → worker) or a [`Reply`] (worker → master), and `mac` the
+//! HMAC-SHA256 (32 hex digits, truncated to 16 bytes) of
+//! `"firmtime-net-ctl/1" ‖ sender ('m' or 'w') ‖ worker nonce ‖ master nonce ‖
+//! message number (u64 LE, per direction, from 0) ‖ json` under the
+//! pre-shared key, or `-` when no key is set. Both nonces are fresh per
+//! connection, so a recorded message cannot be replayed into another
+//! connection, and a numbered one not within it. A worker with a key
+//! answers a message with a missing or wrong MAC by an [`Reply::Error`]
+//! (itself without a MAC, since the master's key is not to be trusted) and
+//! closes the connection.
+//!
+//! One connection is one session (at most one [`Request::Setup`]); the
+//! stream lives while the connection does. See docs/NET.md.
+//!
+//! # RT contract
+//! None of this runs on the RT path: it allocates, blocks on TCP and uses
+//! threads.
+
+use crate::block::Layout;
+use crate::error::{Error, ErrorKind, Result};
+use crate::processor::{Transform, Work};
+use crate::wire::{DropCounts, Key, MAC_LEN};
+use serde::{Deserialize, Serialize};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+/// Protocol version spoken in the greeting.
+pub const PROTOCOL: u32 = 1;
+/// First word of a greeting.
+pub const GREETING: &str = "firmtime-net-ctl";
+/// Longest line accepted (a layout of thousands of blocks fits).
+pub const MAX_LINE: usize = 1 << 20;
+
+/// What a master asks of a worker.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Request {
+    /// Start serving a stream for this connection's lifetime.
+    Setup(Setup),
+    /// Change the stream's work hold.
+    SetWork {
+        /// The new hold.
+        work: Work,
+    },
+    /// Heartbeat; answered by [`Reply::Pong`] with the same number.
+    Ping {
+        /// Echoed back.
+        n: u64,
+    },
+    /// The worker's counters; answered by [`Reply::Stats`].
+    Stats,
+    /// End the session (the stream is removed).
+    Close,
+}
+
+/// Everything a worker needs to serve a stream.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Setup {
+    /// The stream id the master's packets carry.
+    pub stream_id: u32,
+    /// The UDP port of the master's data socket; with the connection's
+    /// source address it is the only peer the stream accepts.
+    pub data_port: u16,
+    /// The block layout.
+    pub layout: Layout,
+    /// The master's window (0, 1 or 2), for the worker's information.
+    pub window: u8,
+    /// The period in ns: the unit of the work fraction.
+    pub period_ns: u64,
+    /// What the worker computes.
+    pub transform: Transform,
+    /// How long it holds each block.
+    pub work: Work,
+}
+
+/// What a worker answers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Reply {
+    /// The stream is served.
+    Ready {
+        /// The stream id, as set up.
+        stream_id: u32,
+    },
+    /// A [`Request::SetWork`] is in force.
+    Ok,
+    /// Answer to [`Request::Ping`].
+    Pong {
+        /// The ping's number.
+        n: u64,
+    },
+    /// The worker's counters.
+    Stats(WorkerReport),
+    /// The request was refused; the message says why and what to do.
+    Error {
+        /// Why.
+        message: String,
+    },
+}
+
+/// A worker's counters, as [`Request::Stats`] returns them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerReport {
+    /// Datagrams received on the data port.
+    pub datagrams: u64,
+    /// Datagrams dropped before a stream was found, by reason name.
+    pub drops: std::collections::BTreeMap<String, u64>,
+    /// Sum of `drops`.
+    pub dropped: u64,
+    /// Periods processed, over every stream.
+    pub periods: u64,
+    /// Sessions (streams) being served.
+    pub sessions: u64,
+    /// UDP datagrams the kernel dropped in this network namespace
+    /// (`RcvbufErrors` of /proc/net/snmp), if readable.
+    pub kernel_rcvbuf_errors: Option<u64>,
+}
+
+impl WorkerReport {
+    /// Fills `drops` and `dropped` from counters.
+    pub fn set_drops(&mut self, d: &DropCounts) {
+        self.drops = d
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(r, n)| (r.name().to_string(), n))
+            .collect();
+        self.dropped = d.total();
+    }
+}
+
+/// Which end of a connection this is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// The side that connects and sends [`Request`]s.
+    Master,
+    /// The side that listens and sends [`Reply`]s.
+    Worker,
+}
+
+impl Role {
+    fn byte(self) -> u8 {
+        match self {
+            Role::Master => b'm',
+            Role::Worker => b'w',
+        }
+    }
+}
+
+/// One authenticated control connection.
+#[derive(Debug)]
+pub struct Conn {
+    reader: BufReader<TcpStream>,
+    writer: TcpStream,
+    key: Option<Key>,
+    role: Role,
+    worker_nonce: [u8; 32],
+    master_nonce: [u8; 32],
+    sent: u64,
+    received: u64,
+    peer: SocketAddr,
+    peer_has_key: bool,
+}
+
+/// 32 random bytes from the kernel.
+///
+/// # Errors
+/// `getrandom` failed.
+pub fn nonce() -> Result<[u8; 32]> {
+    let mut n = [0u8; 32];
+    let mut got = 0;
+    while got < n.len() {
+        // SAFETY: the pointer and length describe the unfilled tail of `n`.
+        let r = unsafe { libc::getrandom(n[got..].as_mut_ptr().cast(), n.len() - got, 0) };
+        if r < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(Error::io("reading random bytes (getrandom)", e));
+        }
+        got += r as usize;
+    }
+    Ok(n)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    if text.len() % 2 != 0 || !text.is_ascii() {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).ok())
+        .collect()
+}
+
+fn protocol_error(peer: SocketAddr, what: &str) -> Error {
+    Error::new(
+        ErrorKind::Io,
+        format!(
+            "{peer} does not speak the firmtime control protocol {PROTOCOL} ({what}); \
+             is it a `firmtime net worker` of the same version?"
+        ),
+    )
+}
+
+impl Conn {
+    /// Connects to a worker's control port and exchanges greetings.
+    ///
+    /// # Errors
+    /// The connection failed or timed out (the message names the address
+    /// and suggests checking that the worker runs); the peer is not a
+    /// firmtime worker; the worker runs without a key while `key` is set.
+    pub fn connect(addr: SocketAddr, key: Option<Key>, timeout: Duration) -> Result<Self> {
+        let stream = TcpStream::connect_timeout(&addr, timeout).map_err(|e| {
+            Error::io(
+                &format!(
+                    "connecting to the worker's control port {addr} (is `firmtime net worker \
+                     --listen {addr}` running and the TCP port open?)"
+                ),
+                e,
+            )
+        })?;
+        let _ = stream.set_nodelay(true);
+        let mut conn = Self::wrap(stream, key, Role::Master, addr)?;
+        conn.set_timeout(Some(timeout))?;
+        conn.master_nonce = nonce()?;
+        let greet = format!("{GREETING} {PROTOCOL} {}\n", hex(&conn.master_nonce));
+        conn.write_raw(greet.as_bytes())?;
+        let line = conn.read_line()?;
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let nonce = match words.as_slice() {
+            [g, v, n, k] if *g == GREETING && *v == PROTOCOL.to_string() => {
+                conn.peer_has_key = *k == "key";
+                unhex(n).filter(|n| n.len() == 32)
+            }
+            _ => None,
+        };
+        let Some(nonce) = nonce else {
+            return Err(protocol_error(addr, "bad greeting"));
+        };
+        conn.worker_nonce.copy_from_slice(&nonce);
+        if conn.key.is_some() && !conn.peer_has_key {
+            return Err(Error::new(
+                ErrorKind::PermissionDenied,
+                format!(
+                    "the worker at {addr} runs without a key but this master has one: start the \
+                     worker with --key FILE (the same key) or drop the key here"
+                ),
+            ));
+        }
+        Ok(conn)
+    }
+
+    /// Accepts a master's connection (worker side) and exchanges greetings.
+    ///
+    /// # Errors
+    /// The peer sent no valid greeting within `timeout`, or the socket failed.
+    pub fn accept(stream: TcpStream, key: Option<Key>, timeout: Duration) -> Result<Self> {
+        let peer = stream
+            .peer_addr()
+            .map_err(|e| Error::io("reading the master's address", e))?;
+        let _ = stream.set_nodelay(true);
+        let mut conn = Self::wrap(stream, key, Role::Worker, peer)?;
+        conn.set_timeout(Some(timeout))?;
+        let line = conn.read_line()?;
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let nonce = match words.as_slice() {
+            [g, v, n] if *g == GREETING && *v == PROTOCOL.to_string() => {
+                unhex(n).filter(|n| n.len() == 32)
+            }
+            _ => None,
+        };
+        let Some(nonce) = nonce else {
+            return Err(protocol_error(peer, "bad greeting"));
+        };
+        conn.master_nonce.copy_from_slice(&nonce);
+        conn.worker_nonce = nonce_or_zero();
+        let greet = format!(
+            "{GREETING} {PROTOCOL} {} {}\n",
+            hex(&conn.worker_nonce),
+            if conn.key.is_some() { "key" } else { "nokey" }
+        );
+        conn.write_raw(greet.as_bytes())?;
+        Ok(conn)
+    }
+
+    fn wrap(stream: TcpStream, key: Option<Key>, role: Role, peer: SocketAddr) -> Result<Self> {
+        let writer = stream
+            .try_clone()
+            .map_err(|e| Error::io("duplicating the control socket", e))?;
+        Ok(Self {
+            reader: BufReader::new(stream),
+            writer,
+            key,
+            role,
+            worker_nonce: [0; 32],
+            master_nonce: [0; 32],
+            sent: 0,
+            received: 0,
+            peer,
+            peer_has_key: false,
+        })
+    }
+
+    /// The peer's address.
+    pub fn peer(&self) -> SocketAddr {
+        self.peer
+    }
+
+    /// Whether messages are authenticated (a key is set on this side).
+    pub fn authenticated(&self) -> bool {
+        self.key.is_some()
+    }
+
+    /// Sets the read timeout (`None` = wait forever).
+    ///
+    /// # Errors
+    /// The OS refused the socket option.
+    pub fn set_timeout(&mut self, t: Option<Duration>) -> Result<()> {
+        self.writer
+            .set_read_timeout(t)
+            .and_then(|_| self.writer.set_write_timeout(t))
+            .map_err(|e| Error::io("setting the control socket's timeout", e))
+    }
+
+    fn mac_input(&self, from: Role, n: u64, json: &[u8]) -> Vec<u8> {
+        let mut d = Vec::with_capacity(18 + 1 + 64 + 8 + json.len());
+        d.extend_from_slice(b"firmtime-net-ctl/1");
+        d.push(from.byte());
+        d.extend_from_slice(&self.worker_nonce);
+        d.extend_from_slice(&self.master_nonce);
+        d.extend_from_slice(&n.to_le_bytes());
+        d.extend_from_slice(json);
+        d
+    }
+
+    fn write_raw(&mut self, bytes: &[u8]) -> Result<()> {
+        self.writer.write_all(bytes).map_err(|e| {
+            Error::io(
+                &format!("writing to the control connection {}", self.peer),
+                e,
+            )
+        })
+    }
+
+    fn read_line(&mut self) -> Result<String> {
+        let mut line = String::new();
+        let n = Read::by_ref(&mut self.reader)
+            .take(MAX_LINE as u64)
+            .read_line(&mut line)
+            .map_err(|e| {
+                Error::io(
+                    &format!("reading from the control connection {}", self.peer),
+                    e,
+                )
+            })?;
+        if n == 0 {
+            return Err(Error::new(
+                ErrorKind::Io,
+                format!("{} closed the control connection", self.peer),
+            ));
+        }
+        if !line.ends_with('\n') {
+            return Err(protocol_error(self.peer, "line too long or cut"));
+        }
+        line.pop();
+        Ok(line)
+    }
+
+    /// Sends a message, with a MAC if a key is set.
+    ///
+    /// # Errors
+    /// The connection failed.
+    pub fn send<T: Serialize>(&mut self, msg: &T) -> Result<()> {
+        let json = serde_json::to_vec(msg).map_err(|e| Error::invalid(format!("encoding: {e}")))?;
+        self.send_json(&json, true)
+    }
+
+    /// Sends a message without a MAC (a worker's refusal of a master whose key failed).
+    ///
+    /// # Errors
+    /// The connection failed.
+    pub fn send_unauthenticated<T: Serialize>(&mut self, msg: &T) -> Result<()> {
+        let json = serde_json::to_vec(msg).map_err(|e| Error::invalid(format!("encoding: {e}")))?;
+        self.send_json(&json, false)
+    }
+
+    fn send_json(&mut self, json: &[u8], mac: bool) -> Result<()> {
+        let tag = match (&self.key, mac) {
+            (Some(k), true) => hex(&k.tag(&self.mac_input(self.role, self.sent, json))),
+            _ => "-".to_string(),
+        };
+        self.sent += 1;
+        let mut line = Vec::with_capacity(tag.len() + json.len() + 2);
+        line.extend_from_slice(tag.as_bytes());
+        line.push(b' ');
+        line.extend_from_slice(json);
+        line.push(b'\n');
+        self.write_raw(&line)
+    }
+
+    /// Receives a message and checks its MAC.
+    ///
+    /// # Errors
+    /// The connection failed or timed out; the message is not valid JSON of
+    /// `T`; its MAC is missing or wrong ([`ErrorKind::PermissionDenied`],
+    /// saying the keys differ). A worker's unauthenticated
+    /// [`Reply::Error`] is returned as `Ok` so that the master can report it.
+    pub fn recv<T: for<'de> Deserialize<'de>>(&mut self) -> Result<T> {
+        let line = self.read_line()?;
+        let Some((tag, json)) = line.split_once(' ') else {
+            return Err(protocol_error(self.peer, "a line without a MAC field"));
+        };
+        let from = match self.role {
+            Role::Master => Role::Worker,
+            Role::Worker => Role::Master,
+        };
+        let n = self.received;
+        self.received += 1;
+        let ok = match &self.key {
+            None => true,
+            Some(k) => unhex(tag).is_some_and(|t| {
+                t.len() == MAC_LEN && k.verify(&self.mac_input(from, n, json.as_bytes()), &t)
+            }),
+        };
+        let msg: T = serde_json::from_str(json)
+            .map_err(|e| protocol_error(self.peer, &format!("undecodable message: {e}")))?;
+        if !ok {
+            // A refusal from the worker is shown whatever its MAC: it only ends the session.
+            if self.role == Role::Master && json.contains("\"type\":\"error\"") {
+                return Ok(msg);
+            }
+            if self.role == Role::Worker && tag == "-" {
+                return Err(Error::new(
+                    ErrorKind::PermissionDenied,
+                    format!(
+                        "this worker requires a key and the master at {} sent none: give the \
+                         master the worker's key (--key FILE)",
+                        self.peer
+                    ),
+                ));
+            }
+            return Err(auth_error(self.role, self.peer));
+        }
+        Ok(msg)
+    }
+}
+
+fn nonce_or_zero() -> [u8; 32] {
+    // A failing getrandom would be extraordinary; the time still makes the nonce fresh.
+    nonce().unwrap_or_else(|_| {
+        let mut n = [0u8; 32];
+        n[..8].copy_from_slice(&firmtime_rt::clock::monotonic_ns().to_le_bytes());
+        n[8..16].copy_from_slice(&firmtime_rt::clock::gettimeofday_ns().to_le_bytes());
+        n
+    })
+}
+
+/// The error for a message whose MAC failed.
+pub fn auth_error(role: Role, peer: SocketAddr) -> Error {
+    let msg = match role {
+        Role::Worker => format!(
+            "authentication failed: the master at {peer} sent a message without a valid MAC; \
+             its key differs from this worker's (give both the same --key FILE)"
+        ),
+        Role::Master => format!(
+            "authentication failed: the worker at {peer} answered without a valid MAC; its key \
+             differs from this master's (give both the same --key FILE)"
+        ),
+    };
+    Error::new(ErrorKind::PermissionDenied, msg)
+}
+
+/// Turns a worker's [`Reply::Error`] into an [`Error`] naming the worker.
+pub fn refused(peer: SocketAddr, message: &str) -> Error {
+    let kind = if message.starts_with("authentication failed") || message.contains("requires a key")
+    {
+        ErrorKind::PermissionDenied
+    } else {
+        ErrorKind::InvalidInput
+    };
+    Error::new(kind, format!("the worker at {peer} refused: {message}"))
+}
+
+/// Asks a worker for its counters (a connection of its own).
+///
+/// # Errors
+/// As [`Conn::connect`]; the worker refused.
+pub fn query_stats(addr: SocketAddr, key: Option<Key>, timeout: Duration) -> Result<WorkerReport> {
+    let mut c = Conn::connect(addr, key, timeout)?;
+    c.send(&Request::Stats)?;
+    match c.recv::<Reply>()? {
+        Reply::Stats(r) => {
+            let _ = c.send(&Request::Close);
+            Ok(r)
+        }
+        Reply::Error { message } => Err(refused(addr, &message)),
+        other => Err(protocol_error(addr, &format!("unexpected reply {other:?}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_round_trips_and_rejects_odd_text() {
+        let b = [0u8, 1, 0xab, 0xff];
+        assert_eq!(hex(&b), "0001abff");
+        assert_eq!(unhex("0001abff").unwrap(), b);
+        assert!(unhex("abc").is_none());
+        assert!(unhex("zz").is_none());
+    }
+
+    #[test]
+    fn requests_have_stable_json() {
+        let j = serde_json::to_string(&Request::Ping { n: 3 }).unwrap();
+        assert_eq!(j, r#"{"type":"ping","n":3}"#);
+        let j = serde_json::to_string(&Reply::Error {
+            message: "x".into(),
+        })
+        .unwrap();
+        assert_eq!(j, r#"{"type":"error","message":"x"}"#);
+        let back: Request = serde_json::from_str(r#"{"type":"stats"}"#).unwrap();
+        assert_eq!(back, Request::Stats);
+    }
+
+    #[test]
+    fn nonces_differ() {
+        assert_ne!(nonce().unwrap(), nonce().unwrap());
+    }
+}

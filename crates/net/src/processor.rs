@@ -1,0 +1,370 @@
+//! The built-in processing a `firmtime net worker` applies to a stream: a
+//! deterministic [`Transform`] of the blocks plus a [`Work`] hold, Lago's
+//! `waste_time` benchmark load.
+//!
+//! A master chooses both in session setup ([`crate::control::Setup`]); the
+//! work fraction can change during a session (`set_work`), which is how
+//! `firmtime net bench --ramp` raises the load. The same [`Processor`] runs
+//! locally in tests, so a remote result can be compared bit for bit.
+//!
+//! # RT contract
+//! [`Processor::new`] allocates. [`Processor::run`] is **RT-safe**: no
+//! allocation, no lock; in [`WorkMode::Sleep`] it sleeps in
+//! `clock_nanosleep` until the hold is over, in [`WorkMode::Spin`] it
+//! busy-waits on the vDSO clock.
+
+use crate::block::{BlockSet, Direction, Layout};
+use crate::error::{Error, Result};
+use crate::sample::{Sample, SampleType};
+use firmtime_rt::clock::monotonic_ns;
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// What the worker computes from the input blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Transform {
+    /// The k-th output-only block gets the k-th input-only block of the same
+    /// type and length (zeros if there is none); `Both` blocks come back unchanged.
+    #[default]
+    Copy,
+    /// As [`Transform::Copy`], negated: `-x` for floats, two's-complement
+    /// wrapping negation for integers (`u8` too). `Both` blocks are negated in place.
+    Negate,
+}
+
+/// How the worker holds a block (Lago's `waste_time`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WorkMode {
+    /// No hold: answer as soon as the transform is done.
+    #[default]
+    None,
+    /// Busy-wait: uses the CPU, as Lago's `waste_time` plugin did.
+    Spin,
+    /// Sleep: holds the block without CPU, which emulates workers on separate
+    /// machines when several share one machine's cores.
+    Sleep,
+}
+
+impl std::str::FromStr for WorkMode {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "none" => Ok(WorkMode::None),
+            "spin" => Ok(WorkMode::Spin),
+            "sleep" => Ok(WorkMode::Sleep),
+            _ => Err(Error::invalid(format!(
+                "work mode '{s}' is unknown: use spin, sleep or none"
+            ))),
+        }
+    }
+}
+
+/// The hold per block: `fraction` of the stream's period, by `mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct Work {
+    /// Fraction of the period to hold each block, 0 to 4 (above 1 the worker cannot keep up).
+    pub fraction: f64,
+    /// Spin, sleep or none.
+    pub mode: WorkMode,
+}
+
+impl Work {
+    /// Checks the fraction.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput) if the
+    /// fraction is not a number in 0..=4.
+    pub fn validate(&self) -> Result<()> {
+        if !(0.0..=4.0).contains(&self.fraction) {
+            return Err(Error::invalid(format!(
+                "work fraction {} is out of range: give 0 to 4 (1 = the whole period)",
+                self.fraction
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// A worker's processing of one stream: transform, then hold. The work can
+/// be changed from another thread through [`WorkHandle`].
+#[derive(Debug)]
+pub struct Processor {
+    transform: Transform,
+    period_ns: u64,
+    work: Arc<AtomicWork>,
+    pairs: Vec<(usize, Option<usize>)>,
+    both: Vec<usize>,
+}
+
+/// The work setting shared between a [`Processor`] and its [`WorkHandle`].
+#[derive(Debug, Default)]
+struct AtomicWork {
+    fraction_bits: AtomicU64,
+    mode: AtomicU64,
+}
+
+impl AtomicWork {
+    fn store(&self, w: Work) {
+        self.fraction_bits
+            .store(w.fraction.to_bits(), Ordering::Relaxed);
+        self.mode.store(w.mode as u64, Ordering::Relaxed);
+    }
+    fn load(&self) -> Work {
+        Work {
+            fraction: f64::from_bits(self.fraction_bits.load(Ordering::Relaxed)),
+            mode: match self.mode.load(Ordering::Relaxed) {
+                1 => WorkMode::Spin,
+                2 => WorkMode::Sleep,
+                _ => WorkMode::None,
+            },
+        }
+    }
+}
+
+/// Changes a [`Processor`]'s work from another thread.
+#[derive(Debug, Clone)]
+pub struct WorkHandle(Arc<AtomicWork>);
+
+impl WorkHandle {
+    /// Sets the hold for the following blocks.
+    ///
+    /// # Errors
+    /// As [`Work::validate`].
+    pub fn set(&self, work: Work) -> Result<()> {
+        work.validate()?;
+        self.0.store(work);
+        Ok(())
+    }
+
+    /// The hold in force.
+    pub fn get(&self) -> Work {
+        self.0.load()
+    }
+}
+
+impl Processor {
+    /// A processor for `layout` with a period of `period_ns` (the unit of the work fraction).
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput) for an
+    /// invalid layout or work.
+    pub fn new(layout: &Layout, transform: Transform, work: Work, period_ns: u64) -> Result<Self> {
+        layout.validate()?;
+        work.validate()?;
+        let inputs: Vec<usize> = (0..layout.blocks.len())
+            .filter(|&i| layout.blocks[i].dir == Direction::ToWorker)
+            .collect();
+        let pairs = layout
+            .blocks
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| b.dir == Direction::FromWorker)
+            .enumerate()
+            .map(|(k, (dst, spec))| {
+                let src = inputs.get(k).copied().filter(|&s| {
+                    let i = &layout.blocks[s];
+                    i.ty == spec.ty && i.len == spec.len
+                });
+                (dst, src)
+            })
+            .collect();
+        let both = (0..layout.blocks.len())
+            .filter(|&i| layout.blocks[i].dir == Direction::Both)
+            .collect();
+        let shared = Arc::new(AtomicWork::default());
+        shared.store(work);
+        Ok(Self {
+            transform,
+            period_ns,
+            work: shared,
+            pairs,
+            both,
+        })
+    }
+
+    /// A handle that changes the work of this processor.
+    pub fn work_handle(&self) -> WorkHandle {
+        WorkHandle(self.work.clone())
+    }
+
+    /// Transforms the blocks, then holds for the work fraction of the period
+    /// (measured from the call). **RT-safe.**
+    pub fn run(&self, blocks: &mut BlockSet) {
+        let start = monotonic_ns();
+        self.transform(blocks);
+        let work = self.work.load();
+        let hold = (work.fraction * self.period_ns as f64) as u64;
+        let until = start.saturating_add(hold);
+        match work.mode {
+            WorkMode::None => {}
+            WorkMode::Spin => {
+                while monotonic_ns() < until {
+                    std::hint::spin_loop();
+                }
+            }
+            WorkMode::Sleep => sleep_until(until),
+        }
+    }
+
+    /// Only the transform, without the hold. **RT-safe.**
+    pub fn transform(&self, blocks: &mut BlockSet) {
+        let neg = self.transform == Transform::Negate;
+        for &(dst, src) in &self.pairs {
+            let ty = blocks.layout().blocks[dst].ty;
+            match ty {
+                SampleType::U8 => map_pair::<u8>(blocks, src, dst, neg),
+                SampleType::I16 => map_pair::<i16>(blocks, src, dst, neg),
+                SampleType::I32 => map_pair::<i32>(blocks, src, dst, neg),
+                SampleType::F32 => map_pair::<f32>(blocks, src, dst, neg),
+                SampleType::F64 => map_pair::<f64>(blocks, src, dst, neg),
+            }
+        }
+        if neg {
+            for &i in &self.both {
+                let ty = blocks.layout().blocks[i].ty;
+                match ty {
+                    SampleType::U8 => map_pair::<u8>(blocks, Some(i), i, true),
+                    SampleType::I16 => map_pair::<i16>(blocks, Some(i), i, true),
+                    SampleType::I32 => map_pair::<i32>(blocks, Some(i), i, true),
+                    SampleType::F32 => map_pair::<f32>(blocks, Some(i), i, true),
+                    SampleType::F64 => map_pair::<f64>(blocks, Some(i), i, true),
+                }
+            }
+        }
+    }
+}
+
+/// Negation for every sample type.
+trait Negate: Sample {
+    fn negate(self) -> Self;
+}
+impl Negate for u8 {
+    fn negate(self) -> Self {
+        self.wrapping_neg()
+    }
+}
+impl Negate for i16 {
+    fn negate(self) -> Self {
+        self.wrapping_neg()
+    }
+}
+impl Negate for i32 {
+    fn negate(self) -> Self {
+        self.wrapping_neg()
+    }
+}
+impl Negate for f32 {
+    fn negate(self) -> Self {
+        -self
+    }
+}
+impl Negate for f64 {
+    fn negate(self) -> Self {
+        -self
+    }
+}
+
+/// `dst[i] = f(src[i])` element by element (no scratch buffer: indices only).
+fn map_pair<T: Negate + Copy + Default>(
+    blocks: &mut BlockSet,
+    src: Option<usize>,
+    dst: usize,
+    neg: bool,
+) {
+    let Ok(d) = blocks.id::<T>(dst) else { return };
+    let Some(s) = src.and_then(|s| blocks.id::<T>(s).ok()) else {
+        blocks.get_mut(d).fill(T::default());
+        return;
+    };
+    let n = blocks.get(d).len();
+    for i in 0..n {
+        let x = blocks.get(s)[i];
+        blocks.get_mut(d)[i] = if neg { x.negate() } else { x };
+    }
+}
+
+fn sleep_until(t: u64) {
+    let ts = libc::timespec {
+        tv_sec: (t / 1_000_000_000) as libc::time_t,
+        tv_nsec: (t % 1_000_000_000) as libc::c_long,
+    };
+    loop {
+        // SAFETY: `ts` is a valid timespec; a null remainder is allowed with TIMER_ABSTIME.
+        let r = unsafe {
+            libc::clock_nanosleep(
+                libc::CLOCK_MONOTONIC,
+                libc::TIMER_ABSTIME,
+                &ts,
+                std::ptr::null_mut(),
+            )
+        };
+        if r != libc::EINTR {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn negate_pairs_outputs_with_inputs_and_negates_both_blocks() {
+        let mut b = BlockSet::new();
+        let i = b.add::<i16>(Direction::ToWorker, 3).unwrap();
+        let f = b.add::<f32>(Direction::ToWorker, 2).unwrap();
+        let o = b.add::<i16>(Direction::FromWorker, 3).unwrap();
+        let g = b.add::<f64>(Direction::FromWorker, 2).unwrap();
+        let both = b.add::<u8>(Direction::Both, 2).unwrap();
+        let p = Processor::new(b.layout(), Transform::Negate, Work::default(), 1_000_000).unwrap();
+        b.get_mut(i).copy_from_slice(&[1, -2, i16::MIN]);
+        b.get_mut(f).copy_from_slice(&[1.5, -0.0]);
+        b.get_mut(g).copy_from_slice(&[9.0, 9.0]);
+        b.get_mut(both).copy_from_slice(&[1, 0]);
+        assert_no_alloc::assert_no_alloc(|| p.run(&mut b));
+        assert_eq!(b.get(o), &[-1, 2, i16::MIN]);
+        // The second output is f64, the second input f32: no pair, zeros.
+        assert_eq!(b.get(g), &[0.0, 0.0]);
+        assert_eq!(b.get(both), &[255, 0]);
+    }
+
+    #[test]
+    fn copy_keeps_both_blocks_and_copies_inputs() {
+        let mut b = BlockSet::new();
+        let i = b.add::<f32>(Direction::ToWorker, 2).unwrap();
+        let o = b.add::<f32>(Direction::FromWorker, 2).unwrap();
+        let both = b.add::<i32>(Direction::Both, 1).unwrap();
+        let p = Processor::new(b.layout(), Transform::Copy, Work::default(), 1_000_000).unwrap();
+        b.get_mut(i).copy_from_slice(&[0.25, 7.0]);
+        b.get_mut(both)[0] = -5;
+        p.run(&mut b);
+        assert_eq!(b.get(o), &[0.25, 7.0]);
+        assert_eq!(b.get(both), &[-5]);
+    }
+
+    #[test]
+    fn work_handle_changes_the_hold_and_rejects_bad_fractions() {
+        let b = BlockSet::new();
+        let p = Processor::new(b.layout(), Transform::Copy, Work::default(), 1_000).unwrap();
+        let h = p.work_handle();
+        let w = Work {
+            fraction: 0.5,
+            mode: WorkMode::Sleep,
+        };
+        h.set(w).unwrap();
+        assert_eq!(h.get(), w);
+        let e = h
+            .set(Work {
+                fraction: f64::NAN,
+                mode: WorkMode::Spin,
+            })
+            .unwrap_err();
+        assert!(e.message().contains("out of range"), "{e}");
+        assert_eq!(h.get(), w);
+        assert_eq!("spin".parse::<WorkMode>().unwrap(), WorkMode::Spin);
+        assert!("busy".parse::<WorkMode>().is_err());
+    }
+}

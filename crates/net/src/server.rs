@@ -1,0 +1,539 @@
+//! The worker daemon behind `firmtime net worker`: a TCP control port and a
+//! UDP data port on the same address and port, any number of sessions.
+//!
+//! [`WorkerServer::start`] binds both, then runs three kinds of threads:
+//! the data thread owns the [`Worker`] and serves every stream (it may run
+//! under SCHED_FIFO); the accept thread takes control connections; one
+//! thread per connection runs the [`control`](crate::control) protocol. A
+//! session's stream is added when its [`Setup`] is accepted and removed
+//! when its connection ends — closed, broken, or silent for longer than
+//! [`ServerConfig::heartbeat_timeout`]. What happens is reported as
+//! [`ServerEvent`]s on a channel; the server itself never prints.
+//!
+//! # RT contract
+//! Control threads allocate and block; only the data thread's loop is
+//! meant to be real-time (see [`Worker`]'s contract). Commands reach it
+//! through a channel it polls between datagrams.
+
+use crate::block::Layout;
+use crate::control::{Conn, Reply, Request, Setup, WorkerReport};
+use crate::discovery;
+use crate::error::{Error, ErrorKind, Result};
+use crate::processor::{Processor, WorkHandle};
+use crate::wire::{Key, DEFAULT_MTU};
+use crate::worker::{StreamSpec, Worker, WorkerConfig};
+use firmtime_rt::sched::Policy;
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Settings of a [`WorkerServer`].
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// TCP control and UDP data address; port 0 picks a free port for both.
+    pub listen: SocketAddr,
+    /// Pre-shared key for control messages and data packets; `None` = unauthenticated.
+    pub key: Option<Key>,
+    /// Path MTU for results.
+    pub mtu: usize,
+    /// A session silent for this long (no ping, no request) is ended.
+    pub heartbeat_timeout: Duration,
+    /// Scheduling policy of the data thread (`None` = leave as is).
+    pub data_policy: Option<Policy>,
+}
+
+impl ServerConfig {
+    /// Defaults: no key, MTU 1500, 3 s heartbeat timeout, data thread's policy unchanged.
+    pub fn new(listen: SocketAddr) -> Self {
+        Self {
+            listen,
+            key: None,
+            mtu: DEFAULT_MTU,
+            heartbeat_timeout: Duration::from_secs(3),
+            data_policy: None,
+        }
+    }
+}
+
+/// Something the server did, for the operator's log.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ServerEvent {
+    /// Both ports are bound.
+    Listening {
+        /// The address of both ports.
+        addr: SocketAddr,
+        /// Whether a key is in force (otherwise anyone on the network may set up sessions).
+        authenticated: bool,
+    },
+    /// A session's stream is being served.
+    SessionOpened {
+        /// The master's control address.
+        peer: SocketAddr,
+        /// The stream id.
+        stream_id: u32,
+        /// Its layout.
+        layout: Layout,
+    },
+    /// A session ended; its stream is no longer served.
+    SessionClosed {
+        /// The master's control address.
+        peer: SocketAddr,
+        /// The stream id.
+        stream_id: u32,
+        /// Why: "closed by the master", the I/O error, or the heartbeat timeout.
+        reason: String,
+    },
+    /// A connection was refused (bad key, bad request, not the protocol).
+    Refused {
+        /// The peer.
+        peer: SocketAddr,
+        /// Why.
+        message: String,
+    },
+    /// The data socket reported an error (the data thread goes on).
+    DataError {
+        /// The error.
+        message: String,
+    },
+}
+
+enum Command {
+    Add {
+        spec: StreamSpec,
+        processor: Processor,
+        reply: Sender<Result<()>>,
+    },
+    Remove {
+        stream_id: u32,
+        peer: SocketAddr,
+    },
+    Stats {
+        reply: Sender<WorkerReport>,
+    },
+}
+
+struct Shared {
+    stop: AtomicBool,
+    sessions: AtomicU64,
+    key: Option<Key>,
+    heartbeat_timeout: Duration,
+    events: Mutex<Sender<ServerEvent>>,
+    conns: Mutex<Vec<(u64, TcpStream)>>,
+}
+
+impl Shared {
+    fn emit(&self, e: ServerEvent) {
+        if let Ok(tx) = self.events.lock() {
+            let _ = tx.send(e);
+        }
+    }
+}
+
+/// A running worker daemon. Dropping it stops every thread and ends every session.
+pub struct WorkerServer {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    events: Receiver<ServerEvent>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for WorkerServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerServer")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+fn bind_pair(listen: SocketAddr) -> Result<(TcpListener, UdpSocket)> {
+    let mut last = None;
+    // With port 0 the TCP port is free but the same UDP port may not be: try again.
+    for _ in 0..if listen.port() == 0 { 20 } else { 1 } {
+        let tcp = TcpListener::bind(listen)
+            .map_err(|e| Error::io(&format!("binding the TCP control port {listen}"), e))?;
+        let addr = tcp
+            .local_addr()
+            .map_err(|e| Error::io("reading the control port's address", e))?;
+        match UdpSocket::bind(addr) {
+            Ok(udp) => return Ok((tcp, udp)),
+            Err(e) => last = Some(Error::io(&format!("binding the UDP data port {addr}"), e)),
+        }
+    }
+    Err(last.unwrap_or_else(|| Error::invalid("no port")))
+}
+
+impl WorkerServer {
+    /// Binds the ports and starts serving.
+    ///
+    /// # Errors
+    /// A port cannot be bound (in use, or below 1024 without
+    /// CAP_NET_BIND_SERVICE); the data thread's policy was refused (the
+    /// message says how to grant it); a thread cannot be spawned.
+    pub fn start(config: ServerConfig) -> Result<Self> {
+        let (tcp, udp) = bind_pair(config.listen)?;
+        let addr = tcp
+            .local_addr()
+            .map_err(|e| Error::io("reading the control port's address", e))?;
+        tcp.set_nonblocking(true)
+            .map_err(|e| Error::io("making the control port non-blocking", e))?;
+        let mut worker = Worker::from_socket(
+            udp,
+            WorkerConfig {
+                key: config.key.clone(),
+                mtu: config.mtu,
+            },
+        )?;
+        let (etx, erx) = channel();
+        let shared = Arc::new(Shared {
+            stop: AtomicBool::new(false),
+            sessions: AtomicU64::new(0),
+            key: config.key.clone(),
+            heartbeat_timeout: config.heartbeat_timeout,
+            events: Mutex::new(etx),
+            conns: Mutex::new(Vec::new()),
+        });
+        let sh = shared.clone();
+        worker.add_stream(
+            crate::worker::StreamSpec {
+                stream_id: discovery::DISCOVERY_STREAM,
+                layout: discovery::layout(),
+                peer: None,
+            },
+            move |b, _| discovery::answer(b, &sh.sessions),
+        )?;
+        let (ctx, crx) = channel::<Command>();
+        let (ready_tx, ready_rx) = channel::<Result<()>>();
+        let sh = shared.clone();
+        let policy = config.data_policy;
+        let data = std::thread::Builder::new()
+            .name("ft-net-data".into())
+            .spawn(move || {
+                if let Some(p) = policy {
+                    if let Err(e) = firmtime_rt::sched::set_current_thread(&p) {
+                        let _ = ready_tx.send(Err(Error::new(
+                            ErrorKind::PermissionDenied,
+                            format!("the worker's data thread cannot run as {p}: {e}"),
+                        )));
+                        return;
+                    }
+                }
+                let _ = ready_tx.send(Ok(()));
+                data_loop(&mut worker, &crx, &sh);
+            })
+            .map_err(|e| Error::io("spawning the data thread", e))?;
+        let ready = ready_rx
+            .recv()
+            .unwrap_or_else(|_| Err(Error::invalid("the data thread ended at once")));
+        if let Err(e) = ready {
+            let _ = data.join();
+            return Err(e);
+        }
+        let sh = shared.clone();
+        let accept = std::thread::Builder::new()
+            .name("ft-net-accept".into())
+            .spawn(move || accept_loop(&tcp, &ctx, &sh))
+            .map_err(|e| Error::io("spawning the accept thread", e))?;
+        shared.emit(ServerEvent::Listening {
+            addr,
+            authenticated: config.key.is_some(),
+        });
+        Ok(Self {
+            addr,
+            shared,
+            events: erx,
+            threads: vec![data, accept],
+        })
+    }
+
+    /// The address of both ports.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// What happened, in order.
+    pub fn events(&self) -> &Receiver<ServerEvent> {
+        &self.events
+    }
+
+    /// Sessions being served.
+    pub fn sessions(&self) -> u64 {
+        self.shared.sessions.load(Ordering::Relaxed)
+    }
+
+    /// Stops every thread and ends every session.
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        if let Ok(conns) = self.shared.conns.lock() {
+            for (_, c) in conns.iter() {
+                let _ = c.shutdown(std::net::Shutdown::Both);
+            }
+        }
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for WorkerServer {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn data_loop(worker: &mut Worker, commands: &Receiver<Command>, sh: &Shared) {
+    let mut active: Vec<(u32, SocketAddr)> = Vec::new();
+    while !sh.stop.load(Ordering::Relaxed) {
+        if let Err(e) = worker.poll_once(Some(Duration::from_millis(20))) {
+            sh.emit(ServerEvent::DataError {
+                message: e.to_string(),
+            });
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        while let Ok(cmd) = commands.try_recv() {
+            match cmd {
+                Command::Add {
+                    spec,
+                    processor,
+                    reply,
+                } => {
+                    let key = (
+                        spec.stream_id,
+                        spec.peer.unwrap_or(SocketAddr::from(([0; 4], 0))),
+                    );
+                    let r = worker.add_stream(spec, move |b, _| processor.run(b));
+                    if r.is_ok() && !active.contains(&key) {
+                        active.push(key);
+                    }
+                    let _ = reply.send(r);
+                }
+                Command::Remove { stream_id, peer } => {
+                    worker.remove_stream(stream_id, Some(peer));
+                    active.retain(|k| *k != (stream_id, peer));
+                }
+                Command::Stats { reply } => {
+                    let _ = reply.send(report(worker, &active));
+                }
+            }
+        }
+    }
+}
+
+fn report(worker: &Worker, active: &[(u32, SocketAddr)]) -> WorkerReport {
+    let mut r = WorkerReport {
+        datagrams: worker.stats().datagrams,
+        sessions: active.len() as u64,
+        kernel_rcvbuf_errors: kernel_rcvbuf_errors(),
+        ..WorkerReport::default()
+    };
+    r.set_drops(&worker.stats().drops);
+    for (id, _) in active {
+        if let Some(s) = worker.stream_stats(*id) {
+            r.periods += s.periods;
+            for (reason, n) in s.drops.iter().filter(|(_, n)| *n > 0) {
+                *r.drops.entry(reason.name().to_string()).or_default() += n;
+                r.dropped += n;
+            }
+        }
+    }
+    r
+}
+
+/// `RcvbufErrors` of the `Udp:` lines of /proc/net/snmp (this network namespace).
+pub fn kernel_rcvbuf_errors() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/net/snmp").ok()?;
+    let mut lines = text.lines().filter(|l| l.starts_with("Udp:"));
+    let names = lines.next()?;
+    let values = lines.next()?;
+    let i = names.split_whitespace().position(|w| w == "RcvbufErrors")?;
+    values.split_whitespace().nth(i)?.parse().ok()
+}
+
+fn accept_loop(tcp: &TcpListener, commands: &Sender<Command>, sh: &Arc<Shared>) {
+    let mut conns: Vec<JoinHandle<()>> = Vec::new();
+    let mut next_id = 0u64;
+    while !sh.stop.load(Ordering::Relaxed) {
+        match tcp.accept() {
+            Ok((stream, _)) => {
+                let _ = stream.set_nonblocking(false);
+                let id = next_id;
+                next_id += 1;
+                // Kept to shut the connection down on stop; removed when the session ends.
+                if let (Ok(c), Ok(mut list)) = (stream.try_clone(), sh.conns.lock()) {
+                    list.push((id, c));
+                }
+                let sh = sh.clone();
+                let tx = commands.clone();
+                if let Ok(h) = std::thread::Builder::new()
+                    .name("ft-net-session".into())
+                    .spawn(move || {
+                        session(stream, &tx, &sh);
+                        if let Ok(mut list) = sh.conns.lock() {
+                            list.retain(|(i, _)| *i != id);
+                        }
+                    })
+                {
+                    conns.push(h);
+                }
+                conns.retain(|h| !h.is_finished());
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(10)),
+        }
+    }
+    for h in conns {
+        let _ = h.join();
+    }
+}
+
+fn session(stream: TcpStream, commands: &Sender<Command>, sh: &Shared) {
+    let peer = stream.peer_addr().unwrap_or(SocketAddr::from(([0; 4], 0)));
+    let mut conn = match Conn::accept(stream, sh.key.clone(), Duration::from_secs(5)) {
+        Ok(c) => c,
+        Err(e) => {
+            return sh.emit(ServerEvent::Refused {
+                peer,
+                message: e.to_string(),
+            })
+        }
+    };
+    let _ = conn.set_timeout(Some(sh.heartbeat_timeout));
+    let mut stream: Option<(u32, SocketAddr, WorkHandle)> = None;
+    let reason = loop {
+        let req = match conn.recv::<Request>() {
+            Ok(r) => r,
+            Err(e) => {
+                if e.kind() == ErrorKind::PermissionDenied {
+                    let _ = conn.send_unauthenticated(&Reply::Error {
+                        message: e.message().to_string(),
+                    });
+                    sh.emit(ServerEvent::Refused {
+                        peer,
+                        message: e.to_string(),
+                    });
+                }
+                break if sh.stop.load(Ordering::Relaxed) {
+                    "the worker is stopping".to_string()
+                } else if matches!(e.errno(), Some(libc::EAGAIN)) {
+                    format!(
+                        "no heartbeat for {:?}: the master is gone",
+                        sh.heartbeat_timeout
+                    )
+                } else {
+                    e.to_string()
+                };
+            }
+        };
+        let reply = match req {
+            Request::Setup(s) if stream.is_none() => match setup(&s, peer, commands, sh) {
+                Ok((data_peer, handle)) => {
+                    stream = Some((s.stream_id, data_peer, handle));
+                    sh.sessions.fetch_add(1, Ordering::Relaxed);
+                    sh.emit(ServerEvent::SessionOpened {
+                        peer,
+                        stream_id: s.stream_id,
+                        layout: s.layout.clone(),
+                    });
+                    Reply::Ready {
+                        stream_id: s.stream_id,
+                    }
+                }
+                Err(e) => Reply::Error {
+                    message: e.message().to_string(),
+                },
+            },
+            Request::Setup(_) => Reply::Error {
+                message: "this connection already has a session: open another connection".into(),
+            },
+            Request::SetWork { work } => match &stream {
+                None => Reply::Error {
+                    message: "set_work before setup: send a setup first".into(),
+                },
+                Some((_, _, h)) => match h.set(work) {
+                    Ok(()) => Reply::Ok,
+                    Err(e) => Reply::Error {
+                        message: e.message().to_string(),
+                    },
+                },
+            },
+            Request::Ping { n } => Reply::Pong { n },
+            Request::Stats => {
+                let (tx, rx) = channel();
+                let _ = commands.send(Command::Stats { reply: tx });
+                match rx.recv_timeout(Duration::from_secs(2)) {
+                    Ok(r) => Reply::Stats(r),
+                    Err(_) => Reply::Error {
+                        message: "the data thread did not answer".into(),
+                    },
+                }
+            }
+            Request::Close => break "closed by the master".to_string(),
+        };
+        if let Err(e) = conn.send(&reply) {
+            break e.to_string();
+        }
+    };
+    if let Some((stream_id, data_peer, _)) = stream {
+        let _ = commands.send(Command::Remove {
+            stream_id,
+            peer: data_peer,
+        });
+        sh.sessions.fetch_sub(1, Ordering::Relaxed);
+        sh.emit(ServerEvent::SessionClosed {
+            peer,
+            stream_id,
+            reason,
+        });
+    }
+}
+
+fn setup(
+    s: &Setup,
+    peer: SocketAddr,
+    commands: &Sender<Command>,
+    _sh: &Shared,
+) -> Result<(SocketAddr, WorkHandle)> {
+    if s.stream_id == discovery::DISCOVERY_STREAM {
+        return Err(Error::invalid(
+            "stream id 0 is reserved for discovery: pick another",
+        ));
+    }
+    if s.window > 2 {
+        return Err(Error::invalid(format!(
+            "window {} is not supported: use 0, 1 or 2",
+            s.window
+        )));
+    }
+    if s.period_ns == 0 {
+        return Err(Error::invalid("the period must be greater than 0 ns"));
+    }
+    if s.data_port == 0 {
+        return Err(Error::invalid("data port 0: send the master's UDP port"));
+    }
+    let processor = Processor::new(&s.layout, s.transform, s.work, s.period_ns)?;
+    let handle = processor.work_handle();
+    let data_peer = SocketAddr::new(peer.ip(), s.data_port);
+    let (tx, rx) = channel();
+    commands
+        .send(Command::Add {
+            spec: StreamSpec {
+                stream_id: s.stream_id,
+                layout: s.layout.clone(),
+                peer: Some(data_peer),
+            },
+            processor,
+            reply: tx,
+        })
+        .map_err(|_| Error::invalid("the worker's data thread has stopped"))?;
+    rx.recv_timeout(Duration::from_secs(5))
+        .map_err(|_| Error::invalid("the worker's data thread did not answer within 5 s"))??;
+    Ok((data_peer, handle))
+}

@@ -1,0 +1,438 @@
+//! The master's side of the control plane: set up a stream on a remote
+//! worker, keep it alive by heartbeat, and set it up again when the worker
+//! comes back after going away.
+//!
+//! [`connect`] builds the [`Master`] (the RT handle) and a [`Link`] (the
+//! controller): the link's thread pings the worker every
+//! [`SessionConfig::heartbeat`]; a ping unanswered within
+//! [`SessionConfig::timeout`], or a broken connection, marks the worker
+//! lost. From then on [`Master::process`] keeps running on its late policy
+//! (it never waits past its deadline), while the link retries the
+//! connection every [`SessionConfig::retry`]; once the worker answers, it
+//! sets up the same stream again (same stream id, same master data port)
+//! and results flow again, without touching the [`Master`].
+//!
+//! # RT contract
+//! Only the [`Master`] belongs on the RT thread. The [`Link`] owns a
+//! thread that allocates and blocks on TCP; its methods are not RT-safe.
+
+use crate::block::BlockSet;
+use crate::control::{refused, Conn, Reply, Request, Setup, WorkerReport};
+use crate::error::{Error, Result};
+use crate::master::{LatePolicy, Master, MasterConfig, WaitMode};
+use crate::processor::{Transform, Work};
+use crate::wire::{Key, DEFAULT_MTU};
+use firmtime_rt::clock::{gettimeofday_ns, monotonic_ns};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Settings of a remote stream.
+#[derive(Debug, Clone)]
+pub struct SessionConfig {
+    /// The worker's address (TCP control and UDP data).
+    pub worker: SocketAddr,
+    /// Pre-shared key; `None` = unauthenticated.
+    pub key: Option<Key>,
+    /// 0, 1 or 2 periods.
+    pub window: u8,
+    /// The period in ns (the unit of the work fraction).
+    pub period_ns: u64,
+    /// What the worker computes.
+    pub transform: Transform,
+    /// How long it holds each block.
+    pub work: Work,
+    /// How the master waits for results.
+    pub wait: WaitMode,
+    /// Late policy (`None` = the layout's default).
+    pub late_policy: Option<LatePolicy>,
+    /// Path MTU.
+    pub mtu: usize,
+    /// Ping interval.
+    pub heartbeat: Duration,
+    /// Connect and answer timeout: a worker silent this long is lost.
+    pub timeout: Duration,
+    /// Interval between reconnection attempts.
+    pub retry: Duration,
+}
+
+impl SessionConfig {
+    /// Defaults: no key, window 1, copy without work, poll wait, default
+    /// late policy, MTU 1500, ping every 100 ms, 500 ms timeout, retry every 100 ms.
+    pub fn new(worker: SocketAddr, period_ns: u64) -> Self {
+        Self {
+            worker,
+            key: None,
+            window: 1,
+            period_ns,
+            transform: Transform::Copy,
+            work: Work::default(),
+            wait: WaitMode::Poll,
+            late_policy: None,
+            mtu: DEFAULT_MTU,
+            heartbeat: Duration::from_millis(100),
+            timeout: Duration::from_millis(500),
+            retry: Duration::from_millis(100),
+        }
+    }
+}
+
+/// A change of a link's state, with both clocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LinkEvent {
+    /// Lost or back.
+    pub kind: LinkEventKind,
+    /// CLOCK_MONOTONIC ns.
+    pub monotonic_ns: u64,
+    /// CLOCK_REALTIME ns (to compare with other processes' logs).
+    pub realtime_ns: u64,
+}
+
+/// What happened to a link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkEventKind {
+    /// The worker stopped answering or the connection broke.
+    Lost,
+    /// The stream is set up again.
+    Reconnected,
+}
+
+/// A snapshot of a link.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkStatus {
+    /// Whether the worker answers now.
+    pub connected: bool,
+    /// Times the worker was lost.
+    pub losses: u64,
+    /// Times the stream was set up again.
+    pub reconnects: u64,
+    /// The latest error, if any (why it was lost, why a retry failed).
+    pub last_error: Option<String>,
+}
+
+struct Shared {
+    stop: AtomicBool,
+    connected: AtomicBool,
+    losses: AtomicU64,
+    reconnects: AtomicU64,
+    work: Mutex<(u64, Work)>,
+    work_acked: AtomicU64,
+    last_error: Mutex<Option<String>>,
+    events: Mutex<Vec<LinkEvent>>,
+    stats_request: AtomicBool,
+    stats: Mutex<Option<WorkerReport>>,
+}
+
+/// The controller of a remote stream: heartbeat, reconnection, work changes.
+/// Dropping it closes the session (the worker stops serving the stream).
+pub struct Link {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+    worker: SocketAddr,
+    stream_id: u32,
+}
+
+impl std::fmt::Debug for Link {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Link")
+            .field("worker", &self.worker)
+            .field("stream_id", &self.stream_id)
+            .field("status", &self.status())
+            .finish()
+    }
+}
+
+fn random_stream_id() -> Result<u32> {
+    let n = crate::control::nonce()?;
+    let id = u32::from_le_bytes([n[0], n[1], n[2], n[3]]);
+    Ok(if id == crate::discovery::DISCOVERY_STREAM {
+        1
+    } else {
+        id
+    })
+}
+
+/// Runs setup on a fresh connection.
+fn open(cfg: &SessionConfig, setup: &Setup) -> Result<Conn> {
+    let mut c = Conn::connect(cfg.worker, cfg.key.clone(), cfg.timeout)?;
+    c.send(&Request::Setup(setup.clone()))?;
+    match c.recv::<Reply>()? {
+        Reply::Ready { stream_id } if stream_id == setup.stream_id => Ok(c),
+        Reply::Error { message } => Err(refused(cfg.worker, &message)),
+        other => Err(Error::invalid(format!(
+            "the worker at {} answered setup with {other:?}",
+            cfg.worker
+        ))),
+    }
+}
+
+/// Sets up a stream of `blocks` on the worker and returns its RT handle and
+/// its controller. The stream id is random; the worker accepts the stream
+/// only from this master's data socket.
+///
+/// # Errors
+/// The worker cannot be reached (the message names it), refuses the key
+/// ([`ErrorKind::PermissionDenied`](crate::ErrorKind::PermissionDenied)) or
+/// the setup (window, layout), or [`Master::new`] fails.
+pub fn connect(cfg: SessionConfig, blocks: BlockSet) -> Result<(Master, Link)> {
+    let stream_id = random_stream_id()?;
+    let mut mc = MasterConfig::new(cfg.worker, stream_id);
+    mc.window = cfg.window;
+    mc.key = cfg.key.clone();
+    mc.wait = cfg.wait;
+    mc.late_policy = cfg.late_policy;
+    mc.mtu = cfg.mtu;
+    let layout = blocks.layout().clone();
+    let master = Master::new(mc, blocks)?;
+    let setup = Setup {
+        stream_id,
+        data_port: master.local_addr()?.port(),
+        layout,
+        window: cfg.window,
+        period_ns: cfg.period_ns,
+        transform: cfg.transform,
+        work: cfg.work,
+    };
+    cfg.work.validate()?;
+    let conn = open(&cfg, &setup)?;
+    let shared = Arc::new(Shared {
+        stop: AtomicBool::new(false),
+        connected: AtomicBool::new(true),
+        losses: AtomicU64::new(0),
+        reconnects: AtomicU64::new(0),
+        work: Mutex::new((0, cfg.work)),
+        work_acked: AtomicU64::new(0),
+        last_error: Mutex::new(None),
+        events: Mutex::new(Vec::new()),
+        stats_request: AtomicBool::new(false),
+        stats: Mutex::new(None),
+    });
+    let sh = shared.clone();
+    let worker = cfg.worker;
+    let thread = std::thread::Builder::new()
+        .name("ft-net-link".into())
+        .spawn(move || link_loop(cfg, setup, conn, &sh))
+        .map_err(|e| Error::io("spawning the link thread", e))?;
+    Ok((
+        master,
+        Link {
+            shared,
+            thread: Some(thread),
+            worker,
+            stream_id,
+        },
+    ))
+}
+
+fn event(sh: &Shared, kind: LinkEventKind) {
+    if let Ok(mut ev) = sh.events.lock() {
+        ev.push(LinkEvent {
+            kind,
+            monotonic_ns: monotonic_ns(),
+            realtime_ns: gettimeofday_ns(),
+        });
+    }
+}
+
+fn set_error(sh: &Shared, e: &Error) {
+    if let Ok(mut l) = sh.last_error.lock() {
+        *l = Some(e.to_string());
+    }
+}
+
+/// One exchange on a live connection: the pending work change, a stats
+/// request, or a ping.
+fn exchange(c: &mut Conn, sh: &Shared, sent_gen: &mut u64, ping: &mut u64) -> Result<()> {
+    let (gen, work) = sh.work.lock().map(|g| *g).unwrap_or((0, Work::default()));
+    let peer = c.peer();
+    if gen != *sent_gen {
+        c.send(&Request::SetWork { work })?;
+        match c.recv::<Reply>()? {
+            Reply::Ok => {}
+            Reply::Error { message } => return Err(refused(peer, &message)),
+            other => return Err(Error::invalid(format!("unexpected reply {other:?}"))),
+        }
+        *sent_gen = gen;
+        sh.work_acked.store(gen, Ordering::Release);
+    }
+    if sh.stats_request.swap(false, Ordering::AcqRel) {
+        c.send(&Request::Stats)?;
+        if let Reply::Stats(r) = c.recv::<Reply>()? {
+            if let Ok(mut s) = sh.stats.lock() {
+                *s = Some(r);
+            }
+        }
+    }
+    *ping += 1;
+    c.send(&Request::Ping { n: *ping })?;
+    match c.recv::<Reply>()? {
+        Reply::Pong { n } if n == *ping => Ok(()),
+        other => Err(Error::invalid(format!(
+            "the worker at {peer} answered a ping with {other:?}"
+        ))),
+    }
+}
+
+fn link_loop(cfg: SessionConfig, mut setup: Setup, conn: Conn, sh: &Shared) {
+    let mut conn = Some(conn);
+    let mut sent_gen = 0u64;
+    let mut ping = 0u64;
+    while !sh.stop.load(Ordering::Acquire) {
+        match conn.as_mut() {
+            Some(c) => {
+                if let Err(e) = exchange(c, sh, &mut sent_gen, &mut ping) {
+                    conn = None;
+                    sh.connected.store(false, Ordering::Release);
+                    sh.losses.fetch_add(1, Ordering::Relaxed);
+                    set_error(sh, &e);
+                    event(sh, LinkEventKind::Lost);
+                    continue;
+                }
+                std::thread::park_timeout(cfg.heartbeat);
+            }
+            None => {
+                let (gen, work) = sh.work.lock().map(|g| *g).unwrap_or((0, setup.work));
+                setup.work = work;
+                match open(&cfg, &setup) {
+                    Ok(c) => {
+                        conn = Some(c);
+                        sent_gen = gen;
+                        sh.work_acked.store(gen, Ordering::Release);
+                        sh.connected.store(true, Ordering::Release);
+                        sh.reconnects.fetch_add(1, Ordering::Relaxed);
+                        event(sh, LinkEventKind::Reconnected);
+                    }
+                    Err(e) => {
+                        set_error(sh, &e);
+                        std::thread::park_timeout(cfg.retry);
+                    }
+                }
+            }
+        }
+    }
+    if let Some(mut c) = conn {
+        let _ = c.send(&Request::Close);
+    }
+}
+
+impl Link {
+    /// The worker's address.
+    pub fn worker(&self) -> SocketAddr {
+        self.worker
+    }
+
+    /// The stream id.
+    pub fn stream_id(&self) -> u32 {
+        self.stream_id
+    }
+
+    /// Whether the worker answers, and how often it was lost and regained.
+    pub fn status(&self) -> LinkStatus {
+        LinkStatus {
+            connected: self.shared.connected.load(Ordering::Acquire),
+            losses: self.shared.losses.load(Ordering::Relaxed),
+            reconnects: self.shared.reconnects.load(Ordering::Relaxed),
+            last_error: self.shared.last_error.lock().ok().and_then(|l| l.clone()),
+        }
+    }
+
+    /// Every loss and reconnection so far, in order.
+    pub fn events(&self) -> Vec<LinkEvent> {
+        self.shared
+            .events
+            .lock()
+            .map(|e| e.clone())
+            .unwrap_or_default()
+    }
+
+    /// Changes the worker's hold and waits until the worker confirms it
+    /// (or, if the worker is away, until `timeout`; it then takes the new
+    /// work when it comes back).
+    ///
+    /// # Errors
+    /// An invalid work; no confirmation within `timeout`.
+    pub fn set_work(&self, work: Work, timeout: Duration) -> Result<()> {
+        work.validate()?;
+        let gen = {
+            let mut g = self
+                .shared
+                .work
+                .lock()
+                .map_err(|_| Error::invalid("the link thread panicked"))?;
+            g.0 += 1;
+            g.1 = work;
+            g.0
+        };
+        if let Some(t) = &self.thread {
+            t.thread().unpark();
+        }
+        let end = monotonic_ns() + timeout.as_nanos() as u64;
+        while self.shared.work_acked.load(Ordering::Acquire) < gen {
+            if monotonic_ns() >= end {
+                return Err(Error::new(
+                    crate::ErrorKind::Io,
+                    format!(
+                        "the worker at {} did not confirm the new work within {timeout:?}: {}",
+                        self.worker,
+                        self.status()
+                            .last_error
+                            .unwrap_or_else(|| "no answer".into())
+                    ),
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        Ok(())
+    }
+
+    /// Asks the worker for its counters over this session's connection.
+    ///
+    /// # Errors
+    /// No answer within `timeout` (the worker is away or silent).
+    pub fn worker_stats(&self, timeout: Duration) -> Result<WorkerReport> {
+        if let Ok(mut s) = self.shared.stats.lock() {
+            *s = None;
+        }
+        self.shared.stats_request.store(true, Ordering::Release);
+        if let Some(t) = &self.thread {
+            t.thread().unpark();
+        }
+        let end = monotonic_ns() + timeout.as_nanos() as u64;
+        loop {
+            if let Some(r) = self.shared.stats.lock().ok().and_then(|mut s| s.take()) {
+                return Ok(r);
+            }
+            if monotonic_ns() >= end {
+                return Err(Error::new(
+                    crate::ErrorKind::Io,
+                    format!(
+                        "the worker at {} sent no counters within {timeout:?}",
+                        self.worker
+                    ),
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// Ends the session: the worker stops serving the stream.
+    pub fn close(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            t.thread().unpark();
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
