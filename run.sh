@@ -6,5 +6,5 @@ cd "$(dirname "$0")"
 scripts/setup.sh
 export PATH="$HOME/.cargo/bin:$PATH"
 cargo build --release --locked -p firmtime >&2
-if [ $# -eq 0 ]; then set -- doctor; fi
+if [ $# -eq 0 ]; then set -- lab all --quick --out firmtime-report; fi
 exec target/release/firmtime "$@"

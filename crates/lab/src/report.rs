@@ -207,8 +207,9 @@ pub fn tails_section(r: &TailsResult) -> String {
          SCHED_RR processes setting alarms (BLK: no compute, N%: compute N % of \
          the time till the next alarm, CONT: compute continuously), all pinned to \
          CPU {}. This kernel: CONFIG_HZ {}, high-resolution timers {}, RR timeslice \
-         {} ms. The paper's kernels had no high-resolution timers: alarms expired \
-         on ticks, so its 100 Hz column is bounded below by 10 ms steps.\n",
+         {} ms. The paper's Linux 2.4 had no high-resolution timers and a 60 ms \
+         quantum at 100 Hz (100 µs at 20,000 Hz): its CONT rows wait for whole \
+         quanta of the other processes, as CONT rows here wait for RR timeslices.\n",
         r.cpu,
         k.config_hz.map_or("unknown".into(), |h| h.to_string()),
         match k.high_res_timers {
@@ -293,6 +294,85 @@ mod tests {
         assert_eq!(us(None), "—");
     }
 
+    fn cyclic_with(p99_9_ns: i64, max_ns: i64, missed: u64) -> crate::cyclic::CyclicResult {
+        let mut samples: Vec<i64> = vec![10_000; 999];
+        samples.push(p99_9_ns);
+        let mut combined = crate::stats::summarize(&samples, missed);
+        combined.p99_9_ns = Some(p99_9_ns);
+        combined.max_ns = Some(max_ns);
+        crate::cyclic::CyclicResult {
+            config: crate::cyclic::Config::default(),
+            threads: Vec::new(),
+            combined,
+            combined_histogram_us: Vec::new(),
+            runaway: None,
+            demoted: false,
+            load: Vec::new(),
+            partial: false,
+        }
+    }
+
+    fn doctor() -> firmtime_rt::doctor::Report {
+        use firmtime_rt::doctor::{Check, Status};
+        let check = |id: &str, status: Status, fix: &str| Check {
+            id: id.into(),
+            title: id.into(),
+            status,
+            value: "v".into(),
+            fix: fix.into(),
+        };
+        firmtime_rt::doctor::Report {
+            checks: vec![
+                check("a", Status::Pass, ""),
+                check("b", Status::Warn, "do b"),
+                check("c", Status::Fail, "do c"),
+                check("d", Status::Unknown, ""),
+            ],
+            system: firmtime_rt::system::SystemInfo::collect(),
+        }
+    }
+
+    #[test]
+    fn verdict_says_yes_only_when_every_wakeup_was_within_a_millisecond() {
+        let clean = cyclic_with(400_000, 900_000, 0);
+        let row = CyclicRow {
+            label: "SCHED_FIFO".into(),
+            result: &clean,
+        };
+        let v = verdict(Some(&row), None, &doctor());
+        assert!(v.headline.starts_with("Yes: "), "{}", v.headline);
+        assert_eq!(v.findings.len(), 1);
+        assert_eq!(v.advice, ["b (v): do b", "c (v): do c"]);
+    }
+
+    #[test]
+    fn verdict_names_rare_exceptions_and_failures() {
+        let spiky = cyclic_with(400_000, 2_950_000, 3);
+        let row = CyclicRow {
+            label: "SCHED_FIFO".into(),
+            result: &spiky,
+        };
+        let v = verdict(Some(&row), None, &doctor());
+        assert!(
+            v.headline.starts_with("Yes, with rare exceptions"),
+            "{}",
+            v.headline
+        );
+        assert!(v.headline.contains("2.95 ms"), "{}", v.headline);
+
+        let late = cyclic_with(1_500_000, 3_000_000, 9);
+        let row = CyclicRow {
+            label: "SCHED_FIFO".into(),
+            result: &late,
+        };
+        assert!(verdict(Some(&row), None, &doctor())
+            .headline
+            .starts_with("Not reliably"));
+        assert!(verdict(None, None, &doctor())
+            .headline
+            .starts_with("Undetermined"));
+    }
+
     #[test]
     fn tables_have_a_separator_per_column() {
         let t = table(&["a", "b"], &[vec!["1".into(), "2".into()]]);
@@ -340,16 +420,25 @@ pub fn sleep_section(r: &crate::suspend::SleepResult) -> String {
                     firmtime_rt::units::format_ns(c.timer_slack_ns as f64)
                 );
                 let mut rows: Vec<Vec<String>> = Vec::new();
+                let mut last_skip: Option<&str> = None;
                 for cell in &c.cells {
                     let name = cell.mechanism.to_string();
                     if rows.last().map(|r| &r[0]) != Some(&name) {
                         rows.push(vec![name]);
+                        last_skip = None;
                     }
+                    // A mechanism skipped for one reason says it once, not per interval.
                     let v = match &cell.cell {
                         Cell::Measured(m) => {
                             format!("{} / {}", us(m.overshoot.p50_ns), us(m.overshoot.p99_ns))
                         }
-                        Cell::Skipped { reason } => skipped(reason),
+                        Cell::Skipped { reason } if last_skip == Some(reason.as_str()) => {
+                            "″".into()
+                        }
+                        Cell::Skipped { reason } => {
+                            last_skip = Some(reason.as_str());
+                            skipped(reason)
+                        }
                     };
                     if let Some(row) = rows.last_mut() {
                         row.push(v);
