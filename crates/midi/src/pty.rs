@@ -461,24 +461,6 @@ impl Tapper {
 }
 
 fn sleep_until(deadline_ns: u64) -> Result<()> {
-    let ts = libc::timespec {
-        tv_sec: (deadline_ns / 1_000_000_000) as libc::time_t,
-        tv_nsec: (deadline_ns % 1_000_000_000) as libc::c_long,
-    };
-    loop {
-        // SAFETY: `ts` is a valid timespec; a null remainder is allowed with TIMER_ABSTIME.
-        let rc = unsafe {
-            libc::clock_nanosleep(
-                libc::CLOCK_MONOTONIC,
-                libc::TIMER_ABSTIME,
-                &ts,
-                std::ptr::null_mut(),
-            )
-        };
-        match rc {
-            0 => return Ok(()),
-            libc::EINTR => {}
-            e => return Err(Error::from_errno(e, "clock_nanosleep", "")),
-        }
-    }
+    firmtime_rt::sleep::clock_nanosleep_abs(deadline_ns)
+        .map_err(|e| Error::from_errno(e.0, "clock_nanosleep", ""))
 }

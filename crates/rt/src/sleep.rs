@@ -285,9 +285,14 @@ fn gettid() -> libc::pid_t {
     unsafe { libc::gettid() }
 }
 
-/// `clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME)`, retrying EINTR.
+/// Sleeps until `deadline_ns` on CLOCK_MONOTONIC with
+/// `clock_nanosleep(TIMER_ABSTIME)`, retrying EINTR: the plain absolute
+/// sleep for code that needs no [`Sleeper`] object. **RT-safe.**
+///
+/// # Errors
+/// The `clock_nanosleep` error number (never EINTR).
 #[inline]
-fn clock_nanosleep_abs(deadline_ns: u64) -> Result<(), Errno> {
+pub fn clock_nanosleep_abs(deadline_ns: u64) -> Result<(), Errno> {
     let ts = timespec(deadline_ns);
     loop {
         // SAFETY: `ts` is a valid timespec; a null remainder is allowed with TIMER_ABSTIME.

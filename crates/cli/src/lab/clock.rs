@@ -5,7 +5,7 @@ use crate::args;
 use crate::progress::Bars;
 use crate::Outcome;
 use firmtime_lab::clockread::{self, ClockResult, Config, FINNEY_TABLE1};
-use firmtime_lab::measure::{self, Cell, Envelope};
+use firmtime_lab::measure::{self, Cell};
 use firmtime_rt::clock::ClockKind;
 use firmtime_rt::system::Provenance;
 
@@ -86,15 +86,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let result = clockread::run(&cfg, &mut Bars::new())?;
     let partial = result.partial || measure::stop_requested();
     print_table(&result);
-    if let Some(path) = &args.common.json {
-        let env = Envelope::new("lab-clock", provenance, partial, &result);
-        args::write_json(path, &env)?;
-    }
-    if partial {
-        eprintln!("firmtime: interrupted: the output holds what was measured so far (partial)");
-        return Ok(Outcome::Failed);
-    }
-    Ok(Outcome::Ok)
+    super::finish(&args.common, "lab-clock", provenance, partial, &result)
 }
 
 fn us(ns: Option<i64>, decimals: usize) -> String {

@@ -22,6 +22,26 @@ pub struct Common {
     pub quick: bool,
 }
 
+/// Writes the JSON envelope when `--json` was given and turns an interrupted
+/// run into [`Outcome::Failed`]: what every lab subcommand does last.
+pub fn finish<T: serde::Serialize>(
+    common: &Common,
+    kind: &str,
+    provenance: firmtime_rt::system::Provenance,
+    partial: bool,
+    result: &T,
+) -> anyhow::Result<Outcome> {
+    if let Some(path) = &common.json {
+        let env = firmtime_lab::measure::Envelope::new(kind, provenance, partial, result);
+        crate::args::write_json(path, &env)?;
+    }
+    if partial {
+        eprintln!("firmtime: interrupted: the output holds what was measured so far (partial)");
+        return Ok(Outcome::Failed);
+    }
+    Ok(Outcome::Ok)
+}
+
 /// The lab's subcommands.
 #[derive(Debug, Subcommand)]
 pub enum LabCommand {

@@ -4,7 +4,7 @@ use super::Common;
 use crate::args;
 use crate::progress::Bars;
 use crate::Outcome;
-use firmtime_lab::measure::{self, Cell, Envelope, Priority};
+use firmtime_lab::measure::{self, Cell, Priority};
 use firmtime_lab::overhead::{self, Config, Cost, OverheadResult, Spread, ETSION_TABLE2};
 use firmtime_rt::system::Provenance;
 
@@ -106,15 +106,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let result = overhead::run(&cfg, &mut Bars::new())?;
     let partial = result.partial || measure::stop_requested();
     print_table(&result);
-    if let Some(path) = &args.common.json {
-        let env = Envelope::new("lab-overhead", provenance, partial, &result);
-        args::write_json(path, &env)?;
-    }
-    if partial {
-        eprintln!("firmtime: interrupted: the output holds what was measured so far (partial)");
-        return Ok(Outcome::Failed);
-    }
-    Ok(Outcome::Ok)
+    super::finish(&args.common, "lab-overhead", provenance, partial, &result)
 }
 
 fn spread(s: &Spread, decimals: usize) -> String {
