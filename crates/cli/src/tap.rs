@@ -54,7 +54,7 @@ struct AnalyzeArgs {
     /// Trial CSV files written by `firmtime tap run`.
     #[arg(required = true, value_name = "TRIAL.csv")]
     trials: Vec<PathBuf>,
-    /// Write summary.csv and one <trial>-taps.csv per trial into DIR.
+    /// Write summary.csv and one TRIAL-taps.csv per trial into DIR.
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
     /// Taps closer than this to the previous one are double taps, ms.

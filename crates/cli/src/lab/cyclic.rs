@@ -35,7 +35,7 @@ pub struct Args {
     /// Length of the run, 10ms to 24h [default: 10s, 5s with --quick].
     #[arg(long, value_name = "D", value_parser = args::duration)]
     duration: Option<Duration>,
-    /// Scheduling policy: other[:nice], batch, idle, fifo:P, rr:P, deadline:R/D/P.
+    /// Scheduling policy: other, other:NICE, batch, idle, fifo:P, rr:P, deadline:R/D/P.
     #[arg(long, value_name = "POLICY", default_value = "fifo:80")]
     policy: Policy,
     /// Real-time priority 1-99 (overrides the priority of a fifo/rr --policy).

@@ -26,7 +26,7 @@ pub struct Args {
     #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = args::duration)]
     intervals: Vec<Duration>,
     /// Comma-separated mechanisms [default: all]: nanosleep, clock_nanosleep, timerfd,
-    /// setitimer, posix-timer, poll, epoll, select, spin, hybrid[:margin], rtc.
+    /// setitimer, posix-timer, poll, epoll, select, spin, hybrid, hybrid:MARGIN, rtc.
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     mechanisms: Vec<Mechanism>,
     /// Samples per mechanism × interval cell, 1 to 1000000 [default: 100; 30 with --quick].
