@@ -34,6 +34,7 @@
 
 pub mod analysis;
 pub mod data;
+pub mod engine;
 pub mod error;
 pub mod experiment;
 pub mod ftap;
