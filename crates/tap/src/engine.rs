@@ -984,4 +984,188 @@ mod tests {
         }
         assert_eq!(out.unreported, 0);
     }
+
+    fn on(ch: u8, note: u8) -> MidiMessage {
+        MidiMessage::NoteOn {
+            channel: ch,
+            note,
+            velocity: 90,
+        }
+    }
+
+    /// Queues taps on channel 16 into the loopback so they come back as
+    /// input at exactly `at`; returns their times.
+    fn queue_taps(lb: &mut Loopback, first_ns: u64, gap_ns: u64, notes: &[u8]) -> Vec<u64> {
+        let t0 = monotonic_ns() + first_ns;
+        notes
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| {
+                let at = t0 + i as u64 * gap_ns;
+                lb.send(OutputEvent {
+                    at_ns: Some(at),
+                    port: 0,
+                    msg: on(15, n),
+                    tag: 0x8000_0000 + i as u32,
+                })
+                .unwrap();
+                at
+            })
+            .collect()
+    }
+
+    #[test]
+    fn feedback_split_keyboard_and_keystroke_trigger() {
+        let e = exp(r#"
+[feedback]
+keys = [0, 71]
+pitch = { mode = "transpose", semitones = 12 }
+velocity = { mode = "fixed", velocity = 64 }
+duration = { mode = "fixed", ms = 30 }
+delay = { mode = "fixed", ms = 20 }
+[feedback2]
+channel = 3
+keys = [72, 127]
+[end]
+keystrokes = 5
+[[trigger]]
+keystroke = 3
+set.feedback.delay = { mode = "none" }
+"#);
+        let mut o = EngineOptions::for_experiment(&e, 1);
+        o.input_channels = 1 << 15;
+        let mut eng = Engine::new(&e, o).unwrap();
+        let mut lb = Loopback::new(LoopbackOptions::default());
+        let taps = queue_taps(&mut lb, 30_000_000, 40_000_000, &[60, 80, 60, 60, 60]);
+        let stop = AtomicBool::new(false);
+        let out = assert_no_alloc::assert_no_alloc(|| eng.run(&mut lb, &stop)).unwrap();
+        assert_eq!(out.reason, EndReason::Condition);
+        assert_eq!(out.keystrokes, 5);
+        let ev = eng.events();
+        let inputs: Vec<(u32, u64)> = ev
+            .iter()
+            .filter(|e| e.kind == EventKind::Input)
+            .map(|e| (e.index, e.actual_ns.unwrap()))
+            .collect();
+        let want: Vec<(u32, u64)> = taps.iter().enumerate().map(|(i, &t)| (i as u32 + 1, t)).collect();
+        assert_eq!(inputs, want, "input stamps are the taps' times");
+        // Feedback 1: keystrokes 1, 3 delayed 20 ms (trigger at 3 acts after it), 4, 5 at once.
+        let fb: Vec<(u32, u64, u8, u8, bool)> = ev
+            .iter()
+            .filter(|e| e.kind == EventKind::Feedback)
+            .map(|e| {
+                let n = e.note.unwrap();
+                (e.index, e.intended_ns.unwrap() - taps[e.index as usize - 1], n.note, n.velocity, n.on)
+            })
+            .collect();
+        assert_eq!(
+            fb,
+            [
+                (1, 20_000_000, 72, 64, true),
+                (1, 50_000_000, 72, 0, false),
+                (3, 20_000_000, 72, 64, true),
+                (3, 50_000_000, 72, 0, false),
+                (4, 0, 72, 64, true),
+                (4, 30_000_000, 72, 0, false),
+                (5, 0, 72, 64, true),
+                (5, 30_000_000, 72, 0, false),
+            ]
+        );
+        // Feedback 2 answers only the key in its range, on channel 3, as played.
+        let fb2: Vec<(u32, u8, u8, bool)> = ev
+            .iter()
+            .filter(|e| e.kind == EventKind::Feedback2)
+            .map(|e| {
+                let n = e.note.unwrap();
+                (e.index, n.channel, n.note, n.on)
+            })
+            .collect();
+        assert_eq!(fb2, [(2, 3, 80, true), (2, 3, 80, false)], "held note silenced at the end");
+        let trig: Vec<(u32, u64)> = ev
+            .iter()
+            .filter(|e| e.kind == EventKind::Trigger)
+            .map(|e| (e.index, e.intended_ns.unwrap()))
+            .collect();
+        assert_eq!(trig, [(1, taps[2])]);
+        assert_eq!(eng.params().feedback[0].delay, crate::params::Delay::None);
+        assert_eq!(out.unreported, 0);
+        assert_eq!(out.events_dropped, 0);
+        // CSV rows: every output reported, times relative to the start.
+        let rows = eng.data_events();
+        assert!(rows.iter().any(|r| r.kind == EventKind::End && r.index == 0));
+        let first = rows.iter().find(|r| r.kind == EventKind::Input).unwrap();
+        assert_eq!(first.actual_us, ((taps[0] - out.start_ns) / 1000) as i64);
+    }
+
+    #[test]
+    fn stop_flag_ends_trial_incomplete_and_storage_overflow_is_counted() {
+        let e = exp("[metronome]\nmspb = 10\n[end]\nduration_ms = 60000\n");
+        let mut o = EngineOptions::for_experiment(&e, 1);
+        o.event_capacity = 8;
+        o.first_beat_ns = 0;
+        o.input_channels = 0;
+        let mut eng = Engine::new(&e, o).unwrap();
+        let mut lb = Loopback::new(LoopbackOptions::default());
+        let stop = AtomicBool::new(false);
+        let out = std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(std::time::Duration::from_millis(200));
+                stop.store(true, Ordering::Relaxed);
+            });
+            assert_no_alloc::assert_no_alloc(|| eng.run(&mut lb, &stop)).unwrap()
+        });
+        assert_eq!(out.reason, EndReason::Interrupted);
+        assert!(out.incomplete());
+        assert_eq!(eng.events().len(), 8);
+        assert!(out.events_dropped > 0);
+        assert!(out.beats >= 10, "about 20 beats in 200 ms, got {}", out.beats);
+        assert_eq!(out.self_checks().events_dropped, out.events_dropped);
+    }
+
+    #[test]
+    fn beat_trigger_changes_tempo_and_stops_metronome_then_elapsed_trigger_ends() {
+        let e = exp(r#"
+[metronome]
+mspb = 20
+pattern = ["accent", "beat", "rest"]
+[end]
+duration_ms = 2000
+[[trigger]]
+beat = 3
+set.metronome.mspb = 10
+[[trigger]]
+beat = 6
+set.metronome.on = false
+[[trigger]]
+id = 9
+elapsed_ms = 300
+end = true
+"#);
+        let mut o = EngineOptions::for_experiment(&e, 1);
+        o.first_beat_ns = 20_000_000;
+        o.lookahead_ns = 5_000_000;
+        o.input_channels = 0;
+        let mut eng = Engine::new(&e, o).unwrap();
+        let mut lb = Loopback::new(LoopbackOptions::default());
+        let stop = AtomicBool::new(false);
+        let out = assert_no_alloc::assert_no_alloc(|| eng.run(&mut lb, &stop)).unwrap();
+        assert_eq!(out.reason, EndReason::Trigger(9));
+        assert_eq!(out.end_ns - out.start_ns, 300_000_000);
+        assert_eq!(out.beats, 6);
+        let beats: Vec<(u32, u64, u8)> = eng
+            .events()
+            .iter()
+            .filter(|e| e.kind == EventKind::Metronome && e.note.unwrap().on)
+            .map(|e| (e.index, (e.intended_ns.unwrap() - out.start_ns) / 1_000_000, e.note.unwrap().velocity))
+            .collect();
+        // Beats 1–3 every 20 ms, then every 10 ms; beats 3 and 6 are rests.
+        assert_eq!(beats, [(1, 20, 127), (2, 40, 100), (4, 70, 127), (5, 80, 100)]);
+        let trig: Vec<u32> = eng
+            .events()
+            .iter()
+            .filter(|e| e.kind == EventKind::Trigger)
+            .map(|e| e.index)
+            .collect();
+        assert_eq!(trig, [1, 2, 9]);
+    }
 }

@@ -39,7 +39,9 @@ pub mod error;
 pub mod experiment;
 pub mod ftap;
 pub mod params;
+pub mod replay;
 pub mod rng;
+pub mod session;
 
 pub use error::{Error, ErrorKind, Result};
 pub use experiment::{Experiment, TrialEnd, Trigger, TriggerAt};
