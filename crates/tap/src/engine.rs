@@ -275,6 +275,7 @@ pub struct Engine {
     beats: u32,
     next_beat_ns: u64,
     beats_done: bool,
+    dur_end_ns: Option<u64>,
     end_at: Option<(u64, EndReason)>,
     ended: Option<(u64, EndReason)>,
     outstanding: u64,
@@ -380,6 +381,7 @@ impl Engine {
             beats: 0,
             next_beat_ns: 0,
             beats_done: false,
+            dur_end_ns: None,
             end_at: None,
             ended: None,
             outstanding: 0,
@@ -456,6 +458,7 @@ impl Engine {
         self.beats = 0;
         self.next_beat_ns = now + self.opts.first_beat_ns;
         self.beats_done = false;
+        self.dur_end_ns = self.end.duration_ms.map(|d| now + d.us() * 1000);
         self.end_at = None;
         self.ended = None;
         self.outstanding = 0;
@@ -760,6 +763,11 @@ impl Engine {
         {
             let m = self.params.metronome;
             let at = self.next_beat_ns;
+            if self.dur_end_ns.is_some_and(|d| at >= d) {
+                // No beat at or after the trial's known end.
+                self.beats_done = true;
+                break;
+            }
             let beat = m.beat(u64::from(self.beats));
             self.beats += 1;
             let k = self.beats;
@@ -819,7 +827,7 @@ impl Engine {
         let t0 = monotonic_ns();
         self.reset(t0);
         self.update_masking(b, t0);
-        let dur_end = self.end.duration_ms.map(|d| t0 + d.us() * 1000);
+        let dur_end = self.dur_end_ns;
         loop {
             let now = monotonic_ns();
             self.diag.tick(now);
