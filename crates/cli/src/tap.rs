@@ -12,8 +12,8 @@ use firmtime_tap::{data, ftap, Experiment};
 mod run;
 
 use crate::args::UsageError;
-use run::{ReplayArgs, RunArgs};
 use crate::Outcome;
+use run::{ReplayArgs, RunArgs};
 
 /// Arguments of `firmtime tap`.
 #[derive(Debug, Args)]

@@ -123,8 +123,19 @@ const SHORT_TRIAL: &str = "name = \"short\"\n[metronome]\nmspb = 50\n[end]\ndura
 
 fn run_args<'a>(exp: &'a str, out: &'a str, session: &'a str, trials: &'a str) -> Vec<&'a str> {
     vec![
-        "tap", "run", exp, "--subject", "K9", "--session", session, "--trials", trials,
-        "--backend", "loopback", "--out", out,
+        "tap",
+        "run",
+        exp,
+        "--subject",
+        "K9",
+        "--session",
+        session,
+        "--trials",
+        trials,
+        "--backend",
+        "loopback",
+        "--out",
+        out,
     ]
 }
 
@@ -137,7 +148,11 @@ fn run_writes_each_trial_and_refuses_to_overwrite_a_session() {
     let mut a = run_args(e, o, "1", "1x3");
     a.extend(["--order", "random", "--seed", "7"]);
     let out = firmtime(&a);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     for t in 1..=3 {
         let stem = d.join(format!("K9-s01-t{t:03}"));
         let csv = std::fs::read_to_string(stem.with_extension("csv")).unwrap();
@@ -203,7 +218,11 @@ fn kill_9_mid_session_loses_only_the_running_trial() {
         if let Some(stem) = name.strip_suffix(".csv") {
             let rows = firmtime_tap::data::read_csv(&std::fs::read_to_string(&p).unwrap())
                 .unwrap_or_else(|e| panic!("{name}: {e}"));
-            assert!(rows.iter().any(|r| r.kind == firmtime_tap::data::EventKind::End), "{name} is whole");
+            assert!(
+                rows.iter()
+                    .any(|r| r.kind == firmtime_tap::data::EventKind::End),
+                "{name} is whole"
+            );
             csvs += 1;
             // A sidecar, if written, is whole and counts the rows.
             if let Ok(j) = std::fs::read_to_string(d.join(format!("{stem}.json"))) {
@@ -216,6 +235,9 @@ fn kill_9_mid_session_loses_only_the_running_trial() {
             panic!("unexpected file {name}");
         }
     }
-    assert!((3..20).contains(&csvs), "{csvs} trials finished before the kill");
+    assert!(
+        (3..20).contains(&csvs),
+        "{csvs} trials finished before the kill"
+    );
     std::fs::remove_dir_all(&d).unwrap();
 }

@@ -52,7 +52,9 @@ pub fn parse_trial_list(spec: &str, n_experiments: usize) -> Result<Vec<usize>> 
         if n == 0 || n > n_experiments {
             return Err(bad("no such experiment"));
         }
-        let r: usize = rep.parse().map_err(|_| bad("repeat count is not a number"))?;
+        let r: usize = rep
+            .parse()
+            .map_err(|_| bad("repeat count is not a number"))?;
         if r == 0 {
             return Err(bad("repeat count must be at least 1"));
         }

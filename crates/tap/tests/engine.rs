@@ -15,12 +15,14 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use firmtime_midi::jack::server::program_on_path;
-use firmtime_midi::jack::{DummyOptions, DummyServer, JackBackend, JackOptions, Tap, Tapper, TapperOptions};
+use firmtime_midi::jack::{
+    DummyOptions, DummyServer, JackBackend, JackOptions, Tap, Tapper, TapperOptions,
+};
 use firmtime_midi::MidiMessage;
 use firmtime_rt::sched::Policy;
 use firmtime_rt::setup::{self, RtRequest};
 use firmtime_tap::data::{self, EventKind};
-use firmtime_tap::engine::{Engine, EngineOptions, EndReason, TrialEvent, TrialOutcome};
+use firmtime_tap::engine::{EndReason, Engine, EngineOptions, TrialEvent, TrialOutcome};
 use firmtime_tap::session::{self, TrialMeta};
 use firmtime_tap::Experiment;
 
@@ -136,7 +138,11 @@ fn ns_per_frame() -> u64 {
 }
 
 fn figures(r: &Run, delay_frames: impl Fn(u32) -> u64) -> Figures {
-    let inputs: Vec<&TrialEvent> = r.events.iter().filter(|e| e.kind == EventKind::Input).collect();
+    let inputs: Vec<&TrialEvent> = r
+        .events
+        .iter()
+        .filter(|e| e.kind == EventKind::Input)
+        .collect();
     // The last release comes after the trial ended at the last keystroke.
     assert!(
         inputs.len() <= r.truth.len() && r.truth.len() - inputs.len() <= 1,
@@ -158,7 +164,11 @@ fn figures(r: &Run, delay_frames: impl Fn(u32) -> u64) -> Figures {
         .map(|e| e.frame.unwrap())
         .collect();
     let (mut fb, mut fb_err, mut fb_late) = (0, 0i64, 0);
-    for e in r.events.iter().filter(|e| e.kind == EventKind::Feedback && e.note.unwrap().on) {
+    for e in r
+        .events
+        .iter()
+        .filter(|e| e.kind == EventKind::Feedback && e.note.unwrap().on)
+    {
         let k = e.index as usize;
         let want = press[k - 1] + delay_frames(e.index);
         let got = e.frame.expect("feedback reported with its frame");
@@ -283,7 +293,11 @@ fn taps_logged_at_their_frames_feedback_and_metronome_at_intended_frames() {
     assert_eq!(f.feedback, 30);
     assert!(f.beats >= 5, "metronome ran: {} beats", f.beats);
     // The trigger fired at keystroke 10, stamped with that keystroke's time.
-    let trig: Vec<&TrialEvent> = r.events.iter().filter(|e| e.kind == EventKind::Trigger).collect();
+    let trig: Vec<&TrialEvent> = r
+        .events
+        .iter()
+        .filter(|e| e.kind == EventKind::Trigger)
+        .collect();
     assert_eq!(trig.len(), 1);
     let k10 = r
         .events
@@ -294,7 +308,11 @@ fn taps_logged_at_their_frames_feedback_and_metronome_at_intended_frames() {
     if r.outcome.backend.xruns == 0 && r.tapper_xruns == 0 {
         assert_eq!(f.input_err, 0, "input frames exact");
         assert_eq!(f.feedback_late + f.beat_late, 0, "no output late");
-        assert!(f.feedback_err.abs() <= 1, "feedback frame error {}", f.feedback_err);
+        assert!(
+            f.feedback_err.abs() <= 1,
+            "feedback frame error {}",
+            f.feedback_err
+        );
         assert_eq!(r.outcome.backend.late_outputs, 0);
     } else {
         println!("note: xruns during the run; exact-frame assertions skipped");
@@ -314,12 +332,14 @@ fn taps_logged_at_their_frames_feedback_and_metronome_at_intended_frames() {
     };
     let prov = firmtime_rt::system::Provenance::begin(vec!["test".into()]);
     let side = session::write_trial(&stem, &r.engine, &r.outcome, &meta, prov).unwrap();
-    let rows = data::read_csv(&std::fs::read_to_string(stem.with_extension("csv")).unwrap()).unwrap();
+    let rows =
+        data::read_csv(&std::fs::read_to_string(stem.with_extension("csv")).unwrap()).unwrap();
     assert_eq!(rows.len() as u64, side.events);
     let inputs = rows.iter().filter(|e| e.kind == EventKind::Input).count();
     assert_eq!(inputs, 59, "30 presses, 29 releases before the end");
     let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(stem.with_extension("json")).unwrap()).unwrap();
+        serde_json::from_str(&std::fs::read_to_string(stem.with_extension("json")).unwrap())
+            .unwrap();
     let sc = &json["self_checks"];
     assert!(sc["output_interval_mean_us"].as_f64().unwrap() > 0.0);
     assert_eq!(sc["xruns"].as_u64(), Some(r.outcome.backend.xruns));
@@ -328,7 +348,10 @@ fn taps_logged_at_their_frames_feedback_and_metronome_at_intended_frames() {
 }
 
 fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 /// Acceptance (a): a trial of FIRMTIME_TAP_SECS (60) seconds at 10 taps/s.
@@ -340,7 +363,11 @@ fn acceptance_delayed_feedback_through_jack() {
     let Some((r, f)) = delayed_feedback_trial(secs as usize * 10) else {
         return;
     };
-    print_figures(&format!("{secs}-s trial, 10 taps/s, delayed feedback"), &r, &f);
+    print_figures(
+        &format!("{secs}-s trial, 10 taps/s, delayed feedback"),
+        &r,
+        &f,
+    );
 }
 
 /// Acceptance (b): FIRMTIME_TAP_DIAG_TRIALS trials of FIRMTIME_TAP_DIAG_SECS
@@ -379,7 +406,8 @@ fn acceptance_scheduling_diagnostic() {
         all.extend_from_slice(&s);
     }
     all.sort_unstable();
-    let p = |q: f64| all[((all.len() as f64 * q).ceil() as usize).clamp(1, all.len()) - 1] as f64 / 1e6;
+    let p =
+        |q: f64| all[((all.len() as f64 * q).ceil() as usize).clamp(1, all.len()) - 1] as f64 / 1e6;
     println!(
         "DIAG all: {} intervals, p50 {:.3} ms p99 {:.3} ms p99.9 {:.3} ms max {:.3} ms; {at_1ms} of {trials} trials with max ≤ 1 ms",
         all.len(),

@@ -14,7 +14,7 @@ use firmtime_midi::MidiBackend;
 use firmtime_rt::sched::Policy;
 use firmtime_rt::setup::{self, RtConditions, RtRequest};
 use firmtime_rt::system::Provenance;
-use firmtime_tap::engine::{Engine, EngineOptions, EndReason};
+use firmtime_tap::engine::{EndReason, Engine, EngineOptions};
 use firmtime_tap::replay::{self, ReplaySource};
 use firmtime_tap::session::{self, TrialMeta};
 use firmtime_tap::{data, Experiment};
@@ -195,8 +195,7 @@ fn open(o: &BackendArgs, client: &str) -> anyhow::Result<Opened> {
         }
         TapBackend::Jack => {
             let named = o.jack_server.clone();
-            let (server_name, server) = if o.jack_dummy && !jack::server_running(named.as_deref())
-            {
+            let (server_name, server) = if o.jack_dummy && !jack::server_running(named.as_deref()) {
                 let mut opts = DummyOptions::new();
                 opts.realtime = !o.no_rt;
                 if let Some(n) = &named {
@@ -266,11 +265,14 @@ pub fn run(a: RunArgs) -> anyhow::Result<Outcome> {
     for p in &a.experiments {
         let text =
             std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?;
-        let e = Experiment::from_toml(&text).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+        let e =
+            Experiment::from_toml(&text).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
         exps.push((p.clone(), text, e));
     }
     let mut list = match &a.trials {
-        Some(s) => session::parse_trial_list(s, exps.len()).map_err(|e| UsageError(e.to_string()))?,
+        Some(s) => {
+            session::parse_trial_list(s, exps.len()).map_err(|e| UsageError(e.to_string()))?
+        }
         None => (0..exps.len()).collect(),
     };
     let seed = a.seed.unwrap_or_else(|| {
@@ -331,14 +333,19 @@ pub fn run(a: RunArgs) -> anyhow::Result<Outcome> {
         if interactive
             && !prompt(&format!(
                 "trial {trial}/{n} ({}): press Enter to start, q to stop the session: ",
-                if e.name.is_empty() { "unnamed" } else { &e.name }
+                if e.name.is_empty() {
+                    "unnamed"
+                } else {
+                    &e.name
+                }
             ))
         {
             eprintln!("firmtime: session stopped before trial {trial}");
             break;
         }
         let mut provenance = Provenance::begin(std::env::args().collect());
-        provenance.rt = Some(serde_json::json!({"engine": rt_conditions, "backend": opened.detail}));
+        provenance.rt =
+            Some(serde_json::json!({"engine": rt_conditions, "backend": opened.detail}));
         let engine = &mut engines[x];
         engine.set_seed(session::trial_seed(seed, trial));
         let outcome = engine
@@ -389,7 +396,8 @@ pub fn run(a: RunArgs) -> anyhow::Result<Outcome> {
 pub fn replay(a: ReplayArgs) -> anyhow::Result<Outcome> {
     let text = std::fs::read_to_string(&a.trial)
         .with_context(|| format!("cannot read {}", a.trial.display()))?;
-    let events = data::read_csv(&text).map_err(|e| anyhow::anyhow!("{}: {e}", a.trial.display()))?;
+    let events =
+        data::read_csv(&text).map_err(|e| anyhow::anyhow!("{}: {e}", a.trial.display()))?;
     let source = if a.inputs {
         ReplaySource::Inputs
     } else {
@@ -400,7 +408,11 @@ pub fn replay(a: ReplayArgs) -> anyhow::Result<Outcome> {
         bail!(
             "{} has no {} to play",
             a.trial.display(),
-            if a.inputs { "keystrokes" } else { "output notes" }
+            if a.inputs {
+                "keystrokes"
+            } else {
+                "output notes"
+            }
         );
     }
     let mut opened = open(&a.open, "firmtime-replay")?;
