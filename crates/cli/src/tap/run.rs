@@ -267,6 +267,15 @@ pub fn run(a: RunArgs) -> anyhow::Result<Outcome> {
             std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?;
         let e =
             Experiment::from_toml(&text).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+        if e.output.device == firmtime_tap::experiment::Device::Audio
+            || (e.masking.on && e.masking.source == firmtime_tap::params::MaskSource::Audio)
+        {
+            bail!(
+                "{}: audio output (output.device = \"audio\" or masking source \"audio\") is not implemented yet; \
+                 use MIDI output to a tone generator (output.device = \"midi\")",
+                p.display()
+            );
+        }
         exps.push((p.clone(), text, e));
     }
     let mut list = match &a.trials {
