@@ -1,5 +1,6 @@
-//! `firmtime tap`: experiment files (check, import from FTAP) and analysis
-//! of recorded trials. Running trials needs the engine and lives elsewhere.
+//! `firmtime tap`: experiment files (check, import from FTAP), running
+//! sessions of trials through a MIDI backend (`run`), replaying a trial
+//! (`replay`) and analysis of recorded trials.
 
 use std::path::{Path, PathBuf};
 
@@ -8,8 +9,11 @@ use clap::{Args, Subcommand};
 use firmtime_tap::analysis::{self, AnalysisConfig};
 use firmtime_tap::{data, ftap, Experiment};
 
+mod run;
+
 use crate::args::UsageError;
 use crate::Outcome;
+use run::{ReplayArgs, RunArgs};
 
 /// Arguments of `firmtime tap`.
 #[derive(Debug, Args)]
@@ -29,6 +33,14 @@ enum TapCommand {
     ///
     /// Errors name the line and column. Exit status 1 if the file is invalid.
     Check(CheckArgs),
+    /// Run a session: trials of one or more experiment files for a subject.
+    ///
+    /// Each trial is written when it ends (CSV + JSON sidecar, atomically):
+    /// a crash or kill loses only the running trial; Ctrl-C ends the running
+    /// trial, keeps it flagged incomplete, and stops the session.
+    Run(RunArgs),
+    /// Play a recorded trial back through a MIDI backend (FTAP's playftap).
+    Replay(ReplayArgs),
     /// Analyze trial CSVs: inter-tap intervals, asynchronies, missing and
     /// double taps, drift, Wing–Kristofferson clock and motor variance.
     Analyze(AnalyzeArgs),
@@ -72,6 +84,8 @@ pub fn run(a: TapArgs) -> anyhow::Result<Outcome> {
         TapCommand::ImportFtap(a) => import(a),
         TapCommand::Check(a) => check(a),
         TapCommand::Analyze(a) => analyze(a),
+        TapCommand::Run(a) => run::run(a),
+        TapCommand::Replay(a) => run::replay(a),
     }
 }
 

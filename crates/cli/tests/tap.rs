@@ -118,3 +118,126 @@ fn analyze_writes_summary_and_tap_files() {
     assert_eq!(out.status.code(), Some(2), "usage error");
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+const SHORT_TRIAL: &str = "name = \"short\"\n[metronome]\nmspb = 50\n[end]\nduration_ms = 300\n";
+
+fn run_args<'a>(exp: &'a str, out: &'a str, session: &'a str, trials: &'a str) -> Vec<&'a str> {
+    vec![
+        "tap",
+        "run",
+        exp,
+        "--subject",
+        "K9",
+        "--session",
+        session,
+        "--trials",
+        trials,
+        "--backend",
+        "loopback",
+        "--out",
+        out,
+    ]
+}
+
+#[test]
+fn run_writes_each_trial_and_refuses_to_overwrite_a_session() {
+    let d = tmpdir("run");
+    let exp = d.join("short.toml");
+    std::fs::write(&exp, SHORT_TRIAL).unwrap();
+    let (e, o) = (exp.to_str().unwrap(), d.to_str().unwrap());
+    let mut a = run_args(e, o, "1", "1x3");
+    a.extend(["--order", "random", "--seed", "7"]);
+    let out = firmtime(&a);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for t in 1..=3 {
+        let stem = d.join(format!("K9-s01-t{t:03}"));
+        let csv = std::fs::read_to_string(stem.with_extension("csv")).unwrap();
+        let rows = firmtime_tap::data::read_csv(&csv).unwrap();
+        // 300 ms at 50 ms per beat from 100 ms: beats at 100, 150, 200, 250 ms.
+        let beats = rows
+            .iter()
+            .filter(|r| r.kind == firmtime_tap::data::EventKind::Metronome && r.note.unwrap().on)
+            .count();
+        assert_eq!(beats, 4, "trial {t}");
+        let side: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(stem.with_extension("json")).unwrap())
+                .unwrap();
+        assert_eq!(side["trial"], t);
+        assert_eq!(side["seed"], 7);
+        assert_eq!(side["incomplete"], false);
+        assert_eq!(side["events"].as_u64().unwrap() as usize, rows.len());
+    }
+    // The same session again would overwrite: refused, nothing written.
+    let out = firmtime(&run_args(e, o, "1", "1"));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("never overwritten"));
+    let out = firmtime(&run_args(e, o, "2", "3"));
+    assert_eq!(out.status.code(), Some(2), "no experiment 3: usage error");
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// kill -9 mid-session: every finished trial is whole and parseable, no
+/// partial trial file exists; only hidden temp files may be left.
+#[test]
+fn kill_9_mid_session_loses_only_the_running_trial() {
+    let d = tmpdir("kill9");
+    let exp = d.join("short.toml");
+    std::fs::write(&exp, SHORT_TRIAL).unwrap();
+    let (e, o) = (exp.to_str().unwrap(), d.to_str().unwrap());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_firmtime"))
+        .args(run_args(e, o, "1", "1x20"))
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until a few trials are written, then kill mid-session.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let n = firmtime_tap::session::existing_trial_files(&d, "K9", 1).len();
+        if n >= 6 || std::time::Instant::now() > deadline {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(150));
+    // SAFETY: kill on our own child's pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    let status = child.wait().unwrap();
+    assert!(!status.success(), "killed before the session ended");
+    let mut csvs = 0;
+    for entry in std::fs::read_dir(&d).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        if name == "short.toml" || firmtime_tap::session::is_temp_file(&name) {
+            continue;
+        }
+        let p = d.join(&name);
+        if let Some(stem) = name.strip_suffix(".csv") {
+            let rows = firmtime_tap::data::read_csv(&std::fs::read_to_string(&p).unwrap())
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert!(
+                rows.iter()
+                    .any(|r| r.kind == firmtime_tap::data::EventKind::End),
+                "{name} is whole"
+            );
+            csvs += 1;
+            // A sidecar, if written, is whole and counts the rows.
+            if let Ok(j) = std::fs::read_to_string(d.join(format!("{stem}.json"))) {
+                let side: serde_json::Value = serde_json::from_str(&j).unwrap();
+                assert_eq!(side["events"].as_u64().unwrap() as usize, rows.len());
+            }
+        } else if let Some(stem) = name.strip_suffix(".json") {
+            assert!(d.join(format!("{stem}.csv")).exists(), "{name} has its CSV");
+        } else {
+            panic!("unexpected file {name}");
+        }
+    }
+    assert!(
+        (3..20).contains(&csvs),
+        "{csvs} trials finished before the kill"
+    );
+    std::fs::remove_dir_all(&d).unwrap();
+}

@@ -5,6 +5,9 @@
 //!   runs on and the [`Setting`]s triggers apply.
 //! - [`ftap`]: import of FTAP parameter files.
 //! - [`data`]: the trial CSV (every event) and JSON sidecar, written atomically.
+//! - [`engine`]: the trial loop over a MIDI backend (feedback, metronome,
+//!   triggers, end, FTAP's scheduling diagnostic); [`session`]: trial
+//!   lists, seeded order, trial files; [`replay`]: play a trial back.
 //! - [`analysis`]: inter-tap intervals, asynchronies, missing/double taps,
 //!   drift and the Wing–Kristofferson decomposition.
 //!
@@ -15,7 +18,8 @@
 //! their methods marked **RT-safe.** ([`Params::apply`], [`Delay::sample_us`],
 //! [`Pitch::apply`], [`Metronome::beat`], [`TriggerAt::reached`], …) never
 //! allocate, lock, block or print; test builds check them with
-//! `assert_no_alloc`.
+//! `assert_no_alloc`. [`engine::Engine::run`] and [`replay::play`] are
+//! **RT-safe.** the same way: their memory is allocated before the trial.
 //!
 //! # Example
 //!
@@ -34,11 +38,14 @@
 
 pub mod analysis;
 pub mod data;
+pub mod engine;
 pub mod error;
 pub mod experiment;
 pub mod ftap;
 pub mod params;
+pub mod replay;
 pub mod rng;
+pub mod session;
 
 pub use error::{Error, ErrorKind, Result};
 pub use experiment::{Experiment, TrialEnd, Trigger, TriggerAt};

@@ -1,0 +1,458 @@
+//! `firmtime tap run` (sessions of trials) and `firmtime tap replay`.
+
+use std::io::{IsTerminal, Write as _};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use clap::{Args, ValueEnum};
+use firmtime_midi::jack::{self, DummyOptions, DummyServer, JackBackend, JackOptions};
+use firmtime_midi::loopback::{Loopback, LoopbackOptions};
+use firmtime_midi::raw::{RawBackend, RawOptions};
+use firmtime_midi::MidiBackend;
+use firmtime_rt::sched::Policy;
+use firmtime_rt::setup::{self, RtConditions, RtRequest};
+use firmtime_rt::system::Provenance;
+use firmtime_tap::engine::{EndReason, Engine, EngineOptions};
+use firmtime_tap::replay::{self, ReplaySource};
+use firmtime_tap::session::{self, TrialMeta};
+use firmtime_tap::{data, Experiment};
+
+use crate::args::UsageError;
+use crate::Outcome;
+
+/// The MIDI backends a session can run on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TapBackend {
+    /// JACK MIDI: frame-accurate input stamps and output placement.
+    Jack,
+    /// A raw byte stream (serial tty, /dev/midi*, /dev/snd/midiC*D*).
+    Raw,
+    /// In-process loopback (no device; outputs come back as input, which is
+    /// ignored unless --input-channel is given). For tests and dry runs.
+    Loopback,
+}
+
+/// Trial order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TrialOrder {
+    /// As listed.
+    Fixed,
+    /// Shuffled with --seed (recorded in every sidecar).
+    Random,
+}
+
+/// How to open the backend (shared by run and replay).
+#[derive(Debug, Args)]
+pub struct BackendArgs {
+    /// The MIDI backend.
+    #[arg(long, value_enum, default_value_t = TapBackend::Jack)]
+    backend: TapBackend,
+    /// JACK: the server name (default: $JACK_DEFAULT_SERVER or "default").
+    #[arg(long, value_name = "NAME")]
+    jack_server: Option<String>,
+    /// JACK: when no server runs, start a private `jackd -d dummy` and stop it at the end.
+    #[arg(long)]
+    jack_dummy: bool,
+    /// JACK: connect this port (`client:port`) to our input; repeatable.
+    #[arg(long, value_name = "PORT")]
+    connect: Vec<String>,
+    /// JACK: connect our output to this port; repeatable.
+    #[arg(long, value_name = "PORT")]
+    connect_out: Vec<String>,
+    /// Raw: the device path.
+    #[arg(long, value_name = "PATH")]
+    device: Option<PathBuf>,
+    /// Raw: baud rate of a serial tty (31250 for a MIDI interface).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    baud: Option<u32>,
+    /// SCHED_FIFO priority of the engine (the backend's threads get +5).
+    #[arg(long, default_value_t = 70, value_parser = clap::value_parser!(u8).range(1..=94))]
+    priority: u8,
+    /// Run without real-time scheduling and memory locking (recorded in the
+    /// sidecar; the timing is then not trustworthy).
+    #[arg(long)]
+    no_rt: bool,
+}
+
+/// Arguments of `firmtime tap run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Experiment files (trial types), numbered 1, 2, … in --trials.
+    #[arg(required = true, value_name = "EXPERIMENT.toml")]
+    experiments: Vec<PathBuf>,
+    /// Subject identifier (letters, digits, - and _).
+    #[arg(long)]
+    subject: String,
+    /// Session number.
+    #[arg(long)]
+    session: u32,
+    /// Trials to run: experiment numbers, `NxCOUNT` repeats (`1,2,1x3`).
+    /// Default: each experiment once, in the order given.
+    #[arg(long, value_name = "LIST")]
+    trials: Option<String>,
+    /// Trial order.
+    #[arg(long, value_enum, default_value_t = TrialOrder::Fixed)]
+    order: TrialOrder,
+    /// Seed of the trial order and the random feedback (default: from the clock; recorded).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Where trial files go.
+    #[arg(long, default_value = ".", value_name = "DIR")]
+    out: PathBuf,
+    /// Only note messages on this MIDI channel (1–16) are keystrokes.
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=16))]
+    input_channel: Option<u8>,
+    /// Don't prompt between trials even on a terminal.
+    #[arg(long)]
+    no_prompt: bool,
+    #[command(flatten)]
+    open: BackendArgs,
+}
+
+/// Arguments of `firmtime tap replay`.
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// The trial CSV written by `firmtime tap run`.
+    #[arg(value_name = "TRIAL.csv")]
+    trial: PathBuf,
+    /// Play the subject's keystrokes instead of what the subject heard.
+    #[arg(long)]
+    inputs: bool,
+    #[command(flatten)]
+    open: BackendArgs,
+}
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_sigint(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::Relaxed);
+}
+
+fn catch_sigint() {
+    // SAFETY: the handler only stores to an atomic (async-signal-safe);
+    // `sa` is fully initialised before sigaction reads it.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_sigint as *const () as usize;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(libc::SIGINT, &sa, std::ptr::null_mut());
+    }
+}
+
+/// An opened backend; fields drop in order (the client before its server).
+struct Opened {
+    backend: Box<dyn MidiBackend>,
+    detail: serde_json::Value,
+    _server: Option<DummyServer>,
+}
+
+fn rt_request(o: &BackendArgs, priority: u8, mlock: bool) -> RtRequest {
+    if o.no_rt {
+        RtRequest::default()
+    } else {
+        RtRequest {
+            policy: Policy::Fifo { priority },
+            mlock,
+            prefault_stack: if mlock { 256 * 1024 } else { 0 },
+            ..RtRequest::default()
+        }
+    }
+}
+
+fn open(o: &BackendArgs, client: &str) -> anyhow::Result<Opened> {
+    match o.backend {
+        TapBackend::Loopback => Ok(Opened {
+            backend: Box::new(Loopback::new(LoopbackOptions {
+                byte_ns: None,
+                capacity: 1 << 16,
+            })),
+            detail: serde_json::json!({"backend": "loopback"}),
+            _server: None,
+        }),
+        TapBackend::Raw => {
+            let Some(path) = &o.device else {
+                return Err(UsageError(
+                    "--backend raw needs --device PATH (see `firmtime midi ports`)".into(),
+                )
+                .into());
+            };
+            let b = RawBackend::open(
+                path,
+                RawOptions {
+                    baud: o.baud,
+                    rt: rt_request(o, o.priority + 5, true),
+                    ..RawOptions::default()
+                },
+            )?;
+            let info = b.info().clone();
+            Ok(Opened {
+                detail: serde_json::json!({"backend": "raw", "device": path, "baud": info.baud, "rt_io_thread": info.rt}),
+                backend: Box::new(b),
+                _server: None,
+            })
+        }
+        TapBackend::Jack => {
+            let named = o.jack_server.clone();
+            let (server_name, server) = if o.jack_dummy && !jack::server_running(named.as_deref()) {
+                let mut opts = DummyOptions::new();
+                opts.realtime = !o.no_rt;
+                if let Some(n) = &named {
+                    opts.name = n.clone();
+                }
+                let s = DummyServer::start(opts)
+                    .context("starting a dummy JACK server (--jack-dummy)")?;
+                (Some(s.name().to_string()), Some(s))
+            } else {
+                (named, None)
+            };
+            let mut jo = JackOptions::new(client);
+            jo.server_name = server_name.clone();
+            jo.connect_inputs = o.connect.clone();
+            jo.connect_outputs = o.connect_out.clone();
+            let b = JackBackend::open(jo)?;
+            let detail = serde_json::json!({
+                "backend": "jack",
+                "server": server_name.as_deref().unwrap_or("default"),
+                "dummy_server_started": server.is_some(),
+                "client": b.client_name(),
+                "inputs": b.input_port_names(),
+                "outputs": b.output_port_names(),
+                "sample_rate": b.sample_rate(),
+                "buffer_size": b.buffer_size(),
+                "jack_clock": format!("{:?}", b.jack_clock()),
+            });
+            Ok(Opened {
+                backend: Box::new(b),
+                detail,
+                _server: server,
+            })
+        }
+    }
+}
+
+/// Waits for Enter (true) or `q`/EOF/Ctrl-C (false), polling so Ctrl-C works.
+fn prompt(text: &str) -> bool {
+    eprint!("{text}");
+    let _ = std::io::stderr().flush();
+    loop {
+        if INTERRUPTED.load(Ordering::Relaxed) {
+            eprintln!();
+            return false;
+        }
+        let mut pfd = libc::pollfd {
+            fd: 0,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd, count 1.
+        let n = unsafe { libc::poll(&mut pfd, 1, 200) };
+        if n > 0 {
+            let mut line = String::new();
+            return match std::io::stdin().read_line(&mut line) {
+                Ok(0) | Err(_) => false,
+                Ok(_) => !line.trim().eq_ignore_ascii_case("q"),
+            };
+        }
+    }
+}
+
+/// Runs `firmtime tap run`.
+pub fn run(a: RunArgs) -> anyhow::Result<Outcome> {
+    session::check_subject(&a.subject).map_err(|e| UsageError(e.to_string()))?;
+    let mut exps = Vec::new();
+    for p in &a.experiments {
+        let text =
+            std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?;
+        let e =
+            Experiment::from_toml(&text).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+        if e.output.device == firmtime_tap::experiment::Device::Audio
+            || (e.masking.on && e.masking.source == firmtime_tap::params::MaskSource::Audio)
+        {
+            bail!(
+                "{}: audio output (output.device = \"audio\" or masking source \"audio\") is not implemented yet; \
+                 use MIDI output to a tone generator (output.device = \"midi\")",
+                p.display()
+            );
+        }
+        exps.push((p.clone(), text, e));
+    }
+    let mut list = match &a.trials {
+        Some(s) => {
+            session::parse_trial_list(s, exps.len()).map_err(|e| UsageError(e.to_string()))?
+        }
+        None => (0..exps.len()).collect(),
+    };
+    let seed = a.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64)
+    });
+    if a.order == TrialOrder::Random {
+        session::shuffle(&mut list, seed);
+    }
+    std::fs::create_dir_all(&a.out)
+        .with_context(|| format!("cannot create {}", a.out.display()))?;
+    let existing = session::existing_trial_files(&a.out, &a.subject, a.session);
+    if !existing.is_empty() {
+        bail!(
+            "{} already holds {} file(s) of subject {} session {} (e.g. {}): choose another --session or --out; trial files are never overwritten",
+            a.out.display(),
+            existing.len(),
+            a.subject,
+            a.session,
+            existing[0].display()
+        );
+    }
+    // One engine per experiment, allocated before any trial runs.
+    let mut engines = Vec::new();
+    for (_, _, e) in &exps {
+        let mut o = EngineOptions::for_experiment(e, seed);
+        o.input_channels = match (a.input_channel, a.open.backend) {
+            (Some(c), _) => 1 << (c - 1),
+            (None, TapBackend::Loopback) => 0,
+            (None, _) => u16::MAX,
+        };
+        engines.push(Engine::new(e, o)?);
+    }
+    let mut opened = open(&a.open, "firmtime-tap")?;
+    let rt = setup::apply(&rt_request(&a.open, a.open.priority, true))
+        .context("real-time setup of the engine thread (or run with --no-rt)")?;
+    let _runaway = if a.open.no_rt {
+        None
+    } else {
+        Some(
+            firmtime_rt::runaway::install(Duration::from_secs(2))
+                .context("installing runaway protection (RLIMIT_RTTIME)")?,
+        )
+    };
+    let rt_conditions: RtConditions = rt.conditions.clone();
+    catch_sigint();
+    let interactive = !a.no_prompt && std::io::stdin().is_terminal();
+    let n = list.len();
+    let mut failed = false;
+    eprintln!(
+        "firmtime: session {} of {}: {n} trial(s), seed {seed}, order {:?}; backend {}",
+        a.session, a.subject, a.order, opened.detail
+    );
+    for (i, &x) in list.iter().enumerate() {
+        let trial = i as u32 + 1;
+        let (path, text, e) = &exps[x];
+        if interactive
+            && !prompt(&format!(
+                "trial {trial}/{n} ({}): press Enter to start, q to stop the session: ",
+                if e.name.is_empty() {
+                    "unnamed"
+                } else {
+                    &e.name
+                }
+            ))
+        {
+            eprintln!("firmtime: session stopped before trial {trial}");
+            break;
+        }
+        let mut provenance = Provenance::begin(std::env::args().collect());
+        provenance.rt =
+            Some(serde_json::json!({"engine": rt_conditions, "backend": opened.detail}));
+        let engine = &mut engines[x];
+        engine.set_seed(session::trial_seed(seed, trial));
+        let outcome = engine
+            .run(opened.backend.as_mut(), &INTERRUPTED)
+            .map_err(|e| anyhow::anyhow!("trial {trial}: {e}"))?;
+        provenance.finish();
+        let meta = TrialMeta {
+            subject: a.subject.clone(),
+            session: a.session,
+            trial,
+            experiment_file: path.display().to_string(),
+            experiment_toml: text.clone(),
+            seed,
+            rt: Some(rt_conditions.clone()),
+        };
+        let stem = session::trial_stem(&a.out, &a.subject, a.session, trial);
+        let side = session::write_trial(&stem, engine, &outcome, &meta, provenance)?;
+        let c = &side.self_checks;
+        eprintln!(
+            "trial {trial}/{n}: {} keystrokes, {} beats, ended {}; loop mean {:.3} ms max {:.3} ms; late {} (> {} µs), xruns {}, input overruns {}, unreported {} → {}",
+            outcome.keystrokes,
+            outcome.beats,
+            match outcome.reason {
+                EndReason::Condition => "by its end condition".to_string(),
+                EndReason::Trigger(id) => format!("by trigger {id}"),
+                EndReason::Interrupted => "by Ctrl-C (incomplete)".to_string(),
+                EndReason::Disconnected => "by disconnection (incomplete)".to_string(),
+            },
+            c.output_interval_mean_us / 1000.0,
+            c.output_interval_max_us as f64 / 1000.0,
+            c.late_outputs,
+            c.late_threshold_us,
+            c.xruns,
+            c.input_overruns,
+            outcome.unreported,
+            stem.with_extension("csv").display()
+        );
+        if outcome.incomplete() {
+            failed = outcome.reason == EndReason::Disconnected;
+            eprintln!("firmtime: session stopped after trial {trial} (kept, flagged incomplete)");
+            break;
+        }
+    }
+    Ok(if failed { Outcome::Failed } else { Outcome::Ok })
+}
+
+/// Runs `firmtime tap replay`.
+pub fn replay(a: ReplayArgs) -> anyhow::Result<Outcome> {
+    let text = std::fs::read_to_string(&a.trial)
+        .with_context(|| format!("cannot read {}", a.trial.display()))?;
+    let events =
+        data::read_csv(&text).map_err(|e| anyhow::anyhow!("{}: {e}", a.trial.display()))?;
+    let source = if a.inputs {
+        ReplaySource::Inputs
+    } else {
+        ReplaySource::Outputs
+    };
+    let items = replay::plan(&events, source);
+    if items.is_empty() {
+        bail!(
+            "{} has no {} to play",
+            a.trial.display(),
+            if a.inputs {
+                "keystrokes"
+            } else {
+                "output notes"
+            }
+        );
+    }
+    let mut opened = open(&a.open, "firmtime-replay")?;
+    let _rt = setup::apply(&rt_request(&a.open, a.open.priority, true))
+        .context("real-time setup (or run with --no-rt)")?;
+    catch_sigint();
+    eprintln!(
+        "firmtime: replaying {} notes over {:.1} s",
+        items.len(),
+        items.last().map_or(0, |i| i.at_us) as f64 / 1e6
+    );
+    let r = replay::play(
+        &items,
+        opened.backend.as_mut(),
+        0,
+        200_000_000,
+        &INTERRUPTED,
+    );
+    println!(
+        "replayed {} of {} notes: {} reported sent, {} refused, {} late (> 1 ms), max lateness {:.3} ms{}",
+        r.sent,
+        items.len(),
+        r.reported,
+        r.failed,
+        r.late,
+        r.max_late_ns as f64 / 1e6,
+        if r.interrupted { " (interrupted)" } else { "" }
+    );
+    Ok(if r.failed > 0 || r.reported < r.sent {
+        Outcome::Failed
+    } else {
+        Outcome::Ok
+    })
+}

@@ -1,0 +1,1208 @@
+//! The trial engine: one loop over a [`MidiBackend`] that timestamps
+//! keystrokes, answers them with feedback, plays the metronome, fires
+//! triggers and ends the trial (FTAP's main loop, Finney 2001).
+//!
+//! Each pass of the loop ("the output routine", as FTAP timed it):
+//!
+//! 1. ticks the [`SchedDiag`] (interval between passes: FTAP's diagnostic);
+//! 2. collects the backend's reports of outputs that went out and stores
+//!    their actual times (and frames) beside the intended ones;
+//! 3. takes every input event: a key press is keystroke *k*; each feedback
+//!    channel whose key range holds the key sends its note at
+//!    `input time + delay` (scheduled with [`OutputEvent::at_ns`], so the
+//!    backend places it exactly — JACK to the frame); a release is fed back
+//!    with the delay and pitch of its press; then keystroke triggers and the
+//!    keystroke end condition are checked (a trigger at keystroke *k* changes
+//!    the feedback of keystrokes after *k*);
+//! 4. fires elapsed-time triggers;
+//! 5. schedules the metronome [`EngineOptions::lookahead_ns`] ahead: each
+//!    beat is sent with its exact time; a beat trigger fires when its beat is
+//!    scheduled, so a tempo change or a stop takes effect from the next beat;
+//! 6. checks the end conditions and the stop flag (Ctrl-C);
+//! 7. blocks in [`MidiBackend::wait`] until input arrives, the next beat is
+//!    due, or [`EngineOptions::pause_ns`] (FTAP's 0.49 ms) has passed — the
+//!    loop never spins, so at SCHED_FIFO it cannot lock the machine.
+//!
+//! After the end, sounding notes get their note-off and the engine waits
+//! (at most [`EngineOptions::drain_ns`]) for every output's report.
+//!
+//! # JACK latency and the minimum feedback delay
+//!
+//! A JACK input event is stamped at its frame but reaches the engine after
+//! its cycle has run, one period later at least; the output then goes out in
+//! a later cycle. Feedback intended at `input + delay` is on time only if
+//! `delay` is longer than about two periods (at 48 kHz, 256 frames: 10.7 ms;
+//! 64 frames: 2.7 ms). A shorter delay goes out at the start of the next
+//! cycle and counts as late ([`TrialOutcome::late_outputs`]).
+//!
+//! # Real-time contract
+//!
+//! [`Engine::new`] allocates and touches every buffer: the event storage
+//! (capacity from [`EngineOptions::event_capacity`], events beyond it are
+//! counted in [`TrialOutcome::events_dropped`]), the input batch and the
+//! diagnostic's samples. [`Engine::run`] is **RT-safe.**: it never
+//! allocates, locks, prints, or blocks except in [`MidiBackend::wait`]; test
+//! builds check it with `assert_no_alloc`. Converting and writing the
+//! events ([`Engine::data_events`]) runs after the trial.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use firmtime_midi::diag::{DiagReport, SchedDiag, DEFAULT_LIMIT_NS};
+use firmtime_midi::{
+    BackendError, BackendStats, InputEvent, MidiBackend, MidiMessage, OutputEvent, PortIndex,
+    SentEvent,
+};
+use firmtime_rt::clock::monotonic_ns;
+
+use crate::data::{self, EventKind, NoteData, SelfChecks};
+use crate::experiment::{Experiment, TrialEnd, Trigger, TriggerAt, MAX_TRIGGERS};
+use crate::params::{MaskSource, NoteLength, Params, Setting};
+use crate::rng::Rng;
+
+/// FTAP's safety pause: the longest the loop blocks between passes.
+pub const DEFAULT_PAUSE_NS: u64 = 490_000;
+/// Most input events taken in one pass; more are counted as overruns.
+pub const INPUT_BATCH: usize = 1024;
+/// Bounds of the event storage [`EngineOptions::for_experiment`] chooses.
+pub const MIN_EVENTS: usize = 4096;
+/// See [`MIN_EVENTS`].
+pub const MAX_EVENTS: usize = 1 << 21;
+
+/// How the engine runs a trial (everything but the experiment itself).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EngineOptions {
+    /// Seed of the generator behind random pitch and delay.
+    pub seed: u64,
+    /// The backend output port all sound goes to.
+    pub output_port: PortIndex,
+    /// Input channels (bit `c` = MIDI channel `c + 1`) whose note messages
+    /// are keystrokes; others are ignored. `u16::MAX`: all.
+    pub input_channels: u16,
+    /// Longest block between passes of the loop (FTAP: 0.49 ms).
+    pub pause_ns: u64,
+    /// How far ahead metronome beats are handed to the backend.
+    pub lookahead_ns: u64,
+    /// Time from the trial's start to its first metronome beat.
+    pub first_beat_ns: u64,
+    /// An output whose actual time is later than intended by more than this
+    /// counts as late.
+    pub late_threshold_us: u64,
+    /// Events the trial can store; more are counted, not stored.
+    pub event_capacity: usize,
+    /// Loop intervals kept for percentiles (beyond: counted in the mean and max only).
+    pub diag_samples: usize,
+    /// Longest wait after the end for outputs still queued to be reported.
+    pub drain_ns: u64,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        Self {
+            seed: 1,
+            output_port: 0,
+            input_channels: u16::MAX,
+            pause_ns: DEFAULT_PAUSE_NS,
+            lookahead_ns: 50_000_000,
+            first_beat_ns: 100_000_000,
+            late_threshold_us: 1000,
+            event_capacity: MIN_EVENTS,
+            diag_samples: 1 << 16,
+            drain_ns: 2_000_000_000,
+        }
+    }
+}
+
+impl EngineOptions {
+    /// Options sized for `e`: storage for its longest plausible trial
+    /// (its duration, or its beats, else 10 minutes) at 20 keystrokes per
+    /// second with two feedback channels, plus its metronome; intervals for
+    /// a loop pass every [`DEFAULT_PAUSE_NS`].
+    pub fn for_experiment(e: &Experiment, seed: u64) -> Self {
+        let beat_us = e.metronome.mspb.us().max(1);
+        let dur_us = e
+            .end
+            .duration_ms
+            .map(|d| d.us())
+            .or(e.end.beats.map(|b| u64::from(b) * beat_us + 1_000_000))
+            .unwrap_or(600_000_000);
+        let secs = dur_us.div_ceil(1_000_000) + 1;
+        let per_sec = 20 * 6 + 2 * 1_000_000 / beat_us.min(1_000_000) + 2;
+        let keys = e.end.keystrokes.map_or(0, |k| u64::from(k) * 6);
+        let cap = (secs * per_sec + keys + 64 + 4 * MAX_TRIGGERS as u64)
+            .clamp(MIN_EVENTS as u64, MAX_EVENTS as u64) as usize;
+        let diag = (secs * 2100).min(4_000_000) as usize;
+        Self {
+            seed,
+            event_capacity: cap,
+            diag_samples: diag,
+            ..Self::default()
+        }
+    }
+}
+
+/// One event of a trial as the engine stores it: nanoseconds and frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TrialEvent {
+    /// What it is.
+    pub kind: EventKind,
+    /// Keystroke number (input, feedback), beat number (metronome), trigger
+    /// id, or 0 (masking); for `end`, 0 by condition, 1 interrupted.
+    pub index: u32,
+    /// When an output or trigger was scheduled, CLOCK_MONOTONIC ns.
+    pub intended_ns: Option<u64>,
+    /// When it happened (input stamp, output sent); `None` for an output
+    /// not (yet) reported by the backend.
+    pub actual_ns: Option<u64>,
+    /// The backend's frame (JACK) of an input or output.
+    pub frame: Option<u64>,
+    /// The note, for MIDI events.
+    pub note: Option<NoteData>,
+}
+
+const EMPTY: TrialEvent = TrialEvent {
+    kind: EventKind::End,
+    index: 0,
+    intended_ns: None,
+    actual_ns: None,
+    frame: None,
+    note: None,
+};
+
+/// Why a trial ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EndReason {
+    /// An `[end]` condition was reached.
+    Condition,
+    /// A trigger with `end = true` fired (its id).
+    Trigger(u16),
+    /// The stop flag was raised (Ctrl-C): the trial is incomplete.
+    Interrupted,
+    /// The backend went away: the trial is incomplete.
+    Disconnected,
+}
+
+/// What a trial did, besides its events.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TrialOutcome {
+    /// Start of the trial (time 0 of its data), CLOCK_MONOTONIC ns.
+    pub start_ns: u64,
+    /// When the end was reached, CLOCK_MONOTONIC ns.
+    pub end_ns: u64,
+    /// Why it ended.
+    pub reason: EndReason,
+    /// Keystrokes (key presses).
+    pub keystrokes: u32,
+    /// Metronome beats scheduled (rests included).
+    pub beats: u32,
+    /// Outputs later than intended by more than the threshold.
+    pub late_outputs: u64,
+    /// The threshold, µs.
+    pub late_threshold_us: u64,
+    /// The largest actual − intended of any output, ns.
+    pub max_lateness_ns: u64,
+    /// Outputs sent whose report had not come back when the drain ended
+    /// (left out of the data).
+    pub unreported: u64,
+    /// Outputs the backend refused (queue full).
+    pub send_failures: u64,
+    /// Input events lost: the backend's drops plus batch overflow.
+    pub input_overruns: u64,
+    /// Events not stored because the storage was full.
+    pub events_dropped: u64,
+    /// The backend's counters over this trial.
+    pub backend: BackendStats,
+    /// The loop-interval diagnostic.
+    pub diag: DiagReport,
+}
+
+impl TrialOutcome {
+    /// True if the trial did not reach its end (Ctrl-C, disconnection).
+    pub fn incomplete(&self) -> bool {
+        matches!(
+            self.reason,
+            EndReason::Interrupted | EndReason::Disconnected
+        )
+    }
+
+    /// The self-checks for the sidecar.
+    pub fn self_checks(&self) -> SelfChecks {
+        SelfChecks {
+            output_interval_mean_us: self.diag.mean_ns / 1000.0,
+            output_interval_max_us: self.diag.max_ns / 1000,
+            late_outputs: self.late_outputs,
+            late_threshold_us: self.late_threshold_us,
+            xruns: self.backend.xruns,
+            input_overruns: self.input_overruns,
+            events_dropped: self.events_dropped,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    channel: u8,
+    note: u8,
+    delay_ns: u64,
+    keystroke: u32,
+    at_ns: u64,
+}
+
+/// Runs trials of one experiment. Create it once (it allocates), then
+/// [`Engine::run`] any number of trials; each run starts from the
+/// experiment's parameters and reuses the memory.
+#[derive(Debug)]
+pub struct Engine {
+    opts: EngineOptions,
+    initial: Params,
+    end: TrialEnd,
+    triggers: [Trigger; MAX_TRIGGERS],
+    n_triggers: usize,
+    // Per-trial state.
+    params: Params,
+    fired: [bool; MAX_TRIGGERS],
+    rng: Rng,
+    events: Vec<TrialEvent>,
+    inbuf: Vec<InputEvent>,
+    sentbuf: Vec<SentEvent>,
+    reports_lost: u64,
+    in_overflow: u64,
+    diag: SchedDiag,
+    held: [[Option<Held>; 128]; 2],
+    press_index: [u32; 128],
+    masking_on: bool,
+    start_ns: u64,
+    keystrokes: u32,
+    beats: u32,
+    next_beat_ns: u64,
+    beats_done: bool,
+    dur_end_ns: Option<u64>,
+    end_at: Option<(u64, EndReason)>,
+    ended: Option<(u64, EndReason)>,
+    outstanding: u64,
+    last_at_ns: u64,
+    late: u64,
+    max_late_ns: u64,
+    dropped: u64,
+    send_failures: u64,
+    disconnected: bool,
+}
+
+fn bits_contains(mask: u16, channel0: u8) -> bool {
+    channel0 < 16 && mask & (1 << channel0) != 0
+}
+
+fn sub_stats(a: BackendStats, b: BackendStats) -> BackendStats {
+    BackendStats {
+        received: a.received.saturating_sub(b.received),
+        sent: a.sent.saturating_sub(b.sent),
+        input_dropped: a.input_dropped.saturating_sub(b.input_dropped),
+        output_dropped: a.output_dropped.saturating_sub(b.output_dropped),
+        late_outputs: a.late_outputs.saturating_sub(b.late_outputs),
+        malformed: a.malformed.saturating_sub(b.malformed),
+        xruns: a.xruns.saturating_sub(b.xruns),
+    }
+}
+
+impl Engine {
+    /// An engine for `e`, with every buffer allocated and touched.
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::Invalid`] if the experiment has more than
+    /// [`MAX_TRIGGERS`] triggers, or the event capacity is 0 or above
+    /// [`MAX_EVENTS`].
+    pub fn new(e: &Experiment, opts: EngineOptions) -> crate::Result<Self> {
+        if e.triggers.len() > MAX_TRIGGERS {
+            return Err(crate::Error::new(
+                crate::ErrorKind::Invalid,
+                format!("{} triggers: at most {MAX_TRIGGERS}", e.triggers.len()),
+            ));
+        }
+        if opts.event_capacity == 0 || opts.event_capacity > MAX_EVENTS {
+            return Err(crate::Error::new(
+                crate::ErrorKind::Invalid,
+                format!(
+                    "event capacity must be 1–{MAX_EVENTS}, got {}",
+                    opts.event_capacity
+                ),
+            ));
+        }
+        let mut triggers = [Trigger::default(); MAX_TRIGGERS];
+        triggers[..e.triggers.len()].copy_from_slice(&e.triggers);
+        // Touch every page now so the trial takes no page faults.
+        let mut events = vec![EMPTY; opts.event_capacity];
+        events.clear();
+        let mut inbuf = vec![
+            InputEvent {
+                t_ns: 0,
+                frame: None,
+                port: 0,
+                msg: MidiMessage::Reset,
+            };
+            INPUT_BATCH
+        ];
+        inbuf.clear();
+        let mut sentbuf = vec![
+            SentEvent {
+                intended_ns: None,
+                actual_ns: 0,
+                frame: None,
+                port: 0,
+                msg: MidiMessage::Reset,
+                tag: 0,
+            };
+            INPUT_BATCH
+        ];
+        sentbuf.clear();
+        let mut diag = SchedDiag::new(DEFAULT_LIMIT_NS, opts.diag_samples);
+        for i in 0..opts.diag_samples as u64 {
+            diag.tick(i);
+        }
+        diag.reset();
+        Ok(Self {
+            opts,
+            initial: e.params(),
+            end: e.end,
+            triggers,
+            n_triggers: e.triggers.len(),
+            params: e.params(),
+            fired: [false; MAX_TRIGGERS],
+            rng: Rng::new(opts.seed),
+            events,
+            inbuf,
+            sentbuf,
+            reports_lost: 0,
+            in_overflow: 0,
+            diag,
+            held: [[None; 128]; 2],
+            press_index: [0; 128],
+            masking_on: false,
+            start_ns: 0,
+            keystrokes: 0,
+            beats: 0,
+            next_beat_ns: 0,
+            beats_done: false,
+            dur_end_ns: None,
+            end_at: None,
+            ended: None,
+            outstanding: 0,
+            last_at_ns: 0,
+            late: 0,
+            max_late_ns: 0,
+            dropped: 0,
+            send_failures: 0,
+            disconnected: false,
+        })
+    }
+
+    /// The options the engine runs with.
+    pub fn options(&self) -> &EngineOptions {
+        &self.opts
+    }
+
+    /// Sets the seed for the next trial's random feedback. **RT-safe.**
+    pub fn set_seed(&mut self, seed: u64) {
+        self.opts.seed = seed;
+    }
+
+    /// The events of the last trial, in the order they were recorded.
+    pub fn events(&self) -> &[TrialEvent] {
+        &self.events
+    }
+
+    /// The parameters as the last trial left them (after its triggers).
+    pub fn params(&self) -> &Params {
+        &self.params
+    }
+
+    /// The loop's interval diagnostic of the last trial (with its kept samples).
+    pub fn diag(&self) -> &SchedDiag {
+        &self.diag
+    }
+
+    /// The last trial's events as CSV rows: times in µs since its start,
+    /// sorted by actual time (ties: in recording order); outputs never
+    /// reported are left out (counted in [`TrialOutcome::unreported`]).
+    pub fn data_events(&self) -> Vec<data::Event> {
+        let rel = |t: u64| (i128::from(t) - i128::from(self.start_ns)).div_euclid(1000) as i64;
+        let mut v: Vec<data::Event> = self
+            .events
+            .iter()
+            .filter_map(|e| {
+                Some(data::Event {
+                    kind: e.kind,
+                    index: e.index,
+                    intended_us: e.intended_ns.map(rel),
+                    actual_us: rel(e.actual_ns?),
+                    note: e.note,
+                })
+            })
+            .collect();
+        v.sort_by_key(|e| e.actual_us);
+        v
+    }
+
+    fn reset(&mut self, now: u64) {
+        self.params = self.initial;
+        self.fired = [false; MAX_TRIGGERS];
+        self.rng = Rng::new(self.opts.seed);
+        self.events.clear();
+        self.inbuf.clear();
+        self.in_overflow = 0;
+        self.reports_lost = 0;
+        self.diag.reset();
+        self.held = [[None; 128]; 2];
+        self.press_index = [0; 128];
+        self.masking_on = false;
+        self.start_ns = now;
+        self.keystrokes = 0;
+        self.beats = 0;
+        self.next_beat_ns = now + self.opts.first_beat_ns;
+        self.beats_done = false;
+        self.dur_end_ns = self.end.duration_ms.map(|d| now + d.us() * 1000);
+        self.end_at = None;
+        self.ended = None;
+        self.outstanding = 0;
+        self.last_at_ns = now;
+        self.late = 0;
+        self.max_late_ns = 0;
+        self.dropped = 0;
+        self.send_failures = 0;
+        self.disconnected = false;
+    }
+
+    fn record(&mut self, ev: TrialEvent) -> Option<u32> {
+        if self.events.len() < self.events.capacity() {
+            self.events.push(ev);
+            Some((self.events.len() - 1) as u32)
+        } else {
+            self.dropped += 1;
+            None
+        }
+    }
+
+    /// Sends one note and records it. **RT-safe.**
+    #[allow(clippy::too_many_arguments)]
+    fn out(
+        &mut self,
+        b: &mut dyn MidiBackend,
+        kind: EventKind,
+        index: u32,
+        at_ns: u64,
+        channel0: u8,
+        note: u8,
+        velocity: u8,
+        on: bool,
+    ) {
+        let msg = if on {
+            MidiMessage::NoteOn {
+                channel: channel0,
+                note,
+                velocity,
+            }
+        } else {
+            MidiMessage::NoteOff {
+                channel: channel0,
+                note,
+                velocity,
+            }
+        };
+        let tag = self.record(TrialEvent {
+            kind,
+            index,
+            intended_ns: Some(at_ns),
+            actual_ns: None,
+            frame: None,
+            note: Some(NoteData {
+                channel: channel0 + 1,
+                note,
+                velocity,
+                on,
+            }),
+        });
+        let ev = OutputEvent {
+            at_ns: Some(at_ns),
+            port: self.opts.output_port,
+            msg,
+            tag: tag.unwrap_or(u32::MAX),
+        };
+        match b.send(ev) {
+            Ok(()) => {
+                self.outstanding += 1;
+                self.last_at_ns = self.last_at_ns.max(at_ns);
+            }
+            Err(e) => {
+                self.send_failures += 1;
+                if e == BackendError::Disconnected {
+                    self.disconnected = true;
+                }
+                if let Some(t) = tag {
+                    // Never went out: not a row of the data.
+                    self.events[t as usize].actual_ns = None;
+                    self.events[t as usize].intended_ns = None;
+                }
+            }
+        }
+    }
+
+    fn on_sent(&mut self, s: SentEvent) {
+        let i = s.tag as usize;
+        let Some(e) = self.events.get_mut(i) else {
+            return;
+        };
+        if e.actual_ns.is_some() || e.intended_ns.is_none() || e.kind == EventKind::Input {
+            return; // not one of ours (e.g. a test's own output)
+        }
+        e.actual_ns = Some(s.actual_ns);
+        e.frame = s.frame;
+        self.outstanding = self.outstanding.saturating_sub(1);
+        if let Some(at) = e.intended_ns {
+            let late = s.actual_ns.saturating_sub(at);
+            self.max_late_ns = self.max_late_ns.max(late);
+            if late > self.opts.late_threshold_us * 1000 {
+                self.late += 1;
+            }
+        }
+    }
+
+    fn poll_sent(&mut self, b: &mut dyn MidiBackend) {
+        let mut buf = std::mem::take(&mut self.sentbuf);
+        buf.clear();
+        let mut lost = 0u64;
+        b.poll_sent(&mut |s| {
+            if buf.len() < buf.capacity() {
+                buf.push(s);
+            } else {
+                lost += 1;
+            }
+        });
+        self.reports_lost += lost;
+        for &s in buf.iter() {
+            self.on_sent(s);
+        }
+        self.sentbuf = buf;
+    }
+
+    fn fire_trigger(&mut self, b: &mut dyn MidiBackend, i: usize, intended_ns: u64, now: u64) {
+        self.fired[i] = true;
+        let t = self.triggers[i];
+        let metro_was_on = self.params.metronome.on;
+        for s in t.settings.as_slice() {
+            self.params.apply(s);
+            if let Setting::MaskingOn(_) = s {
+                self.update_masking(b, now);
+            }
+        }
+        if !metro_was_on && self.params.metronome.on {
+            self.next_beat_ns = self.next_beat_ns.max(now + self.opts.lookahead_ns);
+        }
+        let _ = self.record(TrialEvent {
+            kind: EventKind::Trigger,
+            index: u32::from(t.id),
+            intended_ns: Some(intended_ns),
+            actual_ns: Some(now),
+            frame: None,
+            note: None,
+        });
+        if t.end && self.end_at.is_none() {
+            self.end_at = Some((intended_ns, EndReason::Trigger(t.id)));
+        }
+    }
+
+    fn fire_due(&mut self, b: &mut dyn MidiBackend, at: fn(TriggerAt) -> bool, intended_ns: u64) {
+        let elapsed_us = monotonic_ns().saturating_sub(self.start_ns) / 1000;
+        for i in 0..self.n_triggers {
+            let t = self.triggers[i];
+            if !self.fired[i] && at(t.at) && t.at.reached(self.keystrokes, elapsed_us, self.beats) {
+                let now = monotonic_ns();
+                let when = match t.at {
+                    TriggerAt::Elapsed(ms) => self.start_ns + ms.us() * 1000,
+                    _ => intended_ns,
+                };
+                self.fire_trigger(b, i, when, now);
+            }
+        }
+    }
+
+    fn update_masking(&mut self, b: &mut dyn MidiBackend, now: u64) {
+        let m = self.params.masking;
+        let want = m.on && m.source == MaskSource::Midi;
+        if want != self.masking_on {
+            self.masking_on = want;
+            let v = if want { m.velocity.get() } else { 0 };
+            self.out(
+                b,
+                EventKind::Masking,
+                0,
+                now,
+                m.channel.midi(),
+                m.note.get(),
+                v,
+                want,
+            );
+        }
+    }
+
+    fn on_input(&mut self, b: &mut dyn MidiBackend, ev: InputEvent) {
+        let (channel, note, velocity, press) = match ev.msg {
+            MidiMessage::NoteOn {
+                channel,
+                note,
+                velocity,
+            } if velocity > 0 => (channel, note, velocity, true),
+            MidiMessage::NoteOn { channel, note, .. } => (channel, note, 0, false),
+            MidiMessage::NoteOff {
+                channel,
+                note,
+                velocity,
+            } => (channel, note, velocity, false),
+            _ => return,
+        };
+        if !bits_contains(self.opts.input_channels, channel) || self.ended.is_some() {
+            return;
+        }
+        let t = ev.t_ns;
+        let n = usize::from(note & 0x7f);
+        if press {
+            self.keystrokes += 1;
+            let k = self.keystrokes;
+            self.press_index[n] = k;
+            let _ = self.record(TrialEvent {
+                kind: EventKind::Input,
+                index: k,
+                intended_ns: None,
+                actual_ns: Some(t),
+                frame: ev.frame,
+                note: Some(NoteData {
+                    channel: channel + 1,
+                    note,
+                    velocity,
+                    on: true,
+                }),
+            });
+            for v in 0..2 {
+                let fb = self.params.feedback[v];
+                if !fb.on || !fb.keys.contains(note) {
+                    continue;
+                }
+                let kind = if v == 0 {
+                    EventKind::Feedback
+                } else {
+                    EventKind::Feedback2
+                };
+                let delay_ns = fb.delay.sample_us(u64::from(k - 1), &mut self.rng) * 1000;
+                let pitch = fb.pitch.apply(note, &mut self.rng);
+                let vel = fb.velocity.apply(velocity);
+                let at = t + delay_ns;
+                let ch = fb.channel.midi();
+                if let Some(h) = self.held[v][n].take() {
+                    // Pressed again without a release: end the old note first.
+                    let off = at.max(h.at_ns);
+                    self.out(b, kind, h.keystroke, off, h.channel, h.note, 0, false);
+                }
+                self.out(b, kind, k, at, ch, pitch, vel, true);
+                match fb.duration {
+                    NoteLength::Fixed { ms } => {
+                        self.out(b, kind, k, at + ms.us() * 1000, ch, pitch, 0, false);
+                    }
+                    NoteLength::AsPlayed => {
+                        self.held[v][n] = Some(Held {
+                            channel: ch,
+                            note: pitch,
+                            delay_ns,
+                            keystroke: k,
+                            at_ns: at,
+                        });
+                    }
+                }
+            }
+            self.fire_due(b, |a| matches!(a, TriggerAt::Keystroke(_)), t);
+            if self.end.keystrokes.is_some_and(|e| k >= e) && self.end_at.is_none() {
+                self.end_at = Some((t, EndReason::Condition));
+            }
+        } else {
+            let k = self.press_index[n];
+            let _ = self.record(TrialEvent {
+                kind: EventKind::Input,
+                index: k,
+                intended_ns: None,
+                actual_ns: Some(t),
+                frame: ev.frame,
+                note: Some(NoteData {
+                    channel: channel + 1,
+                    note,
+                    velocity,
+                    on: false,
+                }),
+            });
+            for v in 0..2 {
+                if let Some(h) = self.held[v][n].take() {
+                    let kind = if v == 0 {
+                        EventKind::Feedback
+                    } else {
+                        EventKind::Feedback2
+                    };
+                    let at = (t + h.delay_ns).max(h.at_ns);
+                    self.out(b, kind, h.keystroke, at, h.channel, h.note, 0, false);
+                }
+            }
+        }
+    }
+
+    fn schedule_metronome(&mut self, b: &mut dyn MidiBackend, now: u64) {
+        if !self.params.metronome.on {
+            // Stopped: a restart begins a lookahead after the trigger.
+            self.next_beat_ns = self.next_beat_ns.max(now + self.opts.lookahead_ns);
+            return;
+        }
+        while !self.beats_done
+            && self.params.metronome.on
+            && self.next_beat_ns <= now + self.opts.lookahead_ns
+        {
+            let m = self.params.metronome;
+            let at = self.next_beat_ns;
+            if self.dur_end_ns.is_some_and(|d| at >= d) {
+                // No beat at or after the trial's known end.
+                self.beats_done = true;
+                break;
+            }
+            let beat = m.beat(u64::from(self.beats));
+            self.beats += 1;
+            let k = self.beats;
+            if let Some(vel) = beat.velocity {
+                let ch = beat.channel.midi();
+                self.out(b, EventKind::Metronome, k, at, ch, beat.note, vel, true);
+                let off = at + m.length_ms.us() * 1000;
+                self.out(b, EventKind::Metronome, k, off, ch, beat.note, 0, false);
+            }
+            self.fire_due(b, |a| matches!(a, TriggerAt::Beat(_)), at);
+            if self.end.beats.is_some_and(|e| k >= e) {
+                self.beats_done = true;
+                if self.end_at.is_none() {
+                    self.end_at = Some((at, EndReason::Condition));
+                }
+            }
+            self.next_beat_ns = at + self.params.metronome.mspb.us() * 1000;
+        }
+    }
+
+    fn poll_input(&mut self, b: &mut dyn MidiBackend) -> Result<(), BackendError> {
+        let mut inbuf = std::mem::take(&mut self.inbuf);
+        inbuf.clear();
+        let mut overflow = 0;
+        let r = b.poll_input(&mut |ev| {
+            if inbuf.len() < inbuf.capacity() {
+                inbuf.push(ev);
+            } else {
+                overflow += 1;
+            }
+        });
+        self.in_overflow += overflow;
+        for &ev in inbuf.iter() {
+            self.on_input(b, ev);
+        }
+        self.inbuf = inbuf;
+        r.map(|_| ())
+    }
+
+    /// Runs one trial on `backend` until an end condition, an end trigger,
+    /// `stop` (Ctrl-C: the trial is then incomplete) or the backend's
+    /// disconnection. **RT-safe.**
+    ///
+    /// # Errors
+    /// None today: a disconnection ends the trial (reported in
+    /// [`TrialOutcome::reason`]) so that what was recorded is kept; the
+    /// `Result` is for backend errors a future backend cannot recover from.
+    pub fn run(
+        &mut self,
+        backend: &mut dyn MidiBackend,
+        stop: &AtomicBool,
+    ) -> Result<TrialOutcome, BackendError> {
+        let b = backend;
+        let stats0 = b.stats();
+        // Reports of a previous trial's last outputs are not this trial's.
+        b.poll_sent(&mut |_| {});
+        let t0 = monotonic_ns();
+        self.reset(t0);
+        self.update_masking(b, t0);
+        let dur_end = self.dur_end_ns;
+        loop {
+            let now = monotonic_ns();
+            self.diag.tick(now);
+            self.poll_sent(b);
+            if self.poll_input(b).is_err() || self.disconnected {
+                self.ended = Some((now, EndReason::Disconnected));
+                break;
+            }
+            let now = monotonic_ns();
+            self.fire_due(b, |a| matches!(a, TriggerAt::Elapsed(_)), now);
+            self.schedule_metronome(b, now);
+            if let Some(d) = dur_end {
+                if now >= d && self.end_at.is_none() {
+                    self.end_at = Some((d, EndReason::Condition));
+                }
+            }
+            if let Some((at, why)) = self.end_at {
+                if now >= at {
+                    self.ended = Some((at, why));
+                    break;
+                }
+            }
+            if stop.load(Ordering::Relaxed) {
+                self.ended = Some((now, EndReason::Interrupted));
+                break;
+            }
+            let mut deadline = now + self.opts.pause_ns;
+            if self.params.metronome.on && !self.beats_done {
+                deadline = deadline.min(
+                    self.next_beat_ns
+                        .saturating_sub(self.opts.lookahead_ns)
+                        .max(now),
+                );
+            }
+            if let Some((at, _)) = self.end_at {
+                deadline = deadline.min(at);
+            }
+            if b.wait(deadline).is_err() {
+                self.ended = Some((monotonic_ns(), EndReason::Disconnected));
+                break;
+            }
+        }
+        let (end_ns, reason) = self.ended.unwrap_or((monotonic_ns(), EndReason::Condition));
+        let now = monotonic_ns();
+        let _ = self.record(TrialEvent {
+            kind: EventKind::End,
+            index: u32::from(matches!(
+                reason,
+                EndReason::Interrupted | EndReason::Disconnected
+            )),
+            intended_ns: None,
+            actual_ns: Some(end_ns.min(now)),
+            frame: None,
+            note: None,
+        });
+        if reason != EndReason::Disconnected {
+            self.silence(b, now);
+            self.drain(b, now);
+        }
+        let backend_stats = sub_stats(b.stats(), stats0);
+        Ok(TrialOutcome {
+            start_ns: t0,
+            end_ns,
+            reason,
+            keystrokes: self.keystrokes,
+            beats: self.beats,
+            late_outputs: self.late,
+            late_threshold_us: self.opts.late_threshold_us,
+            max_lateness_ns: self.max_late_ns,
+            unreported: self.outstanding,
+            send_failures: self.send_failures,
+            input_overruns: backend_stats.input_dropped + self.in_overflow,
+            events_dropped: self.dropped,
+            backend: backend_stats,
+            diag: self.diag.report(),
+        })
+    }
+
+    /// Note-offs for every feedback note still held, and the masking note.
+    fn silence(&mut self, b: &mut dyn MidiBackend, now: u64) {
+        for v in 0..2 {
+            for n in 0..128 {
+                if let Some(h) = self.held[v][n].take() {
+                    let kind = if v == 0 {
+                        EventKind::Feedback
+                    } else {
+                        EventKind::Feedback2
+                    };
+                    let at = now.max(h.at_ns);
+                    self.out(b, kind, h.keystroke, at, h.channel, h.note, 0, false);
+                }
+            }
+        }
+        if self.masking_on {
+            self.params.masking.on = false;
+            self.update_masking(b, now);
+        }
+    }
+
+    /// Waits for the reports of outputs still queued (bounded).
+    fn drain(&mut self, b: &mut dyn MidiBackend, now: u64) {
+        let limit = now + self.opts.drain_ns;
+        let until = (self.last_at_ns + 100_000_000).min(limit);
+        loop {
+            self.poll_sent(b);
+            let t = monotonic_ns();
+            if self.outstanding == 0 || t >= until {
+                break;
+            }
+            // Input after the end is not part of the trial; drop it.
+            let _ = b.poll_input(&mut |_| {});
+            if b.wait((t + 2_000_000).min(until)).is_err() {
+                break;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use firmtime_midi::loopback::{Loopback, LoopbackOptions};
+
+    fn exp(text: &str) -> Experiment {
+        Experiment::from_toml(text).unwrap()
+    }
+
+    #[test]
+    fn capacity_bounds_hold() {
+        let e = exp("[end]\nkeystrokes = 3\n");
+        let o = EngineOptions::for_experiment(&e, 7);
+        assert!(o.event_capacity >= MIN_EVENTS && o.event_capacity <= MAX_EVENTS);
+        assert_eq!(o.seed, 7);
+    }
+
+    #[test]
+    fn metronome_only_trial_beats_at_mspb_without_allocating() {
+        let e = exp("[metronome]\nmspb = 20\nlength_ms = 5\n[end]\nbeats = 5\n");
+        let mut o = EngineOptions::for_experiment(&e, 1);
+        o.first_beat_ns = 10_000_000;
+        o.lookahead_ns = 5_000_000;
+        let mut eng = Engine::new(&e, o).unwrap();
+        let mut lb = Loopback::new(LoopbackOptions::default());
+        let stop = AtomicBool::new(false);
+        let out = assert_no_alloc::assert_no_alloc(|| eng.run(&mut lb, &stop)).unwrap();
+        assert_eq!(out.reason, EndReason::Condition);
+        assert_eq!(out.beats, 5);
+        let ons: Vec<u64> = eng
+            .events()
+            .iter()
+            .filter(|e| e.kind == EventKind::Metronome && e.note.unwrap().on)
+            .map(|e| e.intended_ns.unwrap() - out.start_ns)
+            .collect();
+        assert_eq!(
+            ons,
+            [10_000_000, 30_000_000, 50_000_000, 70_000_000, 90_000_000]
+        );
+        // The loopback sends at the intended time or later, never earlier.
+        for e in eng
+            .events()
+            .iter()
+            .filter(|e| e.kind == EventKind::Metronome)
+        {
+            assert!(e.actual_ns.unwrap() >= e.intended_ns.unwrap());
+        }
+        assert_eq!(out.unreported, 0);
+    }
+
+    fn on(ch: u8, note: u8) -> MidiMessage {
+        MidiMessage::NoteOn {
+            channel: ch,
+            note,
+            velocity: 90,
+        }
+    }
+
+    /// Queues taps on channel 16 into the loopback so they come back as
+    /// input at exactly `at`; returns their times.
+    fn queue_taps(lb: &mut Loopback, first_ns: u64, gap_ns: u64, notes: &[u8]) -> Vec<u64> {
+        let t0 = monotonic_ns() + first_ns;
+        notes
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| {
+                let at = t0 + i as u64 * gap_ns;
+                lb.send(OutputEvent {
+                    at_ns: Some(at),
+                    port: 0,
+                    msg: on(15, n),
+                    tag: 0x8000_0000 + i as u32,
+                })
+                .unwrap();
+                at
+            })
+            .collect()
+    }
+
+    #[test]
+    fn feedback_split_keyboard_and_keystroke_trigger() {
+        let e = exp(r#"
+[feedback]
+keys = [0, 71]
+pitch = { mode = "transpose", semitones = 12 }
+velocity = { mode = "fixed", velocity = 64 }
+duration = { mode = "fixed", ms = 30 }
+delay = { mode = "fixed", ms = 20 }
+[feedback2]
+channel = 3
+keys = [72, 127]
+[end]
+keystrokes = 5
+[[trigger]]
+keystroke = 3
+set.feedback.delay = { mode = "none" }
+"#);
+        let mut o = EngineOptions::for_experiment(&e, 1);
+        o.input_channels = 1 << 15;
+        let mut eng = Engine::new(&e, o).unwrap();
+        let mut lb = Loopback::new(LoopbackOptions::default());
+        let taps = queue_taps(&mut lb, 30_000_000, 40_000_000, &[60, 80, 60, 60, 60]);
+        let stop = AtomicBool::new(false);
+        let out = assert_no_alloc::assert_no_alloc(|| eng.run(&mut lb, &stop)).unwrap();
+        assert_eq!(out.reason, EndReason::Condition);
+        assert_eq!(out.keystrokes, 5);
+        let ev = eng.events();
+        let inputs: Vec<(u32, u64)> = ev
+            .iter()
+            .filter(|e| e.kind == EventKind::Input)
+            .map(|e| (e.index, e.actual_ns.unwrap()))
+            .collect();
+        let want: Vec<(u32, u64)> = taps
+            .iter()
+            .enumerate()
+            .map(|(i, &t)| (i as u32 + 1, t))
+            .collect();
+        assert_eq!(inputs, want, "input stamps are the taps' times");
+        // Feedback 1: keystrokes 1, 3 delayed 20 ms (trigger at 3 acts after it), 4, 5 at once.
+        let fb: Vec<(u32, u64, u8, u8, bool)> = ev
+            .iter()
+            .filter(|e| e.kind == EventKind::Feedback)
+            .map(|e| {
+                let n = e.note.unwrap();
+                (
+                    e.index,
+                    e.intended_ns.unwrap() - taps[e.index as usize - 1],
+                    n.note,
+                    n.velocity,
+                    n.on,
+                )
+            })
+            .collect();
+        assert_eq!(
+            fb,
+            [
+                (1, 20_000_000, 72, 64, true),
+                (1, 50_000_000, 72, 0, false),
+                (3, 20_000_000, 72, 64, true),
+                (3, 50_000_000, 72, 0, false),
+                (4, 0, 72, 64, true),
+                (4, 30_000_000, 72, 0, false),
+                (5, 0, 72, 64, true),
+                (5, 30_000_000, 72, 0, false),
+            ]
+        );
+        // Feedback 2 answers only the key in its range, on channel 3, as played.
+        let fb2: Vec<(u32, u8, u8, bool)> = ev
+            .iter()
+            .filter(|e| e.kind == EventKind::Feedback2)
+            .map(|e| {
+                let n = e.note.unwrap();
+                (e.index, n.channel, n.note, n.on)
+            })
+            .collect();
+        assert_eq!(
+            fb2,
+            [(2, 3, 80, true), (2, 3, 80, false)],
+            "held note silenced at the end"
+        );
+        let trig: Vec<(u32, u64)> = ev
+            .iter()
+            .filter(|e| e.kind == EventKind::Trigger)
+            .map(|e| (e.index, e.intended_ns.unwrap()))
+            .collect();
+        assert_eq!(trig, [(1, taps[2])]);
+        assert_eq!(eng.params().feedback[0].delay, crate::params::Delay::None);
+        assert_eq!(out.unreported, 0);
+        assert_eq!(out.events_dropped, 0);
+        // CSV rows: every output reported, times relative to the start.
+        let rows = eng.data_events();
+        assert!(rows
+            .iter()
+            .any(|r| r.kind == EventKind::End && r.index == 0));
+        let first = rows.iter().find(|r| r.kind == EventKind::Input).unwrap();
+        assert_eq!(first.actual_us, ((taps[0] - out.start_ns) / 1000) as i64);
+    }
+
+    #[test]
+    fn stop_flag_ends_trial_incomplete_and_storage_overflow_is_counted() {
+        let e = exp("[metronome]\nmspb = 10\n[end]\nduration_ms = 60000\n");
+        let mut o = EngineOptions::for_experiment(&e, 1);
+        o.event_capacity = 8;
+        o.first_beat_ns = 0;
+        o.input_channels = 0;
+        let mut eng = Engine::new(&e, o).unwrap();
+        let mut lb = Loopback::new(LoopbackOptions::default());
+        let stop = AtomicBool::new(false);
+        let out = std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(std::time::Duration::from_millis(200));
+                stop.store(true, Ordering::Relaxed);
+            });
+            assert_no_alloc::assert_no_alloc(|| eng.run(&mut lb, &stop)).unwrap()
+        });
+        assert_eq!(out.reason, EndReason::Interrupted);
+        assert!(out.incomplete());
+        assert_eq!(eng.events().len(), 8);
+        assert!(out.events_dropped > 0);
+        assert!(
+            out.beats >= 10,
+            "about 20 beats in 200 ms, got {}",
+            out.beats
+        );
+        assert_eq!(out.self_checks().events_dropped, out.events_dropped);
+    }
+
+    #[test]
+    fn beat_trigger_changes_tempo_and_stops_metronome_then_elapsed_trigger_ends() {
+        let e = exp(r#"
+[metronome]
+mspb = 20
+pattern = ["accent", "beat", "rest"]
+[end]
+duration_ms = 2000
+[[trigger]]
+beat = 3
+set.metronome.mspb = 10
+[[trigger]]
+beat = 6
+set.metronome.on = false
+[[trigger]]
+id = 9
+elapsed_ms = 300
+end = true
+"#);
+        let mut o = EngineOptions::for_experiment(&e, 1);
+        o.first_beat_ns = 20_000_000;
+        o.lookahead_ns = 5_000_000;
+        o.input_channels = 0;
+        let mut eng = Engine::new(&e, o).unwrap();
+        let mut lb = Loopback::new(LoopbackOptions::default());
+        let stop = AtomicBool::new(false);
+        let out = assert_no_alloc::assert_no_alloc(|| eng.run(&mut lb, &stop)).unwrap();
+        assert_eq!(out.reason, EndReason::Trigger(9));
+        assert_eq!(out.end_ns - out.start_ns, 300_000_000);
+        assert_eq!(out.beats, 6);
+        let beats: Vec<(u32, u64, u8)> = eng
+            .events()
+            .iter()
+            .filter(|e| e.kind == EventKind::Metronome && e.note.unwrap().on)
+            .map(|e| {
+                (
+                    e.index,
+                    (e.intended_ns.unwrap() - out.start_ns) / 1_000_000,
+                    e.note.unwrap().velocity,
+                )
+            })
+            .collect();
+        // Beats 1–3 every 20 ms, then every 10 ms; beats 3 and 6 are rests.
+        assert_eq!(
+            beats,
+            [(1, 20, 127), (2, 40, 100), (4, 70, 127), (5, 80, 100)]
+        );
+        let trig: Vec<u32> = eng
+            .events()
+            .iter()
+            .filter(|e| e.kind == EventKind::Trigger)
+            .map(|e| e.index)
+            .collect();
+        assert_eq!(trig, [1, 2, 9]);
+    }
+}

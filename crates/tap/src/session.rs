@@ -1,0 +1,226 @@
+//! Sessions: which trials run in which order, what each trial's files are
+//! called, and writing a finished trial (CSV + sidecar, atomically).
+//!
+//! A session is one subject's run of trials. Trial *n* of session *s* for
+//! subject *S* is written, when it ends, as `S-s<s>-t<n>.csv` and `.json`
+//! (zero-padded: `P07-s02-t013.csv`) through [`data::write_trial`]: a
+//! `kill -9` loses only the trial that was running, whose data were in RAM.
+//! Temporary files are hidden (`.P07-s02-t013.csv.tmp<pid>`) and never end
+//! in `.csv`, so they are never mistaken for trials.
+//!
+//! # Real-time contract
+//!
+//! Nothing here runs during a trial: planning and writing allocate.
+
+use std::path::{Path, PathBuf};
+
+use firmtime_rt::setup::RtConditions;
+use firmtime_rt::system::Provenance;
+
+use crate::data::{self, Sidecar, FORMAT_VERSION};
+use crate::engine::{Engine, TrialOutcome};
+use crate::error::{Error, ErrorKind, Result};
+use crate::rng::Rng;
+
+/// Most trials one session may list.
+pub const MAX_TRIALS: usize = 10_000;
+
+/// Parses a trial list: comma-separated 1-based experiment numbers, each
+/// optionally repeated with `xN` (`1,2,1x3` = 1, 2, 1, 1, 1). Returns
+/// 0-based indexes into the experiments given.
+///
+/// # Errors
+/// [`ErrorKind::Invalid`] naming the bad item: not a number, 0, beyond
+/// `n_experiments`, a zero repeat, or more than [`MAX_TRIALS`] in all.
+pub fn parse_trial_list(spec: &str, n_experiments: usize) -> Result<Vec<usize>> {
+    let mut out = Vec::new();
+    for item in spec.split(',').map(str::trim) {
+        let (num, rep) = match item.split_once(['x', 'X']) {
+            Some((a, b)) => (a.trim(), b.trim()),
+            None => (item, "1"),
+        };
+        let bad = |why: &str| {
+            Error::new(
+                ErrorKind::Invalid,
+                format!(
+                    "trial list item `{item}`: {why} (expected experiment numbers 1–{n_experiments}, \
+                     each optionally repeated as NxCOUNT, e.g. `1,2,1x3`)"
+                ),
+            )
+        };
+        let n: usize = num.parse().map_err(|_| bad("not a number"))?;
+        if n == 0 || n > n_experiments {
+            return Err(bad("no such experiment"));
+        }
+        let r: usize = rep
+            .parse()
+            .map_err(|_| bad("repeat count is not a number"))?;
+        if r == 0 {
+            return Err(bad("repeat count must be at least 1"));
+        }
+        if out.len() + r > MAX_TRIALS {
+            return Err(bad(&format!("more than {MAX_TRIALS} trials")));
+        }
+        out.extend(std::iter::repeat(n - 1).take(r));
+    }
+    Ok(out)
+}
+
+/// Shuffles `list` (Fisher–Yates) with a generator seeded by `seed`: the
+/// same seed gives the same order, so a recorded seed reproduces it.
+pub fn shuffle(list: &mut [usize], seed: u64) {
+    let mut rng = Rng::new(seed);
+    for i in (1..list.len()).rev() {
+        let j = rng.below(i as u32 + 1) as usize;
+        list.swap(i, j);
+    }
+}
+
+/// The seed of trial `trial`'s random feedback, from the session seed.
+pub fn trial_seed(session_seed: u64, trial: u32) -> u64 {
+    let mut r = Rng::new(session_seed ^ (u64::from(trial) << 32));
+    r.next_u64()
+}
+
+/// Checks that a subject identifier is safe in a file name.
+///
+/// # Errors
+/// [`ErrorKind::Invalid`] when it is empty, longer than 64 characters, or
+/// has characters other than letters, digits, `-` and `_`.
+pub fn check_subject(subject: &str) -> Result<()> {
+    if subject.is_empty()
+        || subject.len() > 64
+        || !subject
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        return Err(Error::new(
+            ErrorKind::Invalid,
+            format!(
+                "subject `{subject}`: use 1–64 letters, digits, `-` or `_` (it becomes part of file names)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The path stem of a trial's files: `DIR/S-s02-t013`.
+pub fn trial_stem(dir: &Path, subject: &str, session: u32, trial: u32) -> PathBuf {
+    dir.join(format!("{subject}-s{session:02}-t{trial:03}"))
+}
+
+/// Trial files (`.csv`/`.json`) already in `dir` for this subject and
+/// session, sorted; temporary files are not listed.
+pub fn existing_trial_files(dir: &Path, subject: &str, session: u32) -> Vec<PathBuf> {
+    let prefix = format!("{subject}-s{session:02}-t");
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            let name = p.file_name().map(|n| n.to_string_lossy().into_owned());
+            name.is_some_and(|n| {
+                n.starts_with(&prefix) && (n.ends_with(".csv") || n.ends_with(".json"))
+            })
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// True if `name` is a temporary file left by an interrupted atomic write.
+pub fn is_temp_file(name: &str) -> bool {
+    name.starts_with('.') && name.contains(".tmp")
+}
+
+/// Who and what a trial belongs to, for its sidecar.
+#[derive(Debug, Clone)]
+pub struct TrialMeta {
+    /// Subject identifier.
+    pub subject: String,
+    /// Session number.
+    pub session: u32,
+    /// Trial number in the session (1-based).
+    pub trial: u32,
+    /// The experiment file's name.
+    pub experiment_file: String,
+    /// Its text as run.
+    pub experiment_toml: String,
+    /// The seed (trial order and random feedback).
+    pub seed: u64,
+    /// The RT conditions of the engine thread.
+    pub rt: Option<RtConditions>,
+}
+
+/// Writes a finished trial: its events (from `engine`) as `<stem>.csv` and
+/// the sidecar as `<stem>.json`, atomically, CSV first. Returns the sidecar.
+///
+/// # Errors
+/// As [`data::write_trial`].
+pub fn write_trial(
+    stem: &Path,
+    engine: &Engine,
+    outcome: &TrialOutcome,
+    meta: &TrialMeta,
+    provenance: Provenance,
+) -> Result<Sidecar> {
+    let events = engine.data_events();
+    let sidecar = Sidecar {
+        format_version: FORMAT_VERSION,
+        subject: meta.subject.clone(),
+        session: meta.session,
+        trial: meta.trial,
+        experiment_file: meta.experiment_file.clone(),
+        experiment_toml: meta.experiment_toml.clone(),
+        seed: meta.seed,
+        provenance,
+        rt: meta.rt.clone(),
+        self_checks: outcome.self_checks(),
+        incomplete: outcome.incomplete(),
+        events: events.len() as u64,
+    };
+    data::write_trial(stem, &events, &sidecar)?;
+    Ok(sidecar)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trial_list_repeats_and_errors_name_the_item() {
+        assert_eq!(parse_trial_list("1,2,1x3", 2).unwrap(), [0, 1, 0, 0, 0]);
+        assert_eq!(parse_trial_list(" 2 x 2 ", 2).unwrap(), [1, 1]);
+        let e = parse_trial_list("1,3", 2).unwrap_err();
+        assert!(e.message().contains("`3`"), "{e}");
+        assert!(parse_trial_list("1x0", 1).is_err());
+        assert!(parse_trial_list("a", 1).is_err());
+    }
+
+    #[test]
+    fn shuffle_is_a_seeded_permutation() {
+        let mut a: Vec<usize> = (0..20).collect();
+        let mut b = a.clone();
+        shuffle(&mut a, 42);
+        shuffle(&mut b, 42);
+        assert_eq!(a, b);
+        assert_ne!(a, (0..20).collect::<Vec<_>>());
+        let mut s = a.clone();
+        s.sort();
+        assert_eq!(s, (0..20).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn stems_and_subjects() {
+        assert_eq!(
+            trial_stem(Path::new("d"), "P07", 2, 13),
+            Path::new("d/P07-s02-t013")
+        );
+        assert!(check_subject("P07_a-1").is_ok());
+        assert!(check_subject("../x").is_err());
+        assert!(check_subject("").is_err());
+        assert!(is_temp_file(".P07-s02-t013.csv.tmp1234"));
+        assert!(!is_temp_file("P07-s02-t013.csv"));
+    }
+}
