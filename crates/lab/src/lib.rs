@@ -15,6 +15,8 @@
 pub mod clockread;
 pub mod cyclic;
 pub mod error;
+pub mod frames;
+pub mod interrupts;
 pub mod load;
 pub mod measure;
 pub mod output;
