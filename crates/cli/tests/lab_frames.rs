@@ -16,7 +16,10 @@ fn text(b: &[u8]) -> String {
 }
 
 fn tmp(name: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("firmtime-lframes-{name}-{}.json", std::process::id()))
+    std::env::temp_dir().join(format!(
+        "firmtime-lframes-{name}-{}.json",
+        std::process::id()
+    ))
 }
 
 #[test]
@@ -41,8 +44,14 @@ fn frames_prints_the_paper_and_the_machine_and_writes_json() {
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{}\n{stdout}", text(&out.stderr));
     assert!(stdout.contains("Etsion et al. 2003"), "{stdout}");
-    assert!(stdout.contains("HZ=") && stdout.contains("clocksource"), "{stdout}");
-    assert!(stdout.contains("HZ=100") && stdout.contains("HZ=1000"), "{stdout}");
+    assert!(
+        stdout.contains("HZ=") && stdout.contains("clocksource"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("HZ=100") && stdout.contains("HZ=1000"),
+        "{stdout}"
+    );
     let j: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     let _ = std::fs::remove_file(&json);
     assert_eq!(j["kind"], "lab-frames");
@@ -102,7 +111,10 @@ fn interrupts_runs_a_tiny_matrix_and_writes_json() {
     ]);
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{}\n{stdout}", text(&out.stderr));
-    assert!(stdout.contains("Etsion et al. 2003") && stdout.contains("HZ="), "{stdout}");
+    assert!(
+        stdout.contains("Etsion et al. 2003") && stdout.contains("HZ="),
+        "{stdout}"
+    );
     let j: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     let _ = std::fs::remove_file(&json);
     assert_eq!(j["kind"], "lab-interrupts");

@@ -238,10 +238,14 @@ impl Config {
             ));
         }
         if self.policies.is_empty() {
-            return Err(invalid("--policies is empty: give at least one (e.g. other or fifo:80)"));
+            return Err(invalid(
+                "--policies is empty: give at least one (e.g. other or fifo:80)",
+            ));
         }
         if self.loads.is_empty() {
-            return Err(invalid("--loads is empty: give at least one (none or e.g. cpu:2)"));
+            return Err(invalid(
+                "--loads is empty: give at least one (none or e.g. cpu:2)",
+            ));
         }
         for p in &self.policies {
             p.validate()
@@ -827,12 +831,8 @@ fn run_cell(config: &Config, mech: Mechanism, policy: Policy, frames: u64) -> Re
     let req = Config::request(policy);
     let fps = config.fps;
     let (r, _) = run_in_thread(&req, |cond| -> Result<Playback> {
-        let mut sleeper = sleep::open(mech).map_err(|e| {
-            Error::new(
-                ErrorKind::Unavailable,
-                format!("{mech}: {}", e.message()),
-            )
-        })?;
+        let mut sleeper = sleep::open(mech)
+            .map_err(|e| Error::new(ErrorKind::Unavailable, format!("{mech}: {}", e.message())))?;
         let mut log = FrameLog::with_capacity(frames);
         // Start one frame from now, as a player starts after its first decode.
         let start = monotonic_ns() + due_offset_ns(1, fps);
@@ -852,7 +852,10 @@ fn run_cell(config: &Config, mech: Mechanism, policy: Policy, frames: u64) -> Re
     })
     .map_err(|e| {
         if e.kind() == ErrorKind::Realtime {
-            Error::new(ErrorKind::Realtime, format!("--policies {policy}: {}", e.message()))
+            Error::new(
+                ErrorKind::Realtime,
+                format!("--policies {policy}: {}", e.message()),
+            )
         } else {
             e
         }

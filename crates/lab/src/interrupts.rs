@@ -152,7 +152,9 @@ impl Config {
     /// [`ErrorKind::InvalidInput`] naming the offending flag.
     pub fn validate(&self) -> Result<()> {
         if self.rates_hz.is_empty() {
-            return Err(invalid("--rates is empty: give at least one rate, 1 to 100000 Hz"));
+            return Err(invalid(
+                "--rates is empty: give at least one rate, 1 to 100000 Hz",
+            ));
         }
         if let Some(r) = self.rates_hz.iter().find(|r| !RATE_HZ.contains(r)) {
             return Err(invalid(format!(
@@ -162,7 +164,9 @@ impl Config {
             )));
         }
         if self.levels.is_empty() {
-            return Err(invalid("--levels is empty: give at least one level, 1 to 64"));
+            return Err(invalid(
+                "--levels is empty: give at least one level, 1 to 64",
+            ));
         }
         if let Some(l) = self.levels.iter().find(|l| !LEVEL.contains(l)) {
             return Err(invalid(format!(
@@ -235,7 +239,11 @@ pub fn parse_cache_size(text: &str) -> Option<u64> {
         'G' | 'g' => (&t[..t.len() - 1], 1024 * 1024 * 1024),
         _ => (t, 1),
     };
-    num.trim().parse::<u64>().ok().map(|n| n * mult).filter(|&n| n > 0)
+    num.trim()
+        .parse::<u64>()
+        .ok()
+        .map(|n| n * mult)
+        .filter(|&n| n > 0)
 }
 
 /// This CPU's L2 size from [`L2_PATH`], if readable.
@@ -479,7 +487,9 @@ pub fn run_once(
                     sorts.fetch_add(n, Ordering::Relaxed);
                     Ok(())
                 })
-                .map_err(|e| Error::new(ErrorKind::Io, format!("cannot start a sort thread: {e}")))?;
+                .map_err(|e| {
+                    Error::new(ErrorKind::Io, format!("cannot start a sort thread: {e}"))
+                })?;
             workers.push(h);
         }
         let timer = rate_hz.map(|rate| {
@@ -510,9 +520,10 @@ pub fn run_once(
         let t0 = monotonic_ns();
         let end = t0 + config.cell_ns;
         while monotonic_ns() < end && !stop.load(Ordering::Relaxed) {
-            std::thread::sleep(Duration::from_millis(10).min(Duration::from_nanos(
-                end.saturating_sub(monotonic_ns()),
-            )));
+            std::thread::sleep(
+                Duration::from_millis(10)
+                    .min(Duration::from_nanos(end.saturating_sub(monotonic_ns()))),
+            );
         }
         done.store(true, Ordering::SeqCst);
         for w in workers {
@@ -562,7 +573,9 @@ pub fn run(config: &Config, progress: &mut dyn Progress) -> Result<InterruptsRes
             format!("half the paper's 256 KiB L2 ({L2_PATH} unreadable)"),
         ),
     };
-    let elements = usize::try_from(array_bytes / 4).unwrap_or(usize::MAX).max(1);
+    let elements = usize::try_from(array_bytes / 4)
+        .unwrap_or(usize::MAX)
+        .max(1);
     // Ask once whether SCHED_FIFO is granted, so a refusal skips the timer
     // cells with the reason instead of failing the run.
     let timer_conditions = run_in_thread(&config.timer_request(cpu), |_| ());
@@ -608,7 +621,8 @@ pub fn run(config: &Config, progress: &mut dyn Progress) -> Result<InterruptsRes
         let base = &runs[li * rates.len()];
         for (ri, &rate) in rates.iter().enumerate() {
             let mine = &runs[li * rates.len() + ri];
-            complete &= mine.len() == config.repeats as usize || (rate.is_some() && refused.is_some());
+            complete &=
+                mine.len() == config.repeats as usize || (rate.is_some() && refused.is_some());
             let result = match (&refused, rate) {
                 (Some(reason), Some(_)) => Cell::Skipped {
                     reason: format!("timer thread: {reason}"),
@@ -659,7 +673,11 @@ pub fn summarize_cell(runs: &[Run], base: &[Run], has_timer: bool) -> RateMeasur
             }
         }
     }
-    let overhead = if has_timer { median_f64(&mut over) } else { None };
+    let overhead = if has_timer {
+        median_f64(&mut over)
+    } else {
+        None
+    };
     let direct = median_f64(&mut direct);
     RateMeasured {
         runs: runs.to_vec(),

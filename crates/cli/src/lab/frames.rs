@@ -67,9 +67,9 @@ fn config(a: &Args) -> anyhow::Result<Config> {
                 if s.trim() == "none" {
                     Ok(None)
                 } else {
-                    s.parse::<LoadSpec>().map(Some).map_err(|e| {
-                        UsageError(format!("--loads {s}: {} (or none)", e.message()))
-                    })
+                    s.parse::<LoadSpec>()
+                        .map(Some)
+                        .map_err(|e| UsageError(format!("--loads {s}: {} (or none)", e.message())))
                 }
             })
             .collect::<Result<Vec<_>, _>>()?
@@ -111,10 +111,9 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     print!("{}", table(&result));
     for c in &result.cells {
         match &c.result {
-            Cell::Skipped { reason } => eprintln!(
-                "firmtime: skipped {} / {}: {reason}",
-                c.sleeper, c.policy
-            ),
+            Cell::Skipped { reason } => {
+                eprintln!("firmtime: skipped {} / {}: {reason}", c.sleeper, c.policy)
+            }
             Cell::Measured(p) => {
                 if let Some(e) = &p.error {
                     eprintln!("firmtime: {} / {}: {e}", c.sleeper, c.policy);
@@ -210,7 +209,10 @@ pub fn table(r: &FramesResult) -> String {
             let _ = writeln!(s, "{}", prediction_line(p, true));
         }
         None => {
-            let _ = writeln!(s, "  this kernel's HZ is unknown (no kernel config): no prediction");
+            let _ = writeln!(
+                s,
+                "  this kernel's HZ is unknown (no kernel config): no prediction"
+            );
         }
         _ => {}
     }

@@ -65,9 +65,9 @@ fn config(a: &Args) -> anyhow::Result<Config> {
         } else {
             a.levels.clone()
         },
-        cell_ns: a
-            .cell
-            .map_or(base.cell_ns, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
+        cell_ns: a.cell.map_or(base.cell_ns, |d| {
+            u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+        }),
         repeats: a.repeats.unwrap_or(base.repeats),
         cpu: a.cpu,
         timer_priority: a.priority,
@@ -158,7 +158,16 @@ pub fn table(r: &InterruptsResult) -> String {
     let _ = writeln!(
         s,
         "{:>5} {:>8} {:>12} {:>9} {:>9} {:>9} {:>12} {:>12} {:>10} {:>7}",
-        "level", "rate Hz", "M numbers/s", "overhead", "direct", "indirect", "direct share", "ns/wake-up", "woke Hz", "missed"
+        "level",
+        "rate Hz",
+        "M numbers/s",
+        "overhead",
+        "direct",
+        "indirect",
+        "direct share",
+        "ns/wake-up",
+        "woke Hz",
+        "missed"
     );
     for cell in &r.cells {
         let rate = cell

@@ -25,9 +25,19 @@ fn xine_rules_hold_for_every_time_around_the_due_time() {
                 if now < due {
                     assert_eq!(d, Decision::Wait, "never early: now {now} due {due}");
                 } else if now - due <= half {
-                    assert_eq!(d, Decision::Show { lateness_ns: now - due });
+                    assert_eq!(
+                        d,
+                        Decision::Show {
+                            lateness_ns: now - due
+                        }
+                    );
                 } else {
-                    assert_eq!(d, Decision::Drop { lateness_ns: now - due });
+                    assert_eq!(
+                        d,
+                        Decision::Drop {
+                            lateness_ns: now - due
+                        }
+                    );
                 }
             }
         }
@@ -40,8 +50,14 @@ fn half_a_frame_is_rounded_down_to_whole_ns() {
     assert_eq!(half_frame_ns(50.0), 10_000_000);
     // 8 333 333 ns late is shown at 60 fps, 8 333 334 is dropped (T/2 = 8 333 333.3…).
     let h = half_frame_ns(60.0);
-    assert!(matches!(xine_decide(8_333_333, 0, h), Decision::Show { .. }));
-    assert!(matches!(xine_decide(8_333_334, 0, h), Decision::Drop { .. }));
+    assert!(matches!(
+        xine_decide(8_333_333, 0, h),
+        Decision::Show { .. }
+    ));
+    assert!(matches!(
+        xine_decide(8_333_334, 0, h),
+        Decision::Drop { .. }
+    ));
 }
 
 #[test]
@@ -76,7 +92,10 @@ fn tick_prediction_reproduces_the_paper() {
     assert_eq!(p.granularity_ns, 10 * MS, "4 ms alarms fire on 10 ms ticks");
     assert_eq!(p.cycle_frames, 3, "lcm(16⅔ ms, 10 ms) = 50 ms = 3 frames");
     assert!((p.share_of_shifts_dropping - 0.5).abs() < 0.01, "{p:?}");
-    assert!((p.worst_fps - frames::PAPER_100HZ_FPS).abs() < 1e-9, "{p:?}");
+    assert!(
+        (p.worst_fps - frames::PAPER_100HZ_FPS).abs() < 1e-9,
+        "{p:?}"
+    );
     assert!((p.mean_fps - 50.0).abs() < 0.1, "{p:?}");
     assert_eq!(p.worst_dropped_in_cycle.len(), 1);
     assert!(p.max_lateness_ns <= 8_333_333);
@@ -114,14 +133,24 @@ fn frame_log_stays_within_capacity_and_bins_every_frame() {
     for d in [
         Decision::Show { lateness_ns: 5_000 },
         Decision::Wait,
-        Decision::Show { lateness_ns: 50_000 },
-        Decision::Drop { lateness_ns: 9 * MS },
-        Decision::Show { lateness_ns: 5 * MS },
+        Decision::Show {
+            lateness_ns: 50_000,
+        },
+        Decision::Drop {
+            lateness_ns: 9 * MS,
+        },
+        Decision::Show {
+            lateness_ns: 5 * MS,
+        },
         Decision::Show { lateness_ns: 1 },
     ] {
         log.push(d);
     }
-    assert_eq!(log.len(), 4, "Wait is not a frame; the 6th is beyond capacity");
+    assert_eq!(
+        log.len(),
+        4,
+        "Wait is not a frame; the 6th is beyond capacity"
+    );
     assert_eq!(log.shown, vec![true, true, false, true]);
     let bins = lateness_histogram(&log, half_frame_ns(60.0));
     let counts: Vec<(&str, u64)> = bins.iter().map(|b| (b.label.as_str(), b.count)).collect();
@@ -259,10 +288,20 @@ fn tiny_run_measures_and_skips_with_reasons() {
     }
     assert_eq!(r.paper_predictions.len(), 2);
     assert_eq!(r.prediction.is_some(), r.machine.config_hz.is_some());
-    assert!(r.find(Mechanism::ClockNanosleep, Policy::Other { nice: 0 }, None).is_some());
+    assert!(r
+        .find(Mechanism::ClockNanosleep, Policy::Other { nice: 0 }, None)
+        .is_some());
 
     let j = serde_json::to_value(&r).unwrap();
-    for k in ["config", "machine", "prediction", "paper_predictions", "cells", "load", "partial"] {
+    for k in [
+        "config",
+        "machine",
+        "prediction",
+        "paper_predictions",
+        "cells",
+        "load",
+        "partial",
+    ] {
         assert!(j.get(k).is_some(), "missing {k}");
     }
     let c = &j["cells"][0];
@@ -271,8 +310,18 @@ fn tiny_run_measures_and_skips_with_reasons() {
     assert!(c["load"].is_null());
     assert_eq!(c["result"]["status"], "measured");
     for k in [
-        "frames", "played", "shown", "dropped", "desired_fps", "achieved_fps", "drop_runs",
-        "longest_drop_run", "first_drops", "lateness", "lateness_all", "lateness_histogram",
+        "frames",
+        "played",
+        "shown",
+        "dropped",
+        "desired_fps",
+        "achieved_fps",
+        "drop_runs",
+        "longest_drop_run",
+        "first_drops",
+        "lateness",
+        "lateness_all",
+        "lateness_histogram",
         "conditions",
     ] {
         assert!(c["result"].get(k).is_some(), "missing {k}");

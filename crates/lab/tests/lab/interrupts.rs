@@ -108,15 +108,78 @@ fn message(c: &Config) -> String {
 #[test]
 fn bad_values_name_the_flag_and_the_range() {
     let cases: [(Config, &str, &str); 9] = [
-        (Config { rates_hz: vec![0], ..Config::default() }, "--rates", "1 to 100000"),
-        (Config { rates_hz: vec![], ..Config::default() }, "--rates", "1 to 100000"),
-        (Config { levels: vec![65], ..Config::default() }, "--levels", "1 to 64"),
-        (Config { levels: vec![], ..Config::default() }, "--levels", "1 to 64"),
-        (Config { cell_ns: 1, ..Config::default() }, "--cell", "100ms"),
-        (Config { repeats: 0, ..Config::default() }, "--repeats", "1 to 100"),
-        (Config { timer_priority: 0, ..Config::default() }, "--priority", "1 to 99"),
-        (Config { array_bytes: Some(1), ..Config::default() }, "--array-size", "4096"),
-        (Config { cpu: Some(100_000), ..Config::default() }, "--cpu", "valid are"),
+        (
+            Config {
+                rates_hz: vec![0],
+                ..Config::default()
+            },
+            "--rates",
+            "1 to 100000",
+        ),
+        (
+            Config {
+                rates_hz: vec![],
+                ..Config::default()
+            },
+            "--rates",
+            "1 to 100000",
+        ),
+        (
+            Config {
+                levels: vec![65],
+                ..Config::default()
+            },
+            "--levels",
+            "1 to 64",
+        ),
+        (
+            Config {
+                levels: vec![],
+                ..Config::default()
+            },
+            "--levels",
+            "1 to 64",
+        ),
+        (
+            Config {
+                cell_ns: 1,
+                ..Config::default()
+            },
+            "--cell",
+            "100ms",
+        ),
+        (
+            Config {
+                repeats: 0,
+                ..Config::default()
+            },
+            "--repeats",
+            "1 to 100",
+        ),
+        (
+            Config {
+                timer_priority: 0,
+                ..Config::default()
+            },
+            "--priority",
+            "1 to 99",
+        ),
+        (
+            Config {
+                array_bytes: Some(1),
+                ..Config::default()
+            },
+            "--array-size",
+            "4096",
+        ),
+        (
+            Config {
+                cpu: Some(100_000),
+                ..Config::default()
+            },
+            "--cpu",
+            "valid are",
+        ),
     ];
     for (c, flag, range) in cases {
         let m = message(&c);
@@ -151,7 +214,10 @@ fn tiny_run_has_every_cell_in_order_with_paired_repeats() {
     assert_eq!(r.array_elements, 4096);
     assert_eq!(r.array_source, "--array-size");
     let order: Vec<(u32, Option<u32>)> = r.cells.iter().map(|c| (c.level, c.rate_hz)).collect();
-    assert_eq!(order, vec![(1, None), (1, Some(1000)), (2, None), (2, Some(1000))]);
+    assert_eq!(
+        order,
+        vec![(1, None), (1, Some(1000)), (2, None), (2, Some(1000))]
+    );
     // SAFETY: geteuid has no preconditions and cannot fail.
     let root = unsafe { libc::geteuid() } == 0;
     for c in &r.cells {
@@ -176,14 +242,30 @@ fn tiny_run_has_every_cell_in_order_with_paired_repeats() {
     }
     let j = serde_json::to_value(&r).unwrap();
     for k in [
-        "config", "machine", "cpu", "l2_bytes", "array_bytes", "array_elements", "array_source",
-        "timer_conditions", "cells", "partial",
+        "config",
+        "machine",
+        "cpu",
+        "l2_bytes",
+        "array_bytes",
+        "array_elements",
+        "array_source",
+        "timer_conditions",
+        "cells",
+        "partial",
     ] {
         assert!(j.get(k).is_some(), "missing {k}");
     }
     assert!(j["cells"][0]["rate_hz"].is_null());
     assert_eq!(j["cells"][1]["rate_hz"], 1000);
-    for k in ["runs", "throughput", "overhead", "direct", "indirect", "direct_share", "missed"] {
+    for k in [
+        "runs",
+        "throughput",
+        "overhead",
+        "direct",
+        "indirect",
+        "direct_share",
+        "missed",
+    ] {
         assert!(j["cells"][1]["result"].get(k).is_some(), "missing {k}");
     }
 }
