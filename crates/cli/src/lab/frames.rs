@@ -36,7 +36,7 @@ pub struct Args {
     /// --quick: clock_nanosleep,poll].
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     sleepers: Vec<Mechanism>,
-    /// Policies of the player thread, comma-separated: other[:nice], fifo:P, rr:P [default: other,fifo:80].
+    /// Policies of the player thread, comma-separated: other, other:NICE, fifo:P, rr:P (default: other,fifo:80).
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     policies: Vec<Policy>,
     /// Loads, comma-separated: none, cpu:N, duty:P%@T, disk, memory, net, stress
