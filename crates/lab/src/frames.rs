@@ -247,6 +247,16 @@ impl Config {
                 "--loads is empty: give at least one (none or e.g. cpu:2)",
             ));
         }
+        let per_load =
+            self.duration_ns as u128 * (self.sleepers.len() * self.policies.len()) as u128;
+        if per_load > 23 * 3_600_000_000_000 {
+            return Err(invalid(format!(
+                "--duration {} × {} sleepers × {} policies is too long: a load may run at most 23h",
+                fmt_ns(self.duration_ns),
+                self.sleepers.len(),
+                self.policies.len()
+            )));
+        }
         for p in &self.policies {
             p.validate()
                 .map_err(|e| invalid(format!("--policies {p}: {}", e.message())))?;

@@ -221,6 +221,17 @@ fn bad_values_name_the_flag_and_the_range() {
     });
     assert!(m.contains("--duration") && m.contains("100ms"), "{m}");
     let m = message(&Config {
+        duration_ns: 3_600_000_000_000,
+        sleepers: Mechanism::ALL.to_vec(),
+        policies: vec![
+            Policy::Other { nice: 0 },
+            Policy::Fifo { priority: 80 },
+            Policy::Rr { priority: 50 },
+        ],
+        ..Config::default()
+    });
+    assert!(m.contains("--duration") && m.contains("23h"), "{m}");
+    let m = message(&Config {
         alarm_ns: 0,
         ..Config::default()
     });
