@@ -16,6 +16,8 @@ pub mod all;
 pub mod clockread;
 pub mod cyclic;
 pub mod error;
+pub mod frames;
+pub mod interrupts;
 pub mod load;
 pub mod measure;
 pub mod output;

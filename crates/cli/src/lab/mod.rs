@@ -7,6 +7,8 @@ use std::path::PathBuf;
 mod all;
 mod clock;
 mod cyclic;
+mod frames;
+mod interrupts;
 mod overhead;
 mod sleep;
 mod tails;
@@ -61,6 +63,10 @@ pub enum LabCommand {
     TailsWorker(tails::WorkerArgs),
     /// Context switch, trap, memcpy and clock-read costs (Etsion et al. 2003, Table 2).
     Overhead(overhead::Args),
+    /// Frame pacing of a Xine-like player: desired vs achieved fps, drops (Etsion et al. 2003, Figs 1 and 5).
+    Frames(frames::Args),
+    /// Throughput cost of extra timer interrupts on a sort benchmark (Etsion et al. 2003, Figs 2, 3 and 8).
+    Interrupts(interrupts::Args),
 }
 
 /// Runs a lab subcommand. Ctrl-C stops the measurement, keeps what was
@@ -75,5 +81,7 @@ pub fn run(cmd: LabCommand) -> anyhow::Result<Outcome> {
         LabCommand::Tails(a) => tails::run(a),
         LabCommand::TailsWorker(a) => tails::run_worker(a),
         LabCommand::Overhead(a) => overhead::run(a),
+        LabCommand::Frames(a) => frames::run(a),
+        LabCommand::Interrupts(a) => interrupts::run(a),
     }
 }

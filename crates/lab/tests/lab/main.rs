@@ -7,6 +7,8 @@ static ALLOC: assert_no_alloc::AllocDisabler = assert_no_alloc::AllocDisabler;
 
 mod clockread;
 mod cyclic;
+mod frames;
+mod interrupts;
 mod load;
 mod output;
 mod overhead;

@@ -1,0 +1,272 @@
+//! `firmtime lab frames`: frame pacing of a Xine-like player (Etsion et al.
+//! 2003, Figs 1 and 5).
+
+use super::Common;
+use crate::args::{self, UsageError};
+use crate::progress::Bars;
+use crate::Outcome;
+use anyhow::Context;
+use firmtime_lab::frames::{self, Config, FramesResult, TickPrediction};
+use firmtime_lab::load::LoadSpec;
+use firmtime_lab::measure::{Cell, Envelope};
+use firmtime_lab::ErrorKind;
+use firmtime_rt::sched::Policy;
+use firmtime_rt::sleep::Mechanism;
+use firmtime_rt::system::Provenance;
+use std::time::Duration;
+
+/// Arguments of `firmtime lab frames`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:\n  \
+    firmtime lab frames --quick\n  \
+    firmtime lab frames --sleepers clock_nanosleep --policies fifo:80 --loads cpu:2 --duration 30s\n  \
+    firmtime lab frames --fps 50 --alarm 4ms --json frames.json\n\n\
+    Xine's rules: a frame is never shown early, and dropped when late by more than half a frame.\n\
+    The tick model is the paper's: alarms that expire only on ticks of 1/HZ.")]
+pub struct Args {
+    #[command(flatten)]
+    common: Common,
+    /// Desired frame rate, 1 to 1000.
+    #[arg(long, value_name = "FPS", default_value_t = frames::PAPER_FPS)]
+    fps: f64,
+    /// Length of each cell, 100ms to 1h [default: 30s, 5s with --quick].
+    #[arg(long, value_name = "D", value_parser = args::duration)]
+    duration: Option<Duration>,
+    /// Sleep mechanisms, comma-separated [default: clock_nanosleep,nanosleep,timerfd,poll,hybrid;
+    /// --quick: clock_nanosleep,poll].
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    sleepers: Vec<Mechanism>,
+    /// Policies of the player thread, comma-separated: other, other:NICE, fifo:P, rr:P (default: other,fifo:80).
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    policies: Vec<Policy>,
+    /// Loads, comma-separated: none, cpu:N, duty:P%@T, disk, memory, net, stress
+    /// [default: none,cpu:2; --quick: cpu:2].
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    loads: Vec<String>,
+    /// Alarm period of the tick-based model (Xine: 4ms), 1us to 1s.
+    #[arg(long, value_name = "D", default_value = "4ms", value_parser = args::duration)]
+    alarm: Duration,
+}
+
+fn ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+fn config(a: &Args) -> anyhow::Result<Config> {
+    let base = if a.common.quick {
+        Config::quick()
+    } else {
+        Config::default()
+    };
+    let loads = if a.loads.is_empty() {
+        base.loads.clone()
+    } else {
+        a.loads
+            .iter()
+            .map(|s| {
+                if s.trim() == "none" {
+                    Ok(None)
+                } else {
+                    s.parse::<LoadSpec>()
+                        .map(Some)
+                        .map_err(|e| UsageError(format!("--loads {s}: {} (or none)", e.message())))
+                }
+            })
+            .collect::<Result<Vec<_>, _>>()?
+    };
+    let c = Config {
+        fps: a.fps,
+        duration_ns: a.duration.map_or(base.duration_ns, ns),
+        sleepers: if a.sleepers.is_empty() {
+            base.sleepers.clone()
+        } else {
+            a.sleepers.clone()
+        },
+        policies: if a.policies.is_empty() {
+            base.policies.clone()
+        } else {
+            a.policies.clone()
+        },
+        loads,
+        alarm_ns: ns(a.alarm),
+        load_exe: Some(std::env::current_exe().context("cannot find the firmtime binary")?),
+    };
+    c.validate()
+        .map_err(|e| UsageError(e.message().to_string()))?;
+    Ok(c)
+}
+
+/// Runs `firmtime lab frames`.
+pub fn run(args: Args) -> anyhow::Result<Outcome> {
+    let provenance = Provenance::begin(std::env::args().collect());
+    let cfg = config(&args)?;
+    let mut bars = Bars::new();
+    let result = match frames::run(&cfg, &mut bars) {
+        Ok(r) => r,
+        Err(e) if e.kind() == ErrorKind::InvalidInput => {
+            return Err(UsageError(e.message().into()).into())
+        }
+        Err(e) => return Err(anyhow::anyhow!("{}", e.message())),
+    };
+    print!("{}", table(&result));
+    for c in &result.cells {
+        match &c.result {
+            Cell::Skipped { reason } => {
+                eprintln!("firmtime: skipped {} / {}: {reason}", c.sleeper, c.policy)
+            }
+            Cell::Measured(p) => {
+                if let Some(e) = &p.error {
+                    eprintln!("firmtime: {} / {}: {e}", c.sleeper, c.policy);
+                }
+                for m in p.conditions.mismatches() {
+                    eprintln!("firmtime: warning: {} / {}: {m}", c.sleeper, c.policy);
+                }
+            }
+        }
+    }
+    if let Some(path) = &args.common.json {
+        let env = Envelope::new("lab-frames", provenance, result.partial, &result);
+        args::write_json(path, &env)?;
+    }
+    if result.partial {
+        eprintln!("firmtime: interrupted: the results above are partial");
+    }
+    let failed = result.partial
+        || !result.cells.iter().any(|c| c.result.measured().is_some())
+        || result
+            .cells
+            .iter()
+            .filter_map(|c| c.result.measured())
+            .any(|p| p.error.is_some());
+    Ok(if failed { Outcome::Failed } else { Outcome::Ok })
+}
+
+fn ms(ns: u64) -> String {
+    format!("{:.3}", ns as f64 / 1e6)
+}
+
+fn us(v: Option<i64>) -> String {
+    v.map_or_else(|| "-".into(), |ns| format!("{:.0}", ns as f64 / 1000.0))
+}
+
+fn prediction_line(p: &TickPrediction, this: bool) -> String {
+    format!(
+        "  HZ={:<5}{} alarms every {} ms: mean {:.1} fps, worst {:.1} fps; {:.0} % of start shifts drop frames{}",
+        p.hz,
+        if this { " (this kernel)" } else { "              " },
+        ms(p.granularity_ns),
+        p.mean_fps,
+        p.worst_fps,
+        p.share_of_shifts_dropping * 100.0,
+        if p.worst_dropped_in_cycle.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " (worst: frames {:?} of every {} dropped)",
+                p.worst_dropped_in_cycle, p.cycle_frames
+            )
+        }
+    )
+}
+
+/// The human table: the paper's figures and the tick model, then one row per cell.
+pub fn table(r: &FramesResult) -> String {
+    use std::fmt::Write;
+    let c = &r.config;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "lab frames: {} fps, {} per cell ({} frames), Xine's rules (never early; drop if late > half a frame = {} ms)",
+        c.fps,
+        firmtime_rt::units::format_duration(Duration::from_nanos(c.duration_ns)),
+        c.frames(),
+        ms(frames::half_frame_ns(c.fps))
+    );
+    let _ = writeln!(s, "measured on: {}", r.machine.line());
+    let _ = writeln!(
+        s,
+        "Etsion et al. 2003 (Fig 1, §5; Xine, {} frames, {} ms alarms): {} fps desired; at 100 Hz about {} fps \
+         (a third of the frames dropped) in {:.0} % of start shifts; at 1000 Hz {} fps.",
+        frames::PAPER_FRAMES,
+        ms(frames::PAPER_ALARM_NS),
+        frames::PAPER_FPS,
+        frames::PAPER_100HZ_FPS,
+        frames::PAPER_100HZ_DROP_CHANCE * 100.0,
+        frames::PAPER_1000HZ_FPS
+    );
+    let _ = writeln!(
+        s,
+        "Tick model (a timer that expires only on ticks; frame k shown iff (shift - k/fps) mod A <= half a frame) at {} fps, {} ms alarms:",
+        c.fps,
+        ms(c.alarm_ns)
+    );
+    for p in &r.paper_predictions {
+        let this = r.prediction.as_ref().is_some_and(|t| t.hz == p.hz);
+        let _ = writeln!(s, "{}", prediction_line(p, this));
+    }
+    match &r.prediction {
+        Some(p) if !r.paper_predictions.iter().any(|q| q.hz == p.hz) => {
+            let _ = writeln!(s, "{}", prediction_line(p, true));
+        }
+        None => {
+            let _ = writeln!(
+                s,
+                "  this kernel's HZ is unknown (no kernel config): no prediction"
+            );
+        }
+        _ => {}
+    }
+    if r.machine.high_res_timers != Some(false) {
+        let _ = writeln!(
+            s,
+            "This kernel has high-resolution timers: sleeps are not bounded by the tick, so the model \
+             describes a tick-based timer, not the rows below."
+        );
+    }
+    let _ = writeln!(
+        s,
+        "{:<17} {:<9} {:<8} {:>6} {:>6} {:>7} {:>7} {:>9} {:>8} {:>8} {:>8}  lateness bins (shown) …, dropped",
+        "sleeper", "policy", "load", "frames", "shown", "dropped", "longest", "fps", "p50 µs", "p99 µs", "max µs"
+    );
+    for cell in &r.cells {
+        let load = cell
+            .load
+            .as_ref()
+            .map_or_else(|| "none".to_string(), ToString::to_string);
+        match &cell.result {
+            Cell::Measured(p) => {
+                let bins: Vec<String> = p
+                    .lateness_histogram
+                    .iter()
+                    .map(|b| format!("{}:{}", b.label, b.count))
+                    .collect();
+                let _ = writeln!(
+                    s,
+                    "{:<17} {:<9} {:<8} {:>6} {:>6} {:>7} {:>7} {:>9.3} {:>8} {:>8} {:>8}  {}",
+                    cell.sleeper.to_string(),
+                    cell.policy.to_string(),
+                    load,
+                    p.played,
+                    p.shown,
+                    p.dropped,
+                    p.longest_drop_run,
+                    p.achieved_fps,
+                    us(p.lateness.p50_ns),
+                    us(p.lateness.p99_ns),
+                    us(p.lateness.max_ns),
+                    bins.join(" ")
+                );
+            }
+            Cell::Skipped { reason } => {
+                let _ = writeln!(
+                    s,
+                    "{:<17} {:<9} {:<8} skipped: {reason}",
+                    cell.sleeper.to_string(),
+                    cell.policy.to_string(),
+                    load
+                );
+            }
+        }
+    }
+    s
+}
