@@ -3,7 +3,8 @@
 //! Runs the lab's measurements in turn — clock reads (Finney Table 1),
 //! sleeps (Finney's process suspension), periodic wake-ups under four
 //! conditions (Varoquaux; cyclictest), timer-signal tails (Etsion et al.
-//! Table 6) and basic costs (Etsion et al. Table 2) — and writes into one
+//! Table 6), basic costs (Etsion et al. Table 2), frame pacing (Etsion et
+//! al. Figs 1 and 5) and timer-interrupt overhead (Figs 2, 3, 8) — and writes into one
 //! directory: `report.md` (each paper's table beside this machine's numbers
 //! and a plain-language verdict), one JSON envelope per measurement, PNG
 //! plots, and cyclictest-format histograms. Ctrl-C stops the running
@@ -16,7 +17,7 @@ use crate::measure::{stop_requested, Envelope, Progress};
 use crate::output::{self, RtTestsHeader, SysInfo, ThreadHist};
 use crate::report::{self, CyclicRow};
 use crate::stats::LatencyHistogram;
-use crate::{clockread, cyclic, overhead, plot, suspend, tails};
+use crate::{clockread, cyclic, frames, interrupts, overhead, plot, suspend, tails};
 use firmtime_rt::sched::Policy;
 use firmtime_rt::system::Provenance;
 use serde::Serialize;
@@ -294,6 +295,42 @@ pub fn run(cfg: &Config, progress: &mut dyn Progress) -> Result<Outcome> {
                 sections.push(report::overhead_section(&r));
             }
             Err(e) => failures.push(("overhead".into(), e.to_string())),
+        }
+    }
+
+    // Etsion et al. Figs 1 and 5: frame pacing.
+    if !stop_requested() {
+        // The default preset keeps frames short too: 20 cells of 30 s would dominate it.
+        let mut c = if full {
+            frames::Config::full()
+        } else {
+            frames::Config::quick()
+        };
+        c.load_exe = Some(cfg.exe.clone());
+        let p = w.provenance();
+        match frames::run(&c, progress) {
+            Ok(r) => {
+                w.json("frames.json", "lab-frames", r.partial, &r, p)?;
+                sections.push(report::frames_section(&r));
+            }
+            Err(e) => failures.push(("frames".into(), e.to_string())),
+        }
+    }
+
+    // Etsion et al. Figs 2, 3 and 8: timer-interrupt overhead.
+    if !stop_requested() {
+        let c = if full {
+            interrupts::Config::full()
+        } else {
+            interrupts::Config::quick()
+        };
+        let p = w.provenance();
+        match interrupts::run(&c, progress) {
+            Ok(r) => {
+                w.json("interrupts.json", "lab-interrupts", r.partial, &r, p)?;
+                sections.push(report::interrupts_section(&r));
+            }
+            Err(e) => failures.push(("interrupts".into(), e.to_string())),
         }
     }
 
