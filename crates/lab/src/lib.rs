@@ -12,6 +12,7 @@
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod billing;
 pub mod clockread;
 pub mod cyclic;
 pub mod error;
@@ -24,6 +25,8 @@ pub mod report;
 pub mod stats;
 pub mod suspend;
 pub mod tails;
+pub mod trace;
+pub mod workloads;
 
 pub use error::{Error, ErrorKind, Result};
 
