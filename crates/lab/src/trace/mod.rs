@@ -406,8 +406,7 @@ pub fn run(config: &Config, progress: &mut dyn Progress) -> Result<TraceResult> 
         None => TickSource::Grid(tick_ns),
     };
     let cpus = firmtime_rt::sched::online_cpus();
-    let name = format!("firmtime-{}", std::process::id());
-    let inst = tracefs::Instance::create(&name, config.buffer_kb)?;
+    let inst = tracefs::Instance::create(&tracefs::instance_name(), config.buffer_kb)?;
 
     // Applications: workloads, then pids, then the command.
     let mut names: Vec<(String, Option<String>)> = Vec::new();

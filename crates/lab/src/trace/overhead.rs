@@ -219,7 +219,7 @@ pub fn run(config: &Config, progress: &mut dyn Progress) -> Result<OverheadResul
 }
 
 fn traced_run(config: &Config, hz: u32, cpus: &[usize]) -> Result<(f64, u64)> {
-    let inst = Instance::create(&format!("firmtime-{}", std::process::id()), config.buffer_kb)?;
+    let inst = Instance::create(&tracefs::instance_name(), config.buffer_kb)?;
     let stop = AtomicBool::new(false);
     let capacity = 2_000_000;
     let r = std::thread::scope(|s| -> Result<(f64, u64)> {

@@ -54,6 +54,43 @@ fn write(path: &Path, value: &str) -> Result<()> {
     std::fs::write(path, value).map_err(|e| io(&format!("writing {value:?} to {}", path.display()), e))
 }
 
+/// A fresh instance name for this process: `firmtime-<pid>`, then
+/// `firmtime-<pid>-2`, … for further instances (runs may overlap in tests).
+pub fn instance_name() -> String {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    let pid = std::process::id();
+    if n == 1 {
+        format!("firmtime-{pid}")
+    } else {
+        format!("firmtime-{pid}-{n}")
+    }
+}
+
+/// Reads a tracefs text file. Some (`events/header_page`) misbehave on the
+/// small first read `read_to_string` makes, so read with one large buffer.
+///
+/// # Errors
+/// The open or read error.
+pub fn read_text(path: &Path) -> std::io::Result<String> {
+    let mut f = std::fs::File::open(path)?;
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut len = 0;
+    loop {
+        if len == buf.len() {
+            buf.resize(len * 2, 0);
+        }
+        match f.read(&mut buf[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    buf.truncate(len);
+    String::from_utf8(buf).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
 /// True when the effective user is root (tracefs needs it).
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
@@ -149,7 +186,7 @@ impl Instance {
             mounted,
             events: Vec::new(),
             decoder: Decoder::new(
-                &std::fs::read_to_string(root.join("events/header_page"))
+                &read_text(&root.join("events/header_page"))
                     .map_err(|e| io("reading tracefs events/header_page", e))?,
                 &[],
             )?,
@@ -161,7 +198,7 @@ impl Instance {
         let mut formats = Vec::new();
         for (ev, kind) in EVENTS {
             let dir = inst.path.join("events").join(ev);
-            let Ok(text) = std::fs::read_to_string(dir.join("format")) else {
+            let Ok(text) = read_text(&dir.join("format")) else {
                 if kind == EventKind::Switch {
                     return Err(Error::new(
                         ErrorKind::Unavailable,
@@ -175,7 +212,7 @@ impl Instance {
             formats.push((kind, f));
             inst.events.push(kind);
         }
-        let hp = std::fs::read_to_string(root.join("events/header_page"))
+        let hp = read_text(&root.join("events/header_page"))
             .map_err(|e| io("reading tracefs events/header_page", e))?;
         inst.decoder = Decoder::new(&hp, &formats)?;
         Ok(inst)
@@ -198,7 +235,7 @@ impl Instance {
     pub fn lost_events(&self, cpus: &[usize]) -> u64 {
         cpus.iter()
             .filter_map(|c| {
-                std::fs::read_to_string(self.path.join(format!("per_cpu/cpu{c}/stats"))).ok()
+                read_text(&self.path.join(format!("per_cpu/cpu{c}/stats"))).ok()
             })
             .map(|s| parse_stats_lost(&s))
             .sum()

@@ -14,6 +14,8 @@ mod plot;
 mod stats;
 mod suspend;
 mod tails;
+mod trace;
+mod billing;
 
 /// Path of a fixture in `crates/lab/tests/data/`.
 pub fn data(name: &str) -> std::path::PathBuf {
