@@ -85,6 +85,32 @@ pub fn paper_row(application: &str) -> Option<&'static PaperBilling> {
     PAPER_TABLE3.iter().find(|r| r.application == application)
 }
 
+/// `lab billing`'s default: the trace of [`crate::trace::Config`] with the
+/// four [`Workload::BILLING`](crate::workloads::Workload::BILLING)
+/// workloads (typist, player, sorter and the tick-synchronized xserver), 10 s.
+pub fn default_config() -> crate::trace::Config {
+    crate::trace::Config {
+        workloads: crate::workloads::Workload::BILLING.to_vec(),
+        ..crate::trace::Config::default()
+    }
+}
+
+/// `lab billing --quick`: as [`default_config`] for 4 s.
+pub fn quick() -> crate::trace::Config {
+    crate::trace::Config {
+        workloads: crate::workloads::Workload::BILLING.to_vec(),
+        ..crate::trace::Config::quick()
+    }
+}
+
+/// `lab billing --full` (for the report): as [`default_config`] for 30 s.
+pub fn full() -> crate::trace::Config {
+    crate::trace::Config {
+        workloads: crate::workloads::Workload::BILLING.to_vec(),
+        ..crate::trace::Config::full()
+    }
+}
+
 /// One effective quantum as billing sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct QuantumBill {

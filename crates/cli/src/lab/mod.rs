@@ -4,11 +4,13 @@ use crate::Outcome;
 use clap::Subcommand;
 use std::path::PathBuf;
 
+mod billing;
 mod clock;
 mod cyclic;
 mod overhead;
 mod sleep;
 mod tails;
+mod trace;
 
 /// Flags every lab subcommand takes.
 #[derive(Debug, Clone, clap::Args)]
@@ -37,6 +39,10 @@ pub enum LabCommand {
     TailsWorker(tails::WorkerArgs),
     /// Context switch, trap, memcpy and clock-read costs (Etsion et al. 2003, Table 2).
     Overhead(overhead::Args),
+    /// Scheduler trace: effective quanta, preempted vs blocked, CPU share (Etsion et al. 2003, Tables 4–5, Fig. 6).
+    Trace(trace::Args),
+    /// Tick-sampled CPU billing vs precise run time (Etsion et al. 2003, Table 3, Fig. 4).
+    Billing(billing::Args),
 }
 
 /// Runs a lab subcommand. Ctrl-C stops the measurement, keeps what was
@@ -50,5 +56,7 @@ pub fn run(cmd: LabCommand) -> anyhow::Result<Outcome> {
         LabCommand::Tails(a) => tails::run(a),
         LabCommand::TailsWorker(a) => tails::run_worker(a),
         LabCommand::Overhead(a) => overhead::run(a),
+        LabCommand::Trace(a) => trace::run(a),
+        LabCommand::Billing(a) => billing::run(a),
     }
 }
