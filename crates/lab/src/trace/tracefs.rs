@@ -175,21 +175,21 @@ impl Instance {
     pub fn create(name: &str, buffer_kb: u32) -> Result<Instance> {
         let mounted = ensure_mounted()?;
         let root = Path::new(TRACEFS);
+        let hp = read_text(&root.join("events/header_page"))
+            .map_err(|e| io("reading tracefs events/header_page", e))?;
+        let decoder = Decoder::new(&hp, &[])?;
         let path = root.join("instances").join(name);
         if path.exists() {
             let _ = std::fs::remove_dir(&path);
         }
         std::fs::create_dir(&path)
             .map_err(|e| io(&format!("creating tracefs instance {}", path.display()), e))?;
+        // From here on, dropping `inst` removes the directory on any error.
         let mut inst = Instance {
             path,
             mounted,
             events: Vec::new(),
-            decoder: Decoder::new(
-                &read_text(&root.join("events/header_page"))
-                    .map_err(|e| io("reading tracefs events/header_page", e))?,
-                &[],
-            )?,
+            decoder,
         };
         write(&inst.path.join("tracing_on"), "0")?;
         // "mono" is CLOCK_MONOTONIC; older kernels without it keep "local".
@@ -212,8 +212,6 @@ impl Instance {
             formats.push((kind, f));
             inst.events.push(kind);
         }
-        let hp = read_text(&root.join("events/header_page"))
-            .map_err(|e| io("reading tracefs events/header_page", e))?;
         inst.decoder = Decoder::new(&hp, &formats)?;
         Ok(inst)
     }
