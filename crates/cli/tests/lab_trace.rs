@@ -14,7 +14,10 @@ fn firmtime(args: &[&str]) -> Output {
 }
 
 fn json_path(name: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("firmtime-lab-trace-{name}-{}.json", std::process::id()))
+    std::env::temp_dir().join(format!(
+        "firmtime-lab-trace-{name}-{}.json",
+        std::process::id()
+    ))
 }
 
 fn is_root() -> bool {
@@ -33,15 +36,26 @@ fn tiny_trace_prints_tables_and_writes_json() {
     }
     let p = json_path("tiny");
     let out = firmtime(&[
-        "lab", "trace", "--duration", "300ms", "--workload", "sorter,typist",
-        "--buffer-kb", "512", "--json", p.to_str().unwrap(),
+        "lab",
+        "trace",
+        "--duration",
+        "300ms",
+        "--workload",
+        "sorter,typist",
+        "--buffer-kb",
+        "512",
+        "--json",
+        p.to_str().unwrap(),
     ]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(stdout.contains("Table 4"));
     assert!(stdout.contains("Table 5"));
-    assert!(stdout.contains("HZ="), "every table states the kernel: {stdout}");
+    assert!(
+        stdout.contains("HZ="),
+        "every table states the kernel: {stdout}"
+    );
     assert!(stdout.contains("sorter (CPU-bound)"));
     assert!(stdout.contains("28.81"), "paper figure beside");
     assert!(stderr.contains("removed"));
@@ -62,9 +76,20 @@ fn billing_prints_table3_and_the_accounting_scheme() {
     if !is_root() {
         return;
     }
-    let out = firmtime(&["lab", "billing", "--duration", "300ms", "--workload", "xserver"]);
+    let out = firmtime(&[
+        "lab",
+        "billing",
+        "--duration",
+        "300ms",
+        "--workload",
+        "xserver",
+    ]);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(stdout.contains("Table 3"));
     assert!(stdout.contains("xserver (X Server)"));
     assert!(stdout.contains("0.0202"), "paper figure beside");
@@ -76,8 +101,21 @@ fn a_command_is_traced_until_it_exits() {
     if !is_root() {
         return;
     }
-    let out = firmtime(&["lab", "trace", "--buffer-kb", "256", "--", "sh", "-c", "sleep 0.05"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = firmtime(&[
+        "lab",
+        "trace",
+        "--buffer-kb",
+        "256",
+        "--",
+        "sh",
+        "-c",
+        "sleep 0.05",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(String::from_utf8_lossy(&out.stdout).contains("sh -c sleep 0.05"));
     assert!(String::from_utf8_lossy(&out.stderr).contains("exited with status 0"));
 }
@@ -89,7 +127,10 @@ fn bad_flags_exit_2_naming_the_flag() {
         (vec!["lab", "trace", "--workload", "emacs"], "--workload"),
         (vec!["lab", "trace", "--buffer-kb", "1"], "--buffer-kb"),
         (vec!["lab", "trace", "--pids", "999999999"], "--pids"),
-        (vec!["lab", "trace", "--overhead", "--pairs", "0"], "--pairs"),
+        (
+            vec!["lab", "trace", "--overhead", "--pairs", "0"],
+            "--pairs",
+        ),
         (vec!["lab", "billing", "--duration", "2h"], "--duration"),
     ] {
         let out = firmtime(&args);

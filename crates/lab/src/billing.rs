@@ -50,33 +50,69 @@ pub struct PaperBilling {
 pub const PAPER_TABLE3: [PaperBilling; 6] = [
     PaperBilling {
         application: "Emacs",
-        billing_ratio: PaperPair { hz100: 1.0746, hz1000: 0.9468 },
-        missed_percent: PaperPair { hz100: 95.96, hz1000: 73.42 },
+        billing_ratio: PaperPair {
+            hz100: 1.0746,
+            hz1000: 0.9468,
+        },
+        missed_percent: PaperPair {
+            hz100: 95.96,
+            hz1000: 73.42,
+        },
     },
     PaperBilling {
         application: "Xine",
-        billing_ratio: PaperPair { hz100: 1.2750, hz1000: 1.0249 },
-        missed_percent: PaperPair { hz100: 89.46, hz1000: 74.81 },
+        billing_ratio: PaperPair {
+            hz100: 1.2750,
+            hz1000: 1.0249,
+        },
+        missed_percent: PaperPair {
+            hz100: 89.46,
+            hz1000: 74.81,
+        },
     },
     PaperBilling {
         application: "Quake",
-        billing_ratio: PaperPair { hz100: 1.0310, hz1000: 1.0337 },
-        missed_percent: PaperPair { hz100: 54.17, hz1000: 23.23 },
+        billing_ratio: PaperPair {
+            hz100: 1.0310,
+            hz1000: 1.0337,
+        },
+        missed_percent: PaperPair {
+            hz100: 54.17,
+            hz1000: 23.23,
+        },
     },
     PaperBilling {
         application: "X Server",
-        billing_ratio: PaperPair { hz100: 0.0202, hz1000: 0.9319 },
-        missed_percent: PaperPair { hz100: 99.43, hz1000: 64.05 },
+        billing_ratio: PaperPair {
+            hz100: 0.0202,
+            hz1000: 0.9319,
+        },
+        missed_percent: PaperPair {
+            hz100: 99.43,
+            hz1000: 64.05,
+        },
     },
     PaperBilling {
         application: "CPU-bound",
-        billing_ratio: PaperPair { hz100: 1.0071, hz1000: 1.0043 },
-        missed_percent: PaperPair { hz100: 7.86, hz1000: 7.83 },
+        billing_ratio: PaperPair {
+            hz100: 1.0071,
+            hz1000: 1.0043,
+        },
+        missed_percent: PaperPair {
+            hz100: 7.86,
+            hz1000: 7.83,
+        },
     },
     PaperBilling {
         application: "CPU+Quake",
-        billing_ratio: PaperPair { hz100: 1.0333, hz1000: 1.0390 },
-        missed_percent: PaperPair { hz100: 26.71, hz1000: 2.36 },
+        billing_ratio: PaperPair {
+            hz100: 1.0333,
+            hz1000: 1.0390,
+        },
+        missed_percent: PaperPair {
+            hz100: 26.71,
+            hz1000: 2.36,
+        },
     },
 ];
 
@@ -155,7 +191,10 @@ impl ProcAccounting {
         let stat = std::fs::read_to_string(format!("/proc/{task}/stat"))
             .map_err(|e| Error::new(ErrorKind::Io, format!("/proc/{task}/stat: {e}")))?;
         let (utime_ticks, stime_ticks) = parse_stat_times(&stat).ok_or_else(|| {
-            Error::new(ErrorKind::Io, format!("/proc/{task}/stat: unexpected format"))
+            Error::new(
+                ErrorKind::Io,
+                format!("/proc/{task}/stat: unexpected format"),
+            )
         })?;
         let schedstat_ns = std::fs::read_to_string(format!("/proc/{task}/schedstat"))
             .ok()
@@ -263,8 +302,7 @@ impl BillingRow {
             missed_percent: (n > 0).then(|| 100.0 * missed_quanta as f64 / n as f64),
             proc: proc.map(|(acc, user_hz)| {
                 let user_hz = user_hz.max(1);
-                let stat_ns =
-                    (acc.utime_ticks + acc.stime_ticks) * (1_000_000_000 / user_hz);
+                let stat_ns = (acc.utime_ticks + acc.stime_ticks) * (1_000_000_000 / user_hz);
                 ProcBilling {
                     accounting: acc,
                     user_hz,
@@ -380,7 +418,9 @@ impl KernelAccounting {
         };
         let irq = match irq_time {
             Some(true) => " IRQ_TIME_ACCOUNTING keeps interrupt time out of tasks' time.",
-            Some(false) => " Without IRQ_TIME_ACCOUNTING, interrupt time is charged to the interrupted task.",
+            Some(false) => {
+                " Without IRQ_TIME_ACCOUNTING, interrupt time is charged to the interrupted task."
+            }
             None => "",
         };
         let explanation = format!(

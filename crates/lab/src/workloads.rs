@@ -226,9 +226,16 @@ pub fn run(w: Workload, ctl: &Control, tid: &AtomicI32, iterations: &AtomicU64, 
         Workload::Xserver => {
             let tick = tick_ns(hz);
             let work = (tick as f64 * XSERVER_TICK_FRACTION) as u64;
-            periodic(ctl, iterations, &mut sleeper, tick, XSERVER_OFFSET_NS, || {
-                burn_cpu_ns(work);
-            })
+            periodic(
+                ctl,
+                iterations,
+                &mut sleeper,
+                tick,
+                XSERVER_OFFSET_NS,
+                || {
+                    burn_cpu_ns(work);
+                },
+            )
         }
         Workload::Sorter => {
             let mut buf = vec![0u32; sort_len()];
@@ -281,10 +288,7 @@ mod tests {
 
     #[test]
     fn workload_lists_parse() {
-        assert_eq!(
-            Workload::parse_list("all").unwrap(),
-            Workload::ALL.to_vec()
-        );
+        assert_eq!(Workload::parse_list("all").unwrap(), Workload::ALL.to_vec());
         assert_eq!(
             Workload::parse_list("sorter,xserver").unwrap(),
             vec![Workload::Sorter, Workload::Xserver]

@@ -63,7 +63,10 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     notes(&r);
     print_table(&r);
     if let Some(path) = &args.common.json {
-        args::write_json(path, &Envelope::new("lab-billing", provenance, r.partial, &r))?;
+        args::write_json(
+            path,
+            &Envelope::new("lab-billing", provenance, r.partial, &r),
+        )?;
     }
     if r.partial {
         eprintln!("lab billing: interrupted: the results above are partial");
@@ -73,7 +76,8 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
 }
 
 fn f(v: Option<f64>, prec: usize) -> String {
-    v.map(|x| format!("{x:.prec$}")).unwrap_or_else(|| "-".into())
+    v.map(|x| format!("{x:.prec$}"))
+        .unwrap_or_else(|| "-".into())
 }
 
 fn print_table(r: &TraceResult) {
@@ -91,7 +95,15 @@ fn print_table(r: &TraceResult) {
     println!();
     println!(
         "{:<24} | {:>8} {:>8} {:>8} | {:>8} {:>8} {:>8} | {:>8} {:>8}",
-        "Application", "ratio", "@100Hz", "@1000Hz", "missed%", "@100Hz", "@1000Hz", "stat", "schedst"
+        "Application",
+        "ratio",
+        "@100Hz",
+        "@1000Hz",
+        "missed%",
+        "@100Hz",
+        "@1000Hz",
+        "stat",
+        "schedst"
     );
     println!(
         "{:<24} | {:>8} {:>17} | {:>8} {:>17} | {:>17}",
@@ -120,14 +132,21 @@ fn print_table(r: &TraceResult) {
         );
     }
     println!();
-    println!("Figure 4 (quantum length vs ticks billed), tenths of a tick; mean ticks billed per band:");
+    println!(
+        "Figure 4 (quantum length vs ticks billed), tenths of a tick; mean ticks billed per band:"
+    );
     for a in &r.apps {
         let bands: Vec<String> = a
             .fig4
             .iter()
             .filter(|b| b.quanta >= 1)
             .take(12)
-            .map(|b| format!("{:.1}t:{}q→{:.2}", b.quantum_ticks, b.quanta, b.mean_billed_ticks))
+            .map(|b| {
+                format!(
+                    "{:.1}t:{}q→{:.2}",
+                    b.quantum_ticks, b.quanta, b.mean_billed_ticks
+                )
+            })
             .collect();
         println!("  {:<22} {}", label(a), bands.join("  "));
     }

@@ -127,7 +127,10 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
 /// Diagnostics every trace prints on stderr.
 pub(super) fn notes(r: &TraceResult) {
     if r.mounted_tracefs {
-        eprintln!("note: tracefs was not mounted; mounted it at {}", trace::tracefs::TRACEFS);
+        eprintln!(
+            "note: tracefs was not mounted; mounted it at {}",
+            trace::tracefs::TRACEFS
+        );
     }
     eprintln!(
         "traced {:.2}s on {} CPUs: {} events ({} lost by the kernel, {} beyond --max-events), ticks from {}; instance {} {}",
@@ -163,7 +166,9 @@ fn print_tables(r: &TraceResult) {
         .config_hz
         .map(|h| format!("{h}Hz"))
         .unwrap_or_else(|| "this HZ".into());
-    println!("Effective quanta per application (Etsion, Tsafrir & Feitelson 2003, Table 4 and Figure 6)");
+    println!(
+        "Effective quanta per application (Etsion, Tsafrir & Feitelson 2003, Table 4 and Figure 6)"
+    );
     println!("Measured on: {}.", r.kernel.describe());
     println!("Paper: Linux 2.4.8 on one Pentium III 664 MHz, 100 Hz and 1000 Hz; applications alone (Table 4).");
     println!();
@@ -197,9 +202,18 @@ fn print_tables(r: &TraceResult) {
         );
     }
     println!();
-    println!("CPU usage distribution (Table 5; the paper: Xine on one CPU; here: share of all {} CPUs)", r.cpus);
+    println!(
+        "CPU usage distribution (Table 5; the paper: Xine on one CPU; here: share of all {} CPUs)",
+        r.cpus
+    );
     println!("Measured on: {}.", r.kernel.describe());
-    println!("{:<24} {:>9} | {:>9} {:>9}", "", format!("@{hz}"), "@100Hz", "@1000Hz");
+    println!(
+        "{:<24} {:>9} | {:>9} {:>9}",
+        "",
+        format!("@{hz}"),
+        "@100Hz",
+        "@1000Hz"
+    );
     let t5 = |row: &str| {
         trace::PAPER_TABLE5
             .iter()
@@ -212,10 +226,25 @@ fn print_tables(r: &TraceResult) {
             Some("X Server") => t5("X Server"),
             _ => None,
         };
-        println!("{:<24} {:>8.2}% | {}", label(a), 100.0 * a.cpu_share, pair(row, 2));
+        println!(
+            "{:<24} {:>8.2}% | {}",
+            label(a),
+            100.0 * a.cpu_share,
+            pair(row, 2)
+        );
     }
-    println!("{:<24} {:>8.2}% | {}", "idle loop", 100.0 * r.idle_share, pair(t5("idle loop"), 2));
-    println!("{:<24} {:>8.2}% | {}", "other", 100.0 * r.other_share, pair(t5("other"), 2));
+    println!(
+        "{:<24} {:>8.2}% | {}",
+        "idle loop",
+        100.0 * r.idle_share,
+        pair(t5("idle loop"), 2)
+    );
+    println!(
+        "{:<24} {:>8.2}% | {}",
+        "other",
+        100.0 * r.other_share,
+        pair(t5("other"), 2)
+    );
     println!();
     println!("preem%/block%: quanta that ended because the task was preempted (still runnable) or blocked.");
 }
@@ -286,8 +315,15 @@ fn run_overhead(args: Args) -> anyhow::Result<Outcome> {
         Err(e) => return Err(e.into()),
     };
     println!("Trace overhead: sort benchmark throughput, tracing on vs off (issue 8, acceptance figure 1)");
-    println!("Measured on: {}. Array of {} u32 (half the L2).", r.kernel.describe(), r.sort_len);
-    println!("{:>4} {:>12} {:>12} {:>8} {:>10}", "pair", "on sorts/s", "off sorts/s", "ratio", "events");
+    println!(
+        "Measured on: {}. Array of {} u32 (half the L2).",
+        r.kernel.describe(),
+        r.sort_len
+    );
+    println!(
+        "{:>4} {:>12} {:>12} {:>8} {:>10}",
+        "pair", "on sorts/s", "off sorts/s", "ratio", "events"
+    );
     for (i, p) in r.pairs.iter().enumerate() {
         println!(
             "{:>4} {:>12.1} {:>12.1} {:>8.4} {:>10}",
@@ -306,7 +342,11 @@ fn run_overhead(args: Args) -> anyhow::Result<Outcome> {
         (Some(m), Some(o)) => println!(
             "median ratio {m:.4}: tracing overhead {o:.2}% (target ≤ {}%: {}); klogger: {}",
             trace::OVERHEAD_TARGET_PERCENT,
-            if r.within_target == Some(true) { "met" } else { "NOT met" },
+            if r.within_target == Some(true) {
+                "met"
+            } else {
+                "NOT met"
+            },
             paper.join(", ")
         ),
         _ => println!("no complete pair"),

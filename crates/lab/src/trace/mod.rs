@@ -39,7 +39,8 @@ use std::time::Duration;
 
 /// klogger's own overhead as the paper estimates it (§2.1): 0.63 % at
 /// 100 Hz, 0.95 % at 1000 Hz, 1.18 % at 20,000 Hz.
-pub const PAPER_KLOGGER_OVERHEAD_PERCENT: [(u32, f64); 3] = [(100, 0.63), (1000, 0.95), (20_000, 1.18)];
+pub const PAPER_KLOGGER_OVERHEAD_PERCENT: [(u32, f64); 3] =
+    [(100, 0.63), (1000, 0.95), (20_000, 1.18)];
 /// Issue 8's acceptance target: sort throughput with tracing on within 5 % of off.
 pub const OVERHEAD_TARGET_PERCENT: f64 = 5.0;
 
@@ -57,23 +58,38 @@ pub struct PaperQuanta {
 pub const PAPER_TABLE4: [PaperQuanta; 5] = [
     PaperQuanta {
         application: "Emacs",
-        quanta_per_s: billing::PaperPair { hz100: 22.36, hz1000: 34.60 },
+        quanta_per_s: billing::PaperPair {
+            hz100: 22.36,
+            hz1000: 34.60,
+        },
     },
     PaperQuanta {
         application: "Xine",
-        quanta_per_s: billing::PaperPair { hz100: 470.67, hz1000: 695.94 },
+        quanta_per_s: billing::PaperPair {
+            hz100: 470.67,
+            hz1000: 695.94,
+        },
     },
     PaperQuanta {
         application: "Quake",
-        quanta_per_s: billing::PaperPair { hz100: 187.88, hz1000: 273.85 },
+        quanta_per_s: billing::PaperPair {
+            hz100: 187.88,
+            hz1000: 273.85,
+        },
     },
     PaperQuanta {
         application: "X Server",
-        quanta_per_s: billing::PaperPair { hz100: 71.35, hz1000: 148.21 },
+        quanta_per_s: billing::PaperPair {
+            hz100: 71.35,
+            hz1000: 148.21,
+        },
     },
     PaperQuanta {
         application: "CPU-bound",
-        quanta_per_s: billing::PaperPair { hz100: 28.81, hz1000: 38.97 },
+        quanta_per_s: billing::PaperPair {
+            hz100: 28.81,
+            hz1000: 38.97,
+        },
     },
 ];
 
@@ -91,19 +107,31 @@ pub struct PaperUsage {
 pub const PAPER_TABLE5: [PaperUsage; 4] = [
     PaperUsage {
         row: "Xine",
-        percent: billing::PaperPair { hz100: 39.42, hz1000: 40.42 },
+        percent: billing::PaperPair {
+            hz100: 39.42,
+            hz1000: 40.42,
+        },
     },
     PaperUsage {
         row: "X Server",
-        percent: billing::PaperPair { hz100: 20.10, hz1000: 20.79 },
+        percent: billing::PaperPair {
+            hz100: 20.10,
+            hz1000: 20.79,
+        },
     },
     PaperUsage {
         row: "idle loop",
-        percent: billing::PaperPair { hz100: 31.46, hz1000: 31.58 },
+        percent: billing::PaperPair {
+            hz100: 31.46,
+            hz1000: 31.58,
+        },
     },
     PaperUsage {
         row: "other",
-        percent: billing::PaperPair { hz100: 9.02, hz1000: 7.21 },
+        percent: billing::PaperPair {
+            hz100: 9.02,
+            hz1000: 7.21,
+        },
     },
 ];
 
@@ -575,7 +603,16 @@ pub fn run(config: &Config, progress: &mut dyn Progress) -> Result<TraceResult> 
                 (Some(a), None) => Some((a, user_hz)),
                 _ => None,
             };
-            app_result(name, paper.as_deref(), &analysis, i, elapsed, tick_ns, iterations, acc)
+            app_result(
+                name,
+                paper.as_deref(),
+                &analysis,
+                i,
+                elapsed,
+                tick_ns,
+                iterations,
+                acc,
+            )
         })
         .collect();
     let covered = analysis.covered_ns.max(1) as f64;
@@ -589,7 +626,9 @@ pub fn run(config: &Config, progress: &mut dyn Progress) -> Result<TraceResult> 
         events_enabled,
         tick_source: match ticks {
             TickSource::Handler(_) => "tick handler interrupts (hrtimer_expire_entry)".into(),
-            TickSource::Grid(_) => "1/HZ grid on CLOCK_MONOTONIC (tick handler address hidden)".into(),
+            TickSource::Grid(_) => {
+                "1/HZ grid on CLOCK_MONOTONIC (tick handler address hidden)".into()
+            }
         },
         tick_ns,
         duration_ns: elapsed,
@@ -700,7 +739,11 @@ fn read_process(pid: i32) -> Result<ProcAccounting> {
     let mut acc = ProcAccounting::read(&pid.to_string())?;
     let sum: Option<u64> = tasks_of(pid)
         .iter()
-        .map(|t| ProcAccounting::read(&format!("{pid}/task/{t}")).ok()?.schedstat_ns)
+        .map(|t| {
+            ProcAccounting::read(&format!("{pid}/task/{t}"))
+                .ok()?
+                .schedstat_ns
+        })
         .sum();
     acc.schedstat_ns = sum;
     Ok(acc)

@@ -223,9 +223,8 @@ fn traced_run(config: &Config, hz: u32, cpus: &[usize]) -> Result<(f64, u64)> {
     let stop = AtomicBool::new(false);
     let capacity = 2_000_000;
     let r = std::thread::scope(|s| -> Result<(f64, u64)> {
-        let drainer = s.spawn(|| {
-            tracefs::drain(&inst, cpus, capacity, Duration::from_millis(50), &stop)
-        });
+        let drainer =
+            s.spawn(|| tracefs::drain(&inst, cpus, capacity, Duration::from_millis(50), &stop));
         inst.set_on(true)?;
         let per_s = one_run(config.run_ns, hz);
         inst.set_on(false)?;

@@ -426,13 +426,18 @@ impl Decoder {
 /// (data offset, commit offset, commit size, page size) from `header_page`.
 fn parse_header_page(text: &str) -> Result<(usize, usize, usize, usize)> {
     let f = Format::parse(&format!("name: header_page\nID: 0\n{text}"))?;
-    let data = f.field("data").ok_or_else(|| {
-        Error::new(ErrorKind::Io, "tracefs header_page has no `data` field")
-    })?;
-    let commit = f.field("commit").ok_or_else(|| {
-        Error::new(ErrorKind::Io, "tracefs header_page has no `commit` field")
-    })?;
-    Ok((data.offset, commit.offset, commit.size, data.offset + data.size))
+    let data = f
+        .field("data")
+        .ok_or_else(|| Error::new(ErrorKind::Io, "tracefs header_page has no `data` field"))?;
+    let commit = f
+        .field("commit")
+        .ok_or_else(|| Error::new(ErrorKind::Io, "tracefs header_page has no `commit` field"))?;
+    Ok((
+        data.offset,
+        commit.offset,
+        commit.size,
+        data.offset + data.size,
+    ))
 }
 
 fn read_u32(b: &[u8], at: usize) -> u32 {

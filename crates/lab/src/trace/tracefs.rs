@@ -51,7 +51,8 @@ fn io(what: &str, e: std::io::Error) -> Error {
 }
 
 fn write(path: &Path, value: &str) -> Result<()> {
-    std::fs::write(path, value).map_err(|e| io(&format!("writing {value:?} to {}", path.display()), e))
+    std::fs::write(path, value)
+        .map_err(|e| io(&format!("writing {value:?} to {}", path.display()), e))
 }
 
 /// A fresh instance name for this process: `firmtime-<pid>`, then
@@ -232,9 +233,7 @@ impl Instance {
     /// Events the kernel lost (ring buffer overruns + dropped), summed over CPUs.
     pub fn lost_events(&self, cpus: &[usize]) -> u64 {
         cpus.iter()
-            .filter_map(|c| {
-                read_text(&self.path.join(format!("per_cpu/cpu{c}/stats"))).ok()
-            })
+            .filter_map(|c| read_text(&self.path.join(format!("per_cpu/cpu{c}/stats"))).ok())
             .map(|s| parse_stats_lost(&s))
             .sum()
     }

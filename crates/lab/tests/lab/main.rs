@@ -5,6 +5,7 @@
 #[global_allocator]
 static ALLOC: assert_no_alloc::AllocDisabler = assert_no_alloc::AllocDisabler;
 
+mod billing;
 mod clockread;
 mod cyclic;
 mod load;
@@ -15,7 +16,6 @@ mod stats;
 mod suspend;
 mod tails;
 mod trace;
-mod billing;
 
 /// Path of a fixture in `crates/lab/tests/data/`.
 pub fn data(name: &str) -> std::path::PathBuf {

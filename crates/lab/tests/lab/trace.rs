@@ -66,13 +66,16 @@ fn text_switches() -> Vec<(u16, u64, i32, String, i32)> {
 
 #[test]
 fn format_files_parse_with_offsets() {
-    let f = Format::parse(&std::fs::read_to_string(fixture("sched_switch.format")).unwrap())
-        .unwrap();
+    let f =
+        Format::parse(&std::fs::read_to_string(fixture("sched_switch.format")).unwrap()).unwrap();
     assert_eq!(f.name, "sched_switch");
     let next = f.field("next_pid").unwrap();
     assert_eq!((next.offset, next.size, next.signed), (56, 4, true));
     assert_eq!(f.field("prev_comm").unwrap().size, 16);
-    assert!(Format::parse("name: x\nformat:\n").is_err(), "no ID is an error");
+    assert!(
+        Format::parse("name: x\nformat:\n").is_err(),
+        "no ID is an error"
+    );
 }
 
 #[test]
@@ -85,11 +88,19 @@ fn binary_pages_decode_to_what_the_kernel_printed() {
     let mut txt = text_switches();
     txt.sort_by_key(|t| (t.0, t.1));
     assert!(!txt.is_empty());
-    assert_eq!(bin_sw.len(), txt.len(), "every switch decoded, none invented");
+    assert_eq!(
+        bin_sw.len(),
+        txt.len(),
+        "every switch decoded, none invented"
+    );
     for (b, t) in bin_sw.iter().zip(&txt) {
         assert_eq!(b.cpu, t.0);
         // The kernel prints ns2usecs(): rounded to the nearest µs.
-        assert_eq!((b.time_ns + 500) / 1000, t.1, "timestamps agree to the µs the text shows");
+        assert_eq!(
+            (b.time_ns + 500) / 1000,
+            t.1,
+            "timestamps agree to the µs the text shows"
+        );
         assert_eq!(b.prev_pid, t.2);
         assert_eq!(b.next_pid, t.4);
         assert_eq!(b.preempted(), t.3.starts_with('R'), "state {}", t.3);
@@ -105,7 +116,10 @@ fn binary_pages_decode_to_what_the_kernel_printed() {
         let n_bin = bin.iter().filter(|e| e.kind == kind).count();
         assert_eq!(n_bin, n_txt, "{name}");
     }
-    let wake_line = text.lines().find(|l| l.contains(": sched_wakeup:")).unwrap();
+    let wake_line = text
+        .lines()
+        .find(|l| l.contains(": sched_wakeup:"))
+        .unwrap();
     let w = bin
         .iter()
         .filter(|e| e.kind == EventKind::Wakeup)
@@ -177,17 +191,22 @@ fn tick(t: u64, cpu: u16, pid: i32, f: u64) -> Event {
 fn quanta_are_exact_on_a_synthetic_sequence() {
     const TICK_FN: u64 = 0xffff_ffff_8143_52e0;
     let events = vec![
-        sw(1_000, 0, 0, 0, 10),             // 10 in on cpu0 (start unknown before? no: 0 was running)
-        tick(2_000, 0, 10, TICK_FN),        // tick charges 10
-        tick(2_500, 0, 10, 0x1234),         // another hrtimer: not a tick
-        sw(5_000, 0, 10, 1, 20),            // 10 blocks (S) after 4 µs with 1 tick
-        Event { kind: EventKind::Fork, prev_pid: 20, next_pid: 21, ..sw(5_500, 0, 0, 0, 0) },
-        sw(6_000, 0, 20, 0, 0),             // 20 preempted (R) after 1 µs, no tick
-        sw(7_000, 1, 99, 0, 21),            // cpu1: 99 (other, start unknown) -> 21 (child of 20)
-        sw(9_000, 0, 0, 0, 10),             // idle 6000..9000 on cpu0, 10 in again
-        sw(9_500, 1, 21, 0x100, 99),        // 21 preempted (R+) after 2.5 µs
-        sw(12_000, 0, 10, 0, 0),            // 10 preempted after 3 µs
-        sw(13_000, 0, 0, 0, 20),            // 20 runs until the end: truncated
+        sw(1_000, 0, 0, 0, 10), // 10 in on cpu0 (start unknown before? no: 0 was running)
+        tick(2_000, 0, 10, TICK_FN), // tick charges 10
+        tick(2_500, 0, 10, 0x1234), // another hrtimer: not a tick
+        sw(5_000, 0, 10, 1, 20), // 10 blocks (S) after 4 µs with 1 tick
+        Event {
+            kind: EventKind::Fork,
+            prev_pid: 20,
+            next_pid: 21,
+            ..sw(5_500, 0, 0, 0, 0)
+        },
+        sw(6_000, 0, 20, 0, 0),      // 20 preempted (R) after 1 µs, no tick
+        sw(7_000, 1, 99, 0, 21),     // cpu1: 99 (other, start unknown) -> 21 (child of 20)
+        sw(9_000, 0, 0, 0, 10),      // idle 6000..9000 on cpu0, 10 in again
+        sw(9_500, 1, 21, 0x100, 99), // 21 preempted (R+) after 2.5 µs
+        sw(12_000, 0, 10, 0, 0),     // 10 preempted after 3 µs
+        sw(13_000, 0, 0, 0, 20),     // 20 runs until the end: truncated
     ];
     let mut t = Targets::new(2, true);
     t.add(10, 0);
@@ -203,7 +222,11 @@ fn quanta_are_exact_on_a_synthetic_sequence() {
         .map(|q| (q.tid, q.duration_ns, q.preempted))
         .collect();
     assert_eq!(q1, vec![(20, 1_000, true), (21, 2_500, true)]);
-    assert_eq!(t.app_of(21), Some(1), "the forked child joined its parent's app");
+    assert_eq!(
+        t.app_of(21),
+        Some(1),
+        "the forked child joined its parent's app"
+    );
     assert_eq!(a.truncated, vec![0, 1]);
     assert_eq!(a.idle_ns, 3_000 + 1_000);
     assert_eq!(a.other_ns, 0, "99's only quantum has an unknown start");
@@ -239,18 +262,46 @@ fn kallsyms_and_stats_parse() {
         Some(0xffff_ffff_8143_52e0)
     );
     let hidden = "0000000000000000 t tick_nohz_handler\n";
-    assert_eq!(tracefs::parse_kallsyms(hidden, &["tick_nohz_handler"]), None);
-    let stats = "entries: 5\noverrun: 3\ncommit overrun: 0\nbytes: 1\ndropped events: 2\nread events: 9\n";
+    assert_eq!(
+        tracefs::parse_kallsyms(hidden, &["tick_nohz_handler"]),
+        None
+    );
+    let stats =
+        "entries: 5\noverrun: 3\ncommit overrun: 0\nbytes: 1\ndropped events: 2\nread events: 9\n";
     assert_eq!(tracefs::parse_stats_lost(stats), 5);
 }
 
 #[test]
 fn bad_configs_name_the_flag_and_range() {
     let cases: Vec<(Config, &str)> = vec![
-        (Config { duration_ns: 1, ..Config::default() }, "--duration"),
-        (Config { buffer_kb: 1, ..Config::default() }, "--buffer-kb"),
-        (Config { max_events: 5, ..Config::default() }, "--max-events"),
-        (Config { pids: vec![-3], ..Config::default() }, "--pids"),
+        (
+            Config {
+                duration_ns: 1,
+                ..Config::default()
+            },
+            "--duration",
+        ),
+        (
+            Config {
+                buffer_kb: 1,
+                ..Config::default()
+            },
+            "--buffer-kb",
+        ),
+        (
+            Config {
+                max_events: 5,
+                ..Config::default()
+            },
+            "--max-events",
+        ),
+        (
+            Config {
+                pids: vec![-3],
+                ..Config::default()
+            },
+            "--pids",
+        ),
         (
             Config {
                 workloads: vec![],
@@ -288,8 +339,13 @@ fn live_trace_of_workloads_measures_them_and_removes_its_instance() {
     };
     let r = trace::run(&cfg, &mut Silent).unwrap();
     assert!(r.instance_removed);
-    assert!(!std::path::Path::new(&r.instance).exists(), "instance removed");
-    assert!(r.instance.contains(&format!("firmtime-{}", std::process::id())));
+    assert!(
+        !std::path::Path::new(&r.instance).exists(),
+        "instance removed"
+    );
+    assert!(r
+        .instance
+        .contains(&format!("firmtime-{}", std::process::id())));
     assert_eq!(r.apps.len(), 2);
     assert_eq!(r.apps[0].name, "sorter");
     assert_eq!(r.apps[1].paper_application.as_deref(), Some("Xine"));
@@ -321,7 +377,17 @@ fn live_trace_of_workloads_measures_them_and_removes_its_instance() {
         assert!(j.get(k).is_some(), "key {k}");
     }
     let a = &j["apps"][0];
-    for k in ["quanta_per_s", "quantum", "preempted", "blocked", "cpu_share", "cdf", "billing", "fig4", "paper"] {
+    for k in [
+        "quanta_per_s",
+        "quantum",
+        "preempted",
+        "blocked",
+        "cpu_share",
+        "cdf",
+        "billing",
+        "fig4",
+        "paper",
+    ] {
         assert!(a.get(k).is_some(), "app key {k}");
     }
     assert!(a["quantum"].get("p50_ns").is_some());
@@ -345,7 +411,10 @@ fn live_trace_of_a_command_follows_its_children() {
     };
     let r = trace::run(&cfg, &mut Silent).unwrap();
     assert_eq!(r.command_status, Some(3));
-    assert!(r.duration_ns < 4_000_000_000, "stopped when the command exited");
+    assert!(
+        r.duration_ns < 4_000_000_000,
+        "stopped when the command exited"
+    );
     let a = &r.apps[0];
     assert!(a.quanta > 0);
     assert!(a.tids.len() >= 2, "sh and its child sleep: {:?}", a.tids);
