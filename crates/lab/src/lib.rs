@@ -13,6 +13,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod all;
+pub mod billing;
 pub mod clockread;
 pub mod cyclic;
 pub mod error;
@@ -27,6 +28,8 @@ pub mod report;
 pub mod stats;
 pub mod suspend;
 pub mod tails;
+pub mod trace;
+pub mod workloads;
 
 pub use error::{Error, ErrorKind, Result};
 

@@ -5,6 +5,7 @@ use clap::Subcommand;
 use std::path::PathBuf;
 
 mod all;
+mod billing;
 mod clock;
 mod cyclic;
 mod frames;
@@ -12,6 +13,7 @@ mod interrupts;
 mod overhead;
 mod sleep;
 mod tails;
+mod trace;
 
 /// Flags every lab subcommand takes.
 #[derive(Debug, Clone, clap::Args)]
@@ -67,6 +69,10 @@ pub enum LabCommand {
     Frames(frames::Args),
     /// Throughput cost of extra timer interrupts on a sort benchmark (Etsion et al. 2003, Figs 2, 3 and 8).
     Interrupts(interrupts::Args),
+    /// Scheduler trace: effective quanta, preempted vs blocked, CPU share (Etsion et al. 2003, Tables 4–5, Fig. 6).
+    Trace(trace::Args),
+    /// Tick-sampled CPU billing vs precise run time (Etsion et al. 2003, Table 3, Fig. 4).
+    Billing(billing::Args),
 }
 
 /// Runs a lab subcommand. Ctrl-C stops the measurement, keeps what was
@@ -83,5 +89,7 @@ pub fn run(cmd: LabCommand) -> anyhow::Result<Outcome> {
         LabCommand::Overhead(a) => overhead::run(a),
         LabCommand::Frames(a) => frames::run(a),
         LabCommand::Interrupts(a) => interrupts::run(a),
+        LabCommand::Trace(a) => trace::run(a),
+        LabCommand::Billing(a) => billing::run(a),
     }
 }

@@ -5,6 +5,7 @@
 #[global_allocator]
 static ALLOC: assert_no_alloc::AllocDisabler = assert_no_alloc::AllocDisabler;
 
+mod billing;
 mod clockread;
 mod cyclic;
 mod frames;
@@ -16,6 +17,7 @@ mod plot;
 mod stats;
 mod suspend;
 mod tails;
+mod trace;
 
 /// Path of a fixture in `crates/lab/tests/data/`.
 pub fn data(name: &str) -> std::path::PathBuf {

@@ -1,0 +1,365 @@
+//! `firmtime lab trace`: klogger on tracefs — effective quanta, quanta per
+//! second, preempted vs blocked and CPU share per application (Etsion,
+//! Tsafrir & Feitelson 2003, Tables 4–5, Figure 6), and `--overhead`, the
+//! sort benchmark with tracing on vs off (issue 8, acceptance figure 1).
+
+use super::Common;
+use crate::args::{self, UsageError};
+use crate::progress::Bars;
+use crate::Outcome;
+use firmtime_lab::measure::Envelope;
+use firmtime_lab::trace::{self, overhead, Config, TraceResult};
+use firmtime_lab::workloads::Workload;
+use firmtime_lab::ErrorKind;
+use firmtime_rt::system::Provenance;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Arguments of `firmtime lab trace`.
+///
+/// Without --pids or a command, traces the built-in workloads (`--workload all`).
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    common: Common,
+    /// How long to trace, 100ms to 1h (default 10s; --quick 4s); a command is stopped after it.
+    #[arg(long, value_parser = args::duration)]
+    duration: Option<Duration>,
+    /// Built-in applications: typist, player, sorter, xserver or all (comma-separated).
+    #[arg(long, value_name = "LIST")]
+    workload: Option<String>,
+    /// Running processes to trace (with their threads and children), comma-separated.
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    pids: Vec<i32>,
+    /// Kernel ring buffer per CPU, KiB, 64 to 1048576 (default 4096, klogger's 4 MB).
+    #[arg(long = "buffer-kb")]
+    buffer_kb: Option<u32>,
+    /// Events the drainer keeps, 1000 to 50000000 (default 2000000).
+    #[arg(long = "max-events")]
+    max_events: Option<usize>,
+    /// Write the effective-quantum CDF (the paper's Figure 6) as a PNG.
+    #[arg(long, value_name = "PATH")]
+    png: Option<PathBuf>,
+    /// Instead of tracing: measure what tracing costs (sort throughput, tracing on vs off).
+    #[arg(long)]
+    overhead: bool,
+    /// --overhead: pairs of runs, 1 to 1000 (default 7; --quick 5).
+    #[arg(long)]
+    pairs: Option<u32>,
+    /// --overhead: length of each run, 100ms to 10min (default 2s; --quick 1s).
+    #[arg(long, value_parser = args::duration)]
+    run: Option<Duration>,
+    /// A command to start and trace (with its children).
+    #[arg(last = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
+fn usage(e: firmtime_lab::Error) -> anyhow::Error {
+    UsageError(e.message().to_string()).into()
+}
+
+impl Args {
+    fn config(&self) -> anyhow::Result<Config> {
+        let mut c = if self.common.quick {
+            Config::quick()
+        } else {
+            Config::default()
+        };
+        if let Some(d) = self.duration {
+            c.duration_ns = d.as_nanos().min(u128::from(u64::MAX)) as u64;
+        }
+        c.pids = self.pids.clone();
+        c.command = self.command.clone();
+        c.workloads = match &self.workload {
+            Some(w) => Workload::parse_list(w).ok_or_else(|| {
+                UsageError(format!(
+                    "--workload {w}: valid are typist, player, sorter, xserver and all (comma-separated)"
+                ))
+            })?,
+            None if c.pids.is_empty() && c.command.is_empty() => Workload::ALL.to_vec(),
+            None => Vec::new(),
+        };
+        if let Some(b) = self.buffer_kb {
+            c.buffer_kb = b;
+        }
+        if let Some(m) = self.max_events {
+            c.max_events = m;
+        }
+        c.validate().map_err(usage)?;
+        Ok(c)
+    }
+}
+
+/// Runs `firmtime lab trace`.
+pub fn run(args: Args) -> anyhow::Result<Outcome> {
+    if args.overhead {
+        return run_overhead(args);
+    }
+    let provenance = Provenance::begin(std::env::args().collect());
+    let cfg = args.config()?;
+    let result = match trace::run(&cfg, &mut Bars::new()) {
+        Ok(r) => r,
+        Err(e) if e.kind() == ErrorKind::InvalidInput => return Err(usage(e)),
+        Err(e) if e.kind() == ErrorKind::Unavailable => {
+            eprintln!("lab trace: {}", e.message());
+            return Ok(Outcome::Failed);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    notes(&result);
+    print_tables(&result);
+    if let Some(p) = &args.png {
+        plot(&result, p)?;
+    }
+    if let Some(path) = &args.common.json {
+        args::write_json(
+            path,
+            &Envelope::new("lab-trace", provenance, result.partial, &result),
+        )?;
+    }
+    if result.partial {
+        eprintln!("lab trace: interrupted: the results above are partial");
+        return Ok(Outcome::Failed);
+    }
+    Ok(Outcome::Ok)
+}
+
+/// Diagnostics every trace prints on stderr.
+pub(super) fn notes(r: &TraceResult) {
+    if r.mounted_tracefs {
+        eprintln!(
+            "note: tracefs was not mounted; mounted it at {}",
+            trace::tracefs::TRACEFS
+        );
+    }
+    eprintln!(
+        "traced {:.2}s on {} CPUs: {} events ({} lost by the kernel, {} beyond --max-events), ticks from {}; instance {} {}",
+        r.duration_ns as f64 / 1e9,
+        r.cpus,
+        r.events,
+        r.lost,
+        r.dropped,
+        r.tick_source,
+        r.instance,
+        if r.instance_removed { "removed" } else { "NOT removed (remove it with rmdir)" }
+    );
+    if let Some(s) = r.command_status {
+        eprintln!("command exited with status {s}");
+    }
+}
+
+fn ms(ns: Option<i64>) -> String {
+    ns.map(|n| format!("{:.3}", n as f64 / 1e6))
+        .unwrap_or_else(|| "-".into())
+}
+
+fn pair(p: Option<firmtime_lab::billing::PaperPair>, prec: usize) -> String {
+    match p {
+        Some(p) => format!("{:>9.prec$} {:>9.prec$}", p.hz100, p.hz1000),
+        None => format!("{:>9} {:>9}", "", ""),
+    }
+}
+
+fn print_tables(r: &TraceResult) {
+    let hz = r
+        .kernel
+        .config_hz
+        .map(|h| format!("{h}Hz"))
+        .unwrap_or_else(|| "this HZ".into());
+    println!(
+        "Effective quanta per application (Etsion, Tsafrir & Feitelson 2003, Table 4 and Figure 6)"
+    );
+    println!("Measured on: {}.", r.kernel.describe());
+    println!("Paper: Linux 2.4.8 on one Pentium III 664 MHz, 100 Hz and 1000 Hz; applications alone (Table 4).");
+    println!();
+    println!(
+        "{:<24} {:>9} | {:>9} {:>9} | {:>8} {:>8} {:>8} {:>8} | {:>6} {:>6}",
+        "Application",
+        format!("@{hz}"),
+        "@100Hz",
+        "@1000Hz",
+        "p50 ms",
+        "p90 ms",
+        "p99 ms",
+        "max ms",
+        "preem%",
+        "block%"
+    );
+    println!("{:<24} {:>9} | {:>19} |", "", "quanta/s", "paper quanta/s");
+    for a in &r.apps {
+        let n = a.quanta.max(1) as f64;
+        println!(
+            "{:<24} {:>9.2} | {} | {:>8} {:>8} {:>8} {:>8} | {:>6.1} {:>6.1}",
+            label(a),
+            a.quanta_per_s,
+            pair(a.paper.table4.map(|p| p.quanta_per_s), 2),
+            ms(a.quantum.p50_ns),
+            ms(a.quantum.p90_ns),
+            ms(a.quantum.p99_ns),
+            ms(a.quantum.max_ns),
+            100.0 * a.preempted as f64 / n,
+            100.0 * a.blocked as f64 / n,
+        );
+    }
+    println!();
+    println!(
+        "CPU usage distribution (Table 5; the paper: Xine on one CPU; here: share of all {} CPUs)",
+        r.cpus
+    );
+    println!("Measured on: {}.", r.kernel.describe());
+    println!(
+        "{:<24} {:>9} | {:>9} {:>9}",
+        "",
+        format!("@{hz}"),
+        "@100Hz",
+        "@1000Hz"
+    );
+    let t5 = |row: &str| {
+        trace::PAPER_TABLE5
+            .iter()
+            .find(|p| p.row == row)
+            .map(|p| p.percent)
+    };
+    for a in &r.apps {
+        let row = match a.paper_application.as_deref() {
+            Some("Xine") => t5("Xine"),
+            Some("X Server") => t5("X Server"),
+            _ => None,
+        };
+        println!(
+            "{:<24} {:>8.2}% | {}",
+            label(a),
+            100.0 * a.cpu_share,
+            pair(row, 2)
+        );
+    }
+    println!(
+        "{:<24} {:>8.2}% | {}",
+        "idle loop",
+        100.0 * r.idle_share,
+        pair(t5("idle loop"), 2)
+    );
+    println!(
+        "{:<24} {:>8.2}% | {}",
+        "other",
+        100.0 * r.other_share,
+        pair(t5("other"), 2)
+    );
+    println!();
+    println!("preem%/block%: quanta that ended because the task was preempted (still runnable) or blocked.");
+}
+
+/// `typist (Emacs)`.
+pub(super) fn label(a: &trace::AppResult) -> String {
+    let mut s = match &a.paper_application {
+        Some(p) => format!("{} ({p})", a.name),
+        None => a.name.clone(),
+    };
+    if s.chars().count() > 24 {
+        s = s.chars().take(23).collect::<String>() + "…";
+    }
+    s
+}
+
+fn plot(r: &TraceResult, path: &std::path::Path) -> anyhow::Result<()> {
+    let mut hists = Vec::new();
+    for a in &r.apps {
+        let mut h = firmtime_lab::stats::LatencyHistogram::new();
+        for &d in &a.durations {
+            h.record(d);
+        }
+        if !h.is_empty() {
+            hists.push((a.name.clone(), h));
+        }
+    }
+    if hists.is_empty() {
+        eprintln!("lab trace: no quanta to plot");
+        return Ok(());
+    }
+    let series: Vec<(&str, &firmtime_lab::stats::LatencyHistogram)> =
+        hists.iter().map(|(n, h)| (n.as_str(), h)).collect();
+    let title = format!("Effective quantum CDF — {}", r.kernel.describe());
+    firmtime_lab::plot::cdf_png(path, &title, &series)?;
+    eprintln!("wrote {}", path.display());
+    Ok(())
+}
+
+fn run_overhead(args: Args) -> anyhow::Result<Outcome> {
+    let provenance = Provenance::begin(std::env::args().collect());
+    let mut c = if args.common.quick {
+        overhead::Config::quick()
+    } else {
+        overhead::Config::default()
+    };
+    if let Some(p) = args.pairs {
+        c.pairs = p;
+    }
+    if let Some(d) = args.run {
+        c.run_ns = d.as_nanos().min(u128::from(u64::MAX)) as u64;
+    }
+    if let Some(b) = args.buffer_kb {
+        c.buffer_kb = b;
+    }
+    c.validate().map_err(usage)?;
+    eprintln!(
+        "lab trace --overhead: {} pairs of {:.1}s runs (sorter + typist + player), tracing on/off interleaved",
+        c.pairs,
+        c.run_ns as f64 / 1e9
+    );
+    let r = match overhead::run(&c, &mut Bars::new()) {
+        Ok(r) => r,
+        Err(e) if e.kind() == ErrorKind::Unavailable => {
+            eprintln!("lab trace: {}", e.message());
+            return Ok(Outcome::Failed);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    println!("Trace overhead: sort benchmark throughput, tracing on vs off (issue 8, acceptance figure 1)");
+    println!(
+        "Measured on: {}. Array of {} u32 (half the L2).",
+        r.kernel.describe(),
+        r.sort_len
+    );
+    println!(
+        "{:>4} {:>12} {:>12} {:>8} {:>10}",
+        "pair", "on sorts/s", "off sorts/s", "ratio", "events"
+    );
+    for (i, p) in r.pairs.iter().enumerate() {
+        println!(
+            "{:>4} {:>12.1} {:>12.1} {:>8.4} {:>10}",
+            i + 1,
+            p.on_per_s,
+            p.off_per_s,
+            p.ratio,
+            p.events
+        );
+    }
+    let paper: Vec<String> = trace::PAPER_KLOGGER_OVERHEAD_PERCENT
+        .iter()
+        .map(|(hz, p)| format!("{p}% @{hz}Hz"))
+        .collect();
+    match (r.median_ratio, r.overhead_percent) {
+        (Some(m), Some(o)) => println!(
+            "median ratio {m:.4}: tracing overhead {o:.2}% (target ≤ {}%: {}); klogger: {}",
+            trace::OVERHEAD_TARGET_PERCENT,
+            if r.within_target == Some(true) {
+                "met"
+            } else {
+                "NOT met"
+            },
+            paper.join(", ")
+        ),
+        _ => println!("no complete pair"),
+    }
+    if let Some(path) = &args.common.json {
+        args::write_json(
+            path,
+            &Envelope::new("lab-trace-overhead", provenance, r.partial, &r),
+        )?;
+    }
+    if r.partial {
+        eprintln!("lab trace --overhead: interrupted: partial");
+        return Ok(Outcome::Failed);
+    }
+    Ok(Outcome::Ok)
+}

@@ -1,0 +1,366 @@
+//! A private tracefs instance and the drainer that empties its per-CPU
+//! binary ring buffers.
+//!
+//! [`Instance::create`] mounts tracefs if needed (and says so), makes
+//! `instances/firmtime-<pid>` so the global trace is left alone, sets the
+//! `mono` trace clock (CLOCK_MONOTONIC, comparable with
+//! [`firmtime_rt::clock::monotonic_ns`]) and the buffer size, and enables
+//! the events of [`super::raw::EVENTS`] that this kernel has. Dropping it
+//! stops tracing and removes the instance.
+//!
+//! # RT contract
+//! Not RT code. The drainer ([`drain`]) is an ordinary thread that wakes
+//! every few tens of milliseconds, like klogger's export daemon; it decodes
+//! into a vector preallocated (and touched) before tracing starts and
+//! counts, never grows past, what does not fit.
+
+use super::raw::{Decoder, Event, EventKind, Format, EVENTS};
+use crate::error::{Error, ErrorKind, Result};
+use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// Where tracefs lives.
+pub const TRACEFS: &str = "/sys/kernel/tracing";
+
+/// A tracefs instance of this process. Removed on drop.
+#[derive(Debug)]
+pub struct Instance {
+    path: PathBuf,
+    /// True if this call mounted tracefs (it was not mounted).
+    pub mounted: bool,
+    /// The events enabled.
+    pub events: Vec<EventKind>,
+    /// Decoder built from this kernel's formats.
+    pub decoder: Decoder,
+}
+
+fn io(what: &str, e: std::io::Error) -> Error {
+    let kind = match e.kind() {
+        std::io::ErrorKind::PermissionDenied => ErrorKind::Unavailable,
+        _ => ErrorKind::Io,
+    };
+    let hint = if kind == ErrorKind::Unavailable {
+        " — lab trace needs root (tracefs instances and tracepoints): run it with sudo"
+    } else {
+        ""
+    };
+    Error::new(kind, format!("{what}: {e}{hint}"))
+}
+
+fn write(path: &Path, value: &str) -> Result<()> {
+    std::fs::write(path, value)
+        .map_err(|e| io(&format!("writing {value:?} to {}", path.display()), e))
+}
+
+/// A fresh instance name for this process: `firmtime-<pid>`, then
+/// `firmtime-<pid>-2`, … for further instances (runs may overlap in tests).
+pub fn instance_name() -> String {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    let pid = std::process::id();
+    if n == 1 {
+        format!("firmtime-{pid}")
+    } else {
+        format!("firmtime-{pid}-{n}")
+    }
+}
+
+/// Reads a tracefs text file. Some (`events/header_page`) misbehave on the
+/// small first read `read_to_string` makes, so read with one large buffer.
+///
+/// # Errors
+/// The open or read error.
+pub fn read_text(path: &Path) -> std::io::Result<String> {
+    let mut f = std::fs::File::open(path)?;
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut len = 0;
+    loop {
+        if len == buf.len() {
+            buf.resize(len * 2, 0);
+        }
+        match f.read(&mut buf[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    buf.truncate(len);
+    String::from_utf8(buf).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
+/// True when the effective user is root (tracefs needs it).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Mounts tracefs at [`TRACEFS`] if it is not mounted. Returns true if it mounted it.
+///
+/// # Errors
+/// [`ErrorKind::Unavailable`] if it is not mounted and cannot be (not root,
+/// or a kernel without tracefs).
+pub fn ensure_mounted() -> Result<bool> {
+    let root = Path::new(TRACEFS);
+    if root.join("instances").is_dir() {
+        return Ok(false);
+    }
+    if !is_root() {
+        return Err(Error::new(
+            ErrorKind::Unavailable,
+            format!(
+                "tracefs is not mounted at {TRACEFS} and mounting it needs root: run `sudo firmtime lab …`, \
+                 or `sudo mount -t tracefs nodev {TRACEFS}` first"
+            ),
+        ));
+    }
+    let c = |s: &str| std::ffi::CString::new(s).unwrap_or_default();
+    let (src, target, fs) = (c("nodev"), c(TRACEFS), c("tracefs"));
+    // SAFETY: all pointers are valid NUL-terminated strings that outlive the
+    // call; data may be null.
+    let r = unsafe {
+        libc::mount(
+            src.as_ptr(),
+            target.as_ptr(),
+            fs.as_ptr(),
+            0,
+            std::ptr::null(),
+        )
+    };
+    if r != 0 {
+        let e = std::io::Error::last_os_error();
+        return Err(Error::new(
+            ErrorKind::Unavailable,
+            format!("cannot mount tracefs at {TRACEFS}: {e} (is CONFIG_TRACING enabled?)"),
+        ));
+    }
+    Ok(true)
+}
+
+/// The address of the kernel's tick handler (`tick_nohz_handler`, or
+/// `tick_sched_timer` on older kernels) from /proc/kallsyms; None when the
+/// addresses are hidden (kptr_restrict) or neither symbol exists.
+pub fn tick_handler_address() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/kallsyms").ok()?;
+    parse_kallsyms(&text, &["tick_nohz_handler", "tick_sched_timer"])
+}
+
+/// The address of the first of `names` found in kallsyms text (zero
+/// addresses, shown when kptr_restrict hides them, count as absent).
+pub fn parse_kallsyms(text: &str, names: &[&str]) -> Option<u64> {
+    for want in names {
+        for line in text.lines() {
+            let mut f = line.split_whitespace();
+            let (Some(addr), Some(_), Some(name)) = (f.next(), f.next(), f.next()) else {
+                continue;
+            };
+            if name == *want && f.next().is_none() {
+                let a = u64::from_str_radix(addr, 16).ok()?;
+                return (a != 0).then_some(a);
+            }
+        }
+    }
+    None
+}
+
+impl Instance {
+    /// Creates `instances/<name>` with `buffer_kb` KiB per CPU and the
+    /// known events enabled, tracing off. Removes a stale instance of the same name first.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Unavailable`] without root or tracefs; [`ErrorKind::Io`]
+    /// if the kernel refuses a setting or lacks `sched_switch`.
+    pub fn create(name: &str, buffer_kb: u32) -> Result<Instance> {
+        let mounted = ensure_mounted()?;
+        let root = Path::new(TRACEFS);
+        let hp = read_text(&root.join("events/header_page"))
+            .map_err(|e| io("reading tracefs events/header_page", e))?;
+        let decoder = Decoder::new(&hp, &[])?;
+        let path = root.join("instances").join(name);
+        if path.exists() {
+            let _ = std::fs::remove_dir(&path);
+        }
+        std::fs::create_dir(&path)
+            .map_err(|e| io(&format!("creating tracefs instance {}", path.display()), e))?;
+        // From here on, dropping `inst` removes the directory on any error.
+        let mut inst = Instance {
+            path,
+            mounted,
+            events: Vec::new(),
+            decoder,
+        };
+        write(&inst.path.join("tracing_on"), "0")?;
+        // "mono" is CLOCK_MONOTONIC; older kernels without it keep "local".
+        let _ = write(&inst.path.join("trace_clock"), "mono");
+        write(&inst.path.join("buffer_size_kb"), &buffer_kb.to_string())?;
+        let mut formats = Vec::new();
+        for (ev, kind) in EVENTS {
+            let dir = inst.path.join("events").join(ev);
+            let Ok(text) = read_text(&dir.join("format")) else {
+                if kind == EventKind::Switch {
+                    return Err(Error::new(
+                        ErrorKind::Unavailable,
+                        "this kernel has no sched:sched_switch tracepoint (CONFIG_TRACEPOINTS?)",
+                    ));
+                }
+                continue;
+            };
+            let f = Format::parse(&text)?;
+            write(&dir.join("enable"), "1")?;
+            formats.push((kind, f));
+            inst.events.push(kind);
+        }
+        inst.decoder = Decoder::new(&hp, &formats)?;
+        Ok(inst)
+    }
+
+    /// The instance's directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Starts (`true`) or stops recording.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Io`] if `tracing_on` cannot be written.
+    pub fn set_on(&self, on: bool) -> Result<()> {
+        write(&self.path.join("tracing_on"), if on { "1" } else { "0" })
+    }
+
+    /// Events the kernel lost (ring buffer overruns + dropped), summed over CPUs.
+    pub fn lost_events(&self, cpus: &[usize]) -> u64 {
+        cpus.iter()
+            .filter_map(|c| read_text(&self.path.join(format!("per_cpu/cpu{c}/stats"))).ok())
+            .map(|s| parse_stats_lost(&s))
+            .sum()
+    }
+
+    /// Stops tracing and removes the instance; true if it is gone.
+    pub fn remove(mut self) -> bool {
+        self.cleanup()
+    }
+
+    fn cleanup(&mut self) -> bool {
+        if !self.path.exists() {
+            return true;
+        }
+        let _ = write(&self.path.join("tracing_on"), "0");
+        for _ in 0..50 {
+            if std::fs::remove_dir(&self.path).is_ok() || !self.path.exists() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        self.cleanup();
+    }
+}
+
+/// `overrun:` + `dropped events:` of a `per_cpu/cpuN/stats` file.
+pub fn parse_stats_lost(text: &str) -> u64 {
+    text.lines()
+        .filter_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            matches!(k.trim(), "overrun" | "dropped events")
+                .then(|| v.trim().parse::<u64>().ok())
+                .flatten()
+        })
+        .sum()
+}
+
+/// What the drainer collected.
+#[derive(Debug, Clone, Default)]
+pub struct Capture {
+    /// Decoded events, per CPU in time order (not merged).
+    pub events: Vec<Event>,
+    /// Events that did not fit in the preallocated store.
+    pub dropped: u64,
+    /// Pages read.
+    pub pages: u64,
+    /// Pages the kernel flagged as following lost events.
+    pub missed_pages: u64,
+    /// Lost events the kernel counted in page headers.
+    pub missed: u64,
+}
+
+/// Drains `per_cpu/cpuN/trace_pipe_raw` of `cpus` every `interval` until
+/// `stop` is set, then once more until empty. Decodes into a store of
+/// `capacity` events allocated and touched before the first read.
+///
+/// # Errors
+/// [`ErrorKind::Io`] if a buffer cannot be opened or read.
+pub fn drain(
+    inst: &Instance,
+    cpus: &[usize],
+    capacity: usize,
+    interval: Duration,
+    stop: &AtomicBool,
+) -> Result<Capture> {
+    let mut files = Vec::with_capacity(cpus.len());
+    for &c in cpus {
+        let p = inst.path.join(format!("per_cpu/cpu{c}/trace_pipe_raw"));
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&p)
+            .map_err(|e| io(&format!("opening {}", p.display()), e))?;
+        files.push((c as u16, f));
+    }
+    let zero = Event {
+        time_ns: 0,
+        cpu: 0,
+        kind: EventKind::Switch,
+        pid: 0,
+        prev_pid: 0,
+        prev_state: 0,
+        next_pid: 0,
+        arg: 0,
+        comm: [0; 16],
+    };
+    let mut cap = Capture {
+        events: vec![zero; capacity],
+        ..Capture::default()
+    };
+    cap.events.clear();
+    let mut page = vec![0u8; inst.decoder.page_size()];
+    loop {
+        let last = stop.load(Ordering::SeqCst);
+        for (cpu, f) in files.iter_mut() {
+            loop {
+                let n = match f.read(&mut page) {
+                    Ok(0) => break,
+                    Ok(n) => n,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(io("reading trace_pipe_raw", e)),
+                };
+                cap.pages += 1;
+                let (events, dropped) = (&mut cap.events, &mut cap.dropped);
+                let info = inst.decoder.decode_page(&page[..n], *cpu, &mut |e| {
+                    if events.len() < events.capacity() {
+                        events.push(e);
+                    } else {
+                        *dropped += 1;
+                    }
+                });
+                if info.missed_flag {
+                    cap.missed_pages += 1;
+                }
+                cap.missed += info.missed;
+            }
+        }
+        if last {
+            break;
+        }
+        std::thread::sleep(interval);
+    }
+    Ok(cap)
+}
