@@ -60,6 +60,7 @@ struct Counters {
     stages: Vec<StageCounters>,
     cycles: AtomicU64,
     oversize: AtomicU64,
+    overruns: AtomicU64,
     controls_applied: AtomicU64,
 }
 
@@ -96,6 +97,7 @@ pub struct Engine {
     in_channels: usize,
     out_channels: usize,
     block_size: usize,
+    period_ns: u64,
     deadline_ns: u64,
     controls: Consumer<ControlChange>,
     counters: Arc<Counters>,
@@ -216,6 +218,9 @@ impl Engine {
                 sc.late.fetch_add(1, Ordering::Relaxed);
             }
         }
+        if monotonic_ns().saturating_sub(cycle_start_ns) > self.period_ns {
+            counters.overruns.fetch_add(1, Ordering::Relaxed);
+        }
     }
 }
 
@@ -253,6 +258,9 @@ pub struct RackStats {
     pub cycles: u64,
     /// Cycles larger than the block size, silenced.
     pub oversize: u64,
+    /// Cycles whose processing took longer than the period (from
+    /// `cycle_start_ns` to the end of the last stage).
+    pub overruns: u64,
     /// Control changes the engine applied.
     pub controls_applied: u64,
     /// Control changes dropped because the ring was full.
@@ -395,6 +403,7 @@ impl RackControl {
         RackStats {
             cycles: c.cycles.load(Ordering::Relaxed),
             oversize: c.oversize.load(Ordering::Relaxed),
+            overruns: c.overruns.load(Ordering::Relaxed),
             controls_applied: c.controls_applied.load(Ordering::Relaxed),
             controls_dropped: self.dropped,
             stages: self
@@ -662,6 +671,7 @@ pub fn build(
         in_channels,
         out_channels: prev_out.unwrap_or(0),
         block_size,
+        period_ns,
         deadline_ns: (period_ns as f64 * file.deadline) as u64,
         controls: consumer,
         counters: Arc::clone(&counters),

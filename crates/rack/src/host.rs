@@ -302,6 +302,7 @@ impl RackHost {
             None => RackStats {
                 cycles: 0,
                 oversize: 0,
+                overruns: 0,
                 controls_applied: 0,
                 controls_dropped: 0,
                 stages: Vec::new(),
