@@ -53,7 +53,10 @@ impl Drop for Workers {
     }
 }
 
-fn spawn_workers(n: usize, log_dir: &std::path::Path) -> anyhow::Result<(Workers, Vec<SocketAddr>)> {
+fn spawn_workers(
+    n: usize,
+    log_dir: &std::path::Path,
+) -> anyhow::Result<(Workers, Vec<SocketAddr>)> {
     let exe = std::env::current_exe().context("locating the firmtime binary")?;
     let mut workers = Workers(Vec::new());
     let mut addrs = Vec::new();
@@ -62,10 +65,17 @@ fn spawn_workers(n: usize, log_dir: &std::path::Path) -> anyhow::Result<(Workers
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse()?;
         let log = std::fs::File::create(log_dir.join(format!("worker{}.log", k + 1)))?;
         let mut cmd = Command::new(&exe);
-        cmd.args(["net", "worker", "--listen", &addr.to_string(), "--priority", "fifo:70"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log);
+        cmd.args([
+            "net",
+            "worker",
+            "--listen",
+            &addr.to_string(),
+            "--priority",
+            "fifo:70",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log);
         // SAFETY: prctl is async-signal-safe; the worker dies with us.
         unsafe {
             cmd.pre_exec(|| {
@@ -73,7 +83,9 @@ fn spawn_workers(n: usize, log_dir: &std::path::Path) -> anyhow::Result<(Workers
                 Ok(())
             });
         }
-        workers.0.push(cmd.spawn().context("starting `firmtime net worker`")?);
+        workers
+            .0
+            .push(cmd.spawn().context("starting `firmtime net worker`")?);
         addrs.push(addr);
     }
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -116,13 +128,21 @@ pub fn run(a: ExperimentArgs) -> anyhow::Result<Outcome> {
     let setup = Setup {
         scan: &scan,
         workers: addrs,
-        timing: if a.quick { Timing::quick() } else { Timing::full() },
+        timing: if a.quick {
+            Timing::quick()
+        } else {
+            Timing::full()
+        },
     };
     let command = std::env::args().collect::<Vec<_>>().join(" ");
-    let report = experiment::run(&points, &setup, a.quick, &command, &mut |l| eprintln!("{l}"))?;
+    let report = experiment::run(&points, &setup, a.quick, &command, &mut |l| {
+        eprintln!("{l}")
+    })?;
     drop(workers);
     experiment::write_report(&report, &a.out)?;
-    println!("| Figure | Rate | Period | Placement | Idle xruns | Usable | Central user | Central sys |");
+    println!(
+        "| Figure | Rate | Period | Placement | Idle xruns | Usable | Central user | Central sys |"
+    );
     println!("|---|---|---|---|---|---|---|---|");
     for p in &report.points {
         let s = p.steps.iter().rev().find(|s| s.passed).or(p.steps.last());
@@ -134,7 +154,8 @@ pub fn run(a: ExperimentArgs) -> anyhow::Result<Outcome> {
             p.period_ms,
             match p.spec.placement {
                 experiment::Placement::Local => "local".to_string(),
-                experiment::Placement::Remote { workers, window } => format!("{workers} w, window {window}"),
+                experiment::Placement::Remote { workers, window } =>
+                    format!("{workers} w, window {window}"),
             },
             p.baseline_xruns,
             match (p.spec.fixed, p.usable_fraction) {

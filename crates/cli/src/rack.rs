@@ -58,7 +58,10 @@ pub struct RackArgs {
 /// cargo puts the plugins firmtime builds), then LADSPA_PATH.
 pub fn plugin_dirs(extra: &[PathBuf]) -> Vec<PathBuf> {
     let mut dirs = extra.to_vec();
-    if let Some(d) = std::env::current_exe().ok().and_then(|e| e.parent().map(PathBuf::from)) {
+    if let Some(d) = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(PathBuf::from))
+    {
         dirs.push(d);
     }
     dirs.extend(search_path());
@@ -93,7 +96,10 @@ pub fn run(a: RackArgs) -> anyhow::Result<Outcome> {
     };
     let scan = Scan::dirs(&plugin_dirs(&a.ladspa_path));
     let opts = HostOptions {
-        server_name: server.as_ref().map(|s| s.name().to_string()).or(a.server.clone()),
+        server_name: server
+            .as_ref()
+            .map(|s| s.name().to_string())
+            .or(a.server.clone()),
         client_name: a.client.clone(),
         connect_in: a.connect_in.clone(),
         connect_out: a.connect_out.clone(),
@@ -108,7 +114,11 @@ pub fn run(a: RackArgs) -> anyhow::Result<Outcome> {
         host.output_ports()
     );
     for s in host.control().stages() {
-        let ctl: Vec<String> = s.controls.iter().map(|(n, _, v)| format!("{n}={v}")).collect();
+        let ctl: Vec<String> = s
+            .controls
+            .iter()
+            .map(|(n, _, v)| format!("{n}={v}"))
+            .collect();
         eprintln!("  stage {}: {} [{}]", s.name, s.description, ctl.join(", "));
     }
     eprintln!("firmtime rack: type `stage.port = value` to change a control; SIGINT stops");
@@ -147,7 +157,11 @@ pub fn run(a: RackArgs) -> anyhow::Result<Outcome> {
                         s.name,
                         s.mean_ns as f64 / 1e3,
                         s.max_ns as f64 / 1e3,
-                        if s.late > 0 { format!(" {} late", s.late) } else { String::new() }
+                        if s.late > 0 {
+                            format!(" {} late", s.late)
+                        } else {
+                            String::new()
+                        }
                     )
                 })
                 .collect();

@@ -159,8 +159,7 @@ impl Engine {
         let counters = &*self.counters;
         counters.cycles.fetch_add(1, Ordering::Relaxed);
         while let Ok(c) = self.controls.pop() {
-            if let Some(Stage::Local { instance, .. }) = self.stages.get_mut(usize::from(c.stage))
-            {
+            if let Some(Stage::Local { instance, .. }) = self.stages.get_mut(usize::from(c.stage)) {
                 if instance.set_control(usize::from(c.port), c.value).is_ok() {
                     counters.controls_applied.fetch_add(1, Ordering::Relaxed);
                 }
@@ -602,7 +601,10 @@ pub fn build(
                 sc.work = *work;
                 sc.late_policy = Some(LatePolicy::Dry);
                 let (master, link) = connect(sc, blocks).map_err(|e| {
-                    Error::new(ErrorKind::Remote, format!("{at}: stage {:?}: {e}", spec.name))
+                    Error::new(
+                        ErrorKind::Remote,
+                        format!("{at}: stage {:?}: {e}", spec.name),
+                    )
                 })?;
                 let info = StageInfo {
                     name: spec.name.clone(),
@@ -630,7 +632,10 @@ pub fn build(
         if i > MAX_CHANNELS || o > MAX_CHANNELS {
             return Err(Error::new(
                 ErrorKind::InvalidInput,
-                format!("{at}: stage {:?} has more than {MAX_CHANNELS} channels", spec.name),
+                format!(
+                    "{at}: stage {:?} has more than {MAX_CHANNELS} channels",
+                    spec.name
+                ),
             ));
         }
         match prev_out {
@@ -662,7 +667,9 @@ pub fn build(
     }
     let (producer, consumer) = RingBuffer::new(CONTROL_RING);
     let counters = Arc::new(Counters {
-        stages: (0..stages.len()).map(|_| StageCounters::default()).collect(),
+        stages: (0..stages.len())
+            .map(|_| StageCounters::default())
+            .collect(),
         ..Counters::default()
     });
     let engine = Engine {

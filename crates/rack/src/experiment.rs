@@ -295,10 +295,21 @@ pub fn plan(quick: bool) -> Vec<PointSpec> {
         v.push(p(5, 96_000, n, Placement::Local, None));
     }
     for workers in 1..=3 {
-        v.push(p(6, 44_100, 128, Placement::Remote { workers, window: 0 }, None));
+        v.push(p(
+            6,
+            44_100,
+            128,
+            Placement::Remote { workers, window: 0 },
+            None,
+        ));
     }
     let f7: &[(u32, u32, usize)] = if quick {
-        &[(44_100, 96, 1), (44_100, 96, 2), (44_100, 96, 4), (96_000, 210, 7)]
+        &[
+            (44_100, 96, 1),
+            (44_100, 96, 2),
+            (44_100, 96, 4),
+            (96_000, 210, 7),
+        ]
     } else {
         &[
             (44_100, 96, 1),
@@ -310,7 +321,13 @@ pub fn plan(quick: bool) -> Vec<PointSpec> {
         ]
     };
     for &(rate, n, workers) in f7 {
-        v.push(p(7, rate, n, Placement::Remote { workers, window: 2 }, Some(0.5)));
+        v.push(p(
+            7,
+            rate,
+            n,
+            Placement::Remote { workers, window: 2 },
+            Some(0.5),
+        ));
     }
     let f8: &[(u32, usize)] = if quick {
         &[(210, 4), (210, 7)]
@@ -318,7 +335,13 @@ pub fn plan(quick: bool) -> Vec<PointSpec> {
         &[(140, 4), (210, 4), (288, 4), (432, 4), (210, 7)]
     };
     for &(n, workers) in f8 {
-        v.push(p(8, 96_000, n, Placement::Remote { workers, window: 1 }, None));
+        v.push(p(
+            8,
+            96_000,
+            n,
+            Placement::Remote { workers, window: 1 },
+            None,
+        ));
     }
     v
 }
@@ -341,7 +364,10 @@ pub fn rack_for(spec: &PointSpec, workers: &[SocketAddr], fraction: f64) -> Resu
             if workers.len() < n {
                 return Err(Error::new(
                     ErrorKind::InvalidInput,
-                    format!("this point needs {n} workers but {} were given", workers.len()),
+                    format!(
+                        "this point needs {n} workers but {} were given",
+                        workers.len()
+                    ),
                 ));
             }
             workers[..n]
@@ -478,7 +504,8 @@ pub fn run_point(
     opts.rate = spec.rate;
     opts.period = spec.period_frames;
     opts.realtime = true;
-    let server = DummyServer::start(opts).map_err(|e| Error::new(ErrorKind::Jack, e.to_string()))?;
+    let server =
+        DummyServer::start(opts).map_err(|e| Error::new(ErrorKind::Jack, e.to_string()))?;
     let jackd = server.pid();
     let file = rack_for(spec, &setup.workers, 0.0)?;
     let mut host = RackHost::start(
@@ -508,7 +535,14 @@ pub fn run_point(
     let mut run_step = |host: &mut RackHost, f: f64| -> Result<StepResult> {
         set_load(host, spec, f)?;
         std::thread::sleep(Duration::from_secs_f64(t.settle_s));
-        let s = count_step(host, jackd, f, t.step_s, baseline_per_s, baseline_overruns_per_s);
+        let s = count_step(
+            host,
+            jackd,
+            f,
+            t.step_s,
+            baseline_per_s,
+            baseline_overruns_per_s,
+        );
         progress(&format!(
             "  load {:5.1} %: {} periods, {} xruns (≤ {}), {} overruns (≤ {}), {} late, central {:.0} % user {:.0} % sys → {}",
             f * 100.0,
@@ -527,7 +561,14 @@ pub fn run_point(
     if let Some(f) = spec.fixed {
         let mut s = run_step(&mut host, f)?;
         // Figure 7 measures CPU: give it twice the step.
-        let more = count_step(&mut host, jackd, f, t.step_s, baseline_per_s, baseline_overruns_per_s);
+        let more = count_step(
+            &mut host,
+            jackd,
+            f,
+            t.step_s,
+            baseline_per_s,
+            baseline_overruns_per_s,
+        );
         s.seconds += more.seconds;
         s.central_user = (s.central_user + more.central_user) / 2.0;
         s.central_sys = (s.central_sys + more.central_sys) / 2.0;
@@ -659,14 +700,30 @@ pub fn run(
 
 /// Lago's figures as his text gives them: (figure, what, value).
 pub const PAPER: &[(u8, &str, &str)] = &[
-    (5, "local, 1.45 ms at 44.1 kHz", "89 % usable (user 91 %, sys 1 %)"),
-    (5, "local, ≥ 3.0 ms at 44.1 kHz", "≈ 96 % usable (user 97 %, sys 0 %)"),
+    (
+        5,
+        "local, 1.45 ms at 44.1 kHz",
+        "89 % usable (user 91 %, sys 1 %)",
+    ),
+    (
+        5,
+        "local, ≥ 3.0 ms at 44.1 kHz",
+        "≈ 96 % usable (user 97 %, sys 0 %)",
+    ),
     (5, "local, 96 kHz", "a little lower than 44.1 kHz"),
     (6, "window 0, 1 remote machine", "73 % usable"),
     (6, "window 0, 2 remote machines", "27 % usable each"),
     (6, "window 0, 3 remote machines", "9 % usable each"),
-    (7, "window 2, 2.18 ms at 44.1 kHz, 1–4 machines; 96 kHz 4 and 7", "central load grows linearly; 4 machines ≈ same at 44.1 and 96 kHz"),
-    (8, "window 1, 2.19 ms at 96 kHz, 7 machines", "96 % usable; central 45 % user, 20 % sys"),
+    (
+        7,
+        "window 2, 2.18 ms at 44.1 kHz, 1–4 machines; 96 kHz 4 and 7",
+        "central load grows linearly; 4 machines ≈ same at 44.1 and 96 kHz",
+    ),
+    (
+        8,
+        "window 1, 2.19 ms at 96 kHz, 7 machines",
+        "96 % usable; central 45 % user, 20 % sys",
+    ),
 ];
 
 fn pct(x: Option<f64>) -> String {
@@ -711,21 +768,20 @@ pub fn write_report(r: &ExperimentReport, dir: &Path) -> Result<()> {
         r.timing.coarse * 100.0,
         r.timing.fine * 100.0
     ));
-    md.push_str("## The paper (Lago 2004, §7.3)\n\n| Figure | Configuration | Lago |\n|---|---|---|\n");
+    md.push_str(
+        "## The paper (Lago 2004, §7.3)\n\n| Figure | Configuration | Lago |\n|---|---|---|\n",
+    );
     for (f, what, v) in PAPER {
         md.push_str(&format!("| {f} | {what} | {v} |\n"));
     }
     md.push_str("\n## This machine\n\n| Figure | Rate | Period | Placement | Idle xruns / overruns | Usable fraction | Central user | Central sys | DSP load |\n|---|---|---|---|---|---|---|---|---|\n");
     for p in &r.points {
-        let last = p
-            .steps
-            .iter()
-            .rev()
-            .find(|s| s.passed)
-            .or(p.steps.last());
+        let last = p.steps.iter().rev().find(|s| s.passed).or(p.steps.last());
         let place = match p.spec.placement {
             Placement::Local => "local waste_time".to_string(),
-            Placement::Remote { workers, window } => format!("{workers} worker(s), window {window}"),
+            Placement::Remote { workers, window } => {
+                format!("{workers} worker(s), window {window}")
+            }
         };
         md.push_str(&format!(
             "| {} | {} Hz | {} frames ({:.2} ms) | {} | {} / {} in {:.1} s | {} | {} | {} | {} |\n",
@@ -738,7 +794,15 @@ pub fn write_report(r: &ExperimentReport, dir: &Path) -> Result<()> {
             p.baseline_overruns,
             p.baseline_s,
             if p.spec.fixed.is_some() {
-                format!("fixed {}{}", pct(p.spec.fixed), if p.usable_fraction.is_some() { "" } else { " (failed)" })
+                format!(
+                    "fixed {}{}",
+                    pct(p.spec.fixed),
+                    if p.usable_fraction.is_some() {
+                        ""
+                    } else {
+                        " (failed)"
+                    }
+                )
             } else {
                 pct(p.usable_fraction)
             },
@@ -763,7 +827,11 @@ fn plots(r: &ExperimentReport, dir: &Path) -> Result<()> {
     let mut figs: BTreeMap<u8, BTreeMap<String, Vec<(f64, f64)>>> = BTreeMap::new();
     for p in &r.points {
         let (key, x, y) = match (p.spec.figure, &p.spec.placement) {
-            (5, _) => (format!("{} Hz", p.spec.rate), p.period_ms, p.usable_fraction.unwrap_or(0.0) * 100.0),
+            (5, _) => (
+                format!("{} Hz", p.spec.rate),
+                p.period_ms,
+                p.usable_fraction.unwrap_or(0.0) * 100.0,
+            ),
             (6, Placement::Remote { workers, .. }) => (
                 format!("{} Hz, {:.2} ms", p.spec.rate, p.period_ms),
                 *workers as f64,
@@ -795,10 +863,26 @@ fn plots(r: &ExperimentReport, dir: &Path) -> Result<()> {
     }
     for (fig, series) in figs {
         let (title, xl, yl) = match fig {
-            5 => ("Fig. 5: usable fraction, local waste_time", "period (ms)", "usable (% of period)"),
-            6 => ("Fig. 6: usable fraction per worker, window 0", "workers", "usable (% of period)"),
-            7 => ("Fig. 7: central CPU, window 2, 50 % load", "workers", "central CPU (% of one CPU)"),
-            _ => ("Fig. 8: usable remote fraction, window 1", "period (ms)", "usable (% of period)"),
+            5 => (
+                "Fig. 5: usable fraction, local waste_time",
+                "period (ms)",
+                "usable (% of period)",
+            ),
+            6 => (
+                "Fig. 6: usable fraction per worker, window 0",
+                "workers",
+                "usable (% of period)",
+            ),
+            7 => (
+                "Fig. 7: central CPU, window 2, 50 % load",
+                "workers",
+                "central CPU (% of one CPU)",
+            ),
+            _ => (
+                "Fig. 8: usable remote fraction, window 1",
+                "period (ms)",
+                "usable (% of period)",
+            ),
         };
         let series: Vec<Series> = series.into_iter().collect();
         let path = dir.join(format!("fig{fig}.png"));
@@ -844,7 +928,9 @@ fn line_png(
         chart
             .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))?
             .label(name.as_str())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+            });
         chart.draw_series(pts.iter().map(|&p| Circle::new(p, 4, color.filled())))?;
     }
     chart
@@ -934,12 +1020,26 @@ mod tests {
             for f in 5..=8 {
                 assert!(p.iter().any(|s| s.figure == f), "figure {f} quick={quick}");
             }
-            assert!(p.iter().filter(|s| s.figure == 7).all(|s| s.fixed.is_some()
-                && matches!(s.placement, Placement::Remote { window: 2, .. })));
-            assert!(p.iter().filter(|s| s.figure == 6).all(|s|
-                matches!(s.placement, Placement::Remote { window: 0, .. })));
+            assert!(p
+                .iter()
+                .filter(|s| s.figure == 7)
+                .all(|s| s.fixed.is_some()
+                    && matches!(s.placement, Placement::Remote { window: 2, .. })));
+            assert!(p
+                .iter()
+                .filter(|s| s.figure == 6)
+                .all(|s| matches!(s.placement, Placement::Remote { window: 0, .. })));
         }
-        assert_eq!(plan(false).iter().map(|s| match s.placement { Placement::Remote { workers, .. } => workers, _ => 0 }).max(), Some(7));
+        assert_eq!(
+            plan(false)
+                .iter()
+                .map(|s| match s.placement {
+                    Placement::Remote { workers, .. } => workers,
+                    _ => 0,
+                })
+                .max(),
+            Some(7)
+        );
     }
 
     #[test]
@@ -948,10 +1048,16 @@ mod tests {
             figure: 8,
             rate: 96_000,
             period_frames: 210,
-            placement: Placement::Remote { workers: 2, window: 1 },
+            placement: Placement::Remote {
+                workers: 2,
+                window: 1,
+            },
             fixed: None,
         };
-        let w: Vec<SocketAddr> = vec!["127.0.0.1:1".parse().unwrap(), "127.0.0.1:2".parse().unwrap()];
+        let w: Vec<SocketAddr> = vec![
+            "127.0.0.1:1".parse().unwrap(),
+            "127.0.0.1:2".parse().unwrap(),
+        ];
         let f = rack_for(&spec, &w, 0.3).unwrap();
         assert_eq!(f.stages.len(), 2);
         assert_eq!(f.stages[1].remote.as_ref().unwrap().worker, "127.0.0.1:2");
@@ -997,15 +1103,49 @@ mod tests {
             }],
         };
         let v = serde_json::to_value(&r).unwrap();
-        for k in ["version", "command", "kernel", "preempt", "clocksource", "cpu", "conditions", "quick", "timing", "started_unix_s", "ended_unix_s", "points"] {
+        for k in [
+            "version",
+            "command",
+            "kernel",
+            "preempt",
+            "clocksource",
+            "cpu",
+            "conditions",
+            "quick",
+            "timing",
+            "started_unix_s",
+            "ended_unix_s",
+            "points",
+        ] {
             assert!(v.get(k).is_some(), "missing {k}");
         }
         let p = &v["points"][0];
-        for k in ["spec", "period_ms", "baseline_xruns", "baseline_overruns", "baseline_s", "usable_fraction", "steps"] {
+        for k in [
+            "spec",
+            "period_ms",
+            "baseline_xruns",
+            "baseline_overruns",
+            "baseline_s",
+            "usable_fraction",
+            "steps",
+        ] {
             assert!(p.get(k).is_some(), "missing point.{k}");
         }
         assert_eq!(p["spec"]["placement"]["kind"], "local");
-        for k in ["fraction", "seconds", "periods", "xruns", "overruns", "allowed_overruns", "late", "allowed_xruns", "passed", "central_user", "central_sys", "dsp_load"] {
+        for k in [
+            "fraction",
+            "seconds",
+            "periods",
+            "xruns",
+            "overruns",
+            "allowed_overruns",
+            "late",
+            "allowed_xruns",
+            "passed",
+            "central_user",
+            "central_sys",
+            "dsp_load",
+        ] {
             assert!(p["steps"][0].get(k).is_some(), "missing step.{k}");
         }
     }

@@ -230,13 +230,17 @@ impl RackFile {
                     if v.is_empty() || v.contains(['.', '=', ' ']) {
                         return Err(err(
                             n.span().start,
-                            &format!("stage name {v:?} must be non-empty, without '.', '=' or spaces"),
+                            &format!(
+                                "stage name {v:?} must be non-empty, without '.', '=' or spaces"
+                            ),
                         ));
                     }
                     if stages.iter().any(|s| s.name == v) {
                         return Err(err(
                             n.span().start,
-                            &format!("stage name {v:?} is used twice: give each stage its own name"),
+                            &format!(
+                                "stage name {v:?} is used twice: give each stage its own name"
+                            ),
                         ));
                     }
                     v
@@ -403,9 +407,7 @@ mod tests {
 
     #[test]
     fn window_out_of_range_points_at_the_value() {
-        let m = parse_err(
-            "[[stage]]\nplugin = \"a\"\nremote = { worker = \"h:1\", window = 3 }\n",
-        );
+        let m = parse_err("[[stage]]\nplugin = \"a\"\nremote = { worker = \"h:1\", window = 3 }\n");
         assert_eq!(
             m,
             "t.toml:3:37: window 3 is out of range: give 0, 1 or 2 periods"
@@ -421,7 +423,10 @@ mod tests {
     #[test]
     fn work_needs_remote() {
         let m = parse_err("[[stage]]\nwork = { fraction = 0.5 }\n");
-        assert!(m.starts_with("t.toml:2:8: stage \"stage1\": work is"), "{m}");
+        assert!(
+            m.starts_with("t.toml:2:8: stage \"stage1\": work is"),
+            "{m}"
+        );
     }
 
     #[test]
@@ -430,10 +435,11 @@ mod tests {
             "[[stage]]\nwork = { fraction = 0.5, mode = \"nap\" }\nremote = { worker = \"h:1\" }\n",
         );
         assert!(m.contains("work mode 'nap' is unknown"), "{m}");
-        let m = parse_err(
-            "[[stage]]\nwork = { fraction = 9.0 }\nremote = { worker = \"h:1\" }\n",
+        let m = parse_err("[[stage]]\nwork = { fraction = 9.0 }\nremote = { worker = \"h:1\" }\n");
+        assert!(
+            m.starts_with("t.toml:2:8: work fraction 9 is out of range"),
+            "{m}"
         );
-        assert!(m.starts_with("t.toml:2:8: work fraction 9 is out of range"), "{m}");
     }
 
     #[test]
@@ -441,9 +447,15 @@ mod tests {
         let m = parse_err(
             "[[stage]]\nname = \"a\"\nplugin = \"x\"\n[[stage]]\nname = \"a\"\nplugin = \"y\"\n",
         );
-        assert!(m.starts_with("t.toml:5:8: stage name \"a\" is used twice"), "{m}");
+        assert!(
+            m.starts_with("t.toml:5:8: stage name \"a\" is used twice"),
+            "{m}"
+        );
         let m = parse_err("deadline = 2.0\n[[stage]]\nplugin = \"x\"\n");
-        assert!(m.starts_with("t.toml:1:12: deadline 2 is out of range"), "{m}");
+        assert!(
+            m.starts_with("t.toml:1:12: deadline 2 is out of range"),
+            "{m}"
+        );
     }
 
     #[test]

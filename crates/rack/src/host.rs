@@ -175,9 +175,8 @@ impl RackHost {
         let sample_rate = client.sample_rate() as u32;
         let block_size = client.buffer_size() as usize;
         let (engine, control) = build(file, scan, sample_rate, block_size)?;
-        let jack_err = |e: jack::Error, what: String| {
-            Error::new(ErrorKind::Jack, format!("{what}: {e}"))
-        };
+        let jack_err =
+            |e: jack::Error, what: String| Error::new(ErrorKind::Jack, format!("{what}: {e}"));
         let mut ins = Vec::with_capacity(engine.input_channels());
         for c in 0..engine.input_channels() {
             let n = format!("in_{}", c + 1);
@@ -196,7 +195,8 @@ impl RackHost {
                     .map_err(|e| jack_err(e, format!("cannot register port {n}")))?,
             );
         }
-        let full = |p: &dyn Fn() -> std::result::Result<String, jack::Error>| p().unwrap_or_default();
+        let full =
+            |p: &dyn Fn() -> std::result::Result<String, jack::Error>| p().unwrap_or_default();
         let inputs: Vec<String> = ins.iter().map(|p| full(&|| p.name())).collect();
         let outputs: Vec<String> = outs.iter().map(|p| full(&|| p.name())).collect();
         let xruns = Arc::new(AtomicU64::new(0));
@@ -231,12 +231,18 @@ impl RackHost {
         let c = host.client.as_ref().expect("active").as_client();
         for (src, dst) in cin.iter().zip(&host.inputs) {
             c.connect_ports_by_name(src, dst).map_err(|e| {
-                jack_err(e, format!("cannot connect {src:?} to {dst:?} (check names with jack_lsp)"))
+                jack_err(
+                    e,
+                    format!("cannot connect {src:?} to {dst:?} (check names with jack_lsp)"),
+                )
             })?;
         }
         for (src, dst) in host.outputs.iter().zip(cout) {
             c.connect_ports_by_name(src, dst).map_err(|e| {
-                jack_err(e, format!("cannot connect {src:?} to {dst:?} (check names with jack_lsp)"))
+                jack_err(
+                    e,
+                    format!("cannot connect {src:?} to {dst:?} (check names with jack_lsp)"),
+                )
             })?;
         }
         Ok(host)
