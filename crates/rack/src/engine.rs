@@ -71,7 +71,7 @@ enum Stage {
         audio_out: Vec<usize>,
     },
     Remote {
-        master: Master,
+        master: Box<Master>,
         ins: Vec<BlockId<f32>>,
         outs: Vec<BlockId<f32>>,
     },
@@ -621,7 +621,11 @@ pub fn build(
                     controls: vec![("fraction".into(), 0, work.fraction as f32)],
                 };
                 (
-                    Stage::Remote { master, ins, outs },
+                    Stage::Remote {
+                        master: Box::new(master),
+                        ins,
+                        outs,
+                    },
                     info,
                     Some(*work),
                     Some(link),

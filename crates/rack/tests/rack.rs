@@ -195,7 +195,7 @@ fn chain_in_a_dummy_jack_server_halves_a_signal() {
     o.period = 128;
     let server = DummyServer::start(o).unwrap();
     let file = RackFile::parse(AMP, "amp.toml").unwrap();
-    let mut host = RackHost::start(
+    let host = RackHost::start(
         &file,
         &scan,
         &HostOptions {
