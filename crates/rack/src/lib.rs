@@ -2,7 +2,7 @@
 //! or remote (Lago's middleware), and the waste_time experiments of
 //! Lago (2004) §7.
 //!
-//! - [`file`]: the TOML rack file, with `FILE:LINE:COL` errors.
+//! - [`mod@file`]: the TOML rack file, with `FILE:LINE:COL` errors.
 //! - [`engine`]: the chain over plain buffers ([`Engine`], RT side) and its
 //!   controller ([`RackControl`]: control changes, per-stage counters).
 //! - [`host`]: the JACK client ([`RackHost`]): ports, xrun counting, DSP load.
