@@ -10,7 +10,9 @@ mod ladspa;
 mod load;
 mod midi;
 mod net;
+mod netexp;
 mod progress;
+mod rack;
 mod tap;
 
 use clap::{Parser, Subcommand};
@@ -55,6 +57,11 @@ enum Command {
     /// Spread block processing over workers on a LAN (Lago's middleware): worker, bench, discover, stats.
     #[command(subcommand)]
     Net(net::NetCommand),
+    /// Run a chain of LADSPA plugins, each local or remote, as a JACK client (a rack file).
+    ///
+    /// Counts xruns, reports DSP load and per-stage time; `stage.port = value`
+    /// on stdin changes a control while it runs.
+    Rack(rack::RackArgs),
 }
 
 /// What a subcommand reports back to `main`.
@@ -82,6 +89,7 @@ fn main() -> ExitCode {
         Command::Ladspa(a) => ladspa::run(a),
         Command::Tap(a) => tap::run(a),
         Command::Net(c) => net::run(c),
+        Command::Rack(a) => rack::run(a),
     };
     match result {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,

@@ -33,6 +33,8 @@ pub enum NetCommand {
     Discover(DiscoverArgs),
     /// Print a worker's counters as JSON (datagrams, drops by reason, sessions).
     Stats(StatsArgs),
+    /// Reproduce Lago's Figures 5–8 (waste_time, local and remote) on JACK's dummy backend.
+    Experiment(crate::netexp::ExperimentArgs),
 }
 
 /// `firmtime net worker`
@@ -150,6 +152,7 @@ pub fn run(c: NetCommand) -> anyhow::Result<Outcome> {
         NetCommand::Bench(a) => bench_cmd(a),
         NetCommand::Discover(a) => discover(a),
         NetCommand::Stats(a) => stats(a),
+        NetCommand::Experiment(a) => crate::netexp::run(a),
     }
 }
 

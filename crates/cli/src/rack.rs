@@ -1,0 +1,209 @@
+//! `firmtime rack FILE`: run a chain of LADSPA plugins, local or remote, as
+//! a JACK client (docs/RACK.md).
+
+use crate::args::{self, UsageError};
+use crate::Outcome;
+use anyhow::Context;
+use clap::Args;
+use firmtime_lab::load as lab;
+use firmtime_ladspa::{search_path, Scan};
+use firmtime_midi::jack::{DummyOptions, DummyServer};
+use firmtime_rack::{ErrorKind, HostOptions, RackFile, RackHost};
+use std::io::BufRead;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// `firmtime rack`
+#[derive(Debug, Args)]
+pub struct RackArgs {
+    /// The rack file (TOML; see docs/RACK.md and examples/rack-*.toml).
+    file: PathBuf,
+    /// Start a private `jackd -d dummy` server for the rack (no sound card needed).
+    #[arg(long)]
+    jack_dummy: bool,
+    /// Sample rate of the --jack-dummy server.
+    #[arg(long, default_value_t = 48_000)]
+    rate: u32,
+    /// Frames per period of the --jack-dummy server.
+    #[arg(long, default_value_t = 256)]
+    period: u32,
+    /// JACK server name (default: the default server).
+    #[arg(long)]
+    server: Option<String>,
+    /// JACK client name (default: the file's `client`).
+    #[arg(long)]
+    client: Option<String>,
+    /// Ports to connect the rack's inputs from, comma-separated, in channel order.
+    #[arg(long, value_delimiter = ',')]
+    connect_in: Vec<String>,
+    /// Ports to connect the rack's outputs to, comma-separated, in channel order.
+    #[arg(long, value_delimiter = ',')]
+    connect_out: Vec<String>,
+    /// More plugin directories to search before LADSPA_PATH (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    ladspa_path: Vec<PathBuf>,
+    /// Stop after this long (default: run until SIGINT/SIGTERM).
+    #[arg(long, value_parser = args::duration)]
+    duration: Option<Duration>,
+    /// Seconds between status lines on stderr (0 = none).
+    #[arg(long, default_value_t = 1.0)]
+    status_every: f64,
+    /// Write the final counters as JSON here (`-` = stdout).
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+/// Plugin directories: --ladspa-path, the directory of this binary (where
+/// cargo puts the plugins firmtime builds), then LADSPA_PATH.
+pub fn plugin_dirs(extra: &[PathBuf]) -> Vec<PathBuf> {
+    let mut dirs = extra.to_vec();
+    if let Some(d) = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(PathBuf::from))
+    {
+        dirs.push(d);
+    }
+    dirs.extend(search_path());
+    dirs
+}
+
+/// Runs `firmtime rack`.
+pub fn run(a: RackArgs) -> anyhow::Result<Outcome> {
+    let file = RackFile::load(&a.file).map_err(|e| -> anyhow::Error {
+        if e.kind() == ErrorKind::Parse {
+            UsageError(e.to_string()).into()
+        } else {
+            e.into()
+        }
+    })?;
+    let stop = lab::install_stop_signals()?;
+    let server = if a.jack_dummy {
+        let mut o = DummyOptions::new();
+        o.rate = a.rate;
+        o.period = a.period;
+        o.realtime = true;
+        let s = DummyServer::start(o).context("starting the dummy JACK server")?;
+        eprintln!(
+            "firmtime rack: private dummy JACK server {} ({} Hz, {} frames)",
+            s.name(),
+            a.rate,
+            a.period
+        );
+        Some(s)
+    } else {
+        None
+    };
+    let scan = Scan::dirs(&plugin_dirs(&a.ladspa_path));
+    let opts = HostOptions {
+        server_name: server
+            .as_ref()
+            .map(|s| s.name().to_string())
+            .or(a.server.clone()),
+        client_name: a.client.clone(),
+        connect_in: a.connect_in.clone(),
+        connect_out: a.connect_out.clone(),
+    };
+    let mut host = RackHost::start(&file, &scan, &opts)?;
+    eprintln!(
+        "firmtime rack: {} Hz, {} frames ({:.2} ms); inputs {:?}, outputs {:?}",
+        host.sample_rate(),
+        host.block_size(),
+        host.block_size() as f64 * 1000.0 / f64::from(host.sample_rate()),
+        host.input_ports(),
+        host.output_ports()
+    );
+    for s in host.control().stages() {
+        let ctl: Vec<String> = s
+            .controls
+            .iter()
+            .map(|(n, _, v)| format!("{n}={v}"))
+            .collect();
+        eprintln!("  stage {}: {} [{}]", s.name, s.description, ctl.join(", "));
+    }
+    eprintln!("firmtime rack: type `stage.port = value` to change a control; SIGINT stops");
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lock().lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let started = Instant::now();
+    let mut last_status = Instant::now();
+    while !stop.load(Ordering::Relaxed) && !host.is_shut_down() {
+        if a.duration.is_some_and(|d| started.elapsed() >= d) {
+            break;
+        }
+        if let Ok(line) = rx.recv_timeout(Duration::from_millis(50)) {
+            let line = line.trim();
+            if !line.is_empty() && !line.starts_with('#') {
+                match host.control().apply_line(line) {
+                    Ok((s, p, v)) => eprintln!("set {s}.{p} = {v}"),
+                    Err(e) => eprintln!("firmtime rack: {e}"),
+                }
+            }
+        }
+        if a.status_every > 0.0 && last_status.elapsed().as_secs_f64() >= a.status_every {
+            last_status = Instant::now();
+            let st = host.control().stats();
+            let stages: Vec<String> = st
+                .stages
+                .iter()
+                .map(|s| {
+                    format!(
+                        "{} {:.0}/{:.0} µs{}",
+                        s.name,
+                        s.mean_ns as f64 / 1e3,
+                        s.max_ns as f64 / 1e3,
+                        if s.late > 0 {
+                            format!(" {} late", s.late)
+                        } else {
+                            String::new()
+                        }
+                    )
+                })
+                .collect();
+            eprintln!(
+                "cycles {} xruns {} DSP {:.1} % | {}",
+                st.cycles,
+                host.xruns(),
+                host.cpu_load(),
+                stages.join(" | ")
+            );
+        }
+    }
+    let xruns = host.xruns();
+    let dsp = host.cpu_load();
+    let shut = host.is_shut_down();
+    let stats = host.stop();
+    drop(server);
+    let out = serde_json::json!({
+        "firmtime_version": env!("CARGO_PKG_VERSION"),
+        "command": std::env::args().collect::<Vec<_>>().join(" "),
+        "rack_file": a.file.display().to_string(),
+        "xruns": xruns,
+        "dsp_load_percent": dsp,
+        "server_shut_down": shut,
+        "stats": stats,
+    });
+    if let Some(p) = &a.json {
+        args::write_json(p, &out)?;
+    }
+    println!(
+        "firmtime rack: {} cycles, {} xruns (counted, not failures), {} oversize, {} control changes",
+        stats.cycles, xruns, stats.oversize, stats.controls_applied
+    );
+    for s in &stats.stages {
+        println!(
+            "  {}: {} runs, mean {:.1} µs, max {:.1} µs, {} late",
+            s.name,
+            s.runs,
+            s.mean_ns as f64 / 1e3,
+            s.max_ns as f64 / 1e3,
+            s.late
+        );
+    }
+    Ok(if shut { Outcome::Failed } else { Outcome::Ok })
+}

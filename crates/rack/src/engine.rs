@@ -1,0 +1,699 @@
+//! The rack's processing core: a chain of stages over plain buffers, and
+//! its non-RT controller.
+//!
+//! [`build`] turns a [`RackFile`] into an [`Engine`] (the RT side: owns the
+//! plugin instances, the masters of remote stages and every buffer) and a
+//! [`RackControl`] (the controller: changes control values, reads the
+//! per-stage counters, owns the remote sessions' links). Control changes
+//! travel to the engine through an SPSC ring (rtrb) and are applied at the
+//! start of the next cycle.
+//!
+//! # Real-time contract
+//! [`build`] allocates, loads plugins and sets up sessions. After that
+//! [`Engine::process`], [`Engine::input_mut`] and [`Engine::output`] never
+//! allocate, lock, print or block — beyond each plugin's own run() and a
+//! remote stage's wait for its result, which ends at the deadline (a late
+//! result is counted and the middleware's late policy, dry pass-through,
+//! fills the output). Tests run them under `assert_no_alloc`.
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::file::{RackFile, StageKind};
+use crate::MAX_CHANNELS;
+use firmtime_ladspa::{Direction as PortDir, Instance, PortKind, Scan};
+use firmtime_net::{
+    connect, BlockId, BlockSet, Deadline, Direction, Key, LatePolicy, Link, Master, Outcome,
+    SessionConfig, Transform, Work, WorkMode,
+};
+use firmtime_rt::clock::monotonic_ns;
+use rtrb::{Consumer, Producer, RingBuffer};
+use serde::Serialize;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Control changes that fit in the ring between controller and engine.
+const CONTROL_RING: usize = 256;
+
+/// One control change for the engine: a stage's control port and its value.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ControlChange {
+    /// Stage index.
+    pub stage: u16,
+    /// Port index of the plugin.
+    pub port: u16,
+    /// New value.
+    pub value: f32,
+}
+
+#[derive(Debug, Default)]
+struct StageCounters {
+    runs: AtomicU64,
+    time_sum_ns: AtomicU64,
+    time_max_ns: AtomicU64,
+    late: AtomicU64,
+}
+
+/// Counters the engine writes and the controller reads (relaxed atomics).
+#[derive(Debug, Default)]
+struct Counters {
+    stages: Vec<StageCounters>,
+    cycles: AtomicU64,
+    oversize: AtomicU64,
+    overruns: AtomicU64,
+    controls_applied: AtomicU64,
+}
+
+enum Stage {
+    Local {
+        instance: Instance,
+        audio_in: Vec<usize>,
+        audio_out: Vec<usize>,
+    },
+    Remote {
+        master: Box<Master>,
+        ins: Vec<BlockId<f32>>,
+        outs: Vec<BlockId<f32>>,
+    },
+}
+
+impl Stage {
+    fn channels(&self) -> (usize, usize) {
+        match self {
+            Stage::Local {
+                audio_in,
+                audio_out,
+                ..
+            } => (audio_in.len(), audio_out.len()),
+            Stage::Remote { ins, outs, .. } => (ins.len(), outs.len()),
+        }
+    }
+}
+
+/// The RT side of a rack: stages, buffers, counters.
+pub struct Engine {
+    stages: Vec<Stage>,
+    bufs: Vec<Vec<f32>>,
+    in_channels: usize,
+    out_channels: usize,
+    block_size: usize,
+    period_ns: u64,
+    deadline_ns: u64,
+    controls: Consumer<ControlChange>,
+    counters: Arc<Counters>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("stages", &self.stages.len())
+            .field("in_channels", &self.in_channels)
+            .field("out_channels", &self.out_channels)
+            .field("block_size", &self.block_size)
+            .finish()
+    }
+}
+
+impl Engine {
+    /// Audio channels the first stage takes.
+    pub fn input_channels(&self) -> usize {
+        self.in_channels
+    }
+
+    /// Audio channels the last stage gives.
+    pub fn output_channels(&self) -> usize {
+        self.out_channels
+    }
+
+    /// The largest block [`Engine::process`] runs.
+    pub fn block_size(&self) -> usize {
+        self.block_size
+    }
+
+    /// Input channel `ch` (`block_size` samples), to fill before
+    /// [`Engine::process`]. **RT-safe.**
+    ///
+    /// # Panics
+    /// When `ch >= input_channels()`.
+    pub fn input_mut(&mut self, ch: usize) -> &mut [f32] {
+        assert!(ch < self.in_channels, "input channel {ch} out of range");
+        &mut self.bufs[ch]
+    }
+
+    /// Output channel `ch` after [`Engine::process`]. **RT-safe.**
+    ///
+    /// # Panics
+    /// When `ch >= output_channels()`.
+    pub fn output(&self, ch: usize) -> &[f32] {
+        assert!(ch < self.out_channels, "output channel {ch} out of range");
+        &self.bufs[ch]
+    }
+
+    /// Applies pending control changes, then runs every stage on `frames`
+    /// frames of the input buffers, leaving the result in the output
+    /// buffers. `cycle_start_ns` (CLOCK_MONOTONIC) is when the period began:
+    /// remote stages wait for results until `deadline × period` after it.
+    /// A block larger than [`Engine::block_size`] is not run: the outputs
+    /// are silenced and the block counted. **RT-safe.**
+    pub fn process(&mut self, frames: usize, cycle_start_ns: u64) {
+        let counters = &*self.counters;
+        counters.cycles.fetch_add(1, Ordering::Relaxed);
+        while let Ok(c) = self.controls.pop() {
+            if let Some(Stage::Local { instance, .. }) = self.stages.get_mut(usize::from(c.stage)) {
+                if instance.set_control(usize::from(c.port), c.value).is_ok() {
+                    counters.controls_applied.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        if frames > self.block_size {
+            counters.oversize.fetch_add(1, Ordering::Relaxed);
+            for b in &mut self.bufs {
+                b.fill(0.0);
+            }
+            return;
+        }
+        let deadline = Deadline::At(cycle_start_ns + self.deadline_ns);
+        let bufs = &mut self.bufs;
+        for (k, stage) in self.stages.iter_mut().enumerate() {
+            let t0 = monotonic_ns();
+            let mut late = false;
+            match stage {
+                Stage::Local {
+                    instance,
+                    audio_in,
+                    audio_out,
+                } => {
+                    for (c, &port) in audio_in.iter().enumerate() {
+                        let dst = instance.audio_mut(port).expect("audio port");
+                        dst[..frames].copy_from_slice(&bufs[c][..frames]);
+                    }
+                    // frames <= block_size was checked above, so run() cannot refuse.
+                    let _ = instance.run(frames);
+                    for (c, &port) in audio_out.iter().enumerate() {
+                        let src = instance.audio(port).expect("audio port");
+                        bufs[c][..frames].copy_from_slice(&src[..frames]);
+                    }
+                }
+                Stage::Remote { master, ins, outs } => {
+                    for (c, &id) in ins.iter().enumerate() {
+                        let dst = master.blocks_mut().get_mut(id);
+                        dst[..frames].copy_from_slice(&bufs[c][..frames]);
+                        dst[frames..].fill(0.0);
+                    }
+                    let report = master.process(deadline);
+                    late = report.outcome == Outcome::Late;
+                    for (c, &id) in outs.iter().enumerate() {
+                        let src = master.blocks().get(id);
+                        bufs[c][..frames].copy_from_slice(&src[..frames]);
+                    }
+                }
+            }
+            let dt = monotonic_ns().saturating_sub(t0);
+            let sc = &counters.stages[k];
+            sc.runs.fetch_add(1, Ordering::Relaxed);
+            sc.time_sum_ns.fetch_add(dt, Ordering::Relaxed);
+            sc.time_max_ns.fetch_max(dt, Ordering::Relaxed);
+            if late {
+                sc.late.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        if monotonic_ns().saturating_sub(cycle_start_ns) > self.period_ns {
+            counters.overruns.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// What a stage is, for reports.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StageInfo {
+    /// Its name in the rack file.
+    pub name: String,
+    /// `local LABEL`, `remote LABEL @ HOST:PORT w=N` or `remote work @ …`.
+    pub description: String,
+    /// Control inputs: name, port index and current value.
+    pub controls: Vec<(String, usize, f32)>,
+}
+
+/// One stage's counters.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StageStats {
+    /// Its name.
+    pub name: String,
+    /// Cycles it ran.
+    pub runs: u64,
+    /// Mean time in the stage per cycle, ns (a remote stage: sending plus
+    /// waiting for the result).
+    pub mean_ns: u64,
+    /// Longest time in the stage, ns.
+    pub max_ns: u64,
+    /// Cycles whose remote result was late (dry pass-through instead).
+    pub late: u64,
+}
+
+/// Counters of a whole rack.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RackStats {
+    /// Process cycles.
+    pub cycles: u64,
+    /// Cycles larger than the block size, silenced.
+    pub oversize: u64,
+    /// Cycles whose processing took longer than the period (from
+    /// `cycle_start_ns` to the end of the last stage).
+    pub overruns: u64,
+    /// Control changes the engine applied.
+    pub controls_applied: u64,
+    /// Control changes dropped because the ring was full.
+    pub controls_dropped: u64,
+    /// Per stage, in chain order.
+    pub stages: Vec<StageStats>,
+}
+
+/// The controller of a rack: the non-RT side.
+pub struct RackControl {
+    infos: Vec<StageInfo>,
+    work: Vec<Option<Work>>,
+    links: Vec<Option<Link>>,
+    producer: Producer<ControlChange>,
+    counters: Arc<Counters>,
+    dropped: u64,
+}
+
+impl std::fmt::Debug for RackControl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RackControl")
+            .field("stages", &self.infos)
+            .finish()
+    }
+}
+
+impl RackControl {
+    /// The stages, in chain order.
+    pub fn stages(&self) -> &[StageInfo] {
+        &self.infos
+    }
+
+    /// Sets `port` (a control input's name, or its port index) of `stage`
+    /// to `value`. A local plugin gets it at the start of the next cycle; a
+    /// remote work stage's only control, `fraction`, goes to the worker
+    /// over the control connection (this call waits for its answer).
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidInput`] for an unknown stage or port (the message
+    /// lists the valid ones), a NaN, or a full control ring;
+    /// [`ErrorKind::Remote`] when the worker refuses.
+    pub fn set(&mut self, stage: &str, port: &str, value: f32) -> Result<()> {
+        let Some(k) = self.infos.iter().position(|s| s.name == stage) else {
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
+                format!(
+                    "no stage {stage:?}; the stages are: {}",
+                    self.infos
+                        .iter()
+                        .map(|s| s.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ));
+        };
+        if value.is_nan() {
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
+                format!("{stage}.{port}: NaN is not a control value"),
+            ));
+        }
+        let info = &mut self.infos[k];
+        let Some(c) = info
+            .controls
+            .iter_mut()
+            .find(|(n, idx, _)| n == port || idx.to_string() == port)
+        else {
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
+                format!(
+                    "stage {stage:?} has no control {port:?}; its controls are: {}",
+                    if info.controls.is_empty() {
+                        "none".to_string()
+                    } else {
+                        info.controls
+                            .iter()
+                            .map(|(n, i, _)| format!("\"{n}\" (port {i})"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    }
+                ),
+            ));
+        };
+        if let (Some(work), Some(link)) = (self.work[k].as_mut(), self.links[k].as_ref()) {
+            let w = Work {
+                fraction: f64::from(value),
+                mode: work.mode,
+            };
+            w.validate()?;
+            link.set_work(w, Duration::from_secs(2))?;
+            *work = w;
+            c.2 = value;
+            return Ok(());
+        }
+        let change = ControlChange {
+            stage: k as u16,
+            port: c.1 as u16,
+            value,
+        };
+        if self.producer.push(change).is_err() {
+            self.dropped += 1;
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
+                "the control ring is full (the JACK cycle is not running?): try again",
+            ));
+        }
+        c.2 = value;
+        Ok(())
+    }
+
+    /// Applies a terminal line `stage.port = value` (the port name may
+    /// contain spaces) and returns the stage, port and value.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidInput`] for a line not of that form, a value that
+    /// is not a number; else as [`RackControl::set`].
+    pub fn apply_line(&mut self, line: &str) -> Result<(String, String, f32)> {
+        let usage = || {
+            Error::new(
+                ErrorKind::InvalidInput,
+                format!("cannot read {line:?}: write stage.port = value, e.g. gain.Gain = 0.5"),
+            )
+        };
+        let (lhs, rhs) = line.rsplit_once('=').ok_or_else(usage)?;
+        let (stage, port) = lhs.trim().split_once('.').ok_or_else(usage)?;
+        let value: f32 = rhs.trim().parse().map_err(|_| {
+            Error::new(
+                ErrorKind::InvalidInput,
+                format!("{:?} is not a number", rhs.trim()),
+            )
+        })?;
+        let (stage, port) = (stage.trim().to_string(), port.trim().to_string());
+        self.set(&stage, &port, value)?;
+        Ok((stage, port, value))
+    }
+
+    /// The counters so far.
+    pub fn stats(&self) -> RackStats {
+        let c = &*self.counters;
+        RackStats {
+            cycles: c.cycles.load(Ordering::Relaxed),
+            oversize: c.oversize.load(Ordering::Relaxed),
+            overruns: c.overruns.load(Ordering::Relaxed),
+            controls_applied: c.controls_applied.load(Ordering::Relaxed),
+            controls_dropped: self.dropped,
+            stages: self
+                .infos
+                .iter()
+                .zip(&c.stages)
+                .map(|(i, s)| {
+                    let runs = s.runs.load(Ordering::Relaxed);
+                    StageStats {
+                        name: i.name.clone(),
+                        runs,
+                        mean_ns: s.time_sum_ns.load(Ordering::Relaxed) / runs.max(1),
+                        max_ns: s.time_max_ns.load(Ordering::Relaxed),
+                        late: s.late.load(Ordering::Relaxed),
+                    }
+                })
+                .collect(),
+        }
+    }
+
+    /// Closes the remote sessions (the engine's masters then only see late
+    /// periods and pass audio through dry).
+    pub fn close(mut self) {
+        for l in self.links.iter_mut().filter_map(Option::take) {
+            l.close();
+        }
+    }
+}
+
+fn resolve_worker(spec: &str, at: &str) -> Result<SocketAddr> {
+    spec.to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| {
+            Error::new(
+                ErrorKind::Remote,
+                format!("{at}: cannot resolve worker address {spec:?}: give HOST:PORT"),
+            )
+        })
+}
+
+/// Builds a rack at `sample_rate` with `block_size`-frame buffers: finds
+/// each local plugin in `scan`, instantiates, sets and activates it, and
+/// sets up each remote stage's session.
+///
+/// # Errors
+/// [`ErrorKind::Plugin`] for a plugin not found, an unknown control name, a
+/// value out of range, or channel counts that do not chain (each message
+/// starts `FILE:LINE:COL`); [`ErrorKind::Remote`] when a worker cannot be
+/// reached or refuses (wrong key, window), or for a remote real plugin,
+/// which this build's workers cannot host yet;
+/// [`ErrorKind::InvalidInput`] for more than [`MAX_CHANNELS`] channels or
+/// a zero rate or block size.
+pub fn build(
+    file: &RackFile,
+    scan: &Scan,
+    sample_rate: u32,
+    block_size: usize,
+) -> Result<(Engine, RackControl)> {
+    if sample_rate == 0 || block_size == 0 {
+        return Err(Error::new(
+            ErrorKind::InvalidInput,
+            "sample rate and block size must be non-zero",
+        ));
+    }
+    let period_ns = block_size as u64 * 1_000_000_000 / u64::from(sample_rate);
+    let mut stages = Vec::with_capacity(file.stages.len());
+    let mut infos = Vec::with_capacity(file.stages.len());
+    let mut works = Vec::with_capacity(file.stages.len());
+    let mut links = Vec::with_capacity(file.stages.len());
+    let mut prev_out: Option<usize> = None;
+    let mut max_ch = 1;
+    let mut in_channels = 0;
+    for (k, spec) in file.stages.iter().enumerate() {
+        let at = file.where_stage(k);
+        let (stage, info, work, link) = match (&spec.kind, &spec.remote) {
+            (StageKind::Plugin(label), None) => {
+                let plugin = scan
+                    .find(label)
+                    .map_err(|e| Error::new(ErrorKind::Plugin, format!("{at}: {}", e.message())))?;
+                let pinfo = plugin.info().clone();
+                let ports = |kind, dir| -> Vec<usize> {
+                    pinfo.ports_of(kind, dir).iter().map(|p| p.index).collect()
+                };
+                let audio_in = ports(PortKind::Audio, PortDir::Input);
+                let audio_out = ports(PortKind::Audio, PortDir::Output);
+                let rate = sample_rate as f32;
+                let mut controls: Vec<(String, usize, f32)> = pinfo
+                    .ports
+                    .iter()
+                    .filter(|p| p.is_control_input())
+                    .map(|p| {
+                        let v = p
+                            .hints
+                            .default_value(rate)
+                            .or(p.hints.bounds(rate).0)
+                            .unwrap_or(0.0);
+                        (p.name.clone(), p.index, v)
+                    })
+                    .collect();
+                for (name, value) in &spec.controls {
+                    let Some(c) = controls
+                        .iter_mut()
+                        .find(|(n, i, _)| n == name || i.to_string() == *name)
+                    else {
+                        return Err(Error::new(
+                            ErrorKind::Plugin,
+                            format!(
+                                "{at}: plugin {} has no control input {name:?}; its controls: {}",
+                                pinfo.label,
+                                controls
+                                    .iter()
+                                    .map(|(n, i, _)| format!("\"{n}\" (port {i})"))
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            ),
+                        ));
+                    };
+                    let port = &pinfo.ports[c.1];
+                    let (lo, hi) = port.hints.bounds(rate);
+                    if lo.is_some_and(|lo| *value < lo) || hi.is_some_and(|hi| *value > hi) {
+                        return Err(Error::new(
+                            ErrorKind::Plugin,
+                            format!(
+                                "{at}: plugin {}: control \"{}\" = {value} is outside its range {}",
+                                pinfo.label,
+                                port.name,
+                                port.range_text(rate)
+                            ),
+                        ));
+                    }
+                    c.2 = *value;
+                }
+                let mut instance = plugin.instantiate(sample_rate, block_size)?;
+                for (_, port, v) in &controls {
+                    instance
+                        .set_control(*port, *v)
+                        .map_err(|e| Error::new(ErrorKind::Plugin, format!("{at}: {e}")))?;
+                }
+                instance.activate();
+                let info = StageInfo {
+                    name: spec.name.clone(),
+                    description: format!("local {}", pinfo.label),
+                    controls,
+                };
+                (
+                    Stage::Local {
+                        instance,
+                        audio_in,
+                        audio_out,
+                    },
+                    info,
+                    None,
+                    None,
+                )
+            }
+            (StageKind::Plugin(label), Some(r)) => {
+                return Err(Error::new(
+                    ErrorKind::Remote,
+                    format!(
+                        "{at}: stage {:?} asks worker {} to host plugin {label}, but this build's \
+                         workers only run their built-in load: use work = {{ fraction = F }} \
+                         (remote plugins arrive with `firmtime net worker --plugin-dir`)",
+                        spec.name, r.worker
+                    ),
+                ))
+            }
+            (StageKind::Work { .. }, None) => {
+                return Err(Error::new(
+                    ErrorKind::InvalidInput,
+                    format!("{at}: a work stage needs remote = {{ worker = \"HOST:PORT\" }}"),
+                ))
+            }
+            (StageKind::Work { work, channels }, Some(r)) => {
+                let ch = channels.or(prev_out).unwrap_or(1);
+                let worker = resolve_worker(&r.worker, &at)?;
+                let key = match &r.key_file {
+                    None => None,
+                    Some(p) => Some(Key::from_file(p).map_err(|e| {
+                        Error::new(ErrorKind::Remote, format!("{at}: key file: {e}"))
+                    })?),
+                };
+                let mut blocks = BlockSet::new();
+                let mut ins = Vec::with_capacity(ch);
+                let mut outs = Vec::with_capacity(ch);
+                for _ in 0..ch {
+                    ins.push(blocks.add::<f32>(Direction::ToWorker, block_size)?);
+                }
+                for _ in 0..ch {
+                    outs.push(blocks.add::<f32>(Direction::FromWorker, block_size)?);
+                }
+                let mut sc = SessionConfig::new(worker, period_ns);
+                sc.key = key;
+                sc.window = r.window;
+                sc.transform = Transform::Copy;
+                sc.work = *work;
+                sc.late_policy = Some(LatePolicy::Dry);
+                let (master, link) = connect(sc, blocks).map_err(|e| {
+                    Error::new(
+                        ErrorKind::Remote,
+                        format!("{at}: stage {:?}: {e}", spec.name),
+                    )
+                })?;
+                let info = StageInfo {
+                    name: spec.name.clone(),
+                    description: format!(
+                        "remote work ({}) @ {} window {}",
+                        match work.mode {
+                            WorkMode::Spin => "spin",
+                            WorkMode::Sleep => "sleep",
+                            WorkMode::None => "none",
+                        },
+                        worker,
+                        r.window
+                    ),
+                    controls: vec![("fraction".into(), 0, work.fraction as f32)],
+                };
+                (
+                    Stage::Remote {
+                        master: Box::new(master),
+                        ins,
+                        outs,
+                    },
+                    info,
+                    Some(*work),
+                    Some(link),
+                )
+            }
+        };
+        let (i, o) = stage.channels();
+        if i > MAX_CHANNELS || o > MAX_CHANNELS {
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
+                format!(
+                    "{at}: stage {:?} has more than {MAX_CHANNELS} channels",
+                    spec.name
+                ),
+            ));
+        }
+        match prev_out {
+            None => in_channels = i,
+            Some(p) if p != i => {
+                return Err(Error::new(
+                    ErrorKind::Plugin,
+                    format!(
+                        "{at}: stage {:?} takes {i} audio input(s) but the stage before gives {p}; \
+                         chain stages whose channel counts match",
+                        spec.name
+                    ),
+                ))
+            }
+            Some(_) => {}
+        }
+        if o == 0 {
+            return Err(Error::new(
+                ErrorKind::Plugin,
+                format!("{at}: stage {:?} has no audio outputs", spec.name),
+            ));
+        }
+        prev_out = Some(o);
+        max_ch = max_ch.max(i).max(o);
+        stages.push(stage);
+        infos.push(info);
+        works.push(work);
+        links.push(link);
+    }
+    let (producer, consumer) = RingBuffer::new(CONTROL_RING);
+    let counters = Arc::new(Counters {
+        stages: (0..stages.len())
+            .map(|_| StageCounters::default())
+            .collect(),
+        ..Counters::default()
+    });
+    let engine = Engine {
+        stages,
+        bufs: (0..max_ch).map(|_| vec![0.0; block_size]).collect(),
+        in_channels,
+        out_channels: prev_out.unwrap_or(0),
+        block_size,
+        period_ns,
+        deadline_ns: (period_ns as f64 * file.deadline) as u64,
+        controls: consumer,
+        counters: Arc::clone(&counters),
+    };
+    let control = RackControl {
+        infos,
+        work: works,
+        links,
+        producer,
+        counters,
+        dropped: 0,
+    };
+    Ok((engine, control))
+}

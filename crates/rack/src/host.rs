@@ -1,0 +1,324 @@
+//! `firmtime rack` as a JACK client: audio ports for the chain's inputs and
+//! outputs, the [`Engine`] in the process callback, xruns counted through
+//! JACK's xrun callback, and DSP load from `jack_cpu_load`.
+//!
+//! # Real-time contract
+//! [`RackHost::start`] opens the client, builds the engine at the server's
+//! rate and buffer size, registers ports, activates and connects. The
+//! process callback copies port buffers into the engine, runs
+//! [`Engine::process`] and copies the result out: no allocation, lock or
+//! print (the engine's own contract). The xrun callback only bumps an atomic.
+
+use crate::engine::{build, Engine, RackControl, RackStats};
+use crate::error::{Error, ErrorKind, Result};
+use crate::file::RackFile;
+use firmtime_ladspa::Scan;
+use firmtime_rt::clock::monotonic_ns;
+use jack::{
+    AudioIn, AudioOut, Client, ClientStatus, Control, NotificationHandler, Port, ProcessHandler,
+    ProcessScope,
+};
+use std::ffi::{c_char, CString};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Where and how to run a rack.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HostOptions {
+    /// JACK server name; `None` = the default server.
+    pub server_name: Option<String>,
+    /// Client name; `None` = the file's `client`.
+    pub client_name: Option<String>,
+    /// Ports to connect the inputs from (replaces the file's `connect_in` when non-empty).
+    pub connect_in: Vec<String>,
+    /// Ports to connect the outputs to (replaces the file's `connect_out` when non-empty).
+    pub connect_out: Vec<String>,
+}
+
+/// Opens a JACK client on `server` (or the default), never starting a server.
+fn open_client(name: &str, server: Option<&str>) -> Result<Client> {
+    type OpenFn = unsafe extern "C" fn(
+        *const c_char,
+        jack_sys::jack_options_t,
+        *mut jack_sys::jack_status_t,
+        ...
+    ) -> *mut jack_sys::jack_client_t;
+    let jack_err = |m: String| Error::new(ErrorKind::Jack, m);
+    let lib = jack_sys::library().map_err(|e| {
+        jack_err(format!(
+            "cannot load libjack ({e}): install JACK (Debian: apt-get install jackd2)"
+        ))
+    })?;
+    // SAFETY: jack_client_open has exactly this C signature in every libjack
+    // (jack/jack.h: const char *, jack_options_t, jack_status_t *, ...).
+    let open: OpenFn = match unsafe { lib.get::<OpenFn>(b"jack_client_open\0") } {
+        Ok(sym) => *sym,
+        Err(e) => {
+            return Err(jack_err(format!(
+                "libjack has no jack_client_open ({e}): reinstall JACK"
+            )))
+        }
+    };
+    let cname = CString::new(name)
+        .map_err(|_| jack_err(format!("JACK client name {name:?} contains a NUL byte")))?;
+    let sname = server
+        .map(CString::new)
+        .transpose()
+        .map_err(|_| jack_err("JACK server name contains a NUL byte".into()))?;
+    let mut status: jack_sys::jack_status_t = 0;
+    let raw = match &sname {
+        // SAFETY: valid NUL-terminated strings that outlive the call; with
+        // JackServerName libjack reads exactly one extra `const char *`.
+        Some(s) => unsafe {
+            open(
+                cname.as_ptr(),
+                jack_sys::JackNoStartServer | jack_sys::JackServerName,
+                &mut status,
+                s.as_ptr(),
+            )
+        },
+        // SAFETY: as above, without the variadic argument.
+        None => unsafe { open(cname.as_ptr(), jack_sys::JackNoStartServer, &mut status) },
+    };
+    if raw.is_null() {
+        let st = ClientStatus::from_bits_truncate(status);
+        return Err(jack_err(format!(
+            "cannot open JACK client {name:?} on {:?} (status {st:?}): is a JACK server \
+             running? Start one, or use a private dummy server (--jack-dummy)",
+            server.unwrap_or("the default server")
+        )));
+    }
+    // SAFETY: `raw` is a client jack_client_open just returned; the Client
+    // owns it from now on and closes it on drop.
+    Ok(unsafe { Client::from_raw(raw) })
+}
+
+struct Notifier {
+    xruns: Arc<AtomicU64>,
+    shutdown: Arc<AtomicBool>,
+}
+
+impl NotificationHandler for Notifier {
+    unsafe fn shutdown(&mut self, _status: ClientStatus, _reason: &str) {
+        self.shutdown.store(true, Ordering::Release);
+    }
+
+    fn xrun(&mut self, _: &Client) -> Control {
+        self.xruns.fetch_add(1, Ordering::Relaxed);
+        Control::Continue
+    }
+}
+
+struct Process {
+    engine: Engine,
+    ins: Vec<Port<AudioIn>>,
+    outs: Vec<Port<AudioOut>>,
+}
+
+impl ProcessHandler for Process {
+    fn process(&mut self, _: &Client, ps: &ProcessScope) -> Control {
+        let start = monotonic_ns();
+        let n = ps.n_frames() as usize;
+        let m = n.min(self.engine.block_size());
+        for (c, p) in self.ins.iter().enumerate() {
+            let src = p.as_slice(ps);
+            self.engine.input_mut(c)[..m].copy_from_slice(&src[..m]);
+        }
+        self.engine.process(n, start);
+        for (c, p) in self.outs.iter_mut().enumerate() {
+            let dst = p.as_mut_slice(ps);
+            if n > m {
+                dst.fill(0.0);
+            } else {
+                dst.copy_from_slice(&self.engine.output(c)[..n]);
+            }
+        }
+        Control::Continue
+    }
+}
+
+/// A running rack: the active JACK client and its controller.
+pub struct RackHost {
+    client: Option<jack::AsyncClient<Notifier, Process>>,
+    control: Option<RackControl>,
+    xruns: Arc<AtomicU64>,
+    shutdown: Arc<AtomicBool>,
+    sample_rate: u32,
+    block_size: usize,
+    inputs: Vec<String>,
+    outputs: Vec<String>,
+}
+
+impl std::fmt::Debug for RackHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RackHost")
+            .field("sample_rate", &self.sample_rate)
+            .field("block_size", &self.block_size)
+            .field("inputs", &self.inputs)
+            .field("outputs", &self.outputs)
+            .finish()
+    }
+}
+
+impl RackHost {
+    /// Opens a JACK client, builds the rack at the server's sample rate and
+    /// buffer size, registers `in_N`/`out_N` audio ports, activates, and
+    /// connects the ports asked for.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Jack`] when no server answers, a port cannot be
+    /// registered or connected (the message names both ports); else what
+    /// [`build`] returns.
+    pub fn start(file: &RackFile, scan: &Scan, opts: &HostOptions) -> Result<RackHost> {
+        let name = opts.client_name.as_deref().unwrap_or(&file.client);
+        let client = open_client(name, opts.server_name.as_deref())?;
+        let sample_rate = client.sample_rate() as u32;
+        let block_size = client.buffer_size() as usize;
+        let (engine, control) = build(file, scan, sample_rate, block_size)?;
+        let jack_err =
+            |e: jack::Error, what: String| Error::new(ErrorKind::Jack, format!("{what}: {e}"));
+        let mut ins = Vec::with_capacity(engine.input_channels());
+        for c in 0..engine.input_channels() {
+            let n = format!("in_{}", c + 1);
+            ins.push(
+                client
+                    .register_port(&n, AudioIn::default())
+                    .map_err(|e| jack_err(e, format!("cannot register port {n}")))?,
+            );
+        }
+        let mut outs = Vec::with_capacity(engine.output_channels());
+        for c in 0..engine.output_channels() {
+            let n = format!("out_{}", c + 1);
+            outs.push(
+                client
+                    .register_port(&n, AudioOut::default())
+                    .map_err(|e| jack_err(e, format!("cannot register port {n}")))?,
+            );
+        }
+        let full =
+            |p: &dyn Fn() -> std::result::Result<String, jack::Error>| p().unwrap_or_default();
+        let inputs: Vec<String> = ins.iter().map(|p| full(&|| p.name())).collect();
+        let outputs: Vec<String> = outs.iter().map(|p| full(&|| p.name())).collect();
+        let xruns = Arc::new(AtomicU64::new(0));
+        let shutdown = Arc::new(AtomicBool::new(false));
+        let notifier = Notifier {
+            xruns: Arc::clone(&xruns),
+            shutdown: Arc::clone(&shutdown),
+        };
+        let active = client
+            .activate_async(notifier, Process { engine, ins, outs })
+            .map_err(|e| jack_err(e, "cannot activate the JACK client".into()))?;
+        let host = RackHost {
+            client: Some(active),
+            control: Some(control),
+            xruns,
+            shutdown,
+            sample_rate,
+            block_size,
+            inputs,
+            outputs,
+        };
+        let cin = if opts.connect_in.is_empty() {
+            &file.connect_in
+        } else {
+            &opts.connect_in
+        };
+        let cout = if opts.connect_out.is_empty() {
+            &file.connect_out
+        } else {
+            &opts.connect_out
+        };
+        let c = host.client.as_ref().expect("active").as_client();
+        for (src, dst) in cin.iter().zip(&host.inputs) {
+            c.connect_ports_by_name(src, dst).map_err(|e| {
+                jack_err(
+                    e,
+                    format!("cannot connect {src:?} to {dst:?} (check names with jack_lsp)"),
+                )
+            })?;
+        }
+        for (src, dst) in host.outputs.iter().zip(cout) {
+            c.connect_ports_by_name(src, dst).map_err(|e| {
+                jack_err(
+                    e,
+                    format!("cannot connect {src:?} to {dst:?} (check names with jack_lsp)"),
+                )
+            })?;
+        }
+        Ok(host)
+    }
+
+    /// The controller: set controls, read counters.
+    pub fn control(&mut self) -> &mut RackControl {
+        self.control.as_mut().expect("control lives until stop")
+    }
+
+    /// Xruns the server reported since the client was activated.
+    pub fn xruns(&self) -> u64 {
+        self.xruns.load(Ordering::Relaxed)
+    }
+
+    /// The server's DSP load, percent (`jack_cpu_load`).
+    pub fn cpu_load(&self) -> f32 {
+        self.client
+            .as_ref()
+            .map_or(0.0, |c| c.as_client().cpu_load())
+    }
+
+    /// True once the server shut the client down.
+    pub fn is_shut_down(&self) -> bool {
+        self.shutdown.load(Ordering::Acquire)
+    }
+
+    /// Sample rate of the server.
+    pub fn sample_rate(&self) -> u32 {
+        self.sample_rate
+    }
+
+    /// Frames per period.
+    pub fn block_size(&self) -> usize {
+        self.block_size
+    }
+
+    /// Full names of the input ports (`client:in_N`).
+    pub fn input_ports(&self) -> &[String] {
+        &self.inputs
+    }
+
+    /// Full names of the output ports (`client:out_N`).
+    pub fn output_ports(&self) -> &[String] {
+        &self.outputs
+    }
+
+    /// Deactivates the client, closes remote sessions and returns the final counters.
+    pub fn stop(mut self) -> RackStats {
+        self.shutdown_now()
+    }
+
+    fn shutdown_now(&mut self) -> RackStats {
+        if let Some(c) = self.client.take() {
+            let _ = c.deactivate();
+        }
+        match self.control.take() {
+            Some(ctl) => {
+                let s = ctl.stats();
+                ctl.close();
+                s
+            }
+            None => RackStats {
+                cycles: 0,
+                oversize: 0,
+                overruns: 0,
+                controls_applied: 0,
+                controls_dropped: 0,
+                stages: Vec::new(),
+            },
+        }
+    }
+}
+
+impl Drop for RackHost {
+    fn drop(&mut self) {
+        self.shutdown_now();
+    }
+}
