@@ -33,7 +33,7 @@ pub enum Preset {
     Quick,
     /// The subcommands' defaults.
     Default,
-    /// The papers' sample counts (takes long: Table 6 alone is ~20 minutes).
+    /// The papers' sample counts (takes long: Table 6 alone is ~40 minutes).
     Full,
 }
 
@@ -331,6 +331,27 @@ pub fn run(cfg: &Config, progress: &mut dyn Progress) -> Result<Outcome> {
                 sections.push(report::interrupts_section(&r));
             }
             Err(e) => failures.push(("interrupts".into(), e.to_string())),
+        }
+    }
+
+    // Etsion et al. Tables 3-5: a scheduler trace of the paper's workloads (not in --quick).
+    if !quick && !stop_requested() {
+        let c = if full {
+            crate::billing::full()
+        } else {
+            crate::billing::quick()
+        };
+        let p = w.provenance();
+        match crate::trace::run(&c, progress) {
+            Ok(r) => {
+                w.json("trace.json", "lab-trace", r.partial, &r, p)?;
+                sections.push(report::trace_section(&r));
+            }
+            Err(e) if e.kind() == ErrorKind::Unavailable => sections.push(format!(
+                "## Effective quanta and billing (Etsion et al. 2003, Tables 3–5)\n\nskipped: {}\n",
+                e.message()
+            )),
+            Err(e) => failures.push(("trace".into(), e.to_string())),
         }
     }
 

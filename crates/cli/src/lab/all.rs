@@ -12,7 +12,7 @@ use std::path::PathBuf;
 pub struct Args {
     #[command(flatten)]
     common: Common,
-    /// The papers' sample counts (long: Table 6 alone takes about 20 minutes).
+    /// The papers' sample counts (long: Table 6 alone takes about 40 minutes).
     #[arg(long, conflicts_with = "quick")]
     full: bool,
     /// Directory for report.md, the JSON files, plots and histograms (created if missing).
@@ -39,8 +39,8 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         "firmtime: lab all ({}) writing into {}",
         match preset {
             Preset::Quick => "quick: under 3 minutes",
-            Preset::Default => "default: about 5 minutes",
-            Preset::Full => "full: the papers' sample counts, about 40 minutes",
+            Preset::Default => "default: roughly 12 minutes (Table 6 with 100 alarms per process)",
+            Preset::Full => "full: the papers' sample counts, an hour or more",
         },
         args.out.display()
     );
