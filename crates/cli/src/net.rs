@@ -194,8 +194,10 @@ fn worker(a: WorkerArgs) -> anyhow::Result<Outcome> {
                     }
                 );
                 if !plugin_dirs.is_empty() {
-                    let d: Vec<String> =
-                        plugin_dirs.iter().map(|d| d.display().to_string()).collect();
+                    let d: Vec<String> = plugin_dirs
+                        .iter()
+                        .map(|d| d.display().to_string())
+                        .collect();
                     eprintln!("serving LADSPA plugins from {}", d.join(", "));
                 }
                 eprintln!(

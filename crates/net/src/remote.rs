@@ -145,7 +145,8 @@ impl PluginDescription {
         let mut ids = PluginBlocks::default();
         let add_f32 = |b: &mut BlockSet, dir, len| b.add::<f32>(dir, len).expect("checked");
         for p in self.indices(true, true) {
-            ids.audio_in.push((p, add_f32(&mut b, BlockDir::ToWorker, n)));
+            ids.audio_in
+                .push((p, add_f32(&mut b, BlockDir::ToWorker, n)));
         }
         ids.frames_in = Some(b.add::<i32>(BlockDir::ToWorker, 1).expect("checked"));
         ids.control_in_ports = self.indices(true, false);

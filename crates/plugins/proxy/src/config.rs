@@ -54,7 +54,10 @@ impl RemoteEntry {
             }
         }
         if self.label.is_empty() || self.label.chars().any(char::is_whitespace) {
-            return Err(format!("label = {:?}: give a plugin label or ID", self.label));
+            return Err(format!(
+                "label = {:?}: give a plugin label or ID",
+                self.label
+            ));
         }
         Ok(())
     }
@@ -88,10 +91,7 @@ pub fn config_path() -> Option<(PathBuf, bool)> {
         return Some((PathBuf::from(p), true));
     }
     let home = std::env::var_os("HOME").filter(|h| !h.is_empty())?;
-    Some((
-        Path::new(&home).join(".config/firmtime/proxy.toml"),
-        false,
-    ))
+    Some((Path::new(&home).join(".config/firmtime/proxy.toml"), false))
 }
 
 /// Parses a config text: `[[remote]]` entries. A bad entry does not spoil the others.
@@ -100,7 +100,10 @@ pub fn config_path() -> Option<(PathBuf, bool)> {
 /// The text is not TOML, or `remote` is not an array of tables.
 pub fn parse(text: &str) -> Result<Vec<Parsed>, String> {
     let v: toml::Table = text.parse().map_err(|e: toml::de::Error| {
-        format!("not valid TOML: {}", e.to_string().trim().replace('\n', " "))
+        format!(
+            "not valid TOML: {}",
+            e.to_string().trim().replace('\n', " ")
+        )
     })?;
     if let Some(k) = v.keys().find(|k| *k != "remote") {
         return Err(format!(
@@ -117,10 +120,7 @@ pub fn parse(text: &str) -> Result<Vec<Parsed>, String> {
         .iter()
         .enumerate()
         .map(|(i, e)| {
-            let label = e
-                .get("label")
-                .and_then(|l| l.as_str())
-                .map(str::to_string);
+            let label = e.get("label").and_then(|l| l.as_str()).map(str::to_string);
             match e.clone().try_into::<RemoteEntry>() {
                 Ok(r) => match r.validate() {
                     Ok(()) => Parsed::Entry(r),
@@ -189,17 +189,23 @@ pub fn proxy_label(remote: &str, taken: &[String]) -> String {
 /// Where the description of `entry` is cached: `FIRMTIME_PROXY_CACHE`,
 /// else `$XDG_CACHE_HOME/firmtime/proxy`, else `~/.cache/firmtime/proxy`.
 pub fn cache_file(entry: &RemoteEntry) -> Option<PathBuf> {
-    let dir = if let Some(d) = std::env::var_os("FIRMTIME_PROXY_CACHE").filter(|d| !d.is_empty())
-    {
+    let dir = if let Some(d) = std::env::var_os("FIRMTIME_PROXY_CACHE").filter(|d| !d.is_empty()) {
         PathBuf::from(d)
     } else if let Some(d) = std::env::var_os("XDG_CACHE_HOME").filter(|d| !d.is_empty()) {
         Path::new(&d).join("firmtime/proxy")
     } else {
-        Path::new(&std::env::var_os("HOME").filter(|h| !h.is_empty())?).join(".cache/firmtime/proxy")
+        Path::new(&std::env::var_os("HOME").filter(|h| !h.is_empty())?)
+            .join(".cache/firmtime/proxy")
     };
     let name: String = format!("{}_{}", entry.worker, entry.label)
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '.' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect();
     Some(dir.join(format!("{name}.json")))
 }
@@ -213,7 +219,9 @@ pub fn read_cache(entry: &RemoteEntry) -> Option<PluginDescription> {
 /// Writes a description to the cache (atomically); failures are ignored:
 /// the cache only helps when the worker is away at the next load.
 pub fn write_cache(entry: &RemoteEntry, d: &PluginDescription) {
-    let Some(path) = cache_file(entry) else { return };
+    let Some(path) = cache_file(entry) else {
+        return;
+    };
     let Some(dir) = path.parent() else { return };
     if std::fs::create_dir_all(dir).is_err() {
         return;
@@ -239,7 +247,10 @@ mod tests {
         assert_eq!(placeholder_id("x"), placeholder_id("x"));
         assert!(placeholder_id("lpf") < 0x100_0000);
         assert_eq!(unique_id(BASE_ID + 5, &[BASE_ID + 5]), BASE_ID + 6);
-        assert_eq!(unique_id(BASE_ID + 0xF_FFFF, &[BASE_ID + 0xF_FFFF]), BASE_ID);
+        assert_eq!(
+            unique_id(BASE_ID + 0xF_FFFF, &[BASE_ID + 0xF_FFFF]),
+            BASE_ID
+        );
     }
 
     #[test]
@@ -285,13 +296,20 @@ colour = "red"
             other => panic!("{other:?}"),
         }
         match &p[2] {
-            Parsed::Bad { number, message, .. } => {
+            Parsed::Bad {
+                number, message, ..
+            } => {
                 assert_eq!(*number, 3);
-                assert!(message.contains("colour") || message.contains("worker"), "{message}");
+                assert!(
+                    message.contains("colour") || message.contains("worker"),
+                    "{message}"
+                );
             }
             other => panic!("{other:?}"),
         }
-        assert!(parse("[[remote]\nx").unwrap_err().contains("not valid TOML"));
+        assert!(parse("[[remote]\nx")
+            .unwrap_err()
+            .contains("not valid TOML"));
         assert!(parse("remote = 3").unwrap_err().contains("[[remote]]"));
         assert!(parse("other = 1").unwrap_err().contains("unknown key"));
         assert!(parse("").unwrap().is_empty());

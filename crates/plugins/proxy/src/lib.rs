@@ -433,8 +433,7 @@ impl Proxy {
                 .unwrap_or(config::DEFAULT_CONNECT_TIMEOUT_MS)
                 + 100;
             let end = std::time::Instant::now() + Duration::from_millis(t);
-            while handoff.ready.load(Ordering::Acquire).is_null()
-                && std::time::Instant::now() < end
+            while handoff.ready.load(Ordering::Acquire).is_null() && std::time::Instant::now() < end
             {
                 std::thread::sleep(Duration::from_millis(2));
             }
