@@ -70,6 +70,9 @@ run() { # label, ecasound chain args… → xrun count during DURATION s
   local eca=$!
   sleep 1 # let ecasound connect before counting
   "$TMP/xruns" "$DURATION" >"$TMP/xr-$name"
+  # Periods the worker processed for the live session (proves the audio went remote).
+  "$FT" net stats --worker "127.0.0.1:$PORT" --key "$TMP/key" 2>/dev/null |
+    sed -n 's/.*"periods": \([0-9]*\).*/\1/p' >"$TMP/periods-$name" || true
   kill "$eca" 2>/dev/null; wait "$eca" 2>/dev/null || true
   cat "$TMP/xr-$name"
 }
@@ -80,7 +83,9 @@ grep -h firmtime_proxy "$TMP"/eca-*.log >&2 || true
 sessions=$(grep -c "session from" "$TMP/worker.log" || true)
 echo "ecasound + JACK dummy, ${PERIOD} frames @ ${RATE} Hz, ${DURATION} s each, proxy window ${WINDOW}"
 echo "idle baseline (same chain, no proxy): ${idle} xruns"
-echo "with firmtime_proxy (remote lpf):     ${proxy} xruns   (worker sessions opened: ${sessions})"
+echo "with firmtime_proxy (remote lpf):     ${proxy} xruns"
+echo "worker: ${sessions} session(s) opened, $(cat "$TMP/periods-proxy") periods processed remotely" \
+  "(${DURATION} s + 1 s at ${PERIOD} frames ≈ $(( (DURATION + 1) * RATE / PERIOD )))"
 [ "$proxy" -le "$idle" ] && echo "verdict: no xruns beyond the idle baseline" && exit 0
 echo "verdict: $((proxy - idle)) xruns beyond the idle baseline"
 exit 1
