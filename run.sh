@@ -6,5 +6,6 @@ cd "$(dirname "$0")"
 scripts/setup.sh
 export PATH="$HOME/.cargo/bin:$PATH"
 cargo build --release --locked -p firmtime >&2
+scripts/install-plugins.sh
 if [ $# -eq 0 ]; then set -- lab all --quick --out firmtime-report; fi
 exec target/release/firmtime "$@"

@@ -5,4 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")"
 scripts/setup.sh
 export PATH="$HOME/.cargo/bin:$PATH"
+scripts/install-plugins.sh
 cargo test --workspace --locked "$@"

@@ -14,6 +14,7 @@ PACKAGES=(
   rt-tests                    # cyclictest, the reference for `firmtime lab cyclic`
   iproute2 nftables           # network namespaces and loss injection in net tests
   ladspa-sdk swh-plugins cmt  # LADSPA host tests
+  ecasound                    # a real-time LADSPA host (scripts/ladspa-proxy-ecasound.sh)
   fonts-dejavu-core           # the font firmtime loads to label its PNG plots
 )
 

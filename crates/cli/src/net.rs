@@ -52,6 +52,10 @@ pub struct WorkerArgs {
     /// Path MTU for results.
     #[arg(long, default_value_t = 1500)]
     mtu: usize,
+    /// Serve the LADSPA plugins of this directory to authenticated masters
+    /// (repeatable; needs --key). Plugins elsewhere are never loaded.
+    #[arg(long = "plugin-dir", value_name = "DIR")]
+    plugin_dirs: Vec<PathBuf>,
 }
 
 /// `firmtime net bench`
@@ -161,6 +165,18 @@ fn worker(a: WorkerArgs) -> anyhow::Result<Outcome> {
     cfg.key = key(&a.key)?;
     cfg.mtu = a.mtu;
     cfg.data_policy = Some(a.priority);
+    if !a.plugin_dirs.is_empty() {
+        if cfg.key.is_none() {
+            return Err(UsageError(
+                "--plugin-dir needs --key FILE: plugins are served only to authenticated masters"
+                    .into(),
+            )
+            .into());
+        }
+        cfg.plugins = firmtime_net::remote::PluginAllowList::new(&a.plugin_dirs)
+            .map_err(|e| UsageError(e.to_string()))?;
+    }
+    let plugin_dirs = cfg.plugins.dirs().to_vec();
     let stop = lab::install_stop_signals()?;
     let server = WorkerServer::start(cfg)?;
     while !stop.load(Ordering::Relaxed) {
@@ -180,6 +196,13 @@ fn worker(a: WorkerArgs) -> anyhow::Result<Outcome> {
                         " — UNAUTHENTICATED: no --key, anyone who reaches this port can set up sessions"
                     }
                 );
+                if !plugin_dirs.is_empty() {
+                    let d: Vec<String> = plugin_dirs
+                        .iter()
+                        .map(|d| d.display().to_string())
+                        .collect();
+                    eprintln!("serving LADSPA plugins from {}", d.join(", "));
+                }
                 eprintln!(
                     "ready realtime_ns={}",
                     firmtime_rt::clock::gettimeofday_ns()

@@ -31,6 +31,7 @@
 use crate::block::Layout;
 use crate::error::{Error, ErrorKind, Result};
 use crate::processor::{Transform, Work};
+use crate::remote::{PluginDescription, PluginSetup};
 use crate::wire::{DropCounts, Key, MAC_LEN};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -62,6 +63,13 @@ pub enum Request {
     },
     /// The worker's counters; answered by [`Reply::Stats`].
     Stats,
+    /// Describe a plugin the worker can run; answered by [`Reply::Plugin`].
+    /// Only for authenticated masters, only plugins in the worker's
+    /// allow-listed directories.
+    Describe {
+        /// Label, unique ID or `LIBRARY:LABEL`.
+        plugin: String,
+    },
     /// End the session (the stream is removed).
     Close,
 }
@@ -84,6 +92,9 @@ pub struct Setup {
     pub transform: Transform,
     /// How long it holds each block.
     pub work: Work,
+    /// Run this LADSPA plugin instead of `transform` (and without `work`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugin: Option<PluginSetup>,
 }
 
 /// What a worker answers.
@@ -104,6 +115,8 @@ pub enum Reply {
     },
     /// The worker's counters.
     Stats(WorkerReport),
+    /// Answer to [`Request::Describe`].
+    Plugin(PluginDescription),
     /// The request was refused; the message says why and what to do.
     Error {
         /// Why.

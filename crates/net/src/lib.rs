@@ -18,7 +18,8 @@
 //! The control plane runs off the RT path: [`control`] (the TCP protocol),
 //! [`server`] (the worker daemon), [`session`] (set up a remote stream,
 //! heartbeat, reconnect), [`discovery`] (find workers on the LAN),
-//! [`processor`] (the worker's built-in transform and work hold) and
+//! [`processor`] (the worker's built-in transform and work hold), [`remote`]
+//! (real LADSPA plugins run by a worker for a master) and
 //! [`bench`](mod@bench) (the periodic driver of `firmtime net bench`).
 //!
 //! # Real-time contract
@@ -71,6 +72,7 @@ pub mod error;
 pub mod master;
 pub mod processor;
 pub mod reassembly;
+pub mod remote;
 pub mod sample;
 pub mod server;
 pub mod session;

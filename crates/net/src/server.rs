@@ -20,6 +20,7 @@ use crate::control::{Conn, Reply, Request, Setup, WorkerReport};
 use crate::discovery;
 use crate::error::{Error, ErrorKind, Result};
 use crate::processor::{Processor, WorkHandle};
+use crate::remote::{PluginAllowList, PluginDescription, PluginHost};
 use crate::wire::{Key, DEFAULT_MTU};
 use crate::worker::{StreamSpec, Worker, WorkerConfig};
 use firmtime_rt::sched::Policy;
@@ -43,6 +44,9 @@ pub struct ServerConfig {
     pub heartbeat_timeout: Duration,
     /// Scheduling policy of the data thread (`None` = leave as is).
     pub data_policy: Option<Policy>,
+    /// Directories of LADSPA plugins that authenticated masters may run
+    /// (empty: none). Plugins are refused to every master when `key` is `None`.
+    pub plugins: PluginAllowList,
 }
 
 impl ServerConfig {
@@ -54,6 +58,7 @@ impl ServerConfig {
             mtu: DEFAULT_MTU,
             heartbeat_timeout: Duration::from_secs(3),
             data_policy: None,
+            plugins: PluginAllowList::default(),
         }
     }
 }
@@ -100,10 +105,16 @@ pub enum ServerEvent {
     },
 }
 
+/// What a stream's callback runs.
+enum StreamWork {
+    Builtin(Processor),
+    Plugin(Box<PluginHost>),
+}
+
 enum Command {
     Add {
         spec: StreamSpec,
-        processor: Processor,
+        processor: StreamWork,
         reply: Sender<Result<()>>,
     },
     Remove {
@@ -120,6 +131,7 @@ struct Shared {
     sessions: AtomicU64,
     key: Option<Key>,
     heartbeat_timeout: Duration,
+    plugins: PluginAllowList,
     events: Mutex<Sender<ServerEvent>>,
     conns: Mutex<Vec<(u64, TcpStream)>>,
 }
@@ -192,6 +204,7 @@ impl WorkerServer {
             sessions: AtomicU64::new(0),
             key: config.key.clone(),
             heartbeat_timeout: config.heartbeat_timeout,
+            plugins: config.plugins.clone(),
             events: Mutex::new(etx),
             conns: Mutex::new(Vec::new()),
         });
@@ -307,7 +320,10 @@ fn data_loop(worker: &mut Worker, commands: &Receiver<Command>, sh: &Shared) {
                         spec.stream_id,
                         spec.peer.unwrap_or(SocketAddr::from(([0; 4], 0))),
                     );
-                    let r = worker.add_stream(spec, move |b, _| processor.run(b));
+                    let r = match processor {
+                        StreamWork::Builtin(p) => worker.add_stream(spec, move |b, _| p.run(b)),
+                        StreamWork::Plugin(mut h) => worker.add_stream(spec, move |b, _| h.run(b)),
+                    };
                     if r.is_ok() && !active.contains(&key) {
                         active.push(key);
                     }
@@ -446,9 +462,17 @@ fn session(stream: TcpStream, commands: &Sender<Command>, sh: &Shared) {
                         stream_id: s.stream_id,
                     }
                 }
-                Err(e) => Reply::Error {
-                    message: e.message().to_string(),
-                },
+                Err(e) => {
+                    if s.plugin.is_some() {
+                        sh.emit(ServerEvent::Refused {
+                            peer,
+                            message: e.to_string(),
+                        });
+                    }
+                    Reply::Error {
+                        message: e.message().to_string(),
+                    }
+                }
             },
             Request::Setup(_) => Reply::Error {
                 message: "this connection already has a session: open another connection".into(),
@@ -465,6 +489,18 @@ fn session(stream: TcpStream, commands: &Sender<Command>, sh: &Shared) {
                 },
             },
             Request::Ping { n } => Reply::Pong { n },
+            Request::Describe { plugin } => match find_plugin(&plugin, sh) {
+                Ok(p) => Reply::Plugin(PluginDescription::from_info(p.info())),
+                Err(e) => {
+                    sh.emit(ServerEvent::Refused {
+                        peer,
+                        message: e.to_string(),
+                    });
+                    Reply::Error {
+                        message: e.message().to_string(),
+                    }
+                }
+            },
             Request::Stats => {
                 let (tx, rx) = channel();
                 let _ = commands.send(Command::Stats { reply: tx });
@@ -495,11 +531,23 @@ fn session(stream: TcpStream, commands: &Sender<Command>, sh: &Shared) {
     }
 }
 
+/// Finds a plugin for a master: only with a key, only in the allow-list.
+fn find_plugin(spec: &str, sh: &Shared) -> Result<firmtime_ladspa::Plugin> {
+    if sh.key.is_none() {
+        return Err(Error::new(
+            ErrorKind::PermissionDenied,
+            "this worker runs without a key and serves plugins only to authenticated masters: \
+             start it with --key FILE and give the master the same key",
+        ));
+    }
+    sh.plugins.find(spec)
+}
+
 fn setup(
     s: &Setup,
     peer: SocketAddr,
     commands: &Sender<Command>,
-    _sh: &Shared,
+    sh: &Shared,
 ) -> Result<(SocketAddr, WorkHandle)> {
     if s.stream_id == discovery::DISCOVERY_STREAM {
         return Err(Error::invalid(
@@ -518,8 +566,15 @@ fn setup(
     if s.data_port == 0 {
         return Err(Error::invalid("data port 0: send the master's UDP port"));
     }
-    let processor = Processor::new(&s.layout, s.transform, s.work, s.period_ns)?;
-    let handle = processor.work_handle();
+    let builtin = Processor::new(&s.layout, s.transform, s.work, s.period_ns)?;
+    let handle = builtin.work_handle();
+    let processor = match &s.plugin {
+        None => StreamWork::Builtin(builtin),
+        Some(ps) => {
+            let plugin = find_plugin(&ps.plugin, sh)?;
+            StreamWork::Plugin(Box::new(PluginHost::new(&plugin, ps, &s.layout)?))
+        }
+    };
     let data_peer = SocketAddr::new(peer.ip(), s.data_port);
     let (tx, rx) = channel();
     commands

@@ -21,6 +21,7 @@ use crate::control::{refused, Conn, Reply, Request, Setup, WorkerReport};
 use crate::error::{Error, Result};
 use crate::master::{LatePolicy, Master, MasterConfig, WaitMode};
 use crate::processor::{Transform, Work};
+use crate::remote::PluginSetup;
 use crate::wire::{Key, DEFAULT_MTU};
 use firmtime_rt::clock::{gettimeofday_ns, monotonic_ns};
 use std::net::SocketAddr;
@@ -56,6 +57,8 @@ pub struct SessionConfig {
     pub timeout: Duration,
     /// Interval between reconnection attempts.
     pub retry: Duration,
+    /// Run this plugin on the worker instead of `transform` (see [`crate::remote`]).
+    pub plugin: Option<PluginSetup>,
 }
 
 impl SessionConfig {
@@ -75,6 +78,7 @@ impl SessionConfig {
             heartbeat: Duration::from_millis(100),
             timeout: Duration::from_millis(500),
             retry: Duration::from_millis(100),
+            plugin: None,
         }
     }
 }
@@ -194,6 +198,7 @@ pub fn connect(cfg: SessionConfig, blocks: BlockSet) -> Result<(Master, Link)> {
         period_ns: cfg.period_ns,
         transform: cfg.transform,
         work: cfg.work,
+        plugin: cfg.plugin.clone(),
     };
     cfg.work.validate()?;
     let conn = open(&cfg, &setup)?;
@@ -318,6 +323,12 @@ fn link_loop(cfg: SessionConfig, mut setup: Setup, conn: Conn, sh: &Shared) {
 }
 
 impl Link {
+    /// Whether the worker answers now. **RT-safe** (one atomic load), so an
+    /// RT loop can skip waiting on a worker known to be away.
+    pub fn connected(&self) -> bool {
+        self.shared.connected.load(Ordering::Acquire)
+    }
+
     /// The worker's address.
     pub fn worker(&self) -> SocketAddr {
         self.worker

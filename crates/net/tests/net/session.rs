@@ -276,6 +276,7 @@ fn a_session_cannot_set_up_the_discovery_stream() {
         period_ns: PERIOD,
         transform: Transform::Copy,
         work: Work::default(),
+        plugin: None,
     }))
     .unwrap();
     match c.recv::<Reply>().unwrap() {

@@ -1,0 +1,547 @@
+//! The LADSPA proxy (`firmtime_proxy.so`) against real workers and real
+//! hosts: bit-exact through a network namespace with `applyplugin`, every
+//! kind of bad input turning into one stderr line and a pass-through
+//! plugin, a refused port layout, and a worker crash the host survives.
+//!
+//! The proxy library is built by `cargo build -p firmtime-plugin-proxy`
+//! (once per run) and copied as `firmtime_proxy.so` into a temporary
+//! LADSPA directory. Hosts run as child processes with their own
+//! `FIRMTIME_PROXY_CONFIG`, since the proxy reads its configuration once
+//! per process; only `worker_crash_…` loads it into this process.
+
+use firmtime_net::control::{Conn, Reply, Request, Setup};
+use firmtime_net::remote::{PluginAllowList, PluginDescription, PluginSetup};
+use firmtime_net::{Key, ServerConfig, Transform, Work, WorkerServer};
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+const EXE: &str = env!("CARGO_BIN_EXE_firmtime");
+const LADSPA: &str = "/usr/lib/ladspa";
+static SEQ: AtomicU32 = AtomicU32::new(0);
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "ftproxy-{}-{}-{name}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Builds the proxy once; returns a LADSPA directory holding `firmtime_proxy.so`.
+fn proxy_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let st = Command::new(cargo)
+            .args(["build", "-q", "-p", "firmtime-plugin-proxy"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .unwrap();
+        assert!(st.success(), "building firmtime-plugin-proxy");
+        let so = Path::new(EXE)
+            .parent()
+            .unwrap()
+            .join("libfirmtime_proxy.so");
+        let dir = tmp("lib");
+        std::fs::copy(&so, dir.join("firmtime_proxy.so")).unwrap();
+        dir
+    })
+}
+
+fn have(test: &str, files: &[&str]) -> bool {
+    let missing: Vec<&&str> = files
+        .iter()
+        .filter(|f| !Path::new(f).exists() && !Path::new(LADSPA).join(f).exists())
+        .collect();
+    if !missing.is_empty() {
+        eprintln!("skipping {test}: {missing:?} not installed (scripts/setup.sh installs them)");
+    }
+    missing.is_empty()
+}
+
+fn key_file(dir: &Path) -> PathBuf {
+    let k = dir.join("net.key");
+    std::fs::write(&k, b"0123456789abcdef0123456789abcdef").unwrap();
+    k
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A `firmtime net worker` child, killed on drop.
+struct WorkerProc(Child);
+
+impl WorkerProc {
+    fn start(prefix: &[&str], listen: &str, key: Option<&Path>, dirs: &[&str]) -> Self {
+        let mut c = Command::new(prefix.first().copied().unwrap_or(EXE));
+        if !prefix.is_empty() {
+            c.args(&prefix[1..]).arg(EXE);
+        }
+        c.args(["net", "worker", "--listen", listen, "--priority", "other"]);
+        if let Some(k) = key {
+            c.arg("--key").arg(k);
+        }
+        for d in dirs {
+            c.args(["--plugin-dir", d]);
+        }
+        let mut child = c
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut err = BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        loop {
+            line.clear();
+            assert!(err.read_line(&mut line).unwrap() > 0, "worker ended early");
+            if line.starts_with("ready") {
+                break;
+            }
+        }
+        // Keep draining so that the worker never blocks on a full pipe.
+        std::thread::spawn(move || {
+            let mut sink = String::new();
+            while err.read_line(&mut sink).unwrap_or(0) > 0 {
+                sink.clear();
+            }
+        });
+        WorkerProc(child)
+    }
+
+    fn kill(&mut self, signal: i32) {
+        // SAFETY: kill(2) on our own child's PID.
+        unsafe { libc::kill(self.0.id() as i32, signal) };
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for WorkerProc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn write_config(dir: &Path, body: &str) -> PathBuf {
+    let p = dir.join("proxy.toml");
+    std::fs::write(&p, body).unwrap();
+    p
+}
+
+fn entry(worker: &str, key: Option<&Path>, label: &str, window: u8) -> String {
+    format!(
+        "[[remote]]\nworker = \"{worker}\"\n{}label = \"{label}\"\nwindow = {window}\n\
+         deadline_ms = 5000\nconnect_timeout_ms = 1000\n",
+        key.map_or(String::new(), |k| format!(
+            "key_file = \"{}\"\n",
+            k.display()
+        ))
+    )
+}
+
+/// A 16-bit mono WAV of two sines, `frames` long.
+fn wav(path: &Path, frames: usize) {
+    let spec = hound::WavSpec {
+        channels: 1,
+        sample_rate: 48_000,
+        bits_per_sample: 16,
+        sample_format: hound::SampleFormat::Int,
+    };
+    let mut w = hound::WavWriter::create(path, spec).unwrap();
+    for i in 0..frames {
+        let x = 12_000.0 * (i as f64 * 0.05).sin() + 3_000.0 * (i as f64 * 0.31).sin();
+        w.write_sample(x as i16).unwrap();
+    }
+    w.finalize().unwrap();
+}
+
+fn samples(path: &Path) -> Vec<i16> {
+    hound::WavReader::open(path)
+        .unwrap()
+        .samples::<i16>()
+        .map(Result::unwrap)
+        .collect()
+}
+
+/// Runs a host with the proxy's directory and config; the cache goes to `dir`.
+fn host(prefix: &[&str], cfg: &Path, dir: &Path, args: &[&str]) -> Output {
+    let mut c = Command::new(prefix[0]);
+    c.args(&prefix[1..])
+        .args(args)
+        .env("LADSPA_PATH", proxy_dir())
+        .env("FIRMTIME_PROXY_CONFIG", cfg)
+        .env("FIRMTIME_PROXY_CACHE", dir.join("cache"));
+    let out = c.output().unwrap();
+    assert!(
+        out.status.code().is_some(),
+        "the host was killed by a signal: {:?}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn root(test: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let ok = unsafe { libc::geteuid() } == 0 && Command::new("ip").arg("-V").output().is_ok();
+    if !ok {
+        eprintln!("skipping {test}: needs root and iproute2 (network namespaces)");
+    }
+    ok
+}
+
+fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().unwrap();
+    assert!(out.status.success(), "ip {args:?}: {out:?}");
+}
+
+/// Two namespaces joined by a veth pair: master 10.215.0.1, worker 10.215.0.2.
+struct Pair(String, String);
+
+impl Pair {
+    fn up() -> Self {
+        let tag = format!(
+            "ftp{}x{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        );
+        let p = Pair(format!("{tag}m"), format!("{tag}w"));
+        for (ns, addr) in [(&p.0, "10.215.0.1/24"), (&p.1, "10.215.0.2/24")] {
+            ip(&["netns", "add", ns]);
+            ip(&["-n", ns, "link", "set", "lo", "up"]);
+            let _ = addr;
+        }
+        ip(&[
+            "-n", &p.0, "link", "add", "eth0", "type", "veth", "peer", "name", "eth0", "netns",
+            &p.1,
+        ]);
+        for (ns, addr) in [(&p.0, "10.215.0.1/24"), (&p.1, "10.215.0.2/24")] {
+            ip(&["-n", ns, "addr", "add", addr, "dev", "eth0"]);
+            ip(&["-n", ns, "link", "set", "eth0", "up"]);
+        }
+        p
+    }
+}
+
+impl Drop for Pair {
+    fn drop(&mut self) {
+        for n in [&self.0, &self.1] {
+            let _ = Command::new("ip").args(["netns", "del", n]).status();
+        }
+    }
+}
+
+#[test]
+fn applyplugin_through_the_proxy_in_another_namespace_is_bit_exact() {
+    let t = "applyplugin_through_the_proxy_in_another_namespace_is_bit_exact";
+    if !root(t) || !have(t, &["/usr/bin/applyplugin", "cmt.so"]) {
+        return;
+    }
+    let dir = tmp("exact");
+    let key = key_file(&dir);
+    let input = dir.join("in.wav");
+    // Not a multiple of applyplugin's 2048-frame blocks: the last run is shorter.
+    wav(&input, 48_000 * 2 + 123);
+    let direct = dir.join("direct.wav");
+    let out = Command::new("applyplugin")
+        .args([&input, &direct])
+        .args([&format!("{LADSPA}/cmt.so"), "lpf", "1000"].map(PathBuf::from))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let net = Pair::up();
+    let ns = ["ip", "netns", "exec", net.1.as_str()];
+    let _w = WorkerProc::start(&ns, "10.215.0.2:7700", Some(&key), &[LADSPA]);
+    let want = samples(&direct);
+    for window in [0u8, 1] {
+        let cfg = write_config(&dir, &entry("10.215.0.2:7700", Some(&key), "lpf", window));
+        let proxied = dir.join(format!("proxied{window}.wav"));
+        let m = ["ip", "netns", "exec", net.0.as_str(), "applyplugin"];
+        let so = proxy_dir().join("firmtime_proxy.so");
+        let out = host(
+            &m,
+            &cfg,
+            &dir,
+            &[
+                input.to_str().unwrap(),
+                proxied.to_str().unwrap(),
+                so.to_str().unwrap(),
+                "remote_lpf",
+                "1000",
+            ],
+        );
+        assert!(out.status.success(), "{out:?}");
+        let got = samples(&proxied);
+        assert_eq!(got.len(), want.len());
+        // The latency port reports window × 2048 (applyplugin's block).
+        let shift = usize::from(window) * 2048;
+        let end = want.len() - 2048;
+        assert!(
+            got[shift..end] == want[..end - shift],
+            "window {window}: the proxied samples differ from the plugin's, shifted by {shift}"
+        );
+        if window == 0 {
+            assert_eq!(got, want, "window 0 is bit-exact to the last sample");
+        }
+    }
+}
+
+struct Case {
+    name: &'static str,
+    config: String,
+    stderr: &'static str,
+}
+
+#[test]
+fn bad_input_gives_one_clear_line_and_a_plugin_that_passes_audio_through() {
+    let t = "bad_input_gives_one_clear_line_and_a_plugin_that_passes_audio_through";
+    if !have(t, &["cmt.so"]) {
+        return;
+    }
+    let dir = tmp("bad");
+    let key = key_file(&dir);
+    let other = dir.join("other.key");
+    std::fs::write(&other, b"fedcba9876543210fedcba9876543210").unwrap();
+    let keyed = format!("127.0.0.1:{}", free_port());
+    let keyless = format!("127.0.0.1:{}", free_port());
+    let _w1 = WorkerProc::start(&[], &keyed, Some(&key), &[LADSPA]);
+    let _w2 = WorkerProc::start(&[], &keyless, None, &[]);
+    let nobody = format!("127.0.0.1:{}", free_port());
+    let cases = [
+        Case {
+            name: "missing worker",
+            config: entry(&nobody, Some(&key), "lpf", 0),
+            stderr: "connecting to the worker's control port",
+        },
+        Case {
+            name: "wrong key",
+            config: entry(&keyed, Some(&other), "lpf", 0),
+            stderr: "authentication failed",
+        },
+        Case {
+            name: "unknown label",
+            config: entry(&keyed, Some(&key), "no_such_plugin", 0),
+            stderr: "has no plugin 'no_such_plugin'",
+        },
+        Case {
+            name: "outside the allow-list",
+            config: entry(&keyed, Some(&key), "/tmp/evil.so:lpf", 0),
+            stderr: "loads plugins only from its allow-listed directories",
+        },
+        Case {
+            name: "unauthenticated master",
+            config: entry(&keyless, None, "lpf", 0),
+            stderr: "serves plugins only to authenticated masters",
+        },
+        Case {
+            name: "bad entry",
+            config: entry(&keyed, Some(&key), "lpf", 9),
+            stderr: "window = 9: use 0, 1 or 2",
+        },
+    ];
+    let input = dir.join("in.wav");
+    wav(&input, 5000);
+    for c in &cases {
+        let cfg = write_config(&dir, &c.config);
+        let label = if c.name == "outside the allow-list" {
+            "remote__tmp_evil_so_lpf"
+        } else {
+            "remote_no_such_plugin"
+        };
+        let label = match c.name {
+            "unknown label" | "outside the allow-list" => label,
+            _ => "remote_lpf",
+        };
+        let output = dir.join("out.wav");
+        let _ = std::fs::remove_file(&output);
+        let out = host(
+            &[EXE],
+            &cfg,
+            &dir,
+            &[
+                "ladspa",
+                "apply",
+                input.to_str().unwrap(),
+                output.to_str().unwrap(),
+                label,
+            ],
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{}: {out:?}", c.name);
+        let lines: Vec<&str> = err.lines().filter(|l| l.contains(c.stderr)).collect();
+        assert_eq!(
+            lines.len(),
+            1,
+            "{}: one line with {:?} in:\n{err}",
+            c.name,
+            c.stderr
+        );
+        assert!(lines[0].starts_with("firmtime_proxy: "), "{}", lines[0]);
+        assert!(lines[0].contains("placeholder"), "{}: {}", c.name, lines[0]);
+        assert_eq!(
+            samples(&output),
+            samples(&input),
+            "{}: the placeholder passes audio through",
+            c.name
+        );
+    }
+    // A malformed file: one line, no plugins, no crash of the host.
+    let cfg = write_config(&dir, "[[remote]\nworker = ");
+    let out = host(&[EXE], &cfg, &dir, &["ladspa", "list"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("not valid TOML"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(
+        lines[0].contains("no remote plugins are presented"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_cached_description_survives_a_worker_that_is_away_at_load() {
+    let t = "the_cached_description_survives_a_worker_that_is_away_at_load";
+    if !have(t, &["cmt.so"]) {
+        return;
+    }
+    let dir = tmp("cache");
+    let key = key_file(&dir);
+    let addr = format!("127.0.0.1:{}", free_port());
+    let cfg = write_config(&dir, &entry(&addr, Some(&key), "lpf", 0));
+    let mut w = WorkerProc::start(&[], &addr, Some(&key), &[LADSPA]);
+    let out = host(&[EXE], &cfg, &dir, &["ladspa", "info", "remote_lpf"]);
+    assert!(out.status.success(), "{out:?}");
+    let fresh = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(fresh.contains("Cutoff Frequency"), "{fresh}");
+    w.kill(libc::SIGKILL);
+    let out = host(&[EXE], &cfg, &dir, &["ladspa", "info", "remote_lpf"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("presenting its cached description"), "{err}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), fresh);
+}
+
+#[test]
+fn a_setup_whose_ports_differ_from_the_plugin_is_refused() {
+    if !have(
+        "a_setup_whose_ports_differ_from_the_plugin_is_refused",
+        &["cmt.so"],
+    ) {
+        return;
+    }
+    let key = Key::new(b"0123456789abcdef0123456789abcdef").unwrap();
+    let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap());
+    cfg.key = Some(key.clone());
+    cfg.plugins = PluginAllowList::new(&[PathBuf::from(LADSPA)]).unwrap();
+    let srv = WorkerServer::start(cfg).unwrap();
+    let addr = srv.local_addr();
+    let desc =
+        firmtime_net::remote::describe(addr, Some(key.clone()), "lpf", Duration::from_secs(2))
+            .unwrap();
+    assert_eq!(
+        PluginDescription::ports_text(&desc.ports),
+        "control in, audio in, audio out"
+    );
+    let mut wrong = desc.clone();
+    wrong.ports.swap(0, 1);
+    let mut c = Conn::connect(addr, Some(key), Duration::from_secs(2)).unwrap();
+    c.send(&Request::Setup(Setup {
+        stream_id: 5,
+        data_port: 9,
+        layout: wrong.layout(64),
+        window: 0,
+        period_ns: 1_000_000,
+        transform: Transform::Copy,
+        work: Work::default(),
+        plugin: Some(PluginSetup {
+            plugin: "lpf".into(),
+            sample_rate: 48_000,
+            max_frames: 64,
+            ports: wrong.ports.clone(),
+        }),
+    }))
+    .unwrap();
+    match c.recv::<Reply>().unwrap() {
+        Reply::Error { message } => {
+            assert!(message.starts_with("mismatched port layout"), "{message}");
+            assert!(
+                message.contains("[audio in, control in, audio out]"),
+                "{message}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn worker_crash_falls_back_to_dry_and_reconnects_when_it_is_back() {
+    if !have(
+        "worker_crash_falls_back_to_dry_and_reconnects_when_it_is_back",
+        &["cmt.so"],
+    ) {
+        return;
+    }
+    let dir = tmp("crash");
+    let key = key_file(&dir);
+    let addr = format!("127.0.0.1:{}", free_port());
+    let mut w = WorkerProc::start(&[], &addr, Some(&key), &[LADSPA]);
+    let mut cfg = entry(&addr, Some(&key), "amp_mono", 0);
+    cfg = cfg.replace("deadline_ms = 5000", "deadline_ms = 200");
+    let cfg = write_config(&dir, &cfg);
+    // The only test that loads the proxy into this process (it reads its config once).
+    std::env::set_var("FIRMTIME_PROXY_CONFIG", &cfg);
+    std::env::set_var("FIRMTIME_PROXY_CACHE", dir.join("cache"));
+    let lib = firmtime_ladspa::Library::load(&proxy_dir().join("firmtime_proxy.so")).unwrap();
+    let plugin = lib
+        .plugins()
+        .into_iter()
+        .find(|p| p.info().label == "remote_amp_mono")
+        .expect("remote_amp_mono presented");
+    let ports = &plugin.info().ports;
+    let port = |name: &str| ports.iter().position(|p| p.name == name).unwrap();
+    let (gain, inp, out) = (port("Gain"), port("Input"), port("Output"));
+    let mut inst = plugin.instantiate(48_000, 256).unwrap();
+    inst.activate();
+    inst.set_control(gain, 2.0).unwrap();
+    // Runs periods until the output is `k` × the input (or gives up); returns the periods run.
+    let mut until = |k: f32, periods: usize| -> Option<usize> {
+        for n in 0..periods {
+            for (i, x) in inst.audio_mut(inp).unwrap().iter_mut().enumerate() {
+                *x = (i + n) as f32 * 0.001;
+            }
+            inst.run(256).unwrap();
+            let o = inst.audio(out).unwrap();
+            let i = inst.audio(inp).unwrap();
+            if o.iter().zip(i).all(|(o, i)| *o == k * i) {
+                return Some(n);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        None
+    };
+    assert!(until(2.0, 400).is_some(), "processed by the worker");
+    // SIGABRT: what a plugin that aborts does (Rust handles a sent SIGSEGV and carries on).
+    w.kill(libc::SIGABRT);
+    assert!(
+        until(1.0, 400).is_some(),
+        "dry pass-through after the crash"
+    );
+    let _w = WorkerProc::start(&[], &addr, Some(&key), &[LADSPA]);
+    assert!(
+        until(2.0, 2000).is_some(),
+        "processed again after the restart"
+    );
+}

@@ -1,0 +1,317 @@
+//! The proxy's configuration (TOML) and the pure rules that turn it into
+//! descriptors: unique IDs, labels, the description cache. No FFI here.
+
+use firmtime_net::remote::{PluginDescription, MAX_FRAMES};
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+/// Unique IDs of remote plugins live in `BASE_ID ..= BASE_ID + 0xFFFFF`.
+pub const BASE_ID: u64 = 0xF0_0000;
+/// Frames per exchange unless `max_block` says otherwise.
+pub const DEFAULT_MAX_BLOCK: u32 = 4096;
+/// Describe/connect timeout unless `connect_timeout_ms` says otherwise.
+pub const DEFAULT_CONNECT_TIMEOUT_MS: u64 = 1000;
+
+/// One `[[remote]]` entry.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RemoteEntry {
+    /// The worker, `host:port`.
+    pub worker: String,
+    /// The pre-shared key file (the worker serves plugins only with a key).
+    pub key_file: Option<PathBuf>,
+    /// The remote plugin: label, unique ID or `LIBRARY:LABEL`.
+    pub label: String,
+    /// Periods between sending a block and using its result: 0, 1 or 2.
+    #[serde(default)]
+    pub window: u8,
+    /// How long run() waits for a result, in ms. Default: half the block's
+    /// duration. Offline hosts (applyplugin) want a generous value.
+    pub deadline_ms: Option<f64>,
+    /// Largest frames per exchange; longer run() calls are split.
+    pub max_block: Option<u32>,
+    /// Timeout of describe and connect, in ms.
+    pub connect_timeout_ms: Option<u64>,
+}
+
+impl RemoteEntry {
+    /// Checks the values that serde cannot.
+    ///
+    /// # Errors
+    /// A message naming the bad field and its allowed values.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.window > 2 {
+            return Err(format!("window = {}: use 0, 1 or 2", self.window));
+        }
+        if let Some(d) = self.deadline_ms {
+            if !(d > 0.0 && d <= 60_000.0) {
+                return Err(format!("deadline_ms = {d}: give 0 < ms ≤ 60000"));
+            }
+        }
+        if let Some(m) = self.max_block {
+            if !(1..=MAX_FRAMES).contains(&m) {
+                return Err(format!("max_block = {m}: give 1 to {MAX_FRAMES}"));
+            }
+        }
+        if self.label.is_empty() || self.label.chars().any(char::is_whitespace) {
+            return Err(format!(
+                "label = {:?}: give a plugin label or ID",
+                self.label
+            ));
+        }
+        Ok(())
+    }
+
+    /// `max_block` or its default.
+    pub fn max_frames(&self) -> u32 {
+        self.max_block.unwrap_or(DEFAULT_MAX_BLOCK)
+    }
+}
+
+/// One entry as read: good, or why not (with the label if one was there).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Parsed {
+    /// A usable entry.
+    Entry(RemoteEntry),
+    /// An entry that cannot be used.
+    Bad {
+        /// Its position (1-based).
+        number: usize,
+        /// Its label, if it has one.
+        label: Option<String>,
+        /// Why.
+        message: String,
+    },
+}
+
+/// The config file: `FIRMTIME_PROXY_CONFIG`, else `~/.config/firmtime/proxy.toml`.
+/// The flag says whether the user named it (then a missing file is an error).
+pub fn config_path() -> Option<(PathBuf, bool)> {
+    if let Some(p) = std::env::var_os("FIRMTIME_PROXY_CONFIG").filter(|p| !p.is_empty()) {
+        return Some((PathBuf::from(p), true));
+    }
+    let home = std::env::var_os("HOME").filter(|h| !h.is_empty())?;
+    Some((Path::new(&home).join(".config/firmtime/proxy.toml"), false))
+}
+
+/// Parses a config text: `[[remote]]` entries. A bad entry does not spoil the others.
+///
+/// # Errors
+/// The text is not TOML, or `remote` is not an array of tables.
+pub fn parse(text: &str) -> Result<Vec<Parsed>, String> {
+    let v: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+        format!(
+            "not valid TOML: {}",
+            e.to_string().trim().replace('\n', " ")
+        )
+    })?;
+    if let Some(k) = v.keys().find(|k| *k != "remote") {
+        return Err(format!(
+            "unknown key `{k}`: the file holds only [[remote]] entries"
+        ));
+    }
+    let Some(list) = v.get("remote") else {
+        return Ok(Vec::new());
+    };
+    let Some(list) = list.as_array() else {
+        return Err("`remote` must be an array of tables: write [[remote]]".into());
+    };
+    Ok(list
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let label = e.get("label").and_then(|l| l.as_str()).map(str::to_string);
+            match e.clone().try_into::<RemoteEntry>() {
+                Ok(r) => match r.validate() {
+                    Ok(()) => Parsed::Entry(r),
+                    Err(message) => Parsed::Bad {
+                        number: i + 1,
+                        label,
+                        message,
+                    },
+                },
+                Err(err) => Parsed::Bad {
+                    number: i + 1,
+                    label,
+                    message: err.to_string().trim().replace('\n', " "),
+                },
+            }
+        })
+        .collect())
+}
+
+/// The proxy's unique ID for a remote plugin ID: `0xF00000 + (id mod 0x100000)`.
+pub fn proxy_id(remote_id: u64) -> u64 {
+    BASE_ID + (remote_id & 0xF_FFFF)
+}
+
+/// The proxy's ID for a plugin it could not describe: from an FNV-1a hash of the label.
+pub fn placeholder_id(label: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in label.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x100_0000_01b3);
+    }
+    BASE_ID + (h & 0xF_FFFF)
+}
+
+/// `id`, or the next free one in the proxy's range if `taken` has it.
+pub fn unique_id(id: u64, taken: &[u64]) -> u64 {
+    let mut id = id;
+    while taken.contains(&id) {
+        id = BASE_ID + ((id - BASE_ID + 1) & 0xF_FFFF);
+    }
+    id
+}
+
+/// `remote_<label>` with characters hosts dislike replaced, made unique with `_2`, `_3`…
+pub fn proxy_label(remote: &str, taken: &[String]) -> String {
+    let clean: String = remote
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let base = format!("remote_{clean}");
+    let mut label = base.clone();
+    let mut k = 2;
+    while taken.contains(&label) {
+        label = format!("{base}_{k}");
+        k += 1;
+    }
+    label
+}
+
+/// Where the description of `entry` is cached: `FIRMTIME_PROXY_CACHE`,
+/// else `$XDG_CACHE_HOME/firmtime/proxy`, else `~/.cache/firmtime/proxy`.
+pub fn cache_file(entry: &RemoteEntry) -> Option<PathBuf> {
+    let dir = if let Some(d) = std::env::var_os("FIRMTIME_PROXY_CACHE").filter(|d| !d.is_empty()) {
+        PathBuf::from(d)
+    } else if let Some(d) = std::env::var_os("XDG_CACHE_HOME").filter(|d| !d.is_empty()) {
+        Path::new(&d).join("firmtime/proxy")
+    } else {
+        Path::new(&std::env::var_os("HOME").filter(|h| !h.is_empty())?)
+            .join(".cache/firmtime/proxy")
+    };
+    let name: String = format!("{}_{}", entry.worker, entry.label)
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    Some(dir.join(format!("{name}.json")))
+}
+
+/// Reads a cached description.
+pub fn read_cache(entry: &RemoteEntry) -> Option<PluginDescription> {
+    let text = std::fs::read_to_string(cache_file(entry)?).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+/// Writes a description to the cache (atomically); failures are ignored:
+/// the cache only helps when the worker is away at the next load.
+pub fn write_cache(entry: &RemoteEntry, d: &PluginDescription) {
+    let Some(path) = cache_file(entry) else {
+        return;
+    };
+    let Some(dir) = path.parent() else { return };
+    if std::fs::create_dir_all(dir).is_err() {
+        return;
+    }
+    let Ok(json) = serde_json::to_vec_pretty(d) else {
+        return;
+    };
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    if std::fs::write(&tmp, json).is_ok() {
+        let _ = std::fs::rename(&tmp, &path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_stay_in_range_and_duplicates_move_on() {
+        assert_eq!(proxy_id(1181), 0xF0_0000 + 1181);
+        assert_eq!(proxy_id(0x12_3456), 0xF2_3456);
+        assert!(proxy_id(u64::MAX) < 0x100_0000);
+        assert_eq!(placeholder_id("x"), placeholder_id("x"));
+        assert!(placeholder_id("lpf") < 0x100_0000);
+        assert_eq!(unique_id(BASE_ID + 5, &[BASE_ID + 5]), BASE_ID + 6);
+        assert_eq!(
+            unique_id(BASE_ID + 0xF_FFFF, &[BASE_ID + 0xF_FFFF]),
+            BASE_ID
+        );
+    }
+
+    #[test]
+    fn labels_are_prefixed_cleaned_and_made_unique() {
+        assert_eq!(proxy_label("lpf", &[]), "remote_lpf");
+        assert_eq!(proxy_label("cmt:lpf", &[]), "remote_cmt_lpf");
+        let taken = vec!["remote_lpf".to_string(), "remote_lpf_2".to_string()];
+        assert_eq!(proxy_label("lpf", &taken), "remote_lpf_3");
+    }
+
+    #[test]
+    fn parse_keeps_good_entries_and_explains_bad_ones() {
+        let text = r#"
+[[remote]]
+worker = "10.0.0.2:7700"
+key_file = "/k"
+label = "lpf"
+window = 1
+deadline_ms = 500
+
+[[remote]]
+worker = "10.0.0.2:7700"
+label = "amp"
+window = 7
+
+[[remote]]
+label = "x"
+colour = "red"
+"#;
+        let p = parse(text).unwrap();
+        assert_eq!(p.len(), 3);
+        let Parsed::Entry(e) = &p[0] else {
+            panic!("{p:?}")
+        };
+        assert_eq!(e.window, 1);
+        assert_eq!(e.deadline_ms, Some(500.0));
+        assert_eq!(e.max_frames(), DEFAULT_MAX_BLOCK);
+        match &p[1] {
+            Parsed::Bad { label, message, .. } => {
+                assert_eq!(label.as_deref(), Some("amp"));
+                assert!(message.contains("window = 7"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
+        match &p[2] {
+            Parsed::Bad {
+                number, message, ..
+            } => {
+                assert_eq!(*number, 3);
+                assert!(
+                    message.contains("colour") || message.contains("worker"),
+                    "{message}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(parse("[[remote]\nx")
+            .unwrap_err()
+            .contains("not valid TOML"));
+        assert!(parse("remote = 3").unwrap_err().contains("[[remote]]"));
+        assert!(parse("other = 1").unwrap_err().contains("unknown key"));
+        assert!(parse("").unwrap().is_empty());
+    }
+}
