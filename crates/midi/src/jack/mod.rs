@@ -71,7 +71,8 @@ use crate::error::{Error, ErrorKind};
 use crate::parse_message;
 
 pub use audio::{
-    AudioOptions, AudioStats, NoiseColor, OnsetRecorder, RecorderOptions, RecorderReport, Sound,
+    playback_ports, AudioOptions, AudioStats, NoiseColor, OnsetRecorder, RecorderOptions,
+    RecorderReport, Sound,
     Synth, SynthOptions,
 };
 pub use relay::{HopSummary, LoopHops, Relay, RelayOptions, RelayReport};
