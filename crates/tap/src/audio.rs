@@ -158,7 +158,10 @@ mod tests {
         assert!(synth_options(&e).unwrap().is_none());
         let mut o = EngineOptions::default();
         route(&mut o, &e, Some(0), None).unwrap();
-        assert_eq!((o.output_port, o.masking_port, o.audio_masking), (0, Some(0), false));
+        assert_eq!(
+            (o.output_port, o.masking_port, o.audio_masking),
+            (0, Some(0), false)
+        );
     }
 
     #[test]
@@ -174,7 +177,10 @@ mod tests {
         assert_eq!(s.noise_level_dbfs, -30.0);
         let mut o = EngineOptions::default();
         route(&mut o, &e, Some(0), Some(1)).unwrap();
-        assert_eq!((o.output_port, o.masking_port, o.audio_masking), (1, Some(1), true));
+        assert_eq!(
+            (o.output_port, o.masking_port, o.audio_masking),
+            (1, Some(1), true)
+        );
         let err = route(&mut o, &e, Some(0), None).unwrap_err();
         assert!(err.to_string().contains("--backend jack"), "{err}");
     }

@@ -506,7 +506,10 @@ fn audio_clicks_start_at_their_intended_frames() {
     );
     assert_eq!(outcome.reason, EndReason::Condition);
     assert_eq!(outcome.keystrokes, 20);
-    assert_eq!(stats.onsets, sounds as u64, "every sound reported started once");
+    assert_eq!(
+        stats.onsets, sounds as u64,
+        "every sound reported started once"
+    );
     assert_eq!(stats.stolen, 0);
     assert_eq!(heard.dropped, 0);
     if xruns > 0 {

@@ -129,10 +129,16 @@ impl SynthOptions {
             ));
         }
         if !(self.click_ms > 0.0 && self.click_ms <= 1000.0) {
-            return bad(format!("click length must be 0–1000 ms, got {}", self.click_ms));
+            return bad(format!(
+                "click length must be 0–1000 ms, got {}",
+                self.click_ms
+            ));
         }
         if !(self.click_hz > 0.0 && self.click_hz < 20_000.0) {
-            return bad(format!("click frequency must be 0–20000 Hz, got {}", self.click_hz));
+            return bad(format!(
+                "click frequency must be 0–20000 Hz, got {}",
+                self.click_hz
+            ));
         }
         if !(self.ramp_ms > 0.0 && self.ramp_ms <= 100.0) {
             return bad(format!("ramp must be 0–100 ms, got {}", self.ramp_ms));
@@ -286,7 +292,10 @@ impl Synth {
     pub fn new(opts: SynthOptions, sample_rate: u32) -> Result<Self, Error> {
         opts.check()?;
         if sample_rate == 0 {
-            return Err(Error::new(ErrorKind::InvalidInput, "sample rate must be > 0"));
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
+                "sample rate must be > 0",
+            ));
         }
         let rate = f64::from(sample_rate);
         let samples = |ms: f32| ((f64::from(ms) * rate / 1000.0).round() as u32).max(1);
@@ -520,7 +529,7 @@ impl Synth {
         let b = &mut self.pink;
         b[0] = 0.99886 * b[0] + w * 0.0555179;
         b[1] = 0.99332 * b[1] + w * 0.0750759;
-        b[2] = 0.96900 * b[2] + w * 0.1538520;
+        b[2] = 0.96900 * b[2] + w * 0.153_852;
         b[3] = 0.86650 * b[3] + w * 0.3104856;
         b[4] = 0.55000 * b[4] + w * 0.5329522;
         b[5] = -0.7616 * b[5] - w * 0.0168980;
@@ -711,7 +720,10 @@ impl OnsetRecorder {
         let port = client
             .register_port("in", AudioIn::default())
             .map_err(|e| {
-                Error::new(ErrorKind::Port, format!("cannot register JACK audio port \"in\": {e}"))
+                Error::new(
+                    ErrorKind::Port,
+                    format!("cannot register JACK audio port \"in\": {e}"),
+                )
             })?;
         let port_name = port
             .name()
@@ -730,7 +742,10 @@ impl OnsetRecorder {
             shared: Arc::clone(&shared),
         };
         let active = client.activate_async(notifier, process).map_err(|e| {
-            Error::new(ErrorKind::Backend, format!("cannot activate JACK client: {e}"))
+            Error::new(
+                ErrorKind::Backend,
+                format!("cannot activate JACK client: {e}"),
+            )
         })?;
         for src in &options.connect_from {
             connect(active.as_client(), src, &port_name)?;
@@ -758,9 +773,15 @@ impl OnsetRecorder {
         while Instant::now() < until {
             std::thread::sleep(Duration::from_millis(2));
         }
-        let client = self.client.take().expect("client is Some until finish or drop");
+        let client = self
+            .client
+            .take()
+            .expect("client is Some until finish or drop");
         let (_, _, process) = client.deactivate().map_err(|e| {
-            Error::new(ErrorKind::Backend, format!("cannot deactivate JACK client: {e}"))
+            Error::new(
+                ErrorKind::Backend,
+                format!("cannot deactivate JACK client: {e}"),
+            )
         })?;
         Ok(RecorderReport {
             onsets: process.core.onsets,
@@ -981,7 +1002,10 @@ mod tests {
             RATE,
         )
         .unwrap_err();
-        assert!(e.to_string().contains("voices must be 1–1024, got 0"), "{e}");
+        assert!(
+            e.to_string().contains("voices must be 1–1024, got 0"),
+            "{e}"
+        );
         let e = Synth::new(
             SynthOptions {
                 level_dbfs: 3.0,

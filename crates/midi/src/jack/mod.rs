@@ -72,8 +72,7 @@ use crate::parse_message;
 
 pub use audio::{
     playback_ports, AudioOptions, AudioStats, NoiseColor, OnsetRecorder, RecorderOptions,
-    RecorderReport, Sound,
-    Synth, SynthOptions,
+    RecorderReport, Sound, Synth, SynthOptions,
 };
 pub use relay::{HopSummary, LoopHops, Relay, RelayOptions, RelayReport};
 pub use server::{DummyOptions, DummyServer};
@@ -730,12 +729,13 @@ impl jack::ProcessHandler for Process {
         }
         let mut outs = self.outs.iter_mut();
         // Creating a writer clears the port's buffer, as every cycle must.
-        let mut sink = Writers {
-            w: std::array::from_fn(|_| outs.next().map(|p| p.writer(ps))),
-            synth: self.audio.as_mut().map(|a| (a.index, &mut a.synth)),
-        };
-        self.core.output(&cycle, &mut sink);
-        drop(sink);
+        {
+            let mut sink = Writers {
+                w: std::array::from_fn(|_| outs.next().map(|p| p.writer(ps))),
+                synth: self.audio.as_mut().map(|a| (a.index, &mut a.synth)),
+            };
+            self.core.output(&cycle, &mut sink);
+        }
         if let Some(a) = self.audio.as_mut() {
             if let Some((first, rest)) = a.ports.split_first_mut() {
                 let buf = first.as_mut_slice(ps);
@@ -843,38 +843,39 @@ impl JackBackend {
         let input_names = port_names(&ins)?;
         let output_names = port_names(&outs)?;
         let sample_rate = client.sample_rate();
-        let audio = match &options.audio {
-            None => None,
-            Some(a) => {
-                if a.ports.is_empty() || a.ports.len() > audio::MAX_AUDIO_PORTS {
-                    return Err(Error::new(
-                        ErrorKind::InvalidInput,
-                        format!(
-                            "{} audio ports asked for; 1 to {} (all carry the same sound)",
-                            a.ports.len(),
-                            audio::MAX_AUDIO_PORTS
-                        ),
-                    ));
+        let audio =
+            match &options.audio {
+                None => None,
+                Some(a) => {
+                    if a.ports.is_empty() || a.ports.len() > audio::MAX_AUDIO_PORTS {
+                        return Err(Error::new(
+                            ErrorKind::InvalidInput,
+                            format!(
+                                "{} audio ports asked for; 1 to {} (all carry the same sound)",
+                                a.ports.len(),
+                                audio::MAX_AUDIO_PORTS
+                            ),
+                        ));
+                    }
+                    let synth = Synth::new(a.synth, sample_rate)?;
+                    let mut ports = Vec::with_capacity(a.ports.len());
+                    for name in &a.ports {
+                        ports.push(client.register_port(name, AudioOut::default()).map_err(
+                            |e| {
+                                Error::new(
+                                    ErrorKind::Port,
+                                    format!("cannot register JACK audio port {name:?}: {e}"),
+                                )
+                            },
+                        )?);
+                    }
+                    Some(AudioPart {
+                        synth,
+                        ports,
+                        index: options.outputs.len() as PortIndex,
+                    })
                 }
-                let synth = Synth::new(a.synth, sample_rate as u32)?;
-                let mut ports = Vec::with_capacity(a.ports.len());
-                for name in &a.ports {
-                    ports.push(client.register_port(name, AudioOut::default()).map_err(
-                        |e| {
-                            Error::new(
-                                ErrorKind::Port,
-                                format!("cannot register JACK audio port {name:?}: {e}"),
-                            )
-                        },
-                    )?);
-                }
-                Some(AudioPart {
-                    synth,
-                    ports,
-                    index: options.outputs.len() as PortIndex,
-                })
-            }
-        };
+            };
         let audio_names = match &audio {
             Some(a) => port_names(&a.ports)?,
             None => Vec::new(),
