@@ -4,6 +4,7 @@
 //! Exit codes: 0 success, 1 a failed check or run, 2 a usage error.
 
 mod args;
+mod backend;
 mod doctor;
 mod lab;
 mod ladspa;

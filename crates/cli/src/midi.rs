@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand, ValueEnum};
-use firmtime_midi::jack::{self, DummyOptions, DummyServer, JackBackend, JackOptions, LoopHops};
+use firmtime_midi::jack::{self, DummyServer, JackBackend, JackOptions, LoopHops};
 use firmtime_midi::looptest::{LoopConfig, LoopResult, LoopTest};
 use firmtime_midi::pty::{PacedLoopback, PacedOptions, PacedStats, PtyPair};
 use firmtime_midi::raw::{self, RawBackend, RawOptions, WIRE_BYTE_NS};
@@ -24,6 +24,7 @@ use firmtime_rt::system::Provenance;
 use serde::Serialize;
 
 use crate::args::{self, UsageError};
+use crate::backend;
 use crate::Outcome;
 
 /// Arguments of `firmtime midi`.
@@ -173,16 +174,7 @@ struct Opened {
 }
 
 fn rt_request(o: &OpenArgs, priority: u8) -> RtRequest {
-    if o.no_rt {
-        RtRequest::default()
-    } else {
-        RtRequest {
-            policy: Policy::Fifo { priority },
-            mlock: true,
-            prefault_stack: 256 * 1024,
-            ..RtRequest::default()
-        }
-    }
+    backend::rt_request(o.no_rt, priority, true)
 }
 
 /// What the backend is opened for: the loop test adds a JACK relay.
@@ -201,26 +193,12 @@ fn open_backend(o: &OpenArgs, device: Option<PathBuf>, purpose: Purpose) -> anyh
     }
 }
 
-/// The JACK server to use: the one named (or the default) when it runs;
-/// with --jack-dummy and none running, a private dummy server started here.
-/// `realtime`: run the dummy server's graph at SCHED_FIFO (`jackd -R`), so
-/// that load on the machine does not turn into xruns.
+/// The JACK server to use (see [`backend::jack_server`]).
 fn jack_server(
     j: &JackArgs,
     realtime: bool,
 ) -> anyhow::Result<(Option<String>, Option<DummyServer>)> {
-    let named = j.jack_server.clone();
-    if !j.jack_dummy || jack::server_running(named.as_deref()) {
-        return Ok((named, None));
-    }
-    let mut options = DummyOptions::new();
-    options.realtime = realtime;
-    if let Some(n) = &named {
-        options.name = n.clone();
-    }
-    let server =
-        DummyServer::start(options).context("starting a dummy JACK server (--jack-dummy)")?;
-    Ok((Some(server.name().to_string()), Some(server)))
+    backend::jack_server(j.jack_server.as_deref(), j.jack_dummy, realtime)
 }
 
 fn open_jack(o: &OpenArgs, purpose: Purpose) -> anyhow::Result<Opened> {

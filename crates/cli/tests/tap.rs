@@ -241,3 +241,53 @@ fn kill_9_mid_session_loses_only_the_running_trial() {
     );
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+fn jackd_installed() -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("jackd").is_file()))
+}
+
+#[test]
+fn run_renders_audio_output_through_a_dummy_jack_server_and_refuses_other_backends() {
+    let d = tmpdir("audio");
+    let exp = d.join("audio.toml");
+    std::fs::write(
+        &exp,
+        "name = \"audio\"\n[output]\ndevice = \"audio\"\nsound = \"tone\"\n\
+         [metronome]\nmspb = 200\nchannel = 10\n[masking]\nsource = \"audio\"\n[end]\nbeats = 4\n",
+    )
+    .unwrap();
+    let (e, o) = (exp.to_str().unwrap(), d.to_str().unwrap());
+    let mut args = run_args(e, o, "1", "1");
+    args.retain(|a| *a != "loopback" && *a != "--backend");
+    args.extend(["--backend", "loopback"]);
+    let out = firmtime(&args);
+    assert_eq!(out.status.code(), Some(2), "usage error");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("JACK backend only"), "{err}");
+    if !jackd_installed() {
+        println!("SKIP: jackd not installed (Debian: apt-get install jackd2)");
+        return;
+    }
+    let mut args = run_args(e, o, "2", "1");
+    args.retain(|a| *a != "loopback" && *a != "--backend");
+    args.extend(["--backend", "jack", "--jack-dummy"]);
+    let out = firmtime(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stem = d.join("K9-s02-t001");
+    let csv = std::fs::read_to_string(stem.with_extension("csv")).unwrap();
+    let beats = csv
+        .lines()
+        .filter(|l| l.starts_with("metronome,") && l.ends_with(",1"))
+        .count();
+    assert_eq!(beats, 4, "{csv}");
+    assert!(csv.lines().any(|l| l.starts_with("masking,0,")), "{csv}");
+    let side = std::fs::read_to_string(stem.with_extension("json")).unwrap();
+    assert!(side.contains("firmtime-tap:audio"), "{side}");
+    assert!(side.contains("\"sound\": \"tone\"") || side.contains("\"sound\":\"tone\""));
+    std::fs::remove_dir_all(&d).unwrap();
+}

@@ -73,8 +73,17 @@ pub const MAX_EVENTS: usize = 1 << 21;
 pub struct EngineOptions {
     /// Seed of the generator behind random pitch and delay.
     pub seed: u64,
-    /// The backend output port all sound goes to.
+    /// The backend output port feedback and metronome notes go to (with
+    /// JACK audio output: [`JackBackend::audio_port`](firmtime_midi::jack::JackBackend::audio_port)).
     pub output_port: PortIndex,
+    /// The port the masking note goes to; `None`: [`EngineOptions::output_port`].
+    pub masking_port: Option<PortIndex>,
+    /// The backend renders audio masking noise: masking with
+    /// `source = "audio"` is played as a note on the masking channel of
+    /// the masking port, which the JACK synth turns into noise
+    /// ([`SynthOptions::noise_channel`](firmtime_midi::jack::SynthOptions::noise_channel)).
+    /// False: such masking is not played.
+    pub audio_masking: bool,
     /// Input channels (bit `c` = MIDI channel `c + 1`) whose note messages
     /// are keystrokes; others are ignored. `u16::MAX`: all.
     pub input_channels: u16,
@@ -100,6 +109,8 @@ impl Default for EngineOptions {
         Self {
             seed: 1,
             output_port: 0,
+            masking_port: None,
+            audio_masking: false,
             input_channels: u16::MAX,
             pause_ns: DEFAULT_PAUSE_NS,
             lookahead_ns: 50_000_000,
@@ -480,11 +491,29 @@ impl Engine {
         }
     }
 
-    /// Sends one note and records it. **RT-safe.**
+    /// Sends one note to the output port and records it. **RT-safe.**
     #[allow(clippy::too_many_arguments)]
     fn out(
         &mut self,
         b: &mut dyn MidiBackend,
+        kind: EventKind,
+        index: u32,
+        at_ns: u64,
+        channel0: u8,
+        note: u8,
+        velocity: u8,
+        on: bool,
+    ) {
+        let port = self.opts.output_port;
+        self.out_to(b, port, kind, index, at_ns, channel0, note, velocity, on);
+    }
+
+    /// Sends one note to `port` and records it. **RT-safe.**
+    #[allow(clippy::too_many_arguments)]
+    fn out_to(
+        &mut self,
+        b: &mut dyn MidiBackend,
+        port: PortIndex,
         kind: EventKind,
         index: u32,
         at_ns: u64,
@@ -521,7 +550,7 @@ impl Engine {
         });
         let ev = OutputEvent {
             at_ns: Some(at_ns),
-            port: self.opts.output_port,
+            port,
             msg,
             tag: tag.unwrap_or(u32::MAX),
         };
@@ -625,12 +654,14 @@ impl Engine {
 
     fn update_masking(&mut self, b: &mut dyn MidiBackend, now: u64) {
         let m = self.params.masking;
-        let want = m.on && m.source == MaskSource::Midi;
+        let want = m.on && (m.source == MaskSource::Midi || self.opts.audio_masking);
         if want != self.masking_on {
             self.masking_on = want;
             let v = if want { m.velocity.get() } else { 0 };
-            self.out(
+            let port = self.opts.masking_port.unwrap_or(self.opts.output_port);
+            self.out_to(
                 b,
+                port,
                 EventKind::Masking,
                 0,
                 now,

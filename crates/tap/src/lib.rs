@@ -8,6 +8,7 @@
 //! - [`engine`]: the trial loop over a MIDI backend (feedback, metronome,
 //!   triggers, end, FTAP's scheduling diagnostic); [`session`]: trial
 //!   lists, seeded order, trial files; [`replay`]: play a trial back.
+//! - [`audio`]: what the JACK synth renders for audio output and masking.
 //! - [`analysis`]: inter-tap intervals, asynchronies, missing/double taps,
 //!   drift and the Wing–Kristofferson decomposition.
 //!
@@ -37,6 +38,7 @@
 #![deny(missing_docs)]
 
 pub mod analysis;
+pub mod audio;
 pub mod data;
 pub mod engine;
 pub mod error;

@@ -16,7 +16,8 @@ use std::time::Duration;
 
 use firmtime_midi::jack::server::program_on_path;
 use firmtime_midi::jack::{
-    DummyOptions, DummyServer, JackBackend, JackOptions, Tap, Tapper, TapperOptions,
+    AudioOptions, DummyOptions, DummyServer, JackBackend, JackOptions, OnsetRecorder,
+    RecorderOptions, Tap, Tapper, TapperOptions,
 };
 use firmtime_midi::MidiMessage;
 use firmtime_rt::sched::Policy;
@@ -416,4 +417,116 @@ fn acceptance_scheduling_diagnostic() {
         p(0.999),
         all.last().copied().unwrap_or(0) as f64 / 1e6
     );
+}
+
+// ------------------------------------------------------------ audio output
+
+const AUDIO_DAF: &str = r#"
+name = "audio DAF through JACK"
+[output]
+device = "audio"
+sound = "click"
+[feedback]
+delay = { mode = "fixed", ms = 50 }
+[metronome]
+mspb = 330
+channel = 10
+[end]
+keystrokes = 20
+"#;
+
+/// Sound onsets the engine reported (feedback and metronome note-ons), in
+/// frame order, with onsets that start while an earlier click still sounds
+/// (or within the recorder's silence gap after it) merged into that one.
+fn expected_onsets(events: &[TrialEvent], click_len: u64, gap: u64) -> Vec<u64> {
+    let mut frames: Vec<u64> = events
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::Feedback | EventKind::Metronome))
+        .filter(|e| e.note.is_some_and(|n| n.on))
+        .map(|e| e.frame.expect("every sound reported with its frame"))
+        .collect();
+    frames.sort_unstable();
+    let mut out: Vec<u64> = Vec::new();
+    let mut sounding_until = 0u64;
+    for f in frames {
+        if out.is_empty() || f >= sounding_until + gap {
+            out.push(f);
+        }
+        sounding_until = sounding_until.max(f + click_len);
+    }
+    out
+}
+
+#[test]
+fn audio_clicks_start_at_their_intended_frames() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(srv) = server() else {
+        return;
+    };
+    engine_rt();
+    let e = Experiment::from_toml(AUDIO_DAF).unwrap();
+    let synth = firmtime_tap::audio::synth_options(&e).unwrap().unwrap();
+    let mut jo = JackOptions::new("ft-audio");
+    jo.server_name = Some(srv.name().to_string());
+    jo.audio = Some(AudioOptions::new(synth));
+    let mut backend = JackBackend::open(jo).expect("engine client with audio opens");
+    let audio_port = backend.audio_port().expect("audio port index");
+    assert_eq!(audio_port, 1, "one past the MIDI output");
+    let mut o = EngineOptions::for_experiment(&e, 3);
+    firmtime_tap::audio::route(&mut o, &e, Some(0), Some(audio_port)).unwrap();
+    let mut engine = Engine::new(&e, o).unwrap();
+    let mut ro = RecorderOptions::new("ft-ears");
+    ro.server_name = Some(srv.name().to_string());
+    ro.connect_from = backend.audio_port_names().to_vec();
+    let gap = u64::from(ro.min_gap);
+    let recorder = OnsetRecorder::start(ro).expect("recorder starts");
+    let mut to = TapperOptions::new("ft-tapper");
+    to.server_name = Some(srv.name().to_string());
+    to.connect_to = vec![backend.input_port_names()[0].clone()];
+    to.lead_frames = 24_000;
+    let tapper = Tapper::start(to, tap_schedule(20, 4800)).expect("tapper starts");
+    let stop = AtomicBool::new(false);
+    let outcome = engine.run(&mut backend, &stop).expect("trial runs");
+    let taps = tapper.finish(Duration::from_secs(10)).unwrap();
+    let heard = recorder.finish(Duration::from_millis(100)).unwrap();
+    let stats = backend.audio_stats().unwrap();
+    drop(backend);
+    let xruns = outcome.backend.xruns + taps.xruns + heard.xruns;
+    let events = engine.events();
+    let sounds = events
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::Feedback | EventKind::Metronome))
+        .filter(|e| e.note.is_some_and(|n| n.on))
+        .count();
+    println!(
+        "audio: {sounds} sounds, {} onsets heard, {} stolen, xruns {xruns}, late {}",
+        heard.onsets.len(),
+        stats.stolen,
+        outcome.backend.late_outputs
+    );
+    assert_eq!(outcome.reason, EndReason::Condition);
+    assert_eq!(outcome.keystrokes, 20);
+    assert_eq!(
+        stats.onsets, sounds as u64,
+        "every sound reported started once"
+    );
+    assert_eq!(stats.stolen, 0);
+    assert_eq!(heard.dropped, 0);
+    if xruns > 0 {
+        println!("SKIP exact-frame check: {xruns} xrun(s) (counted, tolerated)");
+        return;
+    }
+    // Each sound's reported frame is its intended one (0 frames late) ...
+    for ev in events
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::Feedback | EventKind::Metronome))
+        .filter(|e| e.note.is_some_and(|n| n.on))
+    {
+        let (i, a) = (ev.intended_ns.unwrap(), ev.actual_ns.unwrap());
+        assert!(a >= i && a - i < ns_per_frame(), "{ev:?} late");
+    }
+    // ... and a second client hears each one start at exactly that frame.
+    let want = expected_onsets(events, 240, gap);
+    assert!(want.len() >= 20, "{} distinct onsets", want.len());
+    assert_eq!(heard.onsets, want, "onsets heard vs frames reported");
 }

@@ -7,19 +7,20 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
-use firmtime_midi::jack::{self, DummyOptions, DummyServer, JackBackend, JackOptions};
+use firmtime_midi::jack::{AudioOptions, DummyServer, JackBackend, JackOptions, SynthOptions};
 use firmtime_midi::loopback::{Loopback, LoopbackOptions};
 use firmtime_midi::raw::{RawBackend, RawOptions};
-use firmtime_midi::MidiBackend;
-use firmtime_rt::sched::Policy;
+use firmtime_midi::{MidiBackend, PortIndex};
 use firmtime_rt::setup::{self, RtConditions, RtRequest};
 use firmtime_rt::system::Provenance;
+use firmtime_tap::audio;
 use firmtime_tap::engine::{EndReason, Engine, EngineOptions};
 use firmtime_tap::replay::{self, ReplaySource};
 use firmtime_tap::session::{self, TrialMeta};
 use firmtime_tap::{data, Experiment};
 
 use crate::args::UsageError;
+use crate::backend;
 use crate::Outcome;
 
 /// The MIDI backends a session can run on.
@@ -61,6 +62,11 @@ pub struct BackendArgs {
     /// JACK: connect our output to this port; repeatable.
     #[arg(long, value_name = "PORT")]
     connect_out: Vec<String>,
+    /// JACK, audio output: connect our audio port to this port; repeatable.
+    /// Default: every physical playback port (system:playback_*), none with
+    /// a dummy server started by --jack-dummy. `none`: no connection.
+    #[arg(long, value_name = "PORT")]
+    audio_out: Vec<String>,
     /// Raw: the device path.
     #[arg(long, value_name = "PATH")]
     device: Option<PathBuf>,
@@ -145,23 +151,43 @@ fn catch_sigint() {
 struct Opened {
     backend: Box<dyn MidiBackend>,
     detail: serde_json::Value,
+    /// The MIDI output port (`None`: the backend has none).
+    midi_port: Option<PortIndex>,
+    /// The JACK synth's port, when audio was asked for.
+    audio_port: Option<PortIndex>,
     _server: Option<DummyServer>,
 }
 
 fn rt_request(o: &BackendArgs, priority: u8, mlock: bool) -> RtRequest {
-    if o.no_rt {
-        RtRequest::default()
-    } else {
-        RtRequest {
-            policy: Policy::Fifo { priority },
-            mlock,
-            prefault_stack: if mlock { 256 * 1024 } else { 0 },
-            ..RtRequest::default()
-        }
-    }
+    backend::rt_request(o.no_rt, priority, mlock)
 }
 
-fn open(o: &BackendArgs, client: &str) -> anyhow::Result<Opened> {
+/// Where the audio port goes: --audio-out, else the physical playback
+/// ports of a real server (none on a dummy server we started).
+fn audio_connections(o: &BackendArgs, server: Option<&str>, dummy_started: bool) -> Vec<String> {
+    if o.audio_out.iter().any(|p| p == "none") {
+        return Vec::new();
+    }
+    if !o.audio_out.is_empty() {
+        return o.audio_out.clone();
+    }
+    if dummy_started {
+        return Vec::new();
+    }
+    firmtime_midi::jack::playback_ports(server).unwrap_or_default()
+}
+
+/// Opens the backend; `synth`: the audio the experiments need (JACK only).
+fn open(o: &BackendArgs, client: &str, synth: Option<SynthOptions>) -> anyhow::Result<Opened> {
+    if synth.is_some() && o.backend != TapBackend::Jack {
+        return Err(UsageError(
+            "audio output ([output] device = \"audio\" or [masking] source = \"audio\") is rendered \
+             by the JACK backend only: use --backend jack (with --jack-dummy to try it without a \
+             sound card)"
+                .into(),
+        )
+        .into());
+    }
     match o.backend {
         TapBackend::Loopback => Ok(Opened {
             backend: Box::new(Loopback::new(LoopbackOptions {
@@ -169,6 +195,8 @@ fn open(o: &BackendArgs, client: &str) -> anyhow::Result<Opened> {
                 capacity: 1 << 16,
             })),
             detail: serde_json::json!({"backend": "loopback"}),
+            midi_port: Some(0),
+            audio_port: None,
             _server: None,
         }),
         TapBackend::Raw => {
@@ -190,27 +218,37 @@ fn open(o: &BackendArgs, client: &str) -> anyhow::Result<Opened> {
             Ok(Opened {
                 detail: serde_json::json!({"backend": "raw", "device": path, "baud": info.baud, "rt_io_thread": info.rt}),
                 backend: Box::new(b),
+                midi_port: Some(0),
+                audio_port: None,
                 _server: None,
             })
         }
         TapBackend::Jack => {
-            let named = o.jack_server.clone();
-            let (server_name, server) = if o.jack_dummy && !jack::server_running(named.as_deref()) {
-                let mut opts = DummyOptions::new();
-                opts.realtime = !o.no_rt;
-                if let Some(n) = &named {
-                    opts.name = n.clone();
-                }
-                let s = DummyServer::start(opts)
-                    .context("starting a dummy JACK server (--jack-dummy)")?;
-                (Some(s.name().to_string()), Some(s))
-            } else {
-                (named, None)
-            };
+            let (server_name, server) =
+                backend::jack_server(o.jack_server.as_deref(), o.jack_dummy, !o.no_rt)?;
             let mut jo = JackOptions::new(client);
             jo.server_name = server_name.clone();
             jo.connect_inputs = o.connect.clone();
             jo.connect_outputs = o.connect_out.clone();
+            jo.audio = synth.map(|s| {
+                let mut a = AudioOptions::new(s);
+                a.connect = audio_connections(o, server_name.as_deref(), server.is_some());
+                a
+            });
+            let audio_detail = jo.audio.as_ref().map(|a| {
+                serde_json::json!({
+                    "sound": format!("{:?}", a.synth.sound).to_lowercase(),
+                    "level_dbfs": a.synth.level_dbfs,
+                    "click_ms": a.synth.click_ms,
+                    "click_hz": a.synth.click_hz,
+                    "ramp_ms": a.synth.ramp_ms,
+                    "voices": a.synth.voices,
+                    "noise_channel": a.synth.noise_channel.map(|c| c + 1),
+                    "noise": format!("{:?}", a.synth.noise).to_lowercase(),
+                    "noise_level_dbfs": a.synth.noise_level_dbfs,
+                    "connect": a.connect,
+                })
+            });
             let b = JackBackend::open(jo)?;
             let detail = serde_json::json!({
                 "backend": "jack",
@@ -222,8 +260,12 @@ fn open(o: &BackendArgs, client: &str) -> anyhow::Result<Opened> {
                 "sample_rate": b.sample_rate(),
                 "buffer_size": b.buffer_size(),
                 "jack_clock": format!("{:?}", b.jack_clock()),
+                "audio_ports": b.audio_port_names(),
+                "audio": audio_detail,
             });
             Ok(Opened {
+                midi_port: Some(0),
+                audio_port: b.audio_port(),
                 backend: Box::new(b),
                 detail,
                 _server: server,
@@ -267,15 +309,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<Outcome> {
             std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?;
         let e =
             Experiment::from_toml(&text).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
-        if e.output.device == firmtime_tap::experiment::Device::Audio
-            || (e.masking.on && e.masking.source == firmtime_tap::params::MaskSource::Audio)
-        {
-            bail!(
-                "{}: audio output (output.device = \"audio\" or masking source \"audio\") is not implemented yet; \
-                 use MIDI output to a tone generator (output.device = \"midi\")",
-                p.display()
-            );
-        }
+        audio::synth_options(&e).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
         exps.push((p.clone(), text, e));
     }
     let mut list = match &a.trials {
@@ -305,10 +339,13 @@ pub fn run(a: RunArgs) -> anyhow::Result<Outcome> {
             existing[0].display()
         );
     }
+    let synth = audio::session_synth(exps.iter().map(|(_, _, e)| e))?;
+    let mut opened = open(&a.open, "firmtime-tap", synth)?;
     // One engine per experiment, allocated before any trial runs.
     let mut engines = Vec::new();
     for (_, _, e) in &exps {
         let mut o = EngineOptions::for_experiment(e, seed);
+        audio::route(&mut o, e, opened.midi_port, opened.audio_port)?;
         o.input_channels = match (a.input_channel, a.open.backend) {
             (Some(c), _) => 1 << (c - 1),
             (None, TapBackend::Loopback) => 0,
@@ -316,7 +353,6 @@ pub fn run(a: RunArgs) -> anyhow::Result<Outcome> {
         };
         engines.push(Engine::new(e, o)?);
     }
-    let mut opened = open(&a.open, "firmtime-tap")?;
     let rt = setup::apply(&rt_request(&a.open, a.open.priority, true))
         .context("real-time setup of the engine thread (or run with --no-rt)")?;
     let _runaway = if a.open.no_rt {
@@ -424,7 +460,7 @@ pub fn replay(a: ReplayArgs) -> anyhow::Result<Outcome> {
             }
         );
     }
-    let mut opened = open(&a.open, "firmtime-replay")?;
+    let mut opened = open(&a.open, "firmtime-replay", None)?;
     let _rt = setup::apply(&rt_request(&a.open, a.open.priority, true))
         .context("real-time setup (or run with --no-rt)")?;
     catch_sigint();

@@ -49,6 +49,7 @@
 //! ([`MidiBackend`] methods) is **RT-safe.** as well; [`MidiBackend::wait`]
 //! blocks on a futex the callback wakes.
 
+pub mod audio;
 pub mod relay;
 pub mod server;
 pub mod tapper;
@@ -59,7 +60,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use jack::{Client, ClientStatus, Control, MidiIn, MidiOut, Port, ProcessScope, RawMidi};
+use jack::{AudioOut, Client, ClientStatus, Control, MidiIn, MidiOut, Port, ProcessScope, RawMidi};
 use rtrb::{Consumer, Producer, RingBuffer};
 
 use crate::backend::{
@@ -69,6 +70,10 @@ use crate::backend::{
 use crate::error::{Error, ErrorKind};
 use crate::parse_message;
 
+pub use audio::{
+    playback_ports, AudioOptions, AudioStats, NoiseColor, OnsetRecorder, RecorderOptions,
+    RecorderReport, Sound, Synth, SynthOptions,
+};
 pub use relay::{HopSummary, LoopHops, Relay, RelayOptions, RelayReport};
 pub use server::{DummyOptions, DummyServer};
 pub use tapper::{Tap, TapRecord, Tapper, TapperOptions};
@@ -387,7 +392,7 @@ fn new_core(capacity: usize) -> (JackCore, EngineEnds, Arc<Shared>) {
 }
 
 /// Options for [`JackBackend::open`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct JackOptions {
     /// The JACK server to connect to; `None`: `$JACK_DEFAULT_SERVER` or "default".
     /// A server is never started implicitly (see [`DummyServer`]).
@@ -407,6 +412,10 @@ pub struct JackOptions {
     /// Capacity of each ring (input, output, sent reports) and of the
     /// pending-output queue, in events.
     pub queue_capacity: usize,
+    /// Audio output (see [`audio`]): `Some` adds audio port(s) and one more
+    /// output index, [`JackBackend::audio_port`], whose note messages are
+    /// rendered as sound at their frame.
+    pub audio: Option<AudioOptions>,
 }
 
 impl JackOptions {
@@ -421,6 +430,7 @@ impl JackOptions {
             connect_inputs: Vec::new(),
             connect_outputs: Vec::new(),
             queue_capacity: 4096,
+            audio: None,
         }
     }
 }
@@ -667,21 +677,36 @@ impl jack::NotificationHandler for Notifier {
     }
 }
 
+/// The audio side of the process callback.
+struct AudioPart {
+    synth: Synth,
+    ports: Vec<Port<AudioOut>>,
+    /// The output index the synth answers to.
+    index: PortIndex,
+}
+
 struct Process {
     core: JackCore,
     ins: Vec<Port<MidiIn>>,
     outs: Vec<Port<MidiOut>>,
+    audio: Option<AudioPart>,
     ext: FrameExtender,
     clock_offset_ns: i64,
 }
 
-/// The JACK port writers of one cycle, as a [`MidiSink`].
+/// The JACK port writers of one cycle (and the synth), as a [`MidiSink`].
 struct Writers<'a> {
     w: [Option<jack::MidiWriter<'a>>; MAX_PORTS],
+    synth: Option<(PortIndex, &'a mut Synth)>,
 }
 
 impl MidiSink for Writers<'_> {
     fn write(&mut self, port: PortIndex, offset: u32, bytes: &[u8]) -> bool {
+        if let Some((index, synth)) = self.synth.as_mut() {
+            if *index == port {
+                return synth.queue(offset, bytes);
+            }
+        }
         match self.w.get_mut(usize::from(port)) {
             Some(Some(w)) => w
                 .write(&RawMidi {
@@ -704,10 +729,24 @@ impl jack::ProcessHandler for Process {
         }
         let mut outs = self.outs.iter_mut();
         // Creating a writer clears the port's buffer, as every cycle must.
-        let mut sink = Writers {
-            w: std::array::from_fn(|_| outs.next().map(|p| p.writer(ps))),
-        };
-        self.core.output(&cycle, &mut sink);
+        {
+            let mut sink = Writers {
+                w: std::array::from_fn(|_| outs.next().map(|p| p.writer(ps))),
+                synth: self.audio.as_mut().map(|a| (a.index, &mut a.synth)),
+            };
+            self.core.output(&cycle, &mut sink);
+        }
+        if let Some(a) = self.audio.as_mut() {
+            if let Some((first, rest)) = a.ports.split_first_mut() {
+                let buf = first.as_mut_slice(ps);
+                a.synth.render(buf);
+                for p in rest {
+                    p.as_mut_slice(ps).copy_from_slice(buf);
+                }
+            } else {
+                a.synth.render(&mut []);
+            }
+        }
         self.core.end_cycle();
         Control::Continue
     }
@@ -724,6 +763,9 @@ pub struct JackBackend {
     n_outputs: usize,
     input_names: Vec<String>,
     output_names: Vec<String>,
+    audio_names: Vec<String>,
+    audio_port: Option<PortIndex>,
+    audio_counters: Option<Arc<audio::AudioCounters>>,
     client_name: String,
     sample_rate: u32,
     buffer_size: u32,
@@ -800,15 +842,55 @@ impl JackBackend {
         }
         let input_names = port_names(&ins)?;
         let output_names = port_names(&outs)?;
+        let sample_rate = client.sample_rate();
+        let audio =
+            match &options.audio {
+                None => None,
+                Some(a) => {
+                    if a.ports.is_empty() || a.ports.len() > audio::MAX_AUDIO_PORTS {
+                        return Err(Error::new(
+                            ErrorKind::InvalidInput,
+                            format!(
+                                "{} audio ports asked for; 1 to {} (all carry the same sound)",
+                                a.ports.len(),
+                                audio::MAX_AUDIO_PORTS
+                            ),
+                        ));
+                    }
+                    let synth = Synth::new(a.synth, sample_rate)?;
+                    let mut ports = Vec::with_capacity(a.ports.len());
+                    for name in &a.ports {
+                        ports.push(client.register_port(name, AudioOut::default()).map_err(
+                            |e| {
+                                Error::new(
+                                    ErrorKind::Port,
+                                    format!("cannot register JACK audio port {name:?}: {e}"),
+                                )
+                            },
+                        )?);
+                    }
+                    Some(AudioPart {
+                        synth,
+                        ports,
+                        index: options.outputs.len() as PortIndex,
+                    })
+                }
+            };
+        let audio_names = match &audio {
+            Some(a) => port_names(&a.ports)?,
+            None => Vec::new(),
+        };
+        let audio_port = audio.as_ref().map(|a| a.index);
+        let audio_counters = audio.as_ref().map(|a| a.synth.counters());
         let (clock_offset_ns, jack_clock) = jack_clock_offset(&client);
         let client_name = client.name().to_string();
-        let sample_rate = client.sample_rate();
         let buffer_size = client.buffer_size();
         let (core, ends, shared) = new_core(options.queue_capacity);
         let process = Process {
             core,
             ins,
             outs,
+            audio,
             ext: FrameExtender::default(),
             clock_offset_ns,
         };
@@ -826,9 +908,12 @@ impl JackBackend {
             ends,
             shared,
             received: 0,
-            n_outputs: options.outputs.len(),
+            n_outputs: options.outputs.len() + usize::from(audio_port.is_some()),
             input_names,
             output_names,
+            audio_names,
+            audio_port,
+            audio_counters,
             client_name,
             sample_rate,
             buffer_size,
@@ -850,6 +935,12 @@ impl JackBackend {
                 .get(i.min(backend.output_names.len().saturating_sub(1)))
             {
                 connect(c, src, dst)?;
+            }
+        }
+        if let Some(a) = &options.audio {
+            for (i, dst) in a.connect.iter().enumerate() {
+                let n = backend.audio_names.len();
+                connect(c, &backend.audio_names[i.min(n - 1)], dst)?;
             }
         }
         Ok(backend)
@@ -875,6 +966,22 @@ impl JackBackend {
     /// Full names (`client:port`) of the output ports, by [`PortIndex`].
     pub fn output_port_names(&self) -> &[String] {
         &self.output_names
+    }
+
+    /// The output index whose note messages the synth renders as audio
+    /// (one past the MIDI outputs), when audio was asked for. **RT-safe.**
+    pub fn audio_port(&self) -> Option<PortIndex> {
+        self.audio_port
+    }
+
+    /// Full names of the audio output ports (empty without audio).
+    pub fn audio_port_names(&self) -> &[String] {
+        &self.audio_names
+    }
+
+    /// The synth's counters (`None` without audio). **RT-safe.**
+    pub fn audio_stats(&self) -> Option<AudioStats> {
+        self.audio_counters.as_ref().map(|c| c.stats())
     }
 
     /// The server's sample rate, Hz.
