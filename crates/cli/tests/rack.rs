@@ -258,7 +258,13 @@ fn a_wrong_key_or_an_unknown_label_is_a_clear_build_error() {
     let _w = Worker::start(&addr, &k);
     let scan = Scan::dirs(&[PathBuf::from(LADSPA)]);
 
-    let e = build(&remote_rack(&addr, &wrong, "amp_mono", 1), &scan, RATE, BLOCK).unwrap_err();
+    let e = build(
+        &remote_rack(&addr, &wrong, "amp_mono", 1),
+        &scan,
+        RATE,
+        BLOCK,
+    )
+    .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Remote);
     let m = e.message();
     assert!(
@@ -268,7 +274,6 @@ fn a_wrong_key_or_an_unknown_label_is_a_clear_build_error() {
         "{m}"
     );
     assert!(m.to_lowercase().contains("key"), "{m}");
-    eprintln!("wrong key: {m}");
 
     let e = build(
         &remote_rack(&addr, &k, "no_such_plugin", 1),
@@ -290,7 +295,13 @@ fn a_wrong_key_or_an_unknown_label_is_a_clear_build_error() {
          remote = {{ worker = \"{addr}\", key_file = \"{}\" }}\n",
         k.display()
     );
-    let e = build(&RackFile::parse(&text, "r.toml").unwrap(), &scan, RATE, BLOCK).unwrap_err();
+    let e = build(
+        &RackFile::parse(&text, "r.toml").unwrap(),
+        &scan,
+        RATE,
+        BLOCK,
+    )
+    .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Plugin);
     assert!(
         e.message()

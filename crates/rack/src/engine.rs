@@ -14,7 +14,10 @@
 //! allocate, lock, print or block — beyond each plugin's own run() and a
 //! remote stage's wait for its result, which ends at the deadline (a late
 //! result is counted and the middleware's late policy, dry pass-through,
-//! fills the output). Tests run them under `assert_no_alloc`.
+//! fills the output). A remote plugin stage checks its session's
+//! [`Link::connected`] (one atomic load) and, while the worker is away,
+//! passes audio through without waiting. Tests run them under
+//! `assert_no_alloc`.
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::file::{RackFile, RemoteSpec, StageKind, StageSpec};
@@ -178,22 +181,22 @@ impl Engine {
         let counters = &*self.counters;
         counters.cycles.fetch_add(1, Ordering::Relaxed);
         while let Ok(c) = self.controls.pop() {
-            match self.stages.get_mut(usize::from(c.stage)) {
-                Some(Stage::Local { instance, .. }) => {
-                    if instance.set_control(usize::from(c.port), c.value).is_ok() {
-                        counters.controls_applied.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
+            let port = usize::from(c.port);
+            let applied = match self.stages.get_mut(usize::from(c.stage)) {
+                Some(Stage::Local { instance, .. }) => instance.set_control(port, c.value).is_ok(),
                 Some(Stage::Remote {
                     plugin: Some(p), ..
-                }) => {
-                    let port = usize::from(c.port);
-                    if let Some(k) = p.ids.control_in_ports.iter().position(|&x| x == port) {
+                }) => match p.ids.control_in_ports.iter().position(|&x| x == port) {
+                    Some(k) => {
                         p.values[k] = c.value;
-                        counters.controls_applied.fetch_add(1, Ordering::Relaxed);
+                        true
                     }
-                }
-                _ => {}
+                    None => false,
+                },
+                _ => false,
+            };
+            if applied {
+                counters.controls_applied.fetch_add(1, Ordering::Relaxed);
             }
         }
         if frames > self.block_size {
