@@ -113,13 +113,28 @@ pub fn run(a: RackArgs) -> anyhow::Result<Outcome> {
         host.input_ports(),
         host.output_ports()
     );
+    let rate = f64::from(host.sample_rate());
     for s in host.control().stages() {
         let ctl: Vec<String> = s
             .controls
             .iter()
             .map(|(n, _, v)| format!("{n}={v}"))
             .collect();
-        eprintln!("  stage {}: {} [{}]", s.name, s.description, ctl.join(", "));
+        let latency = if s.latency_frames > 0 {
+            format!(
+                ", latency {} frames ({:.2} ms)",
+                s.latency_frames,
+                s.latency_frames as f64 * 1000.0 / rate
+            )
+        } else {
+            String::new()
+        };
+        eprintln!(
+            "  stage {}: {} [{}]{latency}",
+            s.name,
+            s.description,
+            ctl.join(", ")
+        );
     }
     eprintln!("firmtime rack: type `stage.port = value` to change a control; SIGINT stops");
     let (tx, rx) = std::sync::mpsc::channel::<String>();
@@ -197,12 +212,13 @@ pub fn run(a: RackArgs) -> anyhow::Result<Outcome> {
     );
     for s in &stats.stages {
         println!(
-            "  {}: {} runs, mean {:.1} µs, max {:.1} µs, {} late",
+            "  {}: {} runs, mean {:.1} µs, max {:.1} µs, {} late, latency {} frames",
             s.name,
             s.runs,
             s.mean_ns as f64 / 1e3,
             s.max_ns as f64 / 1e3,
-            s.late
+            s.late,
+            s.latency_frames
         );
     }
     Ok(if shut { Outcome::Failed } else { Outcome::Ok })

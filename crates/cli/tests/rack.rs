@@ -1,6 +1,19 @@
-//! `firmtime rack`: rack-file errors and a local chain on a dummy JACK server.
+//! `firmtime rack`: rack-file errors, a local chain on a dummy JACK server,
+//! and remote plugin stages on a real `firmtime net worker --plugin-dir`
+//! child on loopback, driven through the engine over plain buffers (no
+//! JACK) under `assert_no_alloc`.
 
-use std::process::{Command, Output, Stdio};
+use assert_no_alloc::assert_no_alloc;
+use firmtime_ladspa::Scan;
+use firmtime_rack::{build, Engine, ErrorKind, RackFile};
+use firmtime_rt::clock::monotonic_ns;
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+#[global_allocator]
+static ALLOC: assert_no_alloc::AllocDisabler = assert_no_alloc::AllocDisabler;
 
 fn firmtime(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_firmtime"))
@@ -76,4 +89,261 @@ fn a_local_chain_runs_on_a_dummy_server() {
     assert_eq!(v["stats"]["stages"][0]["runs"].as_u64().unwrap(), cycles);
     std::fs::remove_file(p).unwrap();
     std::fs::remove_file(json).unwrap();
+}
+
+const LADSPA: &str = "/usr/lib/ladspa";
+
+/// A `firmtime net worker --key K --plugin-dir /usr/lib/ladspa` child, killed on drop.
+struct Worker(Child);
+
+impl Worker {
+    fn start(listen: &str, key: &Path) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_firmtime"))
+            .args(["net", "worker", "--listen", listen, "--priority", "other"])
+            .arg("--key")
+            .arg(key)
+            .args(["--plugin-dir", LADSPA])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut err = BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        loop {
+            line.clear();
+            assert!(err.read_line(&mut line).unwrap() > 0, "worker ended early");
+            if line.starts_with("ready") {
+                break;
+            }
+        }
+        // Keep draining so that the worker never blocks on a full pipe.
+        std::thread::spawn(move || {
+            let mut sink = String::new();
+            while err.read_line(&mut sink).unwrap_or(0) > 0 {
+                sink.clear();
+            }
+        });
+        Worker(child)
+    }
+
+    fn kill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn free_addr() -> String {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().to_string()
+}
+
+fn have_amp(test: &str) -> bool {
+    let ok = Path::new(LADSPA).join("amp.so").exists();
+    if !ok {
+        eprintln!("skipping {test}: {LADSPA}/amp.so missing (apt install ladspa-sdk)");
+    }
+    ok
+}
+
+fn key(name: &str, bytes: &[u8]) -> PathBuf {
+    let p = std::env::temp_dir().join(format!("firmtime-rack-{}-{name}", std::process::id()));
+    std::fs::write(&p, bytes).unwrap();
+    p
+}
+
+fn remote_rack(worker: &str, key: &Path, label: &str, window: u8) -> RackFile {
+    let text = format!(
+        "deadline = 1.0\n[[stage]]\nname = \"far\"\nplugin = \"{label}\"\ncontrols = {{ Gain = 0.5 }}\n\
+         remote = {{ worker = \"{worker}\", key_file = \"{}\", window = {window} }}\n",
+        key.display()
+    );
+    RackFile::parse(&text, "remote.toml").unwrap()
+}
+
+/// 64 frames at 4 kHz: a 16 ms period, ample for loopback.
+const RATE: u32 = 4_000;
+const BLOCK: usize = 64;
+
+fn signal(period: usize) -> Vec<f32> {
+    (0..BLOCK)
+        .map(|i| ((period * BLOCK + i) as f32 * 0.37).sin())
+        .collect()
+}
+
+/// One period through `engine` (under assert_no_alloc); returns the output.
+fn run(engine: &mut Engine, input: &[f32]) -> Vec<f32> {
+    engine.input_mut(0).copy_from_slice(input);
+    assert_no_alloc(|| engine.process(BLOCK, monotonic_ns()));
+    engine.output(0).to_vec()
+}
+
+#[test]
+fn a_remote_plugin_stage_equals_the_local_plugin_delayed_by_its_window() {
+    if !have_amp("remote plugin stage") {
+        return;
+    }
+    let k = key("good.key", b"0123456789abcdef0123456789abcdef");
+    let addr = free_addr();
+    let _w = Worker::start(&addr, &k);
+    let scan = Scan::dirs(&[PathBuf::from(LADSPA)]);
+    let local = RackFile::parse(
+        "[[stage]]\nname = \"g\"\nplugin = \"amp_mono\"\ncontrols = { Gain = 0.5 }\n",
+        "local.toml",
+    )
+    .unwrap();
+    let (mut reference, mut ref_control) = build(&local, &scan, RATE, BLOCK).unwrap();
+    let (mut engine, mut control) =
+        build(&remote_rack(&addr, &k, "amp_mono", 1), &scan, RATE, BLOCK).unwrap();
+    let info = &control.stages()[0];
+    assert!(
+        info.description.starts_with("remote amp_mono @ 127.0.0.1:"),
+        "{info:?}"
+    );
+    assert!(info.description.ends_with("window 1"), "{info:?}");
+    assert_eq!(info.controls, vec![("Gain".to_string(), 0, 0.5)]);
+    assert_eq!(info.latency_frames, BLOCK as u64);
+
+    let periods = 40;
+    let mut want_local: Vec<Vec<f32>> = Vec::new();
+    let mut delivered = 0;
+    let mut last_late = 0;
+    for n in 0..periods {
+        if n == periods / 2 {
+            // A control change reaches the worker with the next period's input.
+            control.apply_line("far.Gain = 2").unwrap();
+            ref_control.apply_line("g.Gain = 2").unwrap();
+        }
+        let x = signal(n);
+        want_local.push(run(&mut reference, &x));
+        let y = run(&mut engine, &x);
+        let late = control.stats().stages[0].late;
+        if n == 0 {
+            // Priming: no result can exist yet, the input passes through.
+            assert_eq!(y, x, "period 0");
+            assert_eq!(late, 0);
+        } else if late == last_late {
+            // Window 1: the local plugin's output of the period before, bit for bit.
+            assert_eq!(y, want_local[n - 1], "period {n}");
+            delivered += 1;
+        } else {
+            assert_eq!(y, x, "late period {n} is not dry");
+        }
+        last_late = late;
+    }
+    assert!(delivered > 0, "no result came back: {:?}", control.stats());
+    let st = control.stats();
+    assert_eq!(st.stages[0].runs, periods as u64);
+    assert_eq!(st.stages[0].latency_frames, BLOCK as u64);
+    assert_eq!(st.controls_applied, 1);
+    drop(engine);
+    control.close();
+    std::fs::remove_file(k).unwrap();
+}
+
+#[test]
+fn a_wrong_key_or_an_unknown_label_is_a_clear_build_error() {
+    if !have_amp("remote build errors") {
+        return;
+    }
+    let k = key("ok.key", b"0123456789abcdef0123456789abcdef");
+    let wrong = key("wrong.key", b"fedcba9876543210fedcba9876543210");
+    let addr = free_addr();
+    let _w = Worker::start(&addr, &k);
+    let scan = Scan::dirs(&[PathBuf::from(LADSPA)]);
+
+    let e = build(
+        &remote_rack(&addr, &wrong, "amp_mono", 1),
+        &scan,
+        RATE,
+        BLOCK,
+    )
+    .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Remote);
+    let m = e.message();
+    assert!(
+        m.starts_with(&format!(
+            "remote.toml:2:1: stage \"far\": plugin amp_mono on worker {addr}: "
+        )),
+        "{m}"
+    );
+    assert!(m.to_lowercase().contains("key"), "{m}");
+
+    let e = build(
+        &remote_rack(&addr, &k, "no_such_plugin", 1),
+        &scan,
+        RATE,
+        BLOCK,
+    )
+    .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Remote);
+    assert!(
+        e.message()
+            .contains("this worker has no plugin 'no_such_plugin'"),
+        "{e}"
+    );
+
+    // A control the remote plugin does not have, checked against its description.
+    let text = format!(
+        "[[stage]]\nplugin = \"amp_mono\"\ncontrols = {{ Volume = 1 }}\n\
+         remote = {{ worker = \"{addr}\", key_file = \"{}\" }}\n",
+        k.display()
+    );
+    let e = build(
+        &RackFile::parse(&text, "r.toml").unwrap(),
+        &scan,
+        RATE,
+        BLOCK,
+    )
+    .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Plugin);
+    assert!(
+        e.message()
+            .starts_with("r.toml:1:1: plugin amp_mono has no control input \"Volume\""),
+        "{e}"
+    );
+    std::fs::remove_file(k).unwrap();
+    std::fs::remove_file(wrong).unwrap();
+}
+
+#[test]
+fn a_killed_worker_turns_the_stage_dry_and_counts_late_periods() {
+    if !have_amp("killed worker") {
+        return;
+    }
+    let k = key("kill.key", b"0123456789abcdef0123456789abcdef");
+    let addr = free_addr();
+    let mut w = Worker::start(&addr, &k);
+    let scan = Scan::dirs(&[PathBuf::from(LADSPA)]);
+    let (mut engine, control) =
+        build(&remote_rack(&addr, &k, "amp_mono", 0), &scan, RATE, BLOCK).unwrap();
+    let mut delivered = 0;
+    for n in 0..10 {
+        let x = signal(n);
+        let y = run(&mut engine, &x);
+        let half: Vec<f32> = x.iter().map(|v| v * 0.5).collect();
+        assert!(y == half || y == x, "period {n}: neither wet nor dry");
+        delivered += usize::from(y == half);
+    }
+    assert!(delivered > 0, "no result came back: {:?}", control.stats());
+    let late_before = control.stats().stages[0].late;
+    w.kill();
+    let after = 30;
+    for n in 10..10 + after {
+        let x = signal(n);
+        // Window 0 and no worker: every period passes its input through.
+        assert_eq!(run(&mut engine, &x), x, "period {n}");
+    }
+    let st = control.stats();
+    assert_eq!(st.stages[0].late - late_before, after as u64, "{st:?}");
+    assert_eq!(st.stages[0].runs, 10 + after as u64);
+    drop(engine);
+    control.close();
+    std::fs::remove_file(k).unwrap();
 }

@@ -14,12 +14,17 @@
 //! allocate, lock, print or block — beyond each plugin's own run() and a
 //! remote stage's wait for its result, which ends at the deadline (a late
 //! result is counted and the middleware's late policy, dry pass-through,
-//! fills the output). Tests run them under `assert_no_alloc`.
+//! fills the output). A remote plugin stage checks its session's
+//! [`Link::connected`] (one atomic load) and, while the worker is away,
+//! passes audio through without waiting. Tests run them under
+//! `assert_no_alloc`.
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::file::{RackFile, StageKind};
+use crate::file::{RackFile, RemoteSpec, StageKind, StageSpec};
 use crate::MAX_CHANNELS;
-use firmtime_ladspa::{Direction as PortDir, Instance, PortKind, Scan};
+use firmtime_ladspa::ffi::LADSPA_PortRangeHint;
+use firmtime_ladspa::{Direction as PortDir, Hints, Instance, PortKind, Scan};
+use firmtime_net::remote::{describe, PluginBlocks, PluginSetup, MAX_FRAMES};
 use firmtime_net::{
     connect, BlockId, BlockSet, Deadline, Direction, Key, LatePolicy, Link, Master, Outcome,
     SessionConfig, Transform, Work, WorkMode,
@@ -34,6 +39,10 @@ use std::time::Duration;
 
 /// Control changes that fit in the ring between controller and engine.
 const CONTROL_RING: usize = 256;
+
+/// How long build() waits for a worker to answer (describe, setup), and
+/// the session's heartbeat timeout.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// One control change for the engine: a stage's control port and its value.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -74,7 +83,20 @@ enum Stage {
         master: Box<Master>,
         ins: Vec<BlockId<f32>>,
         outs: Vec<BlockId<f32>>,
+        /// `Some` for a real plugin hosted by the worker.
+        plugin: Option<RemotePlugin>,
     },
+}
+
+/// The plugin part of a remote plugin stage, on the RT side.
+struct RemotePlugin {
+    ids: PluginBlocks,
+    /// Current control input values, in `ids.control_in_ports` order.
+    values: Vec<f32>,
+    /// The session's controller: [`Link::connected`] is RT-safe, so the
+    /// stage passes audio through without waiting while the worker is away.
+    /// Dropping the engine closes the session.
+    link: Link,
 }
 
 impl Stage {
@@ -159,10 +181,22 @@ impl Engine {
         let counters = &*self.counters;
         counters.cycles.fetch_add(1, Ordering::Relaxed);
         while let Ok(c) = self.controls.pop() {
-            if let Some(Stage::Local { instance, .. }) = self.stages.get_mut(usize::from(c.stage)) {
-                if instance.set_control(usize::from(c.port), c.value).is_ok() {
-                    counters.controls_applied.fetch_add(1, Ordering::Relaxed);
-                }
+            let port = usize::from(c.port);
+            let applied = match self.stages.get_mut(usize::from(c.stage)) {
+                Some(Stage::Local { instance, .. }) => instance.set_control(port, c.value).is_ok(),
+                Some(Stage::Remote {
+                    plugin: Some(p), ..
+                }) => match p.ids.control_in_ports.iter().position(|&x| x == port) {
+                    Some(k) => {
+                        p.values[k] = c.value;
+                        true
+                    }
+                    None => false,
+                },
+                _ => false,
+            };
+            if applied {
+                counters.controls_applied.fetch_add(1, Ordering::Relaxed);
             }
         }
         if frames > self.block_size {
@@ -194,17 +228,50 @@ impl Engine {
                         bufs[c][..frames].copy_from_slice(&src[..frames]);
                     }
                 }
-                Stage::Remote { master, ins, outs } => {
-                    for (c, &id) in ins.iter().enumerate() {
-                        let dst = master.blocks_mut().get_mut(id);
-                        dst[..frames].copy_from_slice(&bufs[c][..frames]);
-                        dst[frames..].fill(0.0);
-                    }
-                    let report = master.process(deadline);
-                    late = report.outcome == Outcome::Late;
-                    for (c, &id) in outs.iter().enumerate() {
-                        let src = master.blocks().get(id);
-                        bufs[c][..frames].copy_from_slice(&src[..frames]);
+                Stage::Remote {
+                    master,
+                    ins,
+                    outs,
+                    plugin,
+                } => {
+                    if plugin.as_ref().is_some_and(|p| !p.link.connected()) {
+                        // The worker is known to be away: dry without waiting.
+                        late = true;
+                        for b in bufs.iter_mut().take(outs.len()).skip(ins.len()) {
+                            b[..frames].fill(0.0);
+                        }
+                    } else {
+                        for (c, &id) in ins.iter().enumerate() {
+                            let dst = master.blocks_mut().get_mut(id);
+                            dst[..frames].copy_from_slice(&bufs[c][..frames]);
+                            dst[frames..].fill(0.0);
+                        }
+                        if let Some(p) = plugin.as_ref() {
+                            let b = master.blocks_mut();
+                            if let Some(f) = p.ids.frames_in {
+                                b.get_mut(f)[0] = frames as i32;
+                            }
+                            if let Some(cb) = p.ids.control_in {
+                                b.get_mut(cb).copy_from_slice(&p.values);
+                            }
+                        }
+                        let report = master.process(deadline);
+                        late = report.outcome == Outcome::Late;
+                        let b = master.blocks();
+                        // A delivered plugin result says how many frames it holds.
+                        let done = match (
+                            report.outcome,
+                            plugin.as_ref().and_then(|p| p.ids.frames_out),
+                        ) {
+                            (Outcome::Delivered, Some(f)) => {
+                                (b.get(f)[0].max(0) as usize).min(frames)
+                            }
+                            _ => frames,
+                        };
+                        for (c, &id) in outs.iter().enumerate() {
+                            bufs[c][..done].copy_from_slice(&b.get(id)[..done]);
+                            bufs[c][done..frames].fill(0.0);
+                        }
                     }
                 }
             }
@@ -232,6 +299,9 @@ pub struct StageInfo {
     pub description: String,
     /// Control inputs: name, port index and current value.
     pub controls: Vec<(String, usize, f32)>,
+    /// Frames a remote stage delays its audio by: window × block size
+    /// (0 for a local stage).
+    pub latency_frames: u64,
 }
 
 /// One stage's counters.
@@ -246,8 +316,11 @@ pub struct StageStats {
     pub mean_ns: u64,
     /// Longest time in the stage, ns.
     pub max_ns: u64,
-    /// Cycles whose remote result was late (dry pass-through instead).
+    /// Cycles whose remote result was late or whose worker was away (dry
+    /// pass-through instead).
     pub late: u64,
+    /// Frames the stage delays its audio by (window × block size; 0 local).
+    pub latency_frames: u64,
 }
 
 /// Counters of a whole rack.
@@ -417,6 +490,7 @@ impl RackControl {
                         mean_ns: s.time_sum_ns.load(Ordering::Relaxed) / runs.max(1),
                         max_ns: s.time_max_ns.load(Ordering::Relaxed),
                         late: s.late.load(Ordering::Relaxed),
+                        latency_frames: i.latency_frames,
                     }
                 })
                 .collect(),
@@ -444,16 +518,80 @@ fn resolve_worker(spec: &str, at: &str) -> Result<SocketAddr> {
         })
 }
 
+/// The control inputs `ports` (name, port index, hints) with their
+/// defaults, then the values `spec` sets, each checked against its range.
+fn resolve_controls(
+    at: &str,
+    label: &str,
+    ports: &[(String, usize, Hints)],
+    spec: &StageSpec,
+    sample_rate: u32,
+) -> Result<Vec<(String, usize, f32)>> {
+    let rate = sample_rate as f32;
+    let mut controls: Vec<(String, usize, f32)> = ports
+        .iter()
+        .map(|(name, index, h)| {
+            let v = h.default_value(rate).or(h.bounds(rate).0).unwrap_or(0.0);
+            (name.clone(), *index, v)
+        })
+        .collect();
+    for (name, value) in &spec.controls {
+        let Some(k) = controls
+            .iter()
+            .position(|(n, i, _)| n == name || i.to_string() == *name)
+        else {
+            return Err(Error::new(
+                ErrorKind::Plugin,
+                format!(
+                    "{at}: plugin {label} has no control input {name:?}; its controls: {}",
+                    controls
+                        .iter()
+                        .map(|(n, i, _)| format!("\"{n}\" (port {i})"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ));
+        };
+        let (lo, hi) = ports[k].2.bounds(rate);
+        if lo.is_some_and(|lo| *value < lo) || hi.is_some_and(|hi| *value > hi) {
+            let f = |v: Option<f32>| v.map_or("...".to_string(), |v| format!("{v}"));
+            return Err(Error::new(
+                ErrorKind::Plugin,
+                format!(
+                    "{at}: plugin {label}: control \"{}\" = {value} is outside its range {} to {}",
+                    ports[k].0,
+                    f(lo),
+                    f(hi)
+                ),
+            ));
+        }
+        controls[k].2 = *value;
+    }
+    Ok(controls)
+}
+
+fn key_of(r: &RemoteSpec, at: &str) -> Result<Option<Key>> {
+    match &r.key_file {
+        None => Ok(None),
+        Some(p) => Ok(Some(Key::from_file(p).map_err(|e| {
+            Error::new(ErrorKind::Remote, format!("{at}: key file: {e}"))
+        })?)),
+    }
+}
+
 /// Builds a rack at `sample_rate` with `block_size`-frame buffers: finds
 /// each local plugin in `scan`, instantiates, sets and activates it, and
-/// sets up each remote stage's session.
+/// sets up each remote stage's session. A remote plugin stage asks its
+/// worker to describe the plugin (its ports and hints check the stage's
+/// controls), then sets up a stream whose worker instantiates the plugin
+/// at `sample_rate` for blocks of `block_size`.
 ///
 /// # Errors
 /// [`ErrorKind::Plugin`] for a plugin not found, an unknown control name, a
 /// value out of range, or channel counts that do not chain (each message
 /// starts `FILE:LINE:COL`); [`ErrorKind::Remote`] when a worker cannot be
-/// reached or refuses (wrong key, window), or for a remote real plugin,
-/// which this build's workers cannot host yet;
+/// reached or refuses (wrong key, window, a plugin it does not have or
+/// may not load: the message is the worker's);
 /// [`ErrorKind::InvalidInput`] for more than [`MAX_CHANNELS`] channels or
 /// a zero rate or block size.
 pub fn build(
@@ -489,53 +627,13 @@ pub fn build(
                 };
                 let audio_in = ports(PortKind::Audio, PortDir::Input);
                 let audio_out = ports(PortKind::Audio, PortDir::Output);
-                let rate = sample_rate as f32;
-                let mut controls: Vec<(String, usize, f32)> = pinfo
+                let ports: Vec<(String, usize, Hints)> = pinfo
                     .ports
                     .iter()
                     .filter(|p| p.is_control_input())
-                    .map(|p| {
-                        let v = p
-                            .hints
-                            .default_value(rate)
-                            .or(p.hints.bounds(rate).0)
-                            .unwrap_or(0.0);
-                        (p.name.clone(), p.index, v)
-                    })
+                    .map(|p| (p.name.clone(), p.index, p.hints))
                     .collect();
-                for (name, value) in &spec.controls {
-                    let Some(c) = controls
-                        .iter_mut()
-                        .find(|(n, i, _)| n == name || i.to_string() == *name)
-                    else {
-                        return Err(Error::new(
-                            ErrorKind::Plugin,
-                            format!(
-                                "{at}: plugin {} has no control input {name:?}; its controls: {}",
-                                pinfo.label,
-                                controls
-                                    .iter()
-                                    .map(|(n, i, _)| format!("\"{n}\" (port {i})"))
-                                    .collect::<Vec<_>>()
-                                    .join(", ")
-                            ),
-                        ));
-                    };
-                    let port = &pinfo.ports[c.1];
-                    let (lo, hi) = port.hints.bounds(rate);
-                    if lo.is_some_and(|lo| *value < lo) || hi.is_some_and(|hi| *value > hi) {
-                        return Err(Error::new(
-                            ErrorKind::Plugin,
-                            format!(
-                                "{at}: plugin {}: control \"{}\" = {value} is outside its range {}",
-                                pinfo.label,
-                                port.name,
-                                port.range_text(rate)
-                            ),
-                        ));
-                    }
-                    c.2 = *value;
-                }
+                let controls = resolve_controls(&at, &pinfo.label, &ports, spec, sample_rate)?;
                 let mut instance = plugin.instantiate(sample_rate, block_size)?;
                 for (_, port, v) in &controls {
                     instance
@@ -547,6 +645,7 @@ pub fn build(
                     name: spec.name.clone(),
                     description: format!("local {}", pinfo.label),
                     controls,
+                    latency_frames: 0,
                 };
                 (
                     Stage::Local {
@@ -560,15 +659,81 @@ pub fn build(
                 )
             }
             (StageKind::Plugin(label), Some(r)) => {
-                return Err(Error::new(
-                    ErrorKind::Remote,
-                    format!(
-                        "{at}: stage {:?} asks worker {} to host plugin {label}, but this build's \
-                         workers only run their built-in load: use work = {{ fraction = F }} \
-                         (remote plugins arrive with `firmtime net worker --plugin-dir`)",
-                        spec.name, r.worker
-                    ),
-                ))
+                let worker = resolve_worker(&r.worker, &at)?;
+                let key = key_of(r, &at)?;
+                let remote_err = |e: firmtime_net::Error| {
+                    Error::new(
+                        ErrorKind::Remote,
+                        format!(
+                            "{at}: stage {:?}: plugin {label} on worker {worker}: {e}",
+                            spec.name
+                        ),
+                    )
+                };
+                let max_frames = u32::try_from(block_size)
+                    .ok()
+                    .filter(|&n| n <= MAX_FRAMES)
+                    .ok_or_else(|| {
+                        Error::new(
+                            ErrorKind::InvalidInput,
+                            format!(
+                                "{at}: a block of {block_size} frames is more than a remote \
+                                 plugin takes ({MAX_FRAMES})"
+                            ),
+                        )
+                    })?;
+                let desc =
+                    describe(worker, key.clone(), label, CONNECT_TIMEOUT).map_err(remote_err)?;
+                let ports: Vec<(String, usize, Hints)> = desc
+                    .ports
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, p)| p.input && !p.audio)
+                    .map(|(i, p)| {
+                        let h = Hints::from_raw(LADSPA_PortRangeHint {
+                            HintDescriptor: p.hint,
+                            LowerBound: p.lower,
+                            UpperBound: p.upper,
+                        });
+                        (p.name.clone(), i, h)
+                    })
+                    .collect();
+                let controls = resolve_controls(&at, &desc.label, &ports, spec, sample_rate)?;
+                let (blocks, ids) = desc.blocks(max_frames);
+                let mut sc = SessionConfig::new(worker, period_ns.max(1));
+                sc.key = key;
+                sc.window = r.window;
+                sc.late_policy = Some(LatePolicy::Dry);
+                sc.timeout = CONNECT_TIMEOUT;
+                sc.plugin = Some(PluginSetup {
+                    plugin: label.clone(),
+                    sample_rate,
+                    max_frames,
+                    ports: desc.ports.clone(),
+                });
+                let (master, link) = connect(sc, blocks).map_err(remote_err)?;
+                let values = ids
+                    .control_in_ports
+                    .iter()
+                    .map(|p| controls.iter().find(|c| c.1 == *p).map_or(0.0, |c| c.2))
+                    .collect();
+                let info = StageInfo {
+                    name: spec.name.clone(),
+                    description: format!("remote {} @ {} window {}", desc.label, worker, r.window),
+                    controls,
+                    latency_frames: u64::from(r.window) * block_size as u64,
+                };
+                (
+                    Stage::Remote {
+                        master: Box::new(master),
+                        ins: ids.audio_in.iter().map(|&(_, id)| id).collect(),
+                        outs: ids.audio_out.iter().map(|&(_, id)| id).collect(),
+                        plugin: Some(RemotePlugin { ids, values, link }),
+                    },
+                    info,
+                    None,
+                    None,
+                )
             }
             (StageKind::Work { .. }, None) => {
                 return Err(Error::new(
@@ -579,12 +744,7 @@ pub fn build(
             (StageKind::Work { work, channels }, Some(r)) => {
                 let ch = channels.or(prev_out).unwrap_or(1);
                 let worker = resolve_worker(&r.worker, &at)?;
-                let key = match &r.key_file {
-                    None => None,
-                    Some(p) => Some(Key::from_file(p).map_err(|e| {
-                        Error::new(ErrorKind::Remote, format!("{at}: key file: {e}"))
-                    })?),
-                };
+                let key = key_of(r, &at)?;
                 let mut blocks = BlockSet::new();
                 let mut ins = Vec::with_capacity(ch);
                 let mut outs = Vec::with_capacity(ch);
@@ -619,12 +779,14 @@ pub fn build(
                         r.window
                     ),
                     controls: vec![("fraction".into(), 0, work.fraction as f32)],
+                    latency_frames: u64::from(r.window) * block_size as u64,
                 };
                 (
                     Stage::Remote {
                         master: Box::new(master),
                         ins,
                         outs,
+                        plugin: None,
                     },
                     info,
                     Some(*work),

@@ -18,7 +18,6 @@ use jack::{
     AudioIn, AudioOut, Client, ClientStatus, Control, NotificationHandler, Port, ProcessHandler,
     ProcessScope,
 };
-use std::ffi::{c_char, CString};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -37,60 +36,8 @@ pub struct HostOptions {
 
 /// Opens a JACK client on `server` (or the default), never starting a server.
 fn open_client(name: &str, server: Option<&str>) -> Result<Client> {
-    type OpenFn = unsafe extern "C" fn(
-        *const c_char,
-        jack_sys::jack_options_t,
-        *mut jack_sys::jack_status_t,
-        ...
-    ) -> *mut jack_sys::jack_client_t;
-    let jack_err = |m: String| Error::new(ErrorKind::Jack, m);
-    let lib = jack_sys::library().map_err(|e| {
-        jack_err(format!(
-            "cannot load libjack ({e}): install JACK (Debian: apt-get install jackd2)"
-        ))
-    })?;
-    // SAFETY: jack_client_open has exactly this C signature in every libjack
-    // (jack/jack.h: const char *, jack_options_t, jack_status_t *, ...).
-    let open: OpenFn = match unsafe { lib.get::<OpenFn>(b"jack_client_open\0") } {
-        Ok(sym) => *sym,
-        Err(e) => {
-            return Err(jack_err(format!(
-                "libjack has no jack_client_open ({e}): reinstall JACK"
-            )))
-        }
-    };
-    let cname = CString::new(name)
-        .map_err(|_| jack_err(format!("JACK client name {name:?} contains a NUL byte")))?;
-    let sname = server
-        .map(CString::new)
-        .transpose()
-        .map_err(|_| jack_err("JACK server name contains a NUL byte".into()))?;
-    let mut status: jack_sys::jack_status_t = 0;
-    let raw = match &sname {
-        // SAFETY: valid NUL-terminated strings that outlive the call; with
-        // JackServerName libjack reads exactly one extra `const char *`.
-        Some(s) => unsafe {
-            open(
-                cname.as_ptr(),
-                jack_sys::JackNoStartServer | jack_sys::JackServerName,
-                &mut status,
-                s.as_ptr(),
-            )
-        },
-        // SAFETY: as above, without the variadic argument.
-        None => unsafe { open(cname.as_ptr(), jack_sys::JackNoStartServer, &mut status) },
-    };
-    if raw.is_null() {
-        let st = ClientStatus::from_bits_truncate(status);
-        return Err(jack_err(format!(
-            "cannot open JACK client {name:?} on {:?} (status {st:?}): is a JACK server \
-             running? Start one, or use a private dummy server (--jack-dummy)",
-            server.unwrap_or("the default server")
-        )));
-    }
-    // SAFETY: `raw` is a client jack_client_open just returned; the Client
-    // owns it from now on and closes it on drop.
-    Ok(unsafe { Client::from_raw(raw) })
+    firmtime_midi::jack::open_client(name, server)
+        .map_err(|e| Error::new(ErrorKind::Jack, e.message()))
 }
 
 struct Notifier {

@@ -109,7 +109,7 @@ fn build_errors_name_the_stage_line() {
         ),
         "{e}"
     );
-    // A remote real plugin needs a plugin-hosting worker.
+    // A remote plugin stage whose worker does not answer.
     let text = "[[stage]]\nplugin = \"amp_mono\"\nremote = { worker = \"127.0.0.1:9\" }\n";
     let e = build(&RackFile::parse(text, "r.toml").unwrap(), &scan, 48_000, 64).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Remote);

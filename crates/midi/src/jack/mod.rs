@@ -439,8 +439,14 @@ impl JackOptions {
 /// reentrant-safe in every version).
 static OPEN_LOCK: Mutex<()> = Mutex::new(());
 
-/// Opens a JACK client on `server` (or the default), never starting a server.
-pub(crate) fn open_client(name: &str, server: Option<&str>) -> Result<Client, Error> {
+/// Opens a JACK client `name` on `server` (or the default), never starting
+/// a server. Shared with other JACK clients of firmtime (the rack).
+///
+/// # Errors
+/// [`ErrorKind::NotInstalled`] without libjack; [`ErrorKind::InvalidInput`]
+/// for a name with a NUL byte; [`ErrorKind::ServerUnavailable`] when no
+/// server of that name answers (the message says how to start one).
+pub fn open_client(name: &str, server: Option<&str>) -> Result<Client, Error> {
     type OpenFn = unsafe extern "C" fn(
         *const c_char,
         jack_sys::jack_options_t,
