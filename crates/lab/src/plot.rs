@@ -453,7 +453,10 @@ impl<'a> Series<'a> {
 
 /// Writes a line/point plot of `(x, y)` series on linear axes, one colour
 /// per series (points joined in the order given), with a legend. The axes
-/// span every finite point (and error bar) with a 5 % margin.
+/// span every finite point (and error bar) with a 5 % margin. When every x
+/// is within 0.2 of a whole number (tap or trial numbers, possibly nudged
+/// apart), the x axis is labelled with whole numbers only and spans half a
+/// unit beyond the first and last.
 ///
 /// # Errors
 ///
@@ -545,19 +548,39 @@ pub fn chart_png(
     if x0 > x1 {
         return Err(nothing_to_plot(path.display().to_string().as_str()));
     }
+    // Counts on x (tap or trial numbers, maybe nudged apart): whole-number ticks.
+    let counts = series.iter().all(|s| {
+        s.points
+            .iter()
+            .filter(|(x, y)| x.is_finite() && y.is_finite())
+            .all(|(x, _)| (x - x.round()).abs() <= 0.2)
+    });
     ensure_font()?;
-    let xr = padded(x0, x1);
+    let xr = if counts {
+        (x0.round() - 0.5)..(x1.round() + 0.5)
+    } else {
+        padded(x0, x1)
+    };
+    let whole = |v: &f64| {
+        if (v - v.round()).abs() < 1e-6 {
+            format!("{v:.0}")
+        } else {
+            String::new()
+        }
+    };
+    let x_ticks = ((x1.round() - x0.round()) as usize + 1).clamp(2, 12);
     let cap = (xr.end - xr.start) * 0.006;
     let root = canvas(path)?;
     let mut chart = chart(&root, path, title, 70, xr, padded(y0, y1))?;
-    chart
-        .configure_mesh()
-        .x_desc(x_label)
+    let mut mesh = chart.configure_mesh();
+    mesh.x_desc(x_label)
         .y_desc(y_label)
         .label_style((FAMILY, 14))
-        .axis_desc_style((FAMILY, 16))
-        .draw()
-        .map_err(|e| draw_err(path, e))?;
+        .axis_desc_style((FAMILY, 16));
+    if counts {
+        mesh.x_labels(x_ticks).x_label_formatter(&whole);
+    }
+    mesh.draw().map_err(|e| draw_err(path, e))?;
     for (i, s) in series.iter().enumerate() {
         let (r, g, b) = s.color.unwrap_or(SERIES_COLORS[i % SERIES_COLORS.len()]);
         let c = RGBColor(r, g, b);
