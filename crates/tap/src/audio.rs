@@ -69,6 +69,37 @@ pub fn synth_options(e: &Experiment) -> Result<Option<SynthOptions>> {
     }))
 }
 
+/// The synth settings for replaying a trial of `e` through audio
+/// (`firmtime tap replay --audio`): `e`'s `[output]` sound and level (a
+/// click at −6 dBFS without an experiment), and its masking notes rendered
+/// as `[masking]` noise (colour and level) whatever its masking source,
+/// unless the masking channel is also a feedback or metronome channel.
+pub fn replay_synth(e: Option<&Experiment>) -> SynthOptions {
+    let Some(e) = e else {
+        return SynthOptions::default();
+    };
+    let nc = e.masking.channel.midi();
+    let mut used = vec![e.metronome.channel];
+    used.extend(e.metronome.pattern_channels.as_slice().iter().copied());
+    used.extend(e.feedback.on.then_some(e.feedback.channel));
+    used.extend(e.feedback2.on.then_some(e.feedback2.channel));
+    let shared = used.iter().any(|c| c.midi() == nc);
+    SynthOptions {
+        sound: match e.output.sound {
+            crate::experiment::Sound::Click => Sound::Click,
+            crate::experiment::Sound::Tone => Sound::Tone,
+        },
+        level_dbfs: e.output.level_dbfs,
+        noise_channel: (!shared).then_some(nc),
+        noise: match e.masking.noise {
+            MaskNoise::White => NoiseColor::White,
+            MaskNoise::Pink => NoiseColor::Pink,
+        },
+        noise_level_dbfs: e.masking.level_dbfs,
+        ..SynthOptions::default()
+    }
+}
+
 /// The one synth setting for a session of experiments (`None`: no audio).
 ///
 /// # Errors
@@ -217,6 +248,19 @@ mod tests {
         assert!(msg.contains("line 4"), "{msg}");
         assert!(msg.contains("column"), "{msg}");
         assert!(msg.contains("brown") || msg.contains("white"), "{msg}");
+    }
+
+    #[test]
+    fn replay_synth_renders_masking_as_noise_unless_its_channel_is_shared() {
+        assert_eq!(replay_synth(None), SynthOptions::default());
+        let e = exp("[output]\nsound = \"tone\"\n[masking]\nnoise = \"pink\"\nlevel_dbfs = -30\n");
+        let s = replay_synth(Some(&e));
+        assert_eq!(
+            (s.sound, s.noise_channel, s.noise, s.noise_level_dbfs),
+            (Sound::Tone, Some(15), NoiseColor::Pink, -30.0)
+        );
+        let shared = exp("[feedback]\nchannel = 16\n[masking]\n");
+        assert_eq!(replay_synth(Some(&shared)).noise_channel, None);
     }
 
     #[test]
