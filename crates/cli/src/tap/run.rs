@@ -127,8 +127,8 @@ pub struct ReplayArgs {
     #[arg(long)]
     inputs: bool,
     /// Also render the notes as audio through the JACK synth (--backend
-    /// jack): the trial's [output] sound and level, masking notes as its
-    /// [masking] noise (read from the trial's JSON sidecar; a click without
+    /// jack): the trial's `[output]` sound and level, masking notes as its
+    /// `[masking]` noise (read from the trial's JSON sidecar; a click without
     /// one). MIDI output goes on as well.
     #[arg(long)]
     audio: bool,
