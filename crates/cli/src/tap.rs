@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
-use firmtime_tap::analysis::{self, AnalysisConfig};
+use firmtime_lab::plot::{chart_png, Mark, Series};
+use firmtime_tap::analysis::{self, AnalysisConfig, Phase, TrialAnalysis};
 use firmtime_tap::{data, ftap, Experiment};
 
 mod run;
@@ -66,7 +67,9 @@ struct AnalyzeArgs {
     /// Trial CSV files written by `firmtime tap run`.
     #[arg(required = true, value_name = "TRIAL.csv")]
     trials: Vec<PathBuf>,
-    /// Write summary.csv and one TRIAL-taps.csv per trial into DIR.
+    /// Write summary.csv, summary.png (mean ITI ± sd per phase per trial) and,
+    /// per trial, TRIAL-taps.csv, TRIAL-iti.png (intervals by phase) and
+    /// TRIAL-asynchrony.png (tap − beat) into DIR.
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
     /// Taps closer than this to the previous one are double taps, ms.
@@ -224,13 +227,164 @@ fn analyze(a: AnalyzeArgs) -> anyhow::Result<Outcome> {
                 analysis::taps_csv(r).as_bytes(),
             )?;
         }
+        let pngs = write_plots(dir, &results)?;
         eprintln!(
-            "firmtime: wrote {}/summary.csv and {} per-trial tap files",
+            "firmtime: wrote {}/summary.csv, {} per-trial tap files and {pngs} plots (PNG)",
             dir.display(),
             results.len()
         );
     }
     Ok(Outcome::Ok)
+}
+
+const SYNC_COLOR: (u8, u8, u8) = (31, 119, 180);
+const CONT_COLOR: (u8, u8, u8) = (255, 127, 14);
+const GAP_COLOR: (u8, u8, u8) = (214, 39, 40);
+
+fn series<'a>(
+    name: &'a str,
+    points: &'a [(f64, f64)],
+    mark: Mark,
+    color: (u8, u8, u8),
+) -> Series<'a> {
+    Series {
+        mark,
+        color: Some(color),
+        ..Series::new(name, points)
+    }
+}
+
+/// Writes `<trial>-iti.png`, `<trial>-asynchrony.png` (when the trial has
+/// asynchronies) and `summary.png` into `dir`; returns how many were written.
+fn write_plots(dir: &Path, results: &[(String, TrialAnalysis)]) -> anyhow::Result<usize> {
+    let ms = |us: i64| us as f64 / 1000.0;
+    let mut written = 0;
+    for (name, r) in results {
+        let pick = |phase: Phase, gap: bool| -> Vec<(f64, f64)> {
+            r.taps
+                .iter()
+                .filter(|t| t.phase == phase && t.gap == gap)
+                .filter_map(|t| t.iti_us.map(|i| (f64::from(t.number), ms(i))))
+                .collect()
+        };
+        let sync = pick(Phase::Synchronization, false);
+        let cont = pick(Phase::Continuation, false);
+        let gaps = pick(Phase::Continuation, true);
+        let mut s = Vec::new();
+        if !sync.is_empty() {
+            s.push(series(
+                "synchronization",
+                &sync,
+                Mark::LinePoints,
+                SYNC_COLOR,
+            ));
+        }
+        if !cont.is_empty() {
+            s.push(series("continuation", &cont, Mark::LinePoints, CONT_COLOR));
+        }
+        if !gaps.is_empty() {
+            s.push(series("gap (left out)", &gaps, Mark::Points, GAP_COLOR));
+        }
+        if s.is_empty() {
+            eprintln!("firmtime: note: {name} has fewer than 2 taps: no ITI plot");
+        } else {
+            let p = dir.join(format!("{name}-iti.png"));
+            chart_png(
+                &p,
+                &format!("{name}: inter-tap intervals"),
+                "tap number",
+                "inter-tap interval (ms)",
+                &s,
+            )
+            .with_context(|| format!("plotting {}", p.display()))?;
+            written += 1;
+        }
+
+        let asy: Vec<(f64, f64)> = r
+            .taps
+            .iter()
+            .filter_map(|t| t.asynchrony_us.map(|a| (f64::from(t.number), ms(a))))
+            .collect();
+        if asy.is_empty() {
+            eprintln!(
+                "firmtime: note: {name} has no taps matched to metronome beats: no asynchrony plot"
+            );
+        } else {
+            let (lo, hi) = asy
+                .iter()
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), p| {
+                    (l.min(p.0), h.max(p.0))
+                });
+            let zero = [(lo, 0.0), (hi, 0.0)];
+            let p = dir.join(format!("{name}-asynchrony.png"));
+            chart_png(
+                &p,
+                &format!("{name}: asynchrony to the metronome (tap − beat)"),
+                "tap number",
+                "asynchrony (ms; negative = tap early)",
+                &[
+                    series("tap − beat", &asy, Mark::LinePoints, SYNC_COLOR),
+                    series("beat", &zero, Mark::Line, (0, 0, 0)),
+                ],
+            )
+            .with_context(|| format!("plotting {}", p.display()))?;
+            written += 1;
+        }
+    }
+
+    // Summary: mean ITI ± sd per phase, trials numbered in the order given.
+    let per_phase = |k: usize, dx: f64| -> (Vec<(f64, f64)>, Vec<f64>) {
+        results
+            .iter()
+            .enumerate()
+            .filter_map(|(i, (_, r))| {
+                let p = &r.phases[k];
+                Some((
+                    (i as f64 + 1.0 + dx, p.iti_mean_us? / 1000.0),
+                    p.iti_sd_us? / 1000.0,
+                ))
+            })
+            .unzip()
+    };
+    let (sp, ss) = per_phase(0, -0.08);
+    let (cp, cs) = per_phase(1, 0.08);
+    let mut s = Vec::new();
+    if !sp.is_empty() {
+        s.push(Series {
+            spread: &ss,
+            ..series("synchronization (mean ± sd)", &sp, Mark::Points, SYNC_COLOR)
+        });
+    }
+    if !cp.is_empty() {
+        s.push(Series {
+            spread: &cs,
+            ..series("continuation (mean ± sd)", &cp, Mark::Points, CONT_COLOR)
+        });
+    }
+    if s.is_empty() {
+        eprintln!("firmtime: note: no trial has 2 or more kept intervals: no summary plot");
+    } else {
+        let p = dir.join("summary.png");
+        let names: Vec<String> = results
+            .iter()
+            .enumerate()
+            .map(|(i, (n, _))| format!("{} = {n}", i + 1))
+            .collect();
+        let mut title = String::from("mean inter-tap interval per trial");
+        if results.len() <= 4 {
+            title = format!("{title} ({})", names.join(", "));
+        }
+        chart_png(
+            &p,
+            &title,
+            "trial (in the order given; see summary.csv)",
+            "inter-tap interval (ms)",
+            &s,
+        )
+        .with_context(|| format!("plotting {}", p.display()))?;
+        written += 1;
+    }
+    Ok(written)
 }
 
 fn trial_name(p: &Path) -> String {

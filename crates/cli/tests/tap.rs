@@ -295,3 +295,136 @@ fn run_renders_audio_output_through_a_dummy_jack_server_and_refuses_other_backen
     assert!(side.contains("\"sound\": \"tone\"") || side.contains("\"sound\":\"tone\""));
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+/// Checks the PNG signature and returns the IHDR chunk's width and height.
+fn png_size(path: &Path) -> (u32, u32) {
+    let b = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert!(
+        b.len() > 1000,
+        "{} is only {} bytes",
+        path.display(),
+        b.len()
+    );
+    assert_eq!(
+        &b[..8],
+        b"\x89PNG\r\n\x1a\n",
+        "{}: PNG signature",
+        path.display()
+    );
+    assert_eq!(&b[12..16], b"IHDR", "{}", path.display());
+    (
+        u32::from_be_bytes(b[16..20].try_into().unwrap()),
+        u32::from_be_bytes(b[20..24].try_into().unwrap()),
+    )
+}
+
+#[test]
+fn analyze_writes_iti_asynchrony_and_summary_plots() {
+    let d = tmpdir("plots");
+    let trial = root().join("crates/tap/tests/data/trial-small.csv");
+    let out = firmtime(&[
+        "tap",
+        "analyze",
+        trial.to_str().unwrap(),
+        "--out",
+        d.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("3 plots (PNG)"), "{err}");
+    for f in [
+        "trial-small-iti.png",
+        "trial-small-asynchrony.png",
+        "summary.png",
+    ] {
+        assert_eq!(png_size(&d.join(f)), firmtime_lab::plot::SIZE, "{f}");
+    }
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn check_shows_pink_masking_noise_and_rejects_an_unknown_colour_with_line_and_column() {
+    let d = tmpdir("noise");
+    let pink = d.join("pink.toml");
+    std::fs::write(
+        &pink,
+        "[masking]\nsource = \"audio\"\nnoise = \"pink\"\n[end]\nbeats = 4\n",
+    )
+    .unwrap();
+    let out = firmtime(&["tap", "check", pink.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("masking: audio, pink noise at -20 dBFS"),
+        "{text}"
+    );
+    let bad = d.join("bad.toml");
+    std::fs::write(
+        &bad,
+        "[masking]\nsource = \"audio\"\nnoise = \"brown\"\n[end]\nbeats = 4\n",
+    )
+    .unwrap();
+    let out = firmtime(&["tap", "check", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("line 3, column 9: unknown variant `brown`, expected `white` or `pink`"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn replay_through_audio_on_a_dummy_jack_server_plays_every_note() {
+    let d = tmpdir("replay-audio");
+    let exp = d.join("short.toml");
+    std::fs::write(&exp, format!("{SHORT_TRIAL}[masking]\nnoise = \"pink\"\n")).unwrap();
+    let (e, o) = (exp.to_str().unwrap(), d.to_str().unwrap());
+    // Recorded on loopback with MIDI masking; replay --audio renders its
+    // masking note as the sidecar experiment's pink noise.
+    let out = firmtime(&run_args(e, o, "1", "1"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let trial = d.join("K9-s01-t001.csv");
+    let rows = firmtime_tap::data::read_csv(&std::fs::read_to_string(&trial).unwrap()).unwrap();
+    let notes =
+        firmtime_tap::replay::plan(&rows, firmtime_tap::replay::ReplaySource::Outputs).len();
+    assert_eq!(notes, 10, "4 beats on and off, masking on and off");
+    let t = trial.to_str().unwrap();
+    let out = firmtime(&["tap", "replay", t, "--backend", "loopback", "--audio"]);
+    assert_eq!(out.status.code(), Some(2), "audio needs JACK: usage error");
+    if !jackd_installed() {
+        println!("SKIP: jackd not installed (Debian: apt-get install jackd2)");
+        return;
+    }
+    let out = firmtime(&[
+        "tap",
+        "replay",
+        t,
+        "--backend",
+        "jack",
+        "--jack-dummy",
+        "--audio",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains(&format!(
+            "replayed {notes} of {notes} notes (each to MIDI and audio): {} reported sent, 0 refused",
+            2 * notes
+        )),
+        "{text}"
+    );
+    std::fs::remove_dir_all(&d).unwrap();
+}

@@ -410,3 +410,293 @@ pub fn comparison_png(path: &Path, title: &str, rows: &[(&str, &Summary)]) -> Re
     }
     finish(&root, &mut chart, path, SeriesLabelPosition::MiddleRight)
 }
+
+/// How [`chart_png`] draws one series.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mark {
+    /// Points joined by a line, in the order given.
+    #[default]
+    LinePoints,
+    /// Points only.
+    Points,
+    /// A line only (e.g. a reference level).
+    Line,
+}
+
+/// One series of [`chart_png`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Series<'a> {
+    /// Legend text.
+    pub name: &'a str,
+    /// `(x, y)` points; non-finite ones are left out.
+    pub points: &'a [(f64, f64)],
+    /// Error bars: `y ± spread[i]` at `points[i]` (empty: none).
+    pub spread: &'a [f64],
+    /// How to draw it.
+    pub mark: Mark,
+    /// Colour as `(r, g, b)`; `None`: the palette's colour for its index.
+    pub color: Option<(u8, u8, u8)>,
+}
+
+impl<'a> Series<'a> {
+    /// Points joined by a line, palette colour, no error bars.
+    pub fn new(name: &'a str, points: &'a [(f64, f64)]) -> Self {
+        Self {
+            name,
+            points,
+            spread: &[],
+            mark: Mark::LinePoints,
+            color: None,
+        }
+    }
+}
+
+/// Writes a line/point plot of `(x, y)` series on linear axes, one colour
+/// per series (points joined in the order given), with a legend. The axes
+/// span every finite point (and error bar) with a 5 % margin. When every x
+/// is within 0.2 of a whole number (tap or trial numbers, possibly nudged
+/// apart), the x axis is labelled with whole numbers only and spans half a
+/// unit beyond the first and last.
+///
+/// # Errors
+///
+/// [`ErrorKind::InvalidInput`] if no series has a finite point;
+/// [`ErrorKind::Unavailable`] if the font is missing (see the module docs);
+/// [`ErrorKind::Output`] if the file cannot be written.
+pub fn series_png(
+    path: &Path,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[(&str, &[(f64, f64)])],
+) -> Result<()> {
+    let s: Vec<Series<'_>> = series.iter().map(|(n, p)| Series::new(n, p)).collect();
+    chart_png(path, title, x_label, y_label, &s)
+}
+
+/// A fixed, distinguishable palette (blue, orange, green, red, purple, …).
+const SERIES_COLORS: [(u8, u8, u8); 8] = [
+    (31, 119, 180),
+    (255, 127, 14),
+    (44, 160, 44),
+    (214, 39, 40),
+    (148, 103, 189),
+    (140, 86, 75),
+    (227, 119, 194),
+    (127, 127, 127),
+];
+
+/// The axis span of `lo..hi` with a 5 % margin (±1 around a single value).
+fn padded(lo: f64, hi: f64) -> std::ops::Range<f64> {
+    if hi - lo < 1e-9 * lo.abs().max(1.0) {
+        return (lo - 1.0)..(hi + 1.0);
+    }
+    let m = (hi - lo) * 0.05;
+    (lo - m)..(hi + m)
+}
+
+/// Like [`series_png`], with a [`Mark`], colour and optional error bars per
+/// series ([`Series`]).
+///
+/// # Errors
+///
+/// As [`series_png`], and [`ErrorKind::InvalidInput`] if a series has error
+/// bars but not one per point.
+pub fn chart_png(
+    path: &Path,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[Series<'_>],
+) -> Result<()> {
+    let (mut x0, mut x1, mut y0, mut y1) = (
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+    );
+    for s in series {
+        if !s.spread.is_empty() && s.spread.len() != s.points.len() {
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
+                format!(
+                    "series {:?} of {} has {} points but {} error bars; give one per point or none",
+                    s.name,
+                    path.display(),
+                    s.points.len(),
+                    s.spread.len()
+                ),
+            ));
+        }
+        for (i, &(x, y)) in s.points.iter().enumerate() {
+            if !(x.is_finite() && y.is_finite()) {
+                continue;
+            }
+            let e = s
+                .spread
+                .get(i)
+                .copied()
+                .filter(|e| e.is_finite())
+                .unwrap_or(0.0)
+                .abs();
+            x0 = x0.min(x);
+            x1 = x1.max(x);
+            y0 = y0.min(y - e);
+            y1 = y1.max(y + e);
+        }
+    }
+    if x0 > x1 {
+        return Err(nothing_to_plot(path.display().to_string().as_str()));
+    }
+    // Counts on x (tap or trial numbers, maybe nudged apart): whole-number ticks.
+    let counts = series.iter().all(|s| {
+        s.points
+            .iter()
+            .filter(|(x, y)| x.is_finite() && y.is_finite())
+            .all(|(x, _)| (x - x.round()).abs() <= 0.2)
+    });
+    ensure_font()?;
+    let xr = if counts {
+        (x0.round() - 0.5)..(x1.round() + 0.5)
+    } else {
+        padded(x0, x1)
+    };
+    let whole = |v: &f64| {
+        if (v - v.round()).abs() < 1e-6 {
+            format!("{v:.0}")
+        } else {
+            String::new()
+        }
+    };
+    let x_ticks = ((x1.round() - x0.round()) as usize + 1).clamp(2, 12);
+    let cap = (xr.end - xr.start) * 0.006;
+    let root = canvas(path)?;
+    let mut chart = chart(&root, path, title, 70, xr, padded(y0, y1))?;
+    let mut mesh = chart.configure_mesh();
+    mesh.x_desc(x_label)
+        .y_desc(y_label)
+        .label_style((FAMILY, 14))
+        .axis_desc_style((FAMILY, 16));
+    if counts {
+        mesh.x_labels(x_ticks).x_label_formatter(&whole);
+    }
+    mesh.draw().map_err(|e| draw_err(path, e))?;
+    for (i, s) in series.iter().enumerate() {
+        let (r, g, b) = s.color.unwrap_or(SERIES_COLORS[i % SERIES_COLORS.len()]);
+        let c = RGBColor(r, g, b);
+        let pts: Vec<(f64, f64)> = s
+            .points
+            .iter()
+            .copied()
+            .filter(|(x, y)| x.is_finite() && y.is_finite())
+            .collect();
+        let bars: Vec<(f64, f64, f64)> = s
+            .points
+            .iter()
+            .zip(s.spread)
+            .filter(|((x, y), e)| x.is_finite() && y.is_finite() && e.is_finite())
+            .map(|(&(x, y), &e)| (x, y - e.abs(), y + e.abs()))
+            .collect();
+        // Bars with caps (plotters' ErrorBar needs a feature we don't build).
+        chart
+            .draw_series(bars.into_iter().flat_map(|(x, lo, hi)| {
+                [
+                    PathElement::new([(x, lo), (x, hi)], c.stroke_width(2)),
+                    PathElement::new([(x - cap, lo), (x + cap, lo)], c.stroke_width(2)),
+                    PathElement::new([(x - cap, hi), (x + cap, hi)], c.stroke_width(2)),
+                ]
+            }))
+            .map_err(|e| draw_err(path, e))?;
+        if s.mark != Mark::Points {
+            chart
+                .draw_series(LineSeries::new(pts.iter().copied(), c.stroke_width(2)))
+                .map_err(|e| draw_err(path, e))?;
+        }
+        let anno = if s.mark == Mark::Line {
+            chart.draw_series(std::iter::empty::<Circle<(f64, f64), i32>>())
+        } else {
+            chart.draw_series(pts.iter().map(|&p| Circle::new(p, 4, c.filled())))
+        }
+        .map_err(|e| draw_err(path, e))?;
+        let mark = s.mark;
+        anno.label(s.name).legend(move |(x, y)| {
+            let line = PathElement::new(
+                [(x, y), (x + 16, y)],
+                if mark == Mark::Points {
+                    TRANSPARENT.stroke_width(0)
+                } else {
+                    c.stroke_width(2)
+                },
+            );
+            let dot = Circle::new(
+                (x + 8, y),
+                if mark == Mark::Line { 0 } else { 4 },
+                c.filled(),
+            );
+            EmptyElement::at((0, 0)) + line + dot
+        });
+    }
+    finish(&root, &mut chart, path, SeriesLabelPosition::UpperRight)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn png_size(path: &Path) -> (u32, u32) {
+        let b = std::fs::read(path).unwrap();
+        assert!(b.len() > 1000, "{} bytes", b.len());
+        assert_eq!(&b[..8], b"\x89PNG\r\n\x1a\n", "PNG signature");
+        assert_eq!(&b[12..16], b"IHDR");
+        (
+            u32::from_be_bytes(b[16..20].try_into().unwrap()),
+            u32::from_be_bytes(b[20..24].try_into().unwrap()),
+        )
+    }
+
+    fn tmp(name: &str) -> PathBuf {
+        let d =
+            std::env::temp_dir().join(format!("firmtime-lab-plot-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn series_png_writes_a_png_of_the_documented_size() {
+        let d = tmp("series");
+        let a: Vec<(f64, f64)> = (1..20)
+            .map(|i| (i as f64, 500.0 + (i % 3) as f64))
+            .collect();
+        let b = [(20.0, 510.0), (21.0, f64::NAN), (22.0, 490.0)];
+        let p = d.join("s.png");
+        series_png(&p, "ITI", "tap", "ms", &[("sync", &a), ("cont", &b)]).unwrap();
+        assert_eq!(png_size(&p), SIZE);
+        let p2 = d.join("c.png");
+        let mut s = Series::new("mean ± sd", &b);
+        s.spread = &[5.0, 1.0, 7.0];
+        s.mark = Mark::Points;
+        let mut zero = Series::new("zero", &[(0.0, 0.0), (30.0, 0.0)]);
+        zero.mark = Mark::Line;
+        zero.color = Some((0, 0, 0));
+        chart_png(&p2, "c", "x", "y", &[s, zero]).unwrap();
+        assert_eq!(png_size(&p2), SIZE);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn series_png_refuses_empty_series_and_mismatched_error_bars() {
+        let d = tmp("bad");
+        let p = d.join("x.png");
+        let e =
+            series_png(&p, "t", "x", "y", &[("a", &[]), ("b", &[(f64::NAN, 1.0)])]).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidInput);
+        assert!(e.to_string().contains("nothing to plot"), "{e}");
+        let mut s = Series::new("a", &[(1.0, 1.0), (2.0, 2.0)]);
+        s.spread = &[1.0];
+        let e = chart_png(&p, "t", "x", "y", &[s]).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidInput);
+        assert!(e.to_string().contains("2 points but 1 error bars"), "{e}");
+        assert!(!p.exists(), "nothing written on error");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}

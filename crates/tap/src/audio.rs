@@ -20,7 +20,7 @@ use firmtime_midi::PortIndex;
 use crate::engine::EngineOptions;
 use crate::error::{Error, ErrorKind, Result};
 use crate::experiment::{Device, Experiment};
-use crate::params::MaskSource;
+use crate::params::{MaskNoise, MaskSource};
 
 /// True when `e` needs the JACK synth: audio output or audio masking.
 pub fn needs_audio(e: &Experiment) -> bool {
@@ -60,10 +60,44 @@ pub fn synth_options(e: &Experiment) -> Result<Option<SynthOptions>> {
         },
         level_dbfs: e.output.level_dbfs,
         noise_channel,
-        noise: NoiseColor::White,
+        noise: match e.masking.noise {
+            MaskNoise::White => NoiseColor::White,
+            MaskNoise::Pink => NoiseColor::Pink,
+        },
         noise_level_dbfs: e.masking.level_dbfs,
         ..SynthOptions::default()
     }))
+}
+
+/// The synth settings for replaying a trial of `e` through audio
+/// (`firmtime tap replay --audio`): `e`'s `[output]` sound and level (a
+/// click at −6 dBFS without an experiment), and its masking notes rendered
+/// as `[masking]` noise (colour and level) whatever its masking source,
+/// unless the masking channel is also a feedback or metronome channel.
+pub fn replay_synth(e: Option<&Experiment>) -> SynthOptions {
+    let Some(e) = e else {
+        return SynthOptions::default();
+    };
+    let nc = e.masking.channel.midi();
+    let mut used = vec![e.metronome.channel];
+    used.extend(e.metronome.pattern_channels.as_slice().iter().copied());
+    used.extend(e.feedback.on.then_some(e.feedback.channel));
+    used.extend(e.feedback2.on.then_some(e.feedback2.channel));
+    let shared = used.iter().any(|c| c.midi() == nc);
+    SynthOptions {
+        sound: match e.output.sound {
+            crate::experiment::Sound::Click => Sound::Click,
+            crate::experiment::Sound::Tone => Sound::Tone,
+        },
+        level_dbfs: e.output.level_dbfs,
+        noise_channel: (!shared).then_some(nc),
+        noise: match e.masking.noise {
+            MaskNoise::White => NoiseColor::White,
+            MaskNoise::Pink => NoiseColor::Pink,
+        },
+        noise_level_dbfs: e.masking.level_dbfs,
+        ..SynthOptions::default()
+    }
 }
 
 /// The one synth setting for a session of experiments (`None`: no audio).
@@ -86,18 +120,20 @@ pub fn session_synth<'a>(
                 if c.noise_channel.is_none() {
                     c.noise_channel = s.noise_channel;
                     c.noise_level_dbfs = s.noise_level_dbfs;
+                    c.noise = s.noise;
                 }
                 let differs = c.sound != s.sound
                     || c.level_dbfs != s.level_dbfs
                     || (s.noise_channel.is_some()
                         && (c.noise_channel != s.noise_channel
-                            || c.noise_level_dbfs != s.noise_level_dbfs));
+                            || c.noise_level_dbfs != s.noise_level_dbfs
+                            || c.noise != s.noise));
                 if differs {
                     return Err(Error::new(
                         ErrorKind::Invalid,
                         format!(
                             "experiments {name:?} and {:?} ask for different audio ([output] sound / \
-                             level_dbfs, [masking] channel / level_dbfs); one session plays one sound: \
+                             level_dbfs, [masking] channel / level_dbfs / noise); one session plays one sound: \
                              run them in separate sessions",
                             e.name
                         ),
@@ -183,6 +219,48 @@ mod tests {
         );
         let err = route(&mut o, &e, Some(0), None).unwrap_err();
         assert!(err.to_string().contains("--backend jack"), "{err}");
+    }
+
+    #[test]
+    fn pink_noise_reaches_the_synth_options() {
+        let e = exp("[masking]\nsource = \"audio\"\nnoise = \"pink\"\n");
+        assert_eq!(e.masking.noise, MaskNoise::Pink);
+        let s = synth_options(&e).unwrap().unwrap();
+        assert_eq!(s.noise, NoiseColor::Pink);
+        assert_eq!(s.noise_channel, Some(15));
+        let white = exp("[masking]\nsource = \"audio\"\n");
+        assert_eq!(
+            synth_options(&white).unwrap().unwrap().noise,
+            NoiseColor::White,
+            "white by default"
+        );
+        let err = session_synth([&e, &white]).unwrap_err();
+        assert!(err.to_string().contains("noise"), "{err}");
+    }
+
+    #[test]
+    fn unknown_noise_colour_is_an_error_with_line_and_column() {
+        let err = Experiment::from_toml(
+            "name = \"a\"\n[masking]\nsource = \"audio\"\nnoise = \"brown\"\n[end]\nkeystrokes = 4\n",
+        )
+        .unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("line 4"), "{msg}");
+        assert!(msg.contains("column"), "{msg}");
+        assert!(msg.contains("brown") || msg.contains("white"), "{msg}");
+    }
+
+    #[test]
+    fn replay_synth_renders_masking_as_noise_unless_its_channel_is_shared() {
+        assert_eq!(replay_synth(None), SynthOptions::default());
+        let e = exp("[output]\nsound = \"tone\"\n[masking]\nnoise = \"pink\"\nlevel_dbfs = -30\n");
+        let s = replay_synth(Some(&e));
+        assert_eq!(
+            (s.sound, s.noise_channel, s.noise, s.noise_level_dbfs),
+            (Sound::Tone, Some(15), NoiseColor::Pink, -30.0)
+        );
+        let shared = exp("[feedback]\nchannel = 16\n[masking]\n");
+        assert_eq!(replay_synth(Some(&shared)).noise_channel, None);
     }
 
     #[test]

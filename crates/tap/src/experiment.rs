@@ -450,7 +450,13 @@ impl Experiment {
         let _ = writeln!(
             s,
             "masking: {}",
-            if self.masking.on {
+            if self.masking.on && self.masking.source == crate::params::MaskSource::Audio {
+                format!(
+                    "audio, {} noise at {} dBFS",
+                    format!("{:?}", self.masking.noise).to_lowercase(),
+                    self.masking.level_dbfs
+                )
+            } else if self.masking.on {
                 format!("{:?}", self.masking.source).to_lowercase()
             } else {
                 "off".into()

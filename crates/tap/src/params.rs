@@ -801,8 +801,19 @@ pub enum MaskSource {
     /// A held note on a MIDI noise patch (FTAP's way).
     #[default]
     Midi,
-    /// White noise rendered as audio.
+    /// Noise rendered as audio by the JACK synth ([`MaskNoise`] spectrum).
     Audio,
+}
+
+/// Spectrum of audio masking noise (`[masking] noise`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MaskNoise {
+    /// Flat spectrum.
+    #[default]
+    White,
+    /// −3 dB per octave: equal energy per octave, less hiss.
+    Pink,
 }
 
 /// Masking noise that hides the sound of the keys themselves.
@@ -821,6 +832,8 @@ pub struct Masking {
     pub velocity: Velocity,
     /// Audio level in dBFS (≤ 0).
     pub level_dbfs: f32,
+    /// Audio only: white or pink noise.
+    pub noise: MaskNoise,
 }
 
 impl Default for Masking {
@@ -832,6 +845,7 @@ impl Default for Masking {
             note: Note(60),
             velocity: Velocity(100),
             level_dbfs: -20.0,
+            noise: MaskNoise::White,
         }
     }
 }

@@ -85,7 +85,7 @@ pub fn plan(events: &[Event], source: ReplaySource) -> Vec<ReplayItem> {
 /// What [`play`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ReplayReport {
-    /// Notes handed to the backend.
+    /// Notes handed to the backend (one per note and port).
     pub sent: u64,
     /// Notes the backend reported as gone out.
     pub reported: u64,
@@ -99,12 +99,14 @@ pub struct ReplayReport {
     pub interrupted: bool,
 }
 
-/// Plays `items` on `port` of `backend`, the first `lead_ns` from now.
-/// Each note is handed over 100 ms before its time. **RT-safe.**
+/// Plays `items` on each of `ports` of `backend` (e.g. a MIDI output and
+/// the JACK synth's audio port), the first `lead_ns` from now. Each note is
+/// handed over 100 ms before its time; [`ReplayReport`] counts one send per
+/// note and port. **RT-safe.**
 pub fn play(
     items: &[ReplayItem],
     backend: &mut dyn MidiBackend,
-    port: PortIndex,
+    ports: &[PortIndex],
     lead_ns: u64,
     stop: &AtomicBool,
 ) -> ReplayReport {
@@ -122,15 +124,17 @@ pub fn play(
                 break;
             }
             next += 1;
-            let ev = OutputEvent {
-                at_ns: Some(at),
-                port,
-                msg: it.msg,
-                tag: next as u32,
-            };
-            match backend.send(ev) {
-                Ok(()) => r.sent += 1,
-                Err(_) => r.failed += 1,
+            for &port in ports {
+                let ev = OutputEvent {
+                    at_ns: Some(at),
+                    port,
+                    msg: it.msg,
+                    tag: next as u32,
+                };
+                match backend.send(ev) {
+                    Ok(()) => r.sent += 1,
+                    Err(_) => r.failed += 1,
+                }
             }
         }
         backend.poll_sent(&mut |s| {
@@ -200,7 +204,7 @@ mod tests {
         assert_eq!(plan(&events, ReplaySource::Inputs).len(), 1);
         let mut lb = Loopback::new(LoopbackOptions::default());
         let stop = AtomicBool::new(false);
-        let r = assert_no_alloc::assert_no_alloc(|| play(&items, &mut lb, 0, 5_000_000, &stop));
+        let r = assert_no_alloc::assert_no_alloc(|| play(&items, &mut lb, &[0], 5_000_000, &stop));
         assert_eq!((r.sent, r.reported, r.failed), (3, 3, 0));
         let mut got = Vec::new();
         lb.poll_input(&mut |e| got.push(e)).unwrap();

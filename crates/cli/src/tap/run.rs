@@ -126,6 +126,12 @@ pub struct ReplayArgs {
     /// Play the subject's keystrokes instead of what the subject heard.
     #[arg(long)]
     inputs: bool,
+    /// Also render the notes as audio through the JACK synth (--backend
+    /// jack): the trial's `[output]` sound and level, masking notes as its
+    /// `[masking]` noise (read from the trial's JSON sidecar; a click without
+    /// one). MIDI output goes on as well.
+    #[arg(long)]
+    audio: bool,
     #[command(flatten)]
     open: BackendArgs,
 }
@@ -181,7 +187,7 @@ fn audio_connections(o: &BackendArgs, server: Option<&str>, dummy_started: bool)
 fn open(o: &BackendArgs, client: &str, synth: Option<SynthOptions>) -> anyhow::Result<Opened> {
     if synth.is_some() && o.backend != TapBackend::Jack {
         return Err(UsageError(
-            "audio output ([output] device = \"audio\" or [masking] source = \"audio\") is rendered \
+            "audio output ([output] device = \"audio\", [masking] source = \"audio\" or replay --audio) is rendered \
              by the JACK backend only: use --backend jack (with --jack-dummy to try it without a \
              sound card)"
                 .into(),
@@ -437,6 +443,34 @@ pub fn run(a: RunArgs) -> anyhow::Result<Outcome> {
     Ok(if failed { Outcome::Failed } else { Outcome::Ok })
 }
 
+/// The experiment a trial ran, from its JSON sidecar (`None`, with a note,
+/// when there is no sidecar).
+fn replay_experiment(trial: &std::path::Path) -> anyhow::Result<Option<Experiment>> {
+    let side = trial.with_extension("json");
+    let text = match std::fs::read_to_string(&side) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            eprintln!(
+                "firmtime: note: no sidecar {}: replaying audio as clicks at -6 dBFS without masking noise",
+                side.display()
+            );
+            return Ok(None);
+        }
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", side.display())),
+    };
+    let v: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("{} is not JSON", side.display()))?;
+    let toml = v["experiment_toml"].as_str().with_context(|| {
+        format!(
+            "{} has no experiment_toml: is it a trial sidecar written by `firmtime tap run`?",
+            side.display()
+        )
+    })?;
+    let e = Experiment::from_toml(toml)
+        .map_err(|e| anyhow::anyhow!("the experiment recorded in {}: {e}", side.display()))?;
+    Ok(Some(e))
+}
+
 /// Runs `firmtime tap replay`.
 pub fn replay(a: ReplayArgs) -> anyhow::Result<Outcome> {
     let text = std::fs::read_to_string(&a.trial)
@@ -460,26 +494,50 @@ pub fn replay(a: ReplayArgs) -> anyhow::Result<Outcome> {
             }
         );
     }
-    let mut opened = open(&a.open, "firmtime-replay", None)?;
+    let synth = if a.audio {
+        Some(audio::replay_synth(replay_experiment(&a.trial)?.as_ref()))
+    } else {
+        None
+    };
+    let mut opened = open(&a.open, "firmtime-replay", synth)?;
+    let ports: Vec<PortIndex> = opened
+        .midi_port
+        .into_iter()
+        .chain(opened.audio_port)
+        .collect();
+    if a.audio && opened.audio_port.is_none() {
+        bail!("the backend opened without its audio port; cannot replay through audio");
+    }
     let _rt = setup::apply(&rt_request(&a.open, a.open.priority, true))
         .context("real-time setup (or run with --no-rt)")?;
     catch_sigint();
     eprintln!(
-        "firmtime: replaying {} notes over {:.1} s",
+        "firmtime: replaying {} notes over {:.1} s to {}",
         items.len(),
-        items.last().map_or(0, |i| i.at_us) as f64 / 1e6
+        items.last().map_or(0, |i| i.at_us) as f64 / 1e6,
+        if opened.audio_port.is_some() {
+            "MIDI and audio"
+        } else {
+            "MIDI"
+        }
     );
     let r = replay::play(
         &items,
         opened.backend.as_mut(),
-        0,
+        &ports,
         200_000_000,
         &INTERRUPTED,
     );
+    let per_port = ports.len().max(1) as u64;
     println!(
-        "replayed {} of {} notes: {} reported sent, {} refused, {} late (> 1 ms), max lateness {:.3} ms{}",
-        r.sent,
+        "replayed {} of {} notes{}: {} reported sent, {} refused, {} late (> 1 ms), max lateness {:.3} ms{}",
+        r.sent / per_port,
         items.len(),
+        if ports.len() > 1 {
+            " (each to MIDI and audio)"
+        } else {
+            ""
+        },
         r.reported,
         r.failed,
         r.late,
