@@ -184,6 +184,10 @@ pub fn run(config: &Config, progress: &mut dyn Progress) -> Result<OverheadResul
                 partial = true;
                 break;
             }
+            // Each run starts after the same idle pause: on this VM the second of two
+            // back-to-back CPU-bound runs is systematically slower (the host throttles a
+            // busy vCPU), which otherwise biases every pair by its order.
+            std::thread::sleep(Duration::from_nanos(config.run_ns));
             if traced {
                 on = traced_run(config, hz, &cpus)?;
             } else {
