@@ -19,6 +19,10 @@ mod suspend;
 mod tails;
 mod trace;
 
+/// SIGALRM belongs to the whole process: tests that install a SIGALRM handler
+/// (the tails worker) or need SIGALRM free (the setitimer sleeper) take this.
+pub static SIGALRM: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Path of a fixture in `crates/lab/tests/data/`.
 pub fn data(name: &str) -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -90,6 +90,8 @@ fn a_cell_never_pushes_past_its_capacity() {
 
 #[test]
 fn a_tiny_run_has_three_conditions_and_skips_what_is_missing() {
+    // Regression: the tails worker's SIGALRM handler made setitimer refuse mid-run.
+    let _alrm = crate::SIGALRM.lock().unwrap_or_else(|e| e.into_inner());
     let c = Config {
         mechanisms: vec![
             Mechanism::ClockNanosleep,

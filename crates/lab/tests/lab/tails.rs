@@ -189,6 +189,7 @@ fn worker(
         start_at_ns: 0,
         deadline_ns,
     };
+    let _alrm = crate::SIGALRM.lock().unwrap_or_else(|e| e.into_inner());
     // Its own thread: the worker sets SCHED_RR on the thread it runs on.
     std::thread::spawn(move || tails::run_worker(&wc))
         .join()
