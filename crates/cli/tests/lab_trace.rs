@@ -131,6 +131,15 @@ fn bad_flags_exit_2_naming_the_flag() {
             vec!["lab", "trace", "--overhead", "--pairs", "0"],
             "--pairs",
         ),
+        (
+            vec!["lab", "trace", "--overhead", "--slice", "1ms"],
+            "--slice",
+        ),
+        (
+            vec!["lab", "trace", "--overhead", "--rates", "0,500000"],
+            "--rates",
+        ),
+        (vec!["lab", "trace", "--overhead", "--cpu", "4096"], "--cpu"),
         (vec!["lab", "billing", "--duration", "2h"], "--duration"),
     ] {
         let out = firmtime(&args);

@@ -355,6 +355,35 @@ pub fn run(cfg: &Config, progress: &mut dyn Progress) -> Result<Outcome> {
         }
     }
 
+    // Issue 8, acceptance figure 1: what the trace costs (every preset).
+    if !stop_requested() {
+        let c = if full {
+            crate::trace::overhead::Config::full()
+        } else if quick {
+            crate::trace::overhead::Config::quick()
+        } else {
+            crate::trace::overhead::Config::default()
+        };
+        let p = w.provenance();
+        match crate::trace::overhead::run(&c, progress) {
+            Ok(r) => {
+                w.json(
+                    "trace-overhead.json",
+                    "lab-trace-overhead",
+                    r.partial,
+                    &r,
+                    p,
+                )?;
+                sections.push(report::trace_overhead_section(&r));
+            }
+            Err(e) if e.kind() == ErrorKind::Unavailable => sections.push(format!(
+                "## Trace overhead (klogger, Etsion et al. 2003 §2.1)\n\nskipped: {}\n",
+                e.message()
+            )),
+            Err(e) => failures.push(("trace overhead".into(), e.to_string())),
+        }
+    }
+
     let partial = stop_requested();
     let rt_row = rows
         .iter()

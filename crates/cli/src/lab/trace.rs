@@ -43,12 +43,18 @@ pub struct Args {
     /// Instead of tracing: measure what tracing costs (sort throughput, tracing on vs off).
     #[arg(long)]
     overhead: bool,
-    /// --overhead: pairs of runs, 1 to 1000 (default 7; --quick 5).
+    /// --overhead: pairs of slices (one traced, one not), 1 to 10000, per rate (default 100; --quick 30).
     #[arg(long)]
     pairs: Option<u32>,
-    /// --overhead: length of each run, 100ms to 10min (default 2s; --quick 1s).
+    /// --overhead: length of each slice, 50ms to 1min (default 100ms).
     #[arg(long, value_parser = args::duration)]
-    run: Option<Duration>,
+    slice: Option<Duration>,
+    /// --overhead: the CPU the sorter, typist, player and drainer are pinned to (default: the last online CPU).
+    #[arg(long)]
+    cpu: Option<usize>,
+    /// --overhead: extra timer rates in Hz, 0 (none) to 100000, comma-separated (default 0,1000,20000; --quick 0,20000).
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    rates: Vec<u32>,
     /// A command to start and trace (with its children).
     #[arg(last = true, value_name = "CMD")]
     command: Vec<String>,
@@ -294,17 +300,23 @@ fn run_overhead(args: Args) -> anyhow::Result<Outcome> {
     if let Some(p) = args.pairs {
         c.pairs = p;
     }
-    if let Some(d) = args.run {
-        c.run_ns = d.as_nanos().min(u128::from(u64::MAX)) as u64;
+    if let Some(d) = args.slice {
+        c.slice_ns = d.as_nanos().min(u128::from(u64::MAX)) as u64;
     }
     if let Some(b) = args.buffer_kb {
         c.buffer_kb = b;
     }
+    c.cpu = args.cpu;
+    if !args.rates.is_empty() {
+        c.rates_hz = args.rates.clone();
+    }
     c.validate().map_err(usage)?;
     eprintln!(
-        "lab trace --overhead: {} pairs of {:.1}s runs (sorter + typist + player), tracing on/off interleaved",
+        "lab trace --overhead: {} pairs of {:.2}s slices at each of {} timer rates, tracing on/off alternating, about {:.0}s",
         c.pairs,
-        c.run_ns as f64 / 1e9
+        c.slice_ns as f64 / 1e9,
+        c.rates_hz.len(),
+        c.duration_s()
     );
     let r = match overhead::run(&c, &mut Bars::new()) {
         Ok(r) => r,
@@ -314,52 +326,12 @@ fn run_overhead(args: Args) -> anyhow::Result<Outcome> {
         }
         Err(e) => return Err(e.into()),
     };
-    println!("Trace overhead: sort benchmark throughput, tracing on vs off (issue 8, acceptance figure 1)");
-    println!(
-        "Measured on: {}. Array of {} u32 (half the L2).",
-        r.kernel.describe(),
-        r.sort_len
-    );
-    println!(
-        "{:>4} {:>12} {:>12} {:>8} {:>10}",
-        "pair", "on sorts/s", "off sorts/s", "ratio", "events"
-    );
-    for (i, p) in r.pairs.iter().enumerate() {
-        println!(
-            "{:>4} {:>12.1} {:>12.1} {:>8.4} {:>10}",
-            i + 1,
-            p.on_per_s,
-            p.off_per_s,
-            p.ratio,
-            p.events
-        );
-    }
-    let paper: Vec<String> = trace::PAPER_KLOGGER_OVERHEAD_PERCENT
-        .iter()
-        .map(|(hz, p)| format!("{p}% @{hz}Hz"))
-        .collect();
-    match (r.median_ratio, r.overhead_percent) {
-        (Some(m), Some(o)) => println!(
-            "median ratio {m:.4}: tracing overhead {o:.2}% (target ≤ {}%: {}); klogger: {}",
-            trace::OVERHEAD_TARGET_PERCENT,
-            if r.within_target == Some(true) {
-                "met"
-            } else {
-                "NOT met"
-            },
-            paper.join(", ")
-        ),
-        _ => println!("no complete pair"),
-    }
-    if let Some(path) = &args.common.json {
-        args::write_json(
-            path,
-            &Envelope::new("lab-trace-overhead", provenance, r.partial, &r),
-        )?;
-    }
-    if r.partial {
-        eprintln!("lab trace --overhead: interrupted: partial");
-        return Ok(Outcome::Failed);
-    }
-    Ok(Outcome::Ok)
+    print!("{}", firmtime_lab::report::trace_overhead_section(&r));
+    super::finish(
+        &args.common,
+        "lab-trace-overhead",
+        provenance,
+        r.partial,
+        &r,
+    )
 }

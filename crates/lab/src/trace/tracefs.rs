@@ -230,6 +230,29 @@ impl Instance {
         write(&self.path.join("tracing_on"), if on { "1" } else { "0" })
     }
 
+    /// Enables (`true`) or disables the instance's events, and starts or
+    /// stops recording with them. Disabled, the tracepoints are patched out
+    /// again (unless another instance uses them): the state of a kernel that
+    /// is not tracing at all, not merely one that discards what it records.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Io`] if an `enable` or `tracing_on` file cannot be written.
+    pub fn set_events(&self, on: bool) -> Result<()> {
+        if !on {
+            self.set_on(false)?;
+        }
+        for (ev, kind) in EVENTS {
+            if self.events.contains(&kind) {
+                let v = if on { "1" } else { "0" };
+                write(&self.path.join("events").join(ev).join("enable"), v)?;
+            }
+        }
+        if on {
+            self.set_on(true)?;
+        }
+        Ok(())
+    }
+
     /// Events the kernel lost (ring buffer overruns + dropped), summed over CPUs.
     pub fn lost_events(&self, cpus: &[usize]) -> u64 {
         cpus.iter()

@@ -4,10 +4,11 @@
 //! flag, and a live run (root) measures its workloads and removes its
 //! tracefs instance.
 
+use firmtime_lab::measure::Cell;
 use firmtime_lab::measure::Silent;
 use firmtime_lab::trace::quanta::{self, Targets, TickSource};
 use firmtime_lab::trace::raw::{Decoder, Event, EventKind, Format, EVENTS};
-use firmtime_lab::trace::{self, tracefs, Config};
+use firmtime_lab::trace::{self, overhead, tracefs, Config};
 use firmtime_lab::workloads::Workload;
 use firmtime_lab::ErrorKind;
 
@@ -419,4 +420,121 @@ fn live_trace_of_a_command_follows_its_children() {
     assert!(a.quanta > 0);
     assert!(a.tids.len() >= 2, "sh and its child sleep: {:?}", a.tids);
     assert!(r.instance_removed);
+}
+
+#[test]
+fn overhead_configs_name_the_flag_and_range() {
+    let d = overhead::Config::default;
+    let cases: Vec<(overhead::Config, &str)> = vec![
+        (overhead::Config { pairs: 0, ..d() }, "--pairs"),
+        (
+            overhead::Config {
+                slice_ns: 1_000_000,
+                ..d()
+            },
+            "--slice",
+        ),
+        (
+            overhead::Config {
+                rates_hz: vec![0, 200_000],
+                ..d()
+            },
+            "--rates",
+        ),
+        (
+            overhead::Config {
+                rates_hz: vec![],
+                ..d()
+            },
+            "--rates",
+        ),
+        (
+            overhead::Config {
+                cpu: Some(4096),
+                ..d()
+            },
+            "--cpu",
+        ),
+        (
+            overhead::Config {
+                buffer_kb: 1,
+                ..d()
+            },
+            "--buffer-kb",
+        ),
+    ];
+    for (c, flag) in cases {
+        let e = c.validate().unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidInput);
+        assert!(e.message().contains(flag), "{}", e.message());
+        assert!(e.message().contains("valid"), "{}", e.message());
+    }
+    assert!(overhead::Config::quick().validate().is_ok());
+    assert!(overhead::Config::full().validate().is_ok());
+}
+
+#[test]
+fn live_overhead_alternates_and_records_only_in_traced_slices() {
+    if !tracefs::is_root() {
+        eprintln!("skipped: the trace overhead benchmark needs root (tracefs)");
+        return;
+    }
+    let cfg = overhead::Config {
+        pairs: 3,
+        slice_ns: 80_000_000,
+        buffer_kb: 1024,
+        cpu: None,
+        rates_hz: vec![0, 2000],
+    };
+    let r = overhead::run(&cfg, &mut Silent).unwrap();
+    assert!(!r.partial);
+    assert_eq!(r.rates.len(), 2);
+    assert_eq!(r.cpu, *firmtime_rt::sched::online_cpus().last().unwrap());
+    for (cell, hz) in r.rates.iter().zip([0, 2000]) {
+        let Cell::Measured(m) = cell else {
+            panic!("rate {hz} skipped: {cell:?}");
+        };
+        assert_eq!(m.rate_hz, hz);
+        let order: Vec<bool> = m.slices.iter().map(|s| s.traced).collect();
+        assert_eq!(order, [true, false, false, true, true, false]);
+        for w in m.slices.windows(2) {
+            assert!(w[0].end_ns <= w[1].start_ns, "slices in time order");
+        }
+        for s in &m.slices {
+            assert!(s.end_ns - s.start_ns >= cfg.slice_ns);
+            if !s.traced {
+                assert_eq!(s.events, 0, "an untraced slice recorded events: {s:?}");
+            }
+        }
+        let traced: u64 = m.slices.iter().filter(|s| s.traced).map(|s| s.events).sum();
+        assert!(traced > 0, "traced slices recorded nothing");
+        assert!(m.events >= traced);
+        assert!(m.pairs.len() <= 3);
+        assert!(m.ratio_ci95.is_none(), "under 6 pairs, no interval");
+        for p in &m.pairs {
+            assert!((p.ratio - p.on_per_s / p.off_per_s).abs() < 1e-12);
+        }
+        match (&m.timer, hz) {
+            (None, 0) => {}
+            (Some(t), 2000) => assert!(t.wakeups > 0 && t.rate_hz == 2000),
+            other => panic!("timer {other:?}"),
+        }
+    }
+    assert_eq!(
+        r.within_target,
+        r.rates[0].measured().unwrap().within_target,
+        "the acceptance figure is the rate-0 row's"
+    );
+    let j = serde_json::to_value(&r).unwrap();
+    for k in [
+        "config",
+        "kernel",
+        "cpu",
+        "sort_len",
+        "rates",
+        "within_target",
+    ] {
+        assert!(j.get(k).is_some(), "key {k}");
+    }
+    assert_eq!(j["rates"][0]["status"], "measured");
 }
