@@ -344,6 +344,13 @@ pub fn run(config: &Config, progress: &mut dyn Progress) -> Result<OverheadResul
             .ok_or_else(|| Error::new(ErrorKind::Io, "no online CPU found in /sys"))?,
     };
     let inst = Instance::create(&tracefs::instance_name(), config.buffer_kb)?;
+    // The controller (this thread) stays off the measured CPU when it can,
+    // and gets its own affinity back afterwards.
+    let saved = sched::affinity().ok();
+    let others: Vec<usize> = online.iter().copied().filter(|&c| c != cpu).collect();
+    if !others.is_empty() {
+        let _ = sched::set_affinity(&others);
+    }
     let mut rates = Vec::new();
     let mut partial = false;
     progress.begin(
@@ -374,6 +381,9 @@ pub fn run(config: &Config, progress: &mut dyn Progress) -> Result<OverheadResul
         }
     }
     progress.end();
+    if let Some(cpus) = saved {
+        let _ = sched::set_affinity(&cpus);
+    }
     let kernel_lost_events = inst.lost_events(&online);
     inst.remove();
     if let Some(e) = failure {
@@ -498,11 +508,6 @@ fn run_rate(
                 }
             }
         });
-        // The controller (this thread) stays off the measured CPU when it can.
-        let others: Vec<usize> = online.iter().copied().filter(|&c| c != cpu).collect();
-        if !others.is_empty() {
-            let _ = sched::set_affinity(&others);
-        }
         while started.load(Ordering::Acquire) == 0 {
             std::thread::sleep(Duration::from_millis(1));
         }

@@ -486,7 +486,13 @@ fn live_overhead_alternates_and_records_only_in_traced_slices() {
         cpu: None,
         rates_hz: vec![0, 2000],
     };
+    let before = firmtime_rt::sched::affinity().unwrap();
     let r = overhead::run(&cfg, &mut Silent).unwrap();
+    assert_eq!(
+        firmtime_rt::sched::affinity().unwrap(),
+        before,
+        "the caller's affinity is given back"
+    );
     assert!(!r.partial);
     assert_eq!(r.rates.len(), 2);
     assert_eq!(r.cpu, *firmtime_rt::sched::online_cpus().last().unwrap());
