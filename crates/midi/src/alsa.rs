@@ -37,7 +37,7 @@
 use std::ffi::CString;
 use std::path::Path;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -53,7 +53,8 @@ use rtrb::{Consumer, Producer, RingBuffer};
 use serde::Serialize;
 
 use crate::backend::{
-    BackendError, BackendKind, BackendStats, InputEvent, MidiBackend, OutputEvent, SentEvent,
+    bump, drain, BackendError, BackendKind, BackendStats, Counters, InputEvent, MidiBackend,
+    OutputEvent, SentEvent,
 };
 use crate::error::{Error, ErrorKind};
 use crate::jack::{futex_wait_until, futex_wake};
@@ -212,20 +213,11 @@ fn resolve(seq: &Seq, spec: &str) -> Result<Addr, Error> {
 
 #[derive(Debug, Default)]
 struct Shared {
-    sent: AtomicU64,
-    late: AtomicU64,
-    malformed: AtomicU64,
-    input_dropped: AtomicU64,
-    output_dropped: AtomicU64,
-    xruns: AtomicU64,
+    counters: Counters,
     stop: AtomicBool,
     shutdown: AtomicBool,
     errno: AtomicI32,
     seq: AtomicU32,
-}
-
-fn bump(c: &AtomicU64) {
-    c.fetch_add(1, Ordering::Relaxed);
 }
 
 /// The engine side of the ALSA sequencer backend.
@@ -236,7 +228,6 @@ pub struct AlsaBackend {
     sent_rx: Consumer<SentEvent>,
     shared: Arc<Shared>,
     wake_fd: i32,
-    received: u64,
     info: AlsaInfo,
     thread: Option<JoinHandle<()>>,
 }
@@ -425,10 +416,10 @@ impl Thread {
                         if self.input_tx.push(e).is_ok() {
                             delivered = true;
                         } else {
-                            bump(&self.shared.input_dropped);
+                            bump(&self.shared.counters.input_dropped);
                         }
                     }
-                    Err(_) => bump(&self.shared.malformed),
+                    Err(_) => bump(&self.shared.counters.malformed),
                 }
             }
             // Output: hand everything queued to the kernel.
@@ -438,7 +429,7 @@ impl Thread {
                 let len = out.msg.encode(&mut bytes);
                 coder.reset_encode();
                 let Ok((_, Some(mut ev))) = coder.encode(&bytes[..len]) else {
-                    bump(&self.shared.output_dropped);
+                    bump(&self.shared.counters.output_dropped);
                     continue;
                 };
                 ev.set_source(info.output_port);
@@ -461,13 +452,13 @@ impl Thread {
                     }
                 };
                 if seq.event_output(&mut ev).is_err() {
-                    bump(&self.shared.output_dropped);
+                    bump(&self.shared.counters.output_dropped);
                     continue;
                 }
                 wrote = true;
-                bump(&self.shared.sent);
+                bump(&self.shared.counters.sent);
                 if late {
-                    bump(&self.shared.late);
+                    bump(&self.shared.counters.late_outputs);
                 }
                 let rep = SentEvent {
                     intended_ns: out.at_ns,
@@ -482,7 +473,7 @@ impl Thread {
                 }
             }
             if wrote && seq.drain_output().is_err() {
-                bump(&self.shared.output_dropped);
+                bump(&self.shared.counters.output_dropped);
             }
             if delivered {
                 self.shared.seq.fetch_add(1, Ordering::Release);
@@ -562,7 +553,6 @@ impl AlsaBackend {
                 sent_rx,
                 shared,
                 wake_fd,
-                received: 0,
                 info,
                 thread: Some(handle),
             }),
@@ -612,12 +602,8 @@ impl MidiBackend for AlsaBackend {
     }
 
     fn poll_input(&mut self, f: &mut dyn FnMut(InputEvent)) -> Result<usize, BackendError> {
-        let mut n = 0;
-        while let Ok(ev) = self.input_rx.pop() {
-            f(ev);
-            n += 1;
-        }
-        self.received += n as u64;
+        let n = drain(&mut self.input_rx, f);
+        self.shared.counters.add_received(n);
         if n == 0 && self.shared.shutdown.load(Ordering::Acquire) {
             return Err(BackendError::Disconnected);
         }
@@ -650,7 +636,7 @@ impl MidiBackend for AlsaBackend {
             return Err(BackendError::Disconnected);
         }
         self.output_tx.push(ev).map_err(|_| {
-            bump(&self.shared.output_dropped);
+            bump(&self.shared.counters.output_dropped);
             BackendError::OutputQueueFull
         })?;
         self.wake();
@@ -658,25 +644,10 @@ impl MidiBackend for AlsaBackend {
     }
 
     fn poll_sent(&mut self, f: &mut dyn FnMut(SentEvent)) -> usize {
-        let mut n = 0;
-        while let Ok(ev) = self.sent_rx.pop() {
-            f(ev);
-            n += 1;
-        }
-        n
+        drain(&mut self.sent_rx, f)
     }
 
     fn stats(&self) -> BackendStats {
-        let s = &self.shared;
-        let ld = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        BackendStats {
-            received: self.received,
-            sent: ld(&s.sent),
-            input_dropped: ld(&s.input_dropped),
-            output_dropped: ld(&s.output_dropped),
-            late_outputs: ld(&s.late),
-            malformed: ld(&s.malformed),
-            xruns: ld(&s.xruns),
-        }
+        self.shared.counters.snapshot()
     }
 }

@@ -64,8 +64,8 @@ use jack::{AudioOut, Client, ClientStatus, Control, MidiIn, MidiOut, Port, Proce
 use rtrb::{Consumer, Producer, RingBuffer};
 
 use crate::backend::{
-    BackendError, BackendKind, BackendStats, InputEvent, MidiBackend, OutputEvent, PortIndex,
-    SentEvent,
+    bump, drain, BackendError, BackendKind, BackendStats, Counters, InputEvent, MidiBackend,
+    OutputEvent, PortIndex, SentEvent,
 };
 use crate::error::{Error, ErrorKind};
 use crate::parse_message;
@@ -202,21 +202,12 @@ pub(crate) trait MidiSink {
 /// Counters and flags shared by the RT side and the engine side.
 #[derive(Debug, Default)]
 struct Shared {
-    sent: AtomicU64,
-    late: AtomicU64,
-    malformed: AtomicU64,
-    input_dropped: AtomicU64,
-    output_dropped: AtomicU64,
+    counters: Counters,
     reports_dropped: AtomicU64,
-    xruns: AtomicU64,
     cycles: AtomicU64,
     shutdown: AtomicBool,
     /// Futex word: bumped (and woken) when the callback delivered something.
     seq: AtomicU32,
-}
-
-fn bump(c: &AtomicU64) {
-    c.fetch_add(1, Ordering::Relaxed);
 }
 
 /// Wakes every thread waiting on `word`. **RT-safe** (one non-blocking syscall).
@@ -287,10 +278,10 @@ impl JackCore {
                 if self.input_tx.push(ev).is_ok() {
                     self.delivered = true;
                 } else {
-                    bump(&self.shared.input_dropped);
+                    bump(&self.shared.counters.input_dropped);
                 }
             }
-            Err(_) => bump(&self.shared.malformed),
+            Err(_) => bump(&self.shared.counters.malformed),
         }
     }
 
@@ -299,7 +290,7 @@ impl JackCore {
     pub(crate) fn output(&mut self, cycle: &CycleTimes, sink: &mut dyn MidiSink) {
         while let Ok(ev) = self.output_rx.pop() {
             if self.pending.len() >= self.pending_cap {
-                bump(&self.shared.output_dropped);
+                bump(&self.shared.counters.output_dropped);
                 continue;
             }
             let key = due_key(&ev);
@@ -324,12 +315,12 @@ impl JackCore {
             let n = ev.msg.encode(&mut buf);
             let offset = (placed - cycle.frame) as u32;
             if n == 0 || !sink.write(ev.port, offset, &buf[..n]) {
-                bump(&self.shared.output_dropped);
+                bump(&self.shared.counters.output_dropped);
                 continue;
             }
-            bump(&self.shared.sent);
+            bump(&self.shared.counters.sent);
             if late {
-                bump(&self.shared.late);
+                bump(&self.shared.counters.late_outputs);
             }
             let report = SentEvent {
                 intended_ns: ev.at_ns,
@@ -678,7 +669,7 @@ impl jack::NotificationHandler for Notifier {
     }
 
     fn xrun(&mut self, _: &Client) -> Control {
-        bump(&self.shared.xruns);
+        bump(&self.shared.counters.xruns);
         Control::Continue
     }
 }
@@ -765,7 +756,6 @@ pub struct JackBackend {
     client: Option<jack::AsyncClient<Notifier, Process>>,
     ends: EngineEnds,
     shared: Arc<Shared>,
-    received: u64,
     n_outputs: usize,
     input_names: Vec<String>,
     output_names: Vec<String>,
@@ -913,7 +903,6 @@ impl JackBackend {
             client: Some(active),
             ends,
             shared,
-            received: 0,
             n_outputs: options.outputs.len() + usize::from(audio_port.is_some()),
             input_names,
             output_names,
@@ -1070,12 +1059,8 @@ impl MidiBackend for JackBackend {
     }
 
     fn poll_input(&mut self, f: &mut dyn FnMut(InputEvent)) -> Result<usize, BackendError> {
-        let mut n = 0;
-        while let Ok(ev) = self.ends.input_rx.pop() {
-            f(ev);
-            n += 1;
-        }
-        self.received += n as u64;
+        let n = drain(&mut self.ends.input_rx, f);
+        self.shared.counters.add_received(n);
         if n == 0 && self.shared.shutdown.load(Ordering::Acquire) {
             return Err(BackendError::Disconnected);
         }
@@ -1108,32 +1093,17 @@ impl MidiBackend for JackBackend {
             return Err(BackendError::Disconnected);
         }
         self.ends.output_tx.push(ev).map_err(|_| {
-            bump(&self.shared.output_dropped);
+            bump(&self.shared.counters.output_dropped);
             BackendError::OutputQueueFull
         })
     }
 
     fn poll_sent(&mut self, f: &mut dyn FnMut(SentEvent)) -> usize {
-        let mut n = 0;
-        while let Ok(ev) = self.ends.sent_rx.pop() {
-            f(ev);
-            n += 1;
-        }
-        n
+        drain(&mut self.ends.sent_rx, f)
     }
 
     fn stats(&self) -> BackendStats {
-        let s = &self.shared;
-        let ld = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        BackendStats {
-            received: self.received,
-            sent: ld(&s.sent),
-            input_dropped: ld(&s.input_dropped),
-            output_dropped: ld(&s.output_dropped),
-            late_outputs: ld(&s.late),
-            malformed: ld(&s.malformed),
-            xruns: ld(&s.xruns),
-        }
+        self.shared.counters.snapshot()
     }
 }
 
@@ -1230,7 +1200,7 @@ mod tests {
         assert_eq!(b.frame, Some(10_128));
         assert_eq!(b.t_ns, c.start_ns + 5_333_333 / 2);
         assert_eq!(b.port, 1);
-        assert_eq!(shared.malformed.load(Ordering::Relaxed), 1);
+        assert_eq!(shared.counters.malformed.load(Ordering::Relaxed), 1);
         assert_eq!(shared.seq.load(Ordering::Relaxed), 1, "engine woken once");
     }
 
@@ -1243,7 +1213,7 @@ mod tests {
                 core.input(&c, 0, i, &[0x90, 60, 100]);
             }
         });
-        assert_eq!(shared.input_dropped.load(Ordering::Relaxed), 3);
+        assert_eq!(shared.counters.input_dropped.load(Ordering::Relaxed), 3);
     }
 
     #[test]
@@ -1300,8 +1270,8 @@ mod tests {
             (sent[2].tag, sent[2].frame, sent[2].actual_ns),
             (2, Some(10_601), later)
         );
-        assert_eq!(shared.sent.load(Ordering::Relaxed), 3);
-        assert_eq!(shared.late.load(Ordering::Relaxed), 0);
+        assert_eq!(shared.counters.sent.load(Ordering::Relaxed), 3);
+        assert_eq!(shared.counters.late_outputs.load(Ordering::Relaxed), 0);
     }
 
     #[test]
@@ -1323,7 +1293,7 @@ mod tests {
         let s = ends.sent_rx.pop().unwrap();
         assert_eq!(s.frame, Some(c.frame));
         assert_eq!(s.intended_ns, Some(past));
-        assert_eq!(shared.late.load(Ordering::Relaxed), 1);
+        assert_eq!(shared.counters.late_outputs.load(Ordering::Relaxed), 1);
     }
 
     #[test]
@@ -1354,11 +1324,11 @@ mod tests {
         }
         assert_no_alloc::assert_no_alloc(|| core.output(&cycle(1), &mut sink));
         // Queue of 2 holds the two far events: both "now" events are refused.
-        assert_eq!(shared.output_dropped.load(Ordering::Relaxed), 2);
+        assert_eq!(shared.counters.output_dropped.load(Ordering::Relaxed), 2);
         // In cycle 100 the port has no room: both dropped, none sent.
         assert_no_alloc::assert_no_alloc(|| core.output(&cycle(100), &mut sink));
-        assert_eq!(shared.output_dropped.load(Ordering::Relaxed), 4);
-        assert_eq!(shared.sent.load(Ordering::Relaxed), 0);
+        assert_eq!(shared.counters.output_dropped.load(Ordering::Relaxed), 4);
+        assert_eq!(shared.counters.sent.load(Ordering::Relaxed), 0);
     }
 
     #[test]
