@@ -657,6 +657,61 @@ pub(crate) fn connect(client: &Client, src: &str, dst: &str) -> Result<(), Error
     })
 }
 
+/// Activates `client` with its handlers; `what` names the client in the
+/// error ("JACK client").
+pub(crate) fn activate<N, P>(
+    client: Client,
+    notifier: N,
+    process: P,
+    what: &str,
+) -> Result<jack::AsyncClient<N, P>, Error>
+where
+    N: 'static + Send + Sync + jack::NotificationHandler,
+    P: 'static + Send + jack::ProcessHandler,
+{
+    client
+        .activate_async(notifier, process)
+        .map_err(|e| Error::new(ErrorKind::Backend, format!("cannot activate {what}: {e}")))
+}
+
+/// Deactivates `client` and hands back its handlers; `what` as in [`activate`].
+pub(crate) fn deactivate<N, P>(
+    client: jack::AsyncClient<N, P>,
+    what: &str,
+) -> Result<(Client, N, P), Error>
+where
+    N: 'static + Send + Sync + jack::NotificationHandler,
+    P: 'static + Send + jack::ProcessHandler,
+{
+    client
+        .deactivate()
+        .map_err(|e| Error::new(ErrorKind::Backend, format!("cannot deactivate {what}: {e}")))
+}
+
+/// The notification handler of the helper clients (tapper, relay,
+/// recorder): it only counts xruns, into the counter `xruns` picks out of
+/// the client's shared state.
+pub(crate) struct XrunNotifier<S> {
+    shared: Arc<S>,
+    xruns: fn(&S) -> &AtomicU64,
+}
+
+impl<S> XrunNotifier<S> {
+    pub(crate) fn new(shared: &Arc<S>, xruns: fn(&S) -> &AtomicU64) -> Self {
+        XrunNotifier {
+            shared: Arc::clone(shared),
+            xruns,
+        }
+    }
+}
+
+impl<S: Send + Sync> jack::NotificationHandler for XrunNotifier<S> {
+    fn xrun(&mut self, _: &Client) -> Control {
+        bump((self.xruns)(&self.shared));
+        Control::Continue
+    }
+}
+
 struct Notifier {
     shared: Arc<Shared>,
 }
@@ -893,12 +948,7 @@ impl JackBackend {
         let notifier = Notifier {
             shared: Arc::clone(&shared),
         };
-        let active = client.activate_async(notifier, process).map_err(|e| {
-            Error::new(
-                ErrorKind::Backend,
-                format!("cannot activate JACK client: {e}"),
-            )
-        })?;
+        let active = activate(client, notifier, process, "JACK client")?;
         let backend = JackBackend {
             client: Some(active),
             ends,
@@ -1036,12 +1086,7 @@ impl JackBackend {
 
     fn deactivate(&mut self) -> Result<(), Error> {
         match self.client.take() {
-            Some(c) => c.deactivate().map(|_| ()).map_err(|e| {
-                Error::new(
-                    ErrorKind::Backend,
-                    format!("cannot deactivate JACK client: {e}"),
-                )
-            }),
+            Some(c) => deactivate(c, "JACK client").map(|_| ()),
             None => Ok(()),
         }
     }
