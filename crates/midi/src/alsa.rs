@@ -37,7 +37,7 @@
 use std::ffi::CString;
 use std::path::Path;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -53,11 +53,10 @@ use rtrb::{Consumer, Producer, RingBuffer};
 use serde::Serialize;
 
 use crate::backend::{
-    bump, drain, BackendError, BackendKind, BackendStats, Counters, InputEvent, MidiBackend,
-    OutputEvent, SentEvent,
+    bump, BackendError, BackendKind, BackendStats, InputEvent, MidiBackend, OutputEvent, SentEvent,
 };
 use crate::error::{Error, ErrorKind};
-use crate::jack::{futex_wait_until, futex_wake};
+use crate::jack::{EngineEnds, EngineLink};
 use crate::parse_message;
 
 /// The sequencer device this backend needs.
@@ -213,19 +212,15 @@ fn resolve(seq: &Seq, spec: &str) -> Result<Addr, Error> {
 
 #[derive(Debug, Default)]
 struct Shared {
-    counters: Counters,
+    link: EngineLink,
     stop: AtomicBool,
-    shutdown: AtomicBool,
     errno: AtomicI32,
-    seq: AtomicU32,
 }
 
 /// The engine side of the ALSA sequencer backend.
 #[derive(Debug)]
 pub struct AlsaBackend {
-    input_rx: Consumer<InputEvent>,
-    output_tx: Producer<OutputEvent>,
-    sent_rx: Consumer<SentEvent>,
+    ends: EngineEnds,
     shared: Arc<Shared>,
     wake_fd: i32,
     info: AlsaInfo,
@@ -416,10 +411,10 @@ impl Thread {
                         if self.input_tx.push(e).is_ok() {
                             delivered = true;
                         } else {
-                            bump(&self.shared.counters.input_dropped);
+                            bump(&self.shared.link.counters.input_dropped);
                         }
                     }
-                    Err(_) => bump(&self.shared.counters.malformed),
+                    Err(_) => bump(&self.shared.link.counters.malformed),
                 }
             }
             // Output: hand everything queued to the kernel.
@@ -429,7 +424,7 @@ impl Thread {
                 let len = out.msg.encode(&mut bytes);
                 coder.reset_encode();
                 let Ok((_, Some(mut ev))) = coder.encode(&bytes[..len]) else {
-                    bump(&self.shared.counters.output_dropped);
+                    bump(&self.shared.link.counters.output_dropped);
                     continue;
                 };
                 ev.set_source(info.output_port);
@@ -452,13 +447,13 @@ impl Thread {
                     }
                 };
                 if seq.event_output(&mut ev).is_err() {
-                    bump(&self.shared.counters.output_dropped);
+                    bump(&self.shared.link.counters.output_dropped);
                     continue;
                 }
                 wrote = true;
-                bump(&self.shared.counters.sent);
+                bump(&self.shared.link.counters.sent);
                 if late {
-                    bump(&self.shared.counters.late_outputs);
+                    bump(&self.shared.link.counters.late_outputs);
                 }
                 let rep = SentEvent {
                     intended_ns: out.at_ns,
@@ -473,20 +468,17 @@ impl Thread {
                 }
             }
             if wrote && seq.drain_output().is_err() {
-                bump(&self.shared.counters.output_dropped);
+                bump(&self.shared.link.counters.output_dropped);
             }
             if delivered {
-                self.shared.seq.fetch_add(1, Ordering::Release);
-                futex_wake(&self.shared.seq);
+                self.shared.link.notify();
             }
         }
     }
 
     fn fail(&self, errno: i32) {
         self.shared.errno.store(errno, Ordering::Relaxed);
-        self.shared.shutdown.store(true, Ordering::Release);
-        self.shared.seq.fetch_add(1, Ordering::Release);
-        futex_wake(&self.shared.seq);
+        self.shared.link.shut_down();
     }
 }
 
@@ -548,9 +540,11 @@ impl AlsaBackend {
         };
         match rx.recv() {
             Ok(Ok(info)) => Ok(AlsaBackend {
-                input_rx,
-                output_tx,
-                sent_rx,
+                ends: EngineEnds {
+                    input_rx,
+                    output_tx,
+                    sent_rx,
+                },
                 shared,
                 wake_fd,
                 info,
@@ -602,52 +596,27 @@ impl MidiBackend for AlsaBackend {
     }
 
     fn poll_input(&mut self, f: &mut dyn FnMut(InputEvent)) -> Result<usize, BackendError> {
-        let n = drain(&mut self.input_rx, f);
-        self.shared.counters.add_received(n);
-        if n == 0 && self.shared.shutdown.load(Ordering::Acquire) {
-            return Err(BackendError::Disconnected);
-        }
-        Ok(n)
+        self.ends.poll_input(&self.shared.link, f)
     }
 
     fn wait(&mut self, deadline_ns: u64) -> Result<(), BackendError> {
-        let seq = self.shared.seq.load(Ordering::Acquire);
-        if self.shared.shutdown.load(Ordering::Acquire) {
-            return if self.input_rx.is_empty() {
-                Err(BackendError::Disconnected)
-            } else {
-                Ok(())
-            };
-        }
-        if !self.input_rx.is_empty() || !self.sent_rx.is_empty() {
-            return Ok(());
-        }
-        if monotonic_ns() < deadline_ns {
-            futex_wait_until(&self.shared.seq, seq, deadline_ns);
-        }
-        Ok(())
+        self.ends.wait(&self.shared.link, deadline_ns)
     }
 
     fn send(&mut self, ev: OutputEvent) -> Result<(), BackendError> {
         if ev.port != 0 {
             return Err(BackendError::NoSuchPort(ev.port));
         }
-        if self.shared.shutdown.load(Ordering::Acquire) {
-            return Err(BackendError::Disconnected);
-        }
-        self.output_tx.push(ev).map_err(|_| {
-            bump(&self.shared.counters.output_dropped);
-            BackendError::OutputQueueFull
-        })?;
+        self.ends.send(&self.shared.link, ev)?;
         self.wake();
         Ok(())
     }
 
     fn poll_sent(&mut self, f: &mut dyn FnMut(SentEvent)) -> usize {
-        drain(&mut self.sent_rx, f)
+        self.ends.poll_sent(f)
     }
 
     fn stats(&self) -> BackendStats {
-        self.shared.counters.snapshot()
+        self.shared.link.counters.snapshot()
     }
 }
