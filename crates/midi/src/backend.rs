@@ -237,23 +237,18 @@ mod tests {
     fn snapshot_reads_each_counter_into_its_own_field() {
         let c = Counters::default();
         c.add_received(1);
-        for _ in 0..2 {
-            bump(&c.sent);
-        }
-        for _ in 0..3 {
-            bump(&c.input_dropped);
-        }
-        for _ in 0..4 {
-            bump(&c.output_dropped);
-        }
-        for _ in 0..5 {
-            bump(&c.late_outputs);
-        }
-        for _ in 0..6 {
-            bump(&c.malformed);
-        }
-        for _ in 0..7 {
-            bump(&c.xruns);
+        let each = [
+            (&c.sent, 2),
+            (&c.input_dropped, 3),
+            (&c.output_dropped, 4),
+            (&c.late_outputs, 5),
+            (&c.malformed, 6),
+            (&c.xruns, 7),
+        ];
+        for (counter, n) in each {
+            for _ in 0..n {
+                bump(counter);
+            }
         }
         let want = BackendStats {
             received: 1,
