@@ -37,7 +37,7 @@
 use std::ffi::CString;
 use std::path::Path;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -53,10 +53,10 @@ use rtrb::{Consumer, Producer, RingBuffer};
 use serde::Serialize;
 
 use crate::backend::{
-    BackendError, BackendKind, BackendStats, InputEvent, MidiBackend, OutputEvent, SentEvent,
+    bump, BackendError, BackendKind, BackendStats, InputEvent, MidiBackend, OutputEvent, SentEvent,
 };
 use crate::error::{Error, ErrorKind};
-use crate::jack::{futex_wait_until, futex_wake};
+use crate::jack::{EngineEnds, EngineLink};
 use crate::parse_message;
 
 /// The sequencer device this backend needs.
@@ -212,31 +212,17 @@ fn resolve(seq: &Seq, spec: &str) -> Result<Addr, Error> {
 
 #[derive(Debug, Default)]
 struct Shared {
-    sent: AtomicU64,
-    late: AtomicU64,
-    malformed: AtomicU64,
-    input_dropped: AtomicU64,
-    output_dropped: AtomicU64,
-    xruns: AtomicU64,
+    link: EngineLink,
     stop: AtomicBool,
-    shutdown: AtomicBool,
     errno: AtomicI32,
-    seq: AtomicU32,
-}
-
-fn bump(c: &AtomicU64) {
-    c.fetch_add(1, Ordering::Relaxed);
 }
 
 /// The engine side of the ALSA sequencer backend.
 #[derive(Debug)]
 pub struct AlsaBackend {
-    input_rx: Consumer<InputEvent>,
-    output_tx: Producer<OutputEvent>,
-    sent_rx: Consumer<SentEvent>,
+    ends: EngineEnds,
     shared: Arc<Shared>,
     wake_fd: i32,
-    received: u64,
     info: AlsaInfo,
     thread: Option<JoinHandle<()>>,
 }
@@ -425,10 +411,10 @@ impl Thread {
                         if self.input_tx.push(e).is_ok() {
                             delivered = true;
                         } else {
-                            bump(&self.shared.input_dropped);
+                            bump(&self.shared.link.counters.input_dropped);
                         }
                     }
-                    Err(_) => bump(&self.shared.malformed),
+                    Err(_) => bump(&self.shared.link.counters.malformed),
                 }
             }
             // Output: hand everything queued to the kernel.
@@ -438,7 +424,7 @@ impl Thread {
                 let len = out.msg.encode(&mut bytes);
                 coder.reset_encode();
                 let Ok((_, Some(mut ev))) = coder.encode(&bytes[..len]) else {
-                    bump(&self.shared.output_dropped);
+                    bump(&self.shared.link.counters.output_dropped);
                     continue;
                 };
                 ev.set_source(info.output_port);
@@ -461,13 +447,13 @@ impl Thread {
                     }
                 };
                 if seq.event_output(&mut ev).is_err() {
-                    bump(&self.shared.output_dropped);
+                    bump(&self.shared.link.counters.output_dropped);
                     continue;
                 }
                 wrote = true;
-                bump(&self.shared.sent);
+                bump(&self.shared.link.counters.sent);
                 if late {
-                    bump(&self.shared.late);
+                    bump(&self.shared.link.counters.late_outputs);
                 }
                 let rep = SentEvent {
                     intended_ns: out.at_ns,
@@ -482,20 +468,17 @@ impl Thread {
                 }
             }
             if wrote && seq.drain_output().is_err() {
-                bump(&self.shared.output_dropped);
+                bump(&self.shared.link.counters.output_dropped);
             }
             if delivered {
-                self.shared.seq.fetch_add(1, Ordering::Release);
-                futex_wake(&self.shared.seq);
+                self.shared.link.notify();
             }
         }
     }
 
     fn fail(&self, errno: i32) {
         self.shared.errno.store(errno, Ordering::Relaxed);
-        self.shared.shutdown.store(true, Ordering::Release);
-        self.shared.seq.fetch_add(1, Ordering::Release);
-        futex_wake(&self.shared.seq);
+        self.shared.link.shut_down();
     }
 }
 
@@ -557,12 +540,13 @@ impl AlsaBackend {
         };
         match rx.recv() {
             Ok(Ok(info)) => Ok(AlsaBackend {
-                input_rx,
-                output_tx,
-                sent_rx,
+                ends: EngineEnds {
+                    input_rx,
+                    output_tx,
+                    sent_rx,
+                },
                 shared,
                 wake_fd,
-                received: 0,
                 info,
                 thread: Some(handle),
             }),
@@ -612,71 +596,27 @@ impl MidiBackend for AlsaBackend {
     }
 
     fn poll_input(&mut self, f: &mut dyn FnMut(InputEvent)) -> Result<usize, BackendError> {
-        let mut n = 0;
-        while let Ok(ev) = self.input_rx.pop() {
-            f(ev);
-            n += 1;
-        }
-        self.received += n as u64;
-        if n == 0 && self.shared.shutdown.load(Ordering::Acquire) {
-            return Err(BackendError::Disconnected);
-        }
-        Ok(n)
+        self.ends.poll_input(&self.shared.link, f)
     }
 
     fn wait(&mut self, deadline_ns: u64) -> Result<(), BackendError> {
-        let seq = self.shared.seq.load(Ordering::Acquire);
-        if self.shared.shutdown.load(Ordering::Acquire) {
-            return if self.input_rx.is_empty() {
-                Err(BackendError::Disconnected)
-            } else {
-                Ok(())
-            };
-        }
-        if !self.input_rx.is_empty() || !self.sent_rx.is_empty() {
-            return Ok(());
-        }
-        if monotonic_ns() < deadline_ns {
-            futex_wait_until(&self.shared.seq, seq, deadline_ns);
-        }
-        Ok(())
+        self.ends.wait(&self.shared.link, deadline_ns)
     }
 
     fn send(&mut self, ev: OutputEvent) -> Result<(), BackendError> {
         if ev.port != 0 {
             return Err(BackendError::NoSuchPort(ev.port));
         }
-        if self.shared.shutdown.load(Ordering::Acquire) {
-            return Err(BackendError::Disconnected);
-        }
-        self.output_tx.push(ev).map_err(|_| {
-            bump(&self.shared.output_dropped);
-            BackendError::OutputQueueFull
-        })?;
+        self.ends.send(&self.shared.link, ev)?;
         self.wake();
         Ok(())
     }
 
     fn poll_sent(&mut self, f: &mut dyn FnMut(SentEvent)) -> usize {
-        let mut n = 0;
-        while let Ok(ev) = self.sent_rx.pop() {
-            f(ev);
-            n += 1;
-        }
-        n
+        self.ends.poll_sent(f)
     }
 
     fn stats(&self) -> BackendStats {
-        let s = &self.shared;
-        let ld = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        BackendStats {
-            received: self.received,
-            sent: ld(&s.sent),
-            input_dropped: ld(&s.input_dropped),
-            output_dropped: ld(&s.output_dropped),
-            late_outputs: ld(&s.late),
-            malformed: ld(&s.malformed),
-            xruns: ld(&s.xruns),
-        }
+        self.shared.link.counters.snapshot()
     }
 }

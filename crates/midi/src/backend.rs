@@ -13,6 +13,10 @@
 //! (`firmtime_rt::clock::monotonic_ns` on the same host),
 //! whatever the backend's native time base (JACK frames, ALSA queue time).
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use rtrb::Consumer;
+
 use crate::MidiMessage;
 
 /// Index of a backend port (input or output), in the order the ports were opened.
@@ -104,6 +108,61 @@ pub struct BackendStats {
     pub xruns: u64,
 }
 
+/// The atomic counters behind [`BackendStats`], one per field, shared by a
+/// backend's real-time side and its engine side. A counter a backend does
+/// not keep stays 0.
+///
+/// Every method is **RT-safe.**: one Relaxed atomic operation per counter,
+/// no lock, no allocation.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub(crate) received: AtomicU64,
+    pub(crate) sent: AtomicU64,
+    pub(crate) input_dropped: AtomicU64,
+    pub(crate) output_dropped: AtomicU64,
+    pub(crate) late_outputs: AtomicU64,
+    pub(crate) malformed: AtomicU64,
+    pub(crate) xruns: AtomicU64,
+}
+
+impl Counters {
+    /// Counts `n` input messages delivered to the engine side.
+    pub(crate) fn add_received(&self, n: usize) {
+        self.received.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// The counters now, as [`BackendStats`].
+    pub(crate) fn snapshot(&self) -> BackendStats {
+        let ld = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        BackendStats {
+            received: ld(&self.received),
+            sent: ld(&self.sent),
+            input_dropped: ld(&self.input_dropped),
+            output_dropped: ld(&self.output_dropped),
+            late_outputs: ld(&self.late_outputs),
+            malformed: ld(&self.malformed),
+            xruns: ld(&self.xruns),
+        }
+    }
+}
+
+/// Adds one to a counter. **RT-safe.**
+pub(crate) fn bump(c: &AtomicU64) {
+    c.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Calls `f` for everything in `rx`, oldest first, and returns how many
+/// there were: the body of [`MidiBackend::poll_sent`] and of the drain in
+/// [`MidiBackend::poll_input`]. **RT-safe.**
+pub(crate) fn drain<T>(rx: &mut Consumer<T>, f: &mut dyn FnMut(T)) -> usize {
+    let mut n = 0;
+    while let Ok(item) = rx.pop() {
+        f(item);
+        n += 1;
+    }
+    n
+}
+
 /// A failure on the engine side. Small and `Copy`: returned on the RT path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -168,4 +227,56 @@ pub trait MidiBackend: Send {
 
     /// The counters so far.
     fn stats(&self) -> BackendStats;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snapshot_reads_each_counter_into_its_own_field() {
+        let c = Counters::default();
+        c.add_received(1);
+        let each = [
+            (&c.sent, 2),
+            (&c.input_dropped, 3),
+            (&c.output_dropped, 4),
+            (&c.late_outputs, 5),
+            (&c.malformed, 6),
+            (&c.xruns, 7),
+        ];
+        for (counter, n) in each {
+            for _ in 0..n {
+                bump(counter);
+            }
+        }
+        let want = BackendStats {
+            received: 1,
+            sent: 2,
+            input_dropped: 3,
+            output_dropped: 4,
+            late_outputs: 5,
+            malformed: 6,
+            xruns: 7,
+        };
+        assert_eq!(assert_no_alloc::assert_no_alloc(|| c.snapshot()), want);
+    }
+
+    #[test]
+    fn drain_hands_over_everything_in_order() {
+        let (mut tx, mut rx) = rtrb::RingBuffer::new(4);
+        for i in 0..3u32 {
+            tx.push(i).unwrap();
+        }
+        let mut got = [0u32; 4];
+        let n = assert_no_alloc::assert_no_alloc(|| {
+            let mut k = 0;
+            drain(&mut rx, &mut |v| {
+                got[k] = v;
+                k += 1;
+            })
+        });
+        assert_eq!((n, got), (3, [0, 1, 2, 0]));
+        assert_eq!(drain(&mut rx, &mut |_| {}), 0);
+    }
 }

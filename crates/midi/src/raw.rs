@@ -38,7 +38,8 @@ use firmtime_rt::setup::{RtConditions, RtRequest};
 use rtrb::{Consumer, Producer, RingBuffer};
 
 use crate::backend::{
-    BackendError, BackendKind, BackendStats, InputEvent, MidiBackend, OutputEvent, SentEvent,
+    bump, drain, BackendError, BackendKind, BackendStats, Counters, InputEvent, MidiBackend,
+    OutputEvent, SentEvent,
 };
 use crate::error::{Error, ErrorKind, Result};
 use crate::{Encoder, Parser, ParserStats};
@@ -115,10 +116,7 @@ struct Shared {
     stop: AtomicBool,
     gone: AtomicBool,
     gone_errno: AtomicI32,
-    sent: AtomicU64,
-    late: AtomicU64,
-    input_dropped: AtomicU64,
-    output_unsendable: AtomicU64,
+    counters: Counters,
     p_bytes: AtomicU64,
     p_messages: AtomicU64,
     p_stray: AtomicU64,
@@ -142,8 +140,6 @@ pub struct RawBackend {
     shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
     info: RawInfo,
-    received: u64,
-    output_dropped: u64,
 }
 
 impl RawBackend {
@@ -231,10 +227,7 @@ impl RawBackend {
             stop: AtomicBool::new(false),
             gone: AtomicBool::new(false),
             gone_errno: AtomicI32::new(0),
-            sent: AtomicU64::new(0),
-            late: AtomicU64::new(0),
-            input_dropped: AtomicU64::new(0),
-            output_unsendable: AtomicU64::new(0),
+            counters: Counters::default(),
             p_bytes: AtomicU64::new(0),
             p_messages: AtomicU64::new(0),
             p_stray: AtomicU64::new(0),
@@ -312,8 +305,6 @@ impl RawBackend {
                 baud,
                 rt,
             },
-            received: 0,
-            output_dropped: 0,
         })
     }
 
@@ -370,12 +361,8 @@ impl MidiBackend for RawBackend {
     fn poll_input(&mut self, f: &mut dyn FnMut(InputEvent)) -> Result<usize, BackendError> {
         // Read the flag first: everything pushed before it was set is drained below.
         let gone = self.shared.gone.load(Ordering::Acquire);
-        let mut n = 0;
-        while let Ok(ev) = self.input.pop() {
-            f(ev);
-            n += 1;
-        }
-        self.received += n as u64;
+        let n = drain(&mut self.input, f);
+        self.shared.counters.add_received(n);
         if n == 0 && gone {
             return Err(BackendError::Disconnected);
         }
@@ -417,7 +404,7 @@ impl MidiBackend for RawBackend {
             return Err(BackendError::Disconnected);
         }
         if self.output.push(ev).is_err() {
-            self.output_dropped += 1;
+            bump(&self.shared.counters.output_dropped);
             return Err(BackendError::OutputQueueFull);
         }
         signal(self.shared.rt_wake.as_raw_fd());
@@ -425,31 +412,11 @@ impl MidiBackend for RawBackend {
     }
 
     fn poll_sent(&mut self, f: &mut dyn FnMut(SentEvent)) -> usize {
-        let mut n = 0;
-        while let Ok(ev) = self.sent.pop() {
-            f(ev);
-            n += 1;
-        }
-        n
+        drain(&mut self.sent, f)
     }
 
     fn stats(&self) -> BackendStats {
-        let s = &self.shared;
-        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let p = self.parser_stats();
-        BackendStats {
-            received: self.received,
-            sent: l(&s.sent),
-            input_dropped: l(&s.input_dropped),
-            output_dropped: self.output_dropped + l(&s.output_unsendable),
-            late_outputs: l(&s.late),
-            malformed: p.stray_data_bytes
-                + p.truncated_messages
-                + p.sysex_overflows
-                + p.undefined_status_bytes
-                + p.stray_eox,
-            xruns: 0,
-        }
+        self.shared.counters.snapshot()
     }
 }
 
@@ -578,7 +545,7 @@ impl RawIo {
                 if self.input.push(ie).is_ok() {
                     pushed = true;
                 } else {
-                    self.shared.input_dropped.fetch_add(1, Ordering::Relaxed);
+                    bump(&self.shared.counters.input_dropped);
                 }
             }
         }
@@ -599,6 +566,12 @@ impl RawIo {
         s.p_undefined
             .store(p.undefined_status_bytes, Ordering::Relaxed);
         s.p_stray_eox.store(p.stray_eox, Ordering::Relaxed);
+        let malformed = p.stray_data_bytes
+            + p.truncated_messages
+            + p.sysex_overflows
+            + p.undefined_status_bytes
+            + p.stray_eox;
+        s.counters.malformed.store(malformed, Ordering::Relaxed);
     }
 
     /// Moves output from the ring into the time-ordered queue while it has room.
@@ -648,9 +621,7 @@ impl RawIo {
             let len = self.encoder.encode_running(&q.ev.msg, &mut bytes);
             if len == 0 {
                 // SysEx is not sent through OutputEvent: counted, not written.
-                self.shared
-                    .output_unsendable
-                    .fetch_add(1, Ordering::Relaxed);
+                bump(&self.shared.counters.output_dropped);
                 continue;
             }
             self.partial = Some(Partial {
@@ -695,10 +666,10 @@ impl RawIo {
             self.wire_free_ns = t.max(self.wire_free_ns) + p.len as u64 * WIRE_BYTE_NS;
         }
         let s = &self.shared;
-        s.sent.fetch_add(1, Ordering::Relaxed);
+        bump(&s.counters.sent);
         if let Some(at) = p.ev.at_ns {
             if t > at + LATE_TOLERANCE_NS {
-                s.late.fetch_add(1, Ordering::Relaxed);
+                bump(&s.counters.late_outputs);
             }
         }
         // A full sent ring only loses the report, never the output.

@@ -198,6 +198,41 @@ fn tapper_taps_recorded_with_zero_frame_error_in_order() {
 /// A jack_midiseq child, killed and reaped on drop.
 struct Seq(Child);
 
+impl Seq {
+    /// Whether jack_midiseq is there to start; prints the SKIP line when not.
+    fn installed() -> bool {
+        let found = program_on_path("jack_midiseq");
+        if !found {
+            println!("SKIP: jack_midiseq not installed (Debian: jackd2)");
+        }
+        found
+    }
+
+    /// Starts `jack_midiseq name args…` on `srv` and connects its output to
+    /// `rec`'s input as soon as it has registered.
+    fn start(srv: &DummyServer, rec: &JackBackend, name: &str, args: &[&str]) -> Seq {
+        let seq = Seq(Command::new("jack_midiseq")
+            .arg(name)
+            .args(args)
+            .env("JACK_DEFAULT_SERVER", srv.name())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap());
+        let out = format!("{name}:out");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while rec.connect(&out, "ft-rec:in").is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "jack_midiseq never registered {out}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        seq
+    }
+}
+
 impl Drop for Seq {
     fn drop(&mut self) {
         let _ = self.0.kill();
@@ -208,8 +243,7 @@ impl Drop for Seq {
 #[test]
 fn jack_midiseq_taps_recorded_at_exact_loop_frames() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !program_on_path("jack_midiseq") {
-        println!("SKIP: jack_midiseq not installed (Debian: jackd2)");
+    if !Seq::installed() {
         return;
     }
     let Some(srv) = server(256) else { return };
@@ -222,22 +256,12 @@ fn jack_midiseq_taps_recorded_at_exact_loop_frames() {
         (2400, 64, true),
         (3000, 64, false),
     ];
-    let seq = Seq(Command::new("jack_midiseq")
-        .args(["ft-seq", "4800", "0", "60", "1000", "2400", "64", "600"])
-        .env("JACK_DEFAULT_SERVER", srv.name())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap());
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while rec.connect("ft-seq:out", "ft-rec:in").is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "jack_midiseq never registered ft-seq:out"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let seq = Seq::start(
+        &srv,
+        &rec,
+        "ft-seq",
+        &["4800", "0", "60", "1000", "2400", "64", "600"],
+    );
     let got = collect(&mut rec, 60);
     drop(seq);
     assert!(
@@ -356,25 +380,12 @@ fn scheduled_output_arrives_at_second_client_at_intended_frame() {
 #[test]
 fn xruns_are_counted_and_the_run_goes_on() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !program_on_path("jack_midiseq") {
-        println!("SKIP: jack_midiseq not installed (Debian: jackd2)");
+    if !Seq::installed() {
         return;
     }
     let Some(srv) = server(256) else { return };
     let mut rec = backend(&srv, "ft-rec");
-    let seq = Seq(Command::new("jack_midiseq")
-        .args(["ft-stall", "4800", "0", "60", "1000"])
-        .env("JACK_DEFAULT_SERVER", srv.name())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap());
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while rec.connect("ft-stall:out", "ft-rec:in").is_err() {
-        assert!(Instant::now() < deadline, "jack_midiseq never registered");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let seq = Seq::start(&srv, &rec, "ft-stall", &["4800", "0", "60", "1000"]);
     assert!(!collect(&mut rec, 2).is_empty());
     // Stop the other client mid-graph: the server misses its deadline and
     // reports xruns to every client.

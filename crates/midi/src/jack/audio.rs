@@ -46,7 +46,10 @@ use std::time::{Duration, Instant};
 
 use jack::{AudioIn, Client, Control, Port, ProcessScope};
 
-use super::{connect, jack_clock_offset, open_client, read_cycle_times, FrameExtender};
+use super::{
+    activate, connect, deactivate, jack_clock_offset, open_client, read_cycle_times, FrameExtender,
+    XrunNotifier,
+};
 use crate::error::{Error, ErrorKind};
 use crate::{parse_message, MidiMessage};
 
@@ -663,17 +666,6 @@ impl OnsetCore {
     }
 }
 
-struct RecNotifier {
-    shared: Arc<RecShared>,
-}
-
-impl jack::NotificationHandler for RecNotifier {
-    fn xrun(&mut self, _: &Client) -> Control {
-        self.shared.xruns.fetch_add(1, Ordering::Relaxed);
-        Control::Continue
-    }
-}
-
 struct RecProcess {
     core: OnsetCore,
     port: Port<AudioIn>,
@@ -696,7 +688,7 @@ impl jack::ProcessHandler for RecProcess {
 /// the ground truth for audio output, as [`Tapper`](super::Tapper) is for
 /// MIDI input. Frames are the server's, shared by every client.
 pub struct OnsetRecorder {
-    client: Option<jack::AsyncClient<RecNotifier, RecProcess>>,
+    client: Option<jack::AsyncClient<XrunNotifier<RecShared>, RecProcess>>,
     shared: Arc<RecShared>,
     port_name: String,
 }
@@ -738,15 +730,8 @@ impl OnsetRecorder {
             ext: FrameExtender::default(),
             shared: Arc::clone(&shared),
         };
-        let notifier = RecNotifier {
-            shared: Arc::clone(&shared),
-        };
-        let active = client.activate_async(notifier, process).map_err(|e| {
-            Error::new(
-                ErrorKind::Backend,
-                format!("cannot activate JACK client: {e}"),
-            )
-        })?;
+        let notifier = XrunNotifier::new(&shared, |s| &s.xruns);
+        let active = activate(client, notifier, process, "JACK client")?;
         for src in &options.connect_from {
             connect(active.as_client(), src, &port_name)?;
         }
@@ -777,12 +762,7 @@ impl OnsetRecorder {
             .client
             .take()
             .expect("client is Some until finish or drop");
-        let (_, _, process) = client.deactivate().map_err(|e| {
-            Error::new(
-                ErrorKind::Backend,
-                format!("cannot deactivate JACK client: {e}"),
-            )
-        })?;
+        let (_, _, process) = deactivate(client, "JACK client")?;
         Ok(RecorderReport {
             onsets: process.core.onsets,
             dropped: process.core.dropped,

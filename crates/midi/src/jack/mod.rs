@@ -64,8 +64,8 @@ use jack::{AudioOut, Client, ClientStatus, Control, MidiIn, MidiOut, Port, Proce
 use rtrb::{Consumer, Producer, RingBuffer};
 
 use crate::backend::{
-    BackendError, BackendKind, BackendStats, InputEvent, MidiBackend, OutputEvent, PortIndex,
-    SentEvent,
+    bump, drain, BackendError, BackendKind, BackendStats, Counters, InputEvent, MidiBackend,
+    OutputEvent, PortIndex, SentEvent,
 };
 use crate::error::{Error, ErrorKind};
 use crate::parse_message;
@@ -202,21 +202,94 @@ pub(crate) trait MidiSink {
 /// Counters and flags shared by the RT side and the engine side.
 #[derive(Debug, Default)]
 struct Shared {
-    sent: AtomicU64,
-    late: AtomicU64,
-    malformed: AtomicU64,
-    input_dropped: AtomicU64,
-    output_dropped: AtomicU64,
+    link: EngineLink,
     reports_dropped: AtomicU64,
-    xruns: AtomicU64,
     cycles: AtomicU64,
-    shutdown: AtomicBool,
-    /// Futex word: bumped (and woken) when the callback delivered something.
-    seq: AtomicU32,
 }
 
-fn bump(c: &AtomicU64) {
-    c.fetch_add(1, Ordering::Relaxed);
+/// What a real-time side that wakes its engine side through a futex (the
+/// JACK process callback, the ALSA thread) shares with that engine side.
+#[derive(Debug, Default)]
+pub(crate) struct EngineLink {
+    pub(crate) counters: Counters,
+    /// Set once the server or device went away.
+    pub(crate) shutdown: AtomicBool,
+    /// Futex word: bumped (and woken) when the RT side delivered something.
+    pub(crate) seq: AtomicU32,
+}
+
+impl EngineLink {
+    /// Wakes the engine side. **RT-safe** (one non-blocking syscall).
+    pub(crate) fn notify(&self) {
+        self.seq.fetch_add(1, Ordering::Release);
+        futex_wake(&self.seq);
+    }
+
+    /// Marks the server or device gone and wakes the engine side. **RT-safe.**
+    pub(crate) fn shut_down(&self) {
+        self.shutdown.store(true, Ordering::Release);
+        self.notify();
+    }
+}
+
+/// The engine-side ends of the rings to an [`EngineLink`]'s RT side, and
+/// the [`MidiBackend`] methods over them. **RT-safe.**, as those methods.
+#[derive(Debug)]
+pub(crate) struct EngineEnds {
+    pub(crate) input_rx: Consumer<InputEvent>,
+    pub(crate) output_tx: Producer<OutputEvent>,
+    pub(crate) sent_rx: Consumer<SentEvent>,
+}
+
+impl EngineEnds {
+    /// [`MidiBackend::poll_input`].
+    pub(crate) fn poll_input(
+        &mut self,
+        link: &EngineLink,
+        f: &mut dyn FnMut(InputEvent),
+    ) -> Result<usize, BackendError> {
+        let n = drain(&mut self.input_rx, f);
+        link.counters.add_received(n);
+        if n == 0 && link.shutdown.load(Ordering::Acquire) {
+            return Err(BackendError::Disconnected);
+        }
+        Ok(n)
+    }
+
+    /// [`MidiBackend::wait`].
+    pub(crate) fn wait(&self, link: &EngineLink, deadline_ns: u64) -> Result<(), BackendError> {
+        let seq = link.seq.load(Ordering::Acquire);
+        if link.shutdown.load(Ordering::Acquire) {
+            return if self.input_rx.is_empty() {
+                Err(BackendError::Disconnected)
+            } else {
+                Ok(())
+            };
+        }
+        if !self.input_rx.is_empty() || !self.sent_rx.is_empty() {
+            return Ok(());
+        }
+        if firmtime_rt::clock::monotonic_ns() < deadline_ns {
+            futex_wait_until(&link.seq, seq, deadline_ns);
+        }
+        Ok(())
+    }
+
+    /// [`MidiBackend::send`] once the port is checked.
+    pub(crate) fn send(&mut self, link: &EngineLink, ev: OutputEvent) -> Result<(), BackendError> {
+        if link.shutdown.load(Ordering::Acquire) {
+            return Err(BackendError::Disconnected);
+        }
+        self.output_tx.push(ev).map_err(|_| {
+            bump(&link.counters.output_dropped);
+            BackendError::OutputQueueFull
+        })
+    }
+
+    /// [`MidiBackend::poll_sent`].
+    pub(crate) fn poll_sent(&mut self, f: &mut dyn FnMut(SentEvent)) -> usize {
+        drain(&mut self.sent_rx, f)
+    }
 }
 
 /// Wakes every thread waiting on `word`. **RT-safe** (one non-blocking syscall).
@@ -287,10 +360,10 @@ impl JackCore {
                 if self.input_tx.push(ev).is_ok() {
                     self.delivered = true;
                 } else {
-                    bump(&self.shared.input_dropped);
+                    bump(&self.shared.link.counters.input_dropped);
                 }
             }
-            Err(_) => bump(&self.shared.malformed),
+            Err(_) => bump(&self.shared.link.counters.malformed),
         }
     }
 
@@ -299,7 +372,7 @@ impl JackCore {
     pub(crate) fn output(&mut self, cycle: &CycleTimes, sink: &mut dyn MidiSink) {
         while let Ok(ev) = self.output_rx.pop() {
             if self.pending.len() >= self.pending_cap {
-                bump(&self.shared.output_dropped);
+                bump(&self.shared.link.counters.output_dropped);
                 continue;
             }
             let key = due_key(&ev);
@@ -324,12 +397,12 @@ impl JackCore {
             let n = ev.msg.encode(&mut buf);
             let offset = (placed - cycle.frame) as u32;
             if n == 0 || !sink.write(ev.port, offset, &buf[..n]) {
-                bump(&self.shared.output_dropped);
+                bump(&self.shared.link.counters.output_dropped);
                 continue;
             }
-            bump(&self.shared.sent);
+            bump(&self.shared.link.counters.sent);
             if late {
-                bump(&self.shared.late);
+                bump(&self.shared.link.counters.late_outputs);
             }
             let report = SentEvent {
                 intended_ns: ev.at_ns,
@@ -352,18 +425,9 @@ impl JackCore {
         bump(&self.shared.cycles);
         if self.delivered {
             self.delivered = false;
-            self.shared.seq.fetch_add(1, Ordering::Release);
-            futex_wake(&self.shared.seq);
+            self.shared.link.notify();
         }
     }
-}
-
-/// The engine-side ends of a [`JackCore`]'s rings.
-#[derive(Debug)]
-struct EngineEnds {
-    input_rx: Consumer<InputEvent>,
-    output_tx: Producer<OutputEvent>,
-    sent_rx: Consumer<SentEvent>,
 }
 
 fn new_core(capacity: usize) -> (JackCore, EngineEnds, Arc<Shared>) {
@@ -666,19 +730,72 @@ pub(crate) fn connect(client: &Client, src: &str, dst: &str) -> Result<(), Error
     })
 }
 
+/// Activates `client` with its handlers; `what` names the client in the
+/// error ("JACK client").
+pub(crate) fn activate<N, P>(
+    client: Client,
+    notifier: N,
+    process: P,
+    what: &str,
+) -> Result<jack::AsyncClient<N, P>, Error>
+where
+    N: 'static + Send + Sync + jack::NotificationHandler,
+    P: 'static + Send + jack::ProcessHandler,
+{
+    client
+        .activate_async(notifier, process)
+        .map_err(|e| Error::new(ErrorKind::Backend, format!("cannot activate {what}: {e}")))
+}
+
+/// Deactivates `client` and hands back its handlers; `what` as in [`activate`].
+pub(crate) fn deactivate<N, P>(
+    client: jack::AsyncClient<N, P>,
+    what: &str,
+) -> Result<(Client, N, P), Error>
+where
+    N: 'static + Send + Sync + jack::NotificationHandler,
+    P: 'static + Send + jack::ProcessHandler,
+{
+    client
+        .deactivate()
+        .map_err(|e| Error::new(ErrorKind::Backend, format!("cannot deactivate {what}: {e}")))
+}
+
+/// The notification handler of the helper clients (tapper, relay,
+/// recorder): it only counts xruns, into the counter `xruns` picks out of
+/// the client's shared state.
+pub(crate) struct XrunNotifier<S> {
+    shared: Arc<S>,
+    xruns: fn(&S) -> &AtomicU64,
+}
+
+impl<S> XrunNotifier<S> {
+    pub(crate) fn new(shared: &Arc<S>, xruns: fn(&S) -> &AtomicU64) -> Self {
+        XrunNotifier {
+            shared: Arc::clone(shared),
+            xruns,
+        }
+    }
+}
+
+impl<S: Send + Sync> jack::NotificationHandler for XrunNotifier<S> {
+    fn xrun(&mut self, _: &Client) -> Control {
+        bump((self.xruns)(&self.shared));
+        Control::Continue
+    }
+}
+
 struct Notifier {
     shared: Arc<Shared>,
 }
 
 impl jack::NotificationHandler for Notifier {
     unsafe fn shutdown(&mut self, _status: ClientStatus, _reason: &str) {
-        self.shared.shutdown.store(true, Ordering::Release);
-        self.shared.seq.fetch_add(1, Ordering::Release);
-        futex_wake(&self.shared.seq);
+        self.shared.link.shut_down();
     }
 
     fn xrun(&mut self, _: &Client) -> Control {
-        bump(&self.shared.xruns);
+        bump(&self.shared.link.counters.xruns);
         Control::Continue
     }
 }
@@ -765,7 +882,6 @@ pub struct JackBackend {
     client: Option<jack::AsyncClient<Notifier, Process>>,
     ends: EngineEnds,
     shared: Arc<Shared>,
-    received: u64,
     n_outputs: usize,
     input_names: Vec<String>,
     output_names: Vec<String>,
@@ -903,17 +1019,11 @@ impl JackBackend {
         let notifier = Notifier {
             shared: Arc::clone(&shared),
         };
-        let active = client.activate_async(notifier, process).map_err(|e| {
-            Error::new(
-                ErrorKind::Backend,
-                format!("cannot activate JACK client: {e}"),
-            )
-        })?;
+        let active = activate(client, notifier, process, "JACK client")?;
         let backend = JackBackend {
             client: Some(active),
             ends,
             shared,
-            received: 0,
             n_outputs: options.outputs.len() + usize::from(audio_port.is_some()),
             input_names,
             output_names,
@@ -1047,12 +1157,7 @@ impl JackBackend {
 
     fn deactivate(&mut self) -> Result<(), Error> {
         match self.client.take() {
-            Some(c) => c.deactivate().map(|_| ()).map_err(|e| {
-                Error::new(
-                    ErrorKind::Backend,
-                    format!("cannot deactivate JACK client: {e}"),
-                )
-            }),
+            Some(c) => deactivate(c, "JACK client").map(|_| ()),
             None => Ok(()),
         }
     }
@@ -1070,70 +1175,26 @@ impl MidiBackend for JackBackend {
     }
 
     fn poll_input(&mut self, f: &mut dyn FnMut(InputEvent)) -> Result<usize, BackendError> {
-        let mut n = 0;
-        while let Ok(ev) = self.ends.input_rx.pop() {
-            f(ev);
-            n += 1;
-        }
-        self.received += n as u64;
-        if n == 0 && self.shared.shutdown.load(Ordering::Acquire) {
-            return Err(BackendError::Disconnected);
-        }
-        Ok(n)
+        self.ends.poll_input(&self.shared.link, f)
     }
 
     fn wait(&mut self, deadline_ns: u64) -> Result<(), BackendError> {
-        let seq = self.shared.seq.load(Ordering::Acquire);
-        if self.shared.shutdown.load(Ordering::Acquire) {
-            return if self.ends.input_rx.is_empty() {
-                Err(BackendError::Disconnected)
-            } else {
-                Ok(())
-            };
-        }
-        if !self.ends.input_rx.is_empty() || !self.ends.sent_rx.is_empty() {
-            return Ok(());
-        }
-        if firmtime_rt::clock::monotonic_ns() < deadline_ns {
-            futex_wait_until(&self.shared.seq, seq, deadline_ns);
-        }
-        Ok(())
+        self.ends.wait(&self.shared.link, deadline_ns)
     }
 
     fn send(&mut self, ev: OutputEvent) -> Result<(), BackendError> {
         if usize::from(ev.port) >= self.n_outputs {
             return Err(BackendError::NoSuchPort(ev.port));
         }
-        if self.shared.shutdown.load(Ordering::Acquire) {
-            return Err(BackendError::Disconnected);
-        }
-        self.ends.output_tx.push(ev).map_err(|_| {
-            bump(&self.shared.output_dropped);
-            BackendError::OutputQueueFull
-        })
+        self.ends.send(&self.shared.link, ev)
     }
 
     fn poll_sent(&mut self, f: &mut dyn FnMut(SentEvent)) -> usize {
-        let mut n = 0;
-        while let Ok(ev) = self.ends.sent_rx.pop() {
-            f(ev);
-            n += 1;
-        }
-        n
+        self.ends.poll_sent(f)
     }
 
     fn stats(&self) -> BackendStats {
-        let s = &self.shared;
-        let ld = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        BackendStats {
-            received: self.received,
-            sent: ld(&s.sent),
-            input_dropped: ld(&s.input_dropped),
-            output_dropped: ld(&s.output_dropped),
-            late_outputs: ld(&s.late),
-            malformed: ld(&s.malformed),
-            xruns: ld(&s.xruns),
-        }
+        self.shared.link.counters.snapshot()
     }
 }
 
@@ -1230,8 +1291,12 @@ mod tests {
         assert_eq!(b.frame, Some(10_128));
         assert_eq!(b.t_ns, c.start_ns + 5_333_333 / 2);
         assert_eq!(b.port, 1);
-        assert_eq!(shared.malformed.load(Ordering::Relaxed), 1);
-        assert_eq!(shared.seq.load(Ordering::Relaxed), 1, "engine woken once");
+        assert_eq!(shared.link.counters.malformed.load(Ordering::Relaxed), 1);
+        assert_eq!(
+            shared.link.seq.load(Ordering::Relaxed),
+            1,
+            "engine woken once"
+        );
     }
 
     #[test]
@@ -1243,7 +1308,10 @@ mod tests {
                 core.input(&c, 0, i, &[0x90, 60, 100]);
             }
         });
-        assert_eq!(shared.input_dropped.load(Ordering::Relaxed), 3);
+        assert_eq!(
+            shared.link.counters.input_dropped.load(Ordering::Relaxed),
+            3
+        );
     }
 
     #[test]
@@ -1300,8 +1368,8 @@ mod tests {
             (sent[2].tag, sent[2].frame, sent[2].actual_ns),
             (2, Some(10_601), later)
         );
-        assert_eq!(shared.sent.load(Ordering::Relaxed), 3);
-        assert_eq!(shared.late.load(Ordering::Relaxed), 0);
+        assert_eq!(shared.link.counters.sent.load(Ordering::Relaxed), 3);
+        assert_eq!(shared.link.counters.late_outputs.load(Ordering::Relaxed), 0);
     }
 
     #[test]
@@ -1323,7 +1391,7 @@ mod tests {
         let s = ends.sent_rx.pop().unwrap();
         assert_eq!(s.frame, Some(c.frame));
         assert_eq!(s.intended_ns, Some(past));
-        assert_eq!(shared.late.load(Ordering::Relaxed), 1);
+        assert_eq!(shared.link.counters.late_outputs.load(Ordering::Relaxed), 1);
     }
 
     #[test]
@@ -1354,11 +1422,17 @@ mod tests {
         }
         assert_no_alloc::assert_no_alloc(|| core.output(&cycle(1), &mut sink));
         // Queue of 2 holds the two far events: both "now" events are refused.
-        assert_eq!(shared.output_dropped.load(Ordering::Relaxed), 2);
+        assert_eq!(
+            shared.link.counters.output_dropped.load(Ordering::Relaxed),
+            2
+        );
         // In cycle 100 the port has no room: both dropped, none sent.
         assert_no_alloc::assert_no_alloc(|| core.output(&cycle(100), &mut sink));
-        assert_eq!(shared.output_dropped.load(Ordering::Relaxed), 4);
-        assert_eq!(shared.sent.load(Ordering::Relaxed), 0);
+        assert_eq!(
+            shared.link.counters.output_dropped.load(Ordering::Relaxed),
+            4
+        );
+        assert_eq!(shared.link.counters.sent.load(Ordering::Relaxed), 0);
     }
 
     #[test]

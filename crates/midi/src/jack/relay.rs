@@ -20,9 +20,11 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use jack::{Client, ClientStatus, Control, MidiIn, MidiOut, Port, ProcessScope, RawMidi};
+use jack::{Client, Control, MidiIn, MidiOut, Port, ProcessScope, RawMidi};
 
-use super::{connect, open_client, read_cycle_times, FrameExtender};
+use super::{
+    activate, connect, deactivate, open_client, read_cycle_times, FrameExtender, XrunNotifier,
+};
 use crate::error::{Error, ErrorKind};
 
 /// How to start a [`Relay`].
@@ -73,19 +75,6 @@ struct RelayShared {
     xruns: AtomicU64,
 }
 
-struct RelayNotifier {
-    shared: Arc<RelayShared>,
-}
-
-impl jack::NotificationHandler for RelayNotifier {
-    unsafe fn shutdown(&mut self, _status: ClientStatus, _reason: &str) {}
-
-    fn xrun(&mut self, _: &Client) -> Control {
-        self.shared.xruns.fetch_add(1, Ordering::Relaxed);
-        Control::Continue
-    }
-}
-
 struct RelayProcess {
     input: Port<MidiIn>,
     output: Port<MidiOut>,
@@ -124,7 +113,7 @@ impl jack::ProcessHandler for RelayProcess {
 /// A running relay client. [`Relay::finish`] closes it and returns what it
 /// recorded; dropping it closes the client.
 pub struct Relay {
-    client: Option<jack::AsyncClient<RelayNotifier, RelayProcess>>,
+    client: Option<jack::AsyncClient<XrunNotifier<RelayShared>, RelayProcess>>,
     shared: Arc<RelayShared>,
     input_name: String,
     output_name: String,
@@ -174,15 +163,8 @@ impl Relay {
             frames: Vec::with_capacity(options.record_capacity),
             shared: Arc::clone(&shared),
         };
-        let notifier = RelayNotifier {
-            shared: Arc::clone(&shared),
-        };
-        let active = client.activate_async(notifier, process).map_err(|e| {
-            Error::new(
-                ErrorKind::Backend,
-                format!("cannot activate the JACK relay client: {e}"),
-            )
-        })?;
+        let notifier = XrunNotifier::new(&shared, |s| &s.xruns);
+        let active = activate(client, notifier, process, "the JACK relay client")?;
         Ok(Relay {
             client: Some(active),
             shared,
@@ -226,12 +208,7 @@ impl Relay {
             .client
             .take()
             .ok_or_else(|| Error::new(ErrorKind::Backend, "the relay is closed"))?;
-        let (_, _, process) = client.deactivate().map_err(|e| {
-            Error::new(
-                ErrorKind::Backend,
-                format!("cannot deactivate the JACK relay client: {e}"),
-            )
-        })?;
+        let (_, _, process) = deactivate(client, "the JACK relay client")?;
         let s = &self.shared;
         Ok(RelayReport {
             frames: process.frames,

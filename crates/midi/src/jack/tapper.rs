@@ -21,10 +21,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use jack::{Client, ClientStatus, Control, MidiOut, Port, ProcessScope, RawMidi};
+use jack::{Client, Control, MidiOut, Port, ProcessScope, RawMidi};
 
 use super::{
-    connect, jack_clock_offset, open_client, read_cycle_times, CycleTimes, FrameExtender, MidiSink,
+    activate, connect, deactivate, jack_clock_offset, open_client, read_cycle_times, CycleTimes,
+    FrameExtender, MidiSink, XrunNotifier,
 };
 use crate::error::{Error, ErrorKind};
 use crate::MidiMessage;
@@ -191,19 +192,6 @@ impl TapperCore {
     }
 }
 
-struct TapNotifier {
-    shared: Arc<TapShared>,
-}
-
-impl jack::NotificationHandler for TapNotifier {
-    unsafe fn shutdown(&mut self, _status: ClientStatus, _reason: &str) {}
-
-    fn xrun(&mut self, _: &Client) -> Control {
-        self.shared.xruns.fetch_add(1, Ordering::Relaxed);
-        Control::Continue
-    }
-}
-
 struct TapProcess {
     core: TapperCore,
     port: Port<MidiOut>,
@@ -238,7 +226,7 @@ impl jack::ProcessHandler for TapProcess {
 /// A running simulated tapper. [`Tapper::finish`] waits for the schedule
 /// and returns the ground truth; dropping it closes the client.
 pub struct Tapper {
-    client: Option<jack::AsyncClient<TapNotifier, TapProcess>>,
+    client: Option<jack::AsyncClient<XrunNotifier<TapShared>, TapProcess>>,
     shared: Arc<TapShared>,
     n_taps: usize,
     port_name: String,
@@ -287,15 +275,8 @@ impl Tapper {
             ext: FrameExtender::default(),
             clock_offset_ns,
         };
-        let notifier = TapNotifier {
-            shared: Arc::clone(&shared),
-        };
-        let active = client.activate_async(notifier, process).map_err(|e| {
-            Error::new(
-                ErrorKind::Backend,
-                format!("cannot activate JACK client: {e}"),
-            )
-        })?;
+        let notifier = XrunNotifier::new(&shared, |s| &s.xruns);
+        let active = activate(client, notifier, process, "JACK client")?;
         for dst in &options.connect_to {
             connect(active.as_client(), &port_name, dst)?;
         }
@@ -341,12 +322,7 @@ impl Tapper {
             .client
             .take()
             .expect("client is Some until finish or drop");
-        let (_, _, process) = client.deactivate().map_err(|e| {
-            Error::new(
-                ErrorKind::Backend,
-                format!("cannot deactivate JACK client: {e}"),
-            )
-        })?;
+        let (_, _, process) = deactivate(client, "JACK client")?;
         Ok(TapperReport {
             start_frame: self.start_frame(),
             records: process.core.records,
