@@ -1,5 +1,6 @@
 //! [`LoadSet`]: the parent side of load child processes.
 
+use super::spec::check_duration;
 use super::{format_duration, LoadReport, LoadSpec};
 use crate::error::{Error, ErrorKind, Result};
 use serde::Serialize;
@@ -86,17 +87,7 @@ impl LoadSet {
     ///   ready, or is not ready within 10 s; the message names the child.
     ///   Children already started are stopped and reaped first.
     pub fn spawn(exe: &Path, specs: &[LoadSpec], duration: Duration) -> Result<LoadSet> {
-        if !LoadSpec::DURATION.contains(&duration) {
-            return Err(Error::new(
-                ErrorKind::InvalidInput,
-                format!(
-                    "load duration {} is out of range: valid is {} to {}",
-                    format_duration(duration),
-                    format_duration(*LoadSpec::DURATION.start()),
-                    format_duration(*LoadSpec::DURATION.end())
-                ),
-            ));
-        }
+        check_duration(duration)?;
         for s in specs {
             s.validate()?;
         }
