@@ -53,7 +53,7 @@
 
 use crate::check::{self, invalid};
 use crate::error::{Error, ErrorKind, Result};
-use crate::load::{LoadSet, LoadSpec};
+use crate::load::{self, LoadSet, LoadSpec};
 use crate::measure::{stop_requested, Cell, Progress};
 use crate::stats::{summarize, Summary};
 use firmtime_rt::sched::{self, Policy};
@@ -62,9 +62,8 @@ use firmtime_rt::system::SystemInfo;
 use serde::{Deserialize, Serialize};
 use std::io::Read;
 use std::ops::RangeInclusive;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -694,29 +693,8 @@ struct WorkerChild {
 
 impl WorkerChild {
     fn spawn(exe: &Path, wc: &WorkerConfig) -> Result<Self> {
-        let mut cmd = Command::new(exe);
-        cmd.args(["lab", "tails-worker"])
-            .args(wc.to_cli_args())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .process_group(0);
-        // SAFETY: getpid has no preconditions.
-        let parent = unsafe { libc::getpid() };
-        let pre_exec = move || {
-            // SAFETY: prctl(PR_SET_PDEATHSIG) takes a signal number; no pointers.
-            if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) } != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // SAFETY: getppid has no preconditions.
-            if unsafe { libc::getppid() } != parent {
-                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
-            }
-            Ok(())
-        };
-        // SAFETY: the closure calls only async-signal-safe functions (prctl,
-        // getppid) and allocates nothing.
-        unsafe { cmd.pre_exec(pre_exec) };
+        let mut cmd = load::child_command(exe);
+        cmd.args(["lab", "tails-worker"]).args(wc.to_cli_args());
         let mut child = cmd.spawn().map_err(|e| {
             Error::new(
                 ErrorKind::Load,

@@ -36,6 +36,7 @@ mod set;
 mod signal;
 mod spec;
 
+pub(crate) use set::child_command;
 pub use set::{ChildOutcome, LoadSet};
 pub use signal::{install_stop_signals, stop_flag};
 pub use spec::{format_duration, format_size, human_size, LoadSpec};
