@@ -20,6 +20,7 @@
 //! [`CHUNK`] reads. Everything else here (setup, load, statistics) runs
 //! outside the measured loop and allocates.
 
+use crate::check;
 use crate::error::{Error, ErrorKind, Result};
 use crate::load::{LoadSet, LoadSpec};
 use crate::measure::{self, Cell, Priority, Progress};
@@ -151,37 +152,9 @@ impl Config {
     /// [`ErrorKind::InvalidInput`] naming the flag and its valid range, or
     /// saying that load cells need `load_exe`.
     pub fn validate(&self) -> Result<()> {
-        if !Self::CALLS.contains(&self.calls) {
-            return Err(Error::new(
-                ErrorKind::InvalidInput,
-                format!(
-                    "--calls {} is out of range: valid is {} to {}",
-                    self.calls,
-                    Self::CALLS.start(),
-                    Self::CALLS.end()
-                ),
-            ));
-        }
-        if !Self::HOGS.contains(&self.hogs) {
-            return Err(Error::new(
-                ErrorKind::InvalidInput,
-                format!(
-                    "--hogs {} is out of range: valid is {} to {} (0 = idle cells only)",
-                    self.hogs,
-                    Self::HOGS.start(),
-                    Self::HOGS.end()
-                ),
-            ));
-        }
-        if !(1..=99).contains(&self.fifo_priority) {
-            return Err(Error::new(
-                ErrorKind::InvalidInput,
-                format!(
-                    "--fifo-priority {} is out of range: valid is 1 to 99",
-                    self.fifo_priority
-                ),
-            ));
-        }
+        check::in_range("--calls", self.calls, &Self::CALLS)?;
+        check::in_range_note("--hogs", self.hogs, &Self::HOGS, " (0 = idle cells only)")?;
+        check::in_range("--fifo-priority", self.fifo_priority, &(1..=99))?;
         if self.hogs > 0 && self.load_exe.is_none() {
             return Err(Error::new(
                 ErrorKind::InvalidInput,

@@ -20,6 +20,7 @@
 //! stores atomics ([`LiveThread`]) that a non-RT monitor reads for the
 //! status line. It never allocates, locks or prints.
 
+use crate::check::{self, fmt_ns, invalid};
 use crate::error::{Error, ErrorKind, Result};
 use crate::load::{ChildOutcome, LoadSet, LoadSpec};
 use crate::measure::{stop_flag, Cell, Progress};
@@ -112,14 +113,6 @@ impl Default for Config {
     }
 }
 
-fn invalid(msg: String) -> Error {
-    Error::new(ErrorKind::InvalidInput, msg)
-}
-
-fn fmt_ns(ns: u64) -> String {
-    firmtime_rt::units::format_duration(Duration::from_nanos(ns))
-}
-
 impl Config {
     /// `--quick`: 5 s instead of 10 s.
     pub fn quick() -> Self {
@@ -147,34 +140,30 @@ impl Config {
     /// # Errors
     /// [`ErrorKind::InvalidInput`] naming the offending flag.
     pub fn validate(&self) -> Result<()> {
-        if !INTERVAL_NS.contains(&self.interval_ns) {
-            return Err(invalid(format!(
-                "--interval {} is out of range: valid is {} to {}",
-                fmt_ns(self.interval_ns),
-                fmt_ns(*INTERVAL_NS.start()),
-                fmt_ns(*INTERVAL_NS.end())
-            )));
-        }
+        check::ns_in_range("--interval", self.interval_ns, &INTERVAL_NS)?;
         if !DURATION_NS.contains(&self.duration_ns) || self.duration_ns < self.interval_ns {
-            return Err(invalid(format!(
-                "--duration {} is out of range: valid is {} to {} and at least one --interval ({})",
-                fmt_ns(self.duration_ns),
-                fmt_ns(*DURATION_NS.start()),
-                fmt_ns(*DURATION_NS.end()),
+            let note = format!(
+                " and at least one --interval ({})",
                 fmt_ns(self.interval_ns)
-            )));
+            );
+            let d = self.duration_ns;
+            return Err(check::out_of_range(
+                "--duration",
+                d,
+                &DURATION_NS,
+                fmt_ns,
+                &note,
+            ));
         }
         self.policy
             .validate()
             .map_err(|e| invalid(format!("--policy {}: {}", self.policy, e.message())))?;
-        if !BUCKETS.contains(&self.histogram_buckets) {
-            return Err(invalid(format!(
-                "--histogram-buckets {} is out of range: valid is {} to {} (1 µs each)",
-                self.histogram_buckets,
-                BUCKETS.start(),
-                BUCKETS.end()
-            )));
-        }
+        check::in_range_note(
+            "--histogram-buckets",
+            self.histogram_buckets,
+            &BUCKETS,
+            " (1 µs each)",
+        )?;
         if let Mechanism::Hybrid { margin_ns } = self.sleeper {
             if margin_ns == 0 || margin_ns >= self.interval_ns {
                 return Err(invalid(format!(
@@ -185,19 +174,13 @@ impl Config {
             }
         }
         if let Some(cpus) = &self.cpus {
-            let online = sched::online_cpus();
             if cpus.is_empty() {
                 return Err(invalid(format!(
                     "--cpus is empty: valid are online CPUs {}",
-                    sched::format_cpu_list(&online)
+                    sched::format_cpu_list(&sched::online_cpus())
                 )));
             }
-            if let Some(c) = cpus.iter().find(|c| !online.contains(c)) {
-                return Err(invalid(format!(
-                    "--cpus: CPU {c} is not online: valid are {}",
-                    sched::format_cpu_list(&online)
-                )));
-            }
+            check::online("--cpus: CPU", cpus.iter().copied())?;
         }
         if self.runaway_limit_ns < 1_000_000 {
             return Err(invalid(format!(

@@ -21,6 +21,7 @@
 //! The per-frame storage is allocated before the loop; [`play`] is
 //! **RT-safe**: it sleeps, reads CLOCK_MONOTONIC and pushes within capacity.
 
+use crate::check::{self, fmt_ns, invalid};
 use crate::error::{Error, ErrorKind, Result};
 use crate::load::{ChildOutcome, LoadSet, LoadSpec};
 use crate::measure::{run_in_thread, stop_flag, Cell, Progress};
@@ -168,14 +169,6 @@ impl Default for Config {
     }
 }
 
-fn invalid(msg: impl Into<String>) -> Error {
-    Error::new(ErrorKind::InvalidInput, msg)
-}
-
-fn fmt_ns(ns: u64) -> String {
-    firmtime_rt::units::format_duration(Duration::from_nanos(ns))
-}
-
 impl Config {
     /// `--quick`: 5 s per cell; clock_nanosleep and poll, other and fifo:80,
     /// under cpu:2 only (4 cells, 20 s).
@@ -208,30 +201,10 @@ impl Config {
     /// # Errors
     /// [`ErrorKind::InvalidInput`] naming the offending flag.
     pub fn validate(&self) -> Result<()> {
-        if !self.fps.is_finite() || !FPS.contains(&self.fps) {
-            return Err(invalid(format!(
-                "--fps {} is out of range: valid is {} to {}",
-                self.fps,
-                FPS.start(),
-                FPS.end()
-            )));
-        }
-        if !DURATION_NS.contains(&self.duration_ns) {
-            return Err(invalid(format!(
-                "--duration {} is out of range: valid is {} to {}",
-                fmt_ns(self.duration_ns),
-                fmt_ns(*DURATION_NS.start()),
-                fmt_ns(*DURATION_NS.end())
-            )));
-        }
-        if !ALARM_NS.contains(&self.alarm_ns) {
-            return Err(invalid(format!(
-                "--alarm {} is out of range: valid is {} to {}",
-                fmt_ns(self.alarm_ns),
-                fmt_ns(*ALARM_NS.start()),
-                fmt_ns(*ALARM_NS.end())
-            )));
-        }
+        // NaN and infinity are outside FPS too.
+        check::in_range("--fps", self.fps, &FPS)?;
+        check::ns_in_range("--duration", self.duration_ns, &DURATION_NS)?;
+        check::ns_in_range("--alarm", self.alarm_ns, &ALARM_NS)?;
         if self.sleepers.is_empty() {
             return Err(invalid(
                 "--sleepers is empty: give at least one (e.g. clock_nanosleep)",

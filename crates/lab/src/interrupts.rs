@@ -26,6 +26,7 @@
 //! The timer loop ([`timer_loop`]) is **RT-safe**: it sleeps to absolute
 //! deadlines and counts. The sort threads are ordinary SCHED_OTHER load.
 
+use crate::check::{self, invalid};
 use crate::error::{Error, ErrorKind, Result};
 use crate::frames::Machine;
 use crate::measure::{run_in_thread, stop_flag, Cell, Progress};
@@ -118,14 +119,6 @@ impl Default for Config {
     }
 }
 
-fn invalid(msg: impl Into<String>) -> Error {
-    Error::new(ErrorKind::InvalidInput, msg)
-}
-
-fn fmt_ns(ns: u64) -> String {
-    firmtime_rt::units::format_duration(Duration::from_nanos(ns))
-}
-
 impl Config {
     /// `--quick`: 1 kHz and 10 kHz, levels 1 and 4, 0.5 s cells, 3 repeats (≈ 10 s).
     pub fn quick() -> Self {
@@ -156,66 +149,24 @@ impl Config {
                 "--rates is empty: give at least one rate, 1 to 100000 Hz",
             ));
         }
-        if let Some(r) = self.rates_hz.iter().find(|r| !RATE_HZ.contains(r)) {
-            return Err(invalid(format!(
-                "--rates {r} is out of range: valid is {} to {} Hz",
-                RATE_HZ.start(),
-                RATE_HZ.end()
-            )));
+        for &r in &self.rates_hz {
+            check::in_range_note("--rates", r, &RATE_HZ, " Hz")?;
         }
         if self.levels.is_empty() {
             return Err(invalid(
                 "--levels is empty: give at least one level, 1 to 64",
             ));
         }
-        if let Some(l) = self.levels.iter().find(|l| !LEVEL.contains(l)) {
-            return Err(invalid(format!(
-                "--levels {l} is out of range: valid is {} to {}",
-                LEVEL.start(),
-                LEVEL.end()
-            )));
+        for &l in &self.levels {
+            check::in_range("--levels", l, &LEVEL)?;
         }
-        if !CELL_NS.contains(&self.cell_ns) {
-            return Err(invalid(format!(
-                "--cell {} is out of range: valid is {} to {}",
-                fmt_ns(self.cell_ns),
-                fmt_ns(*CELL_NS.start()),
-                fmt_ns(*CELL_NS.end())
-            )));
-        }
-        if !REPEATS.contains(&self.repeats) {
-            return Err(invalid(format!(
-                "--repeats {} is out of range: valid is {} to {}",
-                self.repeats,
-                REPEATS.start(),
-                REPEATS.end()
-            )));
-        }
-        if !(1..=99).contains(&self.timer_priority) {
-            return Err(invalid(format!(
-                "--priority {} is out of range: valid is 1 to 99",
-                self.timer_priority
-            )));
-        }
+        check::ns_in_range("--cell", self.cell_ns, &CELL_NS)?;
+        check::in_range("--repeats", self.repeats, &REPEATS)?;
+        check::in_range("--priority", self.timer_priority, &(1..=99))?;
         if let Some(b) = self.array_bytes {
-            if !ARRAY_BYTES.contains(&b) {
-                return Err(invalid(format!(
-                    "--array-size {b} is out of range: valid is {} to {} bytes",
-                    ARRAY_BYTES.start(),
-                    ARRAY_BYTES.end()
-                )));
-            }
+            check::in_range_note("--array-size", b, &ARRAY_BYTES, " bytes")?;
         }
-        if let Some(c) = self.cpu {
-            let online = sched::online_cpus();
-            if !online.contains(&c) {
-                return Err(invalid(format!(
-                    "--cpu {c} is not online: valid are {}",
-                    sched::format_cpu_list(&online)
-                )));
-            }
-        }
-        Ok(())
+        check::online("--cpu", self.cpu)
     }
 
     /// The timer thread's request: SCHED_FIFO at `timer_priority`, pinned to `cpu`.

@@ -14,6 +14,7 @@
 
 pub mod all;
 pub mod billing;
+mod check;
 pub mod clockread;
 pub mod cyclic;
 pub mod error;

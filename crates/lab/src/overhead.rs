@@ -24,6 +24,7 @@
 //! None: this is a throughput measurement. The measured loops do not
 //! allocate or print, but they make system calls by design.
 
+use crate::check;
 use crate::clockread;
 use crate::error::{Error, ErrorKind, Result};
 use crate::measure::{self, Cell, Priority, Progress};
@@ -188,50 +189,16 @@ impl Config {
     /// # Errors
     /// [`ErrorKind::InvalidInput`] naming the flag and its valid range.
     pub fn validate(&self) -> Result<()> {
-        let range = |flag: &str, v: u64, r: (u64, u64)| {
-            if v < r.0 || v > r.1 {
-                Err(Error::new(
-                    ErrorKind::InvalidInput,
-                    format!("{flag} {v} is out of range: valid is {} to {}", r.0, r.1),
-                ))
-            } else {
-                Ok(())
-            }
-        };
-        let reps = (
-            u64::from(*Self::REPETITIONS.start()),
-            u64::from(*Self::REPETITIONS.end()),
-        );
-        let count = (
-            u64::from(*Self::COUNT.start()),
-            u64::from(*Self::COUNT.end()),
-        );
-        range("--reps", self.repetitions.into(), reps)?;
-        range("--round-trips", self.round_trips.into(), count)?;
-        range("--traps", self.traps.into(), count)?;
-        range("--clock-reads", self.clock_reads.into(), count)?;
-        range(
-            "--memcpy-size",
-            self.memcpy_bytes,
-            (*Self::MEMCPY.start(), *Self::MEMCPY.end()),
-        )?;
-        if self.clock_reads < 2 {
-            return Err(Error::new(
-                ErrorKind::InvalidInput,
-                format!(
-                    "--clock-reads {} is out of range: valid is 2 to {}",
-                    self.clock_reads,
-                    Self::COUNT.end()
-                ),
-            ));
-        }
+        check::in_range("--reps", self.repetitions, &Self::REPETITIONS)?;
+        check::in_range("--round-trips", self.round_trips, &Self::COUNT)?;
+        check::in_range("--traps", self.traps, &Self::COUNT)?;
+        check::in_range("--clock-reads", self.clock_reads, &Self::COUNT)?;
+        check::in_range("--memcpy-size", self.memcpy_bytes, &Self::MEMCPY)?;
+        // Gaps need two reads.
+        check::in_range("--clock-reads", self.clock_reads, &(2..=*Self::COUNT.end()))?;
         if let Priority::Fifo(p) = self.priority {
-            if !(1..=99).contains(&p) {
-                return Err(Error::new(
-                    ErrorKind::InvalidInput,
-                    format!("--priority fifo:{p} is out of range: valid is fifo:1 to fifo:99"),
-                ));
-            }
+            let show = |p| format!("fifo:{p}");
+            check::in_range_as("--priority", p, &(1..=99), show)?;
         }
         Ok(())
     }

@@ -20,6 +20,7 @@
 //! loop; [`measure_cell`] is **RT-safe**: it only sleeps, reads the clock
 //! and pushes within capacity.
 
+use crate::check::{self, fmt_ns, invalid};
 use crate::error::{Error, ErrorKind, Result};
 use crate::measure::{run_in_thread, stop_flag, Cell, Progress};
 use crate::stats::{summarize, Summary};
@@ -83,14 +84,6 @@ impl Default for Config {
     }
 }
 
-fn invalid(msg: String) -> Error {
-    Error::new(ErrorKind::InvalidInput, msg)
-}
-
-fn fmt_ns(ns: u64) -> String {
-    firmtime_rt::units::format_duration(Duration::from_nanos(ns))
-}
-
 impl Config {
     /// `--quick`: 100 µs, 1 ms and 10 ms, 30 samples each.
     pub fn quick() -> Self {
@@ -121,34 +114,16 @@ impl Config {
                 fmt_ns(*INTERVAL_NS.end())
             )));
         }
-        if let Some(i) = self.intervals_ns.iter().find(|i| !INTERVAL_NS.contains(i)) {
-            return Err(invalid(format!(
-                "--intervals {} is out of range: valid is {} to {}",
-                fmt_ns(*i),
-                fmt_ns(*INTERVAL_NS.start()),
-                fmt_ns(*INTERVAL_NS.end())
-            )));
+        for &i in &self.intervals_ns {
+            check::ns_in_range("--intervals", i, &INTERVAL_NS)?;
         }
         if self.mechanisms.is_empty() {
             return Err(invalid(
-                "--mechanisms is empty: give at least one (e.g. clock_nanosleep)".into(),
+                "--mechanisms is empty: give at least one (e.g. clock_nanosleep)",
             ));
         }
-        if !SAMPLES.contains(&self.samples) {
-            return Err(invalid(format!(
-                "--samples {} is out of range: valid is {} to {}",
-                self.samples,
-                SAMPLES.start(),
-                SAMPLES.end()
-            )));
-        }
-        if !(1..=99).contains(&self.fifo_priority) {
-            return Err(invalid(format!(
-                "--priority {} is out of range: valid is 1 to 99",
-                self.fifo_priority
-            )));
-        }
-        Ok(())
+        check::in_range("--samples", self.samples, &SAMPLES)?;
+        check::in_range("--priority", self.fifo_priority, &(1..=99))
     }
 
     /// The three conditions: `other` (slack as is), `other-slack-1ns`, `fifo`.

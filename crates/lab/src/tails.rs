@@ -51,8 +51,9 @@
 //! `pthread_sigmask` and `sigsuspend`. The signal handler is
 //! async-signal-safe (`clock_gettime` and an atomic store, `errno` kept).
 
+use crate::check::{self, invalid};
 use crate::error::{Error, ErrorKind, Result};
-use crate::load::{LoadSet, LoadSpec};
+use crate::load::{self, LoadSet, LoadSpec};
 use crate::measure::{stop_requested, Cell, Progress};
 use crate::stats::{summarize, Summary};
 use firmtime_rt::sched::{self, Policy};
@@ -61,9 +62,8 @@ use firmtime_rt::system::SystemInfo;
 use serde::{Deserialize, Serialize};
 use std::io::Read;
 use std::ops::RangeInclusive;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -333,7 +333,7 @@ impl Config {
     ) -> Result<Vec<CellSpec>> {
         if percent {
             for &n in percents {
-                range_check("--percents", n, &PERCENTS)?;
+                check::in_range("--percents", n, &PERCENTS)?;
             }
         }
         let mut cells = Vec::new();
@@ -360,24 +360,24 @@ impl Config {
     /// [`ErrorKind::InvalidInput`] naming `--alarms`, `--max-delay`,
     /// `--priority`, `--procs`, `--percents`, `--extra-cpu` or `--cpu`.
     pub fn validate(&self) -> Result<()> {
-        range_check("--alarms", self.alarms, &ALARMS)?;
+        check::in_range("--alarms", self.alarms, &ALARMS)?;
         if !MAX_DELAY_NS.contains(&self.max_delay_ns) {
-            return Err(invalid(format!(
-                "--max-delay {} is out of range: valid is 2ms to 10s (delays are uniform from 1ms to it)",
-                firmtime_rt::units::format_ns(self.max_delay_ns as f64)
-            )));
+            let ms = |ns| firmtime_rt::units::format_ns(ns as f64);
+            let note = " (delays are uniform from 1ms to it)";
+            let e = check::out_of_range("--max-delay", self.max_delay_ns, &MAX_DELAY_NS, ms, note);
+            return Err(e);
         }
-        range_check("--priority", self.priority, &PRIORITY)?;
+        check::in_range("--priority", self.priority, &PRIORITY)?;
         if self.cells.is_empty() {
             return Err(invalid(
                 "no cells to measure: give at least one value to --procs and one type to --types",
             ));
         }
         for c in &self.cells {
-            range_check("--procs", c.procs, &PROCS)?;
-            range_check("--extra-cpu", c.extra_cpu, &EXTRA_CPU)?;
+            check::in_range("--procs", c.procs, &PROCS)?;
+            check::in_range("--extra-cpu", c.extra_cpu, &EXTRA_CPU)?;
             if !matches!(c.compute_percent, 0 | 100) {
-                range_check("--percents", c.compute_percent, &PERCENTS)?;
+                check::in_range("--percents", c.compute_percent, &PERCENTS)?;
             }
             if c.compute_percent > 100 {
                 return Err(invalid(format!(
@@ -415,26 +415,6 @@ impl Config {
     pub fn expected_duration(&self) -> Duration {
         let mean = (MIN_DELAY_NS + self.max_delay_ns) / 2;
         Duration::from_nanos(self.cells.len() as u64 * u64::from(self.alarms) * mean)
-    }
-}
-
-fn invalid(msg: impl Into<String>) -> Error {
-    Error::new(ErrorKind::InvalidInput, msg)
-}
-
-fn range_check<T: PartialOrd + std::fmt::Display>(
-    flag: &str,
-    v: T,
-    r: &RangeInclusive<T>,
-) -> Result<()> {
-    if r.contains(&v) {
-        Ok(())
-    } else {
-        Err(invalid(format!(
-            "{flag} {v} is out of range: valid is {} to {}",
-            r.start(),
-            r.end()
-        )))
     }
 }
 
@@ -713,29 +693,8 @@ struct WorkerChild {
 
 impl WorkerChild {
     fn spawn(exe: &Path, wc: &WorkerConfig) -> Result<Self> {
-        let mut cmd = Command::new(exe);
-        cmd.args(["lab", "tails-worker"])
-            .args(wc.to_cli_args())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .process_group(0);
-        // SAFETY: getpid has no preconditions.
-        let parent = unsafe { libc::getpid() };
-        let pre_exec = move || {
-            // SAFETY: prctl(PR_SET_PDEATHSIG) takes a signal number; no pointers.
-            if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) } != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // SAFETY: getppid has no preconditions.
-            if unsafe { libc::getppid() } != parent {
-                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
-            }
-            Ok(())
-        };
-        // SAFETY: the closure calls only async-signal-safe functions (prctl,
-        // getppid) and allocates nothing.
-        unsafe { cmd.pre_exec(pre_exec) };
+        let mut cmd = load::child_command(exe);
+        cmd.args(["lab", "tails-worker"]).args(wc.to_cli_args());
         let mut child = cmd.spawn().map_err(|e| {
             Error::new(
                 ErrorKind::Load,
@@ -887,10 +846,10 @@ impl WorkerConfig {
     }
 
     fn validate(&self) -> Result<()> {
-        range_check("--alarms", self.alarms, &ALARMS)?;
-        range_check("--priority", self.priority, &PRIORITY)?;
-        range_check("--compute-percent", self.compute_percent, &(0..=100))?;
-        range_check("--max-delay-ns", self.max_delay_ns, &MAX_DELAY_NS)
+        check::in_range("--alarms", self.alarms, &ALARMS)?;
+        check::in_range("--priority", self.priority, &PRIORITY)?;
+        check::in_range("--compute-percent", self.compute_percent, &(0..=100))?;
+        check::in_range("--max-delay-ns", self.max_delay_ns, &MAX_DELAY_NS)
     }
 }
 

@@ -36,12 +36,14 @@ mod set;
 mod signal;
 mod spec;
 
+pub(crate) use set::child_command;
 pub use set::{ChildOutcome, LoadSet};
 pub use signal::{install_stop_signals, stop_flag};
 pub use spec::{format_duration, format_size, human_size, LoadSpec};
 
 use crate::error::{Error, ErrorKind, Result};
 use serde::{Deserialize, Serialize};
+use spec::check_duration;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -243,17 +245,7 @@ type Worker<'a> = Box<dyn FnOnce(&Until<'_>) -> Result<Work> + Send + 'a>;
 ///   worker fails the others stop too.
 pub fn run_generator(spec: &LoadSpec, duration: Duration, stop: &AtomicBool) -> Result<LoadReport> {
     spec.validate()?;
-    if !LoadSpec::DURATION.contains(&duration) {
-        return Err(Error::new(
-            ErrorKind::InvalidInput,
-            format!(
-                "load duration {} is out of range: valid is {} to {}",
-                format_duration(duration),
-                format_duration(*LoadSpec::DURATION.start()),
-                format_duration(*LoadSpec::DURATION.end())
-            ),
-        ));
-    }
+    check_duration(duration)?;
     let start = mono_ns();
     let until = Until {
         deadline_ns: start + ns(duration),

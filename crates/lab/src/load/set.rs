@@ -1,5 +1,6 @@
 //! [`LoadSet`]: the parent side of load child processes.
 
+use super::spec::check_duration;
 use super::{format_duration, LoadReport, LoadSpec};
 use crate::error::{Error, ErrorKind, Result};
 use serde::Serialize;
@@ -49,6 +50,20 @@ struct LoadChild {
     early: bool,
 }
 
+impl LoadChild {
+    /// Looks, without blocking, whether the child has ended, and records its
+    /// status the first time: true if that is now.
+    fn ended_now(&mut self) -> bool {
+        if self.status.is_none() {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                self.status = Some(st);
+                return true;
+            }
+        }
+        false
+    }
+}
+
 /// Load child processes (`firmtime load …`), always bounded in time and
 /// always reaped.
 ///
@@ -86,17 +101,7 @@ impl LoadSet {
     ///   ready, or is not ready within 10 s; the message names the child.
     ///   Children already started are stopped and reaped first.
     pub fn spawn(exe: &Path, specs: &[LoadSpec], duration: Duration) -> Result<LoadSet> {
-        if !LoadSpec::DURATION.contains(&duration) {
-            return Err(Error::new(
-                ErrorKind::InvalidInput,
-                format!(
-                    "load duration {} is out of range: valid is {} to {}",
-                    format_duration(duration),
-                    format_duration(*LoadSpec::DURATION.start()),
-                    format_duration(*LoadSpec::DURATION.end())
-                ),
-            ));
-        }
+        check_duration(duration)?;
         for s in specs {
             s.validate()?;
         }
@@ -147,11 +152,8 @@ impl LoadSet {
     pub fn check(&mut self) -> Result<()> {
         let end = self.started + self.duration;
         for c in &mut self.children {
-            if c.status.is_none() {
-                if let Ok(Some(st)) = c.child.try_wait() {
-                    c.status = Some(st);
-                    c.early = Instant::now() < end;
-                }
+            if c.ended_now() {
+                c.early = Instant::now() < end;
             }
             if let (Some(st), true) = (c.status, c.early) {
                 return Err(Error::new(
@@ -182,11 +184,8 @@ impl LoadSet {
         }
         let end = self.started + self.duration;
         for c in &mut self.children {
-            if c.status.is_none() {
-                if let Ok(Some(st)) = c.child.try_wait() {
-                    c.status = Some(st);
-                    c.early = Instant::now() < end;
-                }
+            if c.ended_now() {
+                c.early = Instant::now() < end;
             }
             if c.status.is_none() {
                 signal_group(&c.child, libc::SIGTERM);
@@ -197,12 +196,8 @@ impl LoadSet {
         loop {
             let mut running = false;
             for c in &mut self.children {
-                if c.status.is_none() {
-                    match c.child.try_wait() {
-                        Ok(Some(st)) => c.status = Some(st),
-                        _ => running = true,
-                    }
-                }
+                c.ended_now();
+                running |= c.status.is_none();
             }
             if !running || Instant::now() >= deadline {
                 break;
@@ -254,11 +249,7 @@ impl LoadSet {
         let until = self.started + self.duration + GRACE;
         while Instant::now() < until {
             let all_done = self.children.iter_mut().all(|c| {
-                if c.status.is_none() {
-                    if let Ok(Some(st)) = c.child.try_wait() {
-                        c.status = Some(st);
-                    }
-                }
+                c.ended_now();
                 c.status.is_some()
             });
             if all_done {
@@ -294,15 +285,12 @@ fn signal_group(child: &Child, sig: libc::c_int) {
     unsafe { libc::kill(-pgid, sig) };
 }
 
-fn spawn_one(exe: &Path, spec: &LoadSpec, duration: Duration) -> Result<Child> {
+/// A command for a child process that reports on stdout: stdin from
+/// /dev/null, stdout piped, stderr inherited, in its own process group, and
+/// killed (`PR_SET_PDEATHSIG`) when the thread that spawns it exits.
+pub(crate) fn child_command(exe: &Path) -> Command {
     let mut cmd = Command::new(exe);
-    cmd.arg("load")
-        .args(spec.to_cli_args())
-        .arg("--duration")
-        .arg(format_duration(duration))
-        .arg("--json")
-        .arg("-")
-        .stdin(Stdio::null())
+    cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .process_group(0);
@@ -319,6 +307,24 @@ fn spawn_one(exe: &Path, spec: &LoadSpec, duration: Duration) -> Result<Child> {
         if unsafe { libc::getppid() } != parent {
             return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
         }
+        Ok(())
+    };
+    // SAFETY: the closure calls only async-signal-safe functions (prctl,
+    // getppid) and allocates nothing.
+    unsafe { cmd.pre_exec(pre_exec) };
+    cmd
+}
+
+fn spawn_one(exe: &Path, spec: &LoadSpec, duration: Duration) -> Result<Child> {
+    let mut cmd = child_command(exe);
+    cmd.arg("load")
+        .args(spec.to_cli_args())
+        .arg("--duration")
+        .arg(format_duration(duration))
+        .arg("--json")
+        .arg("-");
+    // Runs after child_command's pre_exec (pre_exec closures run in order).
+    let pre_exec = || {
         let param = libc::sched_param { sched_priority: 0 };
         // SAFETY: `param` is a valid sched_param; pid 0 is this (single-threaded) child.
         unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &param) };
@@ -327,8 +333,8 @@ fn spawn_one(exe: &Path, spec: &LoadSpec, duration: Duration) -> Result<Child> {
         unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 0) };
         Ok(())
     };
-    // SAFETY: the closure calls only async-signal-safe functions (prctl,
-    // getppid, sched_setscheduler, setpriority) and allocates nothing.
+    // SAFETY: the closure calls only async-signal-safe functions
+    // (sched_setscheduler, setpriority) and allocates nothing.
     unsafe { cmd.pre_exec(pre_exec) };
     cmd.spawn().map_err(|e| {
         Error::new(

@@ -3,6 +3,7 @@
 //!
 //! Pure logic: no I/O.
 
+use crate::check;
 use crate::error::{Error, ErrorKind, Result};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -136,23 +137,19 @@ impl LoadSpec {
     /// [`ErrorKind::InvalidInput`] naming the parameter and its valid range.
     pub fn validate(&self) -> Result<()> {
         match *self {
-            LoadSpec::Cpu { hogs } => check("cpu hogs", hogs, &Self::HOGS, |v| v.to_string()),
+            LoadSpec::Cpu { hogs } => check::in_range("cpu hogs", hogs, &Self::HOGS),
             LoadSpec::Duty {
                 percent,
                 period,
                 workers,
             } => {
-                check("duty percent", percent, &Self::PERCENT, |v| format!("{v}%"))?;
-                check("duty period", period, &Self::PERIOD, |v| {
-                    format_duration(*v)
-                })?;
-                check("duty workers", workers, &Self::WORKERS, |v| v.to_string())
+                check::in_range_as("duty percent", percent, &Self::PERCENT, |v| format!("{v}%"))?;
+                check::in_range_as("duty period", period, &Self::PERIOD, format_duration)?;
+                check::in_range("duty workers", workers, &Self::WORKERS)
             }
             LoadSpec::Disk { file_size, chunk } => {
-                check("disk file size", file_size, &Self::DISK_SIZE, |v| {
-                    format_size(*v)
-                })?;
-                check("disk chunk", chunk, &Self::CHUNK, |v| format_size(*v))?;
+                check::in_range_as("disk file size", file_size, &Self::DISK_SIZE, format_size)?;
+                check::in_range_as("disk chunk", chunk, &Self::CHUNK, format_size)?;
                 if chunk > file_size {
                     return Err(invalid(format!(
                         "disk chunk {} is larger than the file size {}: use a chunk of at most the file size",
@@ -163,9 +160,9 @@ impl LoadSpec {
                 Ok(())
             }
             LoadSpec::Memory { bytes } => {
-                check("memory size", bytes, &Self::MEMORY, |v| format_size(*v))
+                check::in_range_as("memory size", bytes, &Self::MEMORY, format_size)
             }
-            LoadSpec::Net { pairs } => check("net pairs", pairs, &Self::PAIRS, |v| v.to_string()),
+            LoadSpec::Net { pairs } => check::in_range("net pairs", pairs, &Self::PAIRS),
             LoadSpec::Stress => Ok(()),
         }
     }
@@ -205,22 +202,14 @@ fn invalid(msg: String) -> Error {
     Error::new(ErrorKind::InvalidInput, msg)
 }
 
-fn check<T: PartialOrd>(
-    what: &str,
-    value: T,
-    range: &RangeInclusive<T>,
-    show: impl Fn(&T) -> String,
-) -> Result<()> {
-    if range.contains(&value) {
-        Ok(())
-    } else {
-        Err(invalid(format!(
-            "{what} {} is out of range: valid is {} to {}",
-            show(&value),
-            show(range.start()),
-            show(range.end())
-        )))
-    }
+/// Checks a load's duration against [`LoadSpec::DURATION`].
+pub(crate) fn check_duration(duration: Duration) -> Result<()> {
+    check::in_range_as(
+        "load duration",
+        duration,
+        &LoadSpec::DURATION,
+        format_duration,
+    )
 }
 
 /// Formats a size exactly, with the largest binary unit that divides it.
@@ -358,7 +347,7 @@ impl FromStr for LoadSpec {
                     Some(p) => {
                         let digits = p.trim().trim_end_matches('%');
                         let n = num("percent", digits)?;
-                        check("duty percent", n, &(1..=100), |v| format!("{v}%"))
+                        check::in_range_as("duty percent", n, &(1..=100), |v| format!("{v}%"))
                             .map_err(|e| invalid(format!("load '{text}': {}", e.message())))?;
                         n as u8
                     }

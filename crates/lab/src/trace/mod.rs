@@ -26,6 +26,7 @@ pub mod raw;
 pub mod tracefs;
 
 use crate::billing::{self, BillingRow, Fig4Bin, KernelAccounting, ProcAccounting, QuantumBill};
+use crate::check::{self, invalid};
 use crate::error::{Error, ErrorKind, Result};
 use crate::measure::{stop_requested, Progress};
 use crate::stats::{summarize, Summary};
@@ -147,6 +148,9 @@ pub const BUFFER_KB: std::ops::RangeInclusive<u32> = 64..=1_048_576;
 /// Valid `--max-events` range.
 pub const MAX_EVENTS: std::ops::RangeInclusive<usize> = 1_000..=50_000_000;
 
+/// Valid drain interval, ns (1 ms … 10 s).
+const DRAIN_NS: std::ops::RangeInclusive<u64> = 1_000_000..=10_000_000_000;
+
 /// What to trace.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
@@ -181,14 +185,6 @@ impl Default for Config {
     }
 }
 
-fn invalid(msg: String) -> Error {
-    Error::new(ErrorKind::InvalidInput, msg)
-}
-
-fn fmt_ns(ns: u64) -> String {
-    firmtime_rt::units::format_duration(Duration::from_nanos(ns))
-}
-
 impl Config {
     /// `--quick`: the three workloads for 4 s.
     pub fn quick() -> Self {
@@ -211,40 +207,13 @@ impl Config {
     /// # Errors
     /// [`ErrorKind::InvalidInput`] naming the offending flag.
     pub fn validate(&self) -> Result<()> {
-        if !DURATION_NS.contains(&self.duration_ns) {
-            return Err(invalid(format!(
-                "--duration {} is out of range: valid is {} to {}",
-                fmt_ns(self.duration_ns),
-                fmt_ns(*DURATION_NS.start()),
-                fmt_ns(*DURATION_NS.end())
-            )));
-        }
-        if !BUFFER_KB.contains(&self.buffer_kb) {
-            return Err(invalid(format!(
-                "--buffer-kb {} is out of range: valid is {} to {} (KiB per CPU)",
-                self.buffer_kb,
-                BUFFER_KB.start(),
-                BUFFER_KB.end()
-            )));
-        }
-        if !MAX_EVENTS.contains(&self.max_events) {
-            return Err(invalid(format!(
-                "--max-events {} is out of range: valid is {} to {}",
-                self.max_events,
-                MAX_EVENTS.start(),
-                MAX_EVENTS.end()
-            )));
-        }
-        if !(1_000_000..=10_000_000_000).contains(&self.drain_interval_ns) {
-            return Err(invalid(format!(
-                "drain interval {} is out of range: valid is 1ms to 10s",
-                fmt_ns(self.drain_interval_ns)
-            )));
-        }
+        check::ns_in_range("--duration", self.duration_ns, &DURATION_NS)?;
+        check::in_range_note("--buffer-kb", self.buffer_kb, &BUFFER_KB, " (KiB per CPU)")?;
+        check::in_range("--max-events", self.max_events, &MAX_EVENTS)?;
+        check::ns_in_range("drain interval", self.drain_interval_ns, &DRAIN_NS)?;
         if self.workloads.is_empty() && self.pids.is_empty() && self.command.is_empty() {
             return Err(invalid(
-                "nothing to trace: give --workload typist|player|sorter|xserver|all, --pids LIST or -- CMD…"
-                    .into(),
+                "nothing to trace: give --workload typist|player|sorter|xserver|all, --pids LIST or -- CMD…",
             ));
         }
         if let Some(p) = self
@@ -257,7 +226,7 @@ impl Config {
             )));
         }
         if self.command.first().is_some_and(|c| c.is_empty()) {
-            return Err(invalid("-- CMD: the command is empty".into()));
+            return Err(invalid("-- CMD: the command is empty"));
         }
         Ok(())
     }

@@ -22,6 +22,7 @@
 //! Not RT code. The sorter counts into preallocated atomics only.
 
 use super::tracefs::{self, Instance};
+use crate::check::{self, invalid};
 use crate::error::{Error, ErrorKind, Result};
 use crate::measure::{stop_requested, Cell, Progress};
 use crate::workloads::{self, Control, Workload};
@@ -114,31 +115,17 @@ impl Config {
     /// # Errors
     /// [`ErrorKind::InvalidInput`] naming the flag.
     pub fn validate(&self) -> Result<()> {
-        let bad = |m: String| Err(Error::new(ErrorKind::InvalidInput, m));
-        if !PAIRS.contains(&self.pairs) {
-            return bad(format!(
-                "--pairs {} is out of range: valid is {} to {}",
-                self.pairs,
-                PAIRS.start(),
-                PAIRS.end()
-            ));
-        }
+        check::in_range("--pairs", self.pairs, &PAIRS)?;
         if !SLICE_NS.contains(&self.slice_ns) {
-            return bad(format!(
+            // Whole ms, as --slice takes it.
+            return Err(invalid(format!(
                 "--slice {}ms is out of range: valid is 50ms to 1min",
                 self.slice_ns / 1_000_000
-            ));
+            )));
         }
-        if !super::BUFFER_KB.contains(&self.buffer_kb) {
-            return bad(format!(
-                "--buffer-kb {} is out of range: valid is {} to {}",
-                self.buffer_kb,
-                super::BUFFER_KB.start(),
-                super::BUFFER_KB.end()
-            ));
-        }
+        check::in_range("--buffer-kb", self.buffer_kb, &super::BUFFER_KB)?;
         if self.rates_hz.is_empty() || self.rates_hz.iter().any(|r| !RATES_HZ.contains(r)) {
-            return bad(format!(
+            return Err(invalid(format!(
                 "--rates {}: valid are {} (no extra timer) to {} Hz, comma-separated",
                 self.rates_hz
                     .iter()
@@ -147,18 +134,9 @@ impl Config {
                     .join(","),
                 RATES_HZ.start(),
                 RATES_HZ.end()
-            ));
+            )));
         }
-        if let Some(c) = self.cpu {
-            let online = sched::online_cpus();
-            if !online.contains(&c) {
-                return bad(format!(
-                    "--cpu {c} is not online: valid are {}",
-                    sched::format_cpu_list(&online)
-                ));
-            }
-        }
-        Ok(())
+        check::online("--cpu", self.cpu)
     }
 }
 
