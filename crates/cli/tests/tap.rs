@@ -4,7 +4,7 @@ mod common;
 
 use common::{assert_exit, assert_ok, firmtime, EXE};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -77,17 +77,18 @@ fn import_ftap_writes_a_valid_experiment_file() {
     std::fs::remove_dir_all(&d).unwrap();
 }
 
+/// `firmtime tap analyze` of the tap crate's small trial, with `flags`.
+fn analyze_small_trial(flags: &[&str]) -> Output {
+    let trial = root().join("crates/tap/tests/data/trial-small.csv");
+    let mut args = vec!["tap", "analyze", trial.to_str().unwrap()];
+    args.extend_from_slice(flags);
+    firmtime(&args)
+}
+
 #[test]
 fn analyze_writes_summary_and_tap_files() {
     let d = tmpdir("analyze");
-    let trial = root().join("crates/tap/tests/data/trial-small.csv");
-    let out = firmtime(&[
-        "tap",
-        "analyze",
-        trial.to_str().unwrap(),
-        "--out",
-        d.to_str().unwrap(),
-    ]);
+    let out = analyze_small_trial(&["--out", d.to_str().unwrap()]);
     assert_ok(&out);
     let sum = std::fs::read_to_string(d.join("summary.csv")).unwrap();
     assert_eq!(sum.lines().count(), 3);
@@ -99,13 +100,7 @@ fn analyze_writes_summary_and_tap_files() {
     let taps = std::fs::read_to_string(d.join("trial-small-taps.csv")).unwrap();
     assert_eq!(taps.lines().count(), 6);
 
-    let out = firmtime(&[
-        "tap",
-        "analyze",
-        trial.to_str().unwrap(),
-        "--gap-factor",
-        "0.5",
-    ]);
+    let out = analyze_small_trial(&["--gap-factor", "0.5"]);
     assert_eq!(out.status.code(), Some(2), "usage error");
     std::fs::remove_dir_all(&d).unwrap();
 }
@@ -296,14 +291,7 @@ fn png_size(path: &Path) -> (u32, u32) {
 #[test]
 fn analyze_writes_iti_asynchrony_and_summary_plots() {
     let d = tmpdir("plots");
-    let trial = root().join("crates/tap/tests/data/trial-small.csv");
-    let out = firmtime(&[
-        "tap",
-        "analyze",
-        trial.to_str().unwrap(),
-        "--out",
-        d.to_str().unwrap(),
-    ]);
+    let out = analyze_small_trial(&["--out", d.to_str().unwrap()]);
     assert_exit(&out, 0, &["3 plots (PNG)"]);
     for f in [
         "trial-small-iti.png",
