@@ -24,6 +24,11 @@ pub fn duration(text: &str) -> Result<Duration, String> {
     units::parse_duration(text).map_err(|e| e.to_string())
 }
 
+/// A duration flag in nanoseconds, saturating at `u64::MAX` (about 584 years).
+pub fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
 /// clap value parser for sizes with units (`64KiB`, `4MiB`, `4096`).
 pub fn size(text: &str) -> Result<u64, String> {
     units::parse_size(text).map_err(|e| e.to_string())

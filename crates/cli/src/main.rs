@@ -14,6 +14,7 @@ mod net;
 mod netexp;
 mod progress;
 mod rack;
+mod sigint;
 mod tap;
 
 use clap::{Parser, Subcommand};

@@ -4,7 +4,6 @@
 //! [`BackendChoice`] variant and one match arm there.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{bail, Context};
@@ -25,6 +24,7 @@ use serde::Serialize;
 
 use crate::args::{self, UsageError};
 use crate::backend;
+use crate::sigint;
 use crate::Outcome;
 
 /// Arguments of `firmtime midi`.
@@ -528,24 +528,6 @@ fn describe(msg: &MidiMessage) -> String {
     }
 }
 
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_sigint(_: libc::c_int) {
-    INTERRUPTED.store(true, Ordering::Relaxed);
-}
-
-/// Ctrl-C ends a monitor run cleanly (the JSON is still written).
-fn catch_sigint() {
-    // SAFETY: the handler only stores to an atomic (async-signal-safe);
-    // `sa` is fully initialised before sigaction reads it.
-    unsafe {
-        let mut sa: libc::sigaction = std::mem::zeroed();
-        sa.sa_sigaction = on_sigint as *const () as usize;
-        libc::sigemptyset(&mut sa.sa_mask);
-        libc::sigaction(libc::SIGINT, &sa, std::ptr::null_mut());
-    }
-}
-
 /// Puts the calling (engine) thread at real time too, unless --no-rt.
 fn engine_rt(o: &OpenArgs) -> anyhow::Result<RtConditions> {
     let req = if o.no_rt {
@@ -591,7 +573,7 @@ fn monitor(a: MonitorArgs) -> anyhow::Result<Outcome> {
     let mut provenance = Provenance::begin(std::env::args().collect());
     let mut opened = open_backend(&a.open, a.open.device.clone(), Purpose::Monitor)?;
     let engine = engine_rt(&a.open)?;
-    catch_sigint();
+    sigint::catch();
     let to_stdout = a.json.as_deref().is_some_and(|p| p.as_os_str() == "-");
     let start = monotonic_ns();
     let end = a.duration.map(|d| start + d.as_nanos() as u64);
@@ -605,7 +587,7 @@ fn monitor(a: MonitorArgs) -> anyhow::Result<Outcome> {
     }
     let mut events: Vec<MonitorEvent> = Vec::new();
     let end_reason = loop {
-        if INTERRUPTED.load(Ordering::Relaxed) {
+        if sigint::interrupted() {
             break "interrupted";
         }
         let now = monotonic_ns();
@@ -740,7 +722,7 @@ impl MidiBackend for Recorder<'_> {
     }
 
     fn poll_input(&mut self, f: &mut dyn FnMut(InputEvent)) -> Result<usize, BackendError> {
-        if INTERRUPTED.load(Ordering::Relaxed) {
+        if sigint::interrupted() {
             return Err(BackendError::Disconnected);
         }
         let received = &mut self.received;
@@ -752,7 +734,7 @@ impl MidiBackend for Recorder<'_> {
 
     fn wait(&mut self, deadline_ns: u64) -> Result<(), BackendError> {
         self.drain_sent();
-        if INTERRUPTED.load(Ordering::Relaxed) {
+        if sigint::interrupted() {
             return Err(BackendError::Disconnected);
         }
         // Wake at least every 100 ms to notice Ctrl-C.
@@ -849,7 +831,7 @@ fn run_loop(a: LoopArgs) -> anyhow::Result<Outcome> {
         l
     });
     let engine = engine_rt(&a.open)?;
-    let timeout_ns = u64::try_from(a.timeout.as_nanos()).unwrap_or(u64::MAX);
+    let timeout_ns = args::nanos(a.timeout);
     let mut test = LoopTest::new(LoopConfig {
         events: a.events,
         timeout_ns,
@@ -872,7 +854,7 @@ fn run_loop(a: LoopArgs) -> anyhow::Result<Outcome> {
         );
     }
     let loop_rt = looper.as_ref().map(|l| l.conditions().clone());
-    catch_sigint();
+    sigint::catch();
     let cap = usize::try_from(a.events)
         .unwrap_or(usize::MAX)
         .saturating_add(4096);
@@ -880,7 +862,7 @@ fn run_loop(a: LoopArgs) -> anyhow::Result<Outcome> {
     let r = test.run(&mut rec);
     rec.drain_sent();
     let (sent_frames, received_frames) = (rec.sent, rec.received);
-    let interrupted = INTERRUPTED.load(Ordering::Relaxed);
+    let interrupted = sigint::interrupted();
     let stats = opened.backend.stats();
     drop(opened.backend);
     let relay = match opened.relay.take() {

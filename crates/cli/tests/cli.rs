@@ -1,14 +1,10 @@
 //! Runs the built `firmtime` binary: exit codes, output formats.
 
+mod common;
+
+use common::{assert_exit, assert_usage_error, firmtime, jack_installed};
 use std::collections::HashSet;
 use std::process::{Command, Output};
-
-fn firmtime(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_firmtime"))
-        .args(args)
-        .output()
-        .expect("run firmtime")
-}
 
 fn doctor_json() -> (Output, serde_json::Value) {
     let out = firmtime(&["doctor", "--json", "-"]);
@@ -110,9 +106,7 @@ fn version_prints_the_crate_version() {
 
 #[test]
 fn unknown_flag_is_a_usage_error() {
-    let out = firmtime(&["doctor", "--bogus"]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--bogus"));
+    assert_usage_error(&["doctor", "--bogus"], &["--bogus"]);
 }
 
 #[test]
@@ -160,44 +154,25 @@ fn midi_loop_over_the_pty_loopback_writes_json_with_every_event() {
 
 #[test]
 fn midi_bad_flags_exit_2_naming_the_flag() {
-    let out = firmtime(&["midi", "loop", "--pty-loopback", "--events", "1"]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--events"));
-
-    let out = firmtime(&["midi", "loop"]);
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("--device") && err.contains("--pty-loopback"),
-        "{err}"
-    );
-
-    let out = firmtime(&["midi", "monitor", "--backend", "raw"]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--device"));
-
-    let out = firmtime(&["midi", "loop", "--pty-loopback", "--priority", "100"]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--priority"));
-
-    let out = firmtime(&[
+    common::assert_usage_errors(
         "midi",
-        "monitor",
-        "--device",
-        "/dev/null",
-        "--duration",
-        "soon",
-    ]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--duration"));
+        &[
+            ("loop --pty-loopback --events 1", &["--events"]),
+            ("loop", &["--device", "--pty-loopback"]),
+            ("monitor --backend raw", &["--device"]),
+            ("loop --pty-loopback --priority 100", &["--priority"]),
+            (
+                "monitor --device /dev/null --duration soon",
+                &["--duration"],
+            ),
+        ],
+    );
 }
 
 #[test]
 fn midi_monitor_on_a_missing_device_fails_with_a_fix() {
     let out = firmtime(&["midi", "monitor", "--device", "/dev/firmtime-no-such-midi"]);
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("firmtime midi ports"), "{err}");
+    assert_exit(&out, 1, &["firmtime midi ports"]);
 }
 
 #[test]
@@ -244,14 +219,6 @@ fn jackd_running_with(needle: &str) -> Vec<String> {
         .filter(|l| l.contains(needle))
         .map(str::to_string)
         .collect()
-}
-
-fn jack_installed(test: &str) -> bool {
-    let ok = Command::new("jackd").arg("--version").output().is_ok();
-    if !ok {
-        eprintln!("SKIP {test}: jackd not installed (apt-get install jackd2)");
-    }
-    ok
 }
 
 #[test]
@@ -336,12 +303,7 @@ fn midi_ports_jack_dummy_lists_the_private_server_and_stops_it() {
         "--json",
         "-",
     ]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_exit(&out, 0, &[]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
     let j = &v["jack"];
     assert_eq!(j["dummy_server_started"], true);
@@ -373,12 +335,7 @@ fn midi_monitor_jack_dummy_runs_for_its_duration() {
         "--json",
         "-",
     ]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_exit(&out, 0, &[]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
     assert_eq!(v["backend"], "jack");
     assert_eq!(v["end_reason"], "duration");
@@ -403,9 +360,7 @@ fn midi_jack_without_server_fails_with_a_fix() {
         "--duration",
         "1s",
     ]);
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("--jack-dummy"), "{err}");
+    assert_exit(&out, 1, &["--jack-dummy"]);
 }
 
 #[test]
@@ -427,11 +382,7 @@ fn midi_alsa_without_the_sequencer_fails_naming_dev_snd_seq() {
             "20:0",
         ][..],
     ] {
-        let out = firmtime(args);
-        assert_eq!(out.status.code(), Some(1), "{args:?}");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains("/dev/snd/seq"), "{err}");
-        assert!(err.contains("modprobe snd-seq"), "{err}");
+        assert_exit(&firmtime(args), 1, &["/dev/snd/seq", "modprobe snd-seq"]);
     }
     let out = firmtime(&["midi", "ports", "--backend", "alsa", "--json", "-"]);
     assert_eq!(out.status.code(), Some(0));

@@ -1,5 +1,8 @@
 //! `firmtime lab all`: Ctrl-C keeps what was measured, flagged partial.
 
+mod common;
+
+use common::{assert_exit, read_json, EXE};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -8,7 +11,7 @@ fn ctrl_c_writes_a_partial_report_and_exits_1() {
     let dir = std::env::temp_dir().join(format!("firmtime-lab-all-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let json = dir.join("all.json");
-    let child = Command::new(env!("CARGO_BIN_EXE_firmtime"))
+    let child = Command::new(EXE)
         .args(["lab", "all", "--quick", "--out"])
         .arg(&dir)
         .arg("--json")
@@ -27,21 +30,14 @@ fn ctrl_c_writes_a_partial_report_and_exits_1() {
         std::thread::sleep(Duration::from_millis(50));
     }
     std::thread::sleep(Duration::from_millis(500));
-    // SAFETY: kill with a pid we spawned and have not reaped.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    assert_eq!(common::kill(child.id(), libc::SIGINT), 0);
     let out = child.wait_with_output().expect("wait");
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_exit(&out, 1, &[]);
 
     let report = std::fs::read_to_string(dir.join("report.md")).expect("report.md written");
     assert!(report.contains("**PARTIAL"), "report not flagged partial");
     assert!(report.contains("## Verdict"));
-    let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).expect("json")).expect("valid json");
+    let v = read_json(&json);
     assert_eq!(v["kind"], "lab-all");
     assert_eq!(v["partial"], true);
     let files: Vec<&str> = v["files"]
@@ -69,11 +65,8 @@ fn ctrl_c_writes_a_partial_report_and_exits_1() {
 
 #[test]
 fn quick_and_full_exclude_each_other() {
-    let out = Command::new(env!("CARGO_BIN_EXE_firmtime"))
-        .args(["lab", "all", "--quick", "--full", "--out", "/nonexistent"])
-        .output()
-        .expect("run");
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("--full") && err.contains("--quick"), "{err}");
+    common::assert_usage_error(
+        &["lab", "all", "--quick", "--full", "--out", "/nonexistent"],
+        &["--full", "--quick"],
+    );
 }

@@ -2,29 +2,15 @@
 //! write the documented JSON, bad flags exit 2 naming the flag and range,
 //! Ctrl-C writes what was measured (partial) and reaps the load children.
 
-use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+mod common;
+
+use common::{assert_ok, assert_usage_errors, firmtime, take_json, text, tmp_path, EXE};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-const EXE: &str = env!("CARGO_BIN_EXE_firmtime");
-
-fn tmp(name: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("firmtime-{name}-{}.json", std::process::id()))
-}
-
-fn firmtime(args: &[&str]) -> Output {
-    Command::new(EXE).args(args).output().unwrap()
-}
-
-fn read_json(p: &PathBuf) -> serde_json::Value {
-    let v = serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
-    let _ = std::fs::remove_file(p);
-    v
-}
 
 #[test]
 fn clock_tiny_run_writes_six_rows() {
-    let p = tmp("lab-clock");
+    let p = tmp_path("lab-clock.json");
     let out = firmtime(&[
         "lab",
         "clock",
@@ -37,12 +23,7 @@ fn clock_tiny_run_writes_six_rows() {
         "--json",
         p.to_str().unwrap(),
     ]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = assert_ok(&out);
     for row in [
         "User, no load",
         "Setpriority, load",
@@ -51,7 +32,7 @@ fn clock_tiny_run_writes_six_rows() {
     ] {
         assert!(stdout.contains(row), "table lacks {row}:\n{stdout}");
     }
-    let j = read_json(&p);
+    let j = take_json(&p);
     assert_eq!(j["kind"], "lab-clock");
     assert_eq!(j["partial"], false);
     assert!(j["provenance"]["system"].is_object());
@@ -64,49 +45,28 @@ fn clock_tiny_run_writes_six_rows() {
 
 #[test]
 fn bad_flags_exit_2_naming_the_flag() {
-    for (args, flag, range) in [
-        (
-            &["lab", "clock", "--calls", "1"][..],
-            "--calls",
-            "2 to 100000000",
-        ),
-        (&["lab", "clock", "--hogs", "300"][..], "--hogs", "0 to 256"),
-        (
-            &["lab", "clock", "--clock", "sundial"][..],
-            "--clock",
-            "monotonic",
-        ),
-        (
-            &["lab", "clock", "--fifo-priority", "0"][..],
-            "--fifo-priority",
-            "1..=99",
-        ),
-        (
-            &["lab", "overhead", "--reps", "0"][..],
-            "--reps",
-            "1 to 1000",
-        ),
-        (
-            &["lab", "overhead", "--memcpy-size", "1"][..],
-            "--memcpy-size",
-            "4KiB to 4GiB",
-        ),
-        (
-            &["lab", "overhead", "--priority", "fifo:100"][..],
-            "--priority",
-            "fifo:1 to fifo:99",
-        ),
-    ] {
-        let out = firmtime(args);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-        assert!(err.contains(flag) && err.contains(range), "{args:?}: {err}");
-    }
+    assert_usage_errors(
+        "lab clock",
+        &[
+            ("--calls 1", &["--calls", "2 to 100000000"]),
+            ("--hogs 300", &["--hogs", "0 to 256"]),
+            ("--clock sundial", &["--clock", "monotonic"]),
+            ("--fifo-priority 0", &["--fifo-priority", "1..=99"]),
+        ],
+    );
+    assert_usage_errors(
+        "lab overhead",
+        &[
+            ("--reps 0", &["--reps", "1 to 1000"]),
+            ("--memcpy-size 1", &["--memcpy-size", "4KiB to 4GiB"]),
+            ("--priority fifo:100", &["--priority", "fifo:1 to fifo:99"]),
+        ],
+    );
 }
 
 #[test]
 fn overhead_tiny_run_writes_every_figure() {
-    let p = tmp("lab-overhead");
+    let p = tmp_path("lab-overhead.json");
     let out = firmtime(&[
         "lab",
         "overhead",
@@ -123,15 +83,10 @@ fn overhead_tiny_run_writes_every_figure() {
         "--json",
         p.to_str().unwrap(),
     ]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = assert_ok(&out);
     assert!(stdout.contains("context switch, same CPU"), "{stdout}");
     assert!(stdout.contains("PII-350"), "paper table printed:\n{stdout}");
-    let j = read_json(&p);
+    let j = take_json(&p);
     assert_eq!(j["kind"], "lab-overhead");
     let r = &j["result"];
     assert_eq!(r["context_switch_same_cpu"]["status"], "measured");
@@ -155,7 +110,7 @@ fn children(pid: u32) -> Vec<u32> {
 
 #[test]
 fn ctrl_c_during_a_load_row_writes_partial_and_reaps_hogs() {
-    let p = tmp("lab-clock-int");
+    let p = tmp_path("lab-clock-int.json");
     let child = Command::new(EXE)
         .args([
             "lab",
@@ -186,13 +141,12 @@ fn ctrl_c_during_a_load_row_writes_partial_and_reaps_hogs() {
         std::thread::sleep(Duration::from_millis(20));
     };
     std::thread::sleep(Duration::from_millis(300));
-    // SAFETY: pid is our running child.
-    unsafe { libc::kill(pid as i32, libc::SIGINT) };
+    common::kill(pid, libc::SIGINT);
     let out = child.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "interrupted runs fail: {err}");
     assert!(err.contains("partial"), "{err}");
-    let j = read_json(&p);
+    let j = take_json(&p);
     assert_eq!(j["partial"], true);
     assert_eq!(j["result"]["partial"], true);
     let cells = j["result"]["cells"].as_array().unwrap();

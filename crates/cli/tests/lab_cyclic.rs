@@ -2,40 +2,13 @@
 //! write the files other tools read, bad flags exit 2 naming the flag and
 //! its range, missing mechanisms are reported as skipped.
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+mod common;
 
-const EXE: &str = env!("CARGO_BIN_EXE_firmtime");
-
-/// A fresh directory for one test, removed on drop.
-struct TestDir(PathBuf);
-
-impl TestDir {
-    fn new(name: &str) -> Self {
-        let p = std::env::temp_dir().join(format!("firmtime-lcyc-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir(&p).unwrap();
-        Self(p)
-    }
-}
-
-impl Drop for TestDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn firmtime(args: &[&str]) -> Output {
-    Command::new(EXE).args(args).output().unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
+use common::{assert_exit, assert_ok, assert_usage_errors, firmtime, read_json, text, TestDir};
 
 #[test]
 fn cyclic_writes_json_cyclictest_histogram_and_rt_tests_json() {
-    let d = TestDir::new("files");
+    let d = TestDir::new("lcyc-files");
     let json = d.0.join("c.json");
     let hist = d.0.join("h.txt");
     let rt = d.0.join("rt.json");
@@ -58,14 +31,13 @@ fn cyclic_writes_json_cyclictest_histogram_and_rt_tests_json() {
         "--rt-tests-json",
         rt.to_str().unwrap(),
     ]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let stdout = text(&out.stdout);
+    let stdout = assert_ok(&out);
     assert!(
         stdout.contains("T:0") && stdout.contains("Varoquaux 2006"),
         "{stdout}"
     );
 
-    let j: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let j = read_json(&json);
     assert_eq!(j["kind"], "lab-cyclic");
     assert_eq!(j["partial"], false);
     let t = &j["result"]["threads"][0];
@@ -89,7 +61,7 @@ fn cyclic_writes_json_cyclictest_histogram_and_rt_tests_json() {
     assert_eq!(parsed.threads.len(), 1);
     assert_eq!(parsed.threads[0].cycles, t["ticks"].as_u64().unwrap());
 
-    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&rt).unwrap()).unwrap();
+    let r = read_json(&rt);
     assert_eq!(r["file_version"], 1);
     assert_eq!(r["num_threads"], 1);
     assert_eq!(r["thread"]["0"]["cycles"], t["ticks"]);
@@ -97,22 +69,18 @@ fn cyclic_writes_json_cyclictest_histogram_and_rt_tests_json() {
 
 #[test]
 fn cyclic_bad_flags_exit_2_naming_the_flag_and_range() {
-    for (args, want) in [
-        (vec!["--interval", "1ns"], "--interval"),
-        (vec!["--duration", "1ms"], "--duration"),
-        (vec!["--cpus", "4000"], "--cpus"),
-        (vec!["--sleeper", "hybrid", "--margin", "5ms"], "--margin"),
-        (vec!["--histogram-buckets", "0"], "--histogram-buckets"),
-        (vec!["--policy", "other", "--priority", "5"], "--priority"),
-        (vec!["--load", "cpu:0"], "--load"),
-    ] {
-        let mut a = vec!["lab", "cyclic"];
-        a.extend(&args);
-        let out = firmtime(&a);
-        let err = text(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-        assert!(err.contains(want), "{args:?}: {err}");
-    }
+    assert_usage_errors(
+        "lab cyclic",
+        &[
+            ("--interval 1ns", &["--interval"]),
+            ("--duration 1ms", &["--duration"]),
+            ("--cpus 4000", &["--cpus"]),
+            ("--sleeper hybrid --margin 5ms", &["--margin"]),
+            ("--histogram-buckets 0", &["--histogram-buckets"]),
+            ("--policy other --priority 5", &["--priority"]),
+            ("--load cpu:0", &["--load"]),
+        ],
+    );
 }
 
 #[test]
@@ -133,7 +101,7 @@ fn cyclic_without_rtc_reports_skipped_and_fails() {
         "--sleeper",
         "rtc",
     ]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_exit(&out, 1, &[]);
     assert!(
         text(&out.stdout).contains("skipped:"),
         "{}",
@@ -143,7 +111,7 @@ fn cyclic_without_rtc_reports_skipped_and_fails() {
 
 #[test]
 fn sleep_writes_json_with_skipped_cells() {
-    let d = TestDir::new("sleep");
+    let d = TestDir::new("lcyc-sleep");
     let json = d.0.join("s.json");
     let out = firmtime(&[
         "lab",
@@ -157,13 +125,12 @@ fn sleep_writes_json_with_skipped_cells() {
         "--json",
         json.to_str().unwrap(),
     ]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let stdout = text(&out.stdout);
+    let stdout = assert_ok(&out);
     assert!(
         stdout.contains("clock_nanosleep") && stdout.contains("Finney 2001"),
         "{stdout}"
     );
-    let j: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let j = read_json(&json);
     assert_eq!(j["kind"], "lab-sleep");
     let conds = j["result"]["conditions"].as_array().unwrap();
     assert_eq!(conds.len(), 3);
@@ -175,16 +142,12 @@ fn sleep_writes_json_with_skipped_cells() {
 
 #[test]
 fn sleep_bad_flags_exit_2_naming_the_flag_and_range() {
-    for (args, want) in [
-        (vec!["--intervals", "0s"], "--intervals"),
-        (vec!["--samples", "0"], "--samples"),
-        (vec!["--priority", "100"], "--priority"),
-    ] {
-        let mut a = vec!["lab", "sleep"];
-        a.extend(&args);
-        let out = firmtime(&a);
-        let err = text(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-        assert!(err.contains(want), "{args:?}: {err}");
-    }
+    assert_usage_errors(
+        "lab sleep",
+        &[
+            ("--intervals 0s", &["--intervals"]),
+            ("--samples 0", &["--samples"]),
+            ("--priority 100", &["--priority"]),
+        ],
+    );
 }

@@ -2,29 +2,13 @@
 //! runs print the paper beside the machine and write their JSON; bad flags
 //! exit 2 naming the flag and its range.
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+mod common;
 
-const EXE: &str = env!("CARGO_BIN_EXE_firmtime");
-
-fn firmtime(args: &[&str]) -> Output {
-    Command::new(EXE).args(args).output().unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn tmp(name: &str) -> PathBuf {
-    std::env::temp_dir().join(format!(
-        "firmtime-lframes-{name}-{}.json",
-        std::process::id()
-    ))
-}
+use common::{assert_ok, assert_usage_errors, firmtime, take_json, text, tmp_path};
 
 #[test]
 fn frames_prints_the_paper_and_the_machine_and_writes_json() {
-    let json = tmp("frames");
+    let json = tmp_path("lframes-frames.json");
     let out = firmtime(&[
         "lab",
         "frames",
@@ -41,8 +25,7 @@ fn frames_prints_the_paper_and_the_machine_and_writes_json() {
         "--json",
         json.to_str().unwrap(),
     ]);
-    let stdout = text(&out.stdout);
-    assert!(out.status.success(), "{}\n{stdout}", text(&out.stderr));
+    let stdout = assert_ok(&out);
     assert!(stdout.contains("Etsion et al. 2003"), "{stdout}");
     assert!(
         stdout.contains("HZ=") && stdout.contains("clocksource"),
@@ -52,8 +35,7 @@ fn frames_prints_the_paper_and_the_machine_and_writes_json() {
         stdout.contains("HZ=100") && stdout.contains("HZ=1000"),
         "{stdout}"
     );
-    let j: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
-    let _ = std::fs::remove_file(&json);
+    let j = take_json(&json);
     assert_eq!(j["kind"], "lab-frames");
     assert_eq!(j["partial"], false);
     let cells = j["result"]["cells"].as_array().unwrap();
@@ -72,27 +54,21 @@ fn frames_prints_the_paper_and_the_machine_and_writes_json() {
 
 #[test]
 fn frames_bad_flags_exit_2_naming_the_flag() {
-    for (args, want) in [
-        (vec!["--fps", "0"], "--fps"),
-        (vec!["--duration", "1ms"], "--duration"),
-        (vec!["--loads", "bogus"], "--loads"),
-        (vec!["--alarm", "0s"], "--alarm"),
-        (vec!["--policies", "fifo:200"], "--policies"),
-    ] {
-        let mut a = vec!["lab", "frames"];
-        a.extend(args.iter());
-        let out = firmtime(&a);
-        let err = text(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-        assert!(err.contains(want), "{args:?}: {err}");
-    }
-    let out = firmtime(&["lab", "frames", "--fps", "0"]);
-    assert!(text(&out.stderr).contains("1 to 1000"));
+    assert_usage_errors(
+        "lab frames",
+        &[
+            ("--fps 0", &["--fps", "1 to 1000"]),
+            ("--duration 1ms", &["--duration"]),
+            ("--loads bogus", &["--loads"]),
+            ("--alarm 0s", &["--alarm"]),
+            ("--policies fifo:200", &["--policies"]),
+        ],
+    );
 }
 
 #[test]
 fn interrupts_runs_a_tiny_matrix_and_writes_json() {
-    let json = tmp("intr");
+    let json = tmp_path("lframes-intr.json");
     let out = firmtime(&[
         "lab",
         "interrupts",
@@ -109,14 +85,12 @@ fn interrupts_runs_a_tiny_matrix_and_writes_json() {
         "--json",
         json.to_str().unwrap(),
     ]);
-    let stdout = text(&out.stdout);
-    assert!(out.status.success(), "{}\n{stdout}", text(&out.stderr));
+    let stdout = assert_ok(&out);
     assert!(
         stdout.contains("Etsion et al. 2003") && stdout.contains("HZ="),
         "{stdout}"
     );
-    let j: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
-    let _ = std::fs::remove_file(&json);
+    let j = take_json(&json);
     assert_eq!(j["kind"], "lab-interrupts");
     assert_eq!(j["result"]["array_elements"], 4096);
     assert_eq!(j["result"]["cells"].as_array().unwrap().len(), 2);
@@ -124,18 +98,14 @@ fn interrupts_runs_a_tiny_matrix_and_writes_json() {
 
 #[test]
 fn interrupts_bad_flags_exit_2_naming_the_flag() {
-    for (args, want) in [
-        (vec!["--rates", "0"], "--rates"),
-        (vec!["--levels", "65"], "--levels"),
-        (vec!["--cell", "1ms"], "--cell"),
-        (vec!["--repeats", "0"], "--repeats"),
-        (vec!["--array-size", "1"], "--array-size"),
-    ] {
-        let mut a = vec!["lab", "interrupts"];
-        a.extend(args.iter());
-        let out = firmtime(&a);
-        let err = text(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-        assert!(err.contains(want), "{args:?}: {err}");
-    }
+    assert_usage_errors(
+        "lab interrupts",
+        &[
+            ("--rates 0", &["--rates"]),
+            ("--levels 65", &["--levels"]),
+            ("--cell 1ms", &["--cell"]),
+            ("--repeats 0", &["--repeats"]),
+            ("--array-size 1", &["--array-size"]),
+        ],
+    );
 }

@@ -3,34 +3,14 @@
 //! naming the flag and range, Ctrl-C keeps what was measured (partial) and
 //! leaves no worker behind, and a user without SCHED_RR gets skipped cells.
 
+mod common;
+
+use common::{
+    assert_exit, assert_ok, assert_usage_errors, firmtime, is_root, take_json, tmp_path, EXE,
+};
 use serde_json::Value;
-use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-const EXE: &str = env!("CARGO_BIN_EXE_firmtime");
-
-fn json_path(name: &str) -> PathBuf {
-    std::env::temp_dir().join(format!(
-        "firmtime-lab-tails-{name}-{}.json",
-        std::process::id()
-    ))
-}
-
-fn firmtime(args: &[&str]) -> Output {
-    Command::new(EXE).args(args).output().unwrap()
-}
-
-fn read_json(p: &PathBuf) -> Value {
-    let v = serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
-    let _ = std::fs::remove_file(p);
-    v
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
 
 #[test]
 fn tiny_run_writes_table_and_json_with_every_cell() {
@@ -38,7 +18,7 @@ fn tiny_run_writes_table_and_json_with_every_cell() {
         eprintln!("skipped: needs SCHED_RR (run as root)");
         return;
     }
-    let p = json_path("tiny");
+    let p = tmp_path("lab-tails-tiny.json");
     let out = firmtime(&[
         "lab",
         "tails",
@@ -59,12 +39,7 @@ fn tiny_run_writes_table_and_json_with_every_cell() {
         "--json",
         p.to_str().unwrap(),
     ]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = assert_ok(&out);
     assert!(
         stdout.contains("Table 6") && stdout.contains("CONFIG_HZ"),
         "{stdout}"
@@ -74,7 +49,7 @@ fn tiny_run_writes_table_and_json_with_every_cell() {
         stdout.contains("@20,000Hz (paper)") && stdout.contains("1+1CPU"),
         "{stdout}"
     );
-    let v = read_json(&p);
+    let v = take_json(&p);
     assert_eq!(v["kind"], "lab-tails");
     assert_eq!(v["partial"], false);
     let r = &v["result"];
@@ -124,39 +99,35 @@ fn tiny_run_writes_table_and_json_with_every_cell() {
 
 #[test]
 fn bad_flags_exit_2_naming_the_flag_and_range() {
-    for (args, want) in [
-        (
-            vec!["--alarms", "0"],
-            "--alarms 0 is out of range: valid is 1 to 100000",
-        ),
-        (
-            vec!["--percents", "100"],
-            "--percents 100 is out of range: valid is 1 to 99",
-        ),
-        (
-            vec!["--max-delay", "1ms"],
-            "--max-delay 1ms is out of range: valid is 2ms to 10s",
-        ),
-        (
-            vec!["--priority", "0"],
-            "--priority 0 is out of range: valid is 1 to 99",
-        ),
-        (
-            vec!["--procs", "0"],
-            "--procs 0 is out of range: valid is 1 to 64",
-        ),
-        (
-            vec!["--extra-cpu", "99"],
-            "--extra-cpu 99 is out of range: valid is 0 to 64",
-        ),
-    ] {
-        let mut a = vec!["lab", "tails", "--quick"];
-        a.extend(&args);
-        let out = firmtime(&a);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-        assert!(stderr.contains(want), "{args:?}: {stderr}");
-    }
+    assert_usage_errors(
+        "lab tails --quick",
+        &[
+            (
+                "--alarms 0",
+                &["--alarms 0 is out of range: valid is 1 to 100000"],
+            ),
+            (
+                "--percents 100",
+                &["--percents 100 is out of range: valid is 1 to 99"],
+            ),
+            (
+                "--max-delay 1ms",
+                &["--max-delay 1ms is out of range: valid is 2ms to 10s"],
+            ),
+            (
+                "--priority 0",
+                &["--priority 0 is out of range: valid is 1 to 99"],
+            ),
+            (
+                "--procs 0",
+                &["--procs 0 is out of range: valid is 1 to 64"],
+            ),
+            (
+                "--extra-cpu 99",
+                &["--extra-cpu 99 is out of range: valid is 0 to 64"],
+            ),
+        ],
+    );
 }
 
 #[test]
@@ -165,7 +136,7 @@ fn ctrl_c_writes_partial_result_and_reaps_workers() {
         eprintln!("skipped: needs SCHED_RR (run as root)");
         return;
     }
-    let p = json_path("partial");
+    let p = tmp_path("lab-tails-partial.json");
     let child = Command::new(EXE)
         .args([
             "lab", "tails", "--procs", "2", "--types", "cont", "--alarms", "100000",
@@ -182,16 +153,10 @@ fn ctrl_c_writes_partial_result_and_reaps_workers() {
         std::thread::sleep(Duration::from_millis(20));
     }
     std::thread::sleep(Duration::from_millis(600));
-    // SAFETY: kill has no memory-safety preconditions; the child is not reaped yet.
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    common::kill(child.id(), libc::SIGINT);
     let out = child.wait_with_output().unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v = read_json(&p);
+    assert_exit(&out, 1, &[]);
+    let v = take_json(&p);
     assert_eq!(v["partial"], true);
     let cell = &v["result"]["cells"][0]["result"];
     assert_eq!(cell["status"], "measured");

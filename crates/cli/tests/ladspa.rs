@@ -1,12 +1,15 @@
 //! `firmtime ladspa`: list, info, apply — against applyplugin on the same input.
 
+mod common;
+
+use common::{assert_exit, EXE};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 const DIR: &str = "/usr/lib/ladspa";
 
 fn firmtime(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_firmtime"))
+    Command::new(EXE)
         .args(args)
         .env("LADSPA_PATH", DIR)
         .output()
@@ -84,12 +87,7 @@ fn info_ports_match_analyseplugin() {
         return;
     }
     let out = firmtime(&["ladspa", "info", "1181", "--json", "-"]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_exit(&out, 0, &[]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let names: Vec<&str> = v["ports"]
         .as_array()
@@ -148,12 +146,7 @@ fn apply_is_bit_identical_to_applyplugin() {
         "amp",
         "-6",
     ]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_exit(&out, 0, &[]);
     let st = match Command::new("applyplugin")
         .env("LADSPA_PATH", DIR)
         .args([input.to_str().unwrap(), theirs.to_str().unwrap()])
@@ -187,12 +180,7 @@ fn apply_is_bit_identical_to_applyplugin() {
         "1048",
         "0.5",
     ]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_exit(&out, 0, &[]);
     let (_, h) = read_wav(&half);
     for (y, x) in h.iter().zip(samples(10_000)) {
         assert_eq!(i32::from(*y), i32::from(x).div_euclid(2));
@@ -220,12 +208,7 @@ fn stereo_file_through_stereo_plugin_keeps_channels() {
         "amp_stereo",
         "2",
     ]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_exit(&out, 0, &[]);
     let (spec, o) = read_wav(&out_path);
     assert_eq!(spec.channels, 2);
     for (i, pair) in o.chunks(2).enumerate() {
@@ -268,14 +251,9 @@ fn bad_inputs_exit_2_with_one_clear_message() {
     for (chain, msg) in cases {
         let mut args = vec!["ladspa", "apply", i, o];
         args.extend_from_slice(chain);
-        let out = firmtime(&args);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{chain:?}: {err}");
-        assert!(err.contains(msg), "{chain:?}: {err}");
+        let err = assert_exit(&firmtime(&args), 2, &[msg]);
         assert_eq!(err.lines().count(), 1, "{chain:?}: {err}");
     }
     let out = firmtime(&["ladspa", "apply", i, o, "/lib/x86_64-linux-gnu/libc.so.6:x"]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("is not a LADSPA library"), "{err}");
+    assert_exit(&out, 1, &["is not a LADSPA library"]);
 }

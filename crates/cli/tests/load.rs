@@ -4,42 +4,14 @@
 //!
 //! A second test binary of the cli crate (tests/cli.rs belongs to `doctor`).
 
+mod common;
+
+use common::{assert_exit, assert_usage_errors, firmtime, TestDir, EXE};
 use firmtime_lab::load::{LoadReport, LoadSet, LoadSpec};
 use firmtime_lab::ErrorKind;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-const EXE: &str = env!("CARGO_BIN_EXE_firmtime");
-
-/// A fresh, empty directory for one test, removed on drop.
-struct TestDir(PathBuf);
-
-impl TestDir {
-    fn new(name: &str) -> Self {
-        let p = std::env::temp_dir().join(format!("firmtime-test-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir(&p).unwrap();
-        Self(p)
-    }
-
-    fn entries(&self) -> Vec<PathBuf> {
-        std::fs::read_dir(&self.0)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .collect()
-    }
-}
-
-impl Drop for TestDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn firmtime(args: &[&str]) -> Output {
-    Command::new(EXE).args(args).output().unwrap()
-}
 
 /// Waits (bounded, as a hang guard only) until `pid` catches SIGINT and SIGTERM.
 fn wait_for_handlers(pid: u32) {
@@ -101,12 +73,7 @@ fn bounded_cpu_load_exits_0_by_itself_with_its_report() {
         "--json",
         "-",
     ]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_exit(&out, 0, &[]);
     let r: LoadReport = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(r.spec, LoadSpec::Cpu { hogs: 2 });
     assert_eq!(r.threads, 2);
@@ -136,8 +103,7 @@ fn signal_ends_disk_load_cleanly(sig: libc::c_int, name: &str) {
         .spawn()
         .unwrap();
     wait_for_handlers(child.id());
-    // SAFETY: kill has no memory-safety preconditions; the child is not reaped yet.
-    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, sig) }, 0);
+    assert_eq!(common::kill(child.id(), sig), 0);
     let st = wait_bounded(&mut child);
     assert_eq!(st.code(), Some(0), "{name} ends the load with status 0");
     let r: LoadReport = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
@@ -157,51 +123,25 @@ fn sigint_ends_disk_load_with_status_0_and_no_file() {
     signal_ends_disk_load_cleanly(libc::SIGINT, "sigint");
 }
 
-fn assert_usage_error(args: &[&str], needles: &[&str]) {
-    let out = firmtime(args);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-    for n in needles {
-        assert!(err.contains(n), "{args:?}: '{n}' missing from: {err}");
-    }
-}
-
 #[test]
 fn out_of_range_flags_exit_2_naming_flag_and_range() {
-    let cases: &[(&[&str], &[&str])] = &[
-        (
-            &["duty", "--percent", "0"],
-            &["--percent", "valid is 1 to 100"],
-        ),
-        (
-            &["duty", "--percent", "150"],
-            &["--percent", "valid is 1 to 100"],
-        ),
-        (
-            &["cpu", "--duration", "0s"],
-            &["--duration", "valid is 1ms to 24h"],
-        ),
-        (&["cpu", "--hogs", "0"], &["--hogs", "valid is 1 to 256"]),
-        (
-            &["duty", "--period", "1h"],
-            &["--period", "valid is 100us to 10s"],
-        ),
-        (
-            &["disk", "--size", "1KiB"],
-            &["--size", "valid is 64KiB to 64GiB"],
-        ),
-        (
-            &["disk", "--size", "1MiB", "--chunk", "2MiB"],
-            &["--chunk", "larger than --size"],
-        ),
-        (&["cpu", "--percent", "5"], &["--percent", "only to duty"]),
-        (&["gpu"], &["gpu"]),
-    ];
-    for (args, needles) in cases {
-        let mut a = vec!["load"];
-        a.extend_from_slice(args);
-        assert_usage_error(&a, needles);
-    }
+    assert_usage_errors(
+        "load",
+        &[
+            ("duty --percent 0", &["--percent", "valid is 1 to 100"]),
+            ("duty --percent 150", &["--percent", "valid is 1 to 100"]),
+            ("cpu --duration 0s", &["--duration", "valid is 1ms to 24h"]),
+            ("cpu --hogs 0", &["--hogs", "valid is 1 to 256"]),
+            ("duty --period 1h", &["--period", "valid is 100us to 10s"]),
+            ("disk --size 1KiB", &["--size", "valid is 64KiB to 64GiB"]),
+            (
+                "disk --size 1MiB --chunk 2MiB",
+                &["--chunk", "larger than --size"],
+            ),
+            ("cpu --percent 5", &["--percent", "only to duty"]),
+            ("gpu", &["gpu"]),
+        ],
+    );
 }
 
 #[test]

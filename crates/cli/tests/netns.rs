@@ -7,6 +7,9 @@
 //! create; names carry the PID and a counter; [`Net`]'s Drop kills the
 //! workers and deletes the namespaces (with them the veths and nft rules).
 
+mod common;
+
+use common::{ip, netns_root, EXE};
 use firmtime_net::control::query_stats;
 use firmtime_net::*;
 use std::net::SocketAddr;
@@ -14,29 +17,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-const EXE: &str = env!("CARGO_BIN_EXE_firmtime");
 const PORT: u16 = 7700;
 const PERIOD: u64 = 2_666_666;
 static SEQ: AtomicU32 = AtomicU32::new(0);
-
-fn root(test: &str) -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let uid = unsafe { libc::geteuid() };
-    let ok = uid == 0 && Command::new("ip").arg("-V").output().is_ok();
-    if !ok {
-        eprintln!("skipping {test}: needs root and iproute2 (network namespaces)");
-    }
-    ok
-}
-
-fn ip(args: &[&str]) {
-    let out = Command::new("ip").args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "ip {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 struct Net {
     master: String,
@@ -216,7 +199,7 @@ fn consistent(v: &[(Outcome, f32)], from: u64) -> usize {
 
 #[test]
 fn session_through_namespaces_is_bit_exact_against_the_local_processor() {
-    if !root("session_through_namespaces") {
+    if !netns_root("session_through_namespaces") {
         return;
     }
     let net = Net::up(1);
@@ -277,21 +260,21 @@ fn loss_run(percent: u32) {
 
 #[test]
 fn one_percent_loss_is_counted_and_output_stays_continuous() {
-    if root("one_percent_loss") {
+    if netns_root("one_percent_loss") {
         loss_run(1);
     }
 }
 
 #[test]
 fn five_percent_loss_is_counted_and_output_stays_continuous() {
-    if root("five_percent_loss") {
+    if netns_root("five_percent_loss") {
         loss_run(5);
     }
 }
 
 #[test]
 fn killed_worker_master_keeps_running_on_policy_and_reconnects() {
-    if !root("killed_worker") {
+    if !netns_root("killed_worker") {
         return;
     }
     let mut net = Net::up(1);
@@ -335,7 +318,7 @@ fn killed_worker_master_keeps_running_on_policy_and_reconnects() {
 
 #[test]
 fn malformed_flood_is_counted_and_the_stream_survives() {
-    if !root("malformed_flood") {
+    if !netns_root("malformed_flood") {
         return;
     }
     let net = Net::up(1);

@@ -9,18 +9,19 @@
 //! `FIRMTIME_PROXY_CONFIG`, since the proxy reads its configuration once
 //! per process; only `worker_crash_…` loads it into this process.
 
+mod common;
+
+use common::{ip, netns_root, spawn_ready, EXE};
 use firmtime_net::control::{Conn, Reply, Request, Setup};
 use firmtime_net::remote::{PluginAllowList, PluginDescription, PluginSetup};
 use firmtime_net::{Key, ServerConfig, Transform, Work, WorkerServer};
-use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Output};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-const EXE: &str = env!("CARGO_BIN_EXE_firmtime");
 const LADSPA: &str = "/usr/lib/ladspa";
 static SEQ: AtomicU32 = AtomicU32::new(0);
 
@@ -96,28 +97,7 @@ impl WorkerProc {
         for d in dirs {
             c.args(["--plugin-dir", d]);
         }
-        let mut child = c
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut err = BufReader::new(child.stderr.take().unwrap());
-        let mut line = String::new();
-        loop {
-            line.clear();
-            assert!(err.read_line(&mut line).unwrap() > 0, "worker ended early");
-            if line.starts_with("ready") {
-                break;
-            }
-        }
-        // Keep draining so that the worker never blocks on a full pipe.
-        std::thread::spawn(move || {
-            let mut sink = String::new();
-            while err.read_line(&mut sink).unwrap_or(0) > 0 {
-                sink.clear();
-            }
-        });
-        WorkerProc(child)
+        WorkerProc(spawn_ready(&mut c))
     }
 
     fn kill(&mut self, signal: i32) {
@@ -193,20 +173,6 @@ fn host(prefix: &[&str], cfg: &Path, dir: &Path, args: &[&str]) -> Output {
     out
 }
 
-fn root(test: &str) -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let ok = unsafe { libc::geteuid() } == 0 && Command::new("ip").arg("-V").output().is_ok();
-    if !ok {
-        eprintln!("skipping {test}: needs root and iproute2 (network namespaces)");
-    }
-    ok
-}
-
-fn ip(args: &[&str]) {
-    let out = Command::new("ip").args(args).output().unwrap();
-    assert!(out.status.success(), "ip {args:?}: {out:?}");
-}
-
 /// Two namespaces joined by a veth pair: master 10.215.0.1, worker 10.215.0.2.
 struct Pair(String, String);
 
@@ -246,7 +212,7 @@ impl Drop for Pair {
 #[test]
 fn applyplugin_through_the_proxy_in_another_namespace_is_bit_exact() {
     let t = "applyplugin_through_the_proxy_in_another_namespace_is_bit_exact";
-    if !root(t) || !have(t, &["/usr/bin/applyplugin", "cmt.so"]) {
+    if !netns_root(t) || !have(t, &["/usr/bin/applyplugin", "cmt.so"]) {
         return;
     }
     let dir = tmp("exact");

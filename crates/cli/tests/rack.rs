@@ -3,25 +3,20 @@
 //! child on loopback, driven through the engine over plain buffers (no
 //! JACK) under `assert_no_alloc`.
 
+mod common;
+
 use assert_no_alloc::assert_no_alloc;
 use firmtime_ladspa::Scan;
 use firmtime_rack::{build, Engine, ErrorKind, RackFile};
 use firmtime_rt::clock::monotonic_ns;
-use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
+
+use common::{assert_exit, firmtime, read_json, spawn_ready, EXE};
 
 #[global_allocator]
 static ALLOC: assert_no_alloc::AllocDisabler = assert_no_alloc::AllocDisabler;
-
-fn firmtime(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_firmtime"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
 
 fn tmp(name: &str, text: &str) -> std::path::PathBuf {
     let p = std::env::temp_dir().join(format!("firmtime-rack-{}-{name}", std::process::id()));
@@ -36,11 +31,10 @@ fn a_bad_rack_file_is_a_usage_error_with_line_and_column() {
         "[[stage]]\nplugin = \"amp_mono\"\nremote = { worker = \"h:1\", window = 5 }\n",
     );
     let out = firmtime(&["rack", p.to_str().unwrap()]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(
-        err.contains(&format!("{}:3:37: window 5 is out of range", p.display())),
-        "{err}"
+    assert_exit(
+        &out,
+        2,
+        &[&format!("{}:3:37: window 5 is out of range", p.display())],
     );
     std::fs::remove_file(p).unwrap();
 }
@@ -69,10 +63,8 @@ fn a_local_chain_runs_on_a_dummy_server() {
         "--json",
         json.to_str().unwrap(),
     ]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{err}");
-    let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_exit(&out, 0, &[]);
+    let v = read_json(&json);
     for k in [
         "firmtime_version",
         "command",
@@ -98,33 +90,14 @@ struct Worker(Child);
 
 impl Worker {
     fn start(listen: &str, key: &Path) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_firmtime"))
-            .args(["net", "worker", "--listen", listen, "--priority", "other"])
-            .arg("--key")
-            .arg(key)
-            .args(["--plugin-dir", LADSPA])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut err = BufReader::new(child.stderr.take().unwrap());
-        let mut line = String::new();
-        loop {
-            line.clear();
-            assert!(err.read_line(&mut line).unwrap() > 0, "worker ended early");
-            if line.starts_with("ready") {
-                break;
-            }
-        }
-        // Keep draining so that the worker never blocks on a full pipe.
-        std::thread::spawn(move || {
-            let mut sink = String::new();
-            while err.read_line(&mut sink).unwrap_or(0) > 0 {
-                sink.clear();
-            }
-        });
-        Worker(child)
+        Worker(spawn_ready(
+            Command::new(EXE)
+                .args(["net", "worker", "--listen", listen, "--priority", "other"])
+                .arg("--key")
+                .arg(key)
+                .args(["--plugin-dir", LADSPA])
+                .stdin(Stdio::null()),
+        ))
     }
 
     fn kill(&mut self) {

@@ -1,14 +1,10 @@
 //! Runs `firmtime tap …`: check, import-ftap, analyze; exit codes and files.
 
+mod common;
+
+use common::{assert_exit, assert_ok, firmtime, EXE};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-
-fn firmtime(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_firmtime"))
-        .args(args)
-        .output()
-        .expect("run firmtime")
-}
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -18,6 +14,18 @@ fn tmpdir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("firmtime-cli-tap-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
     d
+}
+
+/// `firmtime tap check` refuses (exit 1) a file in `dir` holding `toml`,
+/// saying `message`.
+fn assert_check_refuses(dir: &Path, toml: &str, message: &str) {
+    let bad = dir.join("bad.toml");
+    std::fs::write(&bad, toml).unwrap();
+    assert_exit(
+        &firmtime(&["tap", "check", bad.to_str().unwrap()]),
+        1,
+        &[message],
+    );
 }
 
 #[test]
@@ -30,24 +38,14 @@ fn check_accepts_every_example_and_rejects_a_bad_file_with_line_and_column() {
             .is_some_and(|n| n.to_string_lossy().starts_with("rack-"));
         if p.extension().is_some_and(|x| x == "toml") && !rack {
             let out = firmtime(&["tap", "check", p.to_str().unwrap()]);
-            assert!(
-                out.status.success(),
-                "{}: {}",
-                p.display(),
-                String::from_utf8_lossy(&out.stderr)
-            );
-            assert!(String::from_utf8_lossy(&out.stdout).contains(": ok"));
+            assert!(assert_ok(&out).contains(": ok"), "{}", p.display());
         }
     }
     let d = tmpdir("check");
-    let bad = d.join("bad.toml");
-    std::fs::write(&bad, "[feedback]\nchannel = 0\n[end]\nbeats = 4\n").unwrap();
-    let out = firmtime(&["tap", "check", bad.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("line 2, column 11: a MIDI channel must be 1–16, got 0"),
-        "{err}"
+    assert_check_refuses(
+        &d,
+        "[feedback]\nchannel = 0\n[end]\nbeats = 4\n",
+        "line 2, column 11: a MIDI channel must be 1–16, got 0",
     );
     std::fs::remove_dir_all(&d).unwrap();
 }
@@ -64,44 +62,34 @@ fn import_ftap_writes_a_valid_experiment_file() {
         "-o",
         out_file.to_str().unwrap(),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let out = firmtime(&["tap", "check", out_file.to_str().unwrap()]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = assert_ok(&out);
     assert!(text.contains("trigger 5 at keystroke 60: end"), "{text}");
 
     let bad = root().join("crates/tap/tests/data/unknown-keyword.ftap");
     let out = firmtime(&["tap", "import-ftap", bad.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr)
-        .contains("line 4, column 1: unknown FTAP keyword `FEED_DELAY`"));
+    assert_exit(
+        &out,
+        1,
+        &["line 4, column 1: unknown FTAP keyword `FEED_DELAY`"],
+    );
     std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// `firmtime tap analyze` of the tap crate's small trial, with `flags`.
+fn analyze_small_trial(flags: &[&str]) -> Output {
+    let trial = root().join("crates/tap/tests/data/trial-small.csv");
+    let mut args = vec!["tap", "analyze", trial.to_str().unwrap()];
+    args.extend_from_slice(flags);
+    firmtime(&args)
 }
 
 #[test]
 fn analyze_writes_summary_and_tap_files() {
     let d = tmpdir("analyze");
-    let trial = root().join("crates/tap/tests/data/trial-small.csv");
-    let out = firmtime(&[
-        "tap",
-        "analyze",
-        trial.to_str().unwrap(),
-        "--out",
-        d.to_str().unwrap(),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = analyze_small_trial(&["--out", d.to_str().unwrap()]);
+    assert_ok(&out);
     let sum = std::fs::read_to_string(d.join("summary.csv")).unwrap();
     assert_eq!(sum.lines().count(), 3);
     assert!(sum
@@ -112,13 +100,7 @@ fn analyze_writes_summary_and_tap_files() {
     let taps = std::fs::read_to_string(d.join("trial-small-taps.csv")).unwrap();
     assert_eq!(taps.lines().count(), 6);
 
-    let out = firmtime(&[
-        "tap",
-        "analyze",
-        trial.to_str().unwrap(),
-        "--gap-factor",
-        "0.5",
-    ]);
+    let out = analyze_small_trial(&["--gap-factor", "0.5"]);
     assert_eq!(out.status.code(), Some(2), "usage error");
     std::fs::remove_dir_all(&d).unwrap();
 }
@@ -152,11 +134,7 @@ fn run_writes_each_trial_and_refuses_to_overwrite_a_session() {
     let mut a = run_args(e, o, "1", "1x3");
     a.extend(["--order", "random", "--seed", "7"]);
     let out = firmtime(&a);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     for t in 1..=3 {
         let stem = d.join(format!("K9-s01-t{t:03}"));
         let csv = std::fs::read_to_string(stem.with_extension("csv")).unwrap();
@@ -177,8 +155,7 @@ fn run_writes_each_trial_and_refuses_to_overwrite_a_session() {
     }
     // The same session again would overwrite: refused, nothing written.
     let out = firmtime(&run_args(e, o, "1", "1"));
-    assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("never overwritten"));
+    assert_exit(&out, 1, &["never overwritten"]);
     let out = firmtime(&run_args(e, o, "2", "3"));
     assert_eq!(out.status.code(), Some(2), "no experiment 3: usage error");
     std::fs::remove_dir_all(&d).unwrap();
@@ -192,7 +169,7 @@ fn kill_9_mid_session_loses_only_the_running_trial() {
     let exp = d.join("short.toml");
     std::fs::write(&exp, SHORT_TRIAL).unwrap();
     let (e, o) = (exp.to_str().unwrap(), d.to_str().unwrap());
-    let mut child = Command::new(env!("CARGO_BIN_EXE_firmtime"))
+    let mut child = Command::new(EXE)
         .args(run_args(e, o, "1", "1x20"))
         .stdin(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -208,8 +185,7 @@ fn kill_9_mid_session_loses_only_the_running_trial() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     std::thread::sleep(std::time::Duration::from_millis(150));
-    // SAFETY: kill on our own child's pid.
-    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    common::kill(child.id(), libc::SIGKILL);
     let status = child.wait().unwrap();
     assert!(!status.success(), "killed before the session ended");
     let mut csvs = 0;
@@ -266,9 +242,7 @@ fn run_renders_audio_output_through_a_dummy_jack_server_and_refuses_other_backen
     args.retain(|a| *a != "loopback" && *a != "--backend");
     args.extend(["--backend", "loopback"]);
     let out = firmtime(&args);
-    assert_eq!(out.status.code(), Some(2), "usage error");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("JACK backend only"), "{err}");
+    assert_exit(&out, 2, &["JACK backend only"]);
     if !jackd_installed() {
         println!("SKIP: jackd not installed (Debian: apt-get install jackd2)");
         return;
@@ -277,11 +251,7 @@ fn run_renders_audio_output_through_a_dummy_jack_server_and_refuses_other_backen
     args.retain(|a| *a != "loopback" && *a != "--backend");
     args.extend(["--backend", "jack", "--jack-dummy"]);
     let out = firmtime(&args);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let stem = d.join("K9-s02-t001");
     let csv = std::fs::read_to_string(stem.with_extension("csv")).unwrap();
     let beats = csv
@@ -321,17 +291,8 @@ fn png_size(path: &Path) -> (u32, u32) {
 #[test]
 fn analyze_writes_iti_asynchrony_and_summary_plots() {
     let d = tmpdir("plots");
-    let trial = root().join("crates/tap/tests/data/trial-small.csv");
-    let out = firmtime(&[
-        "tap",
-        "analyze",
-        trial.to_str().unwrap(),
-        "--out",
-        d.to_str().unwrap(),
-    ]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
-    assert!(err.contains("3 plots (PNG)"), "{err}");
+    let out = analyze_small_trial(&["--out", d.to_str().unwrap()]);
+    assert_exit(&out, 0, &["3 plots (PNG)"]);
     for f in [
         "trial-small-iti.png",
         "trial-small-asynchrony.png",
@@ -352,28 +313,15 @@ fn check_shows_pink_masking_noise_and_rejects_an_unknown_colour_with_line_and_co
     )
     .unwrap();
     let out = firmtime(&["tap", "check", pink.to_str().unwrap()]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = assert_ok(&out);
     assert!(
         text.contains("masking: audio, pink noise at -20 dBFS"),
         "{text}"
     );
-    let bad = d.join("bad.toml");
-    std::fs::write(
-        &bad,
+    assert_check_refuses(
+        &d,
         "[masking]\nsource = \"audio\"\nnoise = \"brown\"\n[end]\nbeats = 4\n",
-    )
-    .unwrap();
-    let out = firmtime(&["tap", "check", bad.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("line 3, column 9: unknown variant `brown`, expected `white` or `pink`"),
-        "{err}"
+        "line 3, column 9: unknown variant `brown`, expected `white` or `pink`",
     );
     std::fs::remove_dir_all(&d).unwrap();
 }
@@ -387,11 +335,7 @@ fn replay_through_audio_on_a_dummy_jack_server_plays_every_note() {
     // Recorded on loopback with MIDI masking; replay --audio renders its
     // masking note as the sidecar experiment's pink noise.
     let out = firmtime(&run_args(e, o, "1", "1"));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let trial = d.join("K9-s01-t001.csv");
     let rows = firmtime_tap::data::read_csv(&std::fs::read_to_string(&trial).unwrap()).unwrap();
     let notes =
@@ -413,12 +357,7 @@ fn replay_through_audio_on_a_dummy_jack_server_plays_every_note() {
         "--jack-dummy",
         "--audio",
     ]);
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = assert_ok(&out);
     assert!(
         text.contains(&format!(
             "replayed {notes} of {notes} notes (each to MIDI and audio): {} reported sent, 0 refused",

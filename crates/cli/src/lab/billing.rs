@@ -3,16 +3,13 @@
 //! built-in workloads plus a tick-synchronized bursty process (the paper's
 //! X server case).
 
-use super::trace::{label, notes};
+use super::trace::{label, notes, unless_unavailable, workloads};
 use super::Common;
-use crate::args::{self, UsageError};
+use crate::args;
 use crate::progress::Bars;
 use crate::Outcome;
 use firmtime_lab::billing;
-use firmtime_lab::measure::Envelope;
 use firmtime_lab::trace::{self, TraceResult};
-use firmtime_lab::workloads::Workload;
-use firmtime_lab::ErrorKind;
 use firmtime_rt::system::Provenance;
 use std::time::Duration;
 
@@ -29,50 +26,28 @@ pub struct Args {
     workload: Option<String>,
 }
 
-fn usage(e: firmtime_lab::Error) -> anyhow::Error {
-    UsageError(e.message().to_string()).into()
-}
-
 /// Runs `firmtime lab billing`.
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let provenance = Provenance::begin(std::env::args().collect());
-    let mut cfg = if args.common.quick {
-        billing::quick()
-    } else {
-        billing::default_config()
-    };
-    if let Some(d) = args.duration {
-        cfg.duration_ns = d.as_nanos().min(u128::from(u64::MAX)) as u64;
-    }
+    let mut cfg = args.common.preset(billing::quick, billing::default_config);
+    super::set_given(&mut cfg.duration_ns, args.duration.map(args::nanos));
     if let Some(w) = &args.workload {
-        cfg.workloads = Workload::parse_list(w).ok_or_else(|| {
-            UsageError(format!(
-                "--workload {w}: valid are typist, player, sorter, xserver and all (comma-separated)"
-            ))
-        })?;
+        cfg.workloads = workloads(w)?;
     }
-    cfg.validate().map_err(usage)?;
-    let r = match trace::run(&cfg, &mut Bars::new()) {
-        Ok(r) => r,
-        Err(e) if e.kind() == ErrorKind::Unavailable => {
-            eprintln!("lab billing: {}", e.message());
-            return Ok(Outcome::Failed);
-        }
-        Err(e) => return Err(e.into()),
+    cfg.validate().map_err(super::usage)?;
+    let Some(r) = unless_unavailable(trace::run(&cfg, &mut Bars::new()), "lab billing")? else {
+        return Ok(Outcome::Failed);
     };
     notes(&r);
     print_table(&r);
-    if let Some(path) = &args.common.json {
-        args::write_json(
-            path,
-            &Envelope::new("lab-billing", provenance, r.partial, &r),
-        )?;
-    }
-    if r.partial {
-        eprintln!("lab billing: interrupted: the results above are partial");
-        return Ok(Outcome::Failed);
-    }
-    Ok(Outcome::Ok)
+    super::finish_saying(
+        &args.common,
+        "lab-billing",
+        provenance,
+        r.partial,
+        &r,
+        "lab billing: interrupted: the results above are partial",
+    )
 }
 
 fn f(v: Option<f64>, prec: usize) -> String {

@@ -1,7 +1,6 @@
 //! `firmtime lab clock`: Finney (2001) Table 1 on this machine.
 
 use super::Common;
-use crate::args;
 use crate::progress::Bars;
 use crate::Outcome;
 use firmtime_lab::clockread::{self, ClockResult, Config, FINNEY_TABLE1};
@@ -57,26 +56,13 @@ fn hogs(s: &str) -> Result<u32, String> {
 
 /// The configuration these arguments ask for.
 fn config(args: &Args) -> anyhow::Result<Config> {
-    let mut cfg = if args.common.quick {
-        Config::quick()
-    } else {
-        Config::full()
-    };
-    if let Some(c) = args.clock {
-        cfg.clock = c;
-    }
-    if let Some(n) = args.calls {
-        cfg.calls = n;
-    }
-    if let Some(h) = args.hogs {
-        cfg.hogs = h;
-    }
-    if let Some(p) = args.fifo_priority {
-        cfg.fifo_priority = p;
-    }
+    let mut cfg = args.common.preset(Config::quick, Config::full);
+    super::set_given(&mut cfg.clock, args.clock);
+    super::set_given(&mut cfg.calls, args.calls);
+    super::set_given(&mut cfg.hogs, args.hogs);
+    super::set_given(&mut cfg.fifo_priority, args.fifo_priority);
     cfg.load_exe = Some(std::env::current_exe()?);
-    cfg.validate()
-        .map_err(|e| args::UsageError(e.message().to_string()))?;
+    cfg.validate().map_err(super::usage)?;
     Ok(cfg)
 }
 

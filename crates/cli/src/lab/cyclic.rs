@@ -8,11 +8,10 @@ use crate::Outcome;
 use anyhow::Context;
 use firmtime_lab::cyclic::{self, Config, CyclicResult};
 use firmtime_lab::load::LoadSpec;
-use firmtime_lab::measure::{Cell, Envelope, Progress, Silent};
+use firmtime_lab::measure::{Cell, Progress, Silent};
 use firmtime_lab::output::{self, RtTestsHeader, StatusLine, SysInfo, ThreadHist};
 use firmtime_lab::plot::{self, Unit};
 use firmtime_lab::stats::Summary;
-use firmtime_lab::ErrorKind;
 use firmtime_rt::sched::{self, Policy};
 use firmtime_rt::sleep::Mechanism;
 use firmtime_rt::system::Provenance;
@@ -85,16 +84,8 @@ pub struct Args {
     plots: Option<PathBuf>,
 }
 
-fn ns(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
-}
-
 fn config(a: &Args) -> anyhow::Result<Config> {
-    let base = if a.common.quick {
-        Config::quick()
-    } else {
-        Config::default()
-    };
+    let base = a.common.preset(Config::quick, Config::default);
     let mut policy = a.policy;
     if let Some(p) = a.priority {
         policy = match policy {
@@ -120,7 +111,7 @@ fn config(a: &Args) -> anyhow::Result<Config> {
     };
     let sleeper = match a.sleeper {
         Mechanism::Hybrid { .. } => Mechanism::Hybrid {
-            margin_ns: ns(a.margin),
+            margin_ns: args::nanos(a.margin),
         },
         m => m,
     };
@@ -133,8 +124,8 @@ fn config(a: &Args) -> anyhow::Result<Config> {
         })
         .collect::<Result<Vec<_>, _>>()?;
     let c = Config {
-        interval_ns: ns(a.interval),
-        duration_ns: a.duration.map_or(base.duration_ns, ns),
+        interval_ns: args::nanos(a.interval),
+        duration_ns: a.duration.map_or(base.duration_ns, args::nanos),
         policy,
         cpus,
         mlock: !a.no_mlock || a.mlock,
@@ -142,13 +133,12 @@ fn config(a: &Args) -> anyhow::Result<Config> {
         load,
         histogram_buckets: a.histogram_buckets,
         dma_latency_us: a.dma_latency,
-        timer_slack_ns: a.timer_slack.map(|d| ns(d).max(1)),
+        timer_slack_ns: a.timer_slack.map(|d| args::nanos(d).max(1)),
         allow_downgrade: a.allow_downgrade,
         load_exe: Some(std::env::current_exe().context("cannot find the firmtime binary")?),
         ..base
     };
-    c.validate()
-        .map_err(|e| UsageError(e.message().to_string()))?;
+    c.validate().map_err(super::usage)?;
     Ok(c)
 }
 
@@ -176,13 +166,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         }
         printed = lines.len();
     };
-    let result = match cyclic::run_with_status(&cfg, progress, &mut status) {
-        Ok(r) => r,
-        Err(e) if e.kind() == ErrorKind::InvalidInput => {
-            return Err(UsageError(e.message().into()).into())
-        }
-        Err(e) => return Err(anyhow::anyhow!("{}", e.message())),
-    };
+    let result = cyclic::run_with_status(&cfg, progress, &mut status).map_err(super::run_error)?;
     let end_time = SystemTime::now();
 
     print_table(&result);
@@ -240,18 +224,18 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     if let Some(dir) = &args.plots {
         write_plots(dir, &result)?;
     }
-    if let Some(path) = &args.common.json {
-        let env = Envelope::new("lab-cyclic", provenance, result.partial, &result);
-        args::write_json(path, &env)?;
-    }
-    if result.partial {
-        eprintln!("firmtime: interrupted: the results above are partial");
-    }
-    let failed = result.partial
-        || result.demoted
+    let outcome = super::finish_saying(
+        &args.common,
+        "lab-cyclic",
+        provenance,
+        result.partial,
+        &result,
+        super::PARTIAL_ABOVE,
+    )?;
+    let failed = result.demoted
         || result.measured().next().is_none()
         || result.measured().any(|t| t.error.is_some());
-    Ok(if failed { Outcome::Failed } else { Outcome::Ok })
+    Ok(if failed { Outcome::Failed } else { outcome })
 }
 
 fn write_plots(dir: &std::path::Path, r: &CyclicResult) -> anyhow::Result<()> {

@@ -8,8 +8,7 @@ use crate::Outcome;
 use anyhow::Context;
 use firmtime_lab::frames::{self, Config, FramesResult, TickPrediction};
 use firmtime_lab::load::LoadSpec;
-use firmtime_lab::measure::{Cell, Envelope};
-use firmtime_lab::ErrorKind;
+use firmtime_lab::measure::Cell;
 use firmtime_rt::sched::Policy;
 use firmtime_rt::sleep::Mechanism;
 use firmtime_rt::system::Provenance;
@@ -48,16 +47,8 @@ pub struct Args {
     alarm: Duration,
 }
 
-fn ns(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
-}
-
 fn config(a: &Args) -> anyhow::Result<Config> {
-    let base = if a.common.quick {
-        Config::quick()
-    } else {
-        Config::default()
-    };
+    let base = a.common.preset(Config::quick, Config::default);
     let loads = if a.loads.is_empty() {
         base.loads.clone()
     } else {
@@ -76,23 +67,14 @@ fn config(a: &Args) -> anyhow::Result<Config> {
     };
     let c = Config {
         fps: a.fps,
-        duration_ns: a.duration.map_or(base.duration_ns, ns),
-        sleepers: if a.sleepers.is_empty() {
-            base.sleepers.clone()
-        } else {
-            a.sleepers.clone()
-        },
-        policies: if a.policies.is_empty() {
-            base.policies.clone()
-        } else {
-            a.policies.clone()
-        },
+        duration_ns: a.duration.map_or(base.duration_ns, args::nanos),
+        sleepers: super::list_or(&a.sleepers, &base.sleepers),
+        policies: super::list_or(&a.policies, &base.policies),
         loads,
-        alarm_ns: ns(a.alarm),
+        alarm_ns: args::nanos(a.alarm),
         load_exe: Some(std::env::current_exe().context("cannot find the firmtime binary")?),
     };
-    c.validate()
-        .map_err(|e| UsageError(e.message().to_string()))?;
+    c.validate().map_err(super::usage)?;
     Ok(c)
 }
 
@@ -101,13 +83,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let provenance = Provenance::begin(std::env::args().collect());
     let cfg = config(&args)?;
     let mut bars = Bars::new();
-    let result = match frames::run(&cfg, &mut bars) {
-        Ok(r) => r,
-        Err(e) if e.kind() == ErrorKind::InvalidInput => {
-            return Err(UsageError(e.message().into()).into())
-        }
-        Err(e) => return Err(anyhow::anyhow!("{}", e.message())),
-    };
+    let result = frames::run(&cfg, &mut bars).map_err(super::run_error)?;
     print!("{}", table(&result));
     for c in &result.cells {
         match &c.result {
@@ -124,21 +100,21 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
             }
         }
     }
-    if let Some(path) = &args.common.json {
-        let env = Envelope::new("lab-frames", provenance, result.partial, &result);
-        args::write_json(path, &env)?;
-    }
-    if result.partial {
-        eprintln!("firmtime: interrupted: the results above are partial");
-    }
-    let failed = result.partial
-        || !result.cells.iter().any(|c| c.result.measured().is_some())
+    let outcome = super::finish_saying(
+        &args.common,
+        "lab-frames",
+        provenance,
+        result.partial,
+        &result,
+        super::PARTIAL_ABOVE,
+    )?;
+    let failed = !result.cells.iter().any(|c| c.result.measured().is_some())
         || result
             .cells
             .iter()
             .filter_map(|c| c.result.measured())
             .any(|p| p.error.is_some());
-    Ok(if failed { Outcome::Failed } else { Outcome::Ok })
+    Ok(if failed { Outcome::Failed } else { outcome })
 }
 
 fn ms(ns: u64) -> String {

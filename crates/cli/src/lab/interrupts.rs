@@ -2,12 +2,11 @@
 //! sort benchmark (Etsion et al. 2003, Figs 2, 3 and 8).
 
 use super::Common;
-use crate::args::{self, UsageError};
+use crate::args;
 use crate::progress::Bars;
 use crate::Outcome;
 use firmtime_lab::interrupts::{self as intr, Config, InterruptsResult};
-use firmtime_lab::measure::{Cell, Envelope};
-use firmtime_lab::ErrorKind;
+use firmtime_lab::measure::Cell;
 use firmtime_rt::system::Provenance;
 use std::time::Duration;
 
@@ -49,33 +48,18 @@ pub struct Args {
 }
 
 fn config(a: &Args) -> anyhow::Result<Config> {
-    let base = if a.common.quick {
-        Config::quick()
-    } else {
-        Config::default()
-    };
+    let base = a.common.preset(Config::quick, Config::default);
     let c = Config {
-        rates_hz: if a.rates.is_empty() {
-            base.rates_hz.clone()
-        } else {
-            a.rates.clone()
-        },
-        levels: if a.levels.is_empty() {
-            base.levels.clone()
-        } else {
-            a.levels.clone()
-        },
-        cell_ns: a.cell.map_or(base.cell_ns, |d| {
-            u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
-        }),
+        rates_hz: super::list_or(&a.rates, &base.rates_hz),
+        levels: super::list_or(&a.levels, &base.levels),
+        cell_ns: a.cell.map_or(base.cell_ns, args::nanos),
         repeats: a.repeats.unwrap_or(base.repeats),
         cpu: a.cpu,
         timer_priority: a.priority,
         array_bytes: a.array_size,
         seed: a.seed,
     };
-    c.validate()
-        .map_err(|e| UsageError(e.message().to_string()))?;
+    c.validate().map_err(super::usage)?;
     Ok(c)
 }
 
@@ -84,13 +68,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let provenance = Provenance::begin(std::env::args().collect());
     let cfg = config(&args)?;
     let mut bars = Bars::new();
-    let result = match intr::run(&cfg, &mut bars) {
-        Ok(r) => r,
-        Err(e) if e.kind() == ErrorKind::InvalidInput => {
-            return Err(UsageError(e.message().into()).into())
-        }
-        Err(e) => return Err(anyhow::anyhow!("{}", e.message())),
-    };
+    let result = intr::run(&cfg, &mut bars).map_err(super::run_error)?;
     print!("{}", table(&result));
     if let Some(Cell::Skipped { reason }) = result
         .cells
@@ -100,18 +78,14 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     {
         eprintln!("firmtime: timer cells skipped: {reason}");
     }
-    if let Some(path) = &args.common.json {
-        let env = Envelope::new("lab-interrupts", provenance, result.partial, &result);
-        args::write_json(path, &env)?;
-    }
-    if result.partial {
-        eprintln!("firmtime: interrupted: the results above are partial");
-    }
-    Ok(if result.partial {
-        Outcome::Failed
-    } else {
-        Outcome::Ok
-    })
+    super::finish_saying(
+        &args.common,
+        "lab-interrupts",
+        provenance,
+        result.partial,
+        &result,
+        super::PARTIAL_ABOVE,
+    )
 }
 
 fn pct(v: Option<f64>) -> String {

@@ -1,7 +1,9 @@
 //! `firmtime lab …`: the papers' measurements on this machine.
 
+use crate::args::UsageError;
 use crate::Outcome;
 use clap::Subcommand;
+use firmtime_rt::system::Provenance;
 use std::path::PathBuf;
 
 mod all;
@@ -26,21 +28,82 @@ pub struct Common {
     pub quick: bool,
 }
 
+impl Common {
+    /// The preset these flags ask for: `quick()` with --quick, else `full()`.
+    pub fn preset<C>(&self, quick: impl FnOnce() -> C, full: impl FnOnce() -> C) -> C {
+        if self.quick {
+            quick()
+        } else {
+            full()
+        }
+    }
+}
+
+/// Sets `slot` to the flag's value when the flag was given.
+pub fn set_given<T>(slot: &mut T, flag: Option<T>) {
+    if let Some(v) = flag {
+        *slot = v;
+    }
+}
+
+/// A list flag's values, or `preset`'s when the flag was not given.
+pub fn list_or<T: Clone>(flag: &[T], preset: &[T]) -> Vec<T> {
+    if flag.is_empty() {
+        preset.to_vec()
+    } else {
+        flag.to_vec()
+    }
+}
+
+/// A lab configuration the library refused, as a usage error (exit status 2).
+pub fn usage(e: firmtime_lab::Error) -> UsageError {
+    UsageError(e.message().to_string())
+}
+
+/// A failed lab run: refused input is a usage error (exit status 2),
+/// anything else a failure (exit status 1).
+pub fn run_error(e: firmtime_lab::Error) -> anyhow::Error {
+    if e.kind() == firmtime_lab::ErrorKind::InvalidInput {
+        usage(e).into()
+    } else {
+        e.into()
+    }
+}
+
+/// What [`finish`] says on stderr of an interrupted run.
+const PARTIAL_SO_FAR: &str =
+    "firmtime: interrupted: the output holds what was measured so far (partial)";
+
+/// What the table-printing subcommands say on stderr of an interrupted run.
+pub const PARTIAL_ABOVE: &str = "firmtime: interrupted: the results above are partial";
+
 /// Writes the JSON envelope when `--json` was given and turns an interrupted
 /// run into [`Outcome::Failed`]: what every lab subcommand does last.
 pub fn finish<T: serde::Serialize>(
     common: &Common,
     kind: &str,
-    provenance: firmtime_rt::system::Provenance,
+    provenance: Provenance,
     partial: bool,
     result: &T,
+) -> anyhow::Result<Outcome> {
+    finish_saying(common, kind, provenance, partial, result, PARTIAL_SO_FAR)
+}
+
+/// [`finish`], saying `interrupted` on stderr when the run is partial.
+pub fn finish_saying<T: serde::Serialize>(
+    common: &Common,
+    kind: &str,
+    provenance: Provenance,
+    partial: bool,
+    result: &T,
+    interrupted: &str,
 ) -> anyhow::Result<Outcome> {
     if let Some(path) = &common.json {
         let env = firmtime_lab::measure::Envelope::new(kind, provenance, partial, result);
         crate::args::write_json(path, &env)?;
     }
     if partial {
-        eprintln!("firmtime: interrupted: the output holds what was measured so far (partial)");
+        eprintln!("{interrupted}");
         return Ok(Outcome::Failed);
     }
     Ok(Outcome::Ok)

@@ -72,31 +72,14 @@ fn priority(s: &str) -> Result<Priority, String> {
 }
 
 fn config(args: &Args) -> anyhow::Result<Config> {
-    let mut cfg = if args.common.quick {
-        Config::quick()
-    } else {
-        Config::full()
-    };
-    if let Some(v) = args.reps {
-        cfg.repetitions = v;
-    }
-    if let Some(v) = args.round_trips {
-        cfg.round_trips = v;
-    }
-    if let Some(v) = args.traps {
-        cfg.traps = v;
-    }
-    if let Some(v) = args.clock_reads {
-        cfg.clock_reads = v;
-    }
-    if let Some(v) = args.memcpy_size {
-        cfg.memcpy_bytes = v;
-    }
-    if let Some(p) = args.priority {
-        cfg.priority = p;
-    }
-    cfg.validate()
-        .map_err(|e| args::UsageError(e.message().to_string()))?;
+    let mut cfg = args.common.preset(Config::quick, Config::full);
+    super::set_given(&mut cfg.repetitions, args.reps);
+    super::set_given(&mut cfg.round_trips, args.round_trips);
+    super::set_given(&mut cfg.traps, args.traps);
+    super::set_given(&mut cfg.clock_reads, args.clock_reads);
+    super::set_given(&mut cfg.memcpy_bytes, args.memcpy_size);
+    super::set_given(&mut cfg.priority, args.priority);
+    cfg.validate().map_err(super::usage)?;
     Ok(cfg)
 }
 

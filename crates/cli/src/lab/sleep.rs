@@ -5,9 +5,8 @@ use super::Common;
 use crate::args::{self, UsageError};
 use crate::progress::Bars;
 use crate::Outcome;
-use firmtime_lab::measure::{Cell, Envelope};
+use firmtime_lab::measure::Cell;
 use firmtime_lab::suspend::{self, Config, SleepResult};
-use firmtime_lab::ErrorKind;
 use firmtime_rt::sleep::Mechanism;
 use firmtime_rt::system::Provenance;
 use firmtime_rt::units;
@@ -37,32 +36,19 @@ pub struct Args {
     priority: u8,
 }
 
-fn ns(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
-}
-
 fn config(a: &Args) -> Result<Config, UsageError> {
-    let base = if a.common.quick {
-        Config::quick()
-    } else {
-        Config::default()
-    };
+    let base = a.common.preset(Config::quick, Config::default);
     let c = Config {
         intervals_ns: if a.intervals.is_empty() {
             base.intervals_ns.clone()
         } else {
-            a.intervals.iter().map(|&d| ns(d)).collect()
+            a.intervals.iter().map(|&d| args::nanos(d)).collect()
         },
-        mechanisms: if a.mechanisms.is_empty() {
-            base.mechanisms.clone()
-        } else {
-            a.mechanisms.clone()
-        },
+        mechanisms: super::list_or(&a.mechanisms, &base.mechanisms),
         samples: a.samples.unwrap_or(base.samples),
         fifo_priority: a.priority,
     };
-    c.validate()
-        .map_err(|e| UsageError(e.message().to_string()))?;
+    c.validate().map_err(super::usage)?;
     Ok(c)
 }
 
@@ -71,23 +57,16 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let provenance = Provenance::begin(std::env::args().collect());
     let cfg = config(&args)?;
     let mut bars = Bars::new();
-    let result = match suspend::run(&cfg, &mut bars) {
-        Ok(r) => r,
-        Err(e) if e.kind() == ErrorKind::InvalidInput => {
-            return Err(UsageError(e.message().into()).into())
-        }
-        Err(e) => return Err(anyhow::anyhow!("{}", e.message())),
-    };
+    let result = suspend::run(&cfg, &mut bars).map_err(super::run_error)?;
     print_tables(&result);
-    if let Some(path) = &args.common.json {
-        let env = Envelope::new("lab-sleep", provenance, result.partial, &result);
-        args::write_json(path, &env)?;
-    }
-    if result.partial {
-        eprintln!("firmtime: interrupted: the results above are partial");
-        return Ok(Outcome::Failed);
-    }
-    Ok(Outcome::Ok)
+    super::finish_saying(
+        &args.common,
+        "lab-sleep",
+        provenance,
+        result.partial,
+        &result,
+        super::PARTIAL_ABOVE,
+    )
 }
 
 fn us(v: Option<i64>) -> String {

@@ -3,14 +3,12 @@
 //! hidden `firmtime lab tails-worker` each measuring process runs.
 
 use super::Common;
-use crate::args::{self, UsageError};
+use crate::args;
 use crate::progress::Bars;
 use crate::Outcome;
-use firmtime_lab::measure::Envelope;
 use firmtime_lab::tails::{
     self, CellMeasurement, CellResult, Config, PaperTails, TailsResult, WorkerConfig, WorkerOutput,
 };
-use firmtime_lab::ErrorKind;
 use firmtime_rt::system::Provenance;
 use firmtime_rt::units::format_duration;
 use std::time::Duration;
@@ -65,11 +63,7 @@ pub struct Args {
 
 impl Args {
     fn config(&self) -> firmtime_lab::Result<Config> {
-        let mut cfg = if self.common.quick {
-            Config::quick()
-        } else {
-            Config::full()
-        };
+        let mut cfg = self.common.preset(Config::quick, Config::full);
         let custom = !self.procs.is_empty()
             || !self.percents.is_empty()
             || !self.types.is_empty()
@@ -96,12 +90,8 @@ impl Args {
                 has(ProcType::Percent),
             )?;
         }
-        if let Some(a) = self.alarms {
-            cfg.alarms = a;
-        }
-        if let Some(d) = self.max_delay {
-            cfg.max_delay_ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
-        }
+        super::set_given(&mut cfg.alarms, self.alarms);
+        super::set_given(&mut cfg.max_delay_ns, self.max_delay.map(args::nanos));
         cfg.priority = self.priority;
         cfg.seed = self.seed;
         cfg.cpu = self.cpu;
@@ -111,8 +101,8 @@ impl Args {
 
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let provenance = Provenance::begin(std::env::args().collect());
-    let cfg = args.config().map_err(usage)?;
-    cfg.validate().map_err(usage)?;
+    let cfg = args.config().map_err(super::usage)?;
+    cfg.validate().map_err(super::usage)?;
     let exe = std::env::current_exe()?;
     let cells: Vec<String> = cfg.cells.iter().map(|c| c.label()).collect();
     eprintln!(
@@ -139,39 +129,26 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         );
     }
     let mut bars = Bars::new();
-    let result = tails::run(&cfg, &exe, &mut bars).map_err(|e| {
-        if e.kind() == ErrorKind::InvalidInput {
-            usage(e)
-        } else {
-            anyhow::Error::new(e)
-        }
-    })?;
+    let result = tails::run(&cfg, &exe, &mut bars).map_err(super::run_error)?;
     print_table(&result);
-    let partial = result.partial;
+    let outcome = super::finish_saying(
+        &args.common,
+        "lab-tails",
+        provenance,
+        result.partial,
+        &result,
+        "lab tails: interrupted or timed out: the results above are partial",
+    )?;
     let measured = result
         .cells
         .iter()
         .filter(|c| c.result.measured().is_some())
         .count();
-    if let Some(path) = &args.common.json {
-        args::write_json(
-            path,
-            &Envelope::new("lab-tails", provenance, partial, &result),
-        )?;
-    }
-    if partial {
-        eprintln!("lab tails: interrupted or timed out: the results above are partial");
-        return Ok(Outcome::Failed);
-    }
-    if measured == 0 {
+    if outcome == Outcome::Ok && measured == 0 {
         eprintln!("lab tails: no cell could be measured (see the reasons above)");
         return Ok(Outcome::Failed);
     }
-    Ok(Outcome::Ok)
-}
-
-fn usage(e: firmtime_lab::Error) -> anyhow::Error {
-    UsageError(e.message().to_string()).into()
+    Ok(outcome)
 }
 
 fn round_s(d: Duration) -> Duration {

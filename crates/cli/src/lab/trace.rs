@@ -7,7 +7,6 @@ use super::Common;
 use crate::args::{self, UsageError};
 use crate::progress::Bars;
 use crate::Outcome;
-use firmtime_lab::measure::Envelope;
 use firmtime_lab::trace::{self, overhead, Config, TraceResult};
 use firmtime_lab::workloads::Workload;
 use firmtime_lab::ErrorKind;
@@ -60,38 +59,45 @@ pub struct Args {
     command: Vec<String>,
 }
 
-fn usage(e: firmtime_lab::Error) -> anyhow::Error {
-    UsageError(e.message().to_string()).into()
+/// `--workload LIST` of `lab trace` and `lab billing`.
+pub(super) fn workloads(list: &str) -> Result<Vec<Workload>, UsageError> {
+    Workload::parse_list(list).ok_or_else(|| {
+        UsageError(format!(
+            "--workload {list}: valid are typist, player, sorter, xserver and all (comma-separated)"
+        ))
+    })
+}
+
+/// A run's result, or `None` when tracing is unavailable here (no root, no
+/// tracefs): that is said on stderr as `who: why` and makes a failed run.
+pub(super) fn unless_unavailable<T>(
+    r: firmtime_lab::Result<T>,
+    who: &str,
+) -> firmtime_lab::Result<Option<T>> {
+    match r {
+        Ok(r) => Ok(Some(r)),
+        Err(e) if e.kind() == ErrorKind::Unavailable => {
+            eprintln!("{who}: {}", e.message());
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 impl Args {
     fn config(&self) -> anyhow::Result<Config> {
-        let mut c = if self.common.quick {
-            Config::quick()
-        } else {
-            Config::default()
-        };
-        if let Some(d) = self.duration {
-            c.duration_ns = d.as_nanos().min(u128::from(u64::MAX)) as u64;
-        }
+        let mut c = self.common.preset(Config::quick, Config::default);
+        super::set_given(&mut c.duration_ns, self.duration.map(args::nanos));
         c.pids = self.pids.clone();
         c.command = self.command.clone();
         c.workloads = match &self.workload {
-            Some(w) => Workload::parse_list(w).ok_or_else(|| {
-                UsageError(format!(
-                    "--workload {w}: valid are typist, player, sorter, xserver and all (comma-separated)"
-                ))
-            })?,
+            Some(w) => workloads(w)?,
             None if c.pids.is_empty() && c.command.is_empty() => Workload::ALL.to_vec(),
             None => Vec::new(),
         };
-        if let Some(b) = self.buffer_kb {
-            c.buffer_kb = b;
-        }
-        if let Some(m) = self.max_events {
-            c.max_events = m;
-        }
-        c.validate().map_err(usage)?;
+        super::set_given(&mut c.buffer_kb, self.buffer_kb);
+        super::set_given(&mut c.max_events, self.max_events);
+        c.validate().map_err(super::usage)?;
         Ok(c)
     }
 }
@@ -103,31 +109,24 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     }
     let provenance = Provenance::begin(std::env::args().collect());
     let cfg = args.config()?;
-    let result = match trace::run(&cfg, &mut Bars::new()) {
-        Ok(r) => r,
-        Err(e) if e.kind() == ErrorKind::InvalidInput => return Err(usage(e)),
-        Err(e) if e.kind() == ErrorKind::Unavailable => {
-            eprintln!("lab trace: {}", e.message());
-            return Ok(Outcome::Failed);
-        }
-        Err(e) => return Err(e.into()),
+    let Some(result) = unless_unavailable(trace::run(&cfg, &mut Bars::new()), "lab trace")
+        .map_err(super::run_error)?
+    else {
+        return Ok(Outcome::Failed);
     };
     notes(&result);
     print_tables(&result);
     if let Some(p) = &args.png {
         plot(&result, p)?;
     }
-    if let Some(path) = &args.common.json {
-        args::write_json(
-            path,
-            &Envelope::new("lab-trace", provenance, result.partial, &result),
-        )?;
-    }
-    if result.partial {
-        eprintln!("lab trace: interrupted: the results above are partial");
-        return Ok(Outcome::Failed);
-    }
-    Ok(Outcome::Ok)
+    super::finish_saying(
+        &args.common,
+        "lab-trace",
+        provenance,
+        result.partial,
+        &result,
+        "lab trace: interrupted: the results above are partial",
+    )
 }
 
 /// Diagnostics every trace prints on stderr.
@@ -292,25 +291,15 @@ fn plot(r: &TraceResult, path: &std::path::Path) -> anyhow::Result<()> {
 
 fn run_overhead(args: Args) -> anyhow::Result<Outcome> {
     let provenance = Provenance::begin(std::env::args().collect());
-    let mut c = if args.common.quick {
-        overhead::Config::quick()
-    } else {
-        overhead::Config::default()
-    };
-    if let Some(p) = args.pairs {
-        c.pairs = p;
-    }
-    if let Some(d) = args.slice {
-        c.slice_ns = d.as_nanos().min(u128::from(u64::MAX)) as u64;
-    }
-    if let Some(b) = args.buffer_kb {
-        c.buffer_kb = b;
-    }
+    let mut c = args
+        .common
+        .preset(overhead::Config::quick, overhead::Config::default);
+    super::set_given(&mut c.pairs, args.pairs);
+    super::set_given(&mut c.slice_ns, args.slice.map(args::nanos));
+    super::set_given(&mut c.buffer_kb, args.buffer_kb);
     c.cpu = args.cpu;
-    if !args.rates.is_empty() {
-        c.rates_hz = args.rates.clone();
-    }
-    c.validate().map_err(usage)?;
+    c.rates_hz = super::list_or(&args.rates, &c.rates_hz);
+    c.validate().map_err(super::usage)?;
     eprintln!(
         "lab trace --overhead: {} pairs of {:.2}s slices at each of {} timer rates, tracing on/off alternating, about {:.0}s",
         c.pairs,
@@ -318,13 +307,8 @@ fn run_overhead(args: Args) -> anyhow::Result<Outcome> {
         c.rates_hz.len(),
         c.duration_s()
     );
-    let r = match overhead::run(&c, &mut Bars::new()) {
-        Ok(r) => r,
-        Err(e) if e.kind() == ErrorKind::Unavailable => {
-            eprintln!("lab trace: {}", e.message());
-            return Ok(Outcome::Failed);
-        }
-        Err(e) => return Err(e.into()),
+    let Some(r) = unless_unavailable(overhead::run(&c, &mut Bars::new()), "lab trace")? else {
+        return Ok(Outcome::Failed);
     };
     print!("{}", firmtime_lab::report::trace_overhead_section(&r));
     super::finish(

@@ -2,7 +2,6 @@
 
 use std::io::{IsTerminal, Write as _};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{bail, Context};
@@ -21,6 +20,7 @@ use firmtime_tap::{data, Experiment};
 
 use crate::args::UsageError;
 use crate::backend;
+use crate::sigint;
 use crate::Outcome;
 
 /// The MIDI backends a session can run on.
@@ -134,23 +134,6 @@ pub struct ReplayArgs {
     audio: bool,
     #[command(flatten)]
     open: BackendArgs,
-}
-
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_sigint(_: libc::c_int) {
-    INTERRUPTED.store(true, Ordering::Relaxed);
-}
-
-fn catch_sigint() {
-    // SAFETY: the handler only stores to an atomic (async-signal-safe);
-    // `sa` is fully initialised before sigaction reads it.
-    unsafe {
-        let mut sa: libc::sigaction = std::mem::zeroed();
-        sa.sa_sigaction = on_sigint as *const () as usize;
-        libc::sigemptyset(&mut sa.sa_mask);
-        libc::sigaction(libc::SIGINT, &sa, std::ptr::null_mut());
-    }
 }
 
 /// An opened backend; fields drop in order (the client before its server).
@@ -285,7 +268,7 @@ fn prompt(text: &str) -> bool {
     eprint!("{text}");
     let _ = std::io::stderr().flush();
     loop {
-        if INTERRUPTED.load(Ordering::Relaxed) {
+        if sigint::interrupted() {
             eprintln!();
             return false;
         }
@@ -370,7 +353,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<Outcome> {
         )
     };
     let rt_conditions: RtConditions = rt.conditions.clone();
-    catch_sigint();
+    sigint::catch();
     let interactive = !a.no_prompt && std::io::stdin().is_terminal();
     let n = list.len();
     let mut failed = false;
@@ -400,7 +383,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<Outcome> {
         let engine = &mut engines[x];
         engine.set_seed(session::trial_seed(seed, trial));
         let outcome = engine
-            .run(opened.backend.as_mut(), &INTERRUPTED)
+            .run(opened.backend.as_mut(), &sigint::INTERRUPTED)
             .map_err(|e| anyhow::anyhow!("trial {trial}: {e}"))?;
         provenance.finish();
         let meta = TrialMeta {
@@ -510,7 +493,7 @@ pub fn replay(a: ReplayArgs) -> anyhow::Result<Outcome> {
     }
     let _rt = setup::apply(&rt_request(&a.open, a.open.priority, true))
         .context("real-time setup (or run with --no-rt)")?;
-    catch_sigint();
+    sigint::catch();
     eprintln!(
         "firmtime: replaying {} notes over {:.1} s to {}",
         items.len(),
@@ -526,7 +509,7 @@ pub fn replay(a: ReplayArgs) -> anyhow::Result<Outcome> {
         opened.backend.as_mut(),
         &ports,
         200_000_000,
-        &INTERRUPTED,
+        &sigint::INTERRUPTED,
     );
     let per_port = ports.len().max(1) as u64;
     println!(

@@ -1,0 +1,183 @@
+//! What the tests of the `firmtime` binary share: running it, checking its
+//! exit status and messages, scratch paths, its JSON, and the skips for
+//! missing root, JACK or network namespaces.
+
+// Each test binary uses only some of these.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+/// The binary under test.
+pub const EXE: &str = env!("CARGO_BIN_EXE_firmtime");
+
+/// Runs `firmtime ARGS` to its end, capturing stdout and stderr.
+pub fn firmtime(args: &[&str]) -> Output {
+    Command::new(EXE).args(args).output().expect("run firmtime")
+}
+
+/// An output stream as text.
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Asserts that `out` exited 0 (showing its stdout and stderr otherwise);
+/// returns its stdout.
+pub fn assert_ok(out: &Output) -> String {
+    let stdout = text(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{:?}: {stdout}\n{}",
+        out.status,
+        text(&out.stderr)
+    );
+    stdout
+}
+
+/// Asserts that `out` exited with `code` and that its stderr holds each of
+/// `needles`; returns its stderr.
+pub fn assert_exit(out: &Output, code: i32, needles: &[&str]) -> String {
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "{err}");
+    for n in needles {
+        assert!(err.contains(n), "'{n}' missing from: {err}");
+    }
+    err
+}
+
+/// Runs `firmtime ARGS` and asserts a usage error (exit status 2) whose
+/// message holds each of `needles`.
+pub fn assert_usage_error(args: &[&str], needles: &[&str]) {
+    let out = firmtime(args);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    for n in needles {
+        assert!(err.contains(n), "{args:?}: '{n}' missing from: {err}");
+    }
+}
+
+/// For each `(args, needles)`: `firmtime PREFIX ARGS`, both split at
+/// spaces, is a usage error whose message holds every needle.
+pub fn assert_usage_errors(prefix: &str, cases: &[(&str, &[&str])]) {
+    for (args, needles) in cases {
+        let line: Vec<&str> = prefix
+            .split_whitespace()
+            .chain(args.split_whitespace())
+            .collect();
+        assert_usage_error(&line, needles);
+    }
+}
+
+/// A path in the temp directory for one test of this process (not created).
+pub fn tmp_path(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("firmtime-test-{name}-{}", std::process::id()))
+}
+
+/// Reads and parses the JSON file `p`.
+pub fn read_json(p: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// [`read_json`], then removes the file.
+pub fn take_json(p: &Path) -> serde_json::Value {
+    let v = read_json(p);
+    let _ = std::fs::remove_file(p);
+    v
+}
+
+/// A fresh, empty directory for one test, removed on drop.
+#[derive(Debug)]
+pub struct TestDir(pub PathBuf);
+
+impl TestDir {
+    /// Creates [`tmp_path`]`(name)` afresh.
+    pub fn new(name: &str) -> Self {
+        let p = tmp_path(name);
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir(&p).unwrap();
+        Self(p)
+    }
+
+    /// The paths in the directory.
+    pub fn entries(&self) -> Vec<PathBuf> {
+        std::fs::read_dir(&self.0)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect()
+    }
+}
+
+impl Drop for TestDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Whether this process runs as root.
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Whether jackd is installed; says so on stderr for `test` when it is not.
+pub fn jack_installed(test: &str) -> bool {
+    let ok = Command::new("jackd").arg("--version").output().is_ok();
+    if !ok {
+        eprintln!("SKIP {test}: jackd not installed (apt-get install jackd2)");
+    }
+    ok
+}
+
+/// Whether network namespaces can be made here (root and iproute2); says
+/// so on stderr for `test` when not.
+pub fn netns_root(test: &str) -> bool {
+    let ok = is_root() && Command::new("ip").arg("-V").output().is_ok();
+    if !ok {
+        eprintln!("skipping {test}: needs root and iproute2 (network namespaces)");
+    }
+    ok
+}
+
+/// Runs `ip ARGS`, asserting that it succeeds.
+pub fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "ip {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Sends `signal` to our unreaped child `pid`; returns kill(2)'s result.
+pub fn kill(pid: u32, signal: libc::c_int) -> libc::c_int {
+    // SAFETY: kill has no memory-safety preconditions; the child is not reaped yet.
+    unsafe { libc::kill(pid as libc::pid_t, signal) }
+}
+
+/// Starts `cmd` (a `firmtime net worker`) and waits for its `ready` line on
+/// stderr; stderr is drained after that so the worker never blocks on it.
+pub fn spawn_ready(cmd: &mut Command) -> Child {
+    let mut child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(err.read_line(&mut line).unwrap() > 0, "worker ended early");
+        if line.starts_with("ready") {
+            break;
+        }
+    }
+    std::thread::spawn(move || {
+        let mut sink = String::new();
+        while err.read_line(&mut sink).unwrap_or(0) > 0 {
+            sink.clear();
+        }
+    });
+    child
+}
