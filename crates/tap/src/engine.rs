@@ -67,6 +67,8 @@ pub const INPUT_BATCH: usize = 1024;
 pub const MIN_EVENTS: usize = 4096;
 /// See [`MIN_EVENTS`].
 pub const MAX_EVENTS: usize = 1 << 21;
+/// The event kind of each feedback voice (FTAP's two feedback channels).
+const FEEDBACK_KINDS: [EventKind; 2] = [EventKind::Feedback, EventKind::Feedback2];
 
 /// How the engine runs a trial (everything but the experiment itself).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -481,6 +483,33 @@ impl Engine {
         self.disconnected = false;
     }
 
+    /// Records a key press (`on`) or release as an input event. **RT-safe.**
+    #[allow(clippy::too_many_arguments)]
+    fn record_input(
+        &mut self,
+        keystroke: u32,
+        t: u64,
+        frame: Option<u64>,
+        channel: u8,
+        note: u8,
+        velocity: u8,
+        on: bool,
+    ) {
+        let _ = self.record(TrialEvent {
+            kind: EventKind::Input,
+            index: keystroke,
+            intended_ns: None,
+            actual_ns: Some(t),
+            frame,
+            note: Some(NoteData {
+                channel: channel + 1,
+                note,
+                velocity,
+                on,
+            }),
+        });
+    }
+
     fn record(&mut self, ev: TrialEvent) -> Option<u32> {
         if self.events.len() < self.events.capacity() {
             self.events.push(ev);
@@ -697,29 +726,12 @@ impl Engine {
             self.keystrokes += 1;
             let k = self.keystrokes;
             self.press_index[n] = k;
-            let _ = self.record(TrialEvent {
-                kind: EventKind::Input,
-                index: k,
-                intended_ns: None,
-                actual_ns: Some(t),
-                frame: ev.frame,
-                note: Some(NoteData {
-                    channel: channel + 1,
-                    note,
-                    velocity,
-                    on: true,
-                }),
-            });
-            for v in 0..2 {
+            self.record_input(k, t, ev.frame, channel, note, velocity, true);
+            for (v, kind) in FEEDBACK_KINDS.into_iter().enumerate() {
                 let fb = self.params.feedback[v];
                 if !fb.on || !fb.keys.contains(note) {
                     continue;
                 }
-                let kind = if v == 0 {
-                    EventKind::Feedback
-                } else {
-                    EventKind::Feedback2
-                };
                 let delay_ns = fb.delay.sample_us(u64::from(k - 1), &mut self.rng) * 1000;
                 let pitch = fb.pitch.apply(note, &mut self.rng);
                 let vel = fb.velocity.apply(velocity);
@@ -752,26 +764,9 @@ impl Engine {
             }
         } else {
             let k = self.press_index[n];
-            let _ = self.record(TrialEvent {
-                kind: EventKind::Input,
-                index: k,
-                intended_ns: None,
-                actual_ns: Some(t),
-                frame: ev.frame,
-                note: Some(NoteData {
-                    channel: channel + 1,
-                    note,
-                    velocity,
-                    on: false,
-                }),
-            });
-            for v in 0..2 {
+            self.record_input(k, t, ev.frame, channel, note, velocity, false);
+            for (v, kind) in FEEDBACK_KINDS.into_iter().enumerate() {
                 if let Some(h) = self.held[v][n].take() {
-                    let kind = if v == 0 {
-                        EventKind::Feedback
-                    } else {
-                        EventKind::Feedback2
-                    };
                     let at = (t + h.delay_ns).max(h.at_ns);
                     self.out(b, kind, h.keystroke, at, h.channel, h.note, 0, false);
                 }
@@ -936,14 +931,9 @@ impl Engine {
 
     /// Note-offs for every feedback note still held, and the masking note.
     fn silence(&mut self, b: &mut dyn MidiBackend, now: u64) {
-        for v in 0..2 {
+        for (v, kind) in FEEDBACK_KINDS.into_iter().enumerate() {
             for n in 0..128 {
                 if let Some(h) = self.held[v][n].take() {
-                    let kind = if v == 0 {
-                        EventKind::Feedback
-                    } else {
-                        EventKind::Feedback2
-                    };
                     let at = now.max(h.at_ns);
                     self.out(b, kind, h.keystroke, at, h.channel, h.note, 0, false);
                 }
