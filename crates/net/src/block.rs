@@ -87,6 +87,28 @@ pub struct Layout {
 pub const MAX_PAYLOAD: usize = 64 * 1024 * 1024;
 
 impl Layout {
+    /// Each output-only block paired with the input-only block of the same
+    /// rank, if type and length match: `(dst, Some(src))`, else `(dst, None)`.
+    /// What "dry" audio and an echoing processor copy from.
+    pub fn dry_pairs(&self) -> Vec<(usize, Option<usize>)> {
+        let inputs: Vec<usize> = (0..self.blocks.len())
+            .filter(|&i| self.blocks[i].dir == Direction::ToWorker)
+            .collect();
+        self.blocks
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| b.dir == Direction::FromWorker)
+            .enumerate()
+            .map(|(k, (dst, spec))| {
+                let src = inputs.get(k).copied().filter(|&s| {
+                    let i = &self.blocks[s];
+                    i.ty == spec.ty && i.len == spec.len
+                });
+                (dst, src)
+            })
+            .collect()
+    }
+
     /// Bytes `flow` carries per period: the sizes of the blocks it carries.
     pub fn payload_len(&self, flow: Flow) -> usize {
         self.blocks
@@ -454,6 +476,22 @@ mod tests {
         let back: Layout = serde_json::from_str(&json).unwrap();
         assert_eq!(&back, set.layout());
         assert!(json.contains("\"type\":\"f32\""), "{json}");
+    }
+
+    #[test]
+    fn dry_pairs_match_outputs_to_inputs_by_rank_type_and_length() {
+        let mut set = BlockSet::new();
+        set.add::<f32>(Direction::ToWorker, 4).unwrap(); // 0
+        set.add::<f32>(Direction::Both, 4).unwrap(); // 1: neither input nor output only
+        set.add::<i16>(Direction::ToWorker, 4).unwrap(); // 2
+        set.add::<f32>(Direction::FromWorker, 4).unwrap(); // 3 ← 0
+        set.add::<f32>(Direction::FromWorker, 4).unwrap(); // 4: 2 is i16, no match
+        set.add::<f32>(Direction::FromWorker, 4).unwrap(); // 5: no third input
+        assert_eq!(
+            set.layout().dry_pairs(),
+            vec![(3, Some(0)), (4, None), (5, None)]
+        );
+        assert!(Layout::default().dry_pairs().is_empty());
     }
 
     #[test]

@@ -24,7 +24,7 @@
 //! [`WaitMode::Poll`], `ppoll` bounded by the deadline. It never blocks
 //! past the deadline, whatever the network does.
 
-use crate::block::{BlockSet, Direction, Flow, Layout};
+use crate::block::{BlockSet, Flow, Layout};
 use crate::error::{Error, Result};
 use crate::reassembly::{Accepted, Reassembler};
 use crate::wire::{
@@ -66,34 +66,12 @@ impl LatePolicy {
     /// block has a matching input block (see [`LatePolicy::Dry`]), else
     /// [`LatePolicy::Zeros`].
     pub fn default_for(layout: &Layout) -> Self {
-        if dry_pairs(layout).iter().all(|(_, src)| src.is_some()) {
+        if layout.dry_pairs().iter().all(|(_, src)| src.is_some()) {
             LatePolicy::Dry
         } else {
             LatePolicy::Zeros
         }
     }
-}
-
-/// The k-th output-only block paired with the k-th input-only block, if
-/// type and length match: `(dst, Some(src))`.
-fn dry_pairs(layout: &Layout) -> Vec<(usize, Option<usize>)> {
-    let inputs: Vec<usize> = (0..layout.blocks.len())
-        .filter(|&i| layout.blocks[i].dir == Direction::ToWorker)
-        .collect();
-    layout
-        .blocks
-        .iter()
-        .enumerate()
-        .filter(|(_, b)| b.dir == Direction::FromWorker)
-        .enumerate()
-        .map(|(k, (dst, spec))| {
-            let src = inputs.get(k).copied().filter(|&s| {
-                let i = &layout.blocks[s];
-                i.ty == spec.ty && i.len == spec.len
-            });
-            (dst, src)
-        })
-        .collect()
 }
 
 /// When, in this period, [`Master::process`] stops waiting for the result.
@@ -292,7 +270,7 @@ impl Master {
             .late_policy
             .unwrap_or_else(|| LatePolicy::default_for(blocks.layout()));
         Ok(Self {
-            dry: dry_pairs(blocks.layout()),
+            dry: blocks.layout().dry_pairs(),
             reasm: Reassembler::new(config.stream_id, Flow::FromWorker, from_len, slots),
             send_payload: vec![0; to_len],
             datagram: vec![0; encoder.max_datagram()],

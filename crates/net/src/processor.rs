@@ -154,23 +154,7 @@ impl Processor {
     pub fn new(layout: &Layout, transform: Transform, work: Work, period_ns: u64) -> Result<Self> {
         layout.validate()?;
         work.validate()?;
-        let inputs: Vec<usize> = (0..layout.blocks.len())
-            .filter(|&i| layout.blocks[i].dir == Direction::ToWorker)
-            .collect();
-        let pairs = layout
-            .blocks
-            .iter()
-            .enumerate()
-            .filter(|(_, b)| b.dir == Direction::FromWorker)
-            .enumerate()
-            .map(|(k, (dst, spec))| {
-                let src = inputs.get(k).copied().filter(|&s| {
-                    let i = &layout.blocks[s];
-                    i.ty == spec.ty && i.len == spec.len
-                });
-                (dst, src)
-            })
-            .collect();
+        let pairs = layout.dry_pairs();
         let both = (0..layout.blocks.len())
             .filter(|&i| layout.blocks[i].dir == Direction::Both)
             .collect();
