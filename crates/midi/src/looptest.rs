@@ -204,31 +204,18 @@ impl LoopTest {
         let _ = backend.poll_input(&mut |_| {});
         let t0 = monotonic_ns();
         let end = t0.saturating_add(cfg.timeout_ns);
-        let mut sent = 0u64;
-        let mut refused = 0u64;
         let mut received_total = 0u64;
-        let mut disconnected = false;
         let mut timed_out = false;
-        let mut tag = 0u32;
+        let mut tally = Tally::default();
         for (at, msg) in [(None, press), (Some(t0 + 1_000_000), release)] {
-            match backend.send(OutputEvent {
-                at_ns: at,
-                port: 0,
-                msg,
-                tag,
-            }) {
-                Ok(()) => sent += 1,
-                Err(BackendError::Disconnected) => disconnected = true,
-                Err(_) => refused += 1,
-            }
-            tag = tag.wrapping_add(1);
+            tally.send(backend, at, msg);
         }
         let mut drain_until: Option<u64> = None;
-        while !disconnected {
+        while !tally.disconnected {
             let counting = (self.times.len() as u64) < cfg.events;
             let now = monotonic_ns();
             match drain_until {
-                Some(d) if now >= d || received_total >= sent => break,
+                Some(d) if now >= d || received_total >= tally.sent => break,
                 None if now >= end => {
                     timed_out = true;
                     break;
@@ -257,23 +244,13 @@ impl LoopTest {
                 }
             });
             received_total += got;
-            refused += overflow;
+            tally.refused += overflow;
             if r.is_err() {
-                disconnected = true;
+                tally.disconnected = true;
                 break;
             }
             for &msg in self.batch.iter() {
-                match backend.send(OutputEvent {
-                    at_ns: None,
-                    port: 0,
-                    msg,
-                    tag,
-                }) {
-                    Ok(()) => sent += 1,
-                    Err(BackendError::Disconnected) => disconnected = true,
-                    Err(_) => refused += 1,
-                }
-                tag = tag.wrapping_add(1);
+                tally.send(backend, None, msg);
             }
             if counting && self.times.len() as u64 >= cfg.events {
                 drain_until = Some(monotonic_ns().saturating_add(cfg.drain_ns));
@@ -283,7 +260,7 @@ impl LoopTest {
                 if backend.wait(deadline).is_err() {
                     // Disconnected: the next poll_input says so after draining.
                     if backend.poll_input(&mut |_| {}).is_err() {
-                        disconnected = true;
+                        tally.disconnected = true;
                     }
                 }
             }
@@ -292,12 +269,38 @@ impl LoopTest {
         summarize(
             &self.times,
             &cfg,
-            sent,
+            tally.sent,
             received_total,
-            refused,
+            tally.refused,
             timed_out,
-            disconnected,
+            tally.disconnected,
         )
+    }
+}
+
+/// What the loop's sends came to, and the tag of the next one.
+#[derive(Default)]
+struct Tally {
+    sent: u64,
+    refused: u64,
+    disconnected: bool,
+    tag: u32,
+}
+
+impl Tally {
+    /// Sends `msg` on port 0 (at `at`, or at once) and counts the outcome. **RT-safe.**
+    fn send(&mut self, backend: &mut dyn MidiBackend, at: Option<u64>, msg: MidiMessage) {
+        match backend.send(OutputEvent {
+            at_ns: at,
+            port: 0,
+            msg,
+            tag: self.tag,
+        }) {
+            Ok(()) => self.sent += 1,
+            Err(BackendError::Disconnected) => self.disconnected = true,
+            Err(_) => self.refused += 1,
+        }
+        self.tag = self.tag.wrapping_add(1);
     }
 }
 
