@@ -32,10 +32,12 @@ for c in r["rates"]:
     if c["status"] != "measured":
         print("rate skipped: %s" % c["reason"])
         continue
-    lo, hi = c["overhead_ci95_percent"] or (float("nan"), float("nan"))
-    print("extra timer %6d Hz: %7.0f events/s, lost %6.2f%% (95%% CI %6.2f .. %6.2f%%), pooled %6.2f%%"
-          % (c["rate_hz"], c["events_per_s"], c["overhead_percent"], lo, hi,
-             (1 - c["pooled_ratio"]) * 100))
+    nan = float("nan")
+    lo, hi = c["overhead_ci95_percent"] or (nan, nan)
+    lost = c["overhead_percent"] if c["overhead_percent"] is not None else nan
+    pooled = (1 - c["pooled_ratio"]) * 100 if c["pooled_ratio"] is not None else nan
+    print("extra timer %6d Hz: %d/%d pairs, %7.0f events/s, lost %6.2f%% (95%% CI %6.2f .. %6.2f%%), pooled %6.2f%%"
+          % (c["rate_hz"], len(c["pairs"]), r["config"]["pairs"], c["events_per_s"], lost, lo, hi, pooled))
 print("ACCEPTANCE (rate 0, target <= 5%%; klogger 0.63-1.18%%): %s"
-      % {True: "met", False: "NOT met", None: "not judged (rate 0 not run)"}[r["within_target"]])
+      % {True: "met", False: "NOT met", None: "not judged (rate 0 not run, or fewer than 6 complete pairs: see the verdict)"}[r["within_target"]])
 PY

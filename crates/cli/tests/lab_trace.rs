@@ -107,6 +107,10 @@ fn bad_flags_exit_2_naming_the_flag() {
             ("trace --overhead --slice 1ms", &["--slice", "valid"]),
             ("trace --overhead --rates 0,500000", &["--rates", "valid"]),
             ("trace --overhead --cpu 4096", &["--cpu", "valid"]),
+            (
+                "trace --overhead --array-size 1KiB",
+                &["--array-size", "valid"],
+            ),
             ("billing --duration 2h", &["--duration", "valid"]),
         ],
     );

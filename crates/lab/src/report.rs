@@ -830,7 +830,7 @@ pub fn trace_overhead_section(r: &crate::trace::overhead::OverheadResult) -> Str
     let _ = writeln!(
         s,
         "## Trace overhead (klogger, Etsion et al. 2003 §2.1)\n\n\
-         Measured on {}. The sort benchmark ({} u32, half the L2) with the typist \
+         Measured on {}. The sort benchmark ({} u32, {}) with the typist \
          and player beside it, the trace drainer and, per row, a SCHED_FIFO timer \
          thread waking at the extra rate, all pinned to CPU {}; {} pairs of {} slices \
          per row. Between slices the trace's events are enabled or disabled \
@@ -841,6 +841,11 @@ pub fn trace_overhead_section(r: &crate::trace::overhead::OverheadResult) -> Str
          timer thread adds the interrupts.\n",
         r.kernel.describe(),
         thousands(r.sort_len as i64),
+        if r.config.array_bytes.is_some() {
+            "--array-size"
+        } else {
+            "half the L2"
+        },
         r.cpu,
         r.config.pairs,
         firmtime_rt::units::format_ns(r.config.slice_ns as f64),
@@ -871,14 +876,15 @@ pub fn trace_overhead_section(r: &crate::trace::overhead::OverheadResult) -> Str
                     let lo = ratios.iter().copied().reduce(f64::min);
                     let hi = ratios.iter().copied().reduce(f64::max);
                     row.extend([
+                        format!("{} / {}", m.pairs.len(), r.config.pairs),
                         m.timer
                             .as_ref()
                             .map_or("—".into(), |t| format!("{:.0}", t.achieved_hz())),
                         thousands(m.events_per_s.round() as i64),
                         match (m.cost_per_event_ns, m.overhead_ci95_percent) {
                             (Some(c), Some([lo, _])) if lo > 0.0 => format!("{c:.0}"),
-                            (Some(_), _) => "within noise".into(),
-                            (None, _) => "—".into(),
+                            (Some(_), Some(_)) => "within noise".into(),
+                            _ => "—".into(),
                         },
                         format!("{:.2} %", m.drainer_cpu_percent),
                         m.overhead_percent.map_or("—".into(), pct),
@@ -896,7 +902,7 @@ pub fn trace_overhead_section(r: &crate::trace::overhead::OverheadResult) -> Str
                 }
                 Cell::Skipped { reason } => {
                     row.push(skipped(reason));
-                    row.extend((0..7).map(|_| String::new()));
+                    row.extend((0..8).map(|_| String::new()));
                 }
             }
             row.push(paper);
@@ -906,6 +912,7 @@ pub fn trace_overhead_section(r: &crate::trace::overhead::OverheadResult) -> Str
     s.push_str(&table(
         &[
             "Extra timer",
+            "pairs",
             "wake-ups/s",
             "events/s",
             "ns lost per event",
@@ -918,6 +925,21 @@ pub fn trace_overhead_section(r: &crate::trace::overhead::OverheadResult) -> Str
         ],
         &rows,
     ));
+    for m in r.rates.iter().filter_map(Cell::measured) {
+        if m.slice_ns > r.config.slice_ns {
+            let _ = writeln!(
+                s,
+                "\nAt {} the slices were lengthened to {} so that about {} sorts fit in each.",
+                if m.rate_hz == 0 {
+                    "no extra timer".to_string()
+                } else {
+                    format!("{} Hz", thousands(i64::from(m.rate_hz)))
+                },
+                firmtime_rt::units::format_ns(m.slice_ns as f64),
+                crate::trace::overhead::MIN_SORTS_PER_SLICE
+            );
+        }
+    }
     let dropped: u64 = r
         .rates
         .iter()
@@ -939,6 +961,16 @@ pub fn trace_overhead_section(r: &crate::trace::overhead::OverheadResult) -> Str
         None => "the target is judged without an extra timer (rate 0), which has no \
                  complete pair here: nothing to judge."
             .to_string(),
+        Some((_, None)) => format!(
+            "nothing to judge: without an extra timer only {} of {} pairs were complete (a \
+             pair counts when a sort finished inside both of its slices), too few for an \
+             interval. The sorter got too little CPU: is something else running at a \
+             real-time priority or loading CPU {}? Run again on a quiet machine, or with \
+             a longer `--slice`.",
+            base.map_or(0, |m| m.pairs.len()),
+            r.config.pairs,
+            r.cpu
+        ),
         Some((o, _)) if o > OVERHEAD_TARGET_PERCENT => format!(
             "target NOT met: the sort benchmark lost {} of its throughput to tracing \
              (target ≤ {OVERHEAD_TARGET_PERCENT} %).",

@@ -51,6 +51,9 @@ pub struct Args {
     /// --overhead: the CPU the sorter, typist, player and drainer are pinned to (default: the last online CPU).
     #[arg(long)]
     cpu: Option<usize>,
+    /// --overhead: bytes of the sorter's array, 4KiB to 256MiB (default: half the L2 cache).
+    #[arg(long = "array-size", value_name = "S", value_parser = args::size)]
+    array_size: Option<u64>,
     /// --overhead: extra timer rates in Hz, 0 (none) to 100000, comma-separated (default 0,1000,20000; --quick 0,20000).
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     rates: Vec<u32>,
@@ -298,6 +301,7 @@ fn run_overhead(args: Args) -> anyhow::Result<Outcome> {
     super::set_given(&mut c.slice_ns, args.slice.map(args::nanos));
     super::set_given(&mut c.buffer_kb, args.buffer_kb);
     c.cpu = args.cpu;
+    c.array_bytes = args.array_size;
     c.rates_hz = super::list_or(&args.rates, &c.rates_hz);
     c.validate().map_err(super::usage)?;
     eprintln!(

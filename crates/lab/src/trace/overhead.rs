@@ -49,6 +49,9 @@ pub const SETTLE_NS: u64 = 20_000_000;
 pub const DRAIN_INTERVAL: Duration = Duration::from_millis(100);
 /// Pause between the first sort and the first slice.
 pub const WARM_UP: Duration = Duration::from_millis(1000);
+/// Sorts a slice should hold: a slice shorter than this many sorts (a large
+/// L2, a slow machine, a debug build) is lengthened, and the result says so.
+pub const MIN_SORTS_PER_SLICE: u64 = 10;
 /// Events the drainer can hold.
 const CAPACITY: usize = 2_000_000;
 /// "No slice is being measured" in the sorter's phase word.
@@ -67,6 +70,8 @@ pub struct Config {
     pub buffer_kb: u32,
     /// The measured CPU (`--cpu`); `None` = the last online CPU.
     pub cpu: Option<usize>,
+    /// Bytes of the sorter's array (`--array-size`); `None` = half the L2.
+    pub array_bytes: Option<u64>,
     /// Extra timer rates, Hz (`--rates`); 0 = none, only this kernel's own
     /// tick. Default 0, 1000 and 20000: klogger's overhead was given at 100,
     /// 1000 and 20,000 Hz clock rates.
@@ -80,6 +85,7 @@ impl Default for Config {
             slice_ns: 100_000_000,
             buffer_kb: 4096,
             cpu: None,
+            array_bytes: None,
             rates_hz: vec![0, 1000, 20_000],
         }
     }
@@ -136,7 +142,16 @@ impl Config {
                 RATES_HZ.end()
             )));
         }
+        if let Some(b) = self.array_bytes {
+            check::in_range_note("--array-size", b, &crate::interrupts::ARRAY_BYTES, " bytes")?;
+        }
         check::online("--cpu", self.cpu)
+    }
+
+    /// Elements of the sorter's array: `--array-size` in `u32`s, or half the L2.
+    pub fn sort_len(&self) -> usize {
+        self.array_bytes
+            .map_or_else(workloads::sort_len, |b| (b / 4).max(1) as usize)
     }
 }
 
@@ -180,11 +195,16 @@ pub struct Pair {
 pub struct RateResult {
     /// Extra timer rate, Hz (0 = none: only this kernel's tick).
     pub rate_hz: u32,
+    /// Length of this rate's slices, ns: `config.slice_ns`, or longer so that
+    /// about [`MIN_SORTS_PER_SLICE`] sorts fit (mean sort time of the warm-up).
+    pub slice_ns: u64,
     /// What the timer thread did (`None` at rate 0).
     pub timer: Option<crate::interrupts::TimerRun>,
     /// Every slice, in order.
     pub slices: Vec<Slice>,
-    /// Every complete pair.
+    /// Every complete pair: a sort finished inside both of its slices.
+    /// Fewer than `config.pairs` means the sorter was starved (something
+    /// else held the measured CPU, e.g. at a real-time priority).
     pub pairs: Vec<Pair>,
     /// Median of the pairs' ratios.
     pub median_ratio: Option<f64>,
@@ -197,7 +217,8 @@ pub struct RateResult {
     pub overhead_percent: Option<f64>,
     /// The confidence interval in percent: `[low, high]` overhead.
     pub overhead_ci95_percent: Option<[f64; 2]>,
-    /// True if `overhead_percent` ≤ [`super::OVERHEAD_TARGET_PERCENT`].
+    /// True if `overhead_percent` ≤ [`super::OVERHEAD_TARGET_PERCENT`];
+    /// `None` with fewer than 6 complete pairs (no interval: nothing to judge).
     pub within_target: Option<bool>,
     /// Trace events recorded per second of traced slices.
     pub events_per_s: f64,
@@ -222,7 +243,7 @@ pub struct OverheadResult {
     pub kernel: super::KernelLine,
     /// The measured CPU (sorter, typist, player, drainer and timer pinned to it).
     pub cpu: usize,
-    /// Elements sorted per round (half the L2).
+    /// Elements sorted per round (half the L2, or `--array-size`).
     pub sort_len: usize,
     /// Pause after each switch, ns.
     pub settle_ns: u64,
@@ -376,7 +397,7 @@ pub fn run(config: &Config, progress: &mut dyn Progress) -> Result<OverheadResul
         config: config.clone(),
         kernel: super::KernelLine::current(),
         cpu,
-        sort_len: workloads::sort_len(),
+        sort_len: config.sort_len(),
         settle_ns: SETTLE_NS,
         rates,
         within_target,
@@ -405,6 +426,11 @@ fn run_rate(
         })
         .collect();
     let phase = AtomicU32::new(IDLE);
+    let all = Counter {
+        sorts: AtomicU64::new(0),
+        ns: AtomicU64::new(0),
+    };
+    let mut slice_ns = config.slice_ns;
     inst.set_events(false)?;
     let ctl = Control::default();
     let stop_drain = AtomicBool::new(false);
@@ -468,16 +494,18 @@ fn run_rate(
                 workloads::run(w, ctl, tid, it, hz);
             });
         }
-        let (ctl_ref, phase, counters, started) = (&ctl, &phase, &counters, &started);
+        let (ctl_ref, phase, counters, started, all) = (&ctl, &phase, &counters, &started, &all);
         s.spawn(move || {
             let _ = sched::set_affinity(&[cpu]);
-            let mut buf = vec![0u32; workloads::sort_len()];
+            let mut buf = vec![0u32; config.sort_len()];
             let mut seed = 1;
             while !ctl_ref.finish.load(Ordering::Relaxed) {
                 let p0 = phase.load(Ordering::Acquire);
                 let t0 = monotonic_ns();
                 seed = workloads::sort_once(&mut buf, seed);
                 let t1 = monotonic_ns();
+                all.sorts.fetch_add(1, Ordering::Relaxed);
+                all.ns.fetch_add(t1 - t0, Ordering::Relaxed);
                 started.store(1, Ordering::Release);
                 if p0 != IDLE && phase.load(Ordering::Acquire) == p0 {
                     let c = &counters[p0 as usize];
@@ -491,6 +519,11 @@ fn run_rate(
         }
         // Let the drainer fill its store and the workloads reach their rhythm.
         std::thread::sleep(WARM_UP);
+        let mean_sort_ns =
+            all.ns.load(Ordering::Relaxed) / all.sorts.load(Ordering::Relaxed).max(1);
+        slice_ns = slice_ns
+            .max(mean_sort_ns.saturating_mul(MIN_SORTS_PER_SLICE))
+            .min(*SLICE_NS.end());
         let stat = format!(
             "/proc/self/task/{}/schedstat",
             drainer_tid.load(Ordering::SeqCst)
@@ -519,7 +552,7 @@ fn run_rate(
             let c0 = drainer_cpu();
             let t0 = monotonic_ns();
             phase.store(i as u32, Ordering::Release);
-            std::thread::sleep(Duration::from_nanos(config.slice_ns));
+            std::thread::sleep(Duration::from_nanos(slice_ns));
             phase.store(IDLE, Ordering::Release);
             let t1 = monotonic_ns();
             let used = match (c0, drainer_cpu()) {
@@ -614,6 +647,7 @@ fn run_rate(
     Ok((
         RateResult {
             rate_hz: rate,
+            slice_ns,
             timer: timer_run,
             pairs,
             median_ratio,
@@ -622,7 +656,10 @@ fn run_rate(
             overhead_percent,
             overhead_ci95_percent: ratio_ci95
                 .map(|[lo, hi]| [(1.0 - hi) * 100.0, (1.0 - lo) * 100.0]),
-            within_target: overhead_percent.map(|p| p <= super::OVERHEAD_TARGET_PERCENT),
+            // A median of fewer than 6 pairs has no interval and judges nothing.
+            within_target: overhead_percent
+                .filter(|_| ratio_ci95.is_some())
+                .map(|p| p <= super::OVERHEAD_TARGET_PERCENT),
             events_per_s,
             cost_per_event_ns: overhead_percent
                 .filter(|_| events_per_s > 0.0)

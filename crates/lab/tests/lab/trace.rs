@@ -462,6 +462,13 @@ fn overhead_configs_name_the_flag_and_range() {
             },
             "--buffer-kb",
         ),
+        (
+            overhead::Config {
+                array_bytes: Some(100),
+                ..d()
+            },
+            "--array-size",
+        ),
     ];
     for (c, flag) in cases {
         let e = c.validate().unwrap_err();
@@ -484,6 +491,8 @@ fn live_overhead_alternates_and_records_only_in_traced_slices() {
         slice_ns: 80_000_000,
         buffer_kb: 1024,
         cpu: None,
+        // Small, so that sorts fit many times in a slice even in a debug build.
+        array_bytes: Some(64 * 1024),
         rates_hz: vec![0, 2000],
     };
     let before = firmtime_rt::sched::affinity().unwrap();
@@ -515,7 +524,8 @@ fn live_overhead_alternates_and_records_only_in_traced_slices() {
         let traced: u64 = m.slices.iter().filter(|s| s.traced).map(|s| s.events).sum();
         assert!(traced > 0, "traced slices recorded nothing");
         assert!(m.events >= traced);
-        assert!(m.pairs.len() <= 3);
+        assert_eq!(m.pairs.len(), 3, "a sort finished in every slice");
+        assert!(m.slice_ns >= cfg.slice_ns);
         assert!(m.ratio_ci95.is_none(), "under 6 pairs, no interval");
         for p in &m.pairs {
             assert!((p.ratio - p.on_per_s / p.off_per_s).abs() < 1e-12);
@@ -531,6 +541,13 @@ fn live_overhead_alternates_and_records_only_in_traced_slices() {
         r.rates[0].measured().unwrap().within_target,
         "the acceptance figure is the rate-0 row's"
     );
+    // Three pairs give no interval: the report judges nothing and says why.
+    assert_eq!(r.within_target, None);
+    let md = firmtime_lab::report::trace_overhead_section(&r);
+    assert!(md.contains("nothing to judge"), "{md}");
+    assert!(md.contains("only 3 of 3 pairs were complete"), "{md}");
+    assert_eq!(r.sort_len, 16 * 1024);
+    assert!(md.contains(&r.kernel.describe()), "{md}");
     let j = serde_json::to_value(&r).unwrap();
     for k in [
         "config",
