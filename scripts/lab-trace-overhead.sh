@@ -39,5 +39,5 @@ for c in r["rates"]:
     print("extra timer %6d Hz: %d/%d pairs, %7.0f events/s, lost %6.2f%% (95%% CI %6.2f .. %6.2f%%), pooled %6.2f%%"
           % (c["rate_hz"], len(c["pairs"]), r["config"]["pairs"], c["events_per_s"], lost, lo, hi, pooled))
 print("ACCEPTANCE (rate 0, target <= 5%%; klogger 0.63-1.18%%): %s"
-      % {True: "met", False: "NOT met", None: "not judged (rate 0 not run, or fewer than 6 complete pairs: see the verdict)"}[r["within_target"]])
+      % {True: "met", False: "NOT met", None: "undecided (the interval straddles 5 %, too few pairs, or rate 0 not run: see the verdict)"}[r["within_target"]])
 PY

@@ -961,6 +961,12 @@ pub fn trace_overhead_section(r: &crate::trace::overhead::OverheadResult) -> Str
         None => "the target is judged without an extra timer (rate 0), which has no \
                  complete pair here: nothing to judge."
             .to_string(),
+        Some((_, None)) if base.is_some_and(|m| m.pairs.len() as u32 == r.config.pairs) => {
+            format!(
+                "nothing to judge: {} pairs were asked for (`--pairs`); an interval needs 6 or more.",
+                r.config.pairs
+            )
+        }
         Some((_, None)) => format!(
             "nothing to judge: without an extra timer only {} of {} pairs were complete (a \
              pair counts when a sort finished inside both of its slices), too few for an \
@@ -971,26 +977,35 @@ pub fn trace_overhead_section(r: &crate::trace::overhead::OverheadResult) -> Str
             r.config.pairs,
             r.cpu
         ),
-        Some((o, _)) if o > OVERHEAD_TARGET_PERCENT => format!(
-            "target NOT met: the sort benchmark lost {} of its throughput to tracing \
-             (target ≤ {OVERHEAD_TARGET_PERCENT} %).",
-            pct(o)
-        ),
-        Some((o, Some([_, hi]))) if hi <= OVERHEAD_TARGET_PERCENT => format!(
-            "target met: the sort benchmark lost {} of its throughput to tracing{}, and the \
-             whole 95 % interval lies within {OVERHEAD_TARGET_PERCENT} %.",
-            pct(o),
-            if o < 0.0 {
-                " (below zero: tracing cannot speed sorting up, so this is the noise)"
-            } else {
-                ""
-            }
-        ),
-        Some((o, _)) => format!(
-            "target met by the median ({} lost ≤ {OVERHEAD_TARGET_PERCENT} %), but the \
-             interval reaches past it: run more pairs (`--pairs`) on a quieter machine to be sure.",
-            pct(o)
-        ),
+        Some((o, Some([lo, hi]))) => match base.and_then(|m| m.within_target) {
+            Some(true) => format!(
+                "target met: the sort benchmark lost {} of its throughput to tracing{}, and \
+                 the whole 95 % interval ({} to {}) lies within {OVERHEAD_TARGET_PERCENT} %.",
+                pct(o),
+                if o < 0.0 {
+                    " (below zero: tracing cannot speed sorting up, so this is the noise)"
+                } else {
+                    ""
+                },
+                pct(lo),
+                pct(hi)
+            ),
+            Some(false) => format!(
+                "target NOT met: the sort benchmark lost {} of its throughput to tracing, and \
+                 the whole 95 % interval ({} to {}) lies above {OVERHEAD_TARGET_PERCENT} %.",
+                pct(o),
+                pct(lo),
+                pct(hi)
+            ),
+            None => format!(
+                "undecided: the sort benchmark lost {} of its throughput to tracing, but the \
+                 95 % interval ({} to {}) straddles {OVERHEAD_TARGET_PERCENT} %: run more \
+                 pairs (`--pairs`), on a quieter machine.",
+                pct(o),
+                pct(lo),
+                pct(hi)
+            ),
+        },
     };
     let stress: Vec<String> = r
         .rates

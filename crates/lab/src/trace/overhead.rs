@@ -217,8 +217,10 @@ pub struct RateResult {
     pub overhead_percent: Option<f64>,
     /// The confidence interval in percent: `[low, high]` overhead.
     pub overhead_ci95_percent: Option<[f64; 2]>,
-    /// True if `overhead_percent` ≤ [`super::OVERHEAD_TARGET_PERCENT`];
-    /// `None` with fewer than 6 complete pairs (no interval: nothing to judge).
+    /// The verdict on the 95 % interval ([`judge`]): true if all of it lies
+    /// within [`super::OVERHEAD_TARGET_PERCENT`], false if all of it lies
+    /// above; `None` if it straddles the target or there are fewer than 6
+    /// complete pairs (no interval): undecided.
     pub within_target: Option<bool>,
     /// Trace events recorded per second of traced slices.
     pub events_per_s: f64,
@@ -289,6 +291,22 @@ pub fn median_ci95(v: &[f64]) -> Option<[f64; 2]> {
     let lo = ((n as f64 / 2.0 - half).floor().max(1.0) as usize) - 1;
     let hi = ((n as f64 / 2.0 + half + 1.0).ceil() as usize).min(n) - 1;
     Some([s[lo], s[hi]])
+}
+
+/// The verdict on a 95 % interval of the on/off ratio: `Some(true)` if
+/// every value in it loses at most [`super::OVERHEAD_TARGET_PERCENT`],
+/// `Some(false)` if every value loses more, `None` if it straddles the
+/// target or there is no interval.
+pub fn judge(ratio_ci95: Option<[f64; 2]>) -> Option<bool> {
+    let [lo, hi] = ratio_ci95?;
+    let (least, most) = ((1.0 - hi) * 100.0, (1.0 - lo) * 100.0);
+    if most <= super::OVERHEAD_TARGET_PERCENT {
+        Some(true)
+    } else if least > super::OVERHEAD_TARGET_PERCENT {
+        Some(false)
+    } else {
+        None
+    }
 }
 
 /// Slices `2k` and `2k + 1` as pairs (on ÷ off); an unpaired last slice is left out.
@@ -656,10 +674,7 @@ fn run_rate(
             overhead_percent,
             overhead_ci95_percent: ratio_ci95
                 .map(|[lo, hi]| [(1.0 - hi) * 100.0, (1.0 - lo) * 100.0]),
-            // A median of fewer than 6 pairs has no interval and judges nothing.
-            within_target: overhead_percent
-                .filter(|_| ratio_ci95.is_some())
-                .map(|p| p <= super::OVERHEAD_TARGET_PERCENT),
+            within_target: judge(ratio_ci95),
             events_per_s,
             cost_per_event_ns: overhead_percent
                 .filter(|_| events_per_s > 0.0)
@@ -686,6 +701,15 @@ mod tests {
         assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
         assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), Some(2.5));
         assert_eq!(median(&[]), None);
+    }
+
+    #[test]
+    fn the_interval_decides_met_not_met_or_undecided() {
+        assert_eq!(judge(Some([0.97, 1.02])), Some(true)); // loses −2 … 3 %
+        assert_eq!(judge(Some([0.951, 0.99])), Some(true)); // 1 … 4.9 %
+        assert_eq!(judge(Some([0.90, 0.94])), Some(false)); // 6 … 10 %
+        assert_eq!(judge(Some([0.93, 0.97])), None); // 3 … 7 %: straddles
+        assert_eq!(judge(None), None);
     }
 
     #[test]
