@@ -49,6 +49,8 @@ pub const SETTLE_NS: u64 = 20_000_000;
 pub const DRAIN_INTERVAL: Duration = Duration::from_millis(100);
 /// Pause between the first sort and the first slice.
 pub const WARM_UP: Duration = Duration::from_millis(1000);
+/// How long the first sort may take before the run gives up, ns.
+pub const FIRST_SORT_LIMIT_NS: u64 = 60_000_000_000;
 /// Sorts a slice should hold: a slice shorter than this many sorts (a large
 /// L2, a slow machine, a debug build) is lengthened, and the result says so.
 pub const MIN_SORTS_PER_SLICE: u64 = 10;
@@ -457,13 +459,20 @@ fn run_rate(
     let tids = [AtomicI32::new(0), AtomicI32::new(0)];
     let its = [AtomicU64::new(0), AtomicU64::new(0)];
     let drainer_tid = AtomicI32::new(0);
+    // Set by a thread that could not be pinned: the run would not measure one CPU.
+    let unpinned = AtomicBool::new(false);
+    let pin = || {
+        if sched::set_affinity(&[cpu]).is_err() {
+            unpinned.store(true, Ordering::SeqCst);
+        }
+    };
     let mut bounds: Vec<(bool, u64, u64, u64)> = Vec::with_capacity(n);
     let mut partial = false;
     let mut timer_run = None;
     let outcome = std::thread::scope(|s| -> Result<tracefs::Capture> {
         let drainer = s.spawn(|| {
             drainer_tid.store(workloads::gettid(), Ordering::SeqCst);
-            let _ = sched::set_affinity(&[cpu]);
+            pin();
             tracefs::drain(inst, online, CAPACITY, DRAIN_INTERVAL, &stop_drain)
         });
         // The timer first: a refused SCHED_FIFO ends this rate before anything else starts.
@@ -506,15 +515,16 @@ fn run_rate(
             None
         };
         for (i, w) in [Workload::Typist, Workload::Player].into_iter().enumerate() {
-            let (ctl, tid, it) = (&ctl, &tids[i], &its[i]);
+            let (ctl, tid, it, pin) = (&ctl, &tids[i], &its[i], &pin);
             s.spawn(move || {
-                let _ = sched::set_affinity(&[cpu]);
+                pin();
                 workloads::run(w, ctl, tid, it, hz);
             });
         }
         let (ctl_ref, phase, counters, started, all) = (&ctl, &phase, &counters, &started, &all);
+        let pin = &pin;
         s.spawn(move || {
-            let _ = sched::set_affinity(&[cpu]);
+            pin();
             let mut buf = vec![0u32; config.sort_len()];
             let mut seed = 1;
             while !ctl_ref.finish.load(Ordering::Relaxed) {
@@ -532,11 +542,40 @@ fn run_rate(
                 }
             }
         });
+        let waited = monotonic_ns();
+        let mut result = Ok(());
         while started.load(Ordering::Acquire) == 0 {
+            if stop_requested() {
+                partial = true;
+                break;
+            }
+            if monotonic_ns() - waited > FIRST_SORT_LIMIT_NS {
+                result = Err(Error::new(
+                    ErrorKind::Io,
+                    format!(
+                        "the sorter did not finish one sort in {} s on CPU {cpu}: is something \
+                         at a real-time priority holding that CPU? Choose another with --cpu, \
+                         or a smaller --array-size",
+                        FIRST_SORT_LIMIT_NS / 1_000_000_000
+                    ),
+                ));
+                break;
+            }
             std::thread::sleep(Duration::from_millis(1));
         }
         // Let the drainer fill its store and the workloads reach their rhythm.
-        std::thread::sleep(WARM_UP);
+        if result.is_ok() && !partial {
+            std::thread::sleep(WARM_UP);
+        }
+        if unpinned.load(Ordering::SeqCst) {
+            result = Err(Error::new(
+                ErrorKind::Io,
+                format!(
+                    "could not pin the sorter, workloads and drainer to CPU {cpu} (a cpuset?): \
+                     choose another with --cpu"
+                ),
+            ));
+        }
         let mean_sort_ns =
             all.ns.load(Ordering::Relaxed) / all.sorts.load(Ordering::Relaxed).max(1);
         slice_ns = slice_ns
@@ -552,8 +591,10 @@ fn run_rate(
                 .and_then(|t| crate::billing::parse_schedstat(&t))
         };
         let mut on = false;
-        let mut result = Ok(());
         for i in 0..n {
+            if result.is_err() || partial {
+                break;
+            }
             if stop_requested() {
                 partial = true;
                 break;
