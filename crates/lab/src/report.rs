@@ -880,9 +880,15 @@ pub fn trace_overhead_section(r: &crate::trace::overhead::OverheadResult) -> Str
                         m.timer
                             .as_ref()
                             .map_or("—".into(), |t| format!("{:.0}", t.achieved_hz())),
-                        thousands(m.events_per_s.round() as i64),
+                        format!(
+                            "{}{}",
+                            if m.dropped_events > 0 { "≥ " } else { "" },
+                            thousands(m.events_per_s.round() as i64)
+                        ),
                         match (m.cost_per_event_ns, m.overhead_ci95_percent) {
-                            (Some(c), Some([lo, _])) if lo > 0.0 => format!("{c:.0}"),
+                            (Some(c), Some([lo, _])) if lo > 0.0 => {
+                                format!("{}{c:.0}", if m.dropped_events > 0 { "≤ " } else { "" })
+                            }
                             (Some(_), Some(_)) => "within noise".into(),
                             _ => "—".into(),
                         },
@@ -947,9 +953,16 @@ pub fn trace_overhead_section(r: &crate::trace::overhead::OverheadResult) -> Str
         .sum();
     let _ = writeln!(
         s,
-        "\nEvents the kernel lost: {}; decoded but not stored (store full): {}.",
+        "\nEvents the kernel lost: {}; decoded but not stored (store full): {}{}.",
         thousands(r.kernel_lost_events as i64),
-        thousands(dropped as i64)
+        thousands(dropped as i64),
+        if dropped > 0 {
+            " — the kernel still recorded them (their cost is in the throughput), but \
+             unstored events cannot be placed in slices, so events/s is a lower bound (≥) \
+             and the cost per event an upper bound (≤)"
+        } else {
+            ""
+        }
     );
     let base = r
         .rates

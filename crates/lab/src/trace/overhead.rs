@@ -54,8 +54,18 @@ pub const FIRST_SORT_LIMIT_NS: u64 = 60_000_000_000;
 /// Sorts a slice should hold: a slice shorter than this many sorts (a large
 /// L2, a slow machine, a debug build) is lengthened, and the result says so.
 pub const MIN_SORTS_PER_SLICE: u64 = 10;
-/// Events the drainer can hold.
-const CAPACITY: usize = 2_000_000;
+/// Events the drainer can hold at least, and at most (about 64 bytes each).
+const CAPACITY: std::ops::RangeInclusive<usize> = 2_000_000..=8_000_000;
+
+/// The drainer's store for one rate: room for this kernel's own events
+/// (a few thousand per second) plus about six per extra timer wake-up, over
+/// the traced half of the run, with a margin; within [`CAPACITY`]. Events
+/// past it are counted (`dropped_events`), not stored.
+fn capacity(config: &Config, rate: u32) -> usize {
+    let traced_s = f64::from(config.pairs) * config.slice_ns as f64 / 1e9;
+    let want = (3000.0 + 6.0 * f64::from(rate)) * traced_s * 1.5;
+    (want as usize).clamp(*CAPACITY.start(), *CAPACITY.end())
+}
 /// "No slice is being measured" in the sorter's phase word.
 const IDLE: u32 = u32::MAX;
 
@@ -224,7 +234,8 @@ pub struct RateResult {
     /// above; `None` if it straddles the target or there are fewer than 6
     /// complete pairs (no interval): undecided.
     pub within_target: Option<bool>,
-    /// Trace events recorded per second of traced slices.
+    /// Trace events recorded per second of traced slices (a lower bound
+    /// when `dropped_events` > 0: those have no timestamp to place them).
     pub events_per_s: f64,
     /// Lost throughput per event recorded, ns of sorting time:
     /// `overhead_percent / 100 × 1 s ÷ events_per_s` (klogger: a few hundred cycles).
@@ -473,7 +484,13 @@ fn run_rate(
         let drainer = s.spawn(|| {
             drainer_tid.store(workloads::gettid(), Ordering::SeqCst);
             pin();
-            tracefs::drain(inst, online, CAPACITY, DRAIN_INTERVAL, &stop_drain)
+            tracefs::drain(
+                inst,
+                online,
+                capacity(config, rate),
+                DRAIN_INTERVAL,
+                &stop_drain,
+            )
         });
         // The timer first: a refused SCHED_FIFO ends this rate before anything else starts.
         let timer = if rate > 0 {
@@ -736,6 +753,23 @@ fn run_rate(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_store_grows_with_the_timer_rate_within_bounds() {
+        let c = |pairs, rate| {
+            capacity(
+                &Config {
+                    pairs,
+                    ..Config::default()
+                },
+                rate,
+            )
+        };
+        assert_eq!(c(100, 0), 2_000_000);
+        // 300 pairs × 100 ms at 20 kHz: (3000 + 120,000) × 30 s × 1.5.
+        assert_eq!(c(300, 20_000), 5_535_000);
+        assert_eq!(c(10_000, 100_000), 8_000_000);
+    }
 
     #[test]
     fn median_of_odd_and_even() {
