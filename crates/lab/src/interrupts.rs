@@ -387,19 +387,6 @@ impl InterruptsResult {
     }
 }
 
-fn median_f64(v: &mut [f64]) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    })
-}
-
 /// Runs one cell once: `level` sorters (and a timer at `rate_hz`) on `cpu`
 /// for `cell_ns`.
 ///
@@ -625,23 +612,23 @@ pub fn summarize_cell(runs: &[Run], base: &[Run], has_timer: bool) -> RateMeasur
         }
     }
     let overhead = if has_timer {
-        median_f64(&mut over)
+        crate::stats::median_in_place(&mut over)
     } else {
         None
     };
-    let direct = median_f64(&mut direct);
+    let direct = crate::stats::median_in_place(&mut direct);
     RateMeasured {
         runs: runs.to_vec(),
-        throughput: median_f64(&mut tp).unwrap_or(0.0),
+        throughput: crate::stats::median_in_place(&mut tp).unwrap_or(0.0),
         overhead,
         direct,
-        indirect: median_f64(&mut indirect),
+        indirect: crate::stats::median_in_place(&mut indirect),
         direct_share: match (direct, overhead) {
             (Some(d), Some(o)) if o > 0.0 => Some(d / o),
             _ => None,
         },
-        cpu_per_wakeup_ns: median_f64(&mut cpw).map(|c| c.round() as u64),
-        achieved_hz: median_f64(&mut hz),
+        cpu_per_wakeup_ns: crate::stats::median_in_place(&mut cpw).map(|c| c.round() as u64),
+        achieved_hz: crate::stats::median_in_place(&mut hz),
         missed,
     }
 }

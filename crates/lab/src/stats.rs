@@ -568,6 +568,21 @@ pub fn smallest_positive_gap(gaps: &[i64]) -> Option<i64> {
     gaps.iter().copied().filter(|&g| g > 0).min()
 }
 
+/// Median of `v` (mean of the middle two for an even count), sorting `v`
+/// in place; `None` when empty.
+pub fn median_in_place(v: &mut [f64]) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    Some(if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

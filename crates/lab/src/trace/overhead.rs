@@ -27,8 +27,8 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::measure::{stop_requested, Cell, Progress};
 use crate::workloads::{self, Control, Workload};
 use firmtime_rt::clock::monotonic_ns;
-use firmtime_rt::sched::{self, Policy};
-use firmtime_rt::setup::{self, RtRequest};
+use firmtime_rt::sched;
+use firmtime_rt::setup;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
@@ -277,17 +277,7 @@ pub struct OverheadResult {
 
 /// Median of `v` (mean of the middle two for an even count); None when empty.
 pub fn median(v: &[f64]) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    let n = s.len();
-    Some(if n % 2 == 1 {
-        s[n / 2]
-    } else {
-        (s[n / 2 - 1] + s[n / 2]) / 2.0
-    })
+    crate::stats::median_in_place(&mut v.to_vec())
 }
 
 /// Distribution-free 95 % confidence interval of the median of `v`: the
@@ -497,13 +487,11 @@ fn run_rate(
             let (tx, rx) = std::sync::mpsc::channel();
             let timer_done = &timer_done;
             let h = s.spawn(move || -> Option<crate::interrupts::TimerRun> {
-                let req = RtRequest {
-                    policy: Policy::Fifo {
-                        priority: TIMER_PRIORITY,
-                    },
-                    cpus: Some(vec![cpu]),
-                    ..RtRequest::default()
-                };
+                let req = crate::interrupts::Config {
+                    timer_priority: TIMER_PRIORITY,
+                    ..crate::interrupts::Config::default()
+                }
+                .timer_request(cpu);
                 match setup::apply(&req) {
                     Ok(_) => {
                         let _ = tx.send(Ok(()));
