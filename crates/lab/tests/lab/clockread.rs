@@ -59,6 +59,44 @@ fn analyze_counts_zero_and_negative_gaps() {
     assert!(r.histogram.windows(2).all(|w| w[0].low_ns < w[1].low_ns));
 }
 
+fn assert_every_bucket_holds_a_whole_us(histogram: &[clockread::GapBucket]) {
+    for b in histogram {
+        let first_whole_us = b.low_ns.div_euclid(1000) * 1000
+            + if b.low_ns.rem_euclid(1000) == 0 {
+                0
+            } else {
+                1000
+            };
+        assert!(
+            first_whole_us <= b.high_ns,
+            "bucket {b:?} holds no whole µs"
+        );
+    }
+}
+
+#[test]
+fn wide_buckets_still_hold_their_whole_us_gaps() {
+    // Gaps of 1, 17 and 250 µs (and one of −3 µs): above 2,048 ns the
+    // buckets are wider than 1 ns and their bounds are not whole µs
+    // (17,000 ns lands in 16,992..=17,007), but each holds its gap.
+    let r = clockread::analyze(
+        &[0, 1_000, 18_000, 268_000, 265_000],
+        observed_conditions(),
+        false,
+    );
+    assert_eq!(r.histogram.len(), 4);
+    for (b, gap) in r.histogram.iter().zip([-3_000, 1_000, 17_000, 250_000]) {
+        assert!(b.low_ns <= gap && gap <= b.high_ns, "{gap} not in {b:?}");
+        assert_eq!(b.count, 1);
+    }
+    assert_ne!(
+        r.histogram[2].low_ns % 1000,
+        0,
+        "17 µs starts a bucket off the µs grid"
+    );
+    assert_every_bucket_holds_a_whole_us(&r.histogram);
+}
+
 fn observed_conditions() -> RtConditions {
     RtConditions {
         requested: Default::default(),
@@ -113,19 +151,16 @@ fn gettimeofday_gaps_are_whole_microseconds() {
     let r = clockread::run(&tiny(ClockKind::Gettimeofday), &mut Silent).unwrap();
     let m = r.cells[0].result.measured().expect("user row always runs");
     assert_eq!(r.resolution_ns, Some(1000));
-    // The gaps themselves (order statistics of the raw samples). The
-    // histogram's buckets (3 significant digits) are at most 8 ns wide below
-    // 32,768 ns, so a whole-µs gap starts its bucket there; above, a stalled
-    // read (VM steal) lands in a wider bucket whose low bound is not whole µs.
+    // The gaps themselves (order statistics of the raw samples) are whole µs.
     let s = &m.summary;
     for v in [s.min_ns, s.p50_ns, s.p90_ns, s.p99_ns, s.p99_9_ns, s.max_ns] {
         assert_eq!(v.expect("gaps measured") % 1000, 0, "{s:?}");
     }
-    assert!(m
-        .histogram
-        .iter()
-        .filter(|b| b.high_ns <= 32_768)
-        .all(|b| b.low_ns % 1000 == 0));
+    // The histogram keeps 3 significant digits, so above 2,048 ns a bucket is
+    // wider than 1 ns and its bounds need not be whole µs (17,000 ns lands in
+    // 16,992..=17,007). What must hold at every width: each non-empty bucket
+    // contains a whole-µs value.
+    assert_every_bucket_holds_a_whole_us(&m.histogram);
     if let Some(g) = m.smallest_nonzero_gap_ns {
         assert_eq!(g % 1000, 0);
     }
