@@ -349,8 +349,15 @@ fn scheduled_output_arrives_at_second_client_at_intended_frame() {
         tx.poll_sent(&mut |s| sent.push(s));
         std::thread::sleep(Duration::from_millis(5));
     }
-    assert_eq!(sent.len(), 21);
-    assert_eq!(got.len(), 21);
+    let why = format!(
+        "tx {:?}, rx {:?}, {} sent reports dropped; jackd said:\n{}",
+        tx.stats(),
+        rx.stats(),
+        tx.sent_reports_dropped(),
+        srv.log_tail(30)
+    );
+    assert_eq!(sent.len(), 21, "{why}");
+    assert_eq!(got.len(), 21, "{why}");
     assert_eq!(sent[0].tag, 100);
     assert_eq!(sent[0].intended_ns, None);
     let mut errors = Vec::new();
@@ -410,6 +417,12 @@ fn xruns_are_counted_and_the_run_goes_on() {
     while rec.cycles() == before && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(rec.cycles() > before, "process cycles continue after xruns");
+    assert!(
+        rec.cycles() > before,
+        "process cycles continue after xruns ({xruns} xruns, {before} cycles, \
+         backend stats {:?}); jackd said:\n{}",
+        rec.stats(),
+        srv.log_tail(30)
+    );
     println!("xruns counted: {xruns}");
 }

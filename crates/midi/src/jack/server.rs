@@ -189,20 +189,26 @@ impl DummyServer {
     }
 
     fn failed(&self, what: &str) -> Error {
-        let mut log = String::new();
-        if let Ok(mut f) = File::open(&self.log_path) {
-            let _ = f.read_to_string(&mut log);
-        }
-        let tail: Vec<&str> = log.lines().rev().take(8).collect();
-        let tail: Vec<&str> = tail.into_iter().rev().collect();
         Error::new(
             ErrorKind::ServerFailed,
             format!(
                 "dummy JACK server {:?}: {what}; jackd said:\n{}",
                 self.options.name,
-                tail.join("\n")
+                self.log_tail(8)
             ),
         )
+    }
+
+    /// The last `lines` lines jackd wrote to its log (stdout and stderr),
+    /// for diagnostics; empty when the log cannot be read.
+    pub fn log_tail(&self, lines: usize) -> String {
+        let mut log = String::new();
+        if let Ok(mut f) = File::open(&self.log_path) {
+            let _ = f.read_to_string(&mut log);
+        }
+        let tail: Vec<&str> = log.lines().rev().take(lines).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        tail.join("\n")
     }
 
     /// The server name clients pass to connect (see [`super::JackOptions::server_name`]).
