@@ -3,8 +3,11 @@
 //! Runs the lab's measurements in turn — clock reads (Finney Table 1),
 //! sleeps (Finney's process suspension), periodic wake-ups under four
 //! conditions (Varoquaux; cyclictest), timer-signal tails (Etsion et al.
-//! Table 6), basic costs (Etsion et al. Table 2), frame pacing (Etsion et
-//! al. Figs 1 and 5) and timer-interrupt overhead (Figs 2, 3, 8) — and writes into one
+//! Table 6), basic costs (Etsion et al. Table 2), the idle CPUs' timer
+//! interrupts, frame pacing (Etsion et al. Figs 1 and 5), timer-interrupt
+//! overhead (Figs 2, 3, 8), outside `--quick` a scheduler trace of the
+//! paper's workloads (Tables 3–5), and what that trace costs (klogger) —
+//! followed by a summary of what changed since 2003 — and writes into one
 //! directory: `report.md` (each paper's table beside this machine's numbers
 //! and a plain-language verdict), one JSON envelope per measurement, PNG
 //! plots, and cyclictest-format histograms. Ctrl-C stops the running
@@ -17,7 +20,7 @@ use crate::measure::{stop_requested, Envelope, Progress};
 use crate::output::{self, RtTestsHeader, SysInfo, ThreadHist};
 use crate::report::{self, CyclicRow};
 use crate::stats::LatencyHistogram;
-use crate::{clockread, cyclic, frames, interrupts, overhead, plot, suspend, tails};
+use crate::{clockread, cyclic, frames, interrupts, overhead, plot, suspend, tails, ticks};
 use firmtime_rt::sched::Policy;
 use firmtime_rt::system::Provenance;
 use serde::Serialize;
@@ -258,6 +261,13 @@ pub fn run(cfg: &Config, progress: &mut dyn Progress) -> Result<Outcome> {
         sections.push(report::cyclic_section(&rows, &refs));
     }
 
+    // The Etsion et al. results "What changed since 2003" draws on.
+    let mut tails_result = None;
+    let mut frames_result = None;
+    let mut interrupts_result = None;
+    let mut trace_result = None;
+    let mut ticks_result = None;
+
     // Etsion et al. Table 6.
     if !stop_requested() {
         let c = if quick {
@@ -276,6 +286,7 @@ pub fn run(cfg: &Config, progress: &mut dyn Progress) -> Result<Outcome> {
             Ok(r) => {
                 w.json("tails.json", "lab-tails", r.partial, &r, p)?;
                 sections.push(report::tails_section(&r));
+                tails_result = Some(r);
             }
             Err(e) => failures.push(("tails".into(), e.to_string())),
         }
@@ -298,6 +309,19 @@ pub fn run(cfg: &Config, progress: &mut dyn Progress) -> Result<Outcome> {
         }
     }
 
+    // Tickless idle: the local timer while nothing of the lab runs.
+    if !stop_requested() {
+        match ticks::measure(ticks::INTERVAL) {
+            Ok(t) => {
+                let p = w.provenance();
+                w.json("ticks.json", "lab-ticks", false, &t, p)?;
+                ticks_result = Some(t);
+            }
+            Err(e) if e.kind() == ErrorKind::Unavailable => {}
+            Err(e) => failures.push(("ticks".into(), e.to_string())),
+        }
+    }
+
     // Etsion et al. Figs 1 and 5: frame pacing.
     if !stop_requested() {
         // The default preset keeps frames short too: 20 cells of 30 s would dominate it.
@@ -312,6 +336,7 @@ pub fn run(cfg: &Config, progress: &mut dyn Progress) -> Result<Outcome> {
             Ok(r) => {
                 w.json("frames.json", "lab-frames", r.partial, &r, p)?;
                 sections.push(report::frames_section(&r));
+                frames_result = Some(r);
             }
             Err(e) => failures.push(("frames".into(), e.to_string())),
         }
@@ -329,6 +354,7 @@ pub fn run(cfg: &Config, progress: &mut dyn Progress) -> Result<Outcome> {
             Ok(r) => {
                 w.json("interrupts.json", "lab-interrupts", r.partial, &r, p)?;
                 sections.push(report::interrupts_section(&r));
+                interrupts_result = Some(r);
             }
             Err(e) => failures.push(("interrupts".into(), e.to_string())),
         }
@@ -346,6 +372,7 @@ pub fn run(cfg: &Config, progress: &mut dyn Progress) -> Result<Outcome> {
             Ok(r) => {
                 w.json("trace.json", "lab-trace", r.partial, &r, p)?;
                 sections.push(report::trace_section(&r));
+                trace_result = Some(r);
             }
             Err(e) if e.kind() == ErrorKind::Unavailable => sections.push(format!(
                 "## Effective quanta and billing (Etsion et al. 2003, Tables 3–5)\n\nskipped: {}\n",
@@ -383,6 +410,15 @@ pub fn run(cfg: &Config, progress: &mut dyn Progress) -> Result<Outcome> {
             Err(e) => failures.push(("trace overhead".into(), e.to_string())),
         }
     }
+
+    sections.push(report::since_2003_section(&report::Since2003::collect(
+        &started.system,
+        frames_result.as_ref(),
+        interrupts_result.as_ref(),
+        ticks_result,
+        trace_result.as_ref(),
+        tails_result.as_ref(),
+    )));
 
     let partial = stop_requested();
     let rt_row = rows

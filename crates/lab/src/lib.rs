@@ -29,6 +29,7 @@ pub mod report;
 pub mod stats;
 pub mod suspend;
 pub mod tails;
+pub mod ticks;
 pub mod trace;
 pub mod workloads;
 
