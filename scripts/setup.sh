@@ -16,6 +16,7 @@ PACKAGES=(
   ladspa-sdk swh-plugins cmt  # LADSPA host tests
   ecasound                    # a real-time LADSPA host (scripts/ladspa-proxy-ecasound.sh)
   fonts-dejavu-core           # the font firmtime loads to label its PNG plots
+  jq python3                  # the acceptance scripts in scripts/ read firmtime's JSON
 )
 
 SUDO=""
