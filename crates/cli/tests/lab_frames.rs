@@ -53,6 +53,57 @@ fn frames_prints_the_paper_and_the_machine_and_writes_json() {
 }
 
 #[test]
+fn frames_names_the_target_cell_and_judges_only_a_full_run() {
+    // Without the target's cell the line says where it is run.
+    let out = firmtime(&[
+        "lab",
+        "frames",
+        "--duration",
+        "200ms",
+        "--sleepers",
+        "clock_nanosleep",
+        "--policies",
+        "other",
+        "--loads",
+        "cpu:2",
+    ]);
+    let stdout = assert_ok(&out);
+    assert!(
+        stdout.contains("target: 60 fps under SCHED_FIFO with clock_nanosleep and 2 CPU hogs, ≥ 59.9 fps over 30 s: not in this run's matrix (`scripts/lab-frames.sh` runs it)."),
+        "{stdout}"
+    );
+    if !common::is_root() {
+        eprintln!("skipped the SCHED_FIFO half: needs root");
+        return;
+    }
+    // With it, 200 ms is reported but not judged.
+    let out = firmtime(&[
+        "lab",
+        "frames",
+        "--duration",
+        "200ms",
+        "--sleepers",
+        "clock_nanosleep",
+        "--policies",
+        "fifo:80",
+        "--loads",
+        "cpu:2",
+    ]);
+    let stdout = assert_ok(&out);
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("target: "))
+        .unwrap_or_else(|| panic!("no target line in {stdout}"));
+    assert!(line.contains("fps achieved at SCHED_FIFO 80 ("), "{line}");
+    assert!(
+        line.contains(
+            " of 12 frames shown) over 200ms — not judged: the target needs 30 s at 60 fps"
+        ),
+        "{line}"
+    );
+}
+
+#[test]
 fn frames_bad_flags_exit_2_naming_the_flag() {
     assert_usage_errors(
         "lab frames",

@@ -716,7 +716,49 @@ pub struct FramesResult {
     pub partial: bool,
 }
 
+/// Issue 8's frame-pacing target: a 60 fps player under SCHED_FIFO, waiting
+/// with clock_nanosleep beside 2 CPU hogs, shows at least this many frames a
+/// second over [`TARGET_DURATION_NS`].
+pub const TARGET_FPS: f64 = 59.9;
+/// The run length that target is judged over, ns (30 s).
+pub const TARGET_DURATION_NS: u64 = 30_000_000_000;
+
+/// The target's cell in a result, and whether the run was long enough to judge.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TargetCell<'a> {
+    /// The SCHED_FIFO priority the cell ran at.
+    pub priority: u8,
+    /// What it measured.
+    pub playback: &'a Playback,
+    /// `Some(met)` when the run was at 60 fps, [`TARGET_DURATION_NS`] or
+    /// longer, and complete; `None` when it cannot be judged.
+    pub met: Option<bool>,
+}
+
 impl FramesResult {
+    /// The cell issue 8's target is about (60 fps, SCHED_FIFO at any
+    /// priority, clock_nanosleep, `cpu:2`), if it was measured.
+    pub fn target_cell(&self) -> Option<TargetCell<'_>> {
+        self.cells.iter().find_map(|c| {
+            let priority = match c.policy {
+                Policy::Fifo { priority } => priority,
+                _ => return None,
+            };
+            if c.sleeper != Mechanism::ClockNanosleep || c.load != Some(LoadSpec::Cpu { hogs: 2 }) {
+                return None;
+            }
+            let playback = c.result.measured()?;
+            let judged = self.config.fps == PAPER_FPS
+                && self.config.duration_ns >= TARGET_DURATION_NS
+                && playback.played == playback.frames;
+            Some(TargetCell {
+                priority,
+                playback,
+                met: judged.then(|| playback.achieved_fps >= TARGET_FPS),
+            })
+        })
+    }
+
     /// The measured cell for `sleeper`, `policy`, `load`, if any.
     pub fn find(
         &self,

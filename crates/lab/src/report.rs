@@ -696,7 +696,39 @@ pub fn frames_section(r: &crate::frames::FramesResult) -> String {
         ],
         &preds,
     ));
+    let _ = writeln!(s, "\n**Target:** {}", frames_target(r));
     s
+}
+
+/// The frame-pacing acceptance figure (issue 8), or why it is not in `r`;
+/// one line of plain text (`lab frames` prints it too).
+pub fn frames_target(r: &crate::frames::FramesResult) -> String {
+    use crate::frames::{TARGET_DURATION_NS, TARGET_FPS};
+    let secs = TARGET_DURATION_NS / 1_000_000_000;
+    let Some(t) = r.target_cell() else {
+        return format!(
+            "60 fps under SCHED_FIFO with clock_nanosleep and 2 CPU hogs, ≥ {TARGET_FPS} fps \
+             over {secs} s: not in this run's matrix (`scripts/lab-frames.sh` runs it)."
+        );
+    };
+    let p = t.playback;
+    format!(
+        "60 fps under SCHED_FIFO with clock_nanosleep and 2 CPU hogs, ≥ {TARGET_FPS} fps \
+         over {secs} s: {:.3} fps achieved at SCHED_FIFO {} ({} of {} frames shown) over {} — {}.",
+        p.achieved_fps,
+        t.priority,
+        thousands(p.shown as i64),
+        thousands(p.played as i64),
+        firmtime_rt::units::format_ns(r.config.duration_ns as f64),
+        match t.met {
+            Some(true) => "met".to_string(),
+            Some(false) => "NOT met".to_string(),
+            None => format!(
+                "not judged: the target needs {secs} s at 60 fps, complete \
+                 (`scripts/lab-frames.sh` or `--full` runs it)"
+            ),
+        }
+    )
 }
 
 /// Etsion et al. (2003) Figs 2, 3 and 8 beside this machine: what extra

@@ -85,6 +85,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let mut bars = Bars::new();
     let result = frames::run(&cfg, &mut bars).map_err(super::run_error)?;
     print!("{}", table(&result));
+    println!("target: {}", firmtime_lab::report::frames_target(&result));
     for c in &result.cells {
         match &c.result {
             Cell::Skipped { reason } => {
