@@ -41,6 +41,11 @@ fn frames_prints_the_paper_and_the_machine_and_writes_json() {
     let cells = j["result"]["cells"].as_array().unwrap();
     assert_eq!(cells.len(), 4, "2 sleepers × 1 policy × 2 loads");
     assert_eq!(cells[0]["result"]["played"], 20);
+    // 200 ms of /proc/stat is 20 ticks per CPU: a steal share is always there (0 on bare metal).
+    let steal = cells[0]["result"]["steal_percent"]
+        .as_f64()
+        .expect("steal_percent");
+    assert!((0.0..=100.0).contains(&steal), "{steal}");
     assert!(cells[0]["load"].is_null());
     assert_eq!(cells[2]["load"]["kind"], "cpu");
     assert_eq!(cells[2]["result"]["played"], 20);

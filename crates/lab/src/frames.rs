@@ -30,7 +30,7 @@ use firmtime_rt::clock::monotonic_ns;
 use firmtime_rt::sched::Policy;
 use firmtime_rt::setup::{RtConditions, RtRequest};
 use firmtime_rt::sleep::{self, Mechanism, Sleeper};
-use firmtime_rt::system::SystemInfo;
+use firmtime_rt::system::{CpuTimes, SystemInfo};
 use firmtime_rt::Errno;
 use serde::{Deserialize, Serialize};
 use std::ops::RangeInclusive;
@@ -507,6 +507,11 @@ pub struct Playback {
     pub error: Option<String>,
     /// The conditions the player thread obtained.
     pub conditions: RtConditions,
+    /// Share of all CPUs' time the hypervisor stole during the cell,
+    /// percent (`/proc/stat`; 0 on bare metal, `null` when unreadable). A
+    /// stolen stretch longer than half a frame drops frames whatever the
+    /// policy: the guest's CPU was not running.
+    pub steal_percent: Option<f64>,
 }
 
 impl Playback {
@@ -558,6 +563,7 @@ impl Playback {
             spin_ns,
             error,
             conditions,
+            steal_percent: None,
         }
     }
 }
@@ -855,6 +861,7 @@ pub fn run(config: &Config, progress: &mut dyn Progress) -> Result<FramesResult>
 fn run_cell(config: &Config, mech: Mechanism, policy: Policy, frames: u64) -> Result<Playback> {
     let req = Config::request(policy);
     let fps = config.fps;
+    let cpu_before = CpuTimes::now().ok();
     let (r, _) = run_in_thread(&req, |cond| -> Result<Playback> {
         let mut sleeper = sleep::open(mech)
             .map_err(|e| Error::new(ErrorKind::Unavailable, format!("{mech}: {}", e.message())))?;
@@ -885,5 +892,9 @@ fn run_cell(config: &Config, mech: Mechanism, policy: Policy, frames: u64) -> Re
             e
         }
     })?;
-    r
+    let mut p = r?;
+    p.steal_percent = cpu_before
+        .zip(CpuTimes::now().ok())
+        .and_then(|(a, b)| b.steal_percent_since(&a));
+    Ok(p)
 }

@@ -651,10 +651,11 @@ pub fn frames_section(r: &crate::frames::FramesResult) -> String {
                     thousands(p.dropped as i64),
                     us(p.lateness.p99_ns),
                     us(p.lateness.max_ns),
+                    p.steal_percent.map_or("—".into(), |v| format!("{v:.2} %")),
                 ]),
                 Cell::Skipped { reason } => {
                     row.push(skipped(reason));
-                    row.extend((0..4).map(|_| String::new()));
+                    row.extend((0..5).map(|_| String::new()));
                 }
             }
             row
@@ -670,6 +671,7 @@ pub fn frames_section(r: &crate::frames::FramesResult) -> String {
             "dropped",
             "lateness p99 µs",
             "max µs",
+            "steal",
         ],
         &rows,
     ));
@@ -722,7 +724,16 @@ pub fn frames_target(r: &crate::frames::FramesResult) -> String {
         firmtime_rt::units::format_ns(r.config.duration_ns as f64),
         match t.met {
             Some(true) => "met".to_string(),
-            Some(false) => "NOT met".to_string(),
+            Some(false) => format!(
+                "NOT met{}",
+                match p.steal_percent {
+                    Some(st) if st > 0.0 => format!(
+                        " (the hypervisor stole {st:.2} % of the CPUs' time during the run; \
+                         a stolen stretch longer than half a frame drops frames under any policy)"
+                    ),
+                    _ => String::new(),
+                }
+            ),
             None => format!(
                 "not judged: the target needs {secs} s at 60 fps, complete \
                  (`scripts/lab-frames.sh` or `--full` runs it)"
@@ -1378,7 +1389,8 @@ pub fn since_2003_section(f: &Since2003) -> String {
             let two = |v: Option<f64>| v.map_or("—".into(), |v| format!("{v:.2}"));
             format!(
                 "The tick-synchronized xserver workload: tick sampling would bill {} of its \
-                 traced run time ({} of its quanta saw no tick); /proc billed {}.",
+                 traced run time ({} of its quanta saw no tick); /proc's utime + stime \
+                 came to {} of it.",
                 two(t.xserver_billing),
                 t.xserver_missed_percent
                     .map_or("—".into(), |m| format!("{m:.0} %")),
@@ -1565,7 +1577,10 @@ mod since_2003_tests {
         );
         assert!(r.contains("CONFIG_TICK_CPU_ACCOUNTING y"), "{r}");
         assert!(r.contains("bill 0.04 of its traced run time (97 %"), "{r}");
-        assert!(r.contains("/proc billed 1.01"), "{r}");
+        assert!(
+            r.contains("/proc's utime + stime came to 1.01 of it"),
+            "{r}"
+        );
         let r = row(&s, "How long are the quanta?");
         assert!(
             r.contains("28.8 quanta a second at 100 Hz, 39.0 at 1000 Hz"),

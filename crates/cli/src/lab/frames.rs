@@ -202,8 +202,8 @@ pub fn table(r: &FramesResult) -> String {
     }
     let _ = writeln!(
         s,
-        "{:<17} {:<9} {:<8} {:>6} {:>6} {:>7} {:>7} {:>9} {:>8} {:>8} {:>8}  lateness bins (shown) …, dropped",
-        "sleeper", "policy", "load", "frames", "shown", "dropped", "longest", "fps", "p50 µs", "p99 µs", "max µs"
+        "{:<17} {:<9} {:<8} {:>6} {:>6} {:>7} {:>7} {:>9} {:>8} {:>8} {:>8} {:>7}  lateness bins (shown) …, dropped",
+        "sleeper", "policy", "load", "frames", "shown", "dropped", "longest", "fps", "p50 µs", "p99 µs", "max µs", "steal %"
     );
     for cell in &r.cells {
         let load = cell
@@ -219,7 +219,7 @@ pub fn table(r: &FramesResult) -> String {
                     .collect();
                 let _ = writeln!(
                     s,
-                    "{:<17} {:<9} {:<8} {:>6} {:>6} {:>7} {:>7} {:>9.3} {:>8} {:>8} {:>8}  {}",
+                    "{:<17} {:<9} {:<8} {:>6} {:>6} {:>7} {:>7} {:>9.3} {:>8} {:>8} {:>8} {:>7}  {}",
                     cell.sleeper.to_string(),
                     cell.policy.to_string(),
                     load,
@@ -231,6 +231,7 @@ pub fn table(r: &FramesResult) -> String {
                     us(p.lateness.p50_ns),
                     us(p.lateness.p99_ns),
                     us(p.lateness.max_ns),
+                    p.steal_percent.map_or_else(|| "-".into(), |v| format!("{v:.2}")),
                     bins.join(" ")
                 );
             }
