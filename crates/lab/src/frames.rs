@@ -760,7 +760,7 @@ impl FramesResult {
             Some(TargetCell {
                 priority,
                 playback,
-                met: judged.then(|| playback.achieved_fps >= TARGET_FPS),
+                met: judged.then_some(playback.achieved_fps >= TARGET_FPS),
             })
         })
     }

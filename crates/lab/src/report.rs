@@ -1131,7 +1131,8 @@ pub struct FramesFigures {
     pub max_fps: f64,
 }
 
-/// One cell of `lab interrupts`: the highest extra rate at the fewest sorters.
+/// One cell of `lab interrupts`: at the fewest sorters, the paper's 10,000 Hz
+/// if it was measured, else the highest extra rate.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct InterruptFigures {
     /// Extra timer rate, Hz.
@@ -1210,7 +1211,8 @@ impl Since2003 {
                 .iter()
                 .filter_map(|c| Some((c.level, c.rate_hz?, c.result.measured()?)))
                 .filter_map(|(level, hz, m)| Some((level, hz, m.overhead?, m.direct_share)))
-                .min_by_key(|&(level, hz, ..)| (level, std::cmp::Reverse(hz)))
+                // The fewest sorters; the paper's 10,000 Hz if measured, else the highest rate.
+                .min_by_key(|&(level, hz, ..)| (level, hz != 10_000, std::cmp::Reverse(hz)))
                 .map(
                     |(sorters, rate_hz, overhead, direct_share)| InterruptFigures {
                         rate_hz,
