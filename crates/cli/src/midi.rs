@@ -871,13 +871,24 @@ fn run_loop(a: LoopArgs) -> anyhow::Result<Outcome> {
     };
     // The dummy server (if any) is no longer needed.
     drop(opened.server.take());
+    // Hops pair events by order. After an xrun JACK may skip or repeat a
+    // cycle's port buffers (the relay then forwards an event twice), so the
+    // pairing no longer holds: no hops rather than wrong ones.
+    let xruns = stats.xruns + relay.as_ref().map_or(0, |rr| rr.xruns);
     let hops = relay
         .as_ref()
+        .filter(|_| xruns == 0)
         .map(|rr| LoopHops::compute(&sent_frames, &rr.frames, &received_frames, 2));
     let loop_stats = looper.map(PacedLoopback::stop);
     provenance.finish();
-    if let (false, Some(h)) = (to_stdout, &hops) {
-        print!("{}", render_hops(h));
+    if !to_stdout && relay.is_some() {
+        match &hops {
+            Some(h) => print!("{}", render_hops(h)),
+            None => println!(
+                "frames per hop: not computed: {xruns} xruns (JACK skips or repeats a cycle's \
+                 buffers then, so events can no longer be paired by order)"
+            ),
+        }
     }
     if !to_stdout {
         print!("{}", render_loop(&r, a.events));

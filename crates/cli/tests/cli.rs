@@ -257,11 +257,26 @@ fn midi_loop_through_jack_dummy_reports_frames_per_hop_and_stops_jackd() {
     assert_eq!(v["detail"]["dummy_server_started"], true);
     let server = v["detail"]["server"].as_str().unwrap().to_string();
     assert!(server.starts_with("firmtime-"), "{server}");
+    assert!(
+        jackd_running_with(&server).is_empty(),
+        "dummy jackd {server} left running"
+    );
     // Every event sent went through the relay, and each hop was measured.
     let sent = v["sent"].as_u64().unwrap();
     let forwarded = v["relay"]["forwarded"].as_u64().unwrap();
     let xruns =
         v["relay"]["xruns"].as_u64().unwrap() + v["backend_stats"]["xruns"].as_u64().unwrap();
+    if xruns > 0 {
+        // JACK skipped or repeated cycles: events cannot be paired by order.
+        assert!(
+            v["hops"].is_null(),
+            "hops despite {xruns} xruns: {}",
+            v["hops"]
+        );
+        eprintln!("note: {xruns} xruns: forwarded {forwarded}, sent {sent}, no hops");
+        assert!(forwarded > 0);
+        return;
+    }
     for hop in ["out_to_relay", "relay_to_in", "turnaround", "round_trip"] {
         let h = &v["hops"][hop];
         assert!(h["count"].as_u64().unwrap() >= 1, "{hop}: {h}");
@@ -271,22 +286,14 @@ fn midi_loop_through_jack_dummy_reports_frames_per_hop_and_stops_jackd() {
         );
         assert!(
             h["min"].as_i64().unwrap() >= 0,
-            "{hop}: an event before its cause"
+            "{hop}: an event before its cause (hops {}, relay {}, backend {}): {err}",
+            v["hops"],
+            v["relay"],
+            v["backend_stats"]
         );
     }
-    if xruns == 0 {
-        assert_eq!(forwarded, sent);
-        assert_eq!(v["hops"]["round_trip"]["count"].as_u64().unwrap(), sent);
-    } else {
-        // A loaded VM gives the dummy server xruns, and JACK then skips or
-        // repeats a cycle's port buffers: counts are not exact any more.
-        eprintln!("note: {xruns} xruns: forwarded {forwarded}, sent {sent}");
-        assert!(forwarded > 0);
-    }
-    assert!(
-        jackd_running_with(&server).is_empty(),
-        "dummy jackd {server} left running"
-    );
+    assert_eq!(forwarded, sent);
+    assert_eq!(v["hops"]["round_trip"]["count"].as_u64().unwrap(), sent);
 }
 
 #[test]
