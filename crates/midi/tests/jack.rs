@@ -198,10 +198,20 @@ fn tapper_taps_recorded_with_zero_frame_error_in_order() {
             )
         });
     }
-    assert_eq!(got.len(), taps.len(), "every tap recorded");
+    // An xrun can lose or repeat a cycle's buffer: then events no longer pair by order.
+    exact(xruns, got.len() == taps.len(), || {
+        format!("{} of {} taps recorded", got.len(), taps.len())
+    });
+    let paired = if got.len() == taps.len() {
+        &got[..]
+    } else {
+        &[]
+    };
     let mut errors = Vec::new();
-    for (r, ev) in truth.records.iter().zip(&got) {
-        assert_eq!(ev.msg, r.msg, "same message, same order");
+    for (r, ev) in truth.records.iter().zip(paired) {
+        exact(xruns, ev.msg == r.msg, || {
+            format!("received {:?} where {:?} was sent", ev.msg, r.msg)
+        });
         assert_eq!(ev.port, 0);
         errors.push(ev.frame.unwrap() as i64 - r.frame as i64);
         exact(xruns, ev.t_ns == r.t_ns, || {
@@ -215,7 +225,9 @@ fn tapper_taps_recorded_with_zero_frame_error_in_order() {
         format!("frame errors: {errors:?}")
     });
     let st = rec.stats();
-    assert_eq!(st.received, taps.len() as u64);
+    exact(xruns, st.received == taps.len() as u64, || {
+        format!("the backend counted {} of {} taps", st.received, taps.len())
+    });
     assert_eq!((st.input_dropped, st.malformed), (0, 0));
     report("firmtime tapper", &errors);
     println!("xruns: backend {}, tapper {}", st.xruns, truth.xruns);
