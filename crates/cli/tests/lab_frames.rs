@@ -59,20 +59,23 @@ fn frames_prints_the_paper_and_the_machine_and_writes_json() {
 
 #[test]
 fn frames_names_the_target_cell_and_judges_only_a_full_run() {
+    // 200 ms of clock_nanosleep beside 2 hogs, under `policy`: stdout.
+    let run = |policy: &str| {
+        assert_ok(&firmtime(&[
+            "lab",
+            "frames",
+            "--duration",
+            "200ms",
+            "--sleepers",
+            "clock_nanosleep",
+            "--policies",
+            policy,
+            "--loads",
+            "cpu:2",
+        ]))
+    };
     // Without the target's cell the line says where it is run.
-    let out = firmtime(&[
-        "lab",
-        "frames",
-        "--duration",
-        "200ms",
-        "--sleepers",
-        "clock_nanosleep",
-        "--policies",
-        "other",
-        "--loads",
-        "cpu:2",
-    ]);
-    let stdout = assert_ok(&out);
+    let stdout = run("other");
     assert!(
         stdout.contains("target: 60 fps under SCHED_FIFO with clock_nanosleep and 2 CPU hogs, ≥ 59.9 fps over 30 s: not in this run's matrix (`scripts/lab-frames.sh` runs it)."),
         "{stdout}"
@@ -82,19 +85,7 @@ fn frames_names_the_target_cell_and_judges_only_a_full_run() {
         return;
     }
     // With it, 200 ms is reported but not judged.
-    let out = firmtime(&[
-        "lab",
-        "frames",
-        "--duration",
-        "200ms",
-        "--sleepers",
-        "clock_nanosleep",
-        "--policies",
-        "fifo:80",
-        "--loads",
-        "cpu:2",
-    ]);
-    let stdout = assert_ok(&out);
+    let stdout = run("fifo:80");
     let line = stdout
         .lines()
         .find(|l| l.starts_with("target: "))

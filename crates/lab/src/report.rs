@@ -707,16 +707,15 @@ pub fn frames_section(r: &crate::frames::FramesResult) -> String {
 pub fn frames_target(r: &crate::frames::FramesResult) -> String {
     use crate::frames::{TARGET_DURATION_NS, TARGET_FPS};
     let secs = TARGET_DURATION_NS / 1_000_000_000;
+    let target = format!(
+        "60 fps under SCHED_FIFO with clock_nanosleep and 2 CPU hogs, ≥ {TARGET_FPS} fps over {secs} s"
+    );
     let Some(t) = r.target_cell() else {
-        return format!(
-            "60 fps under SCHED_FIFO with clock_nanosleep and 2 CPU hogs, ≥ {TARGET_FPS} fps \
-             over {secs} s: not in this run's matrix (`scripts/lab-frames.sh` runs it)."
-        );
+        return format!("{target}: not in this run's matrix (`scripts/lab-frames.sh` runs it).");
     };
     let p = t.playback;
     format!(
-        "60 fps under SCHED_FIFO with clock_nanosleep and 2 CPU hogs, ≥ {TARGET_FPS} fps \
-         over {secs} s: {:.3} fps achieved at SCHED_FIFO {} ({} of {} frames shown) over {} — {}.",
+        "{target}: {:.3} fps achieved at SCHED_FIFO {} ({} of {} frames shown) over {} — {}.",
         p.achieved_fps,
         t.priority,
         thousands(p.shown as i64),
