@@ -407,10 +407,13 @@ impl ExportedPlugin for WasteTime {
 
     fn cleanup(mut self) {
         if let Err(e) = self.write_log() {
+            // The step's own error: the message names the log file itself.
+            let cause =
+                std::error::Error::source(&e).map_or_else(|| e.to_string(), |s| s.to_string());
             // The only channel a plugin has to its user; off the RT path.
             let _ = writeln!(
                 std::io::stderr(),
-                "waste_time: cannot write log {}: {e}; set FIRMTIME_WASTE_LOG to a writable path",
+                "waste_time: cannot write log {}: {cause}; set FIRMTIME_WASTE_LOG to a writable path",
                 self.log_path.display()
             );
         }
