@@ -53,10 +53,10 @@ use rtrb::{Consumer, Producer, RingBuffer};
 use serde::Serialize;
 
 use crate::backend::{
-    bump, BackendError, BackendKind, BackendStats, InputEvent, MidiBackend, OutputEvent, SentEvent,
+    bump, BackendError, BackendKind, BackendStats, EngineEnds, EngineLink, InputEvent, MidiBackend,
+    OutputEvent, SentEvent,
 };
 use crate::error::{Error, ErrorKind};
-use crate::jack::{EngineEnds, EngineLink};
 use crate::parse_message;
 
 /// The sequencer device this backend needs.

@@ -139,6 +139,22 @@ impl From<firmtime_rt::Error> for Error {
     }
 }
 
+impl From<firmtime_jack::Error> for Error {
+    fn from(e: firmtime_jack::Error) -> Self {
+        use firmtime_jack::ErrorKind as Jack;
+        let kind = match e.kind() {
+            Jack::InvalidInput => ErrorKind::InvalidInput,
+            Jack::NotInstalled => ErrorKind::NotInstalled,
+            Jack::ServerUnavailable => ErrorKind::ServerUnavailable,
+            Jack::ServerFailed => ErrorKind::ServerFailed,
+            Jack::Port => ErrorKind::Port,
+            Jack::Backend => ErrorKind::Backend,
+            _ => ErrorKind::Io,
+        };
+        Self::new(kind, e.message())
+    }
+}
+
 /// `Result` with this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 

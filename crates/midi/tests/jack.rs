@@ -15,10 +15,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use firmtime_midi::jack::server::{program_on_path, shm_entries_of};
-use firmtime_midi::jack::{
-    DummyOptions, DummyServer, JackBackend, JackOptions, Tap, Tapper, TapperOptions,
-};
+use firmtime_jack::{program_on_path, shm_entries_of, DummyOptions, DummyServer};
+use firmtime_midi::jack::{JackBackend, JackOptions, Tap, Tapper, TapperOptions};
 use firmtime_midi::{InputEvent, MidiBackend, MidiMessage, OutputEvent, SentEvent};
 
 /// One server at a time: the machine has two cores shared with other work.

@@ -36,8 +36,7 @@ pub struct HostOptions {
 
 /// Opens a JACK client on `server` (or the default), never starting a server.
 fn open_client(name: &str, server: Option<&str>) -> Result<Client> {
-    firmtime_midi::jack::open_client(name, server)
-        .map_err(|e| Error::new(ErrorKind::Jack, e.message()))
+    firmtime_jack::open_client(name, server).map_err(|e| Error::new(ErrorKind::Jack, e.message()))
 }
 
 struct Notifier {

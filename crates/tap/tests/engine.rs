@@ -17,10 +17,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use firmtime_midi::jack::server::program_on_path;
+use firmtime_jack::{program_on_path, DummyOptions, DummyServer};
 use firmtime_midi::jack::{
-    AudioOptions, DummyOptions, DummyServer, JackBackend, JackOptions, OnsetRecorder,
-    RecorderOptions, Tap, Tapper, TapperOptions,
+    AudioOptions, JackBackend, JackOptions, OnsetRecorder, RecorderOptions, Tap, Tapper,
+    TapperOptions,
 };
 use firmtime_midi::MidiMessage;
 use firmtime_rt::sched::Policy;

@@ -46,12 +46,12 @@ use std::time::{Duration, Instant};
 
 use jack::{AudioIn, Client, Control, Port, ProcessScope};
 
-use super::{
-    activate, connect, deactivate, jack_clock_offset, open_client, read_cycle_times, FrameExtender,
-    XrunNotifier,
-};
 use crate::error::{Error, ErrorKind};
 use crate::{parse_message, MidiMessage};
+use firmtime_jack::{
+    activate, connect, deactivate, jack_clock_offset, open_client, port_name, read_cycle_times,
+    FrameExtender, XrunNotifier,
+};
 
 /// Most note messages the synth takes in one process cycle.
 pub const MAX_CYCLE_EVENTS: usize = 256;
@@ -717,9 +717,7 @@ impl OnsetRecorder {
                     format!("cannot register JACK audio port \"in\": {e}"),
                 )
             })?;
-        let port_name = port
-            .name()
-            .map_err(|e| Error::new(ErrorKind::Port, format!("JACK port name: {e}")))?;
+        let port_name = port_name(&port)?;
         // Frames only: the offset is not needed, but measuring it keeps the
         // process-wide clock map warm for other clients.
         let _ = jack_clock_offset(&client);

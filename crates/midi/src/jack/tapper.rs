@@ -23,10 +23,12 @@ use std::time::{Duration, Instant};
 
 use jack::{Client, Control, MidiOut, Port, ProcessScope, RawMidi};
 
-use super::{
-    activate, connect, deactivate, jack_clock_offset, open_client, read_cycle_times, CycleTimes,
-    FrameExtender, MidiSink, XrunNotifier,
+use firmtime_jack::{
+    activate, connect, deactivate, jack_clock_offset, open_client, port_name, read_cycle_times,
+    CycleTimes, FrameExtender, XrunNotifier,
 };
+
+use super::MidiSink;
 use crate::error::{Error, ErrorKind};
 use crate::MidiMessage;
 
@@ -262,9 +264,7 @@ impl Tapper {
                     ),
                 )
             })?;
-        let port_name = port
-            .name()
-            .map_err(|e| Error::new(ErrorKind::Port, format!("JACK port name: {e}")))?;
+        let port_name = port_name(&port)?;
         let (clock_offset_ns, _) = jack_clock_offset(&client);
         let n_taps = taps.len();
         let core = TapperCore::new(taps, options.lead_frames);

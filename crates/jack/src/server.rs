@@ -211,7 +211,7 @@ impl DummyServer {
         tail.join("\n")
     }
 
-    /// The server name clients pass to connect (see [`super::JackOptions::server_name`]).
+    /// The server name clients pass to connect (e.g. to [`open_client`](crate::open_client)).
     pub fn name(&self) -> &str {
         &self.options.name
     }
