@@ -144,7 +144,7 @@ pub fn read_cycle_times(
 pub enum JackClock {
     /// CLOCK_MONOTONIC itself: no conversion (PipeWire's JACK, older jackd2).
     Monotonic,
-    /// CLOCK_MONOTONIC_RAW (jackd2 1.9.x on Linux, as on Debian 12): converted
+    /// CLOCK_MONOTONIC_RAW (jackd2 1.9.x on Linux): converted
     /// with the measured CLOCK_MONOTONIC − CLOCK_MONOTONIC_RAW offset.
     MonotonicRaw,
     /// Neither: converted with an offset measured against `jack_get_time()`

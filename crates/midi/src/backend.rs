@@ -9,6 +9,11 @@
 //! learns when each output actually went out. The two sides talk through
 //! preallocated SPSC rings; nothing is allocated after `open`.
 //!
+//! This module also holds what the backends share inside the crate: the
+//! atomic `Counters` behind every backend's [`BackendStats`], and the link
+//! (rings plus a futex word, `EngineLink` and `EngineEnds`) through which
+//! the JACK process callback and the ALSA thread wake their engine side.
+//!
 //! All times are `CLOCK_MONOTONIC` nanoseconds
 //! (`firmtime_rt::clock::monotonic_ns` on the same host),
 //! whatever the backend's native time base (JACK frames, ALSA queue time).

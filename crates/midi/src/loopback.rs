@@ -24,7 +24,8 @@ use std::collections::VecDeque;
 use firmtime_rt::clock::monotonic_ns;
 
 use crate::backend::{
-    BackendError, BackendKind, BackendStats, InputEvent, MidiBackend, OutputEvent, SentEvent,
+    bump, BackendError, BackendKind, BackendStats, Counters, InputEvent, MidiBackend, OutputEvent,
+    SentEvent,
 };
 
 /// Options for a [`Loopback`].
@@ -70,7 +71,7 @@ pub struct Loopback {
     sent: VecDeque<SentEvent>,
     wire_free_ns: u64,
     seq: u64,
-    stats: BackendStats,
+    counters: Counters,
     disconnected: bool,
 }
 
@@ -89,7 +90,7 @@ impl Loopback {
             sent: VecDeque::with_capacity(cap),
             wire_free_ns: 0,
             seq: 0,
-            stats: BackendStats::default(),
+            counters: Counters::default(),
             disconnected: false,
         }
     }
@@ -118,12 +119,12 @@ impl Loopback {
                 let n = p.ev.msg.encode(&mut bytes) as u64;
                 if n == 0 {
                     // SysEx does not travel through OutputEvent.
-                    self.stats.output_dropped += 1;
+                    bump(&self.counters.output_dropped);
                     continue;
                 }
                 let byte_ns = self.opts.byte_ns.unwrap_or(0);
                 self.wire_free_ns = start + n * byte_ns;
-                self.stats.sent += 1;
+                bump(&self.counters.sent);
                 let sent = SentEvent {
                     intended_ns: p.ev.at_ns,
                     actual_ns: start,
@@ -147,7 +148,7 @@ impl Loopback {
                 if self.in_flight.len() < self.opts.capacity {
                     self.in_flight.push_back(flight);
                 } else {
-                    self.stats.input_dropped += 1;
+                    bump(&self.counters.input_dropped);
                 }
             }
         }
@@ -160,7 +161,7 @@ impl Loopback {
             if self.input.len() < self.opts.capacity {
                 self.input.push_back(ev);
             } else {
-                self.stats.input_dropped += 1;
+                bump(&self.counters.input_dropped);
             }
         }
     }
@@ -192,7 +193,7 @@ impl MidiBackend for Loopback {
             f(ev);
             n += 1;
         }
-        self.stats.received += n as u64;
+        self.counters.add_received(n);
         if n == 0 && self.disconnected {
             return Err(BackendError::Disconnected);
         }
@@ -244,7 +245,7 @@ impl MidiBackend for Loopback {
         let now = monotonic_ns();
         self.advance(now);
         if self.pending.len() >= self.opts.capacity {
-            self.stats.output_dropped += 1;
+            bump(&self.counters.output_dropped);
             return Err(BackendError::OutputQueueFull);
         }
         let item = Pending {
@@ -271,7 +272,7 @@ impl MidiBackend for Loopback {
     }
 
     fn stats(&self) -> BackendStats {
-        self.stats
+        self.counters.snapshot()
     }
 }
 

@@ -556,20 +556,6 @@ fn release_env(k: u32, ramp: u32) -> f32 {
     0.5 * (1.0 + (std::f32::consts::PI * (k + 1) as f32 / ramp as f32).cos())
 }
 
-/// Full names of the physical playback ports (`system:playback_*`) of a
-/// running JACK server (`None`: the default), in order. Never starts a server.
-///
-/// # Errors
-/// As [`list_ports`](super::list_ports).
-pub fn playback_ports(server: Option<&str>) -> Result<Vec<String>, Error> {
-    let client = open_client("firmtime-ports", server)?;
-    Ok(client.ports(
-        None,
-        Some("audio"),
-        jack::PortFlags::IS_INPUT | jack::PortFlags::IS_PHYSICAL,
-    ))
-}
-
 // ------------------------------------------------------------- recorder
 
 /// Options for [`OnsetRecorder::start`].
