@@ -5,8 +5,6 @@
 //! match on and a message a user can act on (what failed, why, how to fix
 //! it). Nothing on the real-time path builds one (it allocates).
 
-use std::fmt;
-
 /// What went wrong, in a form a caller can match on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -30,40 +28,9 @@ pub enum ErrorKind {
     Io,
 }
 
-/// An error from firmtime-jack: a kind and an actionable message.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Error {
-    kind: ErrorKind,
-    message: String,
-}
-
-impl Error {
-    /// Builds an error of `kind` with a message a user can act on.
-    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Self {
-            kind,
-            message: message.into(),
-        }
-    }
-
-    /// What kind of error this is.
-    pub fn kind(&self) -> ErrorKind {
-        self.kind
-    }
-
-    /// The message, without the kind.
-    pub fn message(&self) -> &str {
-        &self.message
+firmtime_rt::define_error! {
+    /// An error from firmtime-jack: a kind and an actionable message.
+    pub struct Error {
+        kind: ErrorKind,
     }
 }
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for Error {}
-
-/// `Result` with this crate's [`Error`].
-pub type Result<T, E = Error> = std::result::Result<T, E>;

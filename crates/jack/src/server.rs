@@ -9,11 +9,12 @@
 
 use std::fs::File;
 use std::io::Read;
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
+
+use firmtime_rt::process::{self, Target};
 
 use crate::error::{Error, ErrorKind};
 
@@ -136,14 +137,7 @@ impl DummyServer {
             .stdout(log)
             .stderr(log_err);
         // If firmtime dies without running Drop (SIGKILL), jackd goes too.
-        // SAFETY: the closure runs in the child between fork and exec and only
-        // makes one async-signal-safe system call (prctl).
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong);
-                Ok(())
-            });
-        }
+        process::die_with_parent(&mut cmd, libc::SIGTERM);
         let child = cmd
             .spawn()
             .map_err(|e| Error::new(ErrorKind::ServerFailed, format!("cannot start jackd: {e}")))?;
@@ -230,27 +224,7 @@ impl DummyServer {
     /// Also done by `Drop`.
     pub fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
-            if let Ok(pid) = libc::pid_t::try_from(child.id()) {
-                // SAFETY: kill(2) on our own unreaped child's pid; it cannot
-                // have been recycled because we have not waited for it yet.
-                unsafe {
-                    libc::kill(pid, libc::SIGTERM);
-                }
-            }
-            let deadline = Instant::now() + Duration::from_secs(5);
-            loop {
-                match child.try_wait() {
-                    Ok(Some(_)) => break,
-                    Ok(None) if Instant::now() < deadline => {
-                        std::thread::sleep(Duration::from_millis(20));
-                    }
-                    _ => {
-                        let _ = child.kill();
-                        let _ = child.wait();
-                        break;
-                    }
-                }
-            }
+            process::stop(&mut child, Target::Process, Duration::from_secs(5));
         }
         let _ = std::fs::remove_file(&self.log_path);
         self.remove_shm_leftovers();

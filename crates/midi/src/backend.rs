@@ -269,10 +269,7 @@ pub(crate) fn futex_wake(word: &AtomicU32) {
 
 /// Sleeps while `*word == expected`, until `deadline_ns` CLOCK_MONOTONIC at the latest.
 pub(crate) fn futex_wait_until(word: &AtomicU32, expected: u32, deadline_ns: u64) {
-    let ts = libc::timespec {
-        tv_sec: (deadline_ns / 1_000_000_000) as libc::time_t,
-        tv_nsec: (deadline_ns % 1_000_000_000) as libc::c_long,
-    };
+    let ts = firmtime_rt::clock::timespec(deadline_ns);
     // SAFETY: FUTEX_WAIT_BITSET with an absolute CLOCK_MONOTONIC timeout on a
     // valid, aligned u32; `ts` outlives the call. Spurious returns are fine.
     unsafe {

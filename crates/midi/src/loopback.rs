@@ -16,7 +16,8 @@
 //!
 //! [`Loopback::new`] allocates every queue. After that every method is
 //! **RT-safe.**: nothing allocates, locks or prints; [`MidiBackend::wait`]
-//! sleeps with `clock_nanosleep` until the next delivery or the deadline.
+//! sleeps with `clock_nanosleep` (firmtime-rt's `clock_nanosleep_abs`) until the
+//! next delivery or the deadline.
 //! Anything that does not fit a queue is counted in [`BackendStats`].
 
 use std::collections::VecDeque;
@@ -213,23 +214,8 @@ impl MidiBackend for Loopback {
             .next_change_ns()
             .map_or(deadline_ns, |t| t.min(deadline_ns));
         if until > now {
-            let ts = libc::timespec {
-                tv_sec: (until / 1_000_000_000) as libc::time_t,
-                tv_nsec: (until % 1_000_000_000) as libc::c_long,
-            };
-            // SAFETY: `ts` is a valid timespec; a null remainder is allowed
-            // with TIMER_ABSTIME. EINTR just returns early, which `wait` allows.
-            let rc = unsafe {
-                libc::clock_nanosleep(
-                    libc::CLOCK_MONOTONIC,
-                    libc::TIMER_ABSTIME,
-                    &ts,
-                    std::ptr::null_mut(),
-                )
-            };
-            if rc != 0 && rc != libc::EINTR {
-                return Err(BackendError::Os(rc));
-            }
+            // A signal does not end the sleep early: `until` is never past the deadline.
+            firmtime_rt::sleep::clock_nanosleep_abs(until).map_err(|e| BackendError::Os(e.0))?;
         }
         self.advance(monotonic_ns());
         Ok(())

@@ -57,7 +57,7 @@ use firmtime_rt::clock::monotonic_ns;
 use crate::data::{self, EventKind, NoteData, SelfChecks};
 use crate::experiment::{Experiment, TrialEnd, Trigger, TriggerAt, MAX_TRIGGERS};
 use crate::params::{MaskSource, NoteLength, Params, Setting};
-use crate::rng::Rng;
+use firmtime_rt::rng::Rng;
 
 /// FTAP's safety pause: the longest the loop blocks between passes.
 pub const DEFAULT_PAUSE_NS: u64 = 490_000;

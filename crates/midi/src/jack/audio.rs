@@ -44,6 +44,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use firmtime_rt::rng::Rng;
 use jack::{AudioIn, Client, Control, Port, ProcessScope};
 
 use crate::error::{Error, ErrorKind};
@@ -273,7 +274,7 @@ pub struct Synth {
     next_age: u64,
     noise_on: bool,
     noise_gain: f32,
-    rng: u64,
+    rng: Rng,
     pink: [f32; 7],
     counters: Arc<AudioCounters>,
 }
@@ -316,7 +317,7 @@ impl Synth {
             next_age: 0,
             noise_on: false,
             noise_gain: 0.0,
-            rng: 0x9E37_79B9_7F4A_7C15,
+            rng: Rng::new(0),
             pink: [0.0; 7],
             counters: Arc::default(),
         })
@@ -515,14 +516,9 @@ impl Synth {
         }
     }
 
-    /// Uniform white noise with unit RMS (xorshift64*).
+    /// Uniform white noise with unit RMS (firmtime-rt's seeded [`Rng`]).
     fn white(&mut self) -> f32 {
-        let mut x = self.rng;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.rng = x;
-        let u = (x.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 40) as f32 / (1u64 << 24) as f32;
+        let u = (self.rng.next_u64() >> 40) as f32 / (1u64 << 24) as f32;
         // Uniform on [−√3, √3] has RMS 1.
         (2.0 * u - 1.0) * 1.732_050_8
     }
