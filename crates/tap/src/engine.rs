@@ -843,6 +843,16 @@ impl Engine {
         backend: &mut dyn MidiBackend,
         stop: &AtomicBool,
     ) -> Result<TrialOutcome, BackendError> {
+        // Under the `assert-rt` feature an allocation in the trial aborts.
+        firmtime_rt::assert_rt::no_alloc(|| self.run_trial(backend, stop))
+    }
+
+    /// The body of [`Engine::run`]. **RT-safe.**
+    fn run_trial(
+        &mut self,
+        backend: &mut dyn MidiBackend,
+        stop: &AtomicBool,
+    ) -> Result<TrialOutcome, BackendError> {
         let b = backend;
         let stats0 = b.stats();
         // Reports of a previous trial's last outputs are not this trial's.

@@ -110,6 +110,18 @@ pub fn play(
     lead_ns: u64,
     stop: &AtomicBool,
 ) -> ReplayReport {
+    // Under the `assert-rt` feature an allocation while playing aborts.
+    firmtime_rt::assert_rt::no_alloc(|| play_items(items, backend, ports, lead_ns, stop))
+}
+
+/// The body of [`play`]. **RT-safe.**
+fn play_items(
+    items: &[ReplayItem],
+    backend: &mut dyn MidiBackend,
+    ports: &[PortIndex],
+    lead_ns: u64,
+    stop: &AtomicBool,
+) -> ReplayReport {
     const AHEAD_NS: u64 = 100_000_000;
     let t0 = monotonic_ns() + lead_ns;
     let mut r = ReplayReport::default();

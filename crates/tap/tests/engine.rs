@@ -30,6 +30,12 @@ use firmtime_tap::engine::{EndReason, Engine, EngineOptions, TrialEvent, TrialOu
 use firmtime_tap::session::{self, TrialMeta};
 use firmtime_tap::Experiment;
 
+// With `--features assert-rt`, an allocation inside a JACK process callback
+// or the trial engine's loop aborts this test binary.
+#[cfg(feature = "assert-rt")]
+#[global_allocator]
+static A: firmtime_rt::assert_rt::AllocDisabler = firmtime_rt::assert_rt::AllocDisabler;
+
 static SERIAL: Mutex<()> = Mutex::new(());
 
 const RATE: u64 = 48_000;

@@ -657,6 +657,14 @@ struct RecProcess {
 
 impl jack::ProcessHandler for RecProcess {
     fn process(&mut self, _: &Client, ps: &ProcessScope) -> Control {
+        // Under the `assert-rt` feature an allocation here aborts.
+        firmtime_rt::assert_rt::no_alloc(|| self.cycle(ps))
+    }
+}
+
+impl RecProcess {
+    /// One process cycle. **RT-safe.**
+    fn cycle(&mut self, ps: &ProcessScope) -> Control {
         let cycle = read_cycle_times(ps, &mut self.ext, 0);
         if self.shared.armed.load(Ordering::Acquire) {
             self.core.scan(cycle.frame, self.port.as_slice(ps));

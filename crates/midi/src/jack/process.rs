@@ -221,6 +221,14 @@ impl MidiSink for Writers<'_> {
 
 impl jack::ProcessHandler for Process {
     fn process(&mut self, _: &Client, ps: &ProcessScope) -> Control {
+        // Under the `assert-rt` feature an allocation here aborts.
+        firmtime_rt::assert_rt::no_alloc(|| self.cycle(ps))
+    }
+}
+
+impl Process {
+    /// One process cycle. **RT-safe.**
+    fn cycle(&mut self, ps: &ProcessScope) -> Control {
         let cycle = read_cycle_times(ps, &mut self.ext, self.clock_offset_ns);
         for (i, port) in self.ins.iter().enumerate() {
             for ev in port.iter(ps) {

@@ -86,6 +86,14 @@ struct RelayProcess {
 
 impl jack::ProcessHandler for RelayProcess {
     fn process(&mut self, _: &Client, ps: &ProcessScope) -> Control {
+        // Under the `assert-rt` feature an allocation here aborts.
+        firmtime_rt::assert_rt::no_alloc(|| self.cycle(ps))
+    }
+}
+
+impl RelayProcess {
+    /// One process cycle. **RT-safe.**
+    fn cycle(&mut self, ps: &ProcessScope) -> Control {
         let cycle = read_cycle_times(ps, &mut self.ext, 0);
         let mut writer = self.output.writer(ps);
         for ev in self.input.iter(ps) {

@@ -218,6 +218,14 @@ impl MidiSink for OneWriter<'_> {
 
 impl jack::ProcessHandler for TapProcess {
     fn process(&mut self, _: &Client, ps: &ProcessScope) -> Control {
+        // Under the `assert-rt` feature an allocation here aborts.
+        firmtime_rt::assert_rt::no_alloc(|| self.cycle(ps))
+    }
+}
+
+impl TapProcess {
+    /// One process cycle. **RT-safe.**
+    fn cycle(&mut self, ps: &ProcessScope) -> Control {
         let cycle = read_cycle_times(ps, &mut self.ext, self.clock_offset_ns);
         let mut sink = OneWriter(self.port.writer(ps));
         self.core.emit(&cycle, &mut sink);
