@@ -215,20 +215,15 @@ pub fn jack_clock_offset(client: &Client) -> (i64, JackClock) {
 mod tests {
     use super::*;
 
-    // 48 kHz, 256 frames: 5_333_333 ns per cycle.
-    fn cycle(k: u64) -> CycleTimes {
-        let start = 1_000_000_000 + k * 5_333_333;
-        CycleTimes {
-            frame: 10_000 + k * 256,
-            n_frames: 256,
-            start_ns: start,
-            next_ns: start + 5_333_333,
-        }
-    }
-
     #[test]
     fn frame_ns_round_trip_is_exact() {
-        let c = cycle(3);
+        // 48 kHz, 256 frames: 5_333_333 ns per cycle; the fourth cycle of a run.
+        let c = CycleTimes {
+            frame: 10_768,
+            n_frames: 256,
+            start_ns: 1_015_999_999,
+            next_ns: 1_021_333_332,
+        };
         for f in (c.frame - 1000)..(c.frame + 2000) {
             assert_eq!(c.ns_to_frame(c.frame_to_ns(f)), f, "frame {f}");
         }

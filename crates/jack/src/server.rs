@@ -150,6 +150,31 @@ impl DummyServer {
         Ok(server)
     }
 
+    /// For test suites: a server at `rate` Hz and `period` frames under a
+    /// unique name, at SCHED_FIFO (`jackd -R`) when this process runs as
+    /// root (so that other load on the machine turns into fewer xruns), else
+    /// without; `None` when `jackd` is not installed (the test then skips).
+    ///
+    /// # Panics
+    /// When jackd is installed but does not start (the message quotes its log).
+    pub fn start_for_test(rate: u32, period: u32) -> Option<Self> {
+        if !program_on_path("jackd") {
+            return None;
+        }
+        // SAFETY: geteuid cannot fail and has no side effects.
+        let root = unsafe { libc::geteuid() } == 0;
+        let options = DummyOptions {
+            rate,
+            period,
+            realtime: root,
+            ..DummyOptions::new()
+        };
+        match Self::start(options) {
+            Ok(s) => Some(s),
+            Err(e) => panic!("dummy jackd does not start: {e}"),
+        }
+    }
+
     fn wait_ready(&mut self) -> Result<(), Error> {
         let deadline = Instant::now() + self.options.start_timeout;
         loop {

@@ -15,7 +15,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use firmtime_jack::{program_on_path, DummyOptions, DummyServer};
+use firmtime_jack::{program_on_path, DummyServer};
 use firmtime_midi::jack::{JackBackend, JackOptions, Tap, Tapper, TapperOptions};
 use firmtime_midi::{InputEvent, MidiBackend, MidiMessage, OutputEvent, SentEvent};
 
@@ -28,21 +28,13 @@ static A: firmtime_rt::assert_rt::AllocDisabler = firmtime_rt::assert_rt::AllocD
 /// One server at a time: the machine has two cores shared with other work.
 static SERIAL: Mutex<()> = Mutex::new(());
 
+/// A private dummy server (at SCHED_FIFO when root); `None`: skip.
 fn server(period: u32) -> Option<DummyServer> {
-    if !program_on_path("jackd") {
+    let srv = DummyServer::start_for_test(48_000, period);
+    if srv.is_none() {
         println!("SKIP: jackd not installed (Debian: apt-get install jackd2)");
-        return None;
     }
-    // A graph at SCHED_FIFO (where allowed) keeps other load on this small
-    // machine from turning into xruns, which skip cycles and shift frames.
-    // SAFETY: geteuid cannot fail and has no side effects.
-    let root = unsafe { libc::geteuid() } == 0;
-    let opts = DummyOptions {
-        period,
-        realtime: root,
-        ..DummyOptions::new()
-    };
-    Some(DummyServer::start(opts).expect("dummy jackd starts"))
+    srv
 }
 
 fn backend(srv: &DummyServer, name: &str) -> JackBackend {

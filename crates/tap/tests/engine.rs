@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use firmtime_jack::{program_on_path, DummyOptions, DummyServer};
+use firmtime_jack::DummyServer;
 use firmtime_midi::jack::{
     AudioOptions, JackBackend, JackOptions, OnsetRecorder, RecorderOptions, Tap, Tapper,
     TapperOptions,
@@ -47,17 +47,11 @@ fn is_root() -> bool {
 }
 
 fn server() -> Option<DummyServer> {
-    if !program_on_path("jackd") {
+    let srv = DummyServer::start_for_test(RATE as u32, PERIOD);
+    if srv.is_none() {
         println!("SKIP: jackd not installed (Debian: apt-get install jackd2)");
-        return None;
     }
-    let opts = DummyOptions {
-        rate: RATE as u32,
-        period: PERIOD,
-        realtime: is_root(),
-        ..DummyOptions::new()
-    };
-    Some(DummyServer::start(opts).expect("dummy jackd starts"))
+    srv
 }
 
 /// Puts the calling thread at SCHED_FIFO 70 when root (else says why not).
