@@ -16,22 +16,16 @@ use firmtime_jack::{
 };
 use jack::{Client, Control, MidiIn, ProcessScope};
 
+/// One server at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
 // With `--features assert-rt`, an allocation inside the process callback
 // aborts this test binary.
 #[cfg(feature = "assert-rt")]
 #[global_allocator]
 static A: firmtime_rt::assert_rt::AllocDisabler = firmtime_rt::assert_rt::AllocDisabler;
 
-/// One server at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn server(period: u32) -> Option<DummyServer> {
-    let srv = DummyServer::start_for_test(48_000, period);
-    if srv.is_none() {
-        println!("SKIP: jackd not installed (Debian: apt-get install jackd2)");
-    }
-    srv
-}
+const SKIP: &str = "SKIP: jackd not installed (Debian: apt-get install jackd2)";
 
 #[derive(Default)]
 struct Shared {
@@ -77,7 +71,9 @@ fn no_server_is_reported_with_what_to_do() {
 #[test]
 fn cycle_times_advance_by_whole_periods_on_the_monotonic_clock() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(srv) = server(128) else { return };
+    let Some(srv) = DummyServer::start_for_test(48_000, 128) else {
+        return println!("{SKIP}");
+    };
     assert!(server_running(Some(srv.name())));
     let client = open_client("ft-clock", Some(srv.name())).unwrap();
     let port = client.register_port("in", MidiIn::default()).unwrap();
@@ -134,7 +130,9 @@ fn cycle_times_advance_by_whole_periods_on_the_monotonic_clock() {
 #[test]
 fn dummy_server_stops_without_leftovers() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(srv) = server(64) else { return };
+    let Some(srv) = DummyServer::start_for_test(48_000, 64) else {
+        return println!("{SKIP}");
+    };
     let name = srv.name().to_string();
     let pid = srv.pid().unwrap();
     let client = open_client("ft-leak", Some(&name)).unwrap();
