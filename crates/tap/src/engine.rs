@@ -626,13 +626,7 @@ impl Engine {
         let mut buf = std::mem::take(&mut self.sentbuf);
         buf.clear();
         let mut lost = 0u64;
-        b.poll_sent(&mut |s| {
-            if buf.len() < buf.capacity() {
-                buf.push(s);
-            } else {
-                lost += 1;
-            }
-        });
+        b.poll_sent(&mut |s| push_or_count(&mut buf, &mut lost, s));
         self.reports_lost += lost;
         for &s in buf.iter() {
             self.on_sent(s);
@@ -814,14 +808,8 @@ impl Engine {
     fn poll_input(&mut self, b: &mut dyn MidiBackend) -> Result<(), BackendError> {
         let mut inbuf = std::mem::take(&mut self.inbuf);
         inbuf.clear();
-        let mut overflow = 0;
-        let r = b.poll_input(&mut |ev| {
-            if inbuf.len() < inbuf.capacity() {
-                inbuf.push(ev);
-            } else {
-                overflow += 1;
-            }
-        });
+        let mut overflow = 0u64;
+        let r = b.poll_input(&mut |ev| push_or_count(&mut inbuf, &mut overflow, ev));
         self.in_overflow += overflow;
         for &ev in inbuf.iter() {
             self.on_input(b, ev);
@@ -971,6 +959,16 @@ impl Engine {
                 break;
             }
         }
+    }
+}
+
+/// Appends `item` to `buf` while it has room (its capacity is fixed before
+/// the trial), else counts it in `lost`. **RT-safe.**
+fn push_or_count<T>(buf: &mut Vec<T>, lost: &mut u64, item: T) {
+    if buf.len() < buf.capacity() {
+        buf.push(item);
+    } else {
+        *lost += 1;
     }
 }
 
