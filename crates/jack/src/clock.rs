@@ -183,7 +183,7 @@ const CLOCK_MAP_REUSE_NS: u64 = 60_000_000_000;
 
 /// The offset to add to `jack_get_time()` × 1000 to get CLOCK_MONOTONIC ns,
 /// and which clock JACK uses. Called when a client opens (never from the
-/// callback); within [`CLOCK_MAP_REUSE_NS`] of the last measurement every
+/// callback); within a minute of the last measurement every
 /// client of the process gets the same value.
 pub fn jack_clock_offset(client: &Client) -> (i64, JackClock) {
     let now = firmtime_rt::clock::monotonic_ns();

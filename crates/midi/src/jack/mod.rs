@@ -5,15 +5,17 @@
 //!
 //! - **input**: each event's frame offset in the cycle becomes an absolute
 //!   frame (the cycle's first frame plus the offset) and a CLOCK_MONOTONIC
-//!   time through the cycle's times from `jack_get_cycle_times`
-//!   (see [`CycleTimes`](firmtime_jack::CycleTimes)). Events are never stamped with the time the callback
-//!   happens to run (midir's JACK backend does, and loses the offset).
-//! - **output**: each [`OutputEvent`] with `at_ns` becomes an absolute frame;
-//!   it is written at its exact offset in the cycle that contains that frame.
-//!   Events for later cycles wait in a preallocated, time-ordered queue;
-//!   events whose frame has already passed go out at offset 0 of the current
-//!   cycle and count as late. Each event that went out is reported as a
-//!   [`SentEvent`] with its frame and that frame's time.
+//!   time through the cycle's times from `jack_get_cycle_times` (see
+//!   [`CycleTimes`](firmtime_jack::CycleTimes)). Events are never stamped
+//!   with the time the callback happens to run (midir's JACK backend does,
+//!   and loses the offset).
+//! - **output**: each [`OutputEvent`](crate::OutputEvent) with `at_ns`
+//!   becomes an absolute frame; it is written at its exact offset in the
+//!   cycle that contains that frame. Events for later cycles wait in a
+//!   preallocated, time-ordered queue; events whose frame has already passed
+//!   go out at offset 0 of the current cycle and count as late. Each event
+//!   that went out is reported as a [`SentEvent`](crate::SentEvent) with its
+//!   frame and that frame's time.
 //!
 //! Server xruns are counted (xrun callback), never treated as failures.
 //!
@@ -28,9 +30,9 @@
 //! in integer nanoseconds so that frame → ns → frame round-trips exactly.
 //!
 //! Works with jackd2 (tested with its dummy driver, see
-//! [`firmtime_jack::DummyServer`]) and with
-//! PipeWire's JACK, which implements the same API; libjack is loaded at run
-//! time, so a machine without JACK builds and gets a clear error at `open`.
+//! [`firmtime_jack::DummyServer`]) and with PipeWire's JACK, which
+//! implements the same API; libjack is loaded at run time, so a machine
+//! without JACK builds and gets a clear error at `open`.
 //!
 //! # Layout
 //!
@@ -45,8 +47,10 @@
 //! (rtrb) to and from the engine side, the pending-output queue and the
 //! port list. In the callback: no allocation, no locks, no printing; a full
 //! ring or queue drops the event and counts it. The engine side
-//! ([`MidiBackend`] methods) is **RT-safe.** as well; [`MidiBackend::wait`]
-//! blocks on a futex the callback wakes.
+//! ([`MidiBackend`](crate::MidiBackend) methods) is **RT-safe.** as well;
+//! [`MidiBackend::wait`](crate::MidiBackend::wait) blocks on a futex the
+//! callback wakes. With the `assert-rt` feature every process callback runs
+//! under `firmtime_rt::assert_rt::no_alloc`.
 
 pub mod audio;
 mod backend;
