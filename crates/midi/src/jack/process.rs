@@ -3,7 +3,8 @@
 //! [`JackCore`] does the work over plain values (cycle times, bytes, a
 //! [`MidiSink`]) with no JACK calls, so it is unit-tested without a server
 //! and under `assert_no_alloc`; [`Process`] feeds it from JACK's ports once
-//! per cycle. Everything here is **RT-safe.**
+//! per cycle. Everything here but `new_core` (which allocates the rings and
+//! the queue) is **RT-safe.**
 
 use std::collections::VecDeque;
 use std::sync::atomic::AtomicU64;
