@@ -3,7 +3,7 @@
 //! real-time request of a backend's thread.
 
 use anyhow::Context;
-use firmtime_midi::jack::{self, DummyOptions, DummyServer};
+use firmtime_jack::{DummyOptions, DummyServer};
 use firmtime_rt::sched::Policy;
 use firmtime_rt::setup::RtRequest;
 
@@ -18,7 +18,7 @@ pub(crate) fn jack_server(
     realtime: bool,
 ) -> anyhow::Result<(Option<String>, Option<DummyServer>)> {
     let named = named.map(str::to_string);
-    if !dummy || jack::server_running(named.as_deref()) {
+    if !dummy || firmtime_jack::server_running(named.as_deref()) {
         return Ok((named, None));
     }
     let mut options = DummyOptions::new();

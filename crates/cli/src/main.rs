@@ -20,6 +20,12 @@ mod tap;
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+// With the `assert-rt` feature, an allocation on a real-time path (code
+// wrapped in `firmtime_rt::assert_rt::no_alloc`) aborts the program.
+#[cfg(feature = "assert-rt")]
+#[global_allocator]
+static A: firmtime_rt::assert_rt::AllocDisabler = firmtime_rt::assert_rt::AllocDisabler;
+
 /// firmtime: millisecond-true timing on stock Linux.
 ///
 /// Measures what this machine's clocks, sleeps and timers really do, runs

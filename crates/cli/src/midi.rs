@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand, ValueEnum};
-use firmtime_midi::jack::{self, DummyServer, JackBackend, JackOptions, LoopHops};
+use firmtime_jack::DummyServer;
+use firmtime_midi::jack::{self, JackBackend, JackOptions, LoopHops};
 use firmtime_midi::looptest::{LoopConfig, LoopResult, LoopTest};
 use firmtime_midi::pty::{PacedLoopback, PacedOptions, PacedStats, PtyPair};
 use firmtime_midi::raw::{self, RawBackend, RawOptions, WIRE_BYTE_NS};
@@ -330,7 +331,7 @@ struct JackPortsOut {
     dummy_server_started: bool,
     /// The reason no ports could be listed (no server, no libjack), or null.
     error: Option<String>,
-    ports: Vec<jack::JackPort>,
+    ports: Vec<firmtime_jack::JackPort>,
 }
 
 #[derive(Serialize)]
@@ -341,7 +342,7 @@ struct AlsaPortsOut {
 
 fn jack_ports(j: &JackArgs) -> anyhow::Result<JackPortsOut> {
     let (server_name, server) = jack_server(j, false)?;
-    let listed = jack::list_ports(server_name.as_deref());
+    let listed = firmtime_jack::list_ports(server_name.as_deref());
     let out = JackPortsOut {
         server: server_name.unwrap_or_else(|| "default".into()),
         dummy_server_started: server.is_some(),

@@ -9,13 +9,18 @@
 //! learns when each output actually went out. The two sides talk through
 //! preallocated SPSC rings; nothing is allocated after `open`.
 //!
+//! This module also holds what the backends share inside the crate: the
+//! atomic `Counters` behind every backend's [`BackendStats`], and the link
+//! (rings plus a futex word, `EngineLink` and `EngineEnds`) through which
+//! the JACK process callback and the ALSA thread wake their engine side.
+//!
 //! All times are `CLOCK_MONOTONIC` nanoseconds
 //! (`firmtime_rt::clock::monotonic_ns` on the same host),
 //! whatever the backend's native time base (JACK frames, ALSA queue time).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
-use rtrb::Consumer;
+use rtrb::{Consumer, Producer};
 
 use crate::MidiMessage;
 
@@ -161,6 +166,123 @@ pub(crate) fn drain<T>(rx: &mut Consumer<T>, f: &mut dyn FnMut(T)) -> usize {
         n += 1;
     }
     n
+}
+
+/// What a real-time side that wakes its engine side through a futex (the
+/// JACK process callback, the ALSA thread) shares with that engine side.
+#[derive(Debug, Default)]
+pub(crate) struct EngineLink {
+    pub(crate) counters: Counters,
+    /// Set once the server or device went away.
+    pub(crate) shutdown: AtomicBool,
+    /// Futex word: bumped (and woken) when the RT side delivered something.
+    pub(crate) seq: AtomicU32,
+}
+
+impl EngineLink {
+    /// Wakes the engine side. **RT-safe** (one non-blocking syscall).
+    pub(crate) fn notify(&self) {
+        self.seq.fetch_add(1, Ordering::Release);
+        futex_wake(&self.seq);
+    }
+
+    /// Marks the server or device gone and wakes the engine side. **RT-safe.**
+    pub(crate) fn shut_down(&self) {
+        self.shutdown.store(true, Ordering::Release);
+        self.notify();
+    }
+}
+
+/// The engine-side ends of the rings to an [`EngineLink`]'s RT side, and
+/// the [`MidiBackend`] methods over them. **RT-safe.**, as those methods.
+#[derive(Debug)]
+pub(crate) struct EngineEnds {
+    pub(crate) input_rx: Consumer<InputEvent>,
+    pub(crate) output_tx: Producer<OutputEvent>,
+    pub(crate) sent_rx: Consumer<SentEvent>,
+}
+
+impl EngineEnds {
+    /// [`MidiBackend::poll_input`].
+    pub(crate) fn poll_input(
+        &mut self,
+        link: &EngineLink,
+        f: &mut dyn FnMut(InputEvent),
+    ) -> Result<usize, BackendError> {
+        let n = drain(&mut self.input_rx, f);
+        link.counters.add_received(n);
+        if n == 0 && link.shutdown.load(Ordering::Acquire) {
+            return Err(BackendError::Disconnected);
+        }
+        Ok(n)
+    }
+
+    /// [`MidiBackend::wait`].
+    pub(crate) fn wait(&self, link: &EngineLink, deadline_ns: u64) -> Result<(), BackendError> {
+        let seq = link.seq.load(Ordering::Acquire);
+        if link.shutdown.load(Ordering::Acquire) {
+            return if self.input_rx.is_empty() {
+                Err(BackendError::Disconnected)
+            } else {
+                Ok(())
+            };
+        }
+        if !self.input_rx.is_empty() || !self.sent_rx.is_empty() {
+            return Ok(());
+        }
+        if firmtime_rt::clock::monotonic_ns() < deadline_ns {
+            futex_wait_until(&link.seq, seq, deadline_ns);
+        }
+        Ok(())
+    }
+
+    /// [`MidiBackend::send`] once the port is checked.
+    pub(crate) fn send(&mut self, link: &EngineLink, ev: OutputEvent) -> Result<(), BackendError> {
+        if link.shutdown.load(Ordering::Acquire) {
+            return Err(BackendError::Disconnected);
+        }
+        self.output_tx.push(ev).map_err(|_| {
+            bump(&link.counters.output_dropped);
+            BackendError::OutputQueueFull
+        })
+    }
+
+    /// [`MidiBackend::poll_sent`].
+    pub(crate) fn poll_sent(&mut self, f: &mut dyn FnMut(SentEvent)) -> usize {
+        drain(&mut self.sent_rx, f)
+    }
+}
+
+/// Wakes every thread waiting on `word`. **RT-safe** (one non-blocking syscall).
+pub(crate) fn futex_wake(word: &AtomicU32) {
+    // SAFETY: FUTEX_WAKE on a valid, aligned u32 that lives as long as the
+    // Arc that holds it; the kernel only reads the address.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+            i32::MAX,
+        );
+    }
+}
+
+/// Sleeps while `*word == expected`, until `deadline_ns` CLOCK_MONOTONIC at the latest.
+pub(crate) fn futex_wait_until(word: &AtomicU32, expected: u32, deadline_ns: u64) {
+    let ts = firmtime_rt::clock::timespec(deadline_ns);
+    // SAFETY: FUTEX_WAIT_BITSET with an absolute CLOCK_MONOTONIC timeout on a
+    // valid, aligned u32; `ts` outlives the call. Spurious returns are fine.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT_BITSET | libc::FUTEX_PRIVATE_FLAG,
+            expected,
+            &ts as *const libc::timespec,
+            std::ptr::null::<u32>(),
+            libc::FUTEX_BITSET_MATCH_ANY,
+        );
+    }
 }
 
 /// A failure on the engine side. Small and `Copy`: returned on the RT path.

@@ -7,8 +7,6 @@
 //! real-time path builds one (it allocates); the engine side of a backend
 //! returns the small `Copy` [`BackendError`](crate::BackendError) instead.
 
-use std::fmt;
-
 /// What went wrong, in a form a caller can match on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -42,25 +40,17 @@ pub enum ErrorKind {
     Backend,
 }
 
-/// An error from firmtime-midi: a kind, an actionable message and the OS
-/// error number if there was one.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Error {
-    kind: ErrorKind,
-    message: String,
-    errno: Option<i32>,
+firmtime_rt::define_error! {
+    /// An error from firmtime-midi: a kind, an actionable message and the OS
+    /// error number if there was one.
+    pub struct Error {
+        kind: ErrorKind,
+        /// The OS error number, if the error came from a system call.
+        errno: Option<i32>,
+    }
 }
 
 impl Error {
-    /// Builds an error of `kind` with a message a user can act on.
-    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Self {
-            kind,
-            message: message.into(),
-            errno: None,
-        }
-    }
-
     /// Builds an [`ErrorKind::InvalidInput`] error.
     pub fn invalid(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::InvalidInput, message)
@@ -94,30 +84,7 @@ impl Error {
         let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
         Self::from_errno(errno, what, fix)
     }
-
-    /// What kind of error this is.
-    pub fn kind(&self) -> ErrorKind {
-        self.kind
-    }
-
-    /// The OS error number, if the error came from a system call.
-    pub fn errno(&self) -> Option<i32> {
-        self.errno
-    }
-
-    /// The message, without the kind.
-    pub fn message(&self) -> &str {
-        &self.message
-    }
 }
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for Error {}
 
 impl From<firmtime_rt::Error> for Error {
     fn from(e: firmtime_rt::Error) -> Self {
@@ -139,8 +106,21 @@ impl From<firmtime_rt::Error> for Error {
     }
 }
 
-/// `Result` with this crate's [`Error`].
-pub type Result<T, E = Error> = std::result::Result<T, E>;
+impl From<firmtime_jack::Error> for Error {
+    fn from(e: firmtime_jack::Error) -> Self {
+        use firmtime_jack::ErrorKind as Jack;
+        let kind = match e.kind() {
+            Jack::InvalidInput => ErrorKind::InvalidInput,
+            Jack::NotInstalled => ErrorKind::NotInstalled,
+            Jack::ServerUnavailable => ErrorKind::ServerUnavailable,
+            Jack::ServerFailed => ErrorKind::ServerFailed,
+            Jack::Port => ErrorKind::Port,
+            Jack::Backend => ErrorKind::Backend,
+            _ => ErrorKind::Io,
+        };
+        Self::new(kind, e.message())
+    }
+}
 
 #[cfg(test)]
 mod tests {

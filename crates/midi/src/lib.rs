@@ -25,8 +25,9 @@
 //! output actually went out.
 //!
 //! - [`jack`]: JACK MIDI, frame-accurate ([`jack::JackBackend`]); plus a
-//!   private dummy server ([`jack::DummyServer`]), a simulated tapper and a
-//!   relay client for the loop test.
+//!   simulated tapper, a relay client for the loop test, and a synth and
+//!   onset recorder for audio. Opening clients, the cycle-time clock and
+//!   the private dummy server are firmtime-jack's ([`firmtime_jack`]).
 //! - [`raw`]: any byte-stream fd — serial tty, `/dev/midi*`,
 //!   `/dev/snd/midiC*D*`, a pty — polled by a real-time thread.
 //! - `alsa` (cargo feature `alsa`, on by default): the ALSA sequencer with

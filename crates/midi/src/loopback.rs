@@ -16,7 +16,8 @@
 //!
 //! [`Loopback::new`] allocates every queue. After that every method is
 //! **RT-safe.**: nothing allocates, locks or prints; [`MidiBackend::wait`]
-//! sleeps with `clock_nanosleep` until the next delivery or the deadline.
+//! sleeps with `clock_nanosleep` (firmtime-rt's `clock_nanosleep_abs`) until the
+//! next delivery or the deadline.
 //! Anything that does not fit a queue is counted in [`BackendStats`].
 
 use std::collections::VecDeque;
@@ -24,7 +25,8 @@ use std::collections::VecDeque;
 use firmtime_rt::clock::monotonic_ns;
 
 use crate::backend::{
-    BackendError, BackendKind, BackendStats, InputEvent, MidiBackend, OutputEvent, SentEvent,
+    bump, BackendError, BackendKind, BackendStats, Counters, InputEvent, MidiBackend, OutputEvent,
+    SentEvent,
 };
 
 /// Options for a [`Loopback`].
@@ -70,7 +72,7 @@ pub struct Loopback {
     sent: VecDeque<SentEvent>,
     wire_free_ns: u64,
     seq: u64,
-    stats: BackendStats,
+    counters: Counters,
     disconnected: bool,
 }
 
@@ -89,7 +91,7 @@ impl Loopback {
             sent: VecDeque::with_capacity(cap),
             wire_free_ns: 0,
             seq: 0,
-            stats: BackendStats::default(),
+            counters: Counters::default(),
             disconnected: false,
         }
     }
@@ -118,12 +120,12 @@ impl Loopback {
                 let n = p.ev.msg.encode(&mut bytes) as u64;
                 if n == 0 {
                     // SysEx does not travel through OutputEvent.
-                    self.stats.output_dropped += 1;
+                    bump(&self.counters.output_dropped);
                     continue;
                 }
                 let byte_ns = self.opts.byte_ns.unwrap_or(0);
                 self.wire_free_ns = start + n * byte_ns;
-                self.stats.sent += 1;
+                bump(&self.counters.sent);
                 let sent = SentEvent {
                     intended_ns: p.ev.at_ns,
                     actual_ns: start,
@@ -147,7 +149,7 @@ impl Loopback {
                 if self.in_flight.len() < self.opts.capacity {
                     self.in_flight.push_back(flight);
                 } else {
-                    self.stats.input_dropped += 1;
+                    bump(&self.counters.input_dropped);
                 }
             }
         }
@@ -160,7 +162,7 @@ impl Loopback {
             if self.input.len() < self.opts.capacity {
                 self.input.push_back(ev);
             } else {
-                self.stats.input_dropped += 1;
+                bump(&self.counters.input_dropped);
             }
         }
     }
@@ -192,7 +194,7 @@ impl MidiBackend for Loopback {
             f(ev);
             n += 1;
         }
-        self.stats.received += n as u64;
+        self.counters.add_received(n);
         if n == 0 && self.disconnected {
             return Err(BackendError::Disconnected);
         }
@@ -212,23 +214,8 @@ impl MidiBackend for Loopback {
             .next_change_ns()
             .map_or(deadline_ns, |t| t.min(deadline_ns));
         if until > now {
-            let ts = libc::timespec {
-                tv_sec: (until / 1_000_000_000) as libc::time_t,
-                tv_nsec: (until % 1_000_000_000) as libc::c_long,
-            };
-            // SAFETY: `ts` is a valid timespec; a null remainder is allowed
-            // with TIMER_ABSTIME. EINTR just returns early, which `wait` allows.
-            let rc = unsafe {
-                libc::clock_nanosleep(
-                    libc::CLOCK_MONOTONIC,
-                    libc::TIMER_ABSTIME,
-                    &ts,
-                    std::ptr::null_mut(),
-                )
-            };
-            if rc != 0 && rc != libc::EINTR {
-                return Err(BackendError::Os(rc));
-            }
+            // A signal does not end the sleep early: `until` is never past the deadline.
+            firmtime_rt::sleep::clock_nanosleep_abs(until).map_err(|e| BackendError::Os(e.0))?;
         }
         self.advance(monotonic_ns());
         Ok(())
@@ -244,7 +231,7 @@ impl MidiBackend for Loopback {
         let now = monotonic_ns();
         self.advance(now);
         if self.pending.len() >= self.opts.capacity {
-            self.stats.output_dropped += 1;
+            bump(&self.counters.output_dropped);
             return Err(BackendError::OutputQueueFull);
         }
         let item = Pending {
@@ -271,7 +258,7 @@ impl MidiBackend for Loopback {
     }
 
     fn stats(&self) -> BackendStats {
-        self.stats
+        self.counters.snapshot()
     }
 }
 

@@ -341,16 +341,16 @@ fn fixture_tapping_session() {
 
 // ---------------------------------------------------------------- generators
 
-/// SplitMix64: small, seedable, good enough to spread test cases.
-struct Rng(u64);
+/// Spreads test cases: firmtime-rt's seeded RNG (SplitMix64), drawn with `%`.
+struct Rng(firmtime_rt::rng::Rng);
 
 impl Rng {
+    fn seeded(seed: u64) -> Self {
+        Rng(firmtime_rt::rng::Rng::new(seed))
+    }
+
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     fn below(&mut self, n: u64) -> u64 {
@@ -534,7 +534,7 @@ const SYSEX_CAPACITY: usize = 48;
 
 fn round_trip(running_status: bool, rt_percent: u64) {
     for seed in 0..CASES {
-        let mut rng = Rng(seed ^ (u64::from(running_status) << 32) ^ (rt_percent << 40));
+        let mut rng = Rng::seeded(seed ^ (u64::from(running_status) << 32) ^ (rt_percent << 40));
         let n = 1 + rng.below(80) as usize;
         let mut msgs: Vec<_> = (0..n)
             .map(|_| random_message(&mut rng, SYSEX_CAPACITY))
@@ -598,7 +598,7 @@ fn round_trip_with_realtime_bytes_anywhere() {
 #[test]
 fn sysex_overflow_keeps_the_first_bytes_and_recovers() {
     for seed in 0..CASES {
-        let mut rng = Rng(seed);
+        let mut rng = Rng::seeded(seed);
         let cap = rng.below(20) as usize;
         let len = cap + 1 + rng.below(100) as usize;
         let payload: Vec<u8> = (0..len).map(|_| rng.data()).collect();
@@ -652,7 +652,7 @@ fn garbage(rng: &mut Rng, len: usize) -> Vec<u8> {
 #[test]
 fn garbage_never_panics_and_resynchronizes_on_the_next_status_byte() {
     for seed in 0..CASES {
-        let mut rng = Rng(seed.wrapping_mul(31));
+        let mut rng = Rng::seeded(seed.wrapping_mul(31));
         let cap = rng.below(16) as usize;
         let len = rng.below(600) as usize;
         let bytes = garbage(&mut rng, len);
@@ -717,7 +717,7 @@ fn garbage_never_panics_and_resynchronizes_on_the_next_status_byte() {
 #[test]
 fn parse_message_round_trips_and_never_panics() {
     for seed in 0..CASES * 5 {
-        let mut rng = Rng(seed + 7);
+        let mut rng = Rng::seeded(seed + 7);
         let (msg, payload) = random_message(&mut rng, 20);
         let mut bytes = vec![0; payload.len() + 3];
         let n = if let MidiMessage::SysEx { .. } = msg {
@@ -750,7 +750,7 @@ fn parse_message_round_trips_and_never_panics() {
 
 #[test]
 fn long_random_stream_parses_without_allocating() {
-    let mut rng = Rng(42);
+    let mut rng = Rng::seeded(42);
     let mut msgs: Vec<_> = (0..5_000)
         .map(|_| random_message(&mut rng, SYSEX_CAPACITY))
         .collect();

@@ -28,8 +28,8 @@
 use crate::error::{Error, ErrorKind, Result};
 use crate::file::{RackFile, RemoteSpec, StageKind, StageSpec};
 use crate::host::{HostOptions, RackHost};
+use firmtime_jack::{DummyOptions, DummyServer};
 use firmtime_ladspa::Scan;
-use firmtime_midi::jack::{DummyOptions, DummyServer};
 use firmtime_net::{Work, WorkMode};
 use serde::Serialize;
 use std::net::SocketAddr;

@@ -1,6 +1,7 @@
 //! `firmtime rack` as a JACK client: audio ports for the chain's inputs and
 //! outputs, the [`Engine`] in the process callback, xruns counted through
-//! JACK's xrun callback, and DSP load from `jack_cpu_load`.
+//! JACK's xrun callback, and DSP load from `jack_cpu_load`. The client
+//! opens and activates through firmtime-jack (never starting a server).
 //!
 //! # Real-time contract
 //! [`RackHost::start`] opens the client, builds the engine at the server's
@@ -34,10 +35,14 @@ pub struct HostOptions {
     pub connect_out: Vec<String>,
 }
 
+/// A firmtime-jack error as this crate's [`ErrorKind::Jack`], same message.
+fn jack_error(e: firmtime_jack::Error) -> Error {
+    Error::new(ErrorKind::Jack, e.message())
+}
+
 /// Opens a JACK client on `server` (or the default), never starting a server.
 fn open_client(name: &str, server: Option<&str>) -> Result<Client> {
-    firmtime_midi::jack::open_client(name, server)
-        .map_err(|e| Error::new(ErrorKind::Jack, e.message()))
+    firmtime_jack::open_client(name, server).map_err(jack_error)
 }
 
 struct Notifier {
@@ -152,9 +157,13 @@ impl RackHost {
             xruns: Arc::clone(&xruns),
             shutdown: Arc::clone(&shutdown),
         };
-        let active = client
-            .activate_async(notifier, Process { engine, ins, outs })
-            .map_err(|e| jack_err(e, "cannot activate the JACK client".into()))?;
+        let active = firmtime_jack::activate(
+            client,
+            notifier,
+            Process { engine, ins, outs },
+            "the JACK client",
+        )
+        .map_err(jack_error)?;
         let host = RackHost {
             client: Some(active),
             control: Some(control),

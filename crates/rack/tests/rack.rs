@@ -4,8 +4,8 @@
 //! client.
 
 use assert_no_alloc::assert_no_alloc;
+use firmtime_jack::{DummyOptions, DummyServer};
 use firmtime_ladspa::Scan;
-use firmtime_midi::jack::{DummyOptions, DummyServer};
 use firmtime_net::{ServerConfig, WorkerServer};
 use firmtime_rack::{build, ErrorKind, HostOptions, RackFile, RackHost};
 use firmtime_rt::clock::monotonic_ns;
@@ -184,7 +184,7 @@ impl jack::ProcessHandler for Signal {
 #[test]
 fn chain_in_a_dummy_jack_server_halves_a_signal() {
     let Some(scan) = scan() else { return };
-    if !firmtime_midi::jack::server::program_on_path("jackd") {
+    if !firmtime_jack::program_on_path("jackd") {
         eprintln!("skipping: jackd not installed (apt install jackd2)");
         return;
     }

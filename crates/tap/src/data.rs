@@ -16,7 +16,6 @@ use firmtime_rt::setup::RtConditions;
 use firmtime_rt::system::Provenance;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::path::Path;
 
 /// Version of the CSV and sidecar formats; bumped on any incompatible change.
@@ -280,44 +279,15 @@ pub struct Sidecar {
     pub events: u64,
 }
 
-/// Writes `bytes` to `path` atomically: temp file in the same directory,
-/// fsync, rename over `path`, fsync the directory.
+/// Writes `bytes` to `path` atomically with [`firmtime_rt::fs::write_atomic`]:
+/// temp file in the same directory, fsync, rename over `path`, fsync the
+/// directory.
 ///
 /// # Errors
 /// [`ErrorKind::Io`] naming the file and the step that failed; the temp
 /// file is removed on failure.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let name = path.file_name().ok_or_else(|| {
-        Error::new(
-            ErrorKind::Io,
-            format!("{} has no file name", path.display()),
-        )
-    })?;
-    let tmp = dir.join(format!(
-        ".{}.tmp{}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let res = (|| {
-        let mut f = std::fs::File::create(&tmp).map_err(|e| Error::io("create", &tmp, &e))?;
-        f.write_all(bytes)
-            .map_err(|e| Error::io("write", &tmp, &e))?;
-        f.sync_all().map_err(|e| Error::io("fsync", &tmp, &e))?;
-        std::fs::rename(&tmp, path).map_err(|e| Error::io("rename onto", path, &e))?;
-        if let Ok(d) = std::fs::File::open(dir) {
-            // Makes the rename itself durable; some filesystems refuse, which is harmless.
-            let _ = d.sync_all();
-        }
-        Ok(())
-    })();
-    if res.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    res
+    firmtime_rt::fs::write_atomic(path, bytes).map_err(|e| Error::new(ErrorKind::Io, e.to_string()))
 }
 
 /// Writes a trial: `<stem>.csv` and `<stem>.json` atomically, CSV first, so

@@ -57,7 +57,7 @@ use firmtime_rt::clock::monotonic_ns;
 use crate::data::{self, EventKind, NoteData, SelfChecks};
 use crate::experiment::{Experiment, TrialEnd, Trigger, TriggerAt, MAX_TRIGGERS};
 use crate::params::{MaskSource, NoteLength, Params, Setting};
-use crate::rng::Rng;
+use firmtime_rt::rng::Rng;
 
 /// FTAP's safety pause: the longest the loop blocks between passes.
 pub const DEFAULT_PAUSE_NS: u64 = 490_000;
@@ -626,13 +626,7 @@ impl Engine {
         let mut buf = std::mem::take(&mut self.sentbuf);
         buf.clear();
         let mut lost = 0u64;
-        b.poll_sent(&mut |s| {
-            if buf.len() < buf.capacity() {
-                buf.push(s);
-            } else {
-                lost += 1;
-            }
-        });
+        b.poll_sent(&mut |s| push_or_count(&mut buf, &mut lost, s));
         self.reports_lost += lost;
         for &s in buf.iter() {
             self.on_sent(s);
@@ -814,14 +808,8 @@ impl Engine {
     fn poll_input(&mut self, b: &mut dyn MidiBackend) -> Result<(), BackendError> {
         let mut inbuf = std::mem::take(&mut self.inbuf);
         inbuf.clear();
-        let mut overflow = 0;
-        let r = b.poll_input(&mut |ev| {
-            if inbuf.len() < inbuf.capacity() {
-                inbuf.push(ev);
-            } else {
-                overflow += 1;
-            }
-        });
+        let mut overflow = 0u64;
+        let r = b.poll_input(&mut |ev| push_or_count(&mut inbuf, &mut overflow, ev));
         self.in_overflow += overflow;
         for &ev in inbuf.iter() {
             self.on_input(b, ev);
@@ -839,6 +827,16 @@ impl Engine {
     /// [`TrialOutcome::reason`]) so that what was recorded is kept; the
     /// `Result` is for backend errors a future backend cannot recover from.
     pub fn run(
+        &mut self,
+        backend: &mut dyn MidiBackend,
+        stop: &AtomicBool,
+    ) -> Result<TrialOutcome, BackendError> {
+        // Under the `assert-rt` feature an allocation in the trial aborts.
+        firmtime_rt::assert_rt::no_alloc(|| self.run_trial(backend, stop))
+    }
+
+    /// The body of [`Engine::run`]. **RT-safe.**
+    fn run_trial(
         &mut self,
         backend: &mut dyn MidiBackend,
         stop: &AtomicBool,
@@ -961,6 +959,16 @@ impl Engine {
                 break;
             }
         }
+    }
+}
+
+/// Appends `item` to `buf` while it has room (its capacity is fixed before
+/// the trial), else counts it in `lost`. **RT-safe.**
+fn push_or_count<T>(buf: &mut Vec<T>, lost: &mut u64, item: T) {
+    if buf.len() < buf.capacity() {
+        buf.push(item);
+    } else {
+        *lost += 1;
     }
 }
 

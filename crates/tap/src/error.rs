@@ -20,29 +20,19 @@ pub enum ErrorKind {
     Io,
 }
 
-/// An error with an actionable message and, for file content, a location.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Error {
-    kind: ErrorKind,
-    message: String,
-    line: Option<usize>,
-    column: Option<usize>,
+firmtime_rt::define_error! {
+    /// An error with an actionable message and, for file content, a location.
+    pub struct Error {
+        kind: ErrorKind,
+        /// 1-based line, if known.
+        line: Option<usize>,
+        /// 1-based column (in characters), if known.
+        column: Option<usize>,
+    }
+    Display: custom
 }
 
-/// This crate's result type.
-pub type Result<T, E = Error> = std::result::Result<T, E>;
-
 impl Error {
-    /// An error without a location.
-    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Self {
-            kind,
-            message: message.into(),
-            line: None,
-            column: None,
-        }
-    }
-
     /// An error at a 1-based line and column.
     pub fn at(kind: ErrorKind, line: usize, column: usize, message: impl Into<String>) -> Self {
         Self {
@@ -66,26 +56,6 @@ impl Error {
             format!("cannot {what} {}: {e}", path.display()),
         )
     }
-
-    /// The kind.
-    pub fn kind(&self) -> ErrorKind {
-        self.kind
-    }
-
-    /// The message, without location.
-    pub fn message(&self) -> &str {
-        &self.message
-    }
-
-    /// 1-based line, if known.
-    pub fn line(&self) -> Option<usize> {
-        self.line
-    }
-
-    /// 1-based column (in characters), if known.
-    pub fn column(&self) -> Option<usize> {
-        self.column
-    }
 }
 
 impl fmt::Display for Error {
@@ -97,8 +67,6 @@ impl fmt::Display for Error {
         }
     }
 }
-
-impl std::error::Error for Error {}
 
 /// 1-based line and column (in characters) of byte offset `byte` in `text`.
 pub fn line_col(text: &str, byte: usize) -> (usize, usize) {

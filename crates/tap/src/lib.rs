@@ -46,13 +46,13 @@ pub mod experiment;
 pub mod ftap;
 pub mod params;
 pub mod replay;
-pub mod rng;
 pub mod session;
 
 pub use error::{Error, ErrorKind, Result};
 pub use experiment::{Experiment, TrialEnd, Trigger, TriggerAt};
+/// The seeded RNG of feedback randomization ([`Delay::sample_us`], [`Pitch::apply`]): firmtime-rt's.
+pub use firmtime_rt::rng::Rng;
 pub use params::{Delay, Feedback, Metronome, Params, Pitch, Setting};
-pub use rng::Rng;
 
 #[cfg(test)]
 #[global_allocator]

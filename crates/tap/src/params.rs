@@ -14,7 +14,7 @@
 //! Parsing and formatting (serde) allocate and are for setup only. Functions
 //! marked **RT-safe.** never allocate, lock, block or print.
 
-use crate::rng::Rng;
+use firmtime_rt::rng::Rng;
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::ser::{SerializeSeq, Serializer};
 use serde::{Deserialize, Serialize};

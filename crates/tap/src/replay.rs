@@ -110,55 +110,58 @@ pub fn play(
     lead_ns: u64,
     stop: &AtomicBool,
 ) -> ReplayReport {
-    const AHEAD_NS: u64 = 100_000_000;
-    let t0 = monotonic_ns() + lead_ns;
-    let mut r = ReplayReport::default();
-    let mut next = 0;
-    let last = items.last().map_or(0, |i| i.at_us.max(0) as u64 * 1000);
-    let give_up = t0 + last + 2_000_000_000;
-    loop {
-        let now = monotonic_ns();
-        while let Some(it) = items.get(next) {
-            let at = t0 + it.at_us.max(0) as u64 * 1000;
-            if at > now + AHEAD_NS {
+    // Under the `assert-rt` feature an allocation while playing aborts.
+    firmtime_rt::assert_rt::no_alloc(|| {
+        const AHEAD_NS: u64 = 100_000_000;
+        let t0 = monotonic_ns() + lead_ns;
+        let mut r = ReplayReport::default();
+        let mut next = 0;
+        let last = items.last().map_or(0, |i| i.at_us.max(0) as u64 * 1000);
+        let give_up = t0 + last + 2_000_000_000;
+        loop {
+            let now = monotonic_ns();
+            while let Some(it) = items.get(next) {
+                let at = t0 + it.at_us.max(0) as u64 * 1000;
+                if at > now + AHEAD_NS {
+                    break;
+                }
+                next += 1;
+                for &port in ports {
+                    let ev = OutputEvent {
+                        at_ns: Some(at),
+                        port,
+                        msg: it.msg,
+                        tag: next as u32,
+                    };
+                    match backend.send(ev) {
+                        Ok(()) => r.sent += 1,
+                        Err(_) => r.failed += 1,
+                    }
+                }
+            }
+            backend.poll_sent(&mut |s| {
+                r.reported += 1;
+                if let Some(at) = s.intended_ns {
+                    let late = s.actual_ns.saturating_sub(at);
+                    r.max_late_ns = r.max_late_ns.max(late);
+                    if late > 1_000_000 {
+                        r.late += 1;
+                    }
+                }
+            });
+            if next >= items.len() && r.reported >= r.sent {
                 break;
             }
-            next += 1;
-            for &port in ports {
-                let ev = OutputEvent {
-                    at_ns: Some(at),
-                    port,
-                    msg: it.msg,
-                    tag: next as u32,
-                };
-                match backend.send(ev) {
-                    Ok(()) => r.sent += 1,
-                    Err(_) => r.failed += 1,
-                }
+            if stop.load(Ordering::Relaxed) {
+                r.interrupted = true;
+                break;
+            }
+            if now > give_up || backend.wait(now + 1_000_000).is_err() {
+                break;
             }
         }
-        backend.poll_sent(&mut |s| {
-            r.reported += 1;
-            if let Some(at) = s.intended_ns {
-                let late = s.actual_ns.saturating_sub(at);
-                r.max_late_ns = r.max_late_ns.max(late);
-                if late > 1_000_000 {
-                    r.late += 1;
-                }
-            }
-        });
-        if next >= items.len() && r.reported >= r.sent {
-            break;
-        }
-        if stop.load(Ordering::Relaxed) {
-            r.interrupted = true;
-            break;
-        }
-        if now > give_up || backend.wait(now + 1_000_000).is_err() {
-            break;
-        }
-    }
-    r
+        r
+    })
 }
 
 #[cfg(test)]

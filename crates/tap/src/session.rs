@@ -20,7 +20,7 @@ use firmtime_rt::system::Provenance;
 use crate::data::{self, Sidecar, FORMAT_VERSION};
 use crate::engine::{Engine, TrialOutcome};
 use crate::error::{Error, ErrorKind, Result};
-use crate::rng::Rng;
+use firmtime_rt::rng::Rng;
 
 /// Most trials one session may list.
 pub const MAX_TRIALS: usize = 10_000;

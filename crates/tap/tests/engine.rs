@@ -17,10 +17,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use firmtime_midi::jack::server::program_on_path;
+use firmtime_jack::DummyServer;
 use firmtime_midi::jack::{
-    AudioOptions, DummyOptions, DummyServer, JackBackend, JackOptions, OnsetRecorder,
-    RecorderOptions, Tap, Tapper, TapperOptions,
+    AudioOptions, JackBackend, JackOptions, OnsetRecorder, RecorderOptions, Tap, Tapper,
+    TapperOptions,
 };
 use firmtime_midi::MidiMessage;
 use firmtime_rt::sched::Policy;
@@ -29,6 +29,12 @@ use firmtime_tap::data::{self, EventKind};
 use firmtime_tap::engine::{EndReason, Engine, EngineOptions, TrialEvent, TrialOutcome};
 use firmtime_tap::session::{self, TrialMeta};
 use firmtime_tap::Experiment;
+
+// With `--features assert-rt`, an allocation inside a JACK process callback
+// or the trial engine's loop aborts this test binary.
+#[cfg(feature = "assert-rt")]
+#[global_allocator]
+static A: firmtime_rt::assert_rt::AllocDisabler = firmtime_rt::assert_rt::AllocDisabler;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -41,17 +47,11 @@ fn is_root() -> bool {
 }
 
 fn server() -> Option<DummyServer> {
-    if !program_on_path("jackd") {
+    let srv = DummyServer::start_for_test(RATE as u32, PERIOD);
+    if srv.is_none() {
         println!("SKIP: jackd not installed (Debian: apt-get install jackd2)");
-        return None;
     }
-    let opts = DummyOptions {
-        rate: RATE as u32,
-        period: PERIOD,
-        realtime: is_root(),
-        ..DummyOptions::new()
-    };
-    Some(DummyServer::start(opts).expect("dummy jackd starts"))
+    srv
 }
 
 /// Puts the calling thread at SCHED_FIFO 70 when root (else says why not).

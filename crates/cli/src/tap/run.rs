@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
-use firmtime_midi::jack::{AudioOptions, DummyServer, JackBackend, JackOptions, SynthOptions};
+use firmtime_jack::DummyServer;
+use firmtime_midi::jack::{AudioOptions, JackBackend, JackOptions, SynthOptions};
 use firmtime_midi::loopback::{Loopback, LoopbackOptions};
 use firmtime_midi::raw::{RawBackend, RawOptions};
 use firmtime_midi::{MidiBackend, PortIndex};
@@ -163,7 +164,7 @@ fn audio_connections(o: &BackendArgs, server: Option<&str>, dummy_started: bool)
     if dummy_started {
         return Vec::new();
     }
-    firmtime_midi::jack::playback_ports(server).unwrap_or_default()
+    firmtime_jack::playback_ports(server).unwrap_or_default()
 }
 
 /// Opens the backend; `synth`: the audio the experiments need (JACK only).

@@ -44,14 +44,15 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use firmtime_rt::rng::Rng;
 use jack::{AudioIn, Client, Control, Port, ProcessScope};
 
-use super::{
-    activate, connect, deactivate, jack_clock_offset, open_client, read_cycle_times, FrameExtender,
-    XrunNotifier,
-};
 use crate::error::{Error, ErrorKind};
 use crate::{parse_message, MidiMessage};
+use firmtime_jack::{
+    activate, connect, deactivate, jack_clock_offset, open_client, port_name, read_cycle_times,
+    FrameExtender, XrunNotifier,
+};
 
 /// Most note messages the synth takes in one process cycle.
 pub const MAX_CYCLE_EVENTS: usize = 256;
@@ -273,7 +274,7 @@ pub struct Synth {
     next_age: u64,
     noise_on: bool,
     noise_gain: f32,
-    rng: u64,
+    rng: Rng,
     pink: [f32; 7],
     counters: Arc<AudioCounters>,
 }
@@ -316,7 +317,7 @@ impl Synth {
             next_age: 0,
             noise_on: false,
             noise_gain: 0.0,
-            rng: 0x9E37_79B9_7F4A_7C15,
+            rng: Rng::new(0),
             pink: [0.0; 7],
             counters: Arc::default(),
         })
@@ -515,14 +516,9 @@ impl Synth {
         }
     }
 
-    /// Uniform white noise with unit RMS (xorshift64*).
+    /// Uniform white noise with unit RMS (firmtime-rt's seeded [`Rng`]).
     fn white(&mut self) -> f32 {
-        let mut x = self.rng;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.rng = x;
-        let u = (x.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 40) as f32 / (1u64 << 24) as f32;
+        let u = (self.rng.next_u64() >> 40) as f32 / (1u64 << 24) as f32;
         // Uniform on [−√3, √3] has RMS 1.
         (2.0 * u - 1.0) * 1.732_050_8
     }
@@ -554,20 +550,6 @@ fn attack_env(n: u32, ramp: u32) -> f32 {
 /// Raised-cosine release: 0 at sample `ramp − 1`.
 fn release_env(k: u32, ramp: u32) -> f32 {
     0.5 * (1.0 + (std::f32::consts::PI * (k + 1) as f32 / ramp as f32).cos())
-}
-
-/// Full names of the physical playback ports (`system:playback_*`) of a
-/// running JACK server (`None`: the default), in order. Never starts a server.
-///
-/// # Errors
-/// As [`list_ports`](super::list_ports).
-pub fn playback_ports(server: Option<&str>) -> Result<Vec<String>, Error> {
-    let client = open_client("firmtime-ports", server)?;
-    Ok(client.ports(
-        None,
-        Some("audio"),
-        jack::PortFlags::IS_INPUT | jack::PortFlags::IS_PHYSICAL,
-    ))
 }
 
 // ------------------------------------------------------------- recorder
@@ -675,6 +657,14 @@ struct RecProcess {
 
 impl jack::ProcessHandler for RecProcess {
     fn process(&mut self, _: &Client, ps: &ProcessScope) -> Control {
+        // Under the `assert-rt` feature an allocation here aborts.
+        firmtime_rt::assert_rt::no_alloc(|| self.cycle(ps))
+    }
+}
+
+impl RecProcess {
+    /// One process cycle. **RT-safe.**
+    fn cycle(&mut self, ps: &ProcessScope) -> Control {
         let cycle = read_cycle_times(ps, &mut self.ext, 0);
         if self.shared.armed.load(Ordering::Acquire) {
             self.core.scan(cycle.frame, self.port.as_slice(ps));
@@ -717,9 +707,7 @@ impl OnsetRecorder {
                     format!("cannot register JACK audio port \"in\": {e}"),
                 )
             })?;
-        let port_name = port
-            .name()
-            .map_err(|e| Error::new(ErrorKind::Port, format!("JACK port name: {e}")))?;
+        let port_name = port_name(&port)?;
         // Frames only: the offset is not needed, but measuring it keeps the
         // process-wide clock map warm for other clients.
         let _ = jack_clock_offset(&client);

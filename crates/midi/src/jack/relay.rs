@@ -22,10 +22,11 @@ use std::sync::Arc;
 
 use jack::{Client, Control, MidiIn, MidiOut, Port, ProcessScope, RawMidi};
 
-use super::{
-    activate, connect, deactivate, open_client, read_cycle_times, FrameExtender, XrunNotifier,
-};
 use crate::error::{Error, ErrorKind};
+use firmtime_jack::{
+    activate, connect, deactivate, open_client, port_name, read_cycle_times, FrameExtender,
+    XrunNotifier,
+};
 
 /// How to start a [`Relay`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,6 +86,14 @@ struct RelayProcess {
 
 impl jack::ProcessHandler for RelayProcess {
     fn process(&mut self, _: &Client, ps: &ProcessScope) -> Control {
+        // Under the `assert-rt` feature an allocation here aborts.
+        firmtime_rt::assert_rt::no_alloc(|| self.cycle(ps))
+    }
+}
+
+impl RelayProcess {
+    /// One process cycle. **RT-safe.**
+    fn cycle(&mut self, ps: &ProcessScope) -> Control {
         let cycle = read_cycle_times(ps, &mut self.ext, 0);
         let mut writer = self.output.writer(ps);
         for ev in self.input.iter(ps) {
@@ -150,11 +159,8 @@ impl Relay {
         let output = client
             .register_port("out", MidiOut::default())
             .map_err(reg)?;
-        let name = |r: Result<String, jack::Error>| {
-            r.map_err(|e| Error::new(ErrorKind::Port, format!("JACK port name: {e}")))
-        };
-        let input_name = name(input.name())?;
-        let output_name = name(output.name())?;
+        let input_name = port_name(&input)?;
+        let output_name = port_name(&output)?;
         let shared = Arc::new(RelayShared::default());
         let process = RelayProcess {
             input,
@@ -189,7 +195,7 @@ impl Relay {
     /// [`ErrorKind::Port`] when either port does not exist or JACK refuses.
     pub fn connect(&self, src: &str, dst: &str) -> Result<(), Error> {
         match &self.client {
-            Some(c) => connect(c.as_client(), src, dst),
+            Some(c) => Ok(connect(c.as_client(), src, dst)?),
             None => Err(Error::new(ErrorKind::Backend, "the relay is closed")),
         }
     }

@@ -23,10 +23,12 @@ use std::time::{Duration, Instant};
 
 use jack::{Client, Control, MidiOut, Port, ProcessScope, RawMidi};
 
-use super::{
-    activate, connect, deactivate, jack_clock_offset, open_client, read_cycle_times, CycleTimes,
-    FrameExtender, MidiSink, XrunNotifier,
+use firmtime_jack::{
+    activate, connect, deactivate, jack_clock_offset, open_client, port_name, read_cycle_times,
+    CycleTimes, FrameExtender, XrunNotifier,
 };
+
+use super::MidiSink;
 use crate::error::{Error, ErrorKind};
 use crate::MidiMessage;
 
@@ -216,6 +218,14 @@ impl MidiSink for OneWriter<'_> {
 
 impl jack::ProcessHandler for TapProcess {
     fn process(&mut self, _: &Client, ps: &ProcessScope) -> Control {
+        // Under the `assert-rt` feature an allocation here aborts.
+        firmtime_rt::assert_rt::no_alloc(|| self.cycle(ps))
+    }
+}
+
+impl TapProcess {
+    /// One process cycle. **RT-safe.**
+    fn cycle(&mut self, ps: &ProcessScope) -> Control {
         let cycle = read_cycle_times(ps, &mut self.ext, self.clock_offset_ns);
         let mut sink = OneWriter(self.port.writer(ps));
         self.core.emit(&cycle, &mut sink);
@@ -262,9 +272,7 @@ impl Tapper {
                     ),
                 )
             })?;
-        let port_name = port
-            .name()
-            .map_err(|e| Error::new(ErrorKind::Port, format!("JACK port name: {e}")))?;
+        let port_name = port_name(&port)?;
         let (clock_offset_ns, _) = jack_clock_offset(&client);
         let n_taps = taps.len();
         let core = TapperCore::new(taps, options.lead_frames);

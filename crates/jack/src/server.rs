@@ -9,11 +9,12 @@
 
 use std::fs::File;
 use std::io::Read;
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
+
+use firmtime_rt::process::{self, Target};
 
 use crate::error::{Error, ErrorKind};
 
@@ -136,14 +137,7 @@ impl DummyServer {
             .stdout(log)
             .stderr(log_err);
         // If firmtime dies without running Drop (SIGKILL), jackd goes too.
-        // SAFETY: the closure runs in the child between fork and exec and only
-        // makes one async-signal-safe system call (prctl).
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong);
-                Ok(())
-            });
-        }
+        process::die_with_parent(&mut cmd, libc::SIGTERM);
         let child = cmd
             .spawn()
             .map_err(|e| Error::new(ErrorKind::ServerFailed, format!("cannot start jackd: {e}")))?;
@@ -154,6 +148,31 @@ impl DummyServer {
         };
         server.wait_ready()?;
         Ok(server)
+    }
+
+    /// For test suites: a server at `rate` Hz and `period` frames under a
+    /// unique name, at SCHED_FIFO (`jackd -R`) when this process runs as
+    /// root (so that other load on the machine turns into fewer xruns), else
+    /// without; `None` when `jackd` is not installed (the test then skips).
+    ///
+    /// # Panics
+    /// When jackd is installed but does not start (the message quotes its log).
+    pub fn start_for_test(rate: u32, period: u32) -> Option<Self> {
+        if !program_on_path("jackd") {
+            return None;
+        }
+        // SAFETY: geteuid cannot fail and has no side effects.
+        let root = unsafe { libc::geteuid() } == 0;
+        let options = DummyOptions {
+            rate,
+            period,
+            realtime: root,
+            ..DummyOptions::new()
+        };
+        match Self::start(options) {
+            Ok(s) => Some(s),
+            Err(e) => panic!("dummy jackd does not start: {e}"),
+        }
     }
 
     fn wait_ready(&mut self) -> Result<(), Error> {
@@ -211,7 +230,7 @@ impl DummyServer {
         tail.join("\n")
     }
 
-    /// The server name clients pass to connect (see [`super::JackOptions::server_name`]).
+    /// The server name clients pass to connect (e.g. to [`open_client`](crate::open_client)).
     pub fn name(&self) -> &str {
         &self.options.name
     }
@@ -230,27 +249,7 @@ impl DummyServer {
     /// Also done by `Drop`.
     pub fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
-            if let Ok(pid) = libc::pid_t::try_from(child.id()) {
-                // SAFETY: kill(2) on our own unreaped child's pid; it cannot
-                // have been recycled because we have not waited for it yet.
-                unsafe {
-                    libc::kill(pid, libc::SIGTERM);
-                }
-            }
-            let deadline = Instant::now() + Duration::from_secs(5);
-            loop {
-                match child.try_wait() {
-                    Ok(Some(_)) => break,
-                    Ok(None) if Instant::now() < deadline => {
-                        std::thread::sleep(Duration::from_millis(20));
-                    }
-                    _ => {
-                        let _ = child.kill();
-                        let _ = child.wait();
-                        break;
-                    }
-                }
-            }
+            process::stop(&mut child, Target::Process, Duration::from_secs(5));
         }
         let _ = std::fs::remove_file(&self.log_path);
         self.remove_shm_leftovers();

@@ -1,0 +1,47 @@
+//! firmtime-jack: JACK for every firmtime client — opening clients, ports
+//! and connections, the cycle-time clock, and a private dummy server.
+//!
+//! - [`client`]: [`open_client`] (never starts a server; one open at a time
+//!   in the process), [`list_ports`], [`playback_ports`],
+//!   [`server_running`], [`connect`], [`activate`]/[`deactivate`] with
+//!   errors that say what to do, and [`XrunNotifier`], the notification
+//!   handler that only counts xruns.
+//! - [`clock`]: a cycle's times as absolute frames and CLOCK_MONOTONIC
+//!   nanoseconds ([`CycleTimes`], [`read_cycle_times`]), JACK's 32-bit frame
+//!   counter extended to 64 bits ([`FrameExtender`]), and which clock JACK's
+//!   microseconds are on ([`jack_clock_offset`], [`JackClock`]).
+//! - [`server`]: a private `jackd -d dummy` ([`DummyServer`]) for tests and
+//!   for `--jack-dummy`, so nothing depends on (or touches) a user's server.
+//!
+//! libjack is loaded at run time, so a machine without JACK builds and gets
+//! a clear [`Error`] ([`ErrorKind::NotInstalled`]) when a client opens. Works
+//! with jackd2 and with PipeWire's JACK, which implements the same API.
+//!
+//! Users: firmtime-midi (the JACK MIDI backend, tapper, relay, synth and
+//! recorder), firmtime-rack (the rack host) and the `firmtime` binary.
+//!
+//! # Real-time contract
+//!
+//! Everything here runs at setup time (it allocates, locks the open lock,
+//! forks jackd, talks to the server) except what is marked **RT-safe.**:
+//! [`read_cycle_times`], the [`CycleTimes`] conversions,
+//! [`FrameExtender::extend`] and [`XrunNotifier`]'s xrun callback, which a
+//! process callback may call every cycle: no allocation, no lock, no
+//! printing. Callers measure the clock offset ([`jack_clock_offset`]) when
+//! their client opens, never in the callback.
+
+#![deny(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
+
+pub mod client;
+pub mod clock;
+pub mod error;
+pub mod server;
+
+pub use client::{
+    activate, connect, deactivate, list_ports, open_client, playback_ports, port_name, port_names,
+    server_running, JackPort, XrunNotifier,
+};
+pub use clock::{jack_clock_offset, read_cycle_times, CycleTimes, FrameExtender, JackClock};
+pub use error::{Error, ErrorKind, Result};
+pub use server::{program_on_path, shm_entries_of, DummyOptions, DummyServer};
