@@ -200,53 +200,96 @@ fn plots(r: &ExperimentReport, dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// One figure: each series' points in x order, on axes from zero (y to at
+/// least 100 %).
 fn line_png(
     path: &Path,
     title: &str,
     xl: &str,
     yl: &str,
     series: &[Series],
-) -> std::result::Result<(), Box<dyn std::error::Error>> {
-    use plotters::prelude::*;
+) -> firmtime_lab::Result<()> {
+    use firmtime_lab::plot;
     let xs = series.iter().flat_map(|s| s.1.iter().map(|p| p.0));
-    let xmax = xs.clone().fold(0.0f64, f64::max) * 1.1 + 0.5;
+    let xmax = xs.fold(0.0f64, f64::max) * 1.1 + 0.5;
     let ymax = series
         .iter()
         .flat_map(|s| s.1.iter().map(|p| p.1))
         .fold(100.0f64, f64::max)
         * 1.05;
-    let root = BitMapBackend::new(path, firmtime_lab::plot::SIZE).into_drawing_area();
-    root.fill(&WHITE)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 24))
-        .margin(15)
-        .x_label_area_size(45)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0f64..xmax, 0f64..ymax)?;
-    chart
-        .configure_mesh()
-        .x_desc(xl)
-        .y_desc(yl)
-        .label_style(("sans-serif", 15))
-        .draw()?;
-    for (k, (name, pts)) in series.iter().enumerate() {
-        let mut pts = pts.clone();
-        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let color = Palette99::pick(k).to_rgba();
-        chart
-            .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))?
-            .label(name.as_str())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
-        chart.draw_series(pts.iter().map(|&p| Circle::new(p, 4, color.filled())))?;
+    let sorted: Vec<(&str, Vec<(f64, f64)>)> = series
+        .iter()
+        .map(|(name, pts)| {
+            let mut pts = pts.clone();
+            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+            (name.as_str(), pts)
+        })
+        .collect();
+    let lines: Vec<plot::Series<'_>> = sorted
+        .iter()
+        .map(|(name, pts)| plot::Series::new(name, pts))
+        .collect();
+    plot::chart_png_on(path, title, xl, yl, &lines, 0.0..xmax, 0.0..ymax)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experiment::{plan, PointResult, StepResult, Timing};
+
+    #[test]
+    fn report_writes_json_markdown_and_one_plot_per_figure() {
+        let points = plan(true)
+            .into_iter()
+            .enumerate()
+            .map(|(i, spec)| PointResult {
+                period_ms: spec.period_ms(),
+                spec,
+                baseline_xruns: 0,
+                baseline_overruns: 0,
+                baseline_s: 1.0,
+                usable_fraction: Some(0.5 + i as f64 * 0.01),
+                steps: vec![StepResult {
+                    fraction: 0.5,
+                    seconds: 1.0,
+                    periods: 100,
+                    xruns: 0,
+                    overruns: 0,
+                    allowed_overruns: 1,
+                    late: 0,
+                    allowed_xruns: 1,
+                    passed: true,
+                    central_user: 0.4,
+                    central_sys: 0.1,
+                    dsp_load: 40.0,
+                }],
+            })
+            .collect();
+        let r = ExperimentReport {
+            version: "0".into(),
+            command: "c".into(),
+            kernel: "k".into(),
+            preempt: "p".into(),
+            clocksource: "tsc".into(),
+            cpu: "cpu".into(),
+            conditions: "x".into(),
+            quick: true,
+            timing: Timing::quick(),
+            started_unix_s: 1,
+            ended_unix_s: 2,
+            points,
+        };
+        let dir = std::env::temp_dir().join(format!("firmtime-rack-report-{}", std::process::id()));
+        write_report(&r, &dir).unwrap();
+        let json = std::fs::read_to_string(dir.join("results.json")).unwrap();
+        assert_eq!(json, serde_json::to_string_pretty(&r).unwrap() + "\n");
+        assert!(std::fs::read_to_string(dir.join("report.md"))
+            .unwrap()
+            .contains("| 5 | 44100 Hz |"));
+        for f in 5..=8 {
+            let png = std::fs::read(dir.join(format!("fig{f}.png"))).unwrap();
+            assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "fig{f}.png");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 15))
-        .draw()?;
-    root.present()?;
-    Ok(())
 }
