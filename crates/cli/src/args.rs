@@ -1,10 +1,20 @@
 //! Argument conventions shared by every subcommand: durations and sizes with
-//! units, `--json PATH`, and usage errors that exit with status 2.
+//! units, `--json PATH`, usage errors that exit with status 2, and the
+//! [`Outcome`] a subcommand reports back to `main`.
 
 use firmtime_rt::units;
 use std::fmt;
 use std::path::Path;
 use std::time::Duration;
+
+/// What a subcommand reports back to `main`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Everything ran and every check passed (warnings allowed).
+    Ok,
+    /// Ran to the end, but a check failed or the run did not meet its target.
+    Failed,
+}
 
 /// A usage error found after clap parsed the arguments (a flag's value out of
 /// range in combination with another, for instance). `main` exits 2 on it.
