@@ -18,9 +18,10 @@ use common::{assert_exit, firmtime, read_json, spawn_ready, EXE};
 #[global_allocator]
 static ALLOC: assert_no_alloc::AllocDisabler = assert_no_alloc::AllocDisabler;
 
-fn tmp(name: &str, text: &str) -> std::path::PathBuf {
+/// A file `name` in the temp dir, unique to this process, holding `bytes`.
+fn tmp(name: &str, bytes: impl AsRef<[u8]>) -> PathBuf {
     let p = std::env::temp_dir().join(format!("firmtime-rack-{}-{name}", std::process::id()));
-    std::fs::write(&p, text).unwrap();
+    std::fs::write(&p, bytes).unwrap();
     p
 }
 
@@ -125,10 +126,9 @@ fn have_amp(test: &str) -> bool {
     ok
 }
 
-fn key(name: &str, bytes: &[u8]) -> PathBuf {
-    let p = std::env::temp_dir().join(format!("firmtime-rack-{}-{name}", std::process::id()));
-    std::fs::write(&p, bytes).unwrap();
-    p
+/// The error of building `file` (it must fail).
+fn build_err(file: &RackFile, scan: &Scan) -> firmtime_rack::Error {
+    build(file, scan, RATE, BLOCK).unwrap_err()
 }
 
 fn remote_rack(worker: &str, key: &Path, label: &str, window: u8) -> RackFile {
@@ -162,7 +162,7 @@ fn a_remote_plugin_stage_equals_the_local_plugin_delayed_by_its_window() {
     if !have_amp("remote plugin stage") {
         return;
     }
-    let k = key("good.key", b"0123456789abcdef0123456789abcdef");
+    let k = tmp("good.key", b"0123456789abcdef0123456789abcdef");
     let addr = free_addr();
     let _w = Worker::start(&addr, &k);
     let scan = Scan::dirs(&[PathBuf::from(LADSPA)]);
@@ -225,19 +225,13 @@ fn a_wrong_key_or_an_unknown_label_is_a_clear_build_error() {
     if !have_amp("remote build errors") {
         return;
     }
-    let k = key("ok.key", b"0123456789abcdef0123456789abcdef");
-    let wrong = key("wrong.key", b"fedcba9876543210fedcba9876543210");
+    let k = tmp("ok.key", b"0123456789abcdef0123456789abcdef");
+    let wrong = tmp("wrong.key", b"fedcba9876543210fedcba9876543210");
     let addr = free_addr();
     let _w = Worker::start(&addr, &k);
     let scan = Scan::dirs(&[PathBuf::from(LADSPA)]);
 
-    let e = build(
-        &remote_rack(&addr, &wrong, "amp_mono", 1),
-        &scan,
-        RATE,
-        BLOCK,
-    )
-    .unwrap_err();
+    let e = build_err(&remote_rack(&addr, &wrong, "amp_mono", 1), &scan);
     assert_eq!(e.kind(), ErrorKind::Remote);
     let m = e.message();
     assert!(
@@ -248,13 +242,7 @@ fn a_wrong_key_or_an_unknown_label_is_a_clear_build_error() {
     );
     assert!(m.to_lowercase().contains("key"), "{m}");
 
-    let e = build(
-        &remote_rack(&addr, &k, "no_such_plugin", 1),
-        &scan,
-        RATE,
-        BLOCK,
-    )
-    .unwrap_err();
+    let e = build_err(&remote_rack(&addr, &k, "no_such_plugin", 1), &scan);
     assert_eq!(e.kind(), ErrorKind::Remote);
     assert!(
         e.message()
@@ -268,13 +256,7 @@ fn a_wrong_key_or_an_unknown_label_is_a_clear_build_error() {
          remote = {{ worker = \"{addr}\", key_file = \"{}\" }}\n",
         k.display()
     );
-    let e = build(
-        &RackFile::parse(&text, "r.toml").unwrap(),
-        &scan,
-        RATE,
-        BLOCK,
-    )
-    .unwrap_err();
+    let e = build_err(&RackFile::parse(&text, "r.toml").unwrap(), &scan);
     assert_eq!(e.kind(), ErrorKind::Plugin);
     assert!(
         e.message()
@@ -290,7 +272,7 @@ fn a_killed_worker_turns_the_stage_dry_and_counts_late_periods() {
     if !have_amp("killed worker") {
         return;
     }
-    let k = key("kill.key", b"0123456789abcdef0123456789abcdef");
+    let k = tmp("kill.key", b"0123456789abcdef0123456789abcdef");
     let addr = free_addr();
     let mut w = Worker::start(&addr, &k);
     let scan = Scan::dirs(&[PathBuf::from(LADSPA)]);

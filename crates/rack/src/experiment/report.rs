@@ -235,50 +235,12 @@ fn line_png(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::experiment::{plan, PointResult, StepResult, Timing};
+    use crate::experiment::plan;
+    use crate::experiment::results::sample_report;
 
     #[test]
     fn report_writes_json_markdown_and_one_plot_per_figure() {
-        let points = plan(true)
-            .into_iter()
-            .enumerate()
-            .map(|(i, spec)| PointResult {
-                period_ms: spec.period_ms(),
-                spec,
-                baseline_xruns: 0,
-                baseline_overruns: 0,
-                baseline_s: 1.0,
-                usable_fraction: Some(0.5 + i as f64 * 0.01),
-                steps: vec![StepResult {
-                    fraction: 0.5,
-                    seconds: 1.0,
-                    periods: 100,
-                    xruns: 0,
-                    overruns: 0,
-                    allowed_overruns: 1,
-                    late: 0,
-                    allowed_xruns: 1,
-                    passed: true,
-                    central_user: 0.4,
-                    central_sys: 0.1,
-                    dsp_load: 40.0,
-                }],
-            })
-            .collect();
-        let r = ExperimentReport {
-            version: "0".into(),
-            command: "c".into(),
-            kernel: "k".into(),
-            preempt: "p".into(),
-            clocksource: "tsc".into(),
-            cpu: "cpu".into(),
-            conditions: "x".into(),
-            quick: true,
-            timing: Timing::quick(),
-            started_unix_s: 1,
-            ended_unix_s: 2,
-            points,
-        };
+        let r = sample_report(&plan(true));
         let dir = std::env::temp_dir().join(format!("firmtime-rack-report-{}", std::process::id()));
         write_report(&r, &dir).unwrap();
         let json = std::fs::read_to_string(dir.join("results.json")).unwrap();

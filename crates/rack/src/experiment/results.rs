@@ -81,27 +81,27 @@ pub struct ExperimentReport {
     pub points: Vec<PointResult>,
 }
 
+/// A report of one point per spec, every point with one passing step at
+/// 90 % (for tests).
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::experiment::plan::plan;
-    #[test]
-    fn json_keys_are_stable() {
-        let r = ExperimentReport {
-            version: "0".into(),
-            command: "c".into(),
-            kernel: "k".into(),
-            preempt: "p".into(),
-            clocksource: "tsc".into(),
-            cpu: "cpu".into(),
-            conditions: "x".into(),
-            quick: true,
-            timing: Timing::quick(),
-            started_unix_s: 1,
-            ended_unix_s: 2,
-            points: vec![PointResult {
-                spec: plan(true)[0].clone(),
-                period_ms: 1.45,
+pub(crate) fn sample_report(specs: &[PointSpec]) -> ExperimentReport {
+    ExperimentReport {
+        version: "0".into(),
+        command: "c".into(),
+        kernel: "k".into(),
+        preempt: "p".into(),
+        clocksource: "tsc".into(),
+        cpu: "cpu".into(),
+        conditions: "x".into(),
+        quick: true,
+        timing: Timing::quick(),
+        started_unix_s: 1,
+        ended_unix_s: 2,
+        points: specs
+            .iter()
+            .map(|spec| PointResult {
+                spec: spec.clone(),
+                period_ms: spec.period_ms(),
                 baseline_xruns: 0,
                 baseline_overruns: 0,
                 baseline_s: 1.0,
@@ -120,8 +120,18 @@ mod tests {
                     central_sys: 0.01,
                     dsp_load: 90.0,
                 }],
-            }],
-        };
+            })
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experiment::plan::plan;
+    #[test]
+    fn json_keys_are_stable() {
+        let r = sample_report(&plan(true)[..1]);
         let v = serde_json::to_value(&r).unwrap();
         for k in [
             "version",
