@@ -3,7 +3,7 @@
 //! Each *point* (a sample rate, a period size, a placement of the
 //! `waste_time` load: a local plugin or N remote workers at a window)
 //! starts a private `jackd -R -d dummy` server, runs a rack on it, and
-//! first measures the sporadic xruns of this machine with the rack at zero
+//! first measures the machine's sporadic xruns with the rack at zero
 //! load (Lago's "ignored sporadic xruns"). Then it raises the load step by
 //! step ([`Search`]: coarse steps, then fine steps after the first
 //! failure) and keeps the largest fraction of the period whose step
@@ -19,8 +19,8 @@
 //!
 //! Remote workers are `firmtime net worker` processes the caller starts
 //! (on loopback); the built-in work holds each block by *sleeping*, which
-//! emulates separate machines on this 2-core VM (spinning workers would
-//! compete with the central machine for the same cores).
+//! emulates separate machines on one host (spinning workers would compete
+//! with the central machine for the same cores).
 //!
 //! Not for the RT path: everything here allocates, forks and sleeps; the
 //! rack's process callback is the RT part ([`crate::host`]).

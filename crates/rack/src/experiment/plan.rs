@@ -62,7 +62,7 @@ pub struct Timing {
 }
 
 impl Timing {
-    /// The full run (all of Figures 5–8 in under 10 minutes here).
+    /// The full run: every point of Figures 5–8 at full length.
     pub fn full() -> Self {
         Timing {
             baseline_s: 2.0,
