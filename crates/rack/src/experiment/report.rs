@@ -4,6 +4,7 @@
 use super::plan::Placement;
 use super::results::ExperimentReport;
 use crate::error::{Error, ErrorKind, Result};
+use firmtime_rt::fs::write_atomic;
 use std::path::Path;
 
 /// Lago's figures as his text gives them: (figure, what, value).
@@ -38,7 +39,8 @@ fn pct(x: Option<f64>) -> String {
     x.map_or("none".into(), |v| format!("{:.0} %", v * 100.0))
 }
 
-/// Writes `report.md`, `results.json` and `fig5.png`…`fig8.png` into `dir`.
+/// Writes `report.md`, `results.json` (each atomically, fsynced) and
+/// `fig5.png`…`fig8.png` into `dir`.
 ///
 /// # Errors
 /// [`ErrorKind::Io`] when a file cannot be written or the plot font is missing
@@ -50,7 +52,7 @@ pub fn write_report(r: &ExperimentReport, dir: &Path) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(|e| io(e, dir))?;
     let json = serde_json::to_string_pretty(r).expect("report serializes");
     let jp = dir.join("results.json");
-    std::fs::write(&jp, json + "\n").map_err(|e| io(e, &jp))?;
+    write_atomic(&jp, (json + "\n").as_bytes()).map_err(|e| io(e, &jp))?;
     plots(r, dir)?;
     let mut md = String::new();
     md.push_str("# Lago (2004) Figures 5–8 on this machine\n\n");
@@ -122,7 +124,7 @@ pub fn write_report(r: &ExperimentReport, dir: &Path) -> Result<()> {
     md.push_str("\nCentral CPU is this process (the rack's JACK client and its sessions) plus jackd, as a fraction of one CPU, during the last passing step. The workers' CPU is not central: they are separate processes, as Lago's were separate machines.\n\n");
     md.push_str("Plots: fig5.png (usable fraction vs period, local), fig6.png (usable fraction per worker vs workers, window 0), fig7.png (central CPU vs workers, window 2), fig8.png (usable fraction vs period, window 1). Raw steps: results.json.\n");
     let mp = dir.join("report.md");
-    std::fs::write(&mp, md).map_err(|e| io(e, &mp))?;
+    write_atomic(&mp, md.as_bytes()).map_err(|e| io(e, &mp))?;
     Ok(())
 }
 
