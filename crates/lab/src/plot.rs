@@ -513,7 +513,8 @@ pub fn chart_png(
 }
 
 /// Like [`chart_png`] on fixed axis spans `x` and `y` (e.g. from zero)
-/// instead of spans fitted to the points.
+/// instead of spans fitted to the points. The x axis gets whole-number
+/// ticks only when every x is a whole number.
 ///
 /// # Errors
 ///
@@ -578,12 +579,14 @@ fn draw_chart(
     if x0 > x1 {
         return Err(nothing_to_plot(path.display().to_string().as_str()));
     }
-    // Counts on x (tap or trial numbers, maybe nudged apart): whole-number ticks.
+    // Counts on x (tap or trial numbers, maybe nudged apart; on given
+    // spans, whole numbers only): whole-number ticks.
+    let nudge = if axes.is_some() { 1e-9 } else { 0.2 };
     let counts = series.iter().all(|s| {
         s.points
             .iter()
             .filter(|(x, y)| x.is_finite() && y.is_finite())
-            .all(|(x, _)| (x - x.round()).abs() <= 0.2)
+            .all(|(x, _)| (x - x.round()).abs() <= nudge)
     });
     ensure_font()?;
     let (xr, yr) = match axes {
