@@ -1,10 +1,20 @@
 //! Argument conventions shared by every subcommand: durations and sizes with
-//! units, `--json PATH`, and usage errors that exit with status 2.
+//! units, `--json PATH`, usage errors that exit with status 2, and the
+//! [`Outcome`] a subcommand reports back to `main`.
 
 use firmtime_rt::units;
 use std::fmt;
 use std::path::Path;
 use std::time::Duration;
+
+/// What a subcommand reports back to `main`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Everything ran and every check passed (warnings allowed).
+    Ok,
+    /// Ran to the end, but a check failed or the run did not meet its target.
+    Failed,
+}
 
 /// A usage error found after clap parsed the arguments (a flag's value out of
 /// range in combination with another, for instance). `main` exits 2 on it.
@@ -34,7 +44,8 @@ pub fn size(text: &str) -> Result<u64, String> {
     units::parse_size(text).map_err(|e| e.to_string())
 }
 
-/// Writes `value` as pretty JSON to `path` atomically (temp file, fsync, rename),
+/// Writes `value` as pretty JSON to `path` atomically
+/// ([`firmtime_rt::fs::write_atomic`]: temp file, fsync, rename, directory fsync),
 /// or to stdout when `path` is `-`.
 pub fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> anyhow::Result<()> {
     use anyhow::Context;
@@ -44,20 +55,7 @@ pub fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> anyhow::Result
         std::io::stdout().write_all(text.as_bytes())?;
         return Ok(());
     }
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let name = path.file_name().context("--json needs a file name")?;
-    let tmp = dir.join(format!(
-        ".{}.tmp{}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let mut f =
-        std::fs::File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
-    f.write_all(text.as_bytes())?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
+    path.file_name().context("--json needs a file name")?;
+    firmtime_rt::fs::write_atomic(path, text.as_bytes())?;
     Ok(())
 }

@@ -26,6 +26,9 @@ use std::process::ExitCode;
 #[global_allocator]
 static A: firmtime_rt::assert_rt::AllocDisabler = firmtime_rt::assert_rt::AllocDisabler;
 
+/// Re-exported for the subcommands' `use crate::Outcome`.
+pub use args::Outcome;
+
 /// firmtime: millisecond-true timing on stock Linux.
 ///
 /// Measures what this machine's clocks, sleeps and timers really do, runs
@@ -70,15 +73,6 @@ enum Command {
     /// Counts xruns, reports DSP load and per-stage time; `stage.port = value`
     /// on stdin changes a control while it runs.
     Rack(rack::RackArgs),
-}
-
-/// What a subcommand reports back to `main`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    /// Everything ran and every check passed (warnings allowed).
-    Ok,
-    /// Ran to the end, but a check failed or the run did not meet its target.
-    Failed,
 }
 
 fn main() -> ExitCode {

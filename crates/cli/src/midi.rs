@@ -1,6 +1,7 @@
 //! `firmtime midi`: list ports, monitor input with timestamps, run FTAP's loop test.
 //!
-//! Every backend is opened through [`open_backend`]: adding one is a
+//! Every backend is opened through [`open_backend`], which calls the
+//! opener shared with `firmtime tap` ([`backend::open`]): adding one is a
 //! [`BackendChoice`] variant and one match arm there.
 
 use std::path::PathBuf;
@@ -9,10 +10,10 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand, ValueEnum};
 use firmtime_jack::DummyServer;
-use firmtime_midi::jack::{self, JackBackend, JackOptions, LoopHops};
+use firmtime_midi::jack::{self, LoopHops};
 use firmtime_midi::looptest::{LoopConfig, LoopResult, LoopTest};
 use firmtime_midi::pty::{PacedLoopback, PacedOptions, PacedStats, PtyPair};
-use firmtime_midi::raw::{self, RawBackend, RawOptions, WIRE_BYTE_NS};
+use firmtime_midi::raw::{self, WIRE_BYTE_NS};
 use firmtime_midi::{
     BackendError, BackendKind, BackendStats, InputEvent, MidiBackend, MidiMessage, OutputEvent,
     SentEvent,
@@ -23,10 +24,9 @@ use firmtime_rt::setup::{self, RtConditions, RtRequest};
 use firmtime_rt::system::Provenance;
 use serde::Serialize;
 
-use crate::args::{self, UsageError};
+use crate::args::{self, Outcome, UsageError};
 use crate::backend;
 use crate::sigint;
-use crate::Outcome;
 
 /// Arguments of `firmtime midi`.
 #[derive(Debug, Args)]
@@ -185,12 +185,83 @@ enum Purpose {
     Loop,
 }
 
-/// Opens the backend chosen on the command line. One arm per backend.
+/// Opens the backend chosen on the command line ([`backend::open`]) and
+/// describes it for the output.
 fn open_backend(o: &OpenArgs, device: Option<PathBuf>, purpose: Purpose) -> anyhow::Result<Opened> {
-    match o.backend {
-        BackendChoice::Raw => open_raw(o, device),
-        BackendChoice::Jack => open_jack(o, purpose),
-        BackendChoice::Alsa => open_alsa(o, purpose),
+    let kind = match o.backend {
+        BackendChoice::Raw => backend::Kind::Raw,
+        BackendChoice::Jack => backend::Kind::Jack,
+        BackendChoice::Alsa => backend::Kind::Alsa,
+    };
+    if kind == backend::Kind::Alsa
+        && cfg!(feature = "alsa")
+        && purpose == Purpose::Loop
+        && (o.connect.is_empty() || o.connect_out.is_empty())
+    {
+        return Err(UsageError(
+            "--backend alsa loop needs --connect-out PORT and --connect PORT: the port our \
+             output goes to and the port that brings it back (see `firmtime midi ports`)"
+                .into(),
+        )
+        .into());
+    }
+    let mut r = backend::Request::new(kind);
+    r.device = device.as_deref();
+    r.baud = o.baud;
+    r.io_rt = rt_request(o, o.priority);
+    r.client = match purpose {
+        Purpose::Monitor => "firmtime-monitor",
+        Purpose::Loop => "firmtime-loop",
+    };
+    r.jack_server = o.jack.jack_server.as_deref();
+    r.jack_dummy = o.jack.jack_dummy;
+    r.server_realtime = !o.no_rt;
+    r.connect = &o.connect;
+    r.connect_out = &o.connect_out;
+    r.relay = purpose == Purpose::Loop && o.connect.is_empty() && o.connect_out.is_empty();
+    let opened = backend::open(&r)?;
+    let detail = detail(o, &opened);
+    Ok(Opened {
+        rt: opened.facts.io_rt(),
+        detail,
+        backend: opened.backend,
+        relay: opened.relay,
+        server: opened.server,
+    })
+}
+
+/// The `detail` of the output: what was opened, per backend.
+fn detail(o: &OpenArgs, opened: &backend::Opened) -> serde_json::Value {
+    match &opened.facts {
+        backend::Facts::Raw { device, info } => serde_json::json!({
+            "device": device,
+            "is_tty": info.is_tty,
+            "baud": info.baud,
+        }),
+        backend::Facts::Jack(j) => serde_json::json!({
+            "server": j.server.as_deref().unwrap_or("default"),
+            "dummy_server_started": opened.server.is_some(),
+            "client": j.client,
+            "inputs": j.inputs,
+            "outputs": j.outputs,
+            "relay": opened.relay.as_ref().map(|r| serde_json::json!({"in": r.input_name(), "out": r.output_name()})),
+            "connect": o.connect,
+            "connect_out": o.connect_out,
+            "sample_rate": j.sample_rate,
+            "buffer_size": j.buffer_size,
+            "jack_clock": format!("{:?}", j.jack_clock),
+            "clock_offset_ns": j.clock_offset_ns,
+        }),
+        #[cfg(feature = "alsa")]
+        backend::Facts::Alsa(info) => serde_json::json!({
+            "client": info.client,
+            "input_port": info.input_port,
+            "output_port": info.output_port,
+            "queue": info.queue,
+            "connect": o.connect,
+            "connect_out": o.connect_out,
+        }),
+        backend::Facts::Loopback => serde_json::json!({"backend": "loopback"}),
     }
 }
 
@@ -200,117 +271,6 @@ fn jack_server(
     realtime: bool,
 ) -> anyhow::Result<(Option<String>, Option<DummyServer>)> {
     backend::jack_server(j.jack_server.as_deref(), j.jack_dummy, realtime)
-}
-
-fn open_jack(o: &OpenArgs, purpose: Purpose) -> anyhow::Result<Opened> {
-    let (server_name, server) = jack_server(&o.jack, !o.no_rt)?;
-    let mut opts = JackOptions::new(match purpose {
-        Purpose::Monitor => "firmtime-monitor",
-        Purpose::Loop => "firmtime-loop",
-    });
-    opts.server_name = server_name.clone();
-    opts.connect_inputs = o.connect.clone();
-    opts.connect_outputs = o.connect_out.clone();
-    let b = JackBackend::open(opts)?;
-    let relay = if purpose == Purpose::Loop && o.connect.is_empty() && o.connect_out.is_empty() {
-        let mut ro = jack::RelayOptions::new("firmtime-relay");
-        ro.server_name = server_name.clone();
-        let r = jack::Relay::start(ro)?;
-        b.connect(&b.output_port_names()[0], r.input_name())?;
-        r.connect(r.output_name(), &b.input_port_names()[0])?;
-        Some(r)
-    } else {
-        None
-    };
-    let detail = serde_json::json!({
-        "server": server_name.as_deref().unwrap_or("default"),
-        "dummy_server_started": server.is_some(),
-        "client": b.client_name(),
-        "inputs": b.input_port_names(),
-        "outputs": b.output_port_names(),
-        "relay": relay.as_ref().map(|r| serde_json::json!({"in": r.input_name(), "out": r.output_name()})),
-        "connect": o.connect,
-        "connect_out": o.connect_out,
-        "sample_rate": b.sample_rate(),
-        "buffer_size": b.buffer_size(),
-        "jack_clock": format!("{:?}", b.jack_clock()),
-        "clock_offset_ns": b.clock_offset_ns(),
-    });
-    Ok(Opened {
-        backend: Box::new(b),
-        rt: None,
-        detail,
-        relay,
-        server,
-    })
-}
-
-#[cfg(feature = "alsa")]
-fn open_alsa(o: &OpenArgs, purpose: Purpose) -> anyhow::Result<Opened> {
-    use firmtime_midi::alsa::{AlsaBackend, AlsaOptions};
-    if purpose == Purpose::Loop && (o.connect.is_empty() || o.connect_out.is_empty()) {
-        return Err(UsageError(
-            "--backend alsa loop needs --connect-out PORT and --connect PORT: the port our \
-             output goes to and the port that brings it back (see `firmtime midi ports`)"
-                .into(),
-        )
-        .into());
-    }
-    let b = AlsaBackend::open(AlsaOptions {
-        connect_inputs: o.connect.clone(),
-        connect_outputs: o.connect_out.clone(),
-        rt: rt_request(o, o.priority),
-        ..AlsaOptions::default()
-    })?;
-    let info = b.info().clone();
-    Ok(Opened {
-        rt: Some(info.rt.clone()),
-        detail: serde_json::json!({
-            "client": info.client,
-            "input_port": info.input_port,
-            "output_port": info.output_port,
-            "queue": info.queue,
-            "connect": o.connect,
-            "connect_out": o.connect_out,
-        }),
-        backend: Box::new(b),
-        relay: None,
-        server: None,
-    })
-}
-
-#[cfg(not(feature = "alsa"))]
-fn open_alsa(_: &OpenArgs, _: Purpose) -> anyhow::Result<Opened> {
-    bail!("this firmtime was built without the `alsa` feature: rebuild with default features (needs libasound2-dev)")
-}
-
-fn open_raw(o: &OpenArgs, device: Option<PathBuf>) -> anyhow::Result<Opened> {
-    let Some(path) = device else {
-        return Err(UsageError(
-            "--backend raw needs --device PATH (see `firmtime midi ports`)".into(),
-        )
-        .into());
-    };
-    let b = RawBackend::open(
-        &path,
-        RawOptions {
-            baud: o.baud,
-            rt: rt_request(o, o.priority),
-            ..RawOptions::default()
-        },
-    )?;
-    let info = b.info().clone();
-    Ok(Opened {
-        rt: Some(info.rt),
-        detail: serde_json::json!({
-            "device": path,
-            "is_tty": info.is_tty,
-            "baud": info.baud,
-        }),
-        backend: Box::new(b),
-        relay: None,
-        server: None,
-    })
 }
 
 // ---------------------------------------------------------------- ports

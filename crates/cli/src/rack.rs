@@ -1,8 +1,7 @@
 //! `firmtime rack FILE`: run a chain of LADSPA plugins, local or remote, as
 //! a JACK client (docs/RACK.md).
 
-use crate::args::{self, UsageError};
-use crate::Outcome;
+use crate::args::{self, Outcome, UsageError};
 use anyhow::Context;
 use clap::Args;
 use firmtime_jack::{DummyOptions, DummyServer};

@@ -12,8 +12,7 @@ use firmtime_tap::{data, ftap, Experiment};
 
 mod run;
 
-use crate::args::UsageError;
-use crate::Outcome;
+use crate::args::{Outcome, UsageError};
 use run::{ReplayArgs, RunArgs};
 
 /// Arguments of `firmtime tap`.

@@ -18,9 +18,10 @@ use common::{assert_exit, firmtime, read_json, spawn_ready, EXE};
 #[global_allocator]
 static ALLOC: assert_no_alloc::AllocDisabler = assert_no_alloc::AllocDisabler;
 
-fn tmp(name: &str, text: &str) -> std::path::PathBuf {
+/// A file `name` in the temp dir, unique to this process, holding `bytes`.
+fn tmp(name: &str, bytes: impl AsRef<[u8]>) -> PathBuf {
     let p = std::env::temp_dir().join(format!("firmtime-rack-{}-{name}", std::process::id()));
-    std::fs::write(&p, text).unwrap();
+    std::fs::write(&p, bytes).unwrap();
     p
 }
 
@@ -125,10 +126,9 @@ fn have_amp(test: &str) -> bool {
     ok
 }
 
-fn key(name: &str, bytes: &[u8]) -> PathBuf {
-    let p = std::env::temp_dir().join(format!("firmtime-rack-{}-{name}", std::process::id()));
-    std::fs::write(&p, bytes).unwrap();
-    p
+/// The error of building `file` (it must fail).
+fn build_err(file: &RackFile, scan: &Scan) -> firmtime_rack::Error {
+    build(file, scan, RATE, BLOCK).unwrap_err()
 }
 
 fn remote_rack(worker: &str, key: &Path, label: &str, window: u8) -> RackFile {
@@ -138,6 +138,39 @@ fn remote_rack(worker: &str, key: &Path, label: &str, window: u8) -> RackFile {
         key.display()
     );
     RackFile::parse(&text, "remote.toml").unwrap()
+}
+
+/// A worker on a free loopback port with a fresh key, and the scan of
+/// [`LADSPA`]; `None` (skipped, with the reason) without amp.so. The key
+/// file goes when it drops.
+struct Remote {
+    key: PathBuf,
+    addr: String,
+    worker: Worker,
+    scan: Scan,
+}
+
+impl Remote {
+    fn start(test: &str, key_name: &str) -> Option<Remote> {
+        if !have_amp(test) {
+            return None;
+        }
+        let key = tmp(key_name, b"0123456789abcdef0123456789abcdef");
+        let addr = free_addr();
+        let worker = Worker::start(&addr, &key);
+        Some(Remote {
+            key,
+            addr,
+            worker,
+            scan: Scan::dirs(&[PathBuf::from(LADSPA)]),
+        })
+    }
+}
+
+impl Drop for Remote {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.key);
+    }
 }
 
 /// 64 frames at 4 kHz: a 16 ms period, ample for loopback.
@@ -159,21 +192,18 @@ fn run(engine: &mut Engine, input: &[f32]) -> Vec<f32> {
 
 #[test]
 fn a_remote_plugin_stage_equals_the_local_plugin_delayed_by_its_window() {
-    if !have_amp("remote plugin stage") {
+    let Some(r) = Remote::start("remote plugin stage", "good.key") else {
         return;
-    }
-    let k = key("good.key", b"0123456789abcdef0123456789abcdef");
-    let addr = free_addr();
-    let _w = Worker::start(&addr, &k);
-    let scan = Scan::dirs(&[PathBuf::from(LADSPA)]);
+    };
+    let (k, addr, scan) = (&r.key, &r.addr, &r.scan);
     let local = RackFile::parse(
         "[[stage]]\nname = \"g\"\nplugin = \"amp_mono\"\ncontrols = { Gain = 0.5 }\n",
         "local.toml",
     )
     .unwrap();
-    let (mut reference, mut ref_control) = build(&local, &scan, RATE, BLOCK).unwrap();
+    let (mut reference, mut ref_control) = build(&local, scan, RATE, BLOCK).unwrap();
     let (mut engine, mut control) =
-        build(&remote_rack(&addr, &k, "amp_mono", 1), &scan, RATE, BLOCK).unwrap();
+        build(&remote_rack(addr, k, "amp_mono", 1), scan, RATE, BLOCK).unwrap();
     let info = &control.stages()[0];
     assert!(
         info.description.starts_with("remote amp_mono @ 127.0.0.1:"),
@@ -217,27 +247,17 @@ fn a_remote_plugin_stage_equals_the_local_plugin_delayed_by_its_window() {
     assert_eq!(st.controls_applied, 1);
     drop(engine);
     control.close();
-    std::fs::remove_file(k).unwrap();
 }
 
 #[test]
 fn a_wrong_key_or_an_unknown_label_is_a_clear_build_error() {
-    if !have_amp("remote build errors") {
+    let Some(r) = Remote::start("remote build errors", "ok.key") else {
         return;
-    }
-    let k = key("ok.key", b"0123456789abcdef0123456789abcdef");
-    let wrong = key("wrong.key", b"fedcba9876543210fedcba9876543210");
-    let addr = free_addr();
-    let _w = Worker::start(&addr, &k);
-    let scan = Scan::dirs(&[PathBuf::from(LADSPA)]);
+    };
+    let (k, addr, scan) = (&r.key, &r.addr, &r.scan);
+    let wrong = tmp("wrong.key", b"fedcba9876543210fedcba9876543210");
 
-    let e = build(
-        &remote_rack(&addr, &wrong, "amp_mono", 1),
-        &scan,
-        RATE,
-        BLOCK,
-    )
-    .unwrap_err();
+    let e = build_err(&remote_rack(addr, &wrong, "amp_mono", 1), scan);
     assert_eq!(e.kind(), ErrorKind::Remote);
     let m = e.message();
     assert!(
@@ -248,13 +268,7 @@ fn a_wrong_key_or_an_unknown_label_is_a_clear_build_error() {
     );
     assert!(m.to_lowercase().contains("key"), "{m}");
 
-    let e = build(
-        &remote_rack(&addr, &k, "no_such_plugin", 1),
-        &scan,
-        RATE,
-        BLOCK,
-    )
-    .unwrap_err();
+    let e = build_err(&remote_rack(addr, k, "no_such_plugin", 1), scan);
     assert_eq!(e.kind(), ErrorKind::Remote);
     assert!(
         e.message()
@@ -268,34 +282,28 @@ fn a_wrong_key_or_an_unknown_label_is_a_clear_build_error() {
          remote = {{ worker = \"{addr}\", key_file = \"{}\" }}\n",
         k.display()
     );
-    let e = build(
-        &RackFile::parse(&text, "r.toml").unwrap(),
-        &scan,
-        RATE,
-        BLOCK,
-    )
-    .unwrap_err();
+    let e = build_err(&RackFile::parse(&text, "r.toml").unwrap(), scan);
     assert_eq!(e.kind(), ErrorKind::Plugin);
     assert!(
         e.message()
             .starts_with("r.toml:1:1: plugin amp_mono has no control input \"Volume\""),
         "{e}"
     );
-    std::fs::remove_file(k).unwrap();
     std::fs::remove_file(wrong).unwrap();
 }
 
 #[test]
 fn a_killed_worker_turns_the_stage_dry_and_counts_late_periods() {
-    if !have_amp("killed worker") {
+    let Some(mut r) = Remote::start("killed worker", "kill.key") else {
         return;
-    }
-    let k = key("kill.key", b"0123456789abcdef0123456789abcdef");
-    let addr = free_addr();
-    let mut w = Worker::start(&addr, &k);
-    let scan = Scan::dirs(&[PathBuf::from(LADSPA)]);
-    let (mut engine, control) =
-        build(&remote_rack(&addr, &k, "amp_mono", 0), &scan, RATE, BLOCK).unwrap();
+    };
+    let (mut engine, control) = build(
+        &remote_rack(&r.addr, &r.key, "amp_mono", 0),
+        &r.scan,
+        RATE,
+        BLOCK,
+    )
+    .unwrap();
     let mut delivered = 0;
     for n in 0..10 {
         let x = signal(n);
@@ -306,7 +314,7 @@ fn a_killed_worker_turns_the_stage_dry_and_counts_late_periods() {
     }
     assert!(delivered > 0, "no result came back: {:?}", control.stats());
     let late_before = control.stats().stages[0].late;
-    w.kill();
+    r.worker.kill();
     let after = 30;
     for n in 10..10 + after {
         let x = signal(n);
@@ -318,5 +326,4 @@ fn a_killed_worker_turns_the_stage_dry_and_counts_late_periods() {
     assert_eq!(st.stages[0].runs, 10 + after as u64);
     drop(engine);
     control.close();
-    std::fs::remove_file(k).unwrap();
 }

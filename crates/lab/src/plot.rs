@@ -509,6 +509,37 @@ pub fn chart_png(
     y_label: &str,
     series: &[Series<'_>],
 ) -> Result<()> {
+    draw_chart(path, title, x_label, y_label, series, None)
+}
+
+/// Like [`chart_png`] on fixed axis spans `x` and `y` (e.g. from zero)
+/// instead of spans fitted to the points. The x axis gets whole-number
+/// ticks only when every x is a whole number.
+///
+/// # Errors
+///
+/// As [`chart_png`].
+pub fn chart_png_on(
+    path: &Path,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[Series<'_>],
+    x: std::ops::Range<f64>,
+    y: std::ops::Range<f64>,
+) -> Result<()> {
+    draw_chart(path, title, x_label, y_label, series, Some((x, y)))
+}
+
+/// [`chart_png`] with the axis spans fitted to the points (`axes: None`) or given.
+fn draw_chart(
+    path: &Path,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[Series<'_>],
+    axes: Option<(std::ops::Range<f64>, std::ops::Range<f64>)>,
+) -> Result<()> {
     let (mut x0, mut x1, mut y0, mut y1) = (
         f64::INFINITY,
         f64::NEG_INFINITY,
@@ -548,18 +579,20 @@ pub fn chart_png(
     if x0 > x1 {
         return Err(nothing_to_plot(path.display().to_string().as_str()));
     }
-    // Counts on x (tap or trial numbers, maybe nudged apart): whole-number ticks.
+    // Counts on x (tap or trial numbers, maybe nudged apart; on given
+    // spans, whole numbers only): whole-number ticks.
+    let nudge = if axes.is_some() { 1e-9 } else { 0.2 };
     let counts = series.iter().all(|s| {
         s.points
             .iter()
             .filter(|(x, y)| x.is_finite() && y.is_finite())
-            .all(|(x, _)| (x - x.round()).abs() <= 0.2)
+            .all(|(x, _)| (x - x.round()).abs() <= nudge)
     });
     ensure_font()?;
-    let xr = if counts {
-        (x0.round() - 0.5)..(x1.round() + 0.5)
-    } else {
-        padded(x0, x1)
+    let (xr, yr) = match axes {
+        Some(given) => given,
+        None if counts => ((x0.round() - 0.5)..(x1.round() + 0.5), padded(y0, y1)),
+        None => (padded(x0, x1), padded(y0, y1)),
     };
     let whole = |v: &f64| {
         if (v - v.round()).abs() < 1e-6 {
@@ -571,7 +604,7 @@ pub fn chart_png(
     let x_ticks = ((x1.round() - x0.round()) as usize + 1).clamp(2, 12);
     let cap = (xr.end - xr.start) * 0.006;
     let root = canvas(path)?;
-    let mut chart = chart(&root, path, title, 70, xr, padded(y0, y1))?;
+    let mut chart = chart(&root, path, title, 70, xr, yr)?;
     let mut mesh = chart.configure_mesh();
     mesh.x_desc(x_label)
         .y_desc(y_label)
@@ -680,6 +713,18 @@ mod tests {
         zero.color = Some((0, 0, 0));
         chart_png(&p2, "c", "x", "y", &[s, zero]).unwrap();
         assert_eq!(png_size(&p2), SIZE);
+        let p3 = d.join("on.png");
+        chart_png_on(
+            &p3,
+            "o",
+            "x",
+            "y",
+            &[Series::new("a", &a)],
+            0.0..25.0,
+            0.0..600.0,
+        )
+        .unwrap();
+        assert_eq!(png_size(&p3), SIZE);
         std::fs::remove_dir_all(&d).unwrap();
     }
 

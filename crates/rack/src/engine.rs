@@ -17,7 +17,8 @@
 //! fills the output). A remote plugin stage checks its session's
 //! [`Link::connected`] (one atomic load) and, while the worker is away,
 //! passes audio through without waiting. Tests run them under
-//! `assert_no_alloc`.
+//! `assert_no_alloc`; with the `assert-rt` feature every cycle runs under
+//! it wherever it runs (the JACK process callback included).
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::file::{RackFile, RemoteSpec, StageKind, StageSpec};
@@ -177,7 +178,15 @@ impl Engine {
     /// remote stages wait for results until `deadline × period` after it.
     /// A block larger than [`Engine::block_size`] is not run: the outputs
     /// are silenced and the block counted. **RT-safe.**
+    ///
+    /// With the `assert-rt` feature the cycle runs under `assert_no_alloc`
+    /// ([`firmtime_rt::assert_rt::no_alloc`]): an allocation in it aborts.
     pub fn process(&mut self, frames: usize, cycle_start_ns: u64) {
+        firmtime_rt::assert_rt::no_alloc(|| self.cycle(frames, cycle_start_ns));
+    }
+
+    /// The body of [`Engine::process`]. **RT-safe.**
+    fn cycle(&mut self, frames: usize, cycle_start_ns: u64) {
         let counters = &*self.counters;
         counters.cycles.fetch_add(1, Ordering::Relaxed);
         while let Ok(c) = self.controls.pop() {

@@ -1,7 +1,6 @@
 //! The crate's error: a kind to match on and a message that says what went
-//! wrong and how to fix it.
-
-use std::fmt;
+//! wrong and how to fix it ([`firmtime_rt::define_error!`]: `new`, `kind`,
+//! `message`, Display = the message, and `Result`).
 
 /// What kind of failure an [`Error`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,40 +21,12 @@ pub enum ErrorKind {
     Io,
 }
 
-/// An error with an actionable message.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Error {
-    kind: ErrorKind,
-    message: String,
-}
-
-impl Error {
-    /// An error of `kind` with `message`.
-    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Error {
-            kind,
-            message: message.into(),
-        }
-    }
-
-    /// The kind.
-    pub fn kind(&self) -> ErrorKind {
-        self.kind
-    }
-
-    /// The message.
-    pub fn message(&self) -> &str {
-        &self.message
+firmtime_rt::define_error! {
+    /// An error with an actionable message.
+    pub struct Error {
+        kind: ErrorKind,
     }
 }
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for Error {}
 
 impl From<firmtime_ladspa::Error> for Error {
     fn from(e: firmtime_ladspa::Error) -> Self {
@@ -68,6 +39,3 @@ impl From<firmtime_net::Error> for Error {
         Error::new(ErrorKind::Remote, e.to_string())
     }
 }
-
-/// `Result` with this crate's [`Error`].
-pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -13,7 +13,10 @@
 //! Building a rack allocates, loads plugins and sets up sessions. After
 //! that the process callback ([`Engine::process`]) never allocates, locks
 //! or prints; a remote stage waits for its result no longer than the
-//! rack's deadline. Tests check this with `assert_no_alloc`.
+//! rack's deadline. Tests check this with `assert_no_alloc`; the opt-in
+//! feature `assert-rt` checks every engine cycle where it runs (an
+//! allocation aborts, in debug builds whose global allocator is
+//! `assert_no_alloc::AllocDisabler`, as in this crate's tests).
 //!
 //! # Example
 //! ```no_run

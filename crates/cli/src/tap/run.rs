@@ -7,9 +7,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 use firmtime_jack::DummyServer;
-use firmtime_midi::jack::{AudioOptions, JackBackend, JackOptions, SynthOptions};
-use firmtime_midi::loopback::{Loopback, LoopbackOptions};
-use firmtime_midi::raw::{RawBackend, RawOptions};
+use firmtime_midi::jack::SynthOptions;
 use firmtime_midi::{MidiBackend, PortIndex};
 use firmtime_rt::setup::{self, RtConditions, RtRequest};
 use firmtime_rt::system::Provenance;
@@ -19,10 +17,9 @@ use firmtime_tap::replay::{self, ReplaySource};
 use firmtime_tap::session::{self, TrialMeta};
 use firmtime_tap::{data, Experiment};
 
-use crate::args::UsageError;
+use crate::args::{Outcome, UsageError};
 use crate::backend;
 use crate::sigint;
-use crate::Outcome;
 
 /// The MIDI backends a session can run on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -152,22 +149,8 @@ fn rt_request(o: &BackendArgs, priority: u8, mlock: bool) -> RtRequest {
     backend::rt_request(o.no_rt, priority, mlock)
 }
 
-/// Where the audio port goes: --audio-out, else the physical playback
-/// ports of a real server (none on a dummy server we started).
-fn audio_connections(o: &BackendArgs, server: Option<&str>, dummy_started: bool) -> Vec<String> {
-    if o.audio_out.iter().any(|p| p == "none") {
-        return Vec::new();
-    }
-    if !o.audio_out.is_empty() {
-        return o.audio_out.clone();
-    }
-    if dummy_started {
-        return Vec::new();
-    }
-    firmtime_jack::playback_ports(server).unwrap_or_default()
-}
-
-/// Opens the backend; `synth`: the audio the experiments need (JACK only).
+/// Opens the backend ([`backend::open`]); `synth`: the audio the
+/// experiments need (JACK only).
 fn open(o: &BackendArgs, client: &str, synth: Option<SynthOptions>) -> anyhow::Result<Opened> {
     if synth.is_some() && o.backend != TapBackend::Jack {
         return Err(UsageError(
@@ -178,54 +161,31 @@ fn open(o: &BackendArgs, client: &str, synth: Option<SynthOptions>) -> anyhow::R
         )
         .into());
     }
-    match o.backend {
-        TapBackend::Loopback => Ok(Opened {
-            backend: Box::new(Loopback::new(LoopbackOptions {
-                byte_ns: None,
-                capacity: 1 << 16,
-            })),
-            detail: serde_json::json!({"backend": "loopback"}),
-            midi_port: Some(0),
-            audio_port: None,
-            _server: None,
-        }),
-        TapBackend::Raw => {
-            let Some(path) = &o.device else {
-                return Err(UsageError(
-                    "--backend raw needs --device PATH (see `firmtime midi ports`)".into(),
-                )
-                .into());
-            };
-            let b = RawBackend::open(
-                path,
-                RawOptions {
-                    baud: o.baud,
-                    rt: rt_request(o, o.priority + 5, true),
-                    ..RawOptions::default()
-                },
-            )?;
-            let info = b.info().clone();
-            Ok(Opened {
-                detail: serde_json::json!({"backend": "raw", "device": path, "baud": info.baud, "rt_io_thread": info.rt}),
-                backend: Box::new(b),
-                midi_port: Some(0),
-                audio_port: None,
-                _server: None,
-            })
+    let mut r = backend::Request::new(match o.backend {
+        TapBackend::Jack => backend::Kind::Jack,
+        TapBackend::Raw => backend::Kind::Raw,
+        TapBackend::Loopback => backend::Kind::Loopback,
+    });
+    r.device = o.device.as_deref();
+    r.baud = o.baud;
+    r.io_rt = rt_request(o, o.priority + 5, true);
+    r.client = client;
+    r.jack_server = o.jack_server.as_deref();
+    r.jack_dummy = o.jack_dummy;
+    r.server_realtime = !o.no_rt;
+    r.connect = &o.connect;
+    r.connect_out = &o.connect_out;
+    r.audio = synth.map(|s| (s, o.audio_out.as_slice()));
+    let opened = backend::open(&r)?;
+    let mut audio_port = None;
+    let detail = match &opened.facts {
+        backend::Facts::Loopback => serde_json::json!({"backend": "loopback"}),
+        backend::Facts::Raw { device, info } => {
+            serde_json::json!({"backend": "raw", "device": device, "baud": info.baud, "rt_io_thread": info.rt})
         }
-        TapBackend::Jack => {
-            let (server_name, server) =
-                backend::jack_server(o.jack_server.as_deref(), o.jack_dummy, !o.no_rt)?;
-            let mut jo = JackOptions::new(client);
-            jo.server_name = server_name.clone();
-            jo.connect_inputs = o.connect.clone();
-            jo.connect_outputs = o.connect_out.clone();
-            jo.audio = synth.map(|s| {
-                let mut a = AudioOptions::new(s);
-                a.connect = audio_connections(o, server_name.as_deref(), server.is_some());
-                a
-            });
-            let audio_detail = jo.audio.as_ref().map(|a| {
+        backend::Facts::Jack(j) => {
+            audio_port = j.audio_port;
+            let audio_detail = j.audio.as_ref().map(|a| {
                 serde_json::json!({
                     "sound": format!("{:?}", a.synth.sound).to_lowercase(),
                     "level_dbfs": a.synth.level_dbfs,
@@ -239,29 +199,30 @@ fn open(o: &BackendArgs, client: &str, synth: Option<SynthOptions>) -> anyhow::R
                     "connect": a.connect,
                 })
             });
-            let b = JackBackend::open(jo)?;
-            let detail = serde_json::json!({
+            serde_json::json!({
                 "backend": "jack",
-                "server": server_name.as_deref().unwrap_or("default"),
-                "dummy_server_started": server.is_some(),
-                "client": b.client_name(),
-                "inputs": b.input_port_names(),
-                "outputs": b.output_port_names(),
-                "sample_rate": b.sample_rate(),
-                "buffer_size": b.buffer_size(),
-                "jack_clock": format!("{:?}", b.jack_clock()),
-                "audio_ports": b.audio_port_names(),
+                "server": j.server.as_deref().unwrap_or("default"),
+                "dummy_server_started": opened.server.is_some(),
+                "client": j.client,
+                "inputs": j.inputs,
+                "outputs": j.outputs,
+                "sample_rate": j.sample_rate,
+                "buffer_size": j.buffer_size,
+                "jack_clock": format!("{:?}", j.jack_clock),
+                "audio_ports": j.audio_ports,
                 "audio": audio_detail,
-            });
-            Ok(Opened {
-                midi_port: Some(0),
-                audio_port: b.audio_port(),
-                backend: Box::new(b),
-                detail,
-                _server: server,
             })
         }
-    }
+        #[cfg(feature = "alsa")]
+        backend::Facts::Alsa(_) => unreachable!("firmtime tap has no ALSA backend"),
+    };
+    Ok(Opened {
+        backend: opened.backend,
+        detail,
+        midi_port: Some(0),
+        audio_port,
+        _server: opened.server,
+    })
 }
 
 /// Waits for Enter (true) or `q`/EOF/Ctrl-C (false), polling so Ctrl-C works.
