@@ -89,6 +89,12 @@ pub trait Measurement {
     /// Those of the measurement's own `run`.
     fn run(&self, config: &Self::Config, progress: &mut dyn Progress) -> Result<Self::Output>;
 
+    /// Checks `config`; errors name the flag and its valid range.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidInput`] from the config's own `validate`.
+    fn validate(&self, config: &Self::Config) -> Result<()>;
+
     /// True when the run was interrupted and `output` holds only part.
     fn partial(&self, output: &Self::Output) -> bool;
 
@@ -151,6 +157,9 @@ impl Measurement for Clock {
     fn run(&self, config: &Self::Config, progress: &mut dyn Progress) -> Result<Self::Output> {
         clockread::run(config, progress)
     }
+    fn validate(&self, config: &Self::Config) -> Result<()> {
+        config.validate()
+    }
     fn partial(&self, output: &Self::Output) -> bool {
         output.partial
     }
@@ -182,6 +191,9 @@ impl Measurement for Sleep {
     }
     fn run(&self, config: &Self::Config, progress: &mut dyn Progress) -> Result<Self::Output> {
         suspend::run(config, progress)
+    }
+    fn validate(&self, config: &Self::Config) -> Result<()> {
+        config.validate()
     }
     fn partial(&self, output: &Self::Output) -> bool {
         output.partial
@@ -217,6 +229,9 @@ impl Measurement for Cyclic {
     }
     fn run(&self, config: &Self::Config, progress: &mut dyn Progress) -> Result<Self::Output> {
         cyclic::run(config, progress)
+    }
+    fn validate(&self, config: &Self::Config) -> Result<()> {
+        config.validate()
     }
     fn partial(&self, output: &Self::Output) -> bool {
         output.partial
@@ -257,6 +272,9 @@ impl Measurement for Tails {
     fn run(&self, config: &Self::Config, progress: &mut dyn Progress) -> Result<Self::Output> {
         tails::run(config, &self.exe, progress)
     }
+    fn validate(&self, config: &Self::Config) -> Result<()> {
+        config.validate()
+    }
     fn partial(&self, output: &Self::Output) -> bool {
         output.partial
     }
@@ -290,6 +308,9 @@ impl Measurement for Overhead {
     fn run(&self, config: &Self::Config, progress: &mut dyn Progress) -> Result<Self::Output> {
         overhead::run(config, progress)
     }
+    fn validate(&self, config: &Self::Config) -> Result<()> {
+        config.validate()
+    }
     fn partial(&self, output: &Self::Output) -> bool {
         output.partial
     }
@@ -317,6 +338,9 @@ impl Measurement for Ticks {
     }
     fn run(&self, config: &Self::Config, _progress: &mut dyn Progress) -> Result<Self::Output> {
         ticks::measure(*config)
+    }
+    fn validate(&self, _config: &Self::Config) -> Result<()> {
+        Ok(())
     }
     fn partial(&self, _output: &Self::Output) -> bool {
         false
@@ -357,6 +381,9 @@ impl Measurement for Frames {
     fn run(&self, config: &Self::Config, progress: &mut dyn Progress) -> Result<Self::Output> {
         frames::run(config, progress)
     }
+    fn validate(&self, config: &Self::Config) -> Result<()> {
+        config.validate()
+    }
     fn partial(&self, output: &Self::Output) -> bool {
         output.partial
     }
@@ -389,6 +416,9 @@ impl Measurement for Interrupts {
     }
     fn run(&self, config: &Self::Config, progress: &mut dyn Progress) -> Result<Self::Output> {
         interrupts::run(config, progress)
+    }
+    fn validate(&self, config: &Self::Config) -> Result<()> {
+        config.validate()
     }
     fn partial(&self, output: &Self::Output) -> bool {
         output.partial
@@ -424,6 +454,9 @@ impl Measurement for Trace {
     }
     fn run(&self, config: &Self::Config, progress: &mut dyn Progress) -> Result<Self::Output> {
         trace::run(config, progress)
+    }
+    fn validate(&self, config: &Self::Config) -> Result<()> {
+        config.validate()
     }
     fn partial(&self, output: &Self::Output) -> bool {
         output.partial
@@ -468,6 +501,9 @@ impl Measurement for Billing {
     fn run(&self, config: &Self::Config, progress: &mut dyn Progress) -> Result<Self::Output> {
         trace::run(config, progress)
     }
+    fn validate(&self, config: &Self::Config) -> Result<()> {
+        config.validate()
+    }
     fn partial(&self, output: &Self::Output) -> bool {
         output.partial
     }
@@ -499,6 +535,9 @@ impl Measurement for TraceOverhead {
     }
     fn run(&self, config: &Self::Config, progress: &mut dyn Progress) -> Result<Self::Output> {
         trace::overhead::run(config, progress)
+    }
+    fn validate(&self, config: &Self::Config) -> Result<()> {
+        config.validate()
     }
     fn partial(&self, output: &Self::Output) -> bool {
         output.partial

@@ -1,12 +1,11 @@
 //! `firmtime lab clock`: Finney (2001) Table 1 on this machine.
 
-use super::Common;
-use crate::progress::Bars;
+use super::{Common, Runner};
 use crate::Outcome;
-use firmtime_lab::clockread::{self, ClockResult, Config, FINNEY_TABLE1};
-use firmtime_lab::measure::{self, Cell};
+use firmtime_lab::clockread::{ClockResult, Config, FINNEY_TABLE1};
+use firmtime_lab::measure::Cell;
+use firmtime_lab::measurement::Clock;
 use firmtime_rt::clock::ClockKind;
-use firmtime_rt::system::Provenance;
 
 /// Arguments of `firmtime lab clock`.
 #[derive(Debug, clap::Args)]
@@ -62,17 +61,21 @@ fn config(args: &Args) -> anyhow::Result<Config> {
     super::set_given(&mut cfg.hogs, args.hogs);
     super::set_given(&mut cfg.fifo_priority, args.fifo_priority);
     cfg.load_exe = Some(std::env::current_exe()?);
-    cfg.validate().map_err(super::usage)?;
     Ok(cfg)
 }
 
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
-    let provenance = Provenance::begin(std::env::args().collect());
-    let cfg = config(&args)?;
-    let result = clockread::run(&cfg, &mut Bars::new())?;
-    let partial = result.partial || measure::stop_requested();
-    print_table(&result);
-    super::finish(&args.common, "lab-clock", provenance, partial, &result)
+    Ok(Runner::new(&args.common, Clock)
+        .interrupted(super::PARTIAL_SO_FAR)
+        .stop_is_partial()
+        .run(
+            || config(&args),
+            |_, r| {
+                print_table(r);
+                Ok(())
+            },
+        )?
+        .outcome())
 }
 
 fn us(ns: Option<i64>, decimals: usize) -> String {

@@ -1,17 +1,16 @@
 //! `firmtime lab frames`: frame pacing of a Xine-like player (Etsion et al.
 //! 2003, Figs 1 and 5).
 
-use super::Common;
+use super::{Common, Runner};
 use crate::args::{self, UsageError};
-use crate::progress::Bars;
 use crate::Outcome;
 use anyhow::Context;
 use firmtime_lab::frames::{self, Config, FramesResult, TickPrediction};
 use firmtime_lab::load::LoadSpec;
 use firmtime_lab::measure::Cell;
+use firmtime_lab::measurement::Frames;
 use firmtime_rt::sched::Policy;
 use firmtime_rt::sleep::Mechanism;
-use firmtime_rt::system::Provenance;
 use std::time::Duration;
 
 /// Arguments of `firmtime lab frames`.
@@ -65,7 +64,7 @@ fn config(a: &Args) -> anyhow::Result<Config> {
             })
             .collect::<Result<Vec<_>, _>>()?
     };
-    let c = Config {
+    Ok(Config {
         fps: a.fps,
         duration_ns: a.duration.map_or(base.duration_ns, args::nanos),
         sleepers: super::list_or(&a.sleepers, &base.sleepers),
@@ -73,19 +72,26 @@ fn config(a: &Args) -> anyhow::Result<Config> {
         loads,
         alarm_ns: args::nanos(a.alarm),
         load_exe: Some(std::env::current_exe().context("cannot find the firmtime binary")?),
-    };
-    c.validate().map_err(super::usage)?;
-    Ok(c)
+    })
 }
 
 /// Runs `firmtime lab frames`.
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
-    let provenance = Provenance::begin(std::env::args().collect());
-    let cfg = config(&args)?;
-    let mut bars = Bars::new();
-    let result = frames::run(&cfg, &mut bars).map_err(super::run_error)?;
-    print!("{}", table(&result));
-    println!("target: {}", firmtime_lab::report::frames_target(&result));
+    let ran = Runner::new(&args.common, Frames).run(|| config(&args), |_, r| show(r))?;
+    Ok(ran.failed_if(|result| {
+        !result.cells.iter().any(|c| c.result.measured().is_some())
+            || result
+                .cells
+                .iter()
+                .filter_map(|c| c.result.measured())
+                .any(|p| p.error.is_some())
+    }))
+}
+
+/// The table, the target line and each cell's diagnostics.
+fn show(result: &FramesResult) -> anyhow::Result<()> {
+    print!("{}", table(result));
+    println!("target: {}", firmtime_lab::report::frames_target(result));
     for c in &result.cells {
         match &c.result {
             Cell::Skipped { reason } => {
@@ -101,21 +107,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
             }
         }
     }
-    let outcome = super::finish_saying(
-        &args.common,
-        "lab-frames",
-        provenance,
-        result.partial,
-        &result,
-        super::PARTIAL_ABOVE,
-    )?;
-    let failed = !result.cells.iter().any(|c| c.result.measured().is_some())
-        || result
-            .cells
-            .iter()
-            .filter_map(|c| c.result.measured())
-            .any(|p| p.error.is_some());
-    Ok(if failed { Outcome::Failed } else { outcome })
+    Ok(())
 }
 
 fn ms(ns: u64) -> String {
