@@ -56,8 +56,9 @@ pub struct Args {
     #[arg(long, value_name = "D", default_value = "50us", value_parser = args::duration)]
     margin: Duration,
     /// Load during the measurement, repeatable: cpu:3, duty:50%@10ms, disk, memory, net, stress.
+    /// All of them run at once.
     #[arg(long, value_name = "SPEC")]
-    load: Vec<String>,
+    load: Vec<LoadSpec>,
     /// Hold /dev/cpu_dma_latency at US microseconds while measuring (cyclictest holds 0).
     #[arg(long, value_name = "US")]
     dma_latency: Option<u32>,
@@ -114,14 +115,6 @@ fn config(a: &Args) -> anyhow::Result<Config> {
         },
         m => m,
     };
-    let load = a
-        .load
-        .iter()
-        .map(|s| {
-            s.parse::<LoadSpec>()
-                .map_err(|e| UsageError(format!("--load {s}: {}", e.message())))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
     Ok(Config {
         interval_ns: args::nanos(a.interval),
         duration_ns: a.duration.map_or(base.duration_ns, args::nanos),
@@ -129,7 +122,7 @@ fn config(a: &Args) -> anyhow::Result<Config> {
         cpus,
         mlock: !a.no_mlock || a.mlock,
         sleeper,
-        load,
+        load: a.load.clone(),
         histogram_buckets: a.histogram_buckets,
         dma_latency_us: a.dma_latency,
         timer_slack_ns: a.timer_slack.map(|d| args::nanos(d).max(1)),

@@ -250,7 +250,7 @@ fn bad_values_name_the_flag_and_the_range() {
         loads: vec![Some(LoadSpec::Cpu { hogs: 0 })],
         ..Config::default()
     });
-    assert!(m.contains("--loads"), "{m}");
+    assert!(m.contains("--load cpu:0"), "{m}");
 }
 
 #[test]
