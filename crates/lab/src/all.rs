@@ -114,15 +114,12 @@ impl Writer<'_> {
 
     fn text(&mut self, name: &str, text: &str) -> Result<()> {
         let path = self.out.join(name);
-        let tmp = self.out.join(format!(".{name}.tmp"));
-        std::fs::write(&tmp, text)
-            .and_then(|()| std::fs::rename(&tmp, &path))
-            .map_err(|e| {
-                Error::new(
-                    ErrorKind::Output,
-                    format!("cannot write {}: {e}", path.display()),
-                )
-            })?;
+        firmtime_rt::fs::write_atomic(&path, text.as_bytes()).map_err(|e| {
+            Error::new(
+                ErrorKind::Output,
+                format!("cannot write {}: {e}", path.display()),
+            )
+        })?;
         self.files.push(name.to_string());
         Ok(())
     }

@@ -192,18 +192,15 @@ pub fn parse_cache_size(s: &str) -> Option<usize> {
     num.parse::<usize>().ok().map(|n| n * mul)
 }
 
-/// One round of the sort benchmark: fills `buf` from `seed` (xorshift) and
-/// sorts it. Returns the next seed.
+/// One round of the sort benchmark: fills `buf` from the seeded
+/// [`Rng`](firmtime_rt::rng::Rng) and sorts it. Returns the next seed.
 pub fn sort_once(buf: &mut [u32], seed: u64) -> u64 {
-    let mut x = seed | 1;
+    let mut rng = firmtime_rt::rng::Rng::new(seed);
     for v in buf.iter_mut() {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        *v = x as u32;
+        *v = (rng.next_u64() >> 32) as u32;
     }
     buf.sort_unstable();
-    x
+    rng.next_u64()
 }
 
 /// Runs `w` on the calling thread until `ctl.finish`, then parks (see
