@@ -13,7 +13,8 @@
 //! Every repeat runs all cells in interleaved order (for each level: no
 //! extra timer, then each rate), so each rate is compared with the baseline
 //! of the same repeat (paired runs), and the medians over repeats are
-//! reported: this VM is noisy.
+//! reported, so that a noisy machine (other load, time stolen by a
+//! hypervisor) moves the spread more than the figure.
 //!
 //! The added overhead `1 − throughput/baseline` is split like the paper's
 //! 9 % / 91 %: **direct** = the timer thread's own CPU time

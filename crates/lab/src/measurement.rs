@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Preset {
-    /// A first look: under 3 minutes on 2 cores, fewer samples everywhere.
+    /// A first look: a few minutes, fewer samples everywhere.
     Quick,
     /// The subcommands' defaults.
     Default,

@@ -17,7 +17,8 @@
 //!
 //! Each figure is measured [`Config::repetitions`] times and reported as
 //! median, min, p90 and max of the per-repetition values ([`Spread`]):
-//! this VM's noise shows in the spread, not in a single number. Where the
+//! a noisy machine (other load, time stolen by a hypervisor) shows in the
+//! spread, not in a single number. Where the
 //! TSC is invariant, costs are also given in cycles (ns × calibrated TSC Hz).
 //!
 //! # RT contract

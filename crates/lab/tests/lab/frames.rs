@@ -105,7 +105,7 @@ fn tick_prediction_reproduces_the_paper() {
     assert_eq!(p.share_of_shifts_dropping, 0.0);
     assert_eq!(p.worst_fps, 60.0);
 
-    // This VM's HZ: 4 ms alarms on 4 ms ticks never fall half a frame late.
+    // HZ=250: 4 ms alarms on 4 ms ticks never fall half a frame late.
     let p = tick_prediction(60.0, 250, 4 * MS);
     assert_eq!(p.granularity_ns, 4 * MS);
     assert_eq!(p.cycle_frames, 6);
