@@ -18,8 +18,8 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::load::LoadSpec;
 use crate::measure::{stop_requested, Envelope, Progress};
 use crate::measurement::{
-    self, Clock, Cyclic, Frames, Interrupts, Kept, Measurement, Overhead, Sleep, Tails, Ticks,
-    Trace, TraceOverhead, Unavailable,
+    self, Clock, Cyclic, Frames, Interrupts, Kept, Measurement, Overhead, Partial, Sleep, Tails,
+    Ticks, Trace, TraceOverhead, Unavailable,
 };
 use crate::output::{self, RtTestsHeader, SysInfo, ThreadHist};
 use crate::report::{self, CyclicRow};
@@ -162,7 +162,7 @@ impl<M: Measurement> Step for Each<M> {
         let p = run.w.provenance();
         match m.run(&c, progress) {
             Ok(r) => {
-                run.w.json(&m.file(), m.kind(), m.partial(&r), &r, p)?;
+                run.w.json(&m.file(), m.kind(), r.partial(), &r, p)?;
                 run.sections.extend(m.section(&r));
                 m.keep(r, &mut run.kept);
             }
@@ -203,7 +203,7 @@ impl Step for CyclicConditions {
                     run.w.json(
                         &format!("cyclic-{slug}.json"),
                         Cyclic.kind(),
-                        Cyclic.partial(&r),
+                        r.partial,
                         &r,
                         p,
                     )?;

@@ -68,9 +68,9 @@ pub struct Kept {
 /// One measurement of the lab.
 pub trait Measurement {
     /// Its configuration.
-    type Config;
+    type Config: Validate;
     /// What a run returns (written as the JSON envelope's `result`).
-    type Output: Serialize;
+    type Output: Serialize + Partial;
 
     /// Its name in messages: `clock`, `sleep`, `trace overhead`, …
     fn name(&self) -> &'static str;
@@ -88,15 +88,6 @@ pub trait Measurement {
     /// # Errors
     /// Those of the measurement's own `run`.
     fn run(&self, config: &Self::Config, progress: &mut dyn Progress) -> Result<Self::Output>;
-
-    /// Checks `config`; errors name the flag and its valid range.
-    ///
-    /// # Errors
-    /// [`ErrorKind::InvalidInput`] from the config's own `validate`.
-    fn validate(&self, config: &Self::Config) -> Result<()>;
-
-    /// True when the run was interrupted and `output` holds only part.
-    fn partial(&self, output: &Self::Output) -> bool;
 
     /// Its section of `report.md`, if it has one.
     fn section(&self, output: &Self::Output) -> Option<String>;
@@ -119,6 +110,60 @@ pub trait Measurement {
     fn file(&self) -> String {
         let kind = self.kind();
         format!("{}.json", kind.strip_prefix("lab-").unwrap_or(kind))
+    }
+}
+
+/// A configuration that checks itself.
+pub trait Validate {
+    /// Checks every parameter; errors name the flag and its valid range.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput).
+    fn validate(&self) -> Result<()>;
+}
+
+/// A result that knows whether its run was interrupted.
+pub trait Partial {
+    /// True when the run was interrupted and the result holds only part.
+    fn partial(&self) -> bool;
+}
+
+/// [`Validate`] by the type's own `validate`, [`Partial`] by its `partial` field.
+macro_rules! checked {
+    (configs: $($c:ty),*; results: $($r:ty),*) => {
+        $(impl Validate for $c {
+            fn validate(&self) -> Result<()> {
+                <$c>::validate(self)
+            }
+        })*
+        $(impl Partial for $r {
+            fn partial(&self) -> bool {
+                self.partial
+            }
+        })*
+    };
+}
+
+checked! {
+    configs: clockread::Config, suspend::Config, cyclic::Config, tails::Config,
+        overhead::Config, frames::Config, interrupts::Config, trace::Config,
+        trace::overhead::Config;
+    results: clockread::ClockResult, suspend::SleepResult, cyclic::CyclicResult,
+        tails::TailsResult, overhead::OverheadResult, frames::FramesResult,
+        interrupts::InterruptsResult, trace::TraceResult, trace::overhead::OverheadResult
+}
+
+/// The interval of [`Ticks`]: any is valid.
+impl Validate for std::time::Duration {
+    fn validate(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// [`Ticks`] cannot be interrupted: it sleeps 2 s.
+impl Partial for ticks::TickRates {
+    fn partial(&self) -> bool {
+        false
     }
 }
 
@@ -157,12 +202,6 @@ impl Measurement for Clock {
     fn run(&self, config: &Self::Config, progress: &mut dyn Progress) -> Result<Self::Output> {
         clockread::run(config, progress)
     }
-    fn validate(&self, config: &Self::Config) -> Result<()> {
-        config.validate()
-    }
-    fn partial(&self, output: &Self::Output) -> bool {
-        output.partial
-    }
     fn section(&self, output: &Self::Output) -> Option<String> {
         Some(report::clock_section(output))
     }
@@ -191,12 +230,6 @@ impl Measurement for Sleep {
     }
     fn run(&self, config: &Self::Config, progress: &mut dyn Progress) -> Result<Self::Output> {
         suspend::run(config, progress)
-    }
-    fn validate(&self, config: &Self::Config) -> Result<()> {
-        config.validate()
-    }
-    fn partial(&self, output: &Self::Output) -> bool {
-        output.partial
     }
     fn section(&self, output: &Self::Output) -> Option<String> {
         Some(report::sleep_section(output))
@@ -229,12 +262,6 @@ impl Measurement for Cyclic {
     }
     fn run(&self, config: &Self::Config, progress: &mut dyn Progress) -> Result<Self::Output> {
         cyclic::run(config, progress)
-    }
-    fn validate(&self, config: &Self::Config) -> Result<()> {
-        config.validate()
-    }
-    fn partial(&self, output: &Self::Output) -> bool {
-        output.partial
     }
     fn section(&self, _output: &Self::Output) -> Option<String> {
         None
@@ -272,12 +299,6 @@ impl Measurement for Tails {
     fn run(&self, config: &Self::Config, progress: &mut dyn Progress) -> Result<Self::Output> {
         tails::run(config, &self.exe, progress)
     }
-    fn validate(&self, config: &Self::Config) -> Result<()> {
-        config.validate()
-    }
-    fn partial(&self, output: &Self::Output) -> bool {
-        output.partial
-    }
     fn section(&self, output: &Self::Output) -> Option<String> {
         Some(report::tails_section(output))
     }
@@ -308,12 +329,6 @@ impl Measurement for Overhead {
     fn run(&self, config: &Self::Config, progress: &mut dyn Progress) -> Result<Self::Output> {
         overhead::run(config, progress)
     }
-    fn validate(&self, config: &Self::Config) -> Result<()> {
-        config.validate()
-    }
-    fn partial(&self, output: &Self::Output) -> bool {
-        output.partial
-    }
     fn section(&self, output: &Self::Output) -> Option<String> {
         Some(report::overhead_section(output))
     }
@@ -338,12 +353,6 @@ impl Measurement for Ticks {
     }
     fn run(&self, config: &Self::Config, _progress: &mut dyn Progress) -> Result<Self::Output> {
         ticks::measure(*config)
-    }
-    fn validate(&self, _config: &Self::Config) -> Result<()> {
-        Ok(())
-    }
-    fn partial(&self, _output: &Self::Output) -> bool {
-        false
     }
     fn section(&self, _output: &Self::Output) -> Option<String> {
         None
@@ -381,12 +390,6 @@ impl Measurement for Frames {
     fn run(&self, config: &Self::Config, progress: &mut dyn Progress) -> Result<Self::Output> {
         frames::run(config, progress)
     }
-    fn validate(&self, config: &Self::Config) -> Result<()> {
-        config.validate()
-    }
-    fn partial(&self, output: &Self::Output) -> bool {
-        output.partial
-    }
     fn section(&self, output: &Self::Output) -> Option<String> {
         Some(report::frames_section(output))
     }
@@ -416,12 +419,6 @@ impl Measurement for Interrupts {
     }
     fn run(&self, config: &Self::Config, progress: &mut dyn Progress) -> Result<Self::Output> {
         interrupts::run(config, progress)
-    }
-    fn validate(&self, config: &Self::Config) -> Result<()> {
-        config.validate()
-    }
-    fn partial(&self, output: &Self::Output) -> bool {
-        output.partial
     }
     fn section(&self, output: &Self::Output) -> Option<String> {
         Some(report::interrupts_section(output))
@@ -454,12 +451,6 @@ impl Measurement for Trace {
     }
     fn run(&self, config: &Self::Config, progress: &mut dyn Progress) -> Result<Self::Output> {
         trace::run(config, progress)
-    }
-    fn validate(&self, config: &Self::Config) -> Result<()> {
-        config.validate()
-    }
-    fn partial(&self, output: &Self::Output) -> bool {
-        output.partial
     }
     fn section(&self, output: &Self::Output) -> Option<String> {
         Some(report::trace_section(output))
@@ -501,12 +492,6 @@ impl Measurement for Billing {
     fn run(&self, config: &Self::Config, progress: &mut dyn Progress) -> Result<Self::Output> {
         trace::run(config, progress)
     }
-    fn validate(&self, config: &Self::Config) -> Result<()> {
-        config.validate()
-    }
-    fn partial(&self, output: &Self::Output) -> bool {
-        output.partial
-    }
     fn section(&self, output: &Self::Output) -> Option<String> {
         Some(report::trace_section(output))
     }
@@ -535,12 +520,6 @@ impl Measurement for TraceOverhead {
     }
     fn run(&self, config: &Self::Config, progress: &mut dyn Progress) -> Result<Self::Output> {
         trace::overhead::run(config, progress)
-    }
-    fn validate(&self, config: &Self::Config) -> Result<()> {
-        config.validate()
-    }
-    fn partial(&self, output: &Self::Output) -> bool {
-        output.partial
     }
     fn section(&self, output: &Self::Output) -> Option<String> {
         Some(report::trace_overhead_section(output))

@@ -35,15 +35,13 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         }
         Ok(cfg)
     };
-    Ok(Runner::new(&args.common, Billing)
+    Runner::new(&args.common, Billing)
         .interrupted("lab billing: interrupted: the results above are partial")
         .unavailable_as("lab billing")
-        .run(config, |_, r| {
+        .print(config, |r| {
             notes(r);
             print_table(r);
-            Ok(())
-        })?
-        .outcome())
+        })
 }
 
 fn f(v: Option<f64>, prec: usize) -> String {

@@ -85,17 +85,7 @@ fn config(args: &Args) -> anyhow::Result<Config> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
-    Ok(Runner::new(&args.common, Clock)
-        .interrupted(super::PARTIAL_SO_FAR)
-        .stop_is_partial()
-        .run(
-            || config(&args),
-            |_, r| {
-                print_table(r);
-                Ok(())
-            },
-        )?
-        .outcome())
+    Runner::so_far(&args.common, Clock).print(|| config(&args), print_table)
 }
 
 fn us(ns: Option<i64>, decimals: usize) -> String {

@@ -62,23 +62,20 @@ fn config(a: &Args) -> Config {
 
 /// Runs `firmtime lab interrupts`.
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
-    Ok(Runner::new(&args.common, Interrupts)
-        .run(
-            || Ok(config(&args)),
-            |_, result| {
-                print!("{}", table(result));
-                if let Some(Cell::Skipped { reason }) = result
-                    .cells
-                    .iter()
-                    .map(|c| &c.result)
-                    .find(|c| c.measured().is_none())
-                {
-                    eprintln!("firmtime: timer cells skipped: {reason}");
-                }
-                Ok(())
-            },
-        )?
-        .outcome())
+    Runner::new(&args.common, Interrupts).print(
+        || Ok(config(&args)),
+        |result| {
+            print!("{}", table(result));
+            if let Some(Cell::Skipped { reason }) = result
+                .cells
+                .iter()
+                .map(|c| &c.result)
+                .find(|c| c.measured().is_none())
+            {
+                eprintln!("firmtime: timer cells skipped: {reason}");
+            }
+        },
+    )
 }
 
 fn pct(v: Option<f64>) -> String {

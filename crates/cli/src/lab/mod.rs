@@ -5,7 +5,7 @@ use crate::progress::Bars;
 use crate::Outcome;
 use clap::Subcommand;
 use firmtime_lab::measure::{Envelope, Progress};
-use firmtime_lab::measurement::Measurement;
+use firmtime_lab::measurement::{Measurement, Partial, Validate};
 use firmtime_lab::ErrorKind;
 use firmtime_rt::system::Provenance;
 use std::path::PathBuf;
@@ -131,6 +131,14 @@ impl<'a, M: Measurement> Runner<'a, M> {
         }
     }
 
+    /// A runner whose interrupted run says [`PARTIAL_SO_FAR`], also when the
+    /// stop came after the measurement.
+    pub fn so_far(common: &'a Common, measurement: M) -> Self {
+        Self::new(common, measurement)
+            .interrupted(PARTIAL_SO_FAR)
+            .stop_is_partial()
+    }
+
     /// Says `text` on stderr when the run was interrupted.
     pub fn interrupted(mut self, text: &'static str) -> Self {
         self.interrupted = text;
@@ -159,6 +167,19 @@ impl<'a, M: Measurement> Runner<'a, M> {
         self.run_with(config, |m, c, p| m.run(c, p), show)
     }
 
+    /// [`Runner::run`] for a subcommand that only prints the result.
+    pub fn print(
+        self,
+        config: impl FnOnce() -> anyhow::Result<M::Config>,
+        print: impl FnOnce(&M::Output),
+    ) -> anyhow::Result<Outcome> {
+        let shown = self.run(config, |_, r| {
+            print(r);
+            Ok(())
+        })?;
+        Ok(shown.outcome())
+    }
+
     /// [`Runner::run`], measuring with `measure` instead of the
     /// measurement's own `run`.
     pub fn run_with(
@@ -170,7 +191,7 @@ impl<'a, M: Measurement> Runner<'a, M> {
         let m = &self.measurement;
         let provenance = Provenance::begin(std::env::args().collect());
         let cfg = config()?;
-        m.validate(&cfg).map_err(usage)?;
+        cfg.validate().map_err(usage)?;
         let result = match measure(m, &cfg, &mut Bars::new()) {
             Ok(r) => r,
             Err(e) if e.kind() == ErrorKind::Unavailable && self.unavailable.is_some() => {
@@ -184,7 +205,7 @@ impl<'a, M: Measurement> Runner<'a, M> {
         };
         show(&cfg, &result)?;
         let partial =
-            m.partial(&result) || (self.stop_is_partial && firmtime_lab::measure::stop_requested());
+            result.partial() || (self.stop_is_partial && firmtime_lab::measure::stop_requested());
         if let Some(path) = &self.common.json {
             let env = Envelope::new(m.kind(), provenance, partial, &result);
             crate::args::write_json(path, &env)?;

@@ -82,17 +82,7 @@ fn config(args: &Args) -> anyhow::Result<Config> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
-    Ok(Runner::new(&args.common, Overhead)
-        .interrupted(super::PARTIAL_SO_FAR)
-        .stop_is_partial()
-        .run(
-            || config(&args),
-            |_, r| {
-                print_table(r);
-                Ok(())
-            },
-        )?
-        .outcome())
+    Runner::so_far(&args.common, Overhead).print(|| config(&args), print_table)
 }
 
 fn spread(s: &Spread, decimals: usize) -> String {

@@ -51,15 +51,7 @@ fn config(a: &Args) -> Config {
 
 /// Runs `firmtime lab sleep`.
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
-    Ok(Runner::new(&args.common, Sleep)
-        .run(
-            || Ok(config(&args)),
-            |_, r| {
-                print_tables(r);
-                Ok(())
-            },
-        )?
-        .outcome())
+    Runner::new(&args.common, Sleep).print(|| Ok(config(&args)), print_tables)
 }
 
 fn us(v: Option<i64>) -> String {

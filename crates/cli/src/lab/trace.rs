@@ -289,12 +289,10 @@ fn run_overhead(args: Args) -> anyhow::Result<Outcome> {
         );
         Ok(c)
     };
-    Ok(Runner::new(&args.common, TraceOverhead)
+    Runner::new(&args.common, TraceOverhead)
         .interrupted(super::PARTIAL_SO_FAR)
         .unavailable_as("lab trace")
-        .run(config, |_, r| {
-            print!("{}", firmtime_lab::report::trace_overhead_section(r));
-            Ok(())
-        })?
-        .outcome())
+        .print(config, |r| {
+            print!("{}", firmtime_lab::report::trace_overhead_section(r))
+        })
 }
