@@ -30,3 +30,11 @@ pub fn data(name: &str) -> std::path::PathBuf {
         .join("tests/data")
         .join(name)
 }
+
+/// The message of the [`ErrorKind::InvalidInput`](firmtime_lab::ErrorKind)
+/// error `config` is refused with (panics if it is accepted).
+pub fn invalid_message(config: &impl firmtime_lab::measurement::Validate) -> String {
+    let e = config.validate().unwrap_err();
+    assert_eq!(e.kind(), firmtime_lab::ErrorKind::InvalidInput, "{e}");
+    e.message().to_string()
+}
