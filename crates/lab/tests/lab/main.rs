@@ -11,6 +11,7 @@ mod cyclic;
 mod frames;
 mod interrupts;
 mod load;
+mod measurement;
 mod messages;
 mod output;
 mod overhead;
