@@ -160,7 +160,8 @@ pub fn thread_cpu_ns() -> u64 {
 /// still does all its work). Returns a value so the work is not optimized out.
 pub fn burn_cpu_ns(ns: u64) -> u64 {
     let end = thread_cpu_ns() + ns;
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    // Any non-zero start serves the xorshift chain; its values are never used.
+    let mut x: u64 = firmtime_rt::rng::Rng::GAMMA;
     loop {
         for _ in 0..256 {
             x ^= x << 13;

@@ -39,6 +39,7 @@ pub struct Args {
     policies: Vec<Policy>,
     /// Loads, one condition per --load (repeatable; each is a row of its own): none, cpu:N,
     /// duty:P%@T, disk, memory, net, stress [default: none,cpu:2; --quick: cpu:2].
+    /// `--loads LIST` takes them comma-separated.
     #[arg(long, value_name = "SPEC", value_parser = load_or_none)]
     load: Vec<Option<LoadSpec>>,
     /// The loads of --load as one comma-separated list (the older spelling).
