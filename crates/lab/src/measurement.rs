@@ -118,7 +118,7 @@ pub trait Validate {
     /// Checks every parameter; errors name the flag and its valid range.
     ///
     /// # Errors
-    /// [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput).
+    /// [`ErrorKind::InvalidInput`].
     fn validate(&self) -> Result<()>;
 }
 
