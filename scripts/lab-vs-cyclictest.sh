@@ -3,7 +3,7 @@
 # run alternately in pairs. Prints p50 and p99 of each run, the per-pair ratios
 # (firmtime / cyclictest) and the median ratios.
 # Target: median p50 ratio within 10 % of 1, and firmtime adds nothing at p99
-# (median p99 ratio <= 1.10, given the VM's steal spikes).
+# (median p99 ratio <= 1.10, given the steal spikes of a virtual machine).
 #
 # cyclictest holds /dev/cpu_dma_latency at 0 by default; firmtime is given
 # --dma-latency 0 so both run with the same idle-state limit.

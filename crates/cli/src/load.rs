@@ -38,7 +38,7 @@ pub enum Kind {
     firmtime load duty --percent 8 --period 10ms --workers 8\n  \
     firmtime load disk --size 512MiB\n  \
     firmtime load stress --duration 5min --json stress.json\n\n\
-    Lab commands take the same loads as short specs: cpu:3, duty:50%@10ms,workers=2,\n\
+    Lab commands take the same loads as short specs (--load SPEC): cpu:3, duty:50%@10ms,workers=2,\n\
     disk:64MiB,chunk=1MiB, memory:256MiB, net:2, stress.")]
 pub struct LoadArgs {
     /// The load to generate.

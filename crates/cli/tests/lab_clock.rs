@@ -52,6 +52,9 @@ fn bad_flags_exit_2_naming_the_flag() {
             ("--hogs 300", &["--hogs", "0 to 256"]),
             ("--clock sundial", &["--clock", "monotonic"]),
             ("--fifo-priority 0", &["--fifo-priority", "1..=99"]),
+            ("--load disk", &["--load", "cpu:N"]),
+            ("--load cpu:0", &["--load", "1 to 256"]),
+            ("--load cpu --hogs 2", &["--load", "--hogs"]),
         ],
     );
     assert_usage_errors(

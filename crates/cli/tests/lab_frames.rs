@@ -70,7 +70,7 @@ fn frames_names_the_target_cell_and_judges_only_a_full_run() {
             "clock_nanosleep",
             "--policies",
             policy,
-            "--loads",
+            "--load",
             "cpu:2",
         ]))
     };
@@ -106,7 +106,9 @@ fn frames_bad_flags_exit_2_naming_the_flag() {
         &[
             ("--fps 0", &["--fps", "1 to 1000"]),
             ("--duration 1ms", &["--duration"]),
-            ("--loads bogus", &["--loads"]),
+            ("--loads bogus", &["--loads", "none"]),
+            ("--load bogus", &["--load", "stress"]),
+            ("--load cpu:0", &["--load", "1 to 256"]),
             ("--alarm 0s", &["--alarm"]),
             ("--policies fifo:200", &["--policies"]),
         ],

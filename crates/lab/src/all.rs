@@ -17,10 +17,14 @@
 use crate::error::{Error, ErrorKind, Result};
 use crate::load::LoadSpec;
 use crate::measure::{stop_requested, Envelope, Progress};
+use crate::measurement::{
+    self, Clock, Cyclic, Frames, Interrupts, Kept, Measurement, Overhead, Partial, Sleep, Tails,
+    Ticks, Trace, TraceOverhead, Unavailable,
+};
 use crate::output::{self, RtTestsHeader, SysInfo, ThreadHist};
 use crate::report::{self, CyclicRow};
 use crate::stats::LatencyHistogram;
-use crate::{clockread, cyclic, frames, interrupts, overhead, plot, suspend, tails, ticks};
+use crate::{cyclic, plot};
 use firmtime_rt::sched::Policy;
 use firmtime_rt::system::Provenance;
 use serde::Serialize;
@@ -28,17 +32,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-/// How much to measure.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Preset {
-    /// A first look: under 3 minutes on 2 cores, fewer samples everywhere.
-    Quick,
-    /// The subcommands' defaults.
-    Default,
-    /// The papers' sample counts (takes long: Table 6 alone is ~40 minutes).
-    Full,
-}
+pub use crate::measurement::Preset;
 
 /// What `lab all` runs and where it writes.
 #[derive(Debug, Clone)]
@@ -120,15 +114,12 @@ impl Writer<'_> {
 
     fn text(&mut self, name: &str, text: &str) -> Result<()> {
         let path = self.out.join(name);
-        let tmp = self.out.join(format!(".{name}.tmp"));
-        std::fs::write(&tmp, text)
-            .and_then(|()| std::fs::rename(&tmp, &path))
-            .map_err(|e| {
-                Error::new(
-                    ErrorKind::Output,
-                    format!("cannot write {}: {e}", path.display()),
-                )
-            })?;
+        firmtime_rt::fs::write_atomic(&path, text.as_bytes()).map_err(|e| {
+            Error::new(
+                ErrorKind::Output,
+                format!("cannot write {}: {e}", path.display()),
+            )
+        })?;
         self.files.push(name.to_string());
         Ok(())
     }
@@ -138,7 +129,125 @@ impl Writer<'_> {
     }
 }
 
+/// What the steps of one `lab all` run have produced so far.
+struct Run<'a> {
+    cfg: &'a Config,
+    w: Writer<'a>,
+    sections: Vec<String>,
+    failures: Vec<(String, String)>,
+    kept: Kept,
+    cyclic: Vec<(&'static str, &'static str, cyclic::CyclicResult)>,
+}
+
+/// One step of `lab all`, whatever its measurement's types.
+trait Step {
+    /// Whether the step runs under `preset`.
+    fn in_preset(&self, preset: Preset) -> bool;
+    /// Runs the step, writing its files and its section into `run`. A
+    /// measurement's own error is a failure in `run`, not an error here.
+    fn run(&self, run: &mut Run<'_>, progress: &mut dyn Progress) -> Result<()>;
+}
+
+/// A [`Measurement`] as a step: one JSON file, its section, what it keeps.
+struct Each<M>(M);
+
+impl<M: Measurement> Step for Each<M> {
+    fn in_preset(&self, preset: Preset) -> bool {
+        self.0.in_preset(preset)
+    }
+
+    fn run(&self, run: &mut Run<'_>, progress: &mut dyn Progress) -> Result<()> {
+        let m = &self.0;
+        let c = m.config(run.cfg.preset, &run.cfg.exe);
+        let p = run.w.provenance();
+        match m.run(&c, progress) {
+            Ok(r) => {
+                run.w.json(&m.file(), m.kind(), r.partial(), &r, p)?;
+                run.sections.extend(m.section(&r));
+                m.keep(r, &mut run.kept);
+            }
+            Err(e) if measurement::is_unavailable(&e) && m.unavailable() != Unavailable::Fails => {
+                if let Unavailable::Skipped(heading) = m.unavailable() {
+                    run.sections
+                        .push(format!("{heading}\n\nskipped: {}\n", e.message()));
+                }
+            }
+            Err(e) => run.failures.push((m.name().into(), e.to_string())),
+        }
+        Ok(())
+    }
+}
+
+/// Varoquaux / cyclictest under the four [`cyclic_conditions`]: a JSON file
+/// and cyclictest's histogram and rt-tests JSON each, then the plots and
+/// one section for all four.
+struct CyclicConditions;
+
+impl Step for CyclicConditions {
+    fn in_preset(&self, _preset: Preset) -> bool {
+        true
+    }
+
+    fn run(&self, run: &mut Run<'_>, progress: &mut dyn Progress) -> Result<()> {
+        for (slug, label, policy, load) in cyclic_conditions() {
+            if stop_requested() {
+                break;
+            }
+            let mut c = Cyclic.config(run.cfg.preset, &run.cfg.exe);
+            c.policy = policy;
+            c.load = load;
+            let p = run.w.provenance();
+            let start_time = SystemTime::now();
+            match Cyclic.run(&c, progress) {
+                Ok(r) => {
+                    run.w.json(
+                        &format!("cyclic-{slug}.json"),
+                        Cyclic.kind(),
+                        r.partial,
+                        &r,
+                        p,
+                    )?;
+                    write_cyclictest_files(
+                        &mut run.w,
+                        slug,
+                        &r,
+                        start_time,
+                        &run.cfg.command_line,
+                    )?;
+                    run.cyclic.push((slug, label, r));
+                }
+                Err(e) => run.failures.push((format!("cyclic {slug}"), e.to_string())),
+            }
+        }
+        if !run.cyclic.is_empty() {
+            let plots = write_cyclic_plots(&mut run.w, &run.cyclic, &mut run.failures);
+            let refs: Vec<(&str, &str)> = plots
+                .iter()
+                .map(|(f, c)| (f.as_str(), c.as_str()))
+                .collect();
+            let rows = cyclic_rows(&run.cyclic);
+            run.sections.push(report::cyclic_section(&rows, &refs));
+        }
+        Ok(())
+    }
+}
+
+fn cyclic_rows<'r>(results: &'r [(&str, &str, cyclic::CyclicResult)]) -> Vec<CyclicRow<'r>> {
+    results
+        .iter()
+        .map(|(_, label, r)| CyclicRow {
+            label: (*label).to_string(),
+            result: r,
+        })
+        .collect()
+}
+
 /// Runs every measurement of `cfg.preset` and writes the report.
+///
+/// The measurements run in the report's order: clock reads, sleeps, the
+/// four periodic wake-up conditions, Table 6 tails, Table 2 costs, the idle
+/// CPUs' ticks, frame pacing, timer-interrupt overhead, the scheduler trace
+/// (not in [`Preset::Quick`]) and what the trace costs.
 ///
 /// A measurement that fails with an error is recorded in
 /// [`Outcome::failures`] and in the report; the others still run.
@@ -153,273 +262,70 @@ pub fn run(cfg: &Config, progress: &mut dyn Progress) -> Result<Outcome> {
             format!("cannot create {}: {e}", cfg.out.display()),
         )
     })?;
-    let mut w = Writer {
-        out: &cfg.out,
-        files: Vec::new(),
-        command_line: &cfg.command_line,
+    let mut run = Run {
+        cfg,
+        w: Writer {
+            out: &cfg.out,
+            files: Vec::new(),
+            command_line: &cfg.command_line,
+        },
+        sections: Vec::new(),
+        failures: Vec::new(),
+        kept: Kept::default(),
+        cyclic: Vec::new(),
     };
-    let started = w.provenance();
-    let mut failures: Vec<(String, String)> = Vec::new();
-    let mut sections: Vec<String> = Vec::new();
+    let started = run.w.provenance();
 
     let doctor = firmtime_rt::doctor::run();
-    w.text(
+    run.w.text(
         "doctor.json",
         &(serde_json::to_string_pretty(&doctor)
             .map_err(|e| Error::new(ErrorKind::Output, e.to_string()))?
             + "\n"),
     )?;
 
-    let quick = cfg.preset == Preset::Quick;
-    let full = cfg.preset == Preset::Full;
-
-    // Finney Table 1.
-    if !stop_requested() {
-        let mut c = if full {
-            clockread::Config::full()
-        } else if quick {
-            clockread::Config::quick()
-        } else {
-            clockread::Config::default()
-        };
-        c.load_exe = Some(cfg.exe.clone());
-        let p = w.provenance();
-        match clockread::run(&c, progress) {
-            Ok(r) => {
-                w.json("clock.json", "lab-clock", r.partial, &r, p)?;
-                sections.push(report::clock_section(&r));
-            }
-            Err(e) => failures.push(("clock".into(), e.to_string())),
-        }
-    }
-
-    // Finney's process suspension.
-    if !stop_requested() {
-        let c = if full {
-            suspend::Config::full()
-        } else if quick {
-            suspend::Config::quick()
-        } else {
-            suspend::Config::default()
-        };
-        let p = w.provenance();
-        match suspend::run(&c, progress) {
-            Ok(r) => {
-                w.json("sleep.json", "lab-sleep", r.partial, &r, p)?;
-                sections.push(report::sleep_section(&r));
-            }
-            Err(e) => failures.push(("sleep".into(), e.to_string())),
-        }
-    }
-
-    // Varoquaux / cyclictest, four conditions.
-    let mut cyclic_results: Vec<(&str, &str, cyclic::CyclicResult)> = Vec::new();
-    for (slug, label, policy, load) in cyclic_conditions() {
+    let tails = Each(Tails {
+        exe: cfg.exe.clone(),
+    });
+    let steps: [&dyn Step; 10] = [
+        &Each(Clock),
+        &Each(Sleep),
+        &CyclicConditions,
+        &tails,
+        &Each(Overhead),
+        &Each(Ticks),
+        &Each(Frames),
+        &Each(Interrupts),
+        &Each(Trace),
+        &Each(TraceOverhead),
+    ];
+    for step in steps {
         if stop_requested() {
             break;
         }
-        let mut c = if full {
-            cyclic::Config::full()
-        } else if quick {
-            cyclic::Config::quick()
-        } else {
-            cyclic::Config::default()
-        };
-        c.policy = policy;
-        c.load = load;
-        c.load_exe = Some(cfg.exe.clone());
-        let p = w.provenance();
-        let start_time = SystemTime::now();
-        match cyclic::run(&c, progress) {
-            Ok(r) => {
-                w.json(
-                    &format!("cyclic-{slug}.json"),
-                    "lab-cyclic",
-                    r.partial,
-                    &r,
-                    p,
-                )?;
-                write_cyclictest_files(&mut w, slug, &r, start_time, &cfg.command_line)?;
-                cyclic_results.push((slug, label, r));
-            }
-            Err(e) => failures.push((format!("cyclic {slug}"), e.to_string())),
-        }
-    }
-    let rows: Vec<CyclicRow<'_>> = cyclic_results
-        .iter()
-        .map(|(_, label, r)| CyclicRow {
-            label: (*label).to_string(),
-            result: r,
-        })
-        .collect();
-    if !rows.is_empty() {
-        let plots = write_cyclic_plots(&mut w, &cyclic_results, &mut failures);
-        let refs: Vec<(&str, &str)> = plots
-            .iter()
-            .map(|(f, c)| (f.as_str(), c.as_str()))
-            .collect();
-        sections.push(report::cyclic_section(&rows, &refs));
-    }
-
-    // The Etsion et al. results "What changed since 2003" draws on.
-    let mut tails_result = None;
-    let mut frames_result = None;
-    let mut interrupts_result = None;
-    let mut trace_result = None;
-    let mut ticks_result = None;
-
-    // Etsion et al. Table 6.
-    if !stop_requested() {
-        let c = if quick {
-            tails::Config::quick()
-        } else {
-            tails::Config::full()
-        };
-        // The default preset keeps the paper's matrix but fewer alarms.
-        let c = if cfg.preset == Preset::Default {
-            tails::Config { alarms: 100, ..c }
-        } else {
-            c
-        };
-        let p = w.provenance();
-        match tails::run(&c, &cfg.exe, progress) {
-            Ok(r) => {
-                w.json("tails.json", "lab-tails", r.partial, &r, p)?;
-                sections.push(report::tails_section(&r));
-                tails_result = Some(r);
-            }
-            Err(e) => failures.push(("tails".into(), e.to_string())),
+        if step.in_preset(cfg.preset) {
+            step.run(&mut run, progress)?;
         }
     }
 
-    // Etsion et al. Table 2.
-    if !stop_requested() {
-        let c = if quick {
-            overhead::Config::quick()
-        } else {
-            overhead::Config::full()
-        };
-        let p = w.provenance();
-        match overhead::run(&c, progress) {
-            Ok(r) => {
-                w.json("overhead.json", "lab-overhead", r.partial, &r, p)?;
-                sections.push(report::overhead_section(&r));
-            }
-            Err(e) => failures.push(("overhead".into(), e.to_string())),
-        }
-    }
-
-    // Tickless idle: the local timer while nothing of the lab runs.
-    if !stop_requested() {
-        match ticks::measure(ticks::INTERVAL) {
-            Ok(t) => {
-                let p = w.provenance();
-                w.json("ticks.json", "lab-ticks", false, &t, p)?;
-                ticks_result = Some(t);
-            }
-            Err(e) if e.kind() == ErrorKind::Unavailable => {}
-            Err(e) => failures.push(("ticks".into(), e.to_string())),
-        }
-    }
-
-    // Etsion et al. Figs 1 and 5: frame pacing.
-    if !stop_requested() {
-        // The default preset keeps frames short too: 20 cells of 30 s would dominate it.
-        let mut c = if full {
-            frames::Config::full()
-        } else {
-            frames::Config::quick()
-        };
-        c.load_exe = Some(cfg.exe.clone());
-        let p = w.provenance();
-        match frames::run(&c, progress) {
-            Ok(r) => {
-                w.json("frames.json", "lab-frames", r.partial, &r, p)?;
-                sections.push(report::frames_section(&r));
-                frames_result = Some(r);
-            }
-            Err(e) => failures.push(("frames".into(), e.to_string())),
-        }
-    }
-
-    // Etsion et al. Figs 2, 3 and 8: timer-interrupt overhead.
-    if !stop_requested() {
-        let c = if full {
-            interrupts::Config::full()
-        } else {
-            interrupts::Config::quick()
-        };
-        let p = w.provenance();
-        match interrupts::run(&c, progress) {
-            Ok(r) => {
-                w.json("interrupts.json", "lab-interrupts", r.partial, &r, p)?;
-                sections.push(report::interrupts_section(&r));
-                interrupts_result = Some(r);
-            }
-            Err(e) => failures.push(("interrupts".into(), e.to_string())),
-        }
-    }
-
-    // Etsion et al. Tables 3-5: a scheduler trace of the paper's workloads (not in --quick).
-    if !quick && !stop_requested() {
-        let c = if full {
-            crate::billing::full()
-        } else {
-            crate::billing::quick()
-        };
-        let p = w.provenance();
-        match crate::trace::run(&c, progress) {
-            Ok(r) => {
-                w.json("trace.json", "lab-trace", r.partial, &r, p)?;
-                sections.push(report::trace_section(&r));
-                trace_result = Some(r);
-            }
-            Err(e) if e.kind() == ErrorKind::Unavailable => sections.push(format!(
-                "## Effective quanta and billing (Etsion et al. 2003, Tables 3–5)\n\nskipped: {}\n",
-                e.message()
-            )),
-            Err(e) => failures.push(("trace".into(), e.to_string())),
-        }
-    }
-
-    // Issue 8, acceptance figure 1: what the trace costs (every preset).
-    if !stop_requested() {
-        let c = if full {
-            crate::trace::overhead::Config::full()
-        } else if quick {
-            crate::trace::overhead::Config::quick()
-        } else {
-            crate::trace::overhead::Config::default()
-        };
-        let p = w.provenance();
-        match crate::trace::overhead::run(&c, progress) {
-            Ok(r) => {
-                w.json(
-                    "trace-overhead.json",
-                    "lab-trace-overhead",
-                    r.partial,
-                    &r,
-                    p,
-                )?;
-                sections.push(report::trace_overhead_section(&r));
-            }
-            Err(e) if e.kind() == ErrorKind::Unavailable => sections.push(format!(
-                "## Trace overhead (klogger, Etsion et al. 2003 §2.1)\n\nskipped: {}\n",
-                e.message()
-            )),
-            Err(e) => failures.push(("trace overhead".into(), e.to_string())),
-        }
-    }
-
+    let Run {
+        mut w,
+        mut sections,
+        failures,
+        kept,
+        cyclic,
+        ..
+    } = run;
     sections.push(report::since_2003_section(&report::Since2003::collect(
         &started.system,
-        frames_result.as_ref(),
-        interrupts_result.as_ref(),
-        ticks_result,
-        trace_result.as_ref(),
-        tails_result.as_ref(),
+        kept.frames.as_ref(),
+        kept.interrupts.as_ref(),
+        kept.ticks,
+        kept.trace.as_ref(),
+        kept.tails.as_ref(),
     )));
 
+    let rows = cyclic_rows(&cyclic);
     let partial = stop_requested();
     let rt_row = rows
         .iter()
@@ -460,11 +366,7 @@ pub fn run(cfg: &Config, progress: &mut dyn Progress) -> Result<Outcome> {
         sys.cpus_online,
         sys.cpu_model.as_deref().unwrap_or("unknown model"),
         sys.virtualization.as_deref().unwrap_or("none detected"),
-        match cfg.preset {
-            Preset::Quick => "quick",
-            Preset::Default => "default",
-            Preset::Full => "full",
-        },
+        cfg.preset.name(),
         started.started_utc,
         ended.ended_utc.as_deref().unwrap_or("?"),
         started.firmtime_version,

@@ -137,7 +137,7 @@ pub struct Config {
     pub sleepers: Vec<Mechanism>,
     /// Policies of the player thread (`--policies`), default other, fifo:80.
     pub policies: Vec<Policy>,
-    /// Loads (`--loads`; `None` = no load), default none and cpu:2.
+    /// Loads (`--load`; `None` = no load), default none and cpu:2.
     pub loads: Vec<Option<LoadSpec>>,
     /// The tick-based alarm period the model assumes (`--alarm`), default
     /// Xine's 4 ms.
@@ -217,7 +217,7 @@ impl Config {
         }
         if self.loads.is_empty() {
             return Err(invalid(
-                "--loads is empty: give at least one (none or e.g. cpu:2)",
+                "--load is empty: give at least one (none or e.g. cpu:2)",
             ));
         }
         let per_load =
@@ -236,7 +236,7 @@ impl Config {
         }
         for l in self.loads.iter().flatten() {
             l.validate()
-                .map_err(|e| invalid(format!("--loads {l}: {}", e.message())))?;
+                .map_err(|e| invalid(format!("--load {l}: {}", e.message())))?;
         }
         Ok(())
     }

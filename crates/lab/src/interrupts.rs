@@ -13,7 +13,8 @@
 //! Every repeat runs all cells in interleaved order (for each level: no
 //! extra timer, then each rate), so each rate is compared with the baseline
 //! of the same repeat (paired runs), and the medians over repeats are
-//! reported: this VM is noisy.
+//! reported, so that a noisy machine (other load, time stolen by a
+//! hypervisor) moves the spread more than the figure.
 //!
 //! The added overhead `1 − throughput/baseline` is split like the paper's
 //! 9 % / 91 %: **direct** = the timer thread's own CPU time
@@ -202,13 +203,13 @@ pub fn l2_cache_bytes() -> Option<u64> {
     parse_cache_size(&std::fs::read_to_string(L2_PATH).ok()?)
 }
 
-/// The sort benchmark of one thread: an array refilled from a seeded
-/// xorshift64* PRNG and sorted (pattern-defeating quicksort, an introsort
+/// The sort benchmark of one thread: an array refilled from the seeded
+/// [`Rng`](firmtime_rt::rng::Rng) and sorted (pattern-defeating quicksort, an introsort
 /// like the paper's STL sort) on every iteration.
 #[derive(Debug, Clone)]
 pub struct SortBench {
     data: Vec<u32>,
-    state: u64,
+    rng: firmtime_rt::rng::Rng,
 }
 
 impl SortBench {
@@ -216,7 +217,7 @@ impl SortBench {
     pub fn new(elements: usize, seed: u64) -> Self {
         let mut b = Self {
             data: vec![0; elements.max(1)],
-            state: seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1,
+            rng: firmtime_rt::rng::Rng::new(seed),
         };
         b.fill();
         b
@@ -224,10 +225,7 @@ impl SortBench {
 
     fn fill(&mut self) {
         for x in &mut self.data {
-            self.state ^= self.state >> 12;
-            self.state ^= self.state << 25;
-            self.state ^= self.state >> 27;
-            *x = (self.state.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 32) as u32;
+            *x = (self.rng.next_u64() >> 32) as u32;
         }
     }
 

@@ -22,6 +22,7 @@ pub mod frames;
 pub mod interrupts;
 pub mod load;
 pub mod measure;
+pub mod measurement;
 pub mod output;
 pub mod overhead;
 pub mod plot;

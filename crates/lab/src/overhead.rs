@@ -17,7 +17,8 @@
 //!
 //! Each figure is measured [`Config::repetitions`] times and reported as
 //! median, min, p90 and max of the per-repetition values ([`Spread`]):
-//! this VM's noise shows in the spread, not in a single number. Where the
+//! a noisy machine (other load, time stolen by a hypervisor) shows in the
+//! spread, not in a single number. Where the
 //! TSC is invariant, costs are also given in cycles (ns × calibrated TSC Hz).
 //!
 //! # RT contract
@@ -439,10 +440,11 @@ fn round_trip(w: libc::c_int, r: libc::c_int) -> bool {
 /// allocation, and `_exit`.
 fn child_echo(cpu_set: &libc::cpu_set_t, r: libc::c_int, w: libc::c_int) -> ! {
     let mut b = [0u8; 1];
+    // Dies with the measuring thread; without it, EOF on the pipe still ends it.
+    let _ = firmtime_rt::process::set_death_signal(libc::SIGKILL);
     // SAFETY: plain system calls on fds and memory this process owns; the
     // child never returns into Rust code of the parent's threads.
     unsafe {
-        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
         libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), cpu_set);
         while libc::read(r, b.as_mut_ptr().cast(), 1) == 1 {
             if libc::write(w, b.as_ptr().cast(), 1) != 1 {

@@ -160,7 +160,8 @@ pub fn thread_cpu_ns() -> u64 {
 /// still does all its work). Returns a value so the work is not optimized out.
 pub fn burn_cpu_ns(ns: u64) -> u64 {
     let end = thread_cpu_ns() + ns;
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    // Any non-zero start serves the xorshift chain; its values are never used.
+    let mut x: u64 = firmtime_rt::rng::Rng::GAMMA;
     loop {
         for _ in 0..256 {
             x ^= x << 13;
@@ -192,18 +193,15 @@ pub fn parse_cache_size(s: &str) -> Option<usize> {
     num.parse::<usize>().ok().map(|n| n * mul)
 }
 
-/// One round of the sort benchmark: fills `buf` from `seed` (xorshift) and
-/// sorts it. Returns the next seed.
+/// One round of the sort benchmark: fills `buf` from the seeded
+/// [`Rng`](firmtime_rt::rng::Rng) and sorts it. Returns the next seed.
 pub fn sort_once(buf: &mut [u32], seed: u64) -> u64 {
-    let mut x = seed | 1;
+    let mut rng = firmtime_rt::rng::Rng::new(seed);
     for v in buf.iter_mut() {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        *v = x as u32;
+        *v = (rng.next_u64() >> 32) as u32;
     }
     buf.sort_unstable();
-    x
+    rng.next_u64()
 }
 
 /// Runs `w` on the calling thread until `ctl.finish`, then parks (see

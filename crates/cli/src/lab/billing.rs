@@ -3,14 +3,13 @@
 //! built-in workloads plus a tick-synchronized bursty process (the paper's
 //! X server case).
 
-use super::trace::{label, notes, unless_unavailable, workloads};
-use super::Common;
+use super::trace::{label, notes, workloads};
+use super::{Common, Runner};
 use crate::args;
-use crate::progress::Bars;
 use crate::Outcome;
 use firmtime_lab::billing;
-use firmtime_lab::trace::{self, TraceResult};
-use firmtime_rt::system::Provenance;
+use firmtime_lab::measurement::Billing;
+use firmtime_lab::trace::TraceResult;
 use std::time::Duration;
 
 /// Arguments of `firmtime lab billing`.
@@ -28,26 +27,21 @@ pub struct Args {
 
 /// Runs `firmtime lab billing`.
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
-    let provenance = Provenance::begin(std::env::args().collect());
-    let mut cfg = args.common.preset(billing::quick, billing::default_config);
-    super::set_given(&mut cfg.duration_ns, args.duration.map(args::nanos));
-    if let Some(w) = &args.workload {
-        cfg.workloads = workloads(w)?;
-    }
-    cfg.validate().map_err(super::usage)?;
-    let Some(r) = unless_unavailable(trace::run(&cfg, &mut Bars::new()), "lab billing")? else {
-        return Ok(Outcome::Failed);
+    let config = || {
+        let mut cfg = args.common.preset(billing::quick, billing::default_config);
+        super::set_given(&mut cfg.duration_ns, args.duration.map(args::nanos));
+        if let Some(w) = &args.workload {
+            cfg.workloads = workloads(w)?;
+        }
+        Ok(cfg)
     };
-    notes(&r);
-    print_table(&r);
-    super::finish_saying(
-        &args.common,
-        "lab-billing",
-        provenance,
-        r.partial,
-        &r,
-        "lab billing: interrupted: the results above are partial",
-    )
+    Runner::new(&args.common, Billing)
+        .interrupted("lab billing: interrupted: the results above are partial")
+        .unavailable_as("lab billing")
+        .print(config, |r| {
+            notes(r);
+            print_table(r);
+        })
 }
 
 fn f(v: Option<f64>, prec: usize) -> String {

@@ -1,12 +1,12 @@
 //! `firmtime lab clock`: Finney (2001) Table 1 on this machine.
 
-use super::Common;
-use crate::progress::Bars;
+use super::{Common, Runner};
 use crate::Outcome;
-use firmtime_lab::clockread::{self, ClockResult, Config, FINNEY_TABLE1};
-use firmtime_lab::measure::{self, Cell};
+use firmtime_lab::clockread::{ClockResult, Config, FINNEY_TABLE1};
+use firmtime_lab::load::LoadSpec;
+use firmtime_lab::measure::Cell;
+use firmtime_lab::measurement::Clock;
 use firmtime_rt::clock::ClockKind;
-use firmtime_rt::system::Provenance;
 
 /// Arguments of `firmtime lab clock`.
 #[derive(Debug, clap::Args)]
@@ -29,6 +29,10 @@ pub struct Args {
     /// CPU hogs in the load rows, 0 to 256 (0 = idle rows only) [default: 3, like the paper].
     #[arg(long, value_name = "N", value_parser = hogs)]
     hogs: Option<u32>,
+    /// The load rows' load as a spec, repeatable: cpu or cpu:N, Finney's CPU hogs (the hogs of
+    /// several add up); the same as --hogs N.
+    #[arg(long, value_name = "SPEC", value_parser = cpu_load, conflicts_with = "hogs")]
+    load: Vec<u32>,
     /// SCHED_FIFO priority of the SCHED_FIFO rows, 1 to 99 [default: 80].
     #[arg(long, value_name = "P", value_parser = clap::value_parser!(u8).range(1..=99))]
     fifo_priority: Option<u8>,
@@ -54,25 +58,34 @@ fn hogs(s: &str) -> Result<u32, String> {
         .ok_or_else(|| format!("valid is {} to {} (0 = idle rows only)", r.start(), r.end()))
 }
 
+/// The hogs of a `--load` spec: the load rows take CPU hogs only.
+fn cpu_load(s: &str) -> Result<u32, String> {
+    match s.parse::<LoadSpec>().map_err(|e| e.message().to_string())? {
+        LoadSpec::Cpu { hogs } => Ok(hogs),
+        other => Err(format!(
+            "the load rows of lab clock are Finney's CPU hogs: valid is cpu or cpu:N \
+             (N 1 to 256), not {}",
+            other.kind()
+        )),
+    }
+}
+
 /// The configuration these arguments ask for.
 fn config(args: &Args) -> anyhow::Result<Config> {
     let mut cfg = args.common.preset(Config::quick, Config::full);
     super::set_given(&mut cfg.clock, args.clock);
     super::set_given(&mut cfg.calls, args.calls);
     super::set_given(&mut cfg.hogs, args.hogs);
+    if !args.load.is_empty() {
+        cfg.hogs = args.load.iter().fold(0u32, |sum, &h| sum.saturating_add(h));
+    }
     super::set_given(&mut cfg.fifo_priority, args.fifo_priority);
     cfg.load_exe = Some(std::env::current_exe()?);
-    cfg.validate().map_err(super::usage)?;
     Ok(cfg)
 }
 
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
-    let provenance = Provenance::begin(std::env::args().collect());
-    let cfg = config(&args)?;
-    let result = clockread::run(&cfg, &mut Bars::new())?;
-    let partial = result.partial || measure::stop_requested();
-    print_table(&result);
-    super::finish(&args.common, "lab-clock", provenance, partial, &result)
+    Runner::so_far(&args.common, Clock).print(|| config(&args), print_table)
 }
 
 fn us(ns: Option<i64>, decimals: usize) -> String {

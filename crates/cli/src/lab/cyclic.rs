@@ -1,20 +1,19 @@
 //! `firmtime lab cyclic`: periodic wake-up latency, like realfeel and
 //! cyclictest (Varoquaux 2006).
 
-use super::Common;
+use super::{Common, Runner};
 use crate::args::{self, UsageError};
-use crate::progress::Bars;
 use crate::Outcome;
 use anyhow::Context;
 use firmtime_lab::cyclic::{self, Config, CyclicResult};
 use firmtime_lab::load::LoadSpec;
 use firmtime_lab::measure::{Cell, Progress, Silent};
+use firmtime_lab::measurement::Cyclic;
 use firmtime_lab::output::{self, RtTestsHeader, StatusLine, SysInfo, ThreadHist};
 use firmtime_lab::plot::{self, Unit};
 use firmtime_lab::stats::Summary;
 use firmtime_rt::sched::{self, Policy};
 use firmtime_rt::sleep::Mechanism;
-use firmtime_rt::system::Provenance;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
@@ -57,8 +56,9 @@ pub struct Args {
     #[arg(long, value_name = "D", default_value = "50us", value_parser = args::duration)]
     margin: Duration,
     /// Load during the measurement, repeatable: cpu:3, duty:50%@10ms, disk, memory, net, stress.
+    /// All of them run at once.
     #[arg(long, value_name = "SPEC")]
-    load: Vec<String>,
+    load: Vec<LoadSpec>,
     /// Hold /dev/cpu_dma_latency at US microseconds while measuring (cyclictest holds 0).
     #[arg(long, value_name = "US")]
     dma_latency: Option<u32>,
@@ -115,43 +115,44 @@ fn config(a: &Args) -> anyhow::Result<Config> {
         },
         m => m,
     };
-    let load = a
-        .load
-        .iter()
-        .map(|s| {
-            s.parse::<LoadSpec>()
-                .map_err(|e| UsageError(format!("--load {s}: {}", e.message())))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let c = Config {
+    Ok(Config {
         interval_ns: args::nanos(a.interval),
         duration_ns: a.duration.map_or(base.duration_ns, args::nanos),
         policy,
         cpus,
         mlock: !a.no_mlock || a.mlock,
         sleeper,
-        load,
+        load: a.load.clone(),
         histogram_buckets: a.histogram_buckets,
         dma_latency_us: a.dma_latency,
         timer_slack_ns: a.timer_slack.map(|d| args::nanos(d).max(1)),
         allow_downgrade: a.allow_downgrade,
         load_exe: Some(std::env::current_exe().context("cannot find the firmtime binary")?),
         ..base
-    };
-    c.validate().map_err(super::usage)?;
-    Ok(c)
+    })
 }
 
 /// Runs `firmtime lab cyclic`.
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
-    let provenance = Provenance::begin(std::env::args().collect());
     let start_time = SystemTime::now();
-    let cfg = config(&args)?;
+    let ran = Runner::new(&args.common, Cyclic).run_with(
+        || config(&args),
+        |_, cfg, bars| measure(cfg, bars),
+        |cfg, result| show(&args, cfg, result, start_time),
+    )?;
+    Ok(ran.failed_if(|result| {
+        result.demoted
+            || result.measured().next().is_none()
+            || result.measured().any(|t| t.error.is_some())
+    }))
+}
+
+/// Measures with cyclictest's status lines on a terminal, else with `bars`.
+fn measure(cfg: &Config, bars: &mut dyn Progress) -> firmtime_lab::Result<CyclicResult> {
     let terminal = std::io::stderr().is_terminal();
     let mut silent = Silent;
-    let mut bars = Bars::new();
     // The status lines replace the progress bar on a terminal, as in cyclictest.
-    let progress: &mut dyn Progress = if terminal { &mut silent } else { &mut bars };
+    let progress: &mut dyn Progress = if terminal { &mut silent } else { bars };
     let mut printed = 0usize;
     let mut status = |lines: &[StatusLine]| {
         if !terminal {
@@ -166,10 +167,18 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         }
         printed = lines.len();
     };
-    let result = cyclic::run_with_status(&cfg, progress, &mut status).map_err(super::run_error)?;
-    let end_time = SystemTime::now();
+    cyclic::run_with_status(cfg, progress, &mut status)
+}
 
-    print_table(&result);
+/// The table, the diagnostics, and the files the flags ask for.
+fn show(
+    args: &Args,
+    cfg: &Config,
+    result: &CyclicResult,
+    start_time: SystemTime,
+) -> anyhow::Result<()> {
+    let end_time = SystemTime::now();
+    print_table(result);
     for t in &result.threads {
         if let Cell::Skipped { reason } = t {
             eprintln!("firmtime: skipped: {reason}");
@@ -222,20 +231,9 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
             .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     }
     if let Some(dir) = &args.plots {
-        write_plots(dir, &result)?;
+        write_plots(dir, result)?;
     }
-    let outcome = super::finish_saying(
-        &args.common,
-        "lab-cyclic",
-        provenance,
-        result.partial,
-        &result,
-        super::PARTIAL_ABOVE,
-    )?;
-    let failed = result.demoted
-        || result.measured().next().is_none()
-        || result.measured().any(|t| t.error.is_some());
-    Ok(if failed { Outcome::Failed } else { outcome })
+    Ok(())
 }
 
 fn write_plots(dir: &std::path::Path, r: &CyclicResult) -> anyhow::Result<()> {

@@ -1,24 +1,23 @@
 //! `firmtime lab frames`: frame pacing of a Xine-like player (Etsion et al.
 //! 2003, Figs 1 and 5).
 
-use super::Common;
-use crate::args::{self, UsageError};
-use crate::progress::Bars;
+use super::{Common, Runner};
+use crate::args;
 use crate::Outcome;
 use anyhow::Context;
 use firmtime_lab::frames::{self, Config, FramesResult, TickPrediction};
 use firmtime_lab::load::LoadSpec;
 use firmtime_lab::measure::Cell;
+use firmtime_lab::measurement::Frames;
 use firmtime_rt::sched::Policy;
 use firmtime_rt::sleep::Mechanism;
-use firmtime_rt::system::Provenance;
 use std::time::Duration;
 
 /// Arguments of `firmtime lab frames`.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:\n  \
     firmtime lab frames --quick\n  \
-    firmtime lab frames --sleepers clock_nanosleep --policies fifo:80 --loads cpu:2 --duration 30s\n  \
+    firmtime lab frames --sleepers clock_nanosleep --policies fifo:80 --load cpu:2 --duration 30s\n  \
     firmtime lab frames --fps 50 --alarm 4ms --json frames.json\n\n\
     Xine's rules: a frame is never shown early, and dropped when late by more than half a frame.\n\
     The tick model is the paper's: alarms that expire only on ticks of 1/HZ.")]
@@ -38,34 +37,35 @@ pub struct Args {
     /// Policies of the player thread, comma-separated: other, other:NICE, fifo:P, rr:P (default: other,fifo:80).
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     policies: Vec<Policy>,
-    /// Loads, comma-separated: none, cpu:N, duty:P%@T, disk, memory, net, stress
-    /// [default: none,cpu:2; --quick: cpu:2].
-    #[arg(long, value_name = "LIST", value_delimiter = ',')]
-    loads: Vec<String>,
+    /// Loads, one condition per --load (repeatable; each is a row of its own): none, cpu:N,
+    /// duty:P%@T, disk, memory, net, stress [default: none,cpu:2; --quick: cpu:2].
+    /// `--loads LIST` takes them comma-separated.
+    #[arg(long, value_name = "SPEC", value_parser = load_or_none)]
+    load: Vec<Option<LoadSpec>>,
+    /// The loads of --load as one comma-separated list (the older spelling).
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = load_or_none, hide = true)]
+    loads: Vec<Option<LoadSpec>>,
     /// Alarm period of the tick-based model (Xine: 4ms), 1us to 1s.
     #[arg(long, value_name = "D", default_value = "4ms", value_parser = args::duration)]
     alarm: Duration,
 }
 
+/// A load condition of the matrix: a spec, or `none` for the idle rows.
+fn load_or_none(s: &str) -> Result<Option<LoadSpec>, String> {
+    if s.trim() == "none" {
+        Ok(None)
+    } else {
+        s.parse::<LoadSpec>()
+            .map(Some)
+            .map_err(|e| format!("{} (or none)", e.message()))
+    }
+}
+
 fn config(a: &Args) -> anyhow::Result<Config> {
     let base = a.common.preset(Config::quick, Config::default);
-    let loads = if a.loads.is_empty() {
-        base.loads.clone()
-    } else {
-        a.loads
-            .iter()
-            .map(|s| {
-                if s.trim() == "none" {
-                    Ok(None)
-                } else {
-                    s.parse::<LoadSpec>()
-                        .map(Some)
-                        .map_err(|e| UsageError(format!("--loads {s}: {} (or none)", e.message())))
-                }
-            })
-            .collect::<Result<Vec<_>, _>>()?
-    };
-    let c = Config {
+    let given: Vec<Option<LoadSpec>> = a.load.iter().chain(&a.loads).cloned().collect();
+    let loads = super::list_or(&given, &base.loads);
+    Ok(Config {
         fps: a.fps,
         duration_ns: a.duration.map_or(base.duration_ns, args::nanos),
         sleepers: super::list_or(&a.sleepers, &base.sleepers),
@@ -73,19 +73,26 @@ fn config(a: &Args) -> anyhow::Result<Config> {
         loads,
         alarm_ns: args::nanos(a.alarm),
         load_exe: Some(std::env::current_exe().context("cannot find the firmtime binary")?),
-    };
-    c.validate().map_err(super::usage)?;
-    Ok(c)
+    })
 }
 
 /// Runs `firmtime lab frames`.
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
-    let provenance = Provenance::begin(std::env::args().collect());
-    let cfg = config(&args)?;
-    let mut bars = Bars::new();
-    let result = frames::run(&cfg, &mut bars).map_err(super::run_error)?;
-    print!("{}", table(&result));
-    println!("target: {}", firmtime_lab::report::frames_target(&result));
+    let ran = Runner::new(&args.common, Frames).run(|| config(&args), |_, r| show(r))?;
+    Ok(ran.failed_if(|result| {
+        !result.cells.iter().any(|c| c.result.measured().is_some())
+            || result
+                .cells
+                .iter()
+                .filter_map(|c| c.result.measured())
+                .any(|p| p.error.is_some())
+    }))
+}
+
+/// The table, the target line and each cell's diagnostics.
+fn show(result: &FramesResult) -> anyhow::Result<()> {
+    print!("{}", table(result));
+    println!("target: {}", firmtime_lab::report::frames_target(result));
     for c in &result.cells {
         match &c.result {
             Cell::Skipped { reason } => {
@@ -101,21 +108,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
             }
         }
     }
-    let outcome = super::finish_saying(
-        &args.common,
-        "lab-frames",
-        provenance,
-        result.partial,
-        &result,
-        super::PARTIAL_ABOVE,
-    )?;
-    let failed = !result.cells.iter().any(|c| c.result.measured().is_some())
-        || result
-            .cells
-            .iter()
-            .filter_map(|c| c.result.measured())
-            .any(|p| p.error.is_some());
-    Ok(if failed { Outcome::Failed } else { outcome })
+    Ok(())
 }
 
 fn ms(ns: u64) -> String {

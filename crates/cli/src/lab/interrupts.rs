@@ -1,13 +1,12 @@
 //! `firmtime lab interrupts`: what a higher timer-interrupt rate costs the
 //! sort benchmark (Etsion et al. 2003, Figs 2, 3 and 8).
 
-use super::Common;
+use super::{Common, Runner};
 use crate::args;
-use crate::progress::Bars;
 use crate::Outcome;
 use firmtime_lab::interrupts::{self as intr, Config, InterruptsResult};
 use firmtime_lab::measure::Cell;
-use firmtime_rt::system::Provenance;
+use firmtime_lab::measurement::Interrupts;
 use std::time::Duration;
 
 /// Arguments of `firmtime lab interrupts`.
@@ -47,9 +46,9 @@ pub struct Args {
     seed: u64,
 }
 
-fn config(a: &Args) -> anyhow::Result<Config> {
+fn config(a: &Args) -> Config {
     let base = a.common.preset(Config::quick, Config::default);
-    let c = Config {
+    Config {
         rates_hz: super::list_or(&a.rates, &base.rates_hz),
         levels: super::list_or(&a.levels, &base.levels),
         cell_ns: a.cell.map_or(base.cell_ns, args::nanos),
@@ -58,33 +57,24 @@ fn config(a: &Args) -> anyhow::Result<Config> {
         timer_priority: a.priority,
         array_bytes: a.array_size,
         seed: a.seed,
-    };
-    c.validate().map_err(super::usage)?;
-    Ok(c)
+    }
 }
 
 /// Runs `firmtime lab interrupts`.
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
-    let provenance = Provenance::begin(std::env::args().collect());
-    let cfg = config(&args)?;
-    let mut bars = Bars::new();
-    let result = intr::run(&cfg, &mut bars).map_err(super::run_error)?;
-    print!("{}", table(&result));
-    if let Some(Cell::Skipped { reason }) = result
-        .cells
-        .iter()
-        .map(|c| &c.result)
-        .find(|c| c.measured().is_none())
-    {
-        eprintln!("firmtime: timer cells skipped: {reason}");
-    }
-    super::finish_saying(
-        &args.common,
-        "lab-interrupts",
-        provenance,
-        result.partial,
-        &result,
-        super::PARTIAL_ABOVE,
+    Runner::new(&args.common, Interrupts).print(
+        || Ok(config(&args)),
+        |result| {
+            print!("{}", table(result));
+            if let Some(Cell::Skipped { reason }) = result
+                .cells
+                .iter()
+                .map(|c| &c.result)
+                .find(|c| c.measured().is_none())
+            {
+                eprintln!("firmtime: timer cells skipped: {reason}");
+            }
+        },
     )
 }
 

@@ -1,8 +1,12 @@
 //! `firmtime lab …`: the papers' measurements on this machine.
 
 use crate::args::UsageError;
+use crate::progress::Bars;
 use crate::Outcome;
 use clap::Subcommand;
+use firmtime_lab::measure::{Envelope, Progress};
+use firmtime_lab::measurement::{Measurement, Partial, Validate};
+use firmtime_lab::ErrorKind;
 use firmtime_rt::system::Provenance;
 use std::path::PathBuf;
 
@@ -70,43 +74,153 @@ pub fn run_error(e: firmtime_lab::Error) -> anyhow::Error {
     }
 }
 
-/// What [`finish`] says on stderr of an interrupted run.
-const PARTIAL_SO_FAR: &str =
-    "firmtime: interrupted: the output holds what was measured so far (partial)";
-
-/// What the table-printing subcommands say on stderr of an interrupted run.
+/// What a lab subcommand says on stderr of an interrupted run by default.
 pub const PARTIAL_ABOVE: &str = "firmtime: interrupted: the results above are partial";
 
-/// Writes the JSON envelope when `--json` was given and turns an interrupted
-/// run into [`Outcome::Failed`]: what every lab subcommand does last.
-pub fn finish<T: serde::Serialize>(
-    common: &Common,
-    kind: &str,
-    provenance: Provenance,
-    partial: bool,
-    result: &T,
-) -> anyhow::Result<Outcome> {
-    finish_saying(common, kind, provenance, partial, result, PARTIAL_SO_FAR)
+/// What the subcommands that print after the run say instead.
+pub const PARTIAL_SO_FAR: &str =
+    "firmtime: interrupted: the output holds what was measured so far (partial)";
+
+/// The one runner of the lab subcommands: provenance → config → progress →
+/// run → finish (the `--json` envelope and the exit status).
+pub struct Runner<'a, M> {
+    common: &'a Common,
+    measurement: M,
+    interrupted: &'static str,
+    stop_is_partial: bool,
+    unavailable: Option<&'static str>,
 }
 
-/// [`finish`], saying `interrupted` on stderr when the run is partial.
-pub fn finish_saying<T: serde::Serialize>(
-    common: &Common,
-    kind: &str,
-    provenance: Provenance,
-    partial: bool,
-    result: &T,
-    interrupted: &str,
-) -> anyhow::Result<Outcome> {
-    if let Some(path) = &common.json {
-        let env = firmtime_lab::measure::Envelope::new(kind, provenance, partial, result);
-        crate::args::write_json(path, &env)?;
+/// What a [`Runner`] ran: the outcome so far and the result, if any.
+pub struct Ran<R> {
+    outcome: Outcome,
+    result: Option<R>,
+}
+
+impl<R> Ran<R> {
+    /// The outcome.
+    pub fn outcome(self) -> Outcome {
+        self.outcome
     }
-    if partial {
-        eprintln!("{interrupted}");
-        return Ok(Outcome::Failed);
+
+    /// The outcome, [`Outcome::Failed`] when `failed` says so of the result.
+    pub fn failed_if(self, failed: impl FnOnce(&R) -> bool) -> Outcome {
+        self.then(|r, outcome| if failed(r) { Outcome::Failed } else { outcome })
     }
-    Ok(Outcome::Ok)
+
+    /// `f`'s outcome given the result and the outcome so far; without a
+    /// result (the measurement was unavailable), the outcome so far.
+    pub fn then(self, f: impl FnOnce(&R, Outcome) -> Outcome) -> Outcome {
+        match &self.result {
+            Some(r) => f(r, self.outcome),
+            None => self.outcome,
+        }
+    }
+}
+
+impl<'a, M: Measurement> Runner<'a, M> {
+    /// A runner of `measurement` under the flags `common`; an interrupted
+    /// run says [`PARTIAL_ABOVE`].
+    pub fn new(common: &'a Common, measurement: M) -> Self {
+        Self {
+            common,
+            measurement,
+            interrupted: PARTIAL_ABOVE,
+            stop_is_partial: false,
+            unavailable: None,
+        }
+    }
+
+    /// A runner whose interrupted run says [`PARTIAL_SO_FAR`], also when the
+    /// stop came after the measurement.
+    pub fn so_far(common: &'a Common, measurement: M) -> Self {
+        Self::new(common, measurement)
+            .interrupted(PARTIAL_SO_FAR)
+            .stop_is_partial()
+    }
+
+    /// Says `text` on stderr when the run was interrupted.
+    pub fn interrupted(mut self, text: &'static str) -> Self {
+        self.interrupted = text;
+        self
+    }
+
+    /// Counts a stop request seen after the run as an interrupted run too.
+    pub fn stop_is_partial(mut self) -> Self {
+        self.stop_is_partial = true;
+        self
+    }
+
+    /// Turns "not available here" into `who: why` on stderr and a failed
+    /// run instead of an error.
+    pub fn unavailable_as(mut self, who: &'static str) -> Self {
+        self.unavailable = Some(who);
+        self
+    }
+
+    /// Runs the measurement with a progress bar; `show` prints the result.
+    pub fn run(
+        self,
+        config: impl FnOnce() -> anyhow::Result<M::Config>,
+        show: impl FnOnce(&M::Config, &M::Output) -> anyhow::Result<()>,
+    ) -> anyhow::Result<Ran<M::Output>> {
+        self.run_with(config, |m, c, p| m.run(c, p), show)
+    }
+
+    /// [`Runner::run`] for a subcommand that only prints the result.
+    pub fn print(
+        self,
+        config: impl FnOnce() -> anyhow::Result<M::Config>,
+        print: impl FnOnce(&M::Output),
+    ) -> anyhow::Result<Outcome> {
+        let shown = self.run(config, |_, r| {
+            print(r);
+            Ok(())
+        })?;
+        Ok(shown.outcome())
+    }
+
+    /// [`Runner::run`], measuring with `measure` instead of the
+    /// measurement's own `run`.
+    pub fn run_with(
+        self,
+        config: impl FnOnce() -> anyhow::Result<M::Config>,
+        measure: impl FnOnce(&M, &M::Config, &mut dyn Progress) -> firmtime_lab::Result<M::Output>,
+        show: impl FnOnce(&M::Config, &M::Output) -> anyhow::Result<()>,
+    ) -> anyhow::Result<Ran<M::Output>> {
+        let m = &self.measurement;
+        let provenance = Provenance::begin(std::env::args().collect());
+        let cfg = config()?;
+        cfg.validate().map_err(usage)?;
+        let result = match measure(m, &cfg, &mut Bars::new()) {
+            Ok(r) => r,
+            Err(e) if e.kind() == ErrorKind::Unavailable && self.unavailable.is_some() => {
+                eprintln!("{}: {}", self.unavailable.unwrap_or_default(), e.message());
+                return Ok(Ran {
+                    outcome: Outcome::Failed,
+                    result: None,
+                });
+            }
+            Err(e) => return Err(run_error(e)),
+        };
+        show(&cfg, &result)?;
+        let partial =
+            result.partial() || (self.stop_is_partial && firmtime_lab::measure::stop_requested());
+        if let Some(path) = &self.common.json {
+            let env = Envelope::new(m.kind(), provenance, partial, &result);
+            crate::args::write_json(path, &env)?;
+        }
+        let outcome = if partial {
+            eprintln!("{}", self.interrupted);
+            Outcome::Failed
+        } else {
+            Outcome::Ok
+        };
+        Ok(Ran {
+            outcome,
+            result: Some(result),
+        })
+    }
 }
 
 /// The lab's subcommands.

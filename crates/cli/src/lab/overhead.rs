@@ -1,12 +1,11 @@
 //! `firmtime lab overhead`: Etsion et al. (2003) Table 2 on this machine.
 
-use super::Common;
+use super::{Common, Runner};
 use crate::args;
-use crate::progress::Bars;
 use crate::Outcome;
-use firmtime_lab::measure::{self, Cell, Priority};
-use firmtime_lab::overhead::{self, Config, Cost, OverheadResult, Spread, ETSION_TABLE2};
-use firmtime_rt::system::Provenance;
+use firmtime_lab::measure::{Cell, Priority};
+use firmtime_lab::measurement::Overhead;
+use firmtime_lab::overhead::{Config, Cost, OverheadResult, Spread, ETSION_TABLE2};
 
 /// Arguments of `firmtime lab overhead`.
 #[derive(Debug, clap::Args)]
@@ -79,17 +78,11 @@ fn config(args: &Args) -> anyhow::Result<Config> {
     super::set_given(&mut cfg.clock_reads, args.clock_reads);
     super::set_given(&mut cfg.memcpy_bytes, args.memcpy_size);
     super::set_given(&mut cfg.priority, args.priority);
-    cfg.validate().map_err(super::usage)?;
     Ok(cfg)
 }
 
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
-    let provenance = Provenance::begin(std::env::args().collect());
-    let cfg = config(&args)?;
-    let result = overhead::run(&cfg, &mut Bars::new())?;
-    let partial = result.partial || measure::stop_requested();
-    print_table(&result);
-    super::finish(&args.common, "lab-overhead", provenance, partial, &result)
+    Runner::so_far(&args.common, Overhead).print(|| config(&args), print_table)
 }
 
 fn spread(s: &Spread, decimals: usize) -> String {

@@ -1,14 +1,13 @@
 //! `firmtime lab sleep`: achieved sleep durations of every sleep mechanism
 //! (Finney 2001, "Process suspension").
 
-use super::Common;
-use crate::args::{self, UsageError};
-use crate::progress::Bars;
+use super::{Common, Runner};
+use crate::args;
 use crate::Outcome;
 use firmtime_lab::measure::Cell;
+use firmtime_lab::measurement::Sleep;
 use firmtime_lab::suspend::{self, Config, SleepResult};
 use firmtime_rt::sleep::Mechanism;
-use firmtime_rt::system::Provenance;
 use firmtime_rt::units;
 use std::time::Duration;
 
@@ -36,9 +35,9 @@ pub struct Args {
     priority: u8,
 }
 
-fn config(a: &Args) -> Result<Config, UsageError> {
+fn config(a: &Args) -> Config {
     let base = a.common.preset(Config::quick, Config::default);
-    let c = Config {
+    Config {
         intervals_ns: if a.intervals.is_empty() {
             base.intervals_ns.clone()
         } else {
@@ -47,26 +46,12 @@ fn config(a: &Args) -> Result<Config, UsageError> {
         mechanisms: super::list_or(&a.mechanisms, &base.mechanisms),
         samples: a.samples.unwrap_or(base.samples),
         fifo_priority: a.priority,
-    };
-    c.validate().map_err(super::usage)?;
-    Ok(c)
+    }
 }
 
 /// Runs `firmtime lab sleep`.
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
-    let provenance = Provenance::begin(std::env::args().collect());
-    let cfg = config(&args)?;
-    let mut bars = Bars::new();
-    let result = suspend::run(&cfg, &mut bars).map_err(super::run_error)?;
-    print_tables(&result);
-    super::finish_saying(
-        &args.common,
-        "lab-sleep",
-        provenance,
-        result.partial,
-        &result,
-        super::PARTIAL_ABOVE,
-    )
+    Runner::new(&args.common, Sleep).print(|| Ok(config(&args)), print_tables)
 }
 
 fn us(v: Option<i64>) -> String {

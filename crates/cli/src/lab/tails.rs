@@ -2,14 +2,13 @@
 //! contention (Etsion, Tsafrir & Feitelson 2003, §7, Table 6), and the
 //! hidden `firmtime lab tails-worker` each measuring process runs.
 
-use super::Common;
+use super::{Common, Runner};
 use crate::args;
-use crate::progress::Bars;
 use crate::Outcome;
+use firmtime_lab::measurement::Tails;
 use firmtime_lab::tails::{
     self, CellMeasurement, CellResult, Config, PaperTails, TailsResult, WorkerConfig, WorkerOutput,
 };
-use firmtime_rt::system::Provenance;
 use firmtime_rt::units::format_duration;
 use std::time::Duration;
 
@@ -100,10 +99,36 @@ impl Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
-    let provenance = Provenance::begin(std::env::args().collect());
+    let tails = Tails {
+        exe: std::env::current_exe()?,
+    };
+    let ran = Runner::new(&args.common, tails)
+        .interrupted("lab tails: interrupted or timed out: the results above are partial")
+        .run(
+            || announce(&args),
+            |_, r| {
+                print_table(r);
+                Ok(())
+            },
+        )?;
+    Ok(ran.then(|result, outcome| {
+        let measured = result
+            .cells
+            .iter()
+            .filter(|c| c.result.measured().is_some())
+            .count();
+        if outcome == Outcome::Ok && measured == 0 {
+            eprintln!("lab tails: no cell could be measured (see the reasons above)");
+            return Outcome::Failed;
+        }
+        outcome
+    }))
+}
+
+/// The configuration the flags ask for, announced on stderr.
+fn announce(args: &Args) -> anyhow::Result<Config> {
     let cfg = args.config().map_err(super::usage)?;
     cfg.validate().map_err(super::usage)?;
-    let exe = std::env::current_exe()?;
     let cells: Vec<String> = cfg.cells.iter().map(|c| c.label()).collect();
     eprintln!(
         "lab tails: {} cell(s) [{}], {} alarms per process, delays 1ms..{}{}; about {} (at most {})",
@@ -128,27 +153,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
             "note: CONT cells keep the pinned CPU busy at SCHED_RR; RT throttling (kernel.sched_rt_runtime_us) and the fair server give SCHED_OTHER work a slice of it, which shows up in the tails"
         );
     }
-    let mut bars = Bars::new();
-    let result = tails::run(&cfg, &exe, &mut bars).map_err(super::run_error)?;
-    print_table(&result);
-    let outcome = super::finish_saying(
-        &args.common,
-        "lab-tails",
-        provenance,
-        result.partial,
-        &result,
-        "lab tails: interrupted or timed out: the results above are partial",
-    )?;
-    let measured = result
-        .cells
-        .iter()
-        .filter(|c| c.result.measured().is_some())
-        .count();
-    if outcome == Outcome::Ok && measured == 0 {
-        eprintln!("lab tails: no cell could be measured (see the reasons above)");
-        return Ok(Outcome::Failed);
-    }
-    Ok(outcome)
+    Ok(cfg)
 }
 
 fn round_s(d: Duration) -> Duration {

@@ -3,14 +3,12 @@
 //! Tsafrir & Feitelson 2003, Tables 4–5, Figure 6), and `--overhead`, the
 //! sort benchmark with tracing on vs off (issue 8, acceptance figure 1).
 
-use super::Common;
+use super::{Common, Runner};
 use crate::args::{self, UsageError};
-use crate::progress::Bars;
 use crate::Outcome;
+use firmtime_lab::measurement::{Trace, TraceOverhead};
 use firmtime_lab::trace::{self, overhead, Config, TraceResult};
 use firmtime_lab::workloads::Workload;
-use firmtime_lab::ErrorKind;
-use firmtime_rt::system::Provenance;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -71,22 +69,6 @@ pub(super) fn workloads(list: &str) -> Result<Vec<Workload>, UsageError> {
     })
 }
 
-/// A run's result, or `None` when tracing is unavailable here (no root, no
-/// tracefs): that is said on stderr as `who: why` and makes a failed run.
-pub(super) fn unless_unavailable<T>(
-    r: firmtime_lab::Result<T>,
-    who: &str,
-) -> firmtime_lab::Result<Option<T>> {
-    match r {
-        Ok(r) => Ok(Some(r)),
-        Err(e) if e.kind() == ErrorKind::Unavailable => {
-            eprintln!("{who}: {}", e.message());
-            Ok(None)
-        }
-        Err(e) => Err(e),
-    }
-}
-
 impl Args {
     fn config(&self) -> anyhow::Result<Config> {
         let mut c = self.common.preset(Config::quick, Config::default);
@@ -100,7 +82,6 @@ impl Args {
         };
         super::set_given(&mut c.buffer_kb, self.buffer_kb);
         super::set_given(&mut c.max_events, self.max_events);
-        c.validate().map_err(super::usage)?;
         Ok(c)
     }
 }
@@ -110,26 +91,21 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     if args.overhead {
         return run_overhead(args);
     }
-    let provenance = Provenance::begin(std::env::args().collect());
-    let cfg = args.config()?;
-    let Some(result) = unless_unavailable(trace::run(&cfg, &mut Bars::new()), "lab trace")
-        .map_err(super::run_error)?
-    else {
-        return Ok(Outcome::Failed);
-    };
-    notes(&result);
-    print_tables(&result);
-    if let Some(p) = &args.png {
-        plot(&result, p)?;
-    }
-    super::finish_saying(
-        &args.common,
-        "lab-trace",
-        provenance,
-        result.partial,
-        &result,
-        "lab trace: interrupted: the results above are partial",
-    )
+    Ok(Runner::new(&args.common, Trace)
+        .interrupted("lab trace: interrupted: the results above are partial")
+        .unavailable_as("lab trace")
+        .run(
+            || args.config(),
+            |_, result| {
+                notes(result);
+                print_tables(result);
+                if let Some(p) = &args.png {
+                    plot(result, p)?;
+                }
+                Ok(())
+            },
+        )?
+        .outcome())
 }
 
 /// Diagnostics every trace prints on stderr.
@@ -293,33 +269,30 @@ fn plot(r: &TraceResult, path: &std::path::Path) -> anyhow::Result<()> {
 }
 
 fn run_overhead(args: Args) -> anyhow::Result<Outcome> {
-    let provenance = Provenance::begin(std::env::args().collect());
-    let mut c = args
-        .common
-        .preset(overhead::Config::quick, overhead::Config::default);
-    super::set_given(&mut c.pairs, args.pairs);
-    super::set_given(&mut c.slice_ns, args.slice.map(args::nanos));
-    super::set_given(&mut c.buffer_kb, args.buffer_kb);
-    c.cpu = args.cpu;
-    c.array_bytes = args.array_size;
-    c.rates_hz = super::list_or(&args.rates, &c.rates_hz);
-    c.validate().map_err(super::usage)?;
-    eprintln!(
-        "lab trace --overhead: {} pairs of {:.2}s slices at each of {} timer rates, tracing on/off alternating, about {:.0}s",
-        c.pairs,
-        c.slice_ns as f64 / 1e9,
-        c.rates_hz.len(),
-        c.duration_s()
-    );
-    let Some(r) = unless_unavailable(overhead::run(&c, &mut Bars::new()), "lab trace")? else {
-        return Ok(Outcome::Failed);
+    let config = || {
+        let mut c = args
+            .common
+            .preset(overhead::Config::quick, overhead::Config::default);
+        super::set_given(&mut c.pairs, args.pairs);
+        super::set_given(&mut c.slice_ns, args.slice.map(args::nanos));
+        super::set_given(&mut c.buffer_kb, args.buffer_kb);
+        c.cpu = args.cpu;
+        c.array_bytes = args.array_size;
+        c.rates_hz = super::list_or(&args.rates, &c.rates_hz);
+        c.validate().map_err(super::usage)?;
+        eprintln!(
+            "lab trace --overhead: {} pairs of {:.2}s slices at each of {} timer rates, tracing on/off alternating, about {:.0}s",
+            c.pairs,
+            c.slice_ns as f64 / 1e9,
+            c.rates_hz.len(),
+            c.duration_s()
+        );
+        Ok(c)
     };
-    print!("{}", firmtime_lab::report::trace_overhead_section(&r));
-    super::finish(
-        &args.common,
-        "lab-trace-overhead",
-        provenance,
-        r.partial,
-        &r,
-    )
+    Runner::new(&args.common, TraceOverhead)
+        .interrupted(super::PARTIAL_SO_FAR)
+        .unavailable_as("lab trace")
+        .print(config, |r| {
+            print!("{}", firmtime_lab::report::trace_overhead_section(r))
+        })
 }

@@ -7,9 +7,11 @@ use std::hint::black_box;
 /// Iterations between two looks at the clock and the stop flag.
 const BATCH: u64 = 1 << 16;
 
-/// Spins on a multiply-xorshift chain until done.
+/// Spins on a multiply-xorshift chain until done. The chain is serial on
+/// purpose (each step needs the last), so it keeps one core's integer units
+/// busy and cannot be vectorized; its values are never used.
 pub(super) fn hog(until: &Until<'_>, seed: u32) -> Work {
-    let mut x: u64 = 0x9E37_79B9_7F4A_7C15 ^ u64::from(seed);
+    let mut x: u64 = firmtime_rt::rng::Rng::GAMMA ^ u64::from(seed);
     let mut w = Work::default();
     while !until.done() {
         for _ in 0..BATCH {

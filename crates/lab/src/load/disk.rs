@@ -7,7 +7,7 @@
 //! the writes go on through the open descriptor, and no exit path — not even
 //! SIGKILL — can leave anything behind.
 
-use super::{mono_ns, Until, Work};
+use super::{monotonic_ns, Until, Work};
 use crate::error::{Error, ErrorKind, Result};
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::os::unix::fs::{DirBuilderExt, FileExt};
@@ -69,7 +69,7 @@ fn open_scratch() -> Result<(File, PathBuf, bool)> {
         "firmtime-load-{}-{}-{}",
         std::process::id(),
         SEQ.fetch_add(1, Ordering::Relaxed),
-        mono_ns()
+        monotonic_ns()
     ));
     DirBuilder::new()
         .mode(0o700)

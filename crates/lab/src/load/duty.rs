@@ -2,7 +2,7 @@
 //! (Etsion et al. 2003's "N %" processes). Periods follow absolute
 //! CLOCK_MONOTONIC deadlines, so they do not drift.
 
-use super::{mono_ns, Until, Work};
+use super::{monotonic_ns, Until, Work};
 use std::hint::black_box;
 use std::time::Duration;
 
@@ -12,9 +12,9 @@ pub(super) fn worker(until: &Until<'_>, percent: u8, period: Duration, seed: u32
     let busy_ns = period_ns * u64::from(percent) / 100;
     let mut x: u64 = 0x2545_F491_4F6C_DD1D ^ u64::from(seed);
     let mut w = Work::default();
-    let mut next = mono_ns();
+    let mut next = monotonic_ns();
     while !until.done() {
-        let start = mono_ns();
+        let start = monotonic_ns();
         let busy_end = start + busy_ns;
         w.periods += 1;
         loop {
@@ -24,13 +24,13 @@ pub(super) fn worker(until: &Until<'_>, percent: u8, period: Duration, seed: u32
             }
             x = black_box(x);
             w.iterations += 256;
-            if mono_ns() >= busy_end || until.done() {
+            if monotonic_ns() >= busy_end || until.done() {
                 break;
             }
         }
-        w.busy_ns += mono_ns() - start;
+        w.busy_ns += monotonic_ns() - start;
         next += period_ns;
-        let now = mono_ns();
+        let now = monotonic_ns();
         if now > next {
             // Not scheduled in time: skip to the next period boundary.
             let behind = (now - next) / period_ns + 1;

@@ -173,15 +173,7 @@ fn ns(d: Duration) -> u64 {
 }
 
 /// CLOCK_MONOTONIC in ns (the clock `clock_nanosleep` deadlines use).
-fn mono_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+use firmtime_rt::clock::monotonic_ns;
 
 /// When workers must stop: the deadline, the caller's stop flag, or a
 /// sibling worker's failure.
@@ -196,7 +188,7 @@ impl Until<'_> {
     fn done(&self) -> bool {
         self.stop.load(Ordering::Relaxed)
             || self.abort.load(Ordering::Relaxed)
-            || mono_ns() >= self.deadline_ns
+            || monotonic_ns() >= self.deadline_ns
     }
 
     /// Sleeps until `target_ns` (CLOCK_MONOTONIC, absolute) or until done,
@@ -204,24 +196,13 @@ impl Until<'_> {
     fn sleep_until(&self, target_ns: u64) {
         const SLICE_NS: u64 = 50_000_000;
         loop {
-            let now = mono_ns();
+            let now = monotonic_ns();
             if now >= target_ns || self.done() {
                 return;
             }
             let t = target_ns.min(now + SLICE_NS).min(self.deadline_ns);
-            let ts = libc::timespec {
-                tv_sec: (t / 1_000_000_000) as libc::time_t,
-                tv_nsec: (t % 1_000_000_000) as libc::c_long,
-            };
-            // SAFETY: `ts` is a valid timespec; a null remainder is allowed with TIMER_ABSTIME.
-            unsafe {
-                libc::clock_nanosleep(
-                    libc::CLOCK_MONOTONIC,
-                    libc::TIMER_ABSTIME,
-                    &ts,
-                    std::ptr::null_mut(),
-                )
-            };
+            // An error (none is expected for a valid deadline) only ends this slice early.
+            let _ = firmtime_rt::sleep::clock_nanosleep_abs(t);
         }
     }
 }
@@ -246,7 +227,7 @@ type Worker<'a> = Box<dyn FnOnce(&Until<'_>) -> Result<Work> + Send + 'a>;
 pub fn run_generator(spec: &LoadSpec, duration: Duration, stop: &AtomicBool) -> Result<LoadReport> {
     spec.validate()?;
     check_duration(duration)?;
-    let start = mono_ns();
+    let start = monotonic_ns();
     let until = Until {
         deadline_ns: start + ns(duration),
         stop,
@@ -333,7 +314,7 @@ pub fn run_generator(spec: &LoadSpec, duration: Duration, stop: &AtomicBool) -> 
     if let Some(e) = first_error {
         return Err(e);
     }
-    let end = mono_ns();
+    let end = monotonic_ns();
     report.elapsed_ns = end - start;
     report.stopped = stop.load(Ordering::Relaxed) && end < until.deadline_ns;
     Ok(report)

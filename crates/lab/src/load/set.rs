@@ -3,6 +3,7 @@
 use super::spec::check_duration;
 use super::{format_duration, LoadReport, LoadSpec};
 use crate::error::{Error, ErrorKind, Result};
+use firmtime_rt::process::{self, Target};
 use serde::Serialize;
 use std::io::Read;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -188,7 +189,7 @@ impl LoadSet {
                 c.early = Instant::now() < end;
             }
             if c.status.is_none() {
-                signal_group(&c.child, libc::SIGTERM);
+                process::signal(&mut c.child, Target::Group, libc::SIGTERM);
             }
         }
         let deadline = Instant::now() + grace;
@@ -206,8 +207,7 @@ impl LoadSet {
         }
         for (c, k) in self.children.iter_mut().zip(killed.iter_mut()) {
             if c.status.is_none() {
-                signal_group(&c.child, libc::SIGKILL);
-                *k = true;
+                *k = process::signal(&mut c.child, Target::Group, libc::SIGKILL);
                 // wait() reaps; it only fails if the child was already reaped.
                 c.status = c.child.wait().ok();
             }
@@ -276,15 +276,6 @@ fn describe(st: ExitStatus) -> String {
     }
 }
 
-fn signal_group(child: &Child, sig: libc::c_int) {
-    // The child leads its own process group (process_group(0)), so -pid
-    // reaches it and anything it started; it is not reaped yet, so the id
-    // cannot have been reused.
-    let pgid = child.id() as libc::pid_t;
-    // SAFETY: kill has no memory-safety preconditions.
-    unsafe { libc::kill(-pgid, sig) };
-}
-
 /// A command for a child process that reports on stdout: stdin from
 /// /dev/null, stdout piped, stderr inherited, in its own process group, and
 /// killed (`PR_SET_PDEATHSIG`) when the thread that spawns it exits.
@@ -292,26 +283,9 @@ pub(crate) fn child_command(exe: &Path) -> Command {
     let mut cmd = Command::new(exe);
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .process_group(0);
-    // SAFETY: getpid has no preconditions.
-    let parent = unsafe { libc::getpid() };
-    let pre_exec = move || {
-        // Only async-signal-safe calls between fork and exec.
-        // SAFETY: prctl(PR_SET_PDEATHSIG) takes a signal number; no pointers.
-        if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // The parent may have died before the prctl: then nobody would kill us.
-        // SAFETY: getppid has no preconditions.
-        if unsafe { libc::getppid() } != parent {
-            return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
-        }
-        Ok(())
-    };
-    // SAFETY: the closure calls only async-signal-safe functions (prctl,
-    // getppid) and allocates nothing.
-    unsafe { cmd.pre_exec(pre_exec) };
+        .stderr(Stdio::inherit());
+    process::own_group(&mut cmd);
+    process::die_with_parent(&mut cmd, libc::SIGKILL);
     cmd
 }
 

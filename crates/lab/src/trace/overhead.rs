@@ -42,8 +42,8 @@ pub const RATES_HZ: std::ops::RangeInclusive<u32> = 0..=100_000;
 /// Priority of the extra timer thread (SCHED_FIFO), as in `lab interrupts`.
 pub const TIMER_PRIORITY: u8 = 80;
 /// Pause after switching the trace on or off before a slice starts, ns:
-/// enabling the events patches kernel text (the write takes 1–35 ms on the
-/// development VM; the pause starts when it has returned).
+/// enabling the events patches kernel text (the write can take tens of
+/// milliseconds; the pause starts when it has returned).
 pub const SETTLE_NS: u64 = 20_000_000;
 /// The drainer's polling interval (klogger's daemon: every few seconds).
 pub const DRAIN_INTERVAL: Duration = Duration::from_millis(100);

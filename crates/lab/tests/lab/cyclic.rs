@@ -1,9 +1,9 @@
 //! `lab cyclic`: config errors name the flag, the RT loop does not allocate
 //! and accounts for every deadline, results carry their structure.
 
+use crate::invalid_message;
 use firmtime_lab::cyclic::{self, Config, LiveThread, LoopEnd, ThreadLoop};
 use firmtime_lab::measure::{Cell, Silent};
-use firmtime_lab::ErrorKind;
 use firmtime_rt::clock::monotonic_ns;
 use firmtime_rt::periodic::Periodic;
 use firmtime_rt::sched::Policy;
@@ -28,12 +28,6 @@ fn tiny(policy: Policy) -> Config {
         mlock: false,
         ..Config::default()
     }
-}
-
-fn invalid_message(c: &Config) -> String {
-    let e = c.validate().unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::InvalidInput);
-    e.message().to_string()
 }
 
 #[test]

@@ -2,13 +2,13 @@
 //! (Fig 5 and its shift ranges), the RT player loop without allocation,
 //! config errors naming the flag, skipped cells and the JSON structure.
 
+use crate::invalid_message;
 use firmtime_lab::frames::{
     self, drop_runs, half_frame_ns, lateness_histogram, play, tick_pattern, tick_prediction,
     xine_decide, Config, Decision, FrameLog, PlayEnd,
 };
 use firmtime_lab::load::LoadSpec;
 use firmtime_lab::measure::{Cell, Silent};
-use firmtime_lab::ErrorKind;
 use firmtime_rt::clock::monotonic_ns;
 use firmtime_rt::sched::Policy;
 use firmtime_rt::sleep::{self, Mechanism};
@@ -105,7 +105,7 @@ fn tick_prediction_reproduces_the_paper() {
     assert_eq!(p.share_of_shifts_dropping, 0.0);
     assert_eq!(p.worst_fps, 60.0);
 
-    // This VM's HZ: 4 ms alarms on 4 ms ticks never fall half a frame late.
+    // HZ=250: 4 ms alarms on 4 ms ticks never fall half a frame late.
     let p = tick_prediction(60.0, 250, 4 * MS);
     assert_eq!(p.granularity_ns, 4 * MS);
     assert_eq!(p.cycle_frames, 6);
@@ -197,30 +197,24 @@ fn player_loop_stops_at_once_when_asked() {
     assert!(log.is_empty());
 }
 
-fn message(c: &Config) -> String {
-    let e = c.validate().unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::InvalidInput);
-    e.message().to_string()
-}
-
 #[test]
 fn bad_values_name_the_flag_and_the_range() {
-    let m = message(&Config {
+    let m = invalid_message(&Config {
         fps: 0.0,
         ..Config::default()
     });
     assert!(m.contains("--fps") && m.contains("1 to 1000"), "{m}");
-    let m = message(&Config {
+    let m = invalid_message(&Config {
         fps: f64::NAN,
         ..Config::default()
     });
     assert!(m.contains("--fps"), "{m}");
-    let m = message(&Config {
+    let m = invalid_message(&Config {
         duration_ns: 1_000_000,
         ..Config::default()
     });
     assert!(m.contains("--duration") && m.contains("100ms"), "{m}");
-    let m = message(&Config {
+    let m = invalid_message(&Config {
         duration_ns: 3_600_000_000_000,
         sleepers: Mechanism::ALL.to_vec(),
         policies: vec![
@@ -231,26 +225,26 @@ fn bad_values_name_the_flag_and_the_range() {
         ..Config::default()
     });
     assert!(m.contains("--duration") && m.contains("23h"), "{m}");
-    let m = message(&Config {
+    let m = invalid_message(&Config {
         alarm_ns: 0,
         ..Config::default()
     });
     assert!(m.contains("--alarm"), "{m}");
-    let m = message(&Config {
+    let m = invalid_message(&Config {
         sleepers: vec![],
         ..Config::default()
     });
     assert!(m.contains("--sleepers"), "{m}");
-    let m = message(&Config {
+    let m = invalid_message(&Config {
         policies: vec![],
         ..Config::default()
     });
     assert!(m.contains("--policies"), "{m}");
-    let m = message(&Config {
+    let m = invalid_message(&Config {
         loads: vec![Some(LoadSpec::Cpu { hogs: 0 })],
         ..Config::default()
     });
-    assert!(m.contains("--loads"), "{m}");
+    assert!(m.contains("--load cpu:0"), "{m}");
 }
 
 #[test]

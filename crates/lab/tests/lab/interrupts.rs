@@ -2,11 +2,11 @@
 //! loop without allocation, paired medians, config errors naming the flag,
 //! and the structure of a tiny interleaved run.
 
+use crate::invalid_message;
 use firmtime_lab::interrupts::{
     self, parse_cache_size, summarize_cell, timer_loop, Config, Run, SortBench, TimerRun,
 };
 use firmtime_lab::measure::Silent;
-use firmtime_lab::ErrorKind;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -99,12 +99,6 @@ fn overhead_is_paired_by_repeat_and_split_into_direct_and_indirect() {
     assert_eq!(m.direct_share, None);
 }
 
-fn message(c: &Config) -> String {
-    let e = c.validate().unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::InvalidInput);
-    e.message().to_string()
-}
-
 #[test]
 fn bad_values_name_the_flag_and_the_range() {
     let cases: [(Config, &str, &str); 9] = [
@@ -182,7 +176,7 @@ fn bad_values_name_the_flag_and_the_range() {
         ),
     ];
     for (c, flag, range) in cases {
-        let m = message(&c);
+        let m = invalid_message(&c);
         assert!(m.contains(flag) && m.contains(range), "{m}");
     }
 }

@@ -11,6 +11,7 @@ mod cyclic;
 mod frames;
 mod interrupts;
 mod load;
+mod measurement;
 mod messages;
 mod output;
 mod overhead;
@@ -29,4 +30,12 @@ pub fn data(name: &str) -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data")
         .join(name)
+}
+
+/// The message of the [`ErrorKind::InvalidInput`](firmtime_lab::ErrorKind)
+/// error `config` is refused with (panics if it is accepted).
+pub fn invalid_message(config: &impl firmtime_lab::measurement::Validate) -> String {
+    let e = config.validate().unwrap_err();
+    assert_eq!(e.kind(), firmtime_lab::ErrorKind::InvalidInput, "{e}");
+    e.message().to_string()
 }

@@ -2,17 +2,11 @@
 //! loop does not allocate, sleepers never wake early, missing mechanisms
 //! are skipped cells with their reason.
 
+use crate::invalid_message;
 use firmtime_lab::measure::{Cell, Silent};
 use firmtime_lab::suspend::{self, Config};
-use firmtime_lab::ErrorKind;
 use firmtime_rt::sleep::{self, Mechanism};
 use std::sync::atomic::AtomicBool;
-
-fn invalid_message(c: &Config) -> String {
-    let e = c.validate().unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::InvalidInput);
-    e.message().to_string()
-}
 
 #[test]
 fn defaults_cover_every_mechanism_and_the_papers_intervals() {
