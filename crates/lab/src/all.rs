@@ -162,7 +162,7 @@ pub fn run(cfg: &Config, progress: &mut dyn Progress) -> Result<Outcome> {
     let mut failures: Vec<(String, String)> = Vec::new();
     let mut sections: Vec<String> = Vec::new();
 
-    let doctor = firmtime_rt::doctor::run();
+    let doctor = crate::doctor::run();
     w.text(
         "doctor.json",
         &(serde_json::to_string_pretty(&doctor)

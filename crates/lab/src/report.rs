@@ -312,8 +312,8 @@ mod tests {
         }
     }
 
-    fn doctor() -> firmtime_rt::doctor::Report {
-        use firmtime_rt::doctor::{Check, Status};
+    fn doctor() -> crate::doctor::Report {
+        use crate::doctor::{Check, Status};
         let check = |id: &str, status: Status, fix: &str| Check {
             id: id.into(),
             title: id.into(),
@@ -321,7 +321,7 @@ mod tests {
             value: "v".into(),
             fix: fix.into(),
         };
-        firmtime_rt::doctor::Report {
+        crate::doctor::Report {
             checks: vec![
                 check("a", Status::Pass, ""),
                 check("b", Status::Warn, "do b"),
@@ -549,7 +549,7 @@ impl Verdict {
 pub fn verdict(
     rt: Option<&CyclicRow<'_>>,
     other: Option<&CyclicRow<'_>>,
-    doctor: &firmtime_rt::doctor::Report,
+    doctor: &crate::doctor::Report,
 ) -> Verdict {
     const MS: i64 = 1_000_000;
     let mut findings = Vec::new();
@@ -604,7 +604,7 @@ pub fn verdict(
         .filter(|c| {
             matches!(
                 c.status,
-                firmtime_rt::doctor::Status::Fail | firmtime_rt::doctor::Status::Warn
+                crate::doctor::Status::Fail | crate::doctor::Status::Warn
             ) && !c.fix.is_empty()
         })
         .map(|c| format!("{} ({}): {}", c.title, c.value, c.fix))
