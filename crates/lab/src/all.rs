@@ -17,7 +17,7 @@
 use crate::error::{Error, ErrorKind, Result};
 use crate::load::LoadSpec;
 use crate::measure::{stop_requested, Envelope, Progress};
-use crate::output::{self, RtTestsHeader, SysInfo, ThreadHist};
+use crate::output::{self, RtTestsHeader, ThreadHist};
 use crate::report::{self, CyclicRow};
 use crate::stats::LatencyHistogram;
 use crate::{clockread, cyclic, frames, interrupts, overhead, plot, suspend, tails, ticks};
@@ -523,7 +523,7 @@ fn write_cyclictest_files(
         start_time: output::rt_tests_timestamp(start_time),
         end_time: output::rt_tests_timestamp(SystemTime::now()),
         return_code: i32::from(r.partial),
-        sysinfo: SysInfo::current()?,
+        sysinfo: firmtime_rt::system::SystemInfo::collect(),
     };
     let mut json = Vec::new();
     output::write_rt_tests_json(&mut json, &header, &hists)?;

@@ -664,8 +664,10 @@ pub fn run(
     for p in points {
         out.push(run_point(p, setup, progress)?);
     }
-    let sys = firmtime_lab::output::SysInfo::current().ok();
-    let version = sys.as_ref().map_or(String::new(), |s| s.version.clone());
+    let sys = Some(firmtime_rt::system::SystemInfo::collect());
+    let version = sys
+        .as_ref()
+        .map_or(String::new(), |s| s.kernel_version.clone());
     let preempt = ["PREEMPT_RT", "PREEMPT_DYNAMIC", "PREEMPT"]
         .into_iter()
         .find(|m| version.contains(m))
@@ -683,7 +685,7 @@ pub fn run(
     Ok(ExperimentReport {
         version: env!("CARGO_PKG_VERSION").into(),
         command: command.into(),
-        kernel: sys.map_or("unknown".into(), |s| s.release),
+        kernel: sys.map_or("unknown".into(), |s| s.kernel_release),
         preempt,
         clocksource: read_trim("/sys/devices/system/clocksource/clocksource0/current_clocksource"),
         cpu,
