@@ -149,6 +149,23 @@ pub fn monotonic_ns() -> u64 {
     read_ns(libc::CLOCK_MONOTONIC)
 }
 
+/// A time in nanoseconds as a `libc::timespec` (seconds and nanoseconds),
+/// for the system calls that take one: an absolute deadline on a clock
+/// (`clock_nanosleep(TIMER_ABSTIME)`, `timer_settime`, `FUTEX_WAIT_BITSET`)
+/// or a relative duration (`nanosleep`). **RT-safe.**
+///
+/// ```
+/// let ts = firmtime_rt::clock::timespec(2_500_000_001);
+/// assert_eq!((ts.tv_sec, ts.tv_nsec), (2, 500_000_001));
+/// ```
+#[inline]
+pub const fn timespec(ns: u64) -> libc::timespec {
+    libc::timespec {
+        tv_sec: (ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+    }
+}
+
 /// `gettimeofday(2)` in nanoseconds since the epoch (a multiple of 1000). **RT-safe.**
 #[inline]
 pub fn gettimeofday_ns() -> u64 {

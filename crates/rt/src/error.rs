@@ -1,4 +1,5 @@
-//! The crate's error type.
+//! The crate's error type, and the one definition every firmtime crate's
+//! error type is built from ([`define_error!`](crate::define_error)).
 //!
 //! Setup-time functions return [`Error`]: a [`ErrorKind`] a caller can match
 //! on, and a message a user can act on (what was refused, why, how to fix it).
@@ -30,24 +31,16 @@ pub enum ErrorKind {
     Io,
 }
 
-/// An error from firmtime-rt: a kind, an actionable message and the OS error number if any.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Error {
-    kind: ErrorKind,
-    message: String,
-    errno: Option<i32>,
+crate::define_error! {
+    /// An error from firmtime-rt: a kind, an actionable message and the OS error number if any.
+    pub struct Error {
+        kind: ErrorKind,
+        /// The OS error number this error came from, if any.
+        errno: Option<i32>,
+    }
 }
 
 impl Error {
-    /// Builds an error of `kind` with a message a user can act on.
-    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Self {
-            kind,
-            message: message.into(),
-            errno: None,
-        }
-    }
-
     /// Builds an error that carries the OS error number it came from.
     pub fn with_errno(kind: ErrorKind, message: impl Into<String>, errno: i32) -> Self {
         Self {
@@ -69,30 +62,7 @@ impl Error {
         let errno = e.raw_os_error().unwrap_or(0);
         Self::with_errno(ErrorKind::Io, format!("{what}: {e}"), errno)
     }
-
-    /// What went wrong.
-    pub fn kind(&self) -> ErrorKind {
-        self.kind
-    }
-
-    /// The OS error number this error came from, if any.
-    pub fn errno(&self) -> Option<i32> {
-        self.errno
-    }
-
-    /// The message, without the kind.
-    pub fn message(&self) -> &str {
-        &self.message
-    }
 }
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for Error {}
 
 impl From<std::io::Error> for Error {
     fn from(e: std::io::Error) -> Self {
@@ -134,5 +104,126 @@ impl From<Errno> for Error {
     }
 }
 
-/// The crate's result type.
-pub type Result<T, E = Error> = std::result::Result<T, E>;
+/// Declares a crate's error type: `struct $Name { kind, message, extra… }`
+/// with `new(kind, message)`, `kind()`, `message()`, a getter per extra
+/// field, `Display` (the message alone), `std::error::Error`, and the
+/// crate's `Result<T, E = $Name>` alias.
+///
+/// Every firmtime library crate declares its `Error` with this macro, so all
+/// of them behave alike and differ only in their `ErrorKind` (which each
+/// crate declares itself, `#[non_exhaustive]` and `Copy`) and in the
+/// constructors they add in their own `impl` block. The fields are private
+/// to the module that invokes the macro, so those constructors can build
+/// the struct directly.
+///
+/// Extra fields (each `Copy` and `Default`; `None` in [`new`](Error::new))
+/// are listed after `kind`, each with the doc of its getter. Ending the
+/// invocation with `Display: custom` leaves `Display` to the crate (for
+/// example to prefix a file position); otherwise it writes the message.
+///
+/// ```
+/// /// What went wrong.
+/// #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// #[non_exhaustive]
+/// pub enum ErrorKind {
+///     /// A bad argument.
+///     InvalidInput,
+/// }
+///
+/// firmtime_rt::define_error! {
+///     /// An error from this crate: a kind and a message a user can act on.
+///     pub struct Error {
+///         kind: ErrorKind,
+///         /// The OS error number, if any.
+///         errno: Option<i32>,
+///     }
+/// }
+///
+/// fn check(n: u32) -> Result<u32> {
+///     if n == 0 {
+///         return Err(Error::new(ErrorKind::InvalidInput, "n must be at least 1"));
+///     }
+///     Ok(n)
+/// }
+/// let e = check(0).unwrap_err();
+/// assert_eq!((e.kind(), e.errno()), (ErrorKind::InvalidInput, None));
+/// assert_eq!(e.to_string(), "n must be at least 1");
+/// ```
+#[macro_export]
+macro_rules! define_error {
+    (
+        @struct $(#[$meta:meta])* $vis:vis struct $Name:ident {
+            kind: $Kind:ty $(, $(#[$fmeta:meta])* $field:ident: $fty:ty)*
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, PartialEq, Eq)]
+        $vis struct $Name {
+            kind: $Kind,
+            message: ::std::string::String,
+            $($field: $fty,)*
+        }
+
+        impl $Name {
+            /// Builds an error of `kind` with a message a user can act on.
+            pub fn new(kind: $Kind, message: impl ::std::convert::Into<::std::string::String>) -> Self {
+                Self {
+                    kind,
+                    message: message.into(),
+                    $($field: ::std::default::Default::default(),)*
+                }
+            }
+
+            /// What went wrong, to match on.
+            pub fn kind(&self) -> $Kind {
+                self.kind
+            }
+
+            /// The message, without the kind.
+            pub fn message(&self) -> &str {
+                &self.message
+            }
+
+            $(
+                $(#[$fmeta])*
+                pub fn $field(&self) -> $fty {
+                    self.$field
+                }
+            )*
+        }
+
+        impl ::std::error::Error for $Name {}
+
+        /// `Result` with this crate's error type.
+        pub type Result<T, E = $Name> = ::std::result::Result<T, E>;
+    };
+    (
+        $(#[$meta:meta])*
+        $vis:vis struct $Name:ident {
+            kind: $Kind:ty
+            $(, $(#[$fmeta:meta])* $field:ident: $fty:ty)* $(,)?
+        }
+    ) => {
+        $crate::define_error! {
+            @struct $(#[$meta])* $vis struct $Name { kind: $Kind $(, $(#[$fmeta])* $field: $fty)* }
+        }
+
+        impl ::std::fmt::Display for $Name {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                f.write_str(&self.message)
+            }
+        }
+    };
+    (
+        $(#[$meta:meta])*
+        $vis:vis struct $Name:ident {
+            kind: $Kind:ty
+            $(, $(#[$fmeta:meta])* $field:ident: $fty:ty)* $(,)?
+        }
+        Display: custom
+    ) => {
+        $crate::define_error! {
+            @struct $(#[$meta])* $vis struct $Name { kind: $Kind $(, $(#[$fmeta])* $field: $fty)* }
+        }
+    };
+}

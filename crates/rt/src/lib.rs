@@ -46,12 +46,23 @@
 //!   devices, steal time) — the facts `firmtime doctor` judges.
 //! - [`units`]: durations (`500us`) and sizes (`64KiB`) as users type them.
 //!
+//! And the helpers every firmtime crate shares, so each exists once:
+//!
+//! - [`fs`]: atomic result files (temp file, fsync, rename, directory fsync).
+//! - [`process`]: child processes that die with firmtime (death signal, own
+//!   process group, bounded stop).
+//! - [`rng`]: the one seeded pseudo-random generator (SplitMix64).
+//! - [`define_error!`]: the one definition of every crate's `Error` type.
+//! - [`assert_rt`]: the opt-in `assert-rt` feature that checks RT paths for
+//!   allocations where they run.
+//!
 //! # The real-time contract
 //!
 //! Set up first (allocate, touch, lock, set policy), then loop. Functions
 //! marked **RT-safe.** never allocate, never take a lock a non-RT thread can
 //! hold, never print, and make no blocking system call other than the wait
-//! they exist for. Test builds check this with `assert_no_alloc`.
+//! they exist for. Test builds check this with `assert_no_alloc`; with the
+//! `assert-rt` feature, [`assert_rt::no_alloc`] checks it in running programs.
 //!
 //! This crate has no policy and never prints: it returns values and
 //! [`Error`]s; the `firmtime` binary decides what to show.
@@ -59,14 +70,18 @@
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod assert_rt;
 pub mod clock;
 pub mod dma;
 pub mod error;
 pub mod eventlog;
+pub mod fs;
 pub mod memory;
 pub mod periodic;
 pub mod privileges;
 pub mod probe;
+pub mod process;
+pub mod rng;
 pub mod runaway;
 pub mod sched;
 pub mod setup;

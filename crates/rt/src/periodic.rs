@@ -250,12 +250,10 @@ mod tests {
     fn accounting_invariant_holds_over_a_random_walk() {
         // Deterministic pseudo-random lateness, some of it several periods.
         let mut p = Periodic::new(5_000, 250);
-        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut rng = crate::rng::Rng::new(1);
         let mut last_index = None;
         for _ in 0..10_000 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+            let x = rng.next_u64();
             let late = if x % 10 == 0 { x % 2_000 } else { x % 200 };
             let d = p.next_deadline_ns();
             let t = p.on_wake(d + late);

@@ -47,7 +47,7 @@
 //! assert!(woke >= deadline);
 //! ```
 
-use crate::clock::monotonic_ns;
+use crate::clock::{monotonic_ns, timespec};
 use crate::error::{Errno, Error, ErrorKind, Result};
 use crate::units::{format_duration, parse_duration};
 use std::ffi::CString;
@@ -268,16 +268,6 @@ pub fn open(mechanism: Mechanism) -> Result<Box<dyn Sleeper>> {
 
 // ---------------------------------------------------------------------------
 // Small helpers (all RT-safe).
-
-const NS_PER_SEC: u64 = 1_000_000_000;
-
-#[inline]
-fn timespec(ns: u64) -> libc::timespec {
-    libc::timespec {
-        tv_sec: (ns / NS_PER_SEC) as libc::time_t,
-        tv_nsec: (ns % NS_PER_SEC) as libc::c_long,
-    }
-}
 
 #[inline]
 fn gettid() -> libc::pid_t {

@@ -20,6 +20,7 @@
 //! Nothing here is RT-safe: collecting reads files and allocates. Collect
 //! before the real-time loop starts (and [`Provenance::finish`] after it ends).
 
+use crate::clock::monotonic_ns;
 use crate::privileges::Privileges;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -766,16 +767,6 @@ impl Provenance {
     pub fn finish(&mut self) {
         self.ended_utc = Some(rfc3339_utc(SystemTime::now()));
     }
-}
-
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into a valid, owned timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// Formats a time as RFC 3339 UTC with milliseconds: `2024-03-01T12:00:00.250Z`.
