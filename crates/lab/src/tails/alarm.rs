@@ -5,6 +5,7 @@
 use super::worker::Delays;
 use super::MIN_DELAY_NS;
 use crate::error::{Error, ErrorKind, Result};
+use firmtime_rt::clock::timespec;
 use firmtime_rt::sched;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -87,14 +88,8 @@ impl AlarmTimer {
     /// **RT-safe.**
     fn arm_at(&self, t_ns: u64) -> std::result::Result<(), firmtime_rt::Errno> {
         let its = libc::itimerspec {
-            it_interval: libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            },
-            it_value: libc::timespec {
-                tv_sec: (t_ns / 1_000_000_000) as libc::time_t,
-                tv_nsec: (t_ns % 1_000_000_000) as libc::c_long,
-            },
+            it_interval: timespec(0),
+            it_value: timespec(t_ns),
         };
         // SAFETY: `its` is valid; the old-value pointer may be null.
         let rc = unsafe {

@@ -1,7 +1,6 @@
 //! The parent side: one cell at a time, its workers and hogs started,
 //! supervised (Ctrl-C, watchdog) and reaped, their reports gathered.
 
-use super::worker::splitmix64;
 use super::{
     CellMeasurement, CellResult, CellSpec, Config, KernelTiming, ProcessResult, TailsResult,
     WorkerConfig, WorkerOutput, MS, WATCHDOG_GRACE,
@@ -10,6 +9,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::load::{self, LoadSet, LoadSpec};
 use crate::measure::{stop_requested, Cell, Progress};
 use crate::stats::summarize;
+use firmtime_rt::rng::Rng;
 use firmtime_rt::sched;
 use std::io::Read;
 use std::path::Path;
@@ -173,8 +173,7 @@ fn spawn_pinned_hogs(exe: &Path, hogs: u32, cpu: usize, duration: Duration) -> R
 
 /// A distinct, reproducible seed per cell and process.
 pub fn worker_seed(seed: u64, cell: u64, worker: u64) -> u64 {
-    let mut s = seed ^ cell.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ worker.rotate_left(32);
-    splitmix64(&mut s)
+    Rng::new(seed ^ cell.wrapping_mul(Rng::GAMMA) ^ worker.rotate_left(32)).next_u64()
 }
 
 struct WorkerChild {

@@ -2,11 +2,13 @@
 //! its config, report and seeded alarm delays.
 
 use super::alarm::{alarm_loop, AlarmHandler, AlarmTimer, LoopEnd, LoopParams};
-use super::{ALARMS, MAX_DELAY_NS, MIN_DELAY_NS, PRIORITY};
+use super::{ALARMS, MAX_DELAY_NS, MIN_DELAY_NS, MS, PRIORITY};
 use crate::check;
 use crate::error::{Error, ErrorKind, Result};
+use firmtime_rt::rng::Rng;
 use firmtime_rt::sched::Policy;
 use firmtime_rt::setup::{self, RtConditions, RtRequest};
+use firmtime_rt::sleep::clock_nanosleep_abs;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -190,43 +192,25 @@ fn raise_rttime_limit() -> Option<u64> {
     (lim.rlim_cur != libc::RLIM_INFINITY).then_some(lim.rlim_cur)
 }
 
-/// Sleeps until CLOCK_MONOTONIC `t_ns` (or the stop flag).
+/// How often [`sleep_until`] looks at the stop flag.
+const STOP_POLL_NS: u64 = 20 * MS;
+
+/// Sleeps until CLOCK_MONOTONIC `t_ns` (or the stop flag), in slices of
+/// [`STOP_POLL_NS`] so that a stop request is seen while waiting.
 fn sleep_until(t_ns: u64, stop: &AtomicBool) {
-    let ts = libc::timespec {
-        tv_sec: (t_ns / 1_000_000_000) as libc::time_t,
-        tv_nsec: (t_ns % 1_000_000_000) as libc::c_long,
-    };
     while !stop.load(Ordering::Relaxed) {
-        // SAFETY: `ts` is a valid timespec; the remainder pointer may be null with TIMER_ABSTIME.
-        let rc = unsafe {
-            libc::clock_nanosleep(
-                libc::CLOCK_MONOTONIC,
-                libc::TIMER_ABSTIME,
-                &ts,
-                std::ptr::null_mut(),
-            )
-        };
-        if rc != libc::EINTR {
+        let now = firmtime_rt::clock::monotonic_ns();
+        if now >= t_ns || clock_nanosleep_abs(t_ns.min(now + STOP_POLL_NS)).is_err() {
             break;
         }
     }
 }
 
-/// splitmix64 (Steele, Lea, Flood 2014): small, fast, and good enough for
-/// uniform delays; the same seed always gives the same delays.
-pub(super) fn splitmix64(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
 /// The alarm delays of a worker: uniform in [`MIN_DELAY_NS`]..=`max_delay_ns`,
-/// reproducible from `seed`. **RT-safe.**
+/// reproducible from `seed` (SplitMix64, [`Rng`]). **RT-safe.**
 #[derive(Debug, Clone)]
 pub struct Delays {
-    state: u64,
+    rng: Rng,
     max_ns: u64,
 }
 
@@ -234,7 +218,7 @@ impl Delays {
     /// The stream for `seed`.
     pub fn new(seed: u64, max_delay_ns: u64) -> Self {
         Self {
-            state: seed,
+            rng: Rng::new(seed),
             max_ns: max_delay_ns.max(MIN_DELAY_NS),
         }
     }
@@ -244,7 +228,7 @@ impl Iterator for Delays {
     type Item = u64;
     fn next(&mut self) -> Option<u64> {
         let span = self.max_ns - MIN_DELAY_NS + 1;
-        Some(MIN_DELAY_NS + splitmix64(&mut self.state) % span)
+        Some(MIN_DELAY_NS + self.rng.next_u64() % span)
     }
 }
 
@@ -252,6 +236,18 @@ impl Iterator for Delays {
 mod tests {
     use super::*;
     use crate::tails::MS;
+
+    // The delays and worker seeds of the splitmix64 copy tails had before
+    // firmtime_rt::rng::Rng: a seeded run must repeat across versions.
+    #[test]
+    fn seeded_delays_and_worker_seeds_keep_their_values() {
+        let d: Vec<u64> = Delays::new(2003, 1000 * MS).take(4).collect();
+        assert_eq!(d, [459_473_228, 584_712_842, 607_626_747, 260_071_974]);
+        use crate::tails::worker_seed;
+        assert_eq!(worker_seed(2003, 1, 2), 10_904_520_792_330_275_255);
+        assert_eq!(worker_seed(7, 0, 0), 7_191_089_600_892_374_487);
+        assert_eq!(worker_seed(2003, 3, 5), 5_423_465_957_214_484_348);
+    }
 
     #[test]
     fn delays_are_uniform_in_range_and_reproducible() {
