@@ -9,6 +9,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::load::{self, LoadSet, LoadSpec};
 use crate::measure::{stop_requested, Cell, Progress};
 use crate::stats::summarize;
+use firmtime_rt::process::{self, Target};
 use firmtime_rt::rng::Rng;
 use firmtime_rt::sched;
 use std::io::Read;
@@ -206,19 +207,15 @@ impl WorkerChild {
         })
     }
 
-    fn signal(&self, sig: libc::c_int) {
-        // The child leads its own process group and is not reaped yet, so
-        // the id cannot have been reused.
-        // SAFETY: kill has no memory-safety preconditions.
-        unsafe { libc::kill(-(self.child.id() as libc::pid_t), sig) };
+    /// Signals the worker's process group (it leads its own) while it runs.
+    fn signal(&mut self, sig: libc::c_int) {
+        process::signal(&mut self.child, Target::Group, sig);
     }
 }
 
 impl Drop for WorkerChild {
     fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            self.signal(libc::SIGKILL);
-        }
+        self.signal(libc::SIGKILL);
         let _ = self.child.wait();
         if let Some(r) = self.reader.take() {
             let _ = r.join();
@@ -244,15 +241,11 @@ fn supervise(workers: &mut [WorkerChild], deadline_ns: u64) -> Vec<(u32, Result<
         let now = firmtime_rt::clock::monotonic_ns();
         if stop_requested() && !termed {
             termed = true;
-            workers.iter().for_each(|w| w.signal(libc::SIGTERM));
+            workers.iter_mut().for_each(|w| w.signal(libc::SIGTERM));
             kill_at = kill_at.min(now + WATCHDOG_GRACE.as_nanos() as u64);
         }
         if now >= kill_at {
-            workers.iter_mut().for_each(|w| {
-                if let Ok(None) = w.child.try_wait() {
-                    w.signal(libc::SIGKILL);
-                }
-            });
+            workers.iter_mut().for_each(|w| w.signal(libc::SIGKILL));
         }
         std::thread::sleep(Duration::from_millis(20));
     }
