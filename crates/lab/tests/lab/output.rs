@@ -1,5 +1,5 @@
 //! cyclictest/rt-tests formats: byte-for-byte against real cyclictest
-//! output captured on this machine (tests/data/cyclictest-*), round trips,
+//! output captured from rt-tests (tests/data/cyclictest-*), round trips,
 //! RT safety of recording, status line.
 
 use firmtime_lab::output::{
