@@ -2,7 +2,7 @@
 //! (timer-signal tails), Figs 1 and 5 (frame pacing), Figs 2, 3 and 8
 //! (timer-interrupt overhead). The scheduler-trace tables are in `trace.rs`.
 
-use super::{skipped, table, thousands, us, us_f};
+use super::{skipped, skipped_cells, table, thousands, us, us_f};
 use crate::measure::Cell;
 use crate::overhead::{OverheadResult, ETSION_TABLE2};
 use crate::stats::Summary;
@@ -119,10 +119,7 @@ pub fn tails_section(r: &TailsResult) -> String {
                         us(sm.max_ns),
                     ]);
                 }
-                Cell::Skipped { reason } => {
-                    row.push(skipped(reason));
-                    row.extend((0..4).map(|_| String::new()));
-                }
+                Cell::Skipped { reason } => row.extend(skipped_cells(reason, 4)),
             }
             match &c.paper {
                 Some(p) => row.extend([
@@ -199,10 +196,7 @@ pub fn frames_section(r: &crate::frames::FramesResult) -> String {
                     us(p.lateness.max_ns),
                     p.steal_percent.map_or("—".into(), |v| format!("{v:.2} %")),
                 ]),
-                Cell::Skipped { reason } => {
-                    row.push(skipped(reason));
-                    row.extend((0..5).map(|_| String::new()));
-                }
+                Cell::Skipped { reason } => row.extend(skipped_cells(reason, 5)),
             }
             row
         })
@@ -325,10 +319,7 @@ pub fn interrupts_section(r: &crate::interrupts::InterruptsResult) -> String {
                     m.cpu_per_wakeup_ns
                         .map_or("—".into(), |n| us(Some(n as i64))),
                 ]),
-                Cell::Skipped { reason } => {
-                    row.push(skipped(reason));
-                    row.extend((0..3).map(|_| String::new()));
-                }
+                Cell::Skipped { reason } => row.extend(skipped_cells(reason, 3)),
             }
             row
         })

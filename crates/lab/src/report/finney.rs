@@ -1,7 +1,7 @@
 //! Finney (2001): Table 1 (successive clock reads) and "Process suspension"
 //! (sleeping until a deadline).
 
-use super::{skipped, table, thousands, us};
+use super::{skipped, skipped_cells, table, thousands, us};
 use crate::clockread::ClockResult;
 use crate::measure::Cell;
 use std::fmt::Write as _;
@@ -39,9 +39,7 @@ pub fn clock_section(r: &ClockResult) -> String {
                     us(m.summary.sd_ns),
                     us(m.summary.p99_9_ns),
                 ]),
-                Cell::Skipped { reason } => {
-                    row.extend([skipped(reason), String::new(), String::new(), String::new()])
-                }
+                Cell::Skipped { reason } => row.extend(skipped_cells(reason, 3)),
             }
             row
         })

@@ -85,6 +85,12 @@ fn skipped(reason: &str) -> String {
     format!("skipped: {}", reason.replace('|', "/"))
 }
 
+/// A skipped measurement's cells in a table row: the reason, then `blanks`
+/// empty cells for the other columns a measurement would fill.
+fn skipped_cells(reason: &str, blanks: usize) -> impl Iterator<Item = String> {
+    std::iter::once(skipped(reason)).chain((0..blanks).map(|_| String::new()))
+}
+
 /// The plain-language answer to "can this machine do millisecond timing?".
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verdict {
@@ -279,6 +285,12 @@ mod tests {
         assert!(verdict(None, None, &doctor())
             .headline
             .starts_with("Undetermined"));
+    }
+
+    #[test]
+    fn a_skipped_cell_fills_its_row_with_the_reason_then_blanks() {
+        let row: Vec<String> = skipped_cells("no /dev/rtc | not root", 2).collect();
+        assert_eq!(row, ["skipped: no /dev/rtc / not root", "", ""]);
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Etsion et al. (2003) from a scheduler trace: Tables 3–5 (effective
 //! quanta and tick billing) and the trace's own overhead (klogger, §2.1).
 
-use super::{skipped, table, thousands, us};
+use super::{skipped_cells, table, thousands, us};
 use crate::measure::Cell;
 use std::fmt::Write as _;
 
@@ -152,10 +152,7 @@ pub fn trace_overhead_section(r: &crate::trace::overhead::OverheadResult) -> Str
                         },
                     ]);
                 }
-                Cell::Skipped { reason } => {
-                    row.push(skipped(reason));
-                    row.extend((0..8).map(|_| String::new()));
-                }
+                Cell::Skipped { reason } => row.extend(skipped_cells(reason, 8)),
             }
             row.push(paper);
             row
