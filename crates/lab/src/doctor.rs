@@ -139,11 +139,6 @@ pub fn run_with(steal_sample: Duration) -> Report {
     let p = &sys.privileges;
     let cmdline = sys.kernel_cmdline.as_deref();
     let param = |name: &str| cmdline.map(|c| cmdline_param(c, name).map(str::to_string));
-    let sysfs_list = |path: &str| {
-        std::fs::read_to_string(path)
-            .ok()
-            .map(|s| s.trim().to_string())
-    };
     let config = firmtime_rt::system::read_kernel_config(&sys.kernel_release).map(|(_, c)| c);
     let config_enabled = |key: &str| {
         config
@@ -175,7 +170,7 @@ pub fn run_with(steal_sample: Duration) -> Report {
         ),
         check_nohz_full(
             param("nohz_full"),
-            sysfs_list("/sys/devices/system/cpu/nohz_full"),
+            probe::nohz_full_cpus(),
             config_enabled("CONFIG_NO_HZ_FULL"),
         ),
         check_rcu_nocbs(param("rcu_nocbs"), config_enabled("CONFIG_RCU_NOCB_CPU")),

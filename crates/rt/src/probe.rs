@@ -1,6 +1,6 @@
 //! Probes of what is installed and running beside the kernel: executables
-//! on `$PATH`, a JACK server, RTC and MIDI devices, and steal time over an
-//! interval. Facts only: `firmtime_lab::doctor` judges them.
+//! on `$PATH`, a JACK server, RTC and MIDI devices, tickless CPUs, and steal
+//! time over an interval. Facts only: `firmtime_lab::doctor` judges them.
 //!
 //! # RT contract
 //!
@@ -46,6 +46,14 @@ pub fn rtc_devices() -> Vec<String> {
 /// Whether the ALSA sequencer device `/dev/snd/seq` exists.
 pub fn snd_seq_present() -> bool {
     Path::new("/dev/snd/seq").exists()
+}
+
+/// The tickless CPUs the kernel reports (`/sys/devices/system/cpu/nohz_full`,
+/// list syntax, trimmed; `(null)` or empty when none). None when unreadable.
+pub fn nohz_full_cpus() -> Option<String> {
+    std::fs::read_to_string("/sys/devices/system/cpu/nohz_full")
+        .ok()
+        .map(|s| s.trim().to_string())
 }
 
 /// The first executable file named `name` in the directories of `$PATH`.

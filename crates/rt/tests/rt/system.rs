@@ -79,3 +79,30 @@ fn provenance_records_command_line_and_times() {
         assert!(v.get(key).is_some(), "missing {key}");
     }
 }
+
+#[test]
+fn probes_agree_with_the_filesystem() {
+    use firmtime_rt::probe;
+    use std::path::Path;
+    for d in probe::rtc_devices() {
+        assert!(["/dev/rtc", "/dev/rtc0"].contains(&d.as_str()), "{d}");
+        assert!(Path::new(&d).exists(), "{d}");
+    }
+    assert_eq!(probe::snd_seq_present(), Path::new("/dev/snd/seq").exists());
+    let midi = probe::midi_devices();
+    assert!(midi.windows(2).all(|w| w[0] <= w[1]), "sorted: {midi:?}");
+    assert!(midi.iter().all(|m| Path::new(m).exists()), "{midi:?}");
+    assert_eq!(
+        probe::nohz_full_cpus(),
+        read_trim("/sys/devices/system/cpu/nohz_full")
+    );
+    // `sh` is on every PATH a test runs with, and is executable.
+    let sh = probe::find_on_path("sh").expect("sh on PATH");
+    assert!(sh.ends_with("sh") && sh.is_file(), "{}", sh.display());
+    assert!(probe::find_on_path("firmtime-no-such-program").is_none());
+    let jack = probe::JackEvidence::read();
+    assert!(jack.processes.windows(2).all(|w| w[0] <= w[1]));
+    if let Some(p) = probe::steal_percent_over(std::time::Duration::from_millis(20)) {
+        assert!((0.0..=100.0).contains(&p), "{p}");
+    }
+}
