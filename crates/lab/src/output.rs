@@ -481,7 +481,7 @@ pub fn rt_tests_timestamp(t: SystemTime) -> String {
 }
 
 /// The run-level fields of an rt-tests JSON v1 file.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RtTestsHeader {
     /// The command line, space-separated (written under `"cmdline:"`).
     pub cmdline: String,

@@ -84,7 +84,7 @@ pub struct IdleState {
 }
 
 /// What this machine is. Every field that could not be read is `None`.
-#[derive(Serialize, Deserialize, Clone, Debug)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct SystemInfo {
     /// Version of firmtime-rt that wrote the report.
     pub firmtime_version: String,
