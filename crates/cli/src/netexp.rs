@@ -7,8 +7,8 @@ use anyhow::{bail, Context};
 use clap::Args;
 use firmtime_ladspa::Scan;
 use firmtime_rack::experiment::{self, Setup, Timing};
+use firmtime_rt::process::{self, Target};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -33,23 +33,7 @@ struct Workers(Vec<Child>);
 
 impl Drop for Workers {
     fn drop(&mut self) {
-        for c in &mut self.0 {
-            if let Ok(pid) = libc::pid_t::try_from(c.id()) {
-                // SAFETY: kill(2) on our own unreaped child.
-                unsafe { libc::kill(pid, libc::SIGTERM) };
-            }
-        }
-        let deadline = Instant::now() + Duration::from_secs(3);
-        for c in &mut self.0 {
-            while Instant::now() < deadline {
-                if matches!(c.try_wait(), Ok(Some(_))) {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        process::stop_all(&mut self.0, Target::Process, Duration::from_secs(3));
     }
 }
 
@@ -76,13 +60,8 @@ fn spawn_workers(
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(log);
-        // SAFETY: prctl is async-signal-safe; the worker dies with us.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong);
-                Ok(())
-            });
-        }
+        // The worker dies with us, even if we are SIGKILLed.
+        process::die_with_parent(&mut cmd, libc::SIGTERM);
         workers
             .0
             .push(cmd.spawn().context("starting `firmtime net worker`")?);

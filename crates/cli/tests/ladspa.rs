@@ -35,17 +35,7 @@ fn tmp(name: &str) -> PathBuf {
 }
 
 fn write_wav(path: &Path, channels: u16, samples: &[i16]) {
-    let spec = hound::WavSpec {
-        channels,
-        sample_rate: 44_100,
-        bits_per_sample: 16,
-        sample_format: hound::SampleFormat::Int,
-    };
-    let mut w = hound::WavWriter::create(path, spec).unwrap();
-    for &s in samples {
-        w.write_sample(s).unwrap();
-    }
-    w.finalize().unwrap();
+    firmtime_ladspa::apply::write_wav_i16(path, channels, 44_100, samples).unwrap();
 }
 
 fn read_wav(path: &Path) -> (hound::WavSpec, Vec<i16>) {

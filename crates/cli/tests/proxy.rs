@@ -133,18 +133,10 @@ fn entry(worker: &str, key: Option<&Path>, label: &str, window: u8) -> String {
 
 /// A 16-bit mono WAV of two sines, `frames` long.
 fn wav(path: &Path, frames: usize) {
-    let spec = hound::WavSpec {
-        channels: 1,
-        sample_rate: 48_000,
-        bits_per_sample: 16,
-        sample_format: hound::SampleFormat::Int,
-    };
-    let mut w = hound::WavWriter::create(path, spec).unwrap();
-    for i in 0..frames {
-        let x = 12_000.0 * (i as f64 * 0.05).sin() + 3_000.0 * (i as f64 * 0.31).sin();
-        w.write_sample(x as i16).unwrap();
-    }
-    w.finalize().unwrap();
+    let x: Vec<i16> = (0..frames)
+        .map(|i| (12_000.0 * (i as f64 * 0.05).sin() + 3_000.0 * (i as f64 * 0.31).sin()) as i16)
+        .collect();
+    firmtime_ladspa::apply::write_wav_i16(path, 1, 48_000, &x).unwrap();
 }
 
 fn samples(path: &Path) -> Vec<i16> {

@@ -92,6 +92,25 @@ pub fn wav_sample_rate(path: &Path) -> Result<u32> {
         .map_err(|e| io(path, "read WAV file", e))
 }
 
+/// Writes interleaved 16-bit samples as a WAV file, the input [`apply`]
+/// and `applyplugin` read: for test signals and fixtures.
+///
+/// # Errors
+/// [`ErrorKind::Io`] when the file cannot be created or written.
+pub fn write_wav_i16(path: &Path, channels: u16, sample_rate: u32, samples: &[i16]) -> Result<()> {
+    let spec = hound::WavSpec {
+        channels,
+        sample_rate,
+        bits_per_sample: 16,
+        sample_format: hound::SampleFormat::Int,
+    };
+    let mut w = hound::WavWriter::create(path, spec).map_err(|e| io(path, "create", e))?;
+    for &s in samples {
+        w.write_sample(s).map_err(|e| io(path, "write", e))?;
+    }
+    w.finalize().map_err(|e| io(path, "write", e))
+}
+
 /// Runs `stages` over the WAV file `input` and writes `output`.
 ///
 /// The first plugin's audio inputs take the file's channels in order and

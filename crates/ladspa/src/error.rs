@@ -1,8 +1,6 @@
 //! The crate's error: a kind to match on and a message a user can act on.
 //! Not for the RT path: [`crate::RunError`] is the small `Copy` error there.
 
-use std::fmt;
-
 /// What went wrong, for callers that react differently to each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -26,40 +24,9 @@ pub enum ErrorKind {
     Io,
 }
 
-/// An error with a message that says what happened and how to fix it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Error {
-    kind: ErrorKind,
-    message: String,
-}
-
-impl Error {
-    /// An error of `kind` with `message`.
-    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Self {
-            kind,
-            message: message.into(),
-        }
-    }
-
-    /// The kind, to match on.
-    pub fn kind(&self) -> ErrorKind {
-        self.kind
-    }
-
-    /// The message alone.
-    pub fn message(&self) -> &str {
-        &self.message
+firmtime_rt::define_error! {
+    /// An error with a message that says what happened and how to fix it.
+    pub struct Error {
+        kind: ErrorKind,
     }
 }
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for Error {}
-
-/// `Result` with this crate's [`Error`].
-pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -8,6 +8,9 @@
 //! - [`chain`]: plugins run in series, outputs feeding inputs.
 //! - [`mod@apply`]: a chain over a WAV file, bit-identical to `applyplugin`.
 //! - [`ffi`]: the raw LADSPA 1.1 ABI, also used by the plugins firmtime builds.
+//! - [`export`]: the other side, for plugins written in Rust: one trait
+//!   ([`export::ExportedPlugin`]) and one macro ([`export_plugin!`]) give a
+//!   library its checked, panic-proof C entry points.
 //!
 //! Every pointer a plugin hands over is checked before use: descriptors
 //! with NULL labels, names, port arrays or required functions are skipped
@@ -42,6 +45,7 @@
 pub mod apply;
 pub mod chain;
 pub mod error;
+pub mod export;
 pub mod ffi;
 pub mod host;
 pub mod plugin;

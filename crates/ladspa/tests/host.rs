@@ -300,20 +300,6 @@ fn bad_inputs_give_one_clear_message_each() {
     );
 }
 
-fn write_wav(path: &Path, samples: &[i16]) {
-    let spec = hound::WavSpec {
-        channels: 1,
-        sample_rate: 44_100,
-        bits_per_sample: 16,
-        sample_format: hound::SampleFormat::Int,
-    };
-    let mut w = hound::WavWriter::create(path, spec).unwrap();
-    for &s in samples {
-        w.write_sample(s).unwrap();
-    }
-    w.finalize().unwrap();
-}
-
 #[test]
 fn apply_halves_every_sample_exactly() {
     let Some(scan) = system("apply_halves_every_sample_exactly", &["amp.so"]) else {
@@ -324,7 +310,7 @@ fn apply_halves_every_sample_exactly() {
     let samples: Vec<i16> = (0..5000)
         .map(|i| ((i * 977) % 65536 - 32768) as i16)
         .collect();
-    write_wav(&dir.join("in.wav"), &samples);
+    firmtime_ladspa::apply::write_wav_i16(&dir.join("in.wav"), 1, 44_100, &samples).unwrap();
     let amp = amp_mono(&scan);
     let stage = Stage {
         plugin: amp,

@@ -6,8 +6,6 @@
 //! functions ([`Master::process`](crate::Master::process)) never build an
 //! [`Error`]: they count what went wrong instead.
 
-use std::fmt;
-
 /// What went wrong, in a form a caller can match on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -20,24 +18,16 @@ pub enum ErrorKind {
     Io,
 }
 
-/// An error from firmtime-net: a kind, an actionable message and the OS error number if any.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Error {
-    kind: ErrorKind,
-    message: String,
-    errno: Option<i32>,
+firmtime_rt::define_error! {
+    /// An error from firmtime-net: a kind, an actionable message and the OS error number if any.
+    pub struct Error {
+        kind: ErrorKind,
+        /// The OS error number this error came from, if any.
+        errno: Option<i32>,
+    }
 }
 
 impl Error {
-    /// Builds an error of `kind` with a message a user can act on.
-    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Self {
-            kind,
-            message: message.into(),
-            errno: None,
-        }
-    }
-
     /// Builds an [`ErrorKind::InvalidInput`] error.
     pub fn invalid(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::InvalidInput, message)
@@ -56,30 +46,4 @@ impl Error {
             errno: e.raw_os_error(),
         }
     }
-
-    /// What went wrong.
-    pub fn kind(&self) -> ErrorKind {
-        self.kind
-    }
-
-    /// The OS error number this error came from, if any.
-    pub fn errno(&self) -> Option<i32> {
-        self.errno
-    }
-
-    /// The message, without the kind.
-    pub fn message(&self) -> &str {
-        &self.message
-    }
 }
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for Error {}
-
-/// `Result` with this crate's [`Error`].
-pub type Result<T, E = Error> = std::result::Result<T, E>;

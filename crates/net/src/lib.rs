@@ -26,7 +26,11 @@
 //! Constructors allocate everything. After that [`Master::process`] never
 //! allocates, never locks, never prints, and waits no longer than the
 //! deadline it is given: a missing result is counted late and the
-//! [`LatePolicy`] fills the outputs. Test builds check this with `assert_no_alloc`.
+//! [`LatePolicy`] fills the outputs. Test builds check this with
+//! `assert_no_alloc`; with the `assert-rt` feature, every call of
+//! [`Master::process`] runs under [`firmtime_rt::assert_rt::no_alloc`], so a
+//! program (or test binary) whose global allocator is `AllocDisabler` aborts
+//! on an allocation there.
 //!
 //! # Example
 //! ```

@@ -365,7 +365,15 @@ impl Master {
     /// `n − window` into the output blocks or apply the late policy. Waits
     /// at most until `deadline` (plus the handling of at most a few hundred
     /// datagrams already queued). **RT-safe.**
+    ///
+    /// With the `assert-rt` feature, runs under
+    /// [`firmtime_rt::assert_rt::no_alloc`]: an allocation here aborts the
+    /// program (when its global allocator checks).
     pub fn process(&mut self, deadline: Deadline) -> PeriodReport {
+        firmtime_rt::assert_rt::no_alloc(|| self.process_period(deadline))
+    }
+
+    fn process_period(&mut self, deadline: Deadline) -> PeriodReport {
         let start = monotonic_ns();
         let deadline = match deadline {
             Deadline::At(t) => t,

@@ -17,6 +17,7 @@ use crate::block::{BlockSet, Direction, Layout};
 use crate::error::{Error, Result};
 use crate::sample::{Sample, SampleType};
 use firmtime_rt::clock::monotonic_ns;
+use firmtime_rt::sleep::clock_nanosleep_abs;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -189,7 +190,10 @@ impl Processor {
                     std::hint::spin_loop();
                 }
             }
-            WorkMode::Sleep => sleep_until(until),
+            // An error (never EINTR) only ends the hold early.
+            WorkMode::Sleep => {
+                let _ = clock_nanosleep_abs(until);
+            }
         }
     }
 
@@ -267,27 +271,6 @@ fn map_pair<T: Negate + Copy + Default>(
     for i in 0..n {
         let x = blocks.get(s)[i];
         blocks.get_mut(d)[i] = if neg { x.negate() } else { x };
-    }
-}
-
-fn sleep_until(t: u64) {
-    let ts = libc::timespec {
-        tv_sec: (t / 1_000_000_000) as libc::time_t,
-        tv_nsec: (t % 1_000_000_000) as libc::c_long,
-    };
-    loop {
-        // SAFETY: `ts` is a valid timespec; a null remainder is allowed with TIMER_ABSTIME.
-        let r = unsafe {
-            libc::clock_nanosleep(
-                libc::CLOCK_MONOTONIC,
-                libc::TIMER_ABSTIME,
-                &ts,
-                std::ptr::null_mut(),
-            )
-        };
-        if r != libc::EINTR {
-            return;
-        }
     }
 }
 

@@ -464,20 +464,17 @@ pub(crate) mod tests {
     use crate::block::{BlockSet, Direction};
     use crate::reassembly::{Accepted, Reassembler};
 
-    /// A small seeded generator (xorshift64*), so failures reproduce.
-    pub(crate) struct Rng(u64);
+    /// The project's seeded generator with index-sized draws, so failures reproduce.
+    pub(crate) struct Rng(firmtime_rt::rng::Rng);
     impl Rng {
         pub(crate) fn new(seed: u64) -> Self {
-            Self(seed.max(1))
+            Self(firmtime_rt::rng::Rng::new(seed))
         }
         pub(crate) fn next(&mut self) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+            self.0.next_u64()
         }
         pub(crate) fn below(&mut self, n: usize) -> usize {
-            (self.next() % n as u64) as usize
+            self.0.below(u32::try_from(n).expect("small range")) as usize
         }
         pub(crate) fn shuffle<T>(&mut self, v: &mut [T]) {
             for i in (1..v.len()).rev() {

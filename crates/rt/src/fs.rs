@@ -34,7 +34,8 @@ use std::path::{Path, PathBuf};
 /// The failing step's I/O error, with the same kind, and a message naming
 /// the step and the file: `cannot create <tmp>: …`, `cannot write <tmp>: …`,
 /// `cannot fsync <tmp>: …`, `cannot rename onto <path>: …`, or
-/// `<path> has no file name`. The temp file is removed on failure. A
+/// `<path> has no file name`. Its [`source`](std::error::Error::source) is
+/// the step's own error, for callers that name the file themselves. The temp file is removed on failure. A
 /// directory that refuses fsync (some filesystems do) is not an error.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     write_atomic_with(path, |w| w.write_all(bytes))
@@ -87,9 +88,30 @@ fn dir_of(path: &Path) -> &Path {
     }
 }
 
-/// `cannot <what> <path>: <e>`, keeping `e`'s kind.
+/// `cannot <what> <path>: <e>`, keeping `e`'s kind, with `e` as its source.
 fn step(what: &str, path: &Path, e: io::Error) -> io::Error {
-    io::Error::new(e.kind(), format!("cannot {what} {}: {e}", path.display()))
+    let message = format!("cannot {what} {}: {e}", path.display());
+    io::Error::new(e.kind(), Step { message, source: e })
+}
+
+/// A failed step of an atomic write: the message names the step and the
+/// file, the source is the step's own error.
+#[derive(Debug)]
+struct Step {
+    message: String,
+    source: io::Error,
+}
+
+impl std::fmt::Display for Step {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Step {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
 }
 
 /// The temporary file [`write_atomic`] uses for `path` (for tests and for
@@ -144,6 +166,8 @@ mod tests {
             e.to_string(),
             format!("cannot write {}: disk on fire", tmp.display())
         );
+        let source = std::error::Error::source(&e).expect("the step's error");
+        assert_eq!(source.to_string(), "disk on fire");
         assert_eq!(std::fs::read(&p).unwrap(), b"old");
         assert!(!tmp.exists());
         std::fs::remove_dir_all(&d).unwrap();

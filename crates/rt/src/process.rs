@@ -158,12 +158,21 @@ mod tests {
 
     #[test]
     fn stop_kills_a_child_that_ignores_sigterm() {
+        use std::io::BufRead;
         let mut cmd = Command::new("sh");
-        cmd.args(["-c", "trap '' TERM; while :; do sleep 0.01; done"]);
+        cmd.args([
+            "-c",
+            "trap '' TERM; echo ready; while :; do sleep 0.01; done",
+        ])
+        .stdout(std::process::Stdio::piped());
         die_with_parent(&mut cmd, libc::SIGKILL);
         own_group(&mut cmd);
         let mut child = cmd.spawn().unwrap();
-        std::thread::sleep(Duration::from_millis(100)); // let the trap be set
+        // Once the line is out, the trap is set.
+        let mut line = String::new();
+        let mut out = io::BufReader::new(child.stdout.take().unwrap());
+        out.read_line(&mut line).unwrap();
+        assert_eq!(line, "ready\n");
         assert!(stop(&mut child, Target::Group, Duration::from_millis(100)));
         let st = child.try_wait().unwrap().unwrap();
         assert_eq!(st.signal(), Some(libc::SIGKILL));
@@ -181,6 +190,26 @@ mod tests {
             assert!(c.try_wait().unwrap().unwrap().success());
             assert!(!signal(c, Target::Process, libc::SIGKILL));
         }
+    }
+
+    #[test]
+    fn the_child_dies_with_the_thread_that_spawned_it() {
+        let spawner = std::thread::spawn(|| {
+            let mut cmd = Command::new("sleep");
+            cmd.arg("30");
+            die_with_parent(&mut cmd, libc::SIGKILL);
+            cmd.spawn().unwrap()
+        });
+        let mut child = spawner.join().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let st = loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                break st;
+            }
+            assert!(Instant::now() < deadline, "the death signal never came");
+            std::thread::sleep(POLL);
+        };
+        assert_eq!(st.signal(), Some(libc::SIGKILL));
     }
 
     #[test]

@@ -655,10 +655,10 @@ pub fn format_cpu_list(cpus: &[usize]) -> String {
 /// Timer slack lets the kernel delay a sleeping thread's wake-up by up to
 /// this much to merge timer interrupts (default 50 µs). `0` does **not** mean
 /// "no slack": the kernel reads it as "reset to this thread's default". Ask
-/// for 1 ns for the least slack. On recent kernels (seen on 6.18)
-/// SCHED_FIFO/RR/DEADLINE threads always have 0 slack, this call does not
-/// change that, and a thread demoted back to SCHED_OTHER gets the default
-/// slack again, not the value set before.
+/// for 1 ns for the least slack. On recent kernels SCHED_FIFO/RR/DEADLINE
+/// threads always have 0 slack, this call does not change that, and a
+/// thread demoted back to SCHED_OTHER gets the default slack again, not the
+/// value set before: read the slack back rather than assume it.
 ///
 /// # Errors
 /// [`ErrorKind::InvalidInput`] for 0 (see above) or if the kernel refuses.

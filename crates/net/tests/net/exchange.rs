@@ -95,3 +95,38 @@ fn window_above_2_is_refused_with_reason() {
     assert_eq!(e.kind(), ErrorKind::InvalidInput);
     assert!(e.message().contains("use 0, 1 or 2"), "{e}");
 }
+
+/// With `assert-rt` the check is inside `Master::process` itself: called
+/// here directly, with no `assert_no_alloc` of the test's own, through
+/// priming, delivered and late periods (an allocation would abort).
+#[cfg(feature = "assert-rt")]
+#[test]
+fn assert_rt_checks_process_where_it_runs() {
+    assert_eq!(firmtime_rt::assert_rt::ENABLED, cfg!(debug_assertions));
+    let (set, ids) = blocks();
+    let mut worker = Worker::bind(localhost(), WorkerConfig::default()).unwrap();
+    worker.add_stream(spec(5, set.layout()), callback).unwrap();
+    let mut cfg = MasterConfig::new(worker.local_addr().unwrap(), 5);
+    cfg.window = 1;
+    let mut m = Master::new(cfg, set).unwrap();
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let w = s.spawn(|| worker.run(&stop));
+        for n in 0..5 {
+            fill(m.blocks_mut(), &ids, n);
+            let r = m.process(Deadline::After(ARRIVE_NS));
+            let want = if n == 0 {
+                Outcome::Priming
+            } else {
+                Outcome::Delivered
+            };
+            assert_eq!(r.outcome, want, "period {n}: {r:?}");
+        }
+        stop.store(true, Ordering::Relaxed);
+        w.join().unwrap().unwrap();
+    });
+    let peer = silent_peer();
+    m.set_worker(peer.local_addr().unwrap()).unwrap();
+    let r = m.process(Deadline::After(1_000_000));
+    assert_eq!(r.outcome, Outcome::Late);
+}

@@ -34,16 +34,13 @@ fn two_streams_one_worker_with_junk() {
     const PERIODS: u64 = 10;
     std::thread::scope(|s| {
         let w = s.spawn(|| worker.run(&stop));
-        let mut seed = 99u64;
+        let mut rng = firmtime_rt::rng::Rng::new(99);
         // One more period than junk rounds: its wait proves the last junk was handled.
         for n in 0..=PERIODS {
             for j in (0..JUNK_PER_PERIOD).filter(|_| n < PERIODS) {
                 let mut d = [0u8; 80];
                 for b in d.iter_mut() {
-                    seed = seed
-                        .wrapping_mul(6364136223846793005)
-                        .wrapping_add(1442695040888963407);
-                    *b = (seed >> 56) as u8;
+                    *b = (rng.next_u64() >> 56) as u8;
                 }
                 if j % 2 == 0 {
                     // Header-shaped junk: gets past magic and version.

@@ -229,10 +229,7 @@ pub fn write_cache(entry: &RemoteEntry, d: &PluginDescription) {
     let Ok(json) = serde_json::to_vec_pretty(d) else {
         return;
     };
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    if std::fs::write(&tmp, json).is_ok() {
-        let _ = std::fs::rename(&tmp, &path);
-    }
+    let _ = firmtime_rt::fs::write_atomic(&path, &json);
 }
 
 #[cfg(test)]

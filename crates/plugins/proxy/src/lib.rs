@@ -28,21 +28,22 @@
 //! instantiate allocates everything. run() does not allocate, lock or
 //! print; it waits for a result no longer than the deadline (`deadline_ms`,
 //! default half the block's duration) and not at all while the worker is
-//! known to be away. Every exported function checks its pointers and runs
-//! inside `catch_unwind`: a panic never crosses into the C host.
+//! known to be away. The C entry points come from
+//! [`firmtime_ladspa::export_plugin!`]: every one checks its pointers and
+//! runs inside `catch_unwind`, so a panic never crosses into the C host.
 
 #![deny(missing_docs)]
 
 pub mod config;
 
 use config::{Parsed, RemoteEntry};
+use firmtime_ladspa::export::{entry_points, ExportedPlugin};
 use firmtime_ladspa::ffi::*;
 use firmtime_net::remote::{describe, PluginBlocks, PluginDescription, PluginSetup, RemotePort};
 use firmtime_net::{connect, Deadline, Key, LatePolicy, Link, Master, Outcome, SessionConfig};
 use std::ffi::CString;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::os::raw::{c_char, c_int, c_ulong, c_void};
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
@@ -152,14 +153,7 @@ fn build(
             PortNames: names.as_ptr(),
             PortRangeHints: hints.as_ptr(),
             ImplementationData: std::ptr::null_mut(),
-            instantiate: Some(instantiate),
-            connect_port: Some(connect_port),
-            activate: Some(activate),
-            run: Some(run),
-            run_adding: None,
-            set_run_adding_gain: None,
-            deactivate: None,
-            cleanup: Some(cleanup),
+            ..entry_points::<Proxy>()
         },
         cfg,
         remote,
@@ -585,96 +579,43 @@ impl Drop for Proxy {
     }
 }
 
-/// Runs `f`, turning a panic into `fallback`: a panic must never unwind into the C host.
-fn guard<T>(fallback: T, f: impl FnOnce() -> T) -> T {
-    catch_unwind(AssertUnwindSafe(f)).unwrap_or(fallback)
-}
+impl ExportedPlugin for Proxy {
+    const HAS_DEACTIVATE: bool = false;
 
-/// The LADSPA entry point: one descriptor per `[[remote]]` entry, then NULL.
-///
-/// # Safety
-/// Callable with any index (part of the LADSPA ABI).
-#[no_mangle]
-pub unsafe extern "C" fn ladspa_descriptor(index: c_ulong) -> *const LADSPA_Descriptor {
-    guard(std::ptr::null(), || {
+    /// One descriptor per `[[remote]]` entry, then none.
+    fn descriptor(index: usize) -> Option<&'static LADSPA_Descriptor> {
         let entries = ENTRIES.get_or_init(load);
-        entries
-            .0
-            .get(index as usize)
-            .map_or(std::ptr::null(), |e| &e.descriptor as *const _)
-    })
-}
+        entries.0.get(index).map(|e| &e.descriptor)
+    }
 
-unsafe extern "C" fn instantiate(
-    descriptor: *const LADSPA_Descriptor,
-    sample_rate: c_ulong,
-) -> LADSPA_Handle {
-    guard(std::ptr::null_mut(), || {
-        if descriptor.is_null() || sample_rate == 0 || sample_rate > u32::MAX as c_ulong {
-            return std::ptr::null_mut();
-        }
-        // SAFETY: a non-null descriptor from a host is one this library returned.
-        let data = unsafe { (*descriptor).ImplementationData } as *const Entry;
-        let Some(entries) = ENTRIES.get() else {
-            return std::ptr::null_mut();
-        };
+    fn instantiate(descriptor: &LADSPA_Descriptor, sample_rate: c_ulong) -> Option<Self> {
+        let rate = u32::try_from(sample_rate).ok()?;
+        let data = descriptor.ImplementationData as *const Entry;
         // Only accept descriptors this library made.
-        let Some(entry) = entries.0.iter().find(|e| std::ptr::eq(**e, data)) else {
-            return std::ptr::null_mut();
-        };
-        Box::into_raw(Box::new(Proxy::new(entry, sample_rate as u32))) as LADSPA_Handle
-    })
-}
+        let entry = ENTRIES.get()?.0.iter().find(|e| std::ptr::eq(**e, data))?;
+        Some(Proxy::new(entry, rate))
+    }
 
-/// # Safety
-/// `h` is NULL or a handle from `instantiate` not yet cleaned up.
-unsafe fn instance<'a>(h: LADSPA_Handle) -> Option<&'a mut Proxy> {
-    // SAFETY: per the contract, a non-NULL h points to a live Proxy.
-    unsafe { (h as *mut Proxy).as_mut() }
-}
-
-unsafe extern "C" fn connect_port(h: LADSPA_Handle, port: c_ulong, data: *mut LADSPA_Data) {
-    guard((), || {
-        // SAFETY: the host passes a handle from instantiate (ladspa.h).
-        if let Some(p) = unsafe { instance(h) } {
-            if let Some(slot) = p.ports.get_mut(port as usize) {
-                *slot = data;
-            }
+    fn connect_port(&mut self, port: usize, data: *mut LADSPA_Data) {
+        if let Some(slot) = self.ports.get_mut(port) {
+            *slot = data;
         }
-    })
+    }
+
+    fn activate(&mut self) {
+        let lat = self.ports[self.latency_port];
+        if !lat.is_null() {
+            // SAFETY: the host connected the latency port to one f32.
+            unsafe { lat.write(0.0) };
+        }
+    }
+
+    fn run(&mut self, frames: usize) {
+        Proxy::run(self, frames);
+    }
 }
 
-unsafe extern "C" fn activate(h: LADSPA_Handle) {
-    guard((), || {
-        // SAFETY: as in connect_port.
-        if let Some(p) = unsafe { instance(h) } {
-            let lat = p.ports[p.latency_port];
-            if !lat.is_null() {
-                // SAFETY: the host connected the latency port to one f32.
-                unsafe { lat.write(0.0) };
-            }
-        }
-    })
-}
-
-unsafe extern "C" fn run(h: LADSPA_Handle, n: c_ulong) {
-    guard((), || {
-        // SAFETY: as in connect_port.
-        if let Some(p) = unsafe { instance(h) } {
-            p.run(n as usize);
-        }
-    })
-}
-
-unsafe extern "C" fn cleanup(h: LADSPA_Handle) {
-    guard((), || {
-        if h.is_null() {
-            return;
-        }
-        // SAFETY: h came from Box::into_raw in instantiate and is never used again.
-        drop(unsafe { Box::from_raw(h as *mut Proxy) });
-    })
-}
+firmtime_ladspa::export_plugin!(Proxy);
 
 #[cfg(test)]
 mod tests {
@@ -682,13 +623,15 @@ mod tests {
 
     #[test]
     fn null_handles_are_ignored() {
+        let d = entry_points::<Proxy>();
+        assert!(d.deactivate.is_none());
         // SAFETY: NULL handles are what these must tolerate.
         unsafe {
-            connect_port(std::ptr::null_mut(), 0, std::ptr::null_mut());
-            activate(std::ptr::null_mut());
-            run(std::ptr::null_mut(), 64);
-            cleanup(std::ptr::null_mut());
-            assert!(instantiate(std::ptr::null(), 48_000).is_null());
+            d.connect_port.unwrap()(std::ptr::null_mut(), 0, std::ptr::null_mut());
+            d.activate.unwrap()(std::ptr::null_mut());
+            d.run.unwrap()(std::ptr::null_mut(), 64);
+            d.cleanup.unwrap()(std::ptr::null_mut());
+            assert!(d.instantiate.unwrap()(std::ptr::null(), 48_000).is_null());
         }
     }
 

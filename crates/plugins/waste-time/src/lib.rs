@@ -23,15 +23,17 @@
 //! row. When the preallocated rows are full (10 hours at one per second)
 //! the last row keeps accumulating, so nothing is lost, only coarser.
 //!
-//! Every exported function checks its pointers and runs inside
-//! `catch_unwind`: a panic never crosses into the C host.
+//! The C entry points come from [`firmtime_ladspa::export_plugin!`]: every
+//! one checks its pointers and runs inside `catch_unwind`, so a panic never
+//! crosses into the C host.
 
 #![deny(missing_docs)]
 
+use firmtime_ladspa::export::{entry_points, ExportedPlugin};
 use firmtime_ladspa::ffi::*;
+use firmtime_rt::clock::monotonic_ns;
 use std::io::Write;
 use std::os::raw::{c_char, c_int, c_ulong};
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -117,14 +119,7 @@ static DESCRIPTOR: Shared<LADSPA_Descriptor> = Shared(LADSPA_Descriptor {
     PortNames: &PORT_NAMES.0 as *const [*const c_char; PORTS] as *const *const c_char,
     PortRangeHints: PORT_HINTS.as_ptr(),
     ImplementationData: std::ptr::null_mut(),
-    instantiate: Some(instantiate),
-    connect_port: Some(connect_port),
-    activate: Some(activate),
-    run: Some(run),
-    run_adding: None,
-    set_run_adding_gain: None,
-    deactivate: Some(deactivate),
-    cleanup: Some(cleanup),
+    ..entry_points::<WasteTime>()
 });
 
 /// The fraction of the period to waste after `frames` frames of audio at
@@ -145,16 +140,6 @@ pub fn fraction_at(start: f32, step: f32, interval: f32, frames: u64, sample_rat
     } else {
         f.clamp(0.0, 1.0)
     }
-}
-
-fn now_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: ts is a valid out-pointer; CLOCK_MONOTONIC always exists.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// Process user and system CPU time in ns.
@@ -231,7 +216,7 @@ impl WasteTime {
             sample_rate,
             ports: [std::ptr::null_mut(); PORTS],
             frames_done: 0,
-            activated_ns: now_ns(),
+            activated_ns: monotonic_ns(),
             rows: Vec::with_capacity(LOG_ROWS),
             current: Row::default(),
             window_audio_start: 0.0,
@@ -253,7 +238,7 @@ impl WasteTime {
 
     fn activate(&mut self) {
         self.frames_done = 0;
-        self.activated_ns = now_ns();
+        self.activated_ns = monotonic_ns();
         self.window_audio_start = 0.0;
         self.cpu_at_window_start = cpu_ns();
         self.current = Row {
@@ -304,7 +289,7 @@ impl WasteTime {
 
     /// RT-safe: copies, spins, records.
     fn run(&mut self, n: usize) {
-        let t0 = now_ns();
+        let t0 = monotonic_ns();
         let (inp, out) = (self.ports[PORT_INPUT], self.ports[PORT_OUTPUT]);
         if !inp.is_null() && !out.is_null() && n > 0 {
             // SAFETY: the host connected both audio ports to at least n
@@ -328,10 +313,10 @@ impl WasteTime {
         }
         let period_ns = (n as f64 / self.sample_rate * 1e9) as u64;
         let target_ns = (f64::from(fraction) * period_ns as f64) as u64;
-        let mut t1 = now_ns();
+        let mut t1 = monotonic_ns();
         while t1.saturating_sub(t0) < target_ns {
             std::hint::spin_loop();
-            t1 = now_ns();
+            t1 = monotonic_ns();
         }
         let took = t1 - t0;
         let c = &mut self.current;
@@ -382,123 +367,60 @@ impl WasteTime {
         s
     }
 
-    /// Writes the log atomically (temp file, rename). Not RT.
+    /// Writes the log atomically (temp file, fsync, rename). Not RT.
     fn write_log(&mut self) -> std::io::Result<()> {
-        self.close_window(now_ns());
+        self.close_window(monotonic_ns());
         if self.written {
             return Ok(());
         }
         self.written = true;
-        let name = self
-            .log_path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let tmp = self
-            .log_path
-            .with_file_name(format!(".{name}.tmp{}", std::process::id()));
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(self.csv().as_bytes())?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, &self.log_path)
+        firmtime_rt::fs::write_atomic(&self.log_path, self.csv().as_bytes())
     }
 }
 
-/// Runs `f`, turning a panic into `fallback`: a panic must never unwind
-/// into the C host.
-fn guard<T>(fallback: T, f: impl FnOnce() -> T) -> T {
-    catch_unwind(AssertUnwindSafe(f)).unwrap_or(fallback)
-}
+impl ExportedPlugin for WasteTime {
+    fn descriptor(index: usize) -> Option<&'static LADSPA_Descriptor> {
+        (index == 0).then_some(&DESCRIPTOR.0)
+    }
 
-/// The LADSPA entry point: descriptor 0 is `waste_time`, every other index NULL.
-///
-/// # Safety
-/// Callable with any index (part of the LADSPA ABI).
-#[no_mangle]
-pub unsafe extern "C" fn ladspa_descriptor(index: c_ulong) -> *const LADSPA_Descriptor {
-    guard(std::ptr::null(), || {
-        if index == 0 {
-            &DESCRIPTOR.0 as *const LADSPA_Descriptor
-        } else {
-            std::ptr::null()
+    fn instantiate(_: &LADSPA_Descriptor, sample_rate: c_ulong) -> Option<Self> {
+        Some(WasteTime::new(sample_rate as f64))
+    }
+
+    fn connect_port(&mut self, port: usize, data: *mut LADSPA_Data) {
+        if let Some(slot) = self.ports.get_mut(port) {
+            *slot = data;
         }
-    })
-}
+    }
 
-unsafe extern "C" fn instantiate(
-    descriptor: *const LADSPA_Descriptor,
-    sample_rate: c_ulong,
-) -> LADSPA_Handle {
-    guard(std::ptr::null_mut(), || {
-        if descriptor.is_null() || sample_rate == 0 {
-            return std::ptr::null_mut();
-        }
-        Box::into_raw(Box::new(WasteTime::new(sample_rate as f64))) as LADSPA_Handle
-    })
-}
+    fn activate(&mut self) {
+        WasteTime::activate(self);
+    }
 
-/// # Safety
-/// `h` is NULL or a handle from `instantiate` not yet cleaned up.
-unsafe fn instance<'a>(h: LADSPA_Handle) -> Option<&'a mut WasteTime> {
-    // SAFETY: per the contract, a non-NULL h points to a live WasteTime.
-    unsafe { (h as *mut WasteTime).as_mut() }
-}
+    fn run(&mut self, frames: usize) {
+        WasteTime::run(self, frames);
+    }
 
-unsafe extern "C" fn connect_port(h: LADSPA_Handle, port: c_ulong, data: *mut LADSPA_Data) {
-    guard((), || {
-        // SAFETY: the host passes a handle from instantiate (ladspa.h).
-        if let Some(w) = unsafe { instance(h) } {
-            if let Some(slot) = w.ports.get_mut(port as usize) {
-                *slot = data;
-            }
-        }
-    })
-}
+    fn deactivate(&mut self) {
+        self.close_window(monotonic_ns());
+    }
 
-unsafe extern "C" fn activate(h: LADSPA_Handle) {
-    guard((), || {
-        // SAFETY: as in connect_port.
-        if let Some(w) = unsafe { instance(h) } {
-            w.activate();
-        }
-    })
-}
-
-unsafe extern "C" fn run(h: LADSPA_Handle, n: c_ulong) {
-    guard((), || {
-        // SAFETY: as in connect_port.
-        if let Some(w) = unsafe { instance(h) } {
-            w.run(n as usize);
-        }
-    })
-}
-
-unsafe extern "C" fn deactivate(h: LADSPA_Handle) {
-    guard((), || {
-        // SAFETY: as in connect_port.
-        if let Some(w) = unsafe { instance(h) } {
-            w.close_window(now_ns());
-        }
-    })
-}
-
-unsafe extern "C" fn cleanup(h: LADSPA_Handle) {
-    guard((), || {
-        if h.is_null() {
-            return;
-        }
-        // SAFETY: h came from Box::into_raw in instantiate and is never used again.
-        let mut w = unsafe { Box::from_raw(h as *mut WasteTime) };
-        if let Err(e) = w.write_log() {
+    fn cleanup(mut self) {
+        if let Err(e) = self.write_log() {
+            // The step's own error: the message names the log file itself.
+            let cause =
+                std::error::Error::source(&e).map_or_else(|| e.to_string(), |s| s.to_string());
             // The only channel a plugin has to its user; off the RT path.
             let _ = writeln!(
                 std::io::stderr(),
-                "waste_time: cannot write log {}: {e}; set FIRMTIME_WASTE_LOG to a writable path",
-                w.log_path.display()
+                "waste_time: cannot write log {}: {cause}; set FIRMTIME_WASTE_LOG to a writable path",
+                self.log_path.display()
             );
         }
-    })
+    }
 }
+
+firmtime_ladspa::export_plugin!(WasteTime);
 
 #[cfg(test)]
 mod tests {
@@ -541,15 +463,16 @@ mod tests {
 
     #[test]
     fn null_handles_are_ignored() {
+        let d = &DESCRIPTOR.0;
         // SAFETY: NULL handles are what these must tolerate.
         unsafe {
-            connect_port(std::ptr::null_mut(), 0, std::ptr::null_mut());
-            activate(std::ptr::null_mut());
-            run(std::ptr::null_mut(), 64);
-            deactivate(std::ptr::null_mut());
-            cleanup(std::ptr::null_mut());
-            assert!(instantiate(std::ptr::null(), 48_000).is_null());
-            assert!(instantiate(&DESCRIPTOR.0, 0).is_null());
+            d.connect_port.unwrap()(std::ptr::null_mut(), 0, std::ptr::null_mut());
+            d.activate.unwrap()(std::ptr::null_mut());
+            d.run.unwrap()(std::ptr::null_mut(), 64);
+            d.deactivate.unwrap()(std::ptr::null_mut());
+            d.cleanup.unwrap()(std::ptr::null_mut());
+            assert!(d.instantiate.unwrap()(std::ptr::null(), 48_000).is_null());
+            assert!(d.instantiate.unwrap()(d, 0).is_null());
         }
     }
 }

@@ -58,7 +58,7 @@ fn an_overrun_is_counted_as_missed_not_replayed() {
     // Work until 2.5 periods past the next deadline: that deadline passes
     // while we work (it becomes a late tick); the two after it pass too
     // (missed). Based on the next deadline, not the first, because the first
-    // wake-up may itself have been late on this VM.
+    // wake-up may itself have been late on a loaded or virtualized machine.
     let next_index = p.next_index();
     assert_eq!(next_index, 1 + first.missed);
     let busy_until = p.next_deadline_ns() + 2 * PERIOD + PERIOD / 2;
