@@ -1,8 +1,8 @@
-//! `firmtime doctor`: renders the checks of [`firmtime_rt::doctor`] as a
+//! `firmtime doctor`: renders the checks of [`firmtime_lab::doctor`] as a
 //! table on stdout, or as JSON with `--json PATH`.
 
 use crate::Outcome;
-use firmtime_rt::doctor::{self, Check, Report, Status};
+use firmtime_lab::doctor::{self, Check, Report, Status};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 

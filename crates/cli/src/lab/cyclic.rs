@@ -9,7 +9,7 @@ use firmtime_lab::cyclic::{self, Config, CyclicResult};
 use firmtime_lab::load::LoadSpec;
 use firmtime_lab::measure::{Cell, Progress, Silent};
 use firmtime_lab::measurement::Cyclic;
-use firmtime_lab::output::{self, RtTestsHeader, StatusLine, SysInfo, ThreadHist};
+use firmtime_lab::output::{self, RtTestsHeader, StatusLine, ThreadHist};
 use firmtime_lab::plot::{self, Unit};
 use firmtime_lab::stats::Summary;
 use firmtime_rt::sched::{self, Policy};
@@ -223,7 +223,7 @@ fn show(
             start_time: output::rt_tests_timestamp(start_time),
             end_time: output::rt_tests_timestamp(end_time),
             return_code: i32::from(result.partial),
-            sysinfo: SysInfo::current().map_err(|e| anyhow::anyhow!("{e}"))?,
+            sysinfo: firmtime_rt::system::SystemInfo::collect(),
         };
         let mut f = std::fs::File::create(path)
             .with_context(|| format!("cannot create {}", path.display()))?;

@@ -2,9 +2,12 @@
 //! real-time work?
 //!
 //! [`run`] collects a [`SystemInfo`], samples steal time, looks for JACK and
-//! MIDI/RTC devices, and turns each item into a [`Check`]: pass, warn, fail
-//! or unknown, with the value found and a one-line fix. Each rule is a pure
-//! function of its inputs (`check_*`), unit-tested without the machine.
+//! MIDI/RTC devices (the facts come from `firmtime_rt::system` and
+//! `firmtime_rt::probe`), and turns each item into a [`Check`]: pass, warn,
+//! fail or unknown, with the value found and a one-line fix. Each rule is a
+//! pure function of its inputs (`check_*`), unit-tested without the machine.
+//! The policy lives here, in the crate that judges, because `lab all`'s
+//! report lists the doctor's advice beside its verdict.
 //!
 //! Status rules, in short: **fail** only when ms-accurate real-time work is
 //! impossible for this user (real-time scheduling denied, no high-resolution
@@ -18,11 +21,14 @@
 //! Not RT-safe: reads files, allocates and sleeps (~0.4 s to sample steal
 //! time). Run before any real-time work, never from a real-time loop.
 
-use crate::privileges::Limit;
-use crate::system::{cmdline_param, CpuTimes, IdleState, PreemptModel, SystemInfo};
+use firmtime_rt::privileges::Limit;
+use firmtime_rt::probe::{self, find_on_path};
+use firmtime_rt::system::{cmdline_param, IdleState, PreemptModel, SystemInfo};
 use serde::{Deserialize, Serialize};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
+
+pub use firmtime_rt::probe::JackEvidence;
 
 /// How long [`run`] samples /proc/stat for steal time.
 pub const STEAL_SAMPLE: Duration = Duration::from_millis(400);
@@ -128,17 +134,12 @@ pub fn run() -> Report {
 
 /// Runs every check, sampling steal time over `steal_sample`.
 pub fn run_with(steal_sample: Duration) -> Report {
-    let steal = sample_steal(steal_sample);
+    let steal = probe::steal_percent_over(steal_sample);
     let sys = SystemInfo::collect();
     let p = &sys.privileges;
     let cmdline = sys.kernel_cmdline.as_deref();
     let param = |name: &str| cmdline.map(|c| cmdline_param(c, name).map(str::to_string));
-    let sysfs_list = |path: &str| {
-        std::fs::read_to_string(path)
-            .ok()
-            .map(|s| s.trim().to_string())
-    };
-    let config = crate::system::read_kernel_config(&sys.kernel_release).map(|(_, c)| c);
+    let config = firmtime_rt::system::read_kernel_config(&sys.kernel_release).map(|(_, c)| c);
     let config_enabled = |key: &str| {
         config
             .as_ref()
@@ -169,7 +170,7 @@ pub fn run_with(steal_sample: Duration) -> Report {
         ),
         check_nohz_full(
             param("nohz_full"),
-            sysfs_list("/sys/devices/system/cpu/nohz_full"),
+            probe::nohz_full_cpus(),
             config_enabled("CONFIG_NO_HZ_FULL"),
         ),
         check_rcu_nocbs(param("rcu_nocbs"), config_enabled("CONFIG_RCU_NOCB_CPU")),
@@ -177,22 +178,15 @@ pub fn run_with(steal_sample: Duration) -> Report {
         check_virtualization(sys.virtualization.as_deref()),
         check_steal(steal, steal_sample),
         check_jack_installed(find_on_path("jackd").as_deref()),
-        check_jack_running(&jack_evidence()),
-        check_dev_rtc(&existing(&["/dev/rtc", "/dev/rtc0"])),
-        check_dev_snd_seq(Path::new("/dev/snd/seq").exists()),
-        check_dev_midi(&midi_devices()),
+        check_jack_running(&JackEvidence::read()),
+        check_dev_rtc(&probe::rtc_devices()),
+        check_dev_snd_seq(probe::snd_seq_present()),
+        check_dev_midi(&probe::midi_devices()),
     ];
     Report {
         checks,
         system: sys,
     }
-}
-
-fn sample_steal(interval: Duration) -> Option<f64> {
-    let a = CpuTimes::now().ok()?;
-    std::thread::sleep(interval);
-    let b = CpuTimes::now().ok()?;
-    b.steal_percent_since(&a)
 }
 
 /// Preempt model: RT, full and lazy pass; none and voluntary warn; unknown is unknown.
@@ -764,15 +758,6 @@ pub fn check_jack_installed(jackd: Option<&Path>) -> Check {
     }
 }
 
-/// Evidence that a JACK server runs: processes and shared-memory entries found.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct JackEvidence {
-    /// `(pid, name)` of running `jackd`, `jackdbus` or `pipewire` processes.
-    pub processes: Vec<(u32, String)>,
-    /// `jack_default_*` / `jack-*` entries in /dev/shm.
-    pub shm: Vec<String>,
-}
-
 /// JACK running: a jackd/jackdbus process or a server in /dev/shm → pass;
 /// PipeWire running → pass (JACK clients work through pipewire-jack); else warn.
 pub fn check_jack_running(e: &JackEvidence) -> Check {
@@ -850,76 +835,6 @@ pub fn check_dev_midi(found: &[String]) -> Check {
     } else {
         Check::new(id, title, Status::Pass, found.join(", "))
     }
-}
-
-/// The first executable file named `name` in the directories of `$PATH`.
-pub fn find_on_path(name: &str) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(name))
-        .find(|p| {
-            p.metadata()
-                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
-}
-
-fn existing(paths: &[&str]) -> Vec<String> {
-    paths
-        .iter()
-        .filter(|p| Path::new(p).exists())
-        .map(|p| p.to_string())
-        .collect()
-}
-
-fn midi_devices() -> Vec<String> {
-    let mut found = Vec::new();
-    let mut scan = |dir: &str, keep: &dyn Fn(&str) -> bool| {
-        if let Ok(rd) = std::fs::read_dir(dir) {
-            for e in rd.flatten() {
-                let n = e.file_name().to_string_lossy().into_owned();
-                if keep(&n) {
-                    found.push(format!("{dir}/{n}"));
-                }
-            }
-        }
-    };
-    scan("/dev", &|n| n.starts_with("midi"));
-    scan("/dev/snd", &|n| n.starts_with("midiC"));
-    found.sort();
-    found
-}
-
-fn jack_evidence() -> JackEvidence {
-    let mut e = JackEvidence::default();
-    if let Ok(rd) = std::fs::read_dir("/proc") {
-        for entry in rd.flatten() {
-            let Some(pid) = entry
-                .file_name()
-                .to_str()
-                .and_then(|s| s.parse::<u32>().ok())
-            else {
-                continue;
-            };
-            if let Ok(comm) = std::fs::read_to_string(format!("/proc/{pid}/comm")) {
-                let comm = comm.trim();
-                if matches!(comm, "jackd" | "jackdbus" | "pipewire") {
-                    e.processes.push((pid, comm.to_string()));
-                }
-            }
-        }
-    }
-    e.processes.sort();
-    if let Ok(rd) = std::fs::read_dir("/dev/shm") {
-        for entry in rd.flatten() {
-            let n = entry.file_name().to_string_lossy().into_owned();
-            if n.starts_with("jack_default") || n.starts_with("jack-") {
-                e.shm.push(n);
-            }
-        }
-    }
-    e.shm.sort();
-    e
 }
 
 #[cfg(test)]
