@@ -134,6 +134,14 @@ pub fn run() -> Report {
 
 /// Runs every check, sampling steal time over `steal_sample`.
 pub fn run_with(steal_sample: Duration) -> Report {
+    run_with_jack(steal_sample, None)
+}
+
+/// Runs every check, sampling steal time over `steal_sample`;
+/// `jack_accepts_clients` is whether a JACK client could connect to the
+/// default server just now (None: not tried). Without it a leftover
+/// /dev/shm entry cannot be told from a live server.
+pub fn run_with_jack(steal_sample: Duration, jack_accepts_clients: Option<bool>) -> Report {
     let steal = probe::steal_percent_over(steal_sample);
     let sys = SystemInfo::collect();
     let p = &sys.privileges;
@@ -178,7 +186,10 @@ pub fn run_with(steal_sample: Duration) -> Report {
         check_virtualization(sys.virtualization.as_deref()),
         check_steal(steal, steal_sample),
         check_jack_installed(find_on_path("jackd").as_deref()),
-        check_jack_running(&JackEvidence::read()),
+        check_jack_running(&JackEvidence {
+            accepts_clients: jack_accepts_clients,
+            ..JackEvidence::read()
+        }),
         check_dev_rtc(&probe::rtc_devices()),
         check_dev_snd_seq(probe::snd_seq_present()),
         check_dev_midi(&probe::midi_devices()),
@@ -758,10 +769,13 @@ pub fn check_jack_installed(jackd: Option<&Path>) -> Check {
     }
 }
 
-/// JACK running: a jackd/jackdbus process or a server in /dev/shm → pass;
-/// PipeWire running → pass (JACK clients work through pipewire-jack); else warn.
+/// JACK running: a live jackd/jackdbus process, or a server that accepted a
+/// client → pass; a PipeWire process → pass unless a client could not
+/// connect (then pipewire-jack is not in use → warn); /dev/shm entries with
+/// no live server → warn (left over by a server that exited); else warn.
 pub fn check_jack_running(e: &JackEvidence) -> Check {
     let (id, title) = ("jack_running", "JACK server running");
+    let start_fix = "jackd -R -d alsa (or -d dummy to test without a sound card); only needed for the JACK backend";
     let jack = e
         .processes
         .iter()
@@ -769,15 +783,24 @@ pub fn check_jack_running(e: &JackEvidence) -> Check {
     if let Some((pid, name)) = jack {
         return Check::new(id, title, Status::Pass, format!("{name} (pid {pid})"));
     }
-    if let Some(s) = e.shm.first() {
-        return Check::new(
-            id,
-            title,
-            Status::Pass,
-            format!("server entry /dev/shm/{s}"),
-        );
+    let pipewire = e.processes.iter().find(|(_, n)| n == "pipewire");
+    if e.accepts_clients == Some(true) {
+        let value = match pipewire {
+            Some((pid, _)) => format!("pipewire (pid {pid}) accepts JACK clients"),
+            None => "a JACK server accepts clients (its process is not visible here)".to_string(),
+        };
+        return Check::new(id, title, Status::Pass, value);
     }
-    if let Some((pid, _)) = e.processes.iter().find(|(_, n)| n == "pipewire") {
+    if let Some((pid, _)) = pipewire {
+        if e.accepts_clients == Some(false) {
+            return Check::new(
+                id,
+                title,
+                Status::Warn,
+                format!("pipewire (pid {pid}) runs, but a JACK client could not connect to it"),
+            )
+            .fix("apt install pipewire-jack and run firmtime under pw-jack (or start jackd); only needed for the JACK backend");
+        }
         return Check::new(
             id,
             title,
@@ -785,8 +808,25 @@ pub fn check_jack_running(e: &JackEvidence) -> Check {
             format!("pipewire (pid {pid}): JACK clients run through pipewire-jack if installed"),
         );
     }
-    Check::new(id, title, Status::Warn, "no jackd, jackdbus or pipewire process")
-        .fix("jackd -R -d alsa (or -d dummy to test without a sound card); only needed for the JACK backend")
+    if let Some(s) = e.shm.first() {
+        let value = if e.accepts_clients == Some(false) {
+            format!("no live server: /dev/shm/{s} is left over from a JACK server that exited")
+        } else {
+            format!(
+                "no jackd process: /dev/shm/{s} is probably left over from a server that exited"
+            )
+        };
+        return Check::new(id, title, Status::Warn, value).fix(format!(
+            "{start_fix}; the leftovers can be removed (rm /dev/shm/jack-* /dev/shm/jack_*) while no JACK process runs"
+        ));
+    }
+    Check::new(
+        id,
+        title,
+        Status::Warn,
+        "no jackd, jackdbus or pipewire process",
+    )
+    .fix(start_fix)
 }
 
 /// /dev/rtc: present → pass; absent → warn (only the `rtc` sleep mechanism needs it).
@@ -1083,14 +1123,52 @@ mod tests {
         assert_eq!(check_jack_running(&none).status, Status::Warn);
         let pw = JackEvidence {
             processes: vec![(10, "pipewire".into()), (12, "jackd".into())],
-            shm: vec![],
+            ..JackEvidence::default()
         };
         assert_eq!(check_jack_running(&pw).value, "jackd (pid 12)");
-        let shm = JackEvidence {
-            processes: vec![],
-            shm: vec!["jack_default_0_0".into()],
+        // Regression: stale /dev/shm entries with no live server were reported as a running server.
+        let stale = JackEvidence {
+            shm: vec!["jack-shm-registry".into()],
+            accepts_clients: Some(false),
+            ..JackEvidence::default()
         };
-        assert_eq!(check_jack_running(&shm).status, Status::Pass);
+        let c = check_jack_running(&stale);
+        assert_eq!(c.status, Status::Warn);
+        assert_eq!(
+            c.value,
+            "no live server: /dev/shm/jack-shm-registry is left over from a JACK server that exited"
+        );
+        assert!(c.fix.contains("rm /dev/shm/jack-*"), "{}", c.fix);
+        let unprobed = JackEvidence {
+            shm: vec!["jack_default_0_0".into()],
+            ..JackEvidence::default()
+        };
+        assert_eq!(check_jack_running(&unprobed).status, Status::Warn);
+        // A server whose process is not visible (another PID namespace) but accepts clients.
+        let hidden = JackEvidence {
+            shm: vec!["jack_default_0_0".into()],
+            accepts_clients: Some(true),
+            ..JackEvidence::default()
+        };
+        assert_eq!(check_jack_running(&hidden).status, Status::Pass);
+        let pw_only = JackEvidence {
+            processes: vec![(10, "pipewire".into())],
+            ..JackEvidence::default()
+        };
+        assert_eq!(check_jack_running(&pw_only).status, Status::Pass);
+        let pw_no_jack = JackEvidence {
+            accepts_clients: Some(false),
+            ..pw_only.clone()
+        };
+        assert_eq!(check_jack_running(&pw_no_jack).status, Status::Warn);
+        let pw_jack = JackEvidence {
+            accepts_clients: Some(true),
+            ..pw_only
+        };
+        assert_eq!(
+            check_jack_running(&pw_jack).value,
+            "pipewire (pid 10) accepts JACK clients"
+        );
     }
 
     #[test]

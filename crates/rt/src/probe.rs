@@ -26,13 +26,19 @@ pub fn steal_percent_over(interval: Duration) -> Option<f64> {
 pub struct JackEvidence {
     /// `(pid, name)` of running `jackd`, `jackdbus` or `pipewire` processes.
     pub processes: Vec<(u32, String)>,
-    /// `jack_default_*` / `jack-*` entries in /dev/shm.
+    /// `jack_default_*` / `jack-*` entries in /dev/shm. A server that exited
+    /// without cleaning up leaves them behind: alone they prove nothing.
     pub shm: Vec<String>,
+    /// Whether a JACK client could connect to the default server; None when
+    /// not tried ([`JackEvidence::read`] does not try: rt loads no libjack,
+    /// the caller that can — `firmtime doctor` through firmtime-jack — fills it).
+    pub accepts_clients: Option<bool>,
 }
 
 impl JackEvidence {
     /// Looks for a JACK server: `jackd`, `jackdbus` and `pipewire` processes
-    /// (`/proc/*/comm`) and `jack_default*`/`jack-*` entries in /dev/shm.
+    /// (`/proc/*/comm`) and `jack_default*`/`jack-*` entries in /dev/shm;
+    /// `accepts_clients` is left None.
     pub fn read() -> Self {
         jack_evidence()
     }
