@@ -1,5 +1,5 @@
 //! Argument conventions shared by every subcommand: durations and sizes with
-//! units, `--json PATH`, usage errors that exit with status 2, and the
+//! units, `--json PATH` (`-` or a bare `--json`: stdout), usage errors that exit with status 2, and the
 //! [`Outcome`] a subcommand reports back to `main`.
 
 use firmtime_rt::sched::Policy;
@@ -44,6 +44,64 @@ pub fn nanos(d: Duration) -> u64 {
 /// clap value parser for sizes with units (`64KiB`, `4MiB`, `4096`).
 pub fn size(text: &str) -> Result<u64, String> {
     units::parse_size(text).map_err(|e| e.to_string())
+}
+
+/// True when a `--json` destination is stdout (`-`, which a bare `--json` means).
+pub fn is_stdout(path: Option<&Path>) -> bool {
+    path.is_some_and(|p| p.as_os_str() == "-")
+}
+
+/// While alive, what the process prints to stdout goes to stderr instead, so
+/// that a `--json` document on stdout is the only thing there. Dropping it
+/// flushes and puts stdout back.
+#[derive(Debug)]
+pub struct StdoutToStderr {
+    saved: libc::c_int,
+}
+
+impl StdoutToStderr {
+    /// Points fd 1 at stderr, keeping a copy of the old fd 1.
+    ///
+    /// # Errors
+    /// When `dup`/`dup2` fail (out of file descriptors).
+    pub fn begin() -> std::io::Result<Self> {
+        use std::io::Write;
+        std::io::stdout().flush()?;
+        // SAFETY: dup of fd 1, which this process owns for its whole life.
+        let saved = unsafe { libc::dup(1) };
+        if saved < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: both descriptors are open; dup2 replaces fd 1 atomically.
+        if unsafe { libc::dup2(2, 1) } < 0 {
+            let e = std::io::Error::last_os_error();
+            // SAFETY: `saved` is ours, from the dup above.
+            unsafe { libc::close(saved) };
+            return Err(e);
+        }
+        Ok(Self { saved })
+    }
+
+    /// [`StdoutToStderr::begin`] when `json` goes to stdout, else nothing.
+    ///
+    /// # Errors
+    /// As [`StdoutToStderr::begin`].
+    pub fn when_json_on_stdout(json: Option<&Path>) -> std::io::Result<Option<Self>> {
+        is_stdout(json).then(Self::begin).transpose()
+    }
+}
+
+impl Drop for StdoutToStderr {
+    fn drop(&mut self) {
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+        // SAFETY: `saved` is the copy of the original fd 1 taken in begin;
+        // restoring it and closing the copy touches no other descriptor.
+        unsafe {
+            libc::dup2(self.saved, 1);
+            libc::close(self.saved);
+        }
+    }
 }
 
 /// Writes `value` as pretty JSON to `path` atomically
