@@ -256,6 +256,120 @@ fn applyplugin_through_the_proxy_in_another_namespace_is_bit_exact() {
     }
 }
 
+/// Starts a keyed worker on loopback serving /usr/lib/ladspa; returns it and its address.
+fn loopback_worker(key: &Path) -> (WorkerProc, String) {
+    let addr = format!("127.0.0.1:{}", free_port());
+    (WorkerProc::start(&[], &addr, Some(key), &[LADSPA]), addr)
+}
+
+fn run_ok(cmd: &mut Command) {
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{cmd:?}: {out:?}");
+}
+
+/// sox (14.4.2) asks for a value for every control port without a default,
+/// the proxy's `latency` output included: regression test for issue 14
+/// (`not enough arguments for control ports` without a dummy `0`).
+/// Reference: sox running cmt's lpf itself; `-D` because sox dithers
+/// otherwise. Window 0 is exact with a length that is no multiple of sox's
+/// buffer; window 1 is exact with `ladspa -l` (sox drops the `latency`
+/// samples the proxy reports and drains them at the end) when every run
+/// has the same size, so that input is 12 buffers of 8192 frames. Those
+/// runs are split into two exchanges (max_block 4096), which the reported
+/// latency must count as one exchange of delay, not 8192 frames.
+#[test]
+fn sox_through_the_proxy_needs_no_dummy_argument_and_is_bit_exact() {
+    let t = "sox_through_the_proxy_needs_no_dummy_argument_and_is_bit_exact";
+    if !have(t, &["/usr/bin/sox", "/usr/bin/analyseplugin", "cmt.so"]) {
+        return;
+    }
+    let dir = tmp("sox");
+    let key = key_file(&dir);
+    let (_w, addr) = loopback_worker(&key);
+    let so = proxy_dir().join("firmtime_proxy.so");
+    for (window, frames, compensate) in [(0u8, 48_000 * 2 + 123, false), (1, 12 * 8192, true)] {
+        let cfg = write_config(&dir, &entry(&addr, Some(&key), "lpf", window));
+        let input = dir.join(format!("in{window}.wav"));
+        wav(&input, frames);
+        let direct = dir.join(format!("direct{window}.wav"));
+        run_ok(
+            Command::new("sox")
+                .args(["-D", "--buffer", "8192"])
+                .args([&input, &direct])
+                .args(["ladspa", "cmt", "lpf", "1000"])
+                .env("LADSPA_PATH", LADSPA),
+        );
+        if window == 0 {
+            let out = host(&["analyseplugin"], &cfg, &dir, &[so.to_str().unwrap()]);
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                text.contains("\"latency\" output, control, 0 to ..., default 0, integer\n"),
+                "{text}"
+            );
+        }
+        let proxied = dir.join(format!("proxied{window}.wav"));
+        let mut args = vec!["-D", "--buffer", "8192"];
+        args.extend([input.to_str().unwrap(), proxied.to_str().unwrap(), "ladspa"]);
+        if compensate {
+            args.push("-l");
+        }
+        // No value for `latency`: its default (0) fills in.
+        args.extend(["firmtime_proxy", "remote_lpf", "1000"]);
+        let out = host(&["sox"], &cfg, &dir, &args);
+        assert!(out.status.success(), "window {window}: {out:?}");
+        let (got, want) = (samples(&proxied), samples(&direct));
+        assert_eq!(got.len(), frames);
+        assert_ne!(want, samples(&input), "the filter changes the signal");
+        assert!(
+            got == want,
+            "window {window}: sox's proxied output differs from the plugin's"
+        );
+    }
+}
+
+/// ecasound offline (file to file): the proxy at window 0 against the same
+/// chain with cmt's lpf itself.
+#[test]
+fn ecasound_through_the_proxy_is_bit_exact() {
+    let t = "ecasound_through_the_proxy_is_bit_exact";
+    if !have(t, &["/usr/bin/ecasound", "cmt.so"]) {
+        return;
+    }
+    let dir = tmp("eca");
+    let key = key_file(&dir);
+    let (_w, addr) = loopback_worker(&key);
+    let cfg = write_config(&dir, &entry(&addr, Some(&key), "lpf", 0));
+    let input = dir.join("in.wav");
+    wav(&input, 48_000 * 2 + 123);
+    let direct = dir.join("direct.wav");
+    let proxied = dir.join("proxied.wav");
+    let chain = |out: &Path, op: &str| {
+        vec![
+            "-q".to_string(),
+            "-i".into(),
+            input.to_str().unwrap().into(),
+            "-o".into(),
+            out.to_str().unwrap().into(),
+            format!("-el:{op},1000"),
+        ]
+    };
+    run_ok(
+        Command::new("ecasound")
+            .args(chain(&direct, "lpf"))
+            .env("LADSPA_PATH", LADSPA),
+    );
+    let args = chain(&proxied, "remote_lpf");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = host(&["ecasound"], &cfg, &dir, &args);
+    assert!(out.status.success(), "{out:?}");
+    let want = samples(&direct);
+    assert_ne!(want, samples(&input), "the filter changes the signal");
+    assert!(
+        samples(&proxied) == want,
+        "ecasound's proxied output differs from the plugin's"
+    );
+}
+
 struct Case {
     name: &'static str,
     config: String,
