@@ -617,3 +617,269 @@ fn worker_crash_falls_back_to_dry_and_reconnects_when_it_is_back() {
         "processed again after the restart"
     );
 }
+
+// ---- LV2: the same library's `lv2_descriptor`, and the bundle `firmtime ladspa lv2-bundle` writes.
+
+/// Builds both plugin libraries (with their LV2 entry points) once.
+fn plugin_libraries() -> (&'static Path, PathBuf) {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    let dir = proxy_dir();
+    BUILT.get_or_init(|| {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let st = Command::new(cargo)
+            .args(["build", "-q", "-p", "firmtime-plugin-waste-time"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .unwrap();
+        assert!(st.success(), "building firmtime-plugin-waste-time");
+    });
+    let waste = Path::new(EXE)
+        .parent()
+        .unwrap()
+        .join("libfirmtime_waste_time.so");
+    (dir, waste)
+}
+
+/// Writes an LV2 bundle `firmtime.lv2` under `dir` with `cfg` as the
+/// proxy's configuration; returns the LV2_PATH directory and the command's stdout.
+fn lv2_bundle(cfg: &Path, dir: &Path) -> (PathBuf, String) {
+    let (proxy, waste) = plugin_libraries();
+    let path = dir.join("lv2");
+    let out = Command::new(EXE)
+        .args(["ladspa", "lv2-bundle"])
+        .arg(path.join("firmtime.lv2"))
+        .arg(proxy.join("firmtime_proxy.so"))
+        .arg(&waste)
+        .env("FIRMTIME_PROXY_CONFIG", cfg)
+        .env("FIRMTIME_PROXY_CACHE", dir.join("cache"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    (path, String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Runs an LV2 tool with the bundle's LV2_PATH and the proxy's config.
+fn lv2_tool(tool: &str, lv2_path: &Path, cfg: &Path, cache: &Path, args: &[&str]) -> Output {
+    let out = Command::new(tool)
+        .args(args)
+        .env("LV2_PATH", lv2_path)
+        .env("FIRMTIME_PROXY_CONFIG", cfg)
+        .env("FIRMTIME_PROXY_CACHE", cache)
+        .output()
+        .unwrap();
+    assert!(out.status.code().is_some(), "{tool} was killed: {out:?}");
+    out
+}
+
+/// A 32-bit float mono WAV of two sines on the 16-bit grid (so that every
+/// host reads the same floats), `frames` long.
+fn float_wav(path: &Path, frames: usize) {
+    let spec = hound::WavSpec {
+        channels: 1,
+        sample_rate: 48_000,
+        bits_per_sample: 32,
+        sample_format: hound::SampleFormat::Float,
+    };
+    let mut w = hound::WavWriter::create(path, spec).unwrap();
+    for i in 0..frames {
+        let x = (12_000.0 * (i as f64 * 0.05).sin() + 3_000.0 * (i as f64 * 0.31).sin()) as i16;
+        w.write_sample(f32::from(x) / 32_768.0).unwrap();
+    }
+    w.finalize().unwrap();
+}
+
+fn float_samples(path: &Path) -> Vec<f32> {
+    hound::WavReader::open(path)
+        .unwrap()
+        .samples::<f32>()
+        .map(Result::unwrap)
+        .collect()
+}
+
+/// lv2apply (lilv-utils) runs the LV2 build of the proxy fronting cmt's
+/// lpf on a worker on loopback, window 0. Reference: the same plugin run
+/// locally by applyplugin on the same float input. lv2apply writes floats
+/// (like its input), applyplugin 16-bit as `trunc(y · 2^31) >> 16`
+/// (docs/LADSPA.md), so lv2apply's floats are converted that way and every
+/// sample must be equal. lv2apply calls run() once per frame (one exchange
+/// each), hence the short input; a one-pole filter's output does not
+/// depend on the block size.
+#[test]
+fn lv2apply_through_the_lv2_proxy_at_window_0_is_bit_exact() {
+    let t = "lv2apply_through_the_lv2_proxy_at_window_0_is_bit_exact";
+    if !have(t, &["/usr/bin/lv2apply", "/usr/bin/applyplugin", "cmt.so"]) {
+        return;
+    }
+    let dir = tmp("lv2apply");
+    let key = key_file(&dir);
+    let (_w, addr) = loopback_worker(&key);
+    let cfg = write_config(&dir, &entry(&addr, Some(&key), "lpf", 0));
+    let (lv2_path, _) = lv2_bundle(&cfg, &dir);
+    let input = dir.join("in.wav");
+    float_wav(&input, 4_800);
+    let direct = dir.join("direct.wav");
+    run_ok(
+        Command::new("applyplugin")
+            .args([&input, &direct])
+            .args([&format!("{LADSPA}/cmt.so"), "lpf", "1000"].map(PathBuf::from)),
+    );
+    let proxied = dir.join("proxied.wav");
+    let out = lv2_tool(
+        "lv2apply",
+        &lv2_path,
+        &cfg,
+        &dir.join("cache"),
+        &[
+            "-i",
+            input.to_str().unwrap(),
+            "-o",
+            proxied.to_str().unwrap(),
+            "-c",
+            "cutoff_frequency_hz",
+            "1000",
+            "urn:firmtime:proxy:remote_lpf",
+        ],
+    );
+    assert!(out.status.success(), "{out:?}");
+    let want = samples(&direct);
+    let got: Vec<i16> = float_samples(&proxied)
+        .iter()
+        .map(|&y| ((f64::from(y) * 2_147_483_648.0).trunc() as i64 >> 16) as i16)
+        .collect();
+    assert_eq!(got.len(), 4_800);
+    let dry: Vec<i16> = float_samples(&input)
+        .iter()
+        .map(|&x| (x * 32_768.0) as i16)
+        .collect();
+    assert_ne!(want, dry, "the filter changes the signal");
+    let differ = got.iter().zip(&want).filter(|(a, b)| a != b).count();
+    assert_eq!(differ, 0, "samples differing from applyplugin's");
+}
+
+/// lv2ls and lv2info (lilv) read the bundle: both plugins, the proxy's
+/// ports with symbols, ranges and defaults, and its latency port. The LV2
+/// waste_time runs in lv2apply and, at fraction 0, passes audio through.
+/// A bundle written for other ports than the plugin has now (the worker
+/// went away and nothing was cached: a 3-port placeholder) gives an
+/// instance that passes audio through with the bundle's ports, and one
+/// line saying to write the bundle again.
+#[test]
+fn lilv_reads_the_bundle_and_a_stale_bundle_passes_audio_through() {
+    let t = "lilv_reads_the_bundle_and_a_stale_bundle_passes_audio_through";
+    if !have(
+        t,
+        &[
+            "/usr/bin/lv2ls",
+            "/usr/bin/lv2info",
+            "/usr/bin/lv2apply",
+            "cmt.so",
+        ],
+    ) {
+        return;
+    }
+    let dir = tmp("lv2info");
+    let key = key_file(&dir);
+    let (mut w, addr) = loopback_worker(&key);
+    let cfg = write_config(&dir, &entry(&addr, Some(&key), "lpf", 0));
+    let (lv2_path, listed) = lv2_bundle(&cfg, &dir);
+    assert_eq!(
+        listed,
+        "urn:firmtime:proxy:remote_lpf  urn_firmtime_proxy_remote_lpf.ttl\n\
+         urn:firmtime:waste_time  urn_firmtime_waste_time.ttl\n"
+    );
+    let cache = dir.join("cache");
+    let out = lv2_tool("lv2ls", &lv2_path, &cfg, &cache, &[]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "urn:firmtime:proxy:remote_lpf\nurn:firmtime:waste_time\n"
+    );
+    let out = lv2_tool(
+        "lv2info",
+        &lv2_path,
+        &cfg,
+        &cache,
+        &["urn:firmtime:proxy:remote_lpf"],
+    );
+    assert!(out.status.success(), "{out:?}");
+    let info = String::from_utf8_lossy(&out.stdout);
+    for want in [
+        "Name:              remote: Low Pass Filter (One Pole)\n",
+        "Has latency:       yes, reported by port 3\n",
+        "Symbol:      cutoff_frequency_hz\n\t\tName:        Cutoff Frequency (Hz)\n\t\t\
+         Minimum:     0.000000\n\t\tMaximum:     0.500000\n\t\tDefault:     440.000000\n",
+        "Symbol:      input\n",
+        "Symbol:      output\n",
+        "Symbol:      latency\n\t\tName:        latency\n\t\t\
+         Designation: http://lv2plug.in/ns/lv2core#latency\n",
+        "Properties:  http://lv2plug.in/ns/lv2core#reportsLatency\n",
+    ] {
+        assert!(info.contains(want), "{want:?} missing from:\n{info}");
+    }
+    assert_eq!(info.matches("\tPort ").count(), 4, "{info}");
+    let out = lv2_tool(
+        "lv2info",
+        &lv2_path,
+        &cfg,
+        &cache,
+        &["urn:firmtime:waste_time"],
+    );
+    let info = String::from_utf8_lossy(&out.stdout);
+    assert!(info.contains("Has latency:       no\n"), "{info}");
+    assert_eq!(info.matches("\tPort ").count(), 6, "{info}");
+    // waste_time, local, fraction 0: a pass-through.
+    let input = dir.join("in.wav");
+    float_wav(&input, 2_000);
+    let copied = dir.join("copied.wav");
+    let out = lv2_tool(
+        "lv2apply",
+        &lv2_path,
+        &cfg,
+        &cache,
+        &[
+            "-i",
+            input.to_str().unwrap(),
+            "-o",
+            copied.to_str().unwrap(),
+            "-c",
+            "start_fraction",
+            "0",
+            "urn:firmtime:waste_time",
+        ],
+    );
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(float_samples(&copied), float_samples(&input));
+    // Worker away and no cache: the proxy presents a placeholder (3 ports).
+    w.kill(libc::SIGKILL);
+    let stale = dir.join("stale.wav");
+    let out = lv2_tool(
+        "lv2apply",
+        &lv2_path,
+        &cfg,
+        &dir.join("no-cache"),
+        &[
+            "-i",
+            input.to_str().unwrap(),
+            "-o",
+            stale.to_str().unwrap(),
+            "urn:firmtime:proxy:remote_lpf",
+        ],
+    );
+    assert!(out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("declares ports"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(
+        lines[0].starts_with("urn:firmtime:proxy:remote_lpf: ")
+            && lines[0].contains(
+                "declares ports [control in, audio in, audio out, control out] but the plugin \
+                 now has [audio in, audio out, control out]"
+            )
+            && lines[0].contains("passing audio through: write the bundle again"),
+        "{}",
+        lines[0]
+    );
+    assert_eq!(float_samples(&stale), float_samples(&input));
+}

@@ -622,6 +622,7 @@ impl ExportedPlugin for Proxy {
 }
 
 firmtime_ladspa::export_plugin!(Proxy);
+firmtime_ladspa::export_lv2!(Proxy, "urn:firmtime:proxy:");
 
 #[cfg(test)]
 mod tests {

@@ -421,6 +421,7 @@ impl ExportedPlugin for WasteTime {
 }
 
 firmtime_ladspa::export_plugin!(WasteTime);
+firmtime_ladspa::export_lv2!(WasteTime, "urn:firmtime:");
 
 #[cfg(test)]
 mod tests {
