@@ -665,6 +665,7 @@ fn lv2_tool(tool: &str, lv2_path: &Path, cfg: &Path, cache: &Path, args: &[&str]
         .env("LV2_PATH", lv2_path)
         .env("FIRMTIME_PROXY_CONFIG", cfg)
         .env("FIRMTIME_PROXY_CACHE", cache)
+        .env("FIRMTIME_WASTE_LOG", cache.with_file_name("waste_time.csv"))
         .output()
         .unwrap();
     assert!(out.status.code().is_some(), "{tool} was killed: {out:?}");
@@ -882,4 +883,29 @@ fn lilv_reads_the_bundle_and_a_stale_bundle_passes_audio_through() {
         lines[0]
     );
     assert_eq!(float_samples(&stale), float_samples(&input));
+}
+
+/// A LADSPA library without `lv2_descriptor` (cmt) gets no bundle: one
+/// error naming it, exit 1, nothing written.
+#[test]
+fn lv2_bundle_refuses_a_library_without_lv2_descriptor() {
+    let t = "lv2_bundle_refuses_a_library_without_lv2_descriptor";
+    if !have(t, &["cmt.so"]) {
+        return;
+    }
+    let dir = tmp("lv2refuse").join("firmtime.lv2");
+    let out = Command::new(EXE)
+        .args(["ladspa", "lv2-bundle"])
+        .arg(&dir)
+        .arg(format!("{LADSPA}/cmt.so"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("{LADSPA}/cmt.so exports no lv2_descriptor"))
+            && err.contains("not an LV2 build of a firmtime plugin"),
+        "{err}"
+    );
+    assert!(!dir.exists());
 }

@@ -33,9 +33,50 @@
 //! descriptors is built at the first `lv2_descriptor` call, off the RT path.
 //!
 //! # Example
-//! ```ignore
-//! firmtime_ladspa::export_plugin!(Half);
-//! firmtime_ladspa::export_lv2!(Half, "urn:firmtime:example:");
+//! The plugin of [`crate::export`]'s example, as LADSPA and LV2:
+//! ```
+//! use firmtime_ladspa::export::{entry_points, ExportedPlugin};
+//! use firmtime_ladspa::ffi::*;
+//! use std::ffi::CStr;
+//! use std::os::raw::{c_int, c_ulong};
+//!
+//! /// Passes its input through.
+//! struct Wire;
+//!
+//! struct Static<T>(T);
+//! // SAFETY: points to immutable 'static data only.
+//! unsafe impl<T> Sync for Static<T> {}
+//!
+//! static PORTS: [c_int; 2] = [PORT_INPUT | PORT_AUDIO, PORT_OUTPUT | PORT_AUDIO];
+//! static DESCRIPTOR: Static<LADSPA_Descriptor> = Static(LADSPA_Descriptor {
+//!     UniqueID: 4_700_998,
+//!     Label: c"wire".as_ptr(),
+//!     PortCount: 2,
+//!     PortDescriptors: PORTS.as_ptr(),
+//!     ..entry_points::<Wire>()
+//! });
+//!
+//! impl ExportedPlugin for Wire {
+//!     fn descriptor(index: usize) -> Option<&'static LADSPA_Descriptor> {
+//!         (index == 0).then_some(&DESCRIPTOR.0)
+//!     }
+//!     fn instantiate(_: &LADSPA_Descriptor, _rate: c_ulong) -> Option<Self> {
+//!         Some(Wire)
+//!     }
+//!     fn connect_port(&mut self, _port: usize, _data: *mut f32) {}
+//!     fn run(&mut self, _frames: usize) {}
+//! }
+//!
+//! firmtime_ladspa::export_plugin!(Wire);
+//! firmtime_ladspa::export_lv2!(Wire, "urn:firmtime:example:");
+//!
+//! // What an LV2 host does first (the bundle's Turtle names this URI):
+//! // SAFETY: any index is allowed; a non-NULL URI is a C string.
+//! unsafe {
+//!     let d = &*lv2_descriptor(0);
+//!     assert_eq!(CStr::from_ptr(d.URI), c"urn:firmtime:example:wire");
+//!     assert!(lv2_descriptor(1).is_null());
+//! }
 //! ```
 
 use crate::export::ExportedPlugin;

@@ -32,6 +32,11 @@
 //! known to be away. The C entry points come from
 //! [`firmtime_ladspa::export_plugin!`]: every one checks its pointers and
 //! runs inside `catch_unwind`, so a panic never crosses into the C host.
+//!
+//! The library is an LV2 plugin as well ([`firmtime_ladspa::export_lv2!`]):
+//! `lv2_descriptor` gives `urn:firmtime:proxy:<label>` per descriptor, with
+//! the same ports and instances; the bundle's Turtle comes from `firmtime
+//! ladspa lv2-bundle` (docs/LV2.md).
 
 #![deny(missing_docs)]
 
