@@ -15,6 +15,8 @@ PACKAGES=(
   iproute2 nftables           # network namespaces and loss injection in net tests
   ladspa-sdk swh-plugins cmt  # LADSPA host tests
   ecasound                    # a real-time LADSPA host (scripts/ladspa-proxy-ecasound.sh)
+  sox                         # another LADSPA host the proxy tests run
+  lilv-utils                  # lv2apply, lv2info, lv2ls: the LV2 host of the LV2 tests
   fonts-dejavu-core           # the font firmtime loads to label its PNG plots
   jq python3                  # the acceptance scripts in scripts/ read firmtime's JSON
 )

@@ -45,6 +45,21 @@ enum LadspaCommand {
     /// controls or use a label there. Options go before IN: everything
     /// after OUT is read as the chain (negative control values included).
     Apply(ApplyArgs),
+    /// Write an LV2 bundle for firmtime's plugin libraries (proxy, waste_time).
+    ///
+    /// Copies each LIBRARY into DIR and writes manifest.ttl and one .ttl per
+    /// plugin, from the libraries' LADSPA descriptors as they are now: the
+    /// proxy reads its configuration and asks its workers, so write the
+    /// bundle again after changing proxy.toml. LV2 hosts search
+    /// ~/.lv2:/usr/local/lib/lv2:/usr/lib/lv2 (or LV2_PATH); DIR should end
+    /// in `.lv2`.
+    Lv2Bundle {
+        /// The bundle directory, e.g. /usr/local/lib/lv2/firmtime.lv2.
+        dir: PathBuf,
+        /// firmtime plugin libraries (built with their LV2 entry point).
+        #[arg(required = true)]
+        libraries: Vec<PathBuf>,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -86,7 +101,22 @@ pub fn run(a: LadspaArgs) -> anyhow::Result<Outcome> {
         LadspaCommand::List { json } => list(json),
         LadspaCommand::Info { plugin, rate, json } => info(&plugin, rate, json),
         LadspaCommand::Apply(a) => apply(a),
+        LadspaCommand::Lv2Bundle { dir, libraries } => lv2_bundle(&dir, &libraries),
     }
+}
+
+fn lv2_bundle(dir: &std::path::Path, libraries: &[PathBuf]) -> anyhow::Result<Outcome> {
+    let r = firmtime_ladspa::bundle::write_bundle(dir, libraries)?;
+    for (uri, file) in &r.plugins {
+        println!("{uri}  {file}");
+    }
+    eprintln!(
+        "firmtime: wrote {} LV2 plugin(s) from {} into {}",
+        r.plugins.len(),
+        r.binaries.join(", "),
+        r.dir.display()
+    );
+    Ok(Outcome::Ok)
 }
 
 fn scan() -> Scan {

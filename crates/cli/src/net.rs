@@ -297,8 +297,7 @@ fn bench_cmd(a: BenchArgs) -> anyhow::Result<Outcome> {
         );
         println!(
             "usable fraction {}  master CPU {:.2} % ({:.2} % per worker)",
-            r.usable_fraction
-                .map_or("none".to_string(), |u| format!("{:.1} %", u * 100.0)),
+            usable_text(&r, a.ramp),
             r.master_cpu_fraction * 100.0,
             r.master_cpu_fraction_per_worker * 100.0
         );
@@ -306,11 +305,22 @@ fn bench_cmd(a: BenchArgs) -> anyhow::Result<Outcome> {
     if let Some(p) = &a.json {
         args::write_json(p, &r).with_context(|| format!("writing {}", p.display()))?;
     }
-    Ok(if r.usable_fraction.is_some() {
+    // Without --ramp the one step decides (usable_fraction is not measured).
+    Ok(if r.steps.iter().any(|s| s.usable) {
         Outcome::Ok
     } else {
         Outcome::Failed
     })
+}
+
+/// The bench's usable fraction as printed: a percentage, `none`, or, without
+/// `--ramp` (one fixed fraction), that it was not measured.
+fn usable_text(r: &bench::BenchReport, ramp: bool) -> String {
+    match (ramp, r.usable_fraction) {
+        (false, _) => "not measured (no --ramp)".to_string(),
+        (true, Some(u)) => format!("{:.1} %", u * 100.0),
+        (true, None) => "none".to_string(),
+    }
 }
 
 fn discover(a: DiscoverArgs) -> anyhow::Result<Outcome> {

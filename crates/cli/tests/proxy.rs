@@ -256,6 +256,128 @@ fn applyplugin_through_the_proxy_in_another_namespace_is_bit_exact() {
     }
 }
 
+/// Starts a keyed worker on loopback serving /usr/lib/ladspa; returns it and its address.
+fn loopback_worker(key: &Path) -> (WorkerProc, String) {
+    let addr = format!("127.0.0.1:{}", free_port());
+    (WorkerProc::start(&[], &addr, Some(key), &[LADSPA]), addr)
+}
+
+fn run_ok(cmd: &mut Command) {
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{cmd:?}: {out:?}");
+}
+
+/// sox (14.4.2) asks for a value for every control port without a default,
+/// the proxy's `latency` output included: regression test for issue 14
+/// (`not enough arguments for control ports` without a dummy `0`).
+/// Reference: sox running cmt's lpf itself; `-D` because sox dithers
+/// otherwise. Window 0 is exact with a length that is no multiple of sox's
+/// buffer; window 1 is exact with `ladspa -l` (sox drops the `latency`
+/// samples the proxy reports and drains them at the end) when every run
+/// has the same size, so that input is 12 buffers of 8192 frames. Those
+/// runs are split into two exchanges (max_block 4096), which the reported
+/// latency must count as one exchange of delay, not 8192 frames.
+#[test]
+fn sox_through_the_proxy_needs_no_dummy_argument_and_is_bit_exact() {
+    let t = "sox_through_the_proxy_needs_no_dummy_argument_and_is_bit_exact";
+    if !have(t, &["/usr/bin/sox", "/usr/bin/analyseplugin", "cmt.so"]) {
+        return;
+    }
+    let dir = tmp("sox");
+    let key = key_file(&dir);
+    let (_w, addr) = loopback_worker(&key);
+    let so = proxy_dir().join("firmtime_proxy.so");
+    for (window, frames, compensate) in [(0u8, 48_000 * 2 + 123, false), (1, 12 * 8192, true)] {
+        let cfg = write_config(&dir, &entry(&addr, Some(&key), "lpf", window));
+        let input = dir.join(format!("in{window}.wav"));
+        wav(&input, frames);
+        let direct = dir.join(format!("direct{window}.wav"));
+        run_ok(
+            Command::new("sox")
+                .args(["-D", "--buffer", "8192"])
+                .args([&input, &direct])
+                .args(["ladspa", "cmt", "lpf", "1000"])
+                .env("LADSPA_PATH", LADSPA),
+        );
+        if window == 0 {
+            // The proxy's ports are the plugin's, as analyseplugin shows
+            // them, then `latency` with its default.
+            let ports = |text: &str| text[text.find("Ports:").unwrap()..].trim_end().to_string();
+            let out = host(&["analyseplugin"], &cfg, &dir, &[so.to_str().unwrap()]);
+            let proxied = ports(&String::from_utf8_lossy(&out.stdout));
+            let local = Command::new("analyseplugin")
+                .args([&format!("{LADSPA}/cmt.so"), "lpf"])
+                .output()
+                .unwrap();
+            let local = ports(&String::from_utf8_lossy(&local.stdout));
+            assert_eq!(
+                proxied,
+                format!("{local}\n\t\"latency\" output, control, 0 to ..., default 0, integer")
+            );
+        }
+        let proxied = dir.join(format!("proxied{window}.wav"));
+        let mut args = vec!["-D", "--buffer", "8192"];
+        args.extend([input.to_str().unwrap(), proxied.to_str().unwrap(), "ladspa"]);
+        if compensate {
+            args.push("-l");
+        }
+        // No value for `latency`: its default (0) fills in.
+        args.extend(["firmtime_proxy", "remote_lpf", "1000"]);
+        let out = host(&["sox"], &cfg, &dir, &args);
+        assert!(out.status.success(), "window {window}: {out:?}");
+        let (got, want) = (samples(&proxied), samples(&direct));
+        assert_eq!(got.len(), frames);
+        assert_ne!(want, samples(&input), "the filter changes the signal");
+        assert!(
+            got == want,
+            "window {window}: sox's proxied output differs from the plugin's"
+        );
+    }
+}
+
+/// ecasound offline (file to file): the proxy at window 0 against the same
+/// chain with cmt's lpf itself.
+#[test]
+fn ecasound_through_the_proxy_is_bit_exact() {
+    let t = "ecasound_through_the_proxy_is_bit_exact";
+    if !have(t, &["/usr/bin/ecasound", "cmt.so"]) {
+        return;
+    }
+    let dir = tmp("eca");
+    let key = key_file(&dir);
+    let (_w, addr) = loopback_worker(&key);
+    let cfg = write_config(&dir, &entry(&addr, Some(&key), "lpf", 0));
+    let input = dir.join("in.wav");
+    wav(&input, 48_000 * 2 + 123);
+    let direct = dir.join("direct.wav");
+    let proxied = dir.join("proxied.wav");
+    let chain = |out: &Path, op: &str| {
+        vec![
+            "-q".to_string(),
+            "-i".into(),
+            input.to_str().unwrap().into(),
+            "-o".into(),
+            out.to_str().unwrap().into(),
+            format!("-el:{op},1000"),
+        ]
+    };
+    run_ok(
+        Command::new("ecasound")
+            .args(chain(&direct, "lpf"))
+            .env("LADSPA_PATH", LADSPA),
+    );
+    let args = chain(&proxied, "remote_lpf");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = host(&["ecasound"], &cfg, &dir, &args);
+    assert!(out.status.success(), "{out:?}");
+    let want = samples(&direct);
+    assert_ne!(want, samples(&input), "the filter changes the signal");
+    assert!(
+        samples(&proxied) == want,
+        "ecasound's proxied output differs from the plugin's"
+    );
+}
+
 struct Case {
     name: &'static str,
     config: String,
@@ -502,4 +624,314 @@ fn worker_crash_falls_back_to_dry_and_reconnects_when_it_is_back() {
         until(2.0, 2000).is_some(),
         "processed again after the restart"
     );
+}
+
+// ---- LV2: the same library's `lv2_descriptor`, and the bundle `firmtime ladspa lv2-bundle` writes.
+
+/// Builds both plugin libraries (with their LV2 entry points) once.
+fn plugin_libraries() -> (&'static Path, PathBuf) {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    let dir = proxy_dir();
+    BUILT.get_or_init(|| {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let st = Command::new(cargo)
+            .args(["build", "-q", "-p", "firmtime-plugin-waste-time"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .unwrap();
+        assert!(st.success(), "building firmtime-plugin-waste-time");
+    });
+    let waste = Path::new(EXE)
+        .parent()
+        .unwrap()
+        .join("libfirmtime_waste_time.so");
+    (dir, waste)
+}
+
+/// Writes an LV2 bundle `firmtime.lv2` under `dir` with `cfg` as the
+/// proxy's configuration; returns the LV2_PATH directory and the command's stdout.
+fn lv2_bundle(cfg: &Path, dir: &Path) -> (PathBuf, String) {
+    let (proxy, waste) = plugin_libraries();
+    let path = dir.join("lv2");
+    let out = Command::new(EXE)
+        .args(["ladspa", "lv2-bundle"])
+        .arg(path.join("firmtime.lv2"))
+        .arg(proxy.join("firmtime_proxy.so"))
+        .arg(&waste)
+        .env("FIRMTIME_PROXY_CONFIG", cfg)
+        .env("FIRMTIME_PROXY_CACHE", dir.join("cache"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    (path, String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Runs an LV2 tool with the bundle's LV2_PATH and the proxy's config.
+fn lv2_tool(tool: &str, lv2_path: &Path, cfg: &Path, cache: &Path, args: &[&str]) -> Output {
+    let out = Command::new(tool)
+        .args(args)
+        .env("LV2_PATH", lv2_path)
+        .env("FIRMTIME_PROXY_CONFIG", cfg)
+        .env("FIRMTIME_PROXY_CACHE", cache)
+        .env("FIRMTIME_WASTE_LOG", cache.with_file_name("waste_time.csv"))
+        .output()
+        .unwrap();
+    assert!(out.status.code().is_some(), "{tool} was killed: {out:?}");
+    out
+}
+
+/// A 32-bit float mono WAV of two sines on the 16-bit grid (so that every
+/// host reads the same floats), `frames` long.
+fn float_wav(path: &Path, frames: usize) {
+    let spec = hound::WavSpec {
+        channels: 1,
+        sample_rate: 48_000,
+        bits_per_sample: 32,
+        sample_format: hound::SampleFormat::Float,
+    };
+    let mut w = hound::WavWriter::create(path, spec).unwrap();
+    for i in 0..frames {
+        let x = (12_000.0 * (i as f64 * 0.05).sin() + 3_000.0 * (i as f64 * 0.31).sin()) as i16;
+        w.write_sample(f32::from(x) / 32_768.0).unwrap();
+    }
+    w.finalize().unwrap();
+}
+
+fn float_samples(path: &Path) -> Vec<f32> {
+    hound::WavReader::open(path)
+        .unwrap()
+        .samples::<f32>()
+        .map(Result::unwrap)
+        .collect()
+}
+
+/// lv2apply (lilv-utils) runs the LV2 build of the proxy fronting cmt's
+/// lpf on a worker on loopback, windows 0 and 1 (one frame late, as its
+/// latency port says). Reference: the same plugin run
+/// locally by applyplugin on the same float input. lv2apply writes floats
+/// (like its input), applyplugin 16-bit as `trunc(y · 2^31) >> 16`
+/// (docs/LADSPA.md), so lv2apply's floats are converted that way and every
+/// sample must be equal. lv2apply calls run() once per frame (one exchange
+/// each), hence the short input; a one-pole filter's output does not
+/// depend on the block size.
+#[test]
+fn lv2apply_through_the_lv2_proxy_is_bit_exact() {
+    let t = "lv2apply_through_the_lv2_proxy_is_bit_exact";
+    if !have(t, &["/usr/bin/lv2apply", "/usr/bin/applyplugin", "cmt.so"]) {
+        return;
+    }
+    let dir = tmp("lv2apply");
+    let key = key_file(&dir);
+    let (_w, addr) = loopback_worker(&key);
+    let cfg = write_config(&dir, &entry(&addr, Some(&key), "lpf", 0));
+    let (lv2_path, _) = lv2_bundle(&cfg, &dir);
+    let input = dir.join("in.wav");
+    float_wav(&input, 4_800);
+    let direct = dir.join("direct.wav");
+    run_ok(
+        Command::new("applyplugin")
+            .args([&input, &direct])
+            .args([&format!("{LADSPA}/cmt.so"), "lpf", "1000"].map(PathBuf::from)),
+    );
+    let want = samples(&direct);
+    let dry: Vec<i16> = float_samples(&input)
+        .iter()
+        .map(|&x| (x * 32_768.0) as i16)
+        .collect();
+    assert_ne!(want, dry, "the filter changes the signal");
+    // The bundle stays valid when only the window changes (same ports).
+    for window in [0u8, 1] {
+        let cfg = write_config(&dir, &entry(&addr, Some(&key), "lpf", window));
+        let proxied = dir.join(format!("proxied{window}.wav"));
+        let out = lv2_tool(
+            "lv2apply",
+            &lv2_path,
+            &cfg,
+            &dir.join("cache"),
+            &[
+                "-i",
+                input.to_str().unwrap(),
+                "-o",
+                proxied.to_str().unwrap(),
+                "-c",
+                "cutoff_frequency_hz",
+                "1000",
+                "urn:firmtime:proxy:remote_lpf",
+            ],
+        );
+        assert!(out.status.success(), "{out:?}");
+        let got: Vec<i16> = float_samples(&proxied)
+            .iter()
+            .map(|&y| ((f64::from(y) * 2_147_483_648.0).trunc() as i64 >> 16) as i16)
+            .collect();
+        assert_eq!(got.len(), 4_800);
+        // At window 1 each one-frame run gets the previous frame's result
+        // (latency 1, which lv2apply does not compensate); the first is dry.
+        let shift = usize::from(window);
+        let differ = got[shift..]
+            .iter()
+            .zip(&want)
+            .filter(|(a, b)| a != b)
+            .count();
+        assert_eq!(
+            differ, 0,
+            "window {window}: samples differing from applyplugin's, shifted by {shift}"
+        );
+        if window == 1 {
+            assert_eq!(got[0], dry[0], "before the first result: the dry input");
+        }
+    }
+}
+
+/// lv2ls and lv2info (lilv) read the bundle: both plugins, the proxy's
+/// ports with symbols, ranges and defaults, and its latency port. The LV2
+/// waste_time runs in lv2apply and, at fraction 0, passes audio through.
+/// A bundle written for other ports than the plugin has now (the worker
+/// went away and nothing was cached: a 3-port placeholder) gives an
+/// instance that passes audio through with the bundle's ports, and one
+/// line saying to write the bundle again.
+#[test]
+fn lilv_reads_the_bundle_and_a_stale_bundle_passes_audio_through() {
+    let t = "lilv_reads_the_bundle_and_a_stale_bundle_passes_audio_through";
+    if !have(
+        t,
+        &[
+            "/usr/bin/lv2ls",
+            "/usr/bin/lv2info",
+            "/usr/bin/lv2apply",
+            "cmt.so",
+        ],
+    ) {
+        return;
+    }
+    let dir = tmp("lv2info");
+    let key = key_file(&dir);
+    let (mut w, addr) = loopback_worker(&key);
+    let cfg = write_config(&dir, &entry(&addr, Some(&key), "lpf", 0));
+    let (lv2_path, listed) = lv2_bundle(&cfg, &dir);
+    assert_eq!(
+        listed,
+        "urn:firmtime:proxy:remote_lpf  urn_firmtime_proxy_remote_lpf.ttl\n\
+         urn:firmtime:waste_time  urn_firmtime_waste_time.ttl\n"
+    );
+    let cache = dir.join("cache");
+    let out = lv2_tool("lv2ls", &lv2_path, &cfg, &cache, &[]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "urn:firmtime:proxy:remote_lpf\nurn:firmtime:waste_time\n"
+    );
+    let out = lv2_tool(
+        "lv2info",
+        &lv2_path,
+        &cfg,
+        &cache,
+        &["urn:firmtime:proxy:remote_lpf"],
+    );
+    assert!(out.status.success(), "{out:?}");
+    let info = String::from_utf8_lossy(&out.stdout);
+    for want in [
+        "Name:              remote: Low Pass Filter (One Pole)\n",
+        "Has latency:       yes, reported by port 3\n",
+        "Symbol:      cutoff_frequency_hz\n\t\tName:        Cutoff Frequency (Hz)\n\t\t\
+         Minimum:     0.000000\n\t\tMaximum:     0.500000\n\t\tDefault:     440.000000\n",
+        "Symbol:      input\n",
+        "Symbol:      output\n",
+        "Symbol:      latency\n\t\tName:        latency\n\t\t\
+         Designation: http://lv2plug.in/ns/lv2core#latency\n",
+        "Properties:  http://lv2plug.in/ns/lv2core#reportsLatency\n",
+    ] {
+        assert!(info.contains(want), "{want:?} missing from:\n{info}");
+    }
+    assert_eq!(info.matches("\tPort ").count(), 4, "{info}");
+    let out = lv2_tool(
+        "lv2info",
+        &lv2_path,
+        &cfg,
+        &cache,
+        &["urn:firmtime:waste_time"],
+    );
+    let info = String::from_utf8_lossy(&out.stdout);
+    assert!(info.contains("Has latency:       no\n"), "{info}");
+    assert_eq!(info.matches("\tPort ").count(), 6, "{info}");
+    // waste_time, local, fraction 0: a pass-through.
+    let input = dir.join("in.wav");
+    float_wav(&input, 2_000);
+    let copied = dir.join("copied.wav");
+    let out = lv2_tool(
+        "lv2apply",
+        &lv2_path,
+        &cfg,
+        &cache,
+        &[
+            "-i",
+            input.to_str().unwrap(),
+            "-o",
+            copied.to_str().unwrap(),
+            "-c",
+            "start_fraction",
+            "0",
+            "urn:firmtime:waste_time",
+        ],
+    );
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(float_samples(&copied), float_samples(&input));
+    // Worker away and no cache: the proxy presents a placeholder (3 ports).
+    w.kill(libc::SIGKILL);
+    let stale = dir.join("stale.wav");
+    let out = lv2_tool(
+        "lv2apply",
+        &lv2_path,
+        &cfg,
+        &dir.join("no-cache"),
+        &[
+            "-i",
+            input.to_str().unwrap(),
+            "-o",
+            stale.to_str().unwrap(),
+            "urn:firmtime:proxy:remote_lpf",
+        ],
+    );
+    assert!(out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("declares ports"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(
+        lines[0].starts_with("urn:firmtime:proxy:remote_lpf: ")
+            && lines[0].contains(
+                "declares ports [control in, audio in, audio out, control out] but the plugin \
+                 now has [audio in, audio out, control out]"
+            )
+            && lines[0].contains("passing audio through: write the bundle again"),
+        "{}",
+        lines[0]
+    );
+    assert_eq!(float_samples(&stale), float_samples(&input));
+}
+
+/// A LADSPA library without `lv2_descriptor` (cmt) gets no bundle: one
+/// error naming it, exit 1, nothing written.
+#[test]
+fn lv2_bundle_refuses_a_library_without_lv2_descriptor() {
+    let t = "lv2_bundle_refuses_a_library_without_lv2_descriptor";
+    if !have(t, &["cmt.so"]) {
+        return;
+    }
+    let dir = tmp("lv2refuse").join("firmtime.lv2");
+    let out = Command::new(EXE)
+        .args(["ladspa", "lv2-bundle"])
+        .arg(&dir)
+        .arg(format!("{LADSPA}/cmt.so"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("{LADSPA}/cmt.so exports no lv2_descriptor"))
+            && err.contains("not an LV2 build of a firmtime plugin"),
+        "{err}"
+    );
+    assert!(!dir.exists());
 }

@@ -144,3 +144,57 @@ pub type LADSPA_Descriptor_Function =
 
 /// The name of the symbol a plugin library exports.
 pub const DESCRIPTOR_SYMBOL: &[u8] = b"ladspa_descriptor\0";
+
+// --- LV2 core (`lv2/core/lv2.h`, LV2 1.18): the part firmtime's plugins
+// export. Port types, ranges and hints live in the bundle's Turtle files,
+// not in the binary (see `crate::lv2`).
+
+/// `LV2_Handle`: an opaque plugin instance.
+pub type LV2_Handle = *mut c_void;
+
+/// `LV2_Feature`: a host feature offered at instantiate.
+#[repr(C)]
+#[derive(Debug)]
+pub struct LV2_Feature {
+    /// The feature's URI.
+    pub URI: *const c_char,
+    /// Its data (feature-specific; may be NULL).
+    pub data: *mut c_void,
+}
+
+/// `LV2_Descriptor`: one plugin type in an LV2 binary.
+#[repr(C)]
+#[derive(Debug)]
+pub struct LV2_Descriptor {
+    /// The plugin's URI, as in the bundle's Turtle.
+    pub URI: *const c_char,
+    /// Creates an instance; NULL on failure.
+    pub instantiate: Option<
+        unsafe extern "C" fn(
+            descriptor: *const LV2_Descriptor,
+            sample_rate: f64,
+            bundle_path: *const c_char,
+            features: *const *const LV2_Feature,
+        ) -> LV2_Handle,
+    >,
+    /// Points port `port` (its `lv2:index`) at host memory.
+    pub connect_port:
+        Option<unsafe extern "C" fn(instance: LV2_Handle, port: u32, data_location: *mut c_void)>,
+    /// Resets state before runs.
+    pub activate: Option<unsafe extern "C" fn(instance: LV2_Handle)>,
+    /// Processes `sample_count` frames.
+    pub run: Option<unsafe extern "C" fn(instance: LV2_Handle, sample_count: u32)>,
+    /// Counterpart of `activate`.
+    pub deactivate: Option<unsafe extern "C" fn(instance: LV2_Handle)>,
+    /// Destroys the instance.
+    pub cleanup: Option<unsafe extern "C" fn(instance: LV2_Handle)>,
+    /// Extension interfaces by URI; NULL for none.
+    pub extension_data: Option<unsafe extern "C" fn(uri: *const c_char) -> *const c_void>,
+}
+
+/// `LV2_Descriptor_Function`: the `lv2_descriptor` symbol of an LV2 binary.
+/// Indexes from 0; NULL past the last plugin.
+pub type LV2_Descriptor_Function = unsafe extern "C" fn(index: u32) -> *const LV2_Descriptor;
+
+/// The name of the symbol an LV2 binary exports.
+pub const LV2_DESCRIPTOR_SYMBOL: &[u8] = b"lv2_descriptor\0";

@@ -11,6 +11,9 @@
 //! - [`export`]: the other side, for plugins written in Rust: one trait
 //!   ([`export::ExportedPlugin`]) and one macro ([`export_plugin!`]) give a
 //!   library its checked, panic-proof C entry points.
+//! - [`lv2`]: the same plugins as LV2 (`lv2_descriptor`, one
+//!   [`export_lv2!`] per library), and [`bundle`]: the Turtle files of an
+//!   LV2 bundle, written from the LADSPA descriptors.
 //!
 //! Every pointer a plugin hands over is checked before use: descriptors
 //! with NULL labels, names, port arrays or required functions are skipped
@@ -43,11 +46,13 @@
 #![deny(missing_docs)]
 
 pub mod apply;
+pub mod bundle;
 pub mod chain;
 pub mod error;
 pub mod export;
 pub mod ffi;
 pub mod host;
+pub mod lv2;
 pub mod plugin;
 
 pub use apply::{apply, wav_sample_rate, ApplyOptions, ApplyReport, OutputFormat};

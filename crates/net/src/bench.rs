@@ -176,7 +176,9 @@ pub struct BenchReport {
     pub rtt_p99_ns: u64,
     /// Maximum.
     pub rtt_max_ns: u64,
-    /// Largest work fraction with at most 0.1 % late periods (`None` if none).
+    /// Largest work fraction with at most 0.1 % late periods; `None` if
+    /// none was, or without a [`Ramp`] (not measured: see
+    /// [`StepReport::usable`] of the single step).
     pub usable_fraction: Option<f64>,
     /// CPU time of the loop thread over wall time.
     pub master_cpu_fraction: f64,
@@ -386,8 +388,11 @@ pub fn run(cfg: &BenchConfig, progress: &mut dyn FnMut(&str)) -> Result<BenchRep
         report.missed += step.missed;
         if step.usable {
             failures = 0;
-            report.usable_fraction =
-                Some(report.usable_fraction.map_or(fraction, |u| u.max(fraction)));
+            // One fixed fraction measures nothing about the limit.
+            if cfg.ramp.is_some() {
+                report.usable_fraction =
+                    Some(report.usable_fraction.map_or(fraction, |u| u.max(fraction)));
+            }
         } else {
             failures += 1;
         }

@@ -7,8 +7,9 @@
 //! presents, per `[[remote]]` entry, a descriptor with the remote plugin's
 //! ports and hints, label `remote_<label>`, name `remote: <name>`, unique
 //! ID `0xF00000 + (remote ID mod 0x100000)` ([`config::proxy_id`]), and one
-//! more port: `latency`, an output control reporting `window × n` samples
-//! for a run of `n` frames.
+//! more port: `latency`, an output control reporting `window × min(n,
+//! max_block)` samples for a run of `n` frames (default 0, for hosts such
+//! as sox that want a value for every control port).
 //!
 //! If a worker cannot describe its plugin at load (away, wrong key, no such
 //! plugin, not allowed), the proxy says why in one line on stderr and
@@ -31,6 +32,11 @@
 //! known to be away. The C entry points come from
 //! [`firmtime_ladspa::export_plugin!`]: every one checks its pointers and
 //! runs inside `catch_unwind`, so a panic never crosses into the C host.
+//!
+//! The library is an LV2 plugin as well ([`firmtime_ladspa::export_lv2!`]):
+//! `lv2_descriptor` gives `urn:firmtime:proxy:<label>` per descriptor, with
+//! the same ports and instances; the bundle's Turtle comes from `firmtime
+//! ladspa lv2-bundle` (docs/LV2.md).
 
 #![deny(missing_docs)]
 
@@ -133,8 +139,10 @@ fn build(
             UpperBound: p.upper,
         })
         .collect();
+    // A default, although an output needs none: sox's `ladspa` effect wants
+    // a value for every control port without one, outputs included.
     hints.push(LADSPA_PortRangeHint {
-        HintDescriptor: HINT_BOUNDED_BELOW | HINT_INTEGER,
+        HintDescriptor: HINT_BOUNDED_BELOW | HINT_INTEGER | HINT_DEFAULT_0,
         LowerBound: 0.0,
         UpperBound: 0.0,
     });
@@ -482,8 +490,11 @@ impl Proxy {
     fn run(&mut self, n: usize) {
         let lat = self.ports[self.latency_port];
         if !lat.is_null() {
+            // The delay is `window` exchanges, and a run longer than
+            // max_block is split into exchanges of max_block frames.
+            let frames = n.min(self.max_frames) as u64;
             // SAFETY: the host connected the latency port to one f32.
-            unsafe { lat.write((self.window * n as u64) as f32) };
+            unsafe { lat.write((self.window * frames) as f32) };
         }
         if self.remote.is_none() {
             let p = self
@@ -616,6 +627,7 @@ impl ExportedPlugin for Proxy {
 }
 
 firmtime_ladspa::export_plugin!(Proxy);
+firmtime_ladspa::export_lv2!(Proxy, "urn:firmtime:proxy:");
 
 #[cfg(test)]
 mod tests {

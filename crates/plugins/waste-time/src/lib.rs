@@ -25,7 +25,8 @@
 //!
 //! The C entry points come from [`firmtime_ladspa::export_plugin!`]: every
 //! one checks its pointers and runs inside `catch_unwind`, so a panic never
-//! crosses into the C host.
+//! crosses into the C host. [`firmtime_ladspa::export_lv2!`] makes it the
+//! LV2 plugin `urn:firmtime:waste_time` too (docs/LV2.md).
 
 #![deny(missing_docs)]
 
@@ -421,6 +422,7 @@ impl ExportedPlugin for WasteTime {
 }
 
 firmtime_ladspa::export_plugin!(WasteTime);
+firmtime_ladspa::export_lv2!(WasteTime, "urn:firmtime:");
 
 #[cfg(test)]
 mod tests {
