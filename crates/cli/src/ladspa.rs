@@ -393,7 +393,7 @@ fn apply(a: ApplyArgs) -> anyhow::Result<Outcome> {
             },
         )?;
     }
-    if !a.json.as_deref().is_some_and(|p| p.as_os_str() == "-") {
+    if !args::is_stdout(a.json.as_deref()) {
         println!(
             "wrote {}: {} frames, {} channel(s) at {} Hz; peak {} (1 = full scale){}",
             a.output.display(),

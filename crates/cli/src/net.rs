@@ -269,7 +269,7 @@ fn bench_cmd(a: BenchArgs) -> anyhow::Result<Outcome> {
         });
     }
     let r = bench::run(&cfg, &mut |line| eprintln!("{line}"))?;
-    let quiet_stdout = a.json.as_deref().is_some_and(|p| p.as_os_str() == "-");
+    let quiet_stdout = args::is_stdout(a.json.as_deref());
     if !quiet_stdout {
         println!(
             "{} worker(s), window {}, {} frames @ {} Hz ({:.3} ms), work mode {}",
