@@ -216,12 +216,21 @@ print(f"CSV ok ({len(ev)} rows: {len(taps)} taps, {len(beats)} beats); "
 PY
 }
 
+# Sets PANDAS_PY to a python3 that has pandas (Debian's python3-pandas is
+# for /usr/bin/python3, which may not be the first python3 on PATH).
+pandas_python() {
+  for PANDAS_PY in python3 /usr/bin/python3; do
+    "$PANDAS_PY" -c 'import pandas' 2>/dev/null && return 0
+  done
+  return 1
+}
+
 # Runs the pandas or R block on the dry run's trial; prints its output.
 run_snippet() { # KIND DIR
   local kind=$1 dir=$2 out
   blocks scientist "$kind" >"$dir/snippet.$kind"
   if [ "$kind" = pandas ]; then
-    out=$(cd "$dir" && /usr/bin/env python3 "snippet.$kind" 2>&1) || { echo "FAILED: $out"; return 1; }
+    out=$(cd "$dir" && "$PANDAS_PY" "snippet.$kind" 2>&1) || { echo "FAILED: $out"; return 1; }
   else
     out=$(cd "$dir" && Rscript "snippet.$kind" 2>&1) || { echo "FAILED: $out"; return 1; }
   fi
@@ -237,7 +246,7 @@ scientist() {
   run_path scientist || { result scientist "FAILED (tapping session)"; FAILED=1; return; }
   line=$(check_trial "$dir") || { result scientist "FAILED: $line"; FAILED=1; return; }
   result scientist "ok: $line"
-  if python3 -c 'import pandas' 2>/dev/null || { [ "${INSTALL:-0}" = 1 ] && apt-get install -y -qq python3-pandas >&2 && python3 -c 'import pandas'; }; then
+  if pandas_python || { [ "${INSTALL:-0}" = 1 ] && apt-get install -y -qq python3-pandas >&2 && pandas_python; }; then
     line=$(run_snippet pandas "$dir") || FAILED=1
     result "  pandas" "$line"
   else
@@ -321,9 +330,11 @@ PY
     return
   fi
   say "rt: firmtime lab all --quick (under 3 minutes)"
+  line=""
   if (cd "$dir" && bash -c "set -e; $(blocks rt slow)" >lab-all.log 2>&1) && [ -f "$dir/report/report.md" ]; then
-    line=$(grep -m1 -E '^(Yes|Not reliably)' "$dir/report/report.md" || true)
-    [ -n "$line" ] || line=$(grep -m1 -A2 '^## Verdict' "$dir/report/report.md" | tail -n1)
+    line=$(grep -m1 -E '^(Yes|Not reliably)' "$dir/lab-all.log" || true)
+  fi
+  if [ -n "$line" ] && grep -q '^## Verdict' "$dir/report/report.md" 2>/dev/null; then
     result "  lab all" "ok: ${line:0:160}"
   else
     tail -n 20 "$dir/lab-all.log" >&2
