@@ -210,7 +210,10 @@ assert side["events"] == len(ev) and side["incomplete"] is False
 assert sc["input_overruns"] == 0 and sc["events_dropped"] == 0, sc
 summary = list(csv.DictReader(open(d + "/analysis/summary.csv")))
 phases = {r["phase"]: int(r["taps"]) for r in summary}
-assert phases == {"synchronization": 12, "continuation": 30}, phases
+# A tapper more than a quarter beat behind the beats is nearer the next one:
+# its first beat is missing and its 12th tap is continuation.
+assert phases in ({"synchronization": 12, "continuation": 30},
+                  {"synchronization": 11, "continuation": 31}), phases
 print(f"CSV ok ({len(ev)} rows: {len(taps)} taps, {len(beats)} beats); "
       f"xruns {sc['xruns']}, late outputs {sc['late_outputs']}, loop max {sc['output_interval_max_us']} us")
 PY
@@ -283,7 +286,7 @@ assert sessions >= 2, log
 stats = json.loads(re.search(r"\{[^{}]*\"datagrams\".*?\n\}", open(f"{d}/run.log").read(), re.S).group(0))
 assert stats["sessions"] == 1 and stats["periods"] > 0, stats
 print(f"ecasound on files: out.wav = local lpf one block later, bit-exact ({len(y)} samples); "
-      f"live on JACK: {stats['periods']} periods remote after 2 s, drops {stats['drops'] or 0}; {sessions} sessions")
+      f"live on JACK: {stats['periods']} periods processed remotely while ecasound played, drops {stats['drops'] or 0}; {sessions} sessions")
 PY
 ) || { result engineer "FAILED: $line"; FAILED=1; return; }
   result engineer "ok: $line"
