@@ -52,7 +52,9 @@ blocks() {
 # at the end, and the waits for programs started in the background.
 PREAMBLE=$(cat <<'SH'
 set -euo pipefail
-trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true' EXIT
+# Last started, first stopped: a JACK client goes before its server, so the
+# server can clean up after it.
+trap 'for p in $(jobs -p | tac); do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; sleep 0.2; done' EXIT
 __wait_tcp() { # HOST:PORT: until something listens there (10 s)
   local i
   for i in $(seq 100); do
@@ -145,6 +147,7 @@ missing_packages() {
   [ ${#missing[@]} -eq 0 ] || printf '%s\n' "${missing[@]}" | sort -u | tr '\n' ' '
 }
 
+command -v python3 >/dev/null || { say "needs python3 (apt-get install python3)"; exit 2; }
 export PATH="$HOME/.cargo/bin:$PATH"
 PROFILE=release
 [ "${DEBUG:-0}" = 1 ] && PROFILE=debug
@@ -159,7 +162,7 @@ BIN=$TARGET/$PROFILE
 export PATH="$BIN:$PATH"
 
 SCRATCH=$(mktemp -d -t firmtime-start.XXXXXX)
-cleanup() { if [ "${KEEP:-0}" = 1 ]; then say "kept $SCRATCH"; else rm -rf "$SCRATCH"; fi; }
+cleanup() { if [ "${KEEP:-0}" = 1 ] || [ "$FAILED" = 1 ]; then say "kept $SCRATCH"; else rm -rf "$SCRATCH"; fi; }
 trap cleanup EXIT
 mkdir -p "$SCRATCH/ladspa"
 cp "$BIN/libfirmtime_proxy.so" "$SCRATCH/ladspa/firmtime_proxy.so"
@@ -182,10 +185,14 @@ run_path() {
     bash run.sh >run.log 2>&1); then
     return 0
   fi
+  if grep -qs "Too many servers already active" "$dir/jackd.log"; then
+    return 2 # other jobs run as many JACK servers as JACK allows
+  fi
   say "$1: failed; the end of its log:"
   tail -n 30 "$dir/run.log" >&2
   return 1
 }
+JACK_FULL="skipped: jackd: too many JACK servers already active on this machine (other jobs'); try again later"
 
 # Checks the scientist's trial with Python's csv module; prints a summary.
 check_trial() {
@@ -246,7 +253,10 @@ scientist() {
   need=$(missing_packages jackd jack_wait jack_lsp jack_midiseq jq python3 ss)
   [ -z "$need" ] || { result scientist "skipped: install $need"; return; }
   [ "$PRIVILEGED" = yes ] || { result scientist "skipped: tap run needs real-time privileges (root or rtprio: docs/RT-SETUP.md)"; return; }
-  run_path scientist || { result scientist "FAILED (tapping session)"; FAILED=1; return; }
+  local rc=0
+  run_path scientist || rc=$?
+  [ $rc -ne 2 ] || { result scientist "$JACK_FULL"; return; }
+  [ $rc -eq 0 ] || { result scientist "FAILED (tapping session)"; FAILED=1; return; }
   line=$(check_trial "$dir") || { result scientist "FAILED: $line"; FAILED=1; return; }
   result scientist "ok: $line"
   if pandas_python || { [ "${INSTALL:-0}" = 1 ] && apt-get install -y -qq python3-pandas >&2 && pandas_python; }; then
@@ -268,7 +278,10 @@ engineer() {
   need=$(missing_packages jackd jack_wait ecasound python3 ss)
   [ -z "$need" ] || { result engineer "skipped: install $need"; return; }
   [ -e /usr/lib/ladspa/cmt.so ] || { result engineer "skipped: install cmt (the lpf plugin)"; return; }
-  run_path engineer || { result engineer "FAILED (remote plugin)"; FAILED=1; return; }
+  local rc=0
+  run_path engineer || rc=$?
+  [ $rc -ne 2 ] || { result engineer "$JACK_FULL"; return; }
+  [ $rc -eq 0 ] || { result engineer "FAILED (remote plugin)"; FAILED=1; return; }
   line=$(python3 - "$dir" <<'PY'
 import array, json, re, sys, wave
 d = sys.argv[1]
@@ -298,7 +311,10 @@ rt() {
   [ -z "$need" ] || { result rt "skipped: install $need"; return; }
   [ "$PRIVILEGED" = yes ] || { result rt "skipped: SCHED_FIFO needs root or rtprio (docs/RT-SETUP.md)"; return; }
   [ "$(nproc)" -ge 2 ] || { result rt "skipped: START.md pins to CPU 1; this machine has one CPU"; return; }
-  run_path rt || { result rt "FAILED (lab cyclic beside cyclictest)"; FAILED=1; return; }
+  local rc=0
+  run_path rt || rc=$?
+  [ $rc -ne 2 ] || { result rt "$JACK_FULL"; return; }
+  [ $rc -eq 0 ] || { result rt "FAILED (lab cyclic beside cyclictest)"; FAILED=1; return; }
   line=$(python3 - "$dir" <<'PY'
 import json, math, sys
 d = sys.argv[1]
@@ -314,7 +330,7 @@ def pcts(path):
                 out.append(us)
                 break
         else:
-            out.append(float("inf"))
+            out.append(">999")  # beyond the 1000 buckets of -h 1000
     return n, out
 ft = json.load(open(f"{d}/ft.json"))
 t = ft["result"]["threads"][0]

@@ -101,8 +101,10 @@ fn scratch(name: &str) -> TestDir {
 
 /// Runs PATH's tried sh blocks in `dir` with the binary under test first on
 /// PATH; asserts that they succeed and returns their output (stdout and
-/// stderr together, as a user sees them).
-fn run_path(path: &str, dir: &Path, ladspa_dir: &Path) -> String {
+/// stderr together, as a user sees them). None, with a SKIP line, when
+/// jackd could not start because the machine runs as many JACK servers as
+/// JACK allows (other jobs' servers).
+fn run_path(path: &str, dir: &Path, ladspa_dir: &Path) -> Option<String> {
     std::fs::write(dir.join("run.sh"), emit(path, "", ladspa_dir)).unwrap();
     let bin = Path::new(EXE).parent().unwrap();
     let search = std::env::join_paths(
@@ -120,12 +122,17 @@ fn run_path(path: &str, dir: &Path, ladspa_dir: &Path) -> String {
         .output()
         .unwrap();
     let log = read(&dir.join("run.log"));
+    let jackd = std::fs::read_to_string(dir.join("jackd.log")).unwrap_or_default();
+    if !out.status.success() && jackd.contains("Too many servers already active") {
+        println!("SKIP {path}: jackd: too many JACK servers already active on this machine");
+        return None;
+    }
     assert!(
         out.status.success(),
         "docs/START.md, try: {path}: {:?}\n{log}",
         out.status
     );
-    log
+    Some(log)
 }
 
 /// The CSV header TAP.md documents (§3, its example's first line).
@@ -192,7 +199,9 @@ fn scientist_dry_run_writes_the_documented_trial_and_the_snippets_agree_with_ana
         return;
     }
     let d = scratch("start-scientist");
-    let log = run_path("scientist", &d.0, &d.0);
+    let Some(log) = run_path("scientist", &d.0, &d.0) else {
+        return;
+    };
     assert!(
         log.contains("  tapper:out "),
         "ports list the tapper: {log}"
@@ -324,7 +333,9 @@ fn engineer_dry_run_puts_the_plugin_on_the_worker_one_block_late_and_bit_exact()
     }
     let d = scratch("start-engineer");
     let lib = proxy_dir(&d.0);
-    let log = run_path("engineer", &d.0, &lib);
+    let Some(log) = run_path("engineer", &d.0, &lib) else {
+        return;
+    };
     let name = "Plugin Name: \"remote: Low Pass Filter (One Pole)\"";
     assert!(
         log.contains(name),
@@ -384,7 +395,9 @@ fn rt_dry_run_gives_lab_cyclic_and_cyclictest_the_same_run() {
         return;
     }
     let d = scratch("start-rt");
-    run_path("rt", &d.0, &d.0);
+    if run_path("rt", &d.0, &d.0).is_none() {
+        return;
+    }
     let ft = common::read_json(&d.0.join("ft.json"));
     assert_eq!(ft["kind"], "lab-cyclic");
     let th = &ft["result"]["threads"][0];
