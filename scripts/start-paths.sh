@@ -217,8 +217,8 @@ assert side["events"] == len(ev) and side["incomplete"] is False
 assert sc["input_overruns"] == 0 and sc["events_dropped"] == 0, sc
 summary = list(csv.DictReader(open(d + "/analysis/summary.csv")))
 phases = {r["phase"]: int(r["taps"]) for r in summary}
-# A tapper more than a quarter beat behind the beats is nearer the next one:
-# its first beat is missing and its 12th tap is continuation.
+# A tapper in the second half of each beat interval counts as early for the
+# next beat: its first beat is missing and its 12th tap is continuation.
 assert phases in ({"synchronization": 12, "continuation": 30},
                   {"synchronization": 11, "continuation": 31}), phases
 print(f"CSV ok ({len(ev)} rows: {len(taps)} taps, {len(beats)} beats); "

@@ -257,8 +257,9 @@ fn scientist_dry_run_writes_the_documented_trial_and_the_snippets_agree_with_ana
     let names: Vec<&str> = phases.iter().map(|r| r[1]).collect();
     assert_eq!(names, ["synchronization", "continuation"]);
     let taps: Vec<u32> = phases.iter().map(|r| r[2].parse().unwrap()).collect();
-    // 12 beats; a tapper more than a quarter beat behind them is nearer the
-    // next beat, its first beat is missing and its 12th tap continuation.
+    // 12 beats; a tapper in the second half of each beat interval counts as
+    // early for the next beat: its first beat is missing, its 12th tap
+    // continuation.
     assert!(matches!(taps[..], [12, 30] | [11, 31]), "{taps:?}");
     let asynchronies: usize = phases[0][8].parse().unwrap();
     let async_mean_ms = phases[0][9].parse::<f64>().unwrap() / 1000.0;
