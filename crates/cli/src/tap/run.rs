@@ -361,7 +361,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<Outcome> {
         let side = session::write_trial(&stem, engine, &outcome, &meta, provenance)?;
         let c = &side.self_checks;
         eprintln!(
-            "trial {trial}/{n}: {} keystrokes, {} beats, ended {}; loop mean {:.3} ms max {:.3} ms; late {} (> {} µs), xruns {}, input overruns {}, unreported {} → {}",
+            "trial {trial}/{n}: {} keystrokes, {} beats, ended {}; loop mean {:.3} ms max {:.3} ms; late {} (> {} µs), xruns {} (frame gaps {}), input overruns {}, unreported {} → {}",
             outcome.keystrokes,
             outcome.beats,
             match outcome.reason {
@@ -375,6 +375,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<Outcome> {
             c.late_outputs,
             c.late_threshold_us,
             c.xruns,
+            c.frame_gaps,
             c.input_overruns,
             outcome.unreported,
             stem.with_extension("csv").display()
