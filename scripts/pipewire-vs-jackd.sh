@@ -88,8 +88,9 @@ def rows(kind):
     out["tap engine: feedback vs tap + delay (tap)"] = (
         sum(a[2] for a in ac), max(abs(a[3]) for a in ac), "frames", None, None)
     au = ints(r"audio: (\d+) sounds, (\d+) onsets heard, \d+ stolen, xruns and frame gaps (\d+)", t)
+    # Onsets heard at exactly the reported frames is asserted in runs without gaps.
     out["tap engine: audio clicks heard (tap)"] = (
-        sum(a[1] for a in au), 0 if all(a[0] >= a[1] for a in au) else None, "frames (onsets = reported)",
+        sum(a[1] for a in au), None, f"onsets heard of {sum(a[0] for a in au)} sounds",
         None, sum(a[2] for a in au))
     mo = ints(r"FIGURE \S+ monitor: (\d+) events, max \|frame error\| (\d+), xruns (\d+), frame gaps (\d+)", c)
     out["`firmtime midi monitor` ← jack_midiseq"] = (
