@@ -251,6 +251,7 @@ fn detail(o: &OpenArgs, opened: &backend::Opened) -> serde_json::Value {
             "buffer_size": j.buffer_size,
             "jack_clock": format!("{:?}", j.jack_clock),
             "clock_offset_ns": j.clock_offset_ns,
+            "jack_library": j.jack_library,
         }),
         #[cfg(feature = "alsa")]
         backend::Facts::Alsa(info) => serde_json::json!({

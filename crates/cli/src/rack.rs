@@ -200,6 +200,7 @@ pub fn run(a: RackArgs) -> anyhow::Result<Outcome> {
         "rack_file": a.file.display().to_string(),
         "xruns": xruns,
         "frame_gaps": frame_gaps,
+        "jack_library": firmtime_jack::libjack_version(),
         "dsp_load_percent": dsp,
         "server_shut_down": shut,
         "stats": stats,

@@ -26,14 +26,20 @@ static SERIAL: Mutex<()> = Mutex::new(());
 const RATE: u32 = 48_000;
 const PERIOD: u32 = 256;
 
+/// Whether jack_midiseq and jack_lsp are there (jackd2's example clients);
+/// prints the SKIP line when not.
+fn midiseq_installed() -> bool {
+    let ok = program_on_path("jack_midiseq") && program_on_path("jack_lsp");
+    if !ok {
+        println!("SKIP: jack_midiseq/jack_lsp not installed (Debian: jackd2)");
+    }
+    ok
+}
+
 /// A private server of `kind` (real-time when root) and the lock that keeps
-/// it the only one; `None` (with a SKIP line) when it or jack_midiseq is missing.
+/// it the only one; `None` (with a SKIP line) when it is not installed.
 fn server(kind: ServerKind) -> Option<(TestServer, std::sync::MutexGuard<'static, ()>)> {
     let g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !program_on_path("jack_midiseq") || !program_on_path("jack_lsp") {
-        println!("SKIP: jack_midiseq/jack_lsp not installed (Debian: jackd2)");
-        return None;
-    }
     // The PipeWire half runs its JACK clients in children, so this process
     // never loads a libjack and both kinds can run in one binary.
     let srv = match kind {
@@ -121,6 +127,9 @@ fn u(v: &serde_json::Value) -> u64 {
 /// jack_midiseq's 24000-frame loop (0.5 s): C4 on at 0, off at 8000; D#4
 /// on at 12000, off at 12800. The monitor's frames must fall on it exactly.
 fn monitor(kind: ServerKind) {
+    if !midiseq_installed() {
+        return;
+    }
     let Some((srv, _g)) = server(kind) else {
         return;
     };
@@ -156,6 +165,13 @@ fn monitor(kind: ServerKind) {
         .as_str()
         .unwrap_or("?")
         .to_string();
+    // The child loaded the server's own libjack (PipeWire's through LD_LIBRARY_PATH).
+    let lib = v["detail"]["jack_library"].as_str().unwrap_or("?");
+    assert_eq!(
+        lib.contains("PipeWire"),
+        kind == ServerKind::PipeWire,
+        "libjack {lib}"
+    );
     if kind == ServerKind::PipeWire {
         assert_eq!(
             clock, "Monotonic",
@@ -222,6 +238,9 @@ const DAF: &str = "name = \"daf-pw\"\n\
     [end]\nbeats = 10\n";
 
 fn tap_run(kind: ServerKind) {
+    if !midiseq_installed() {
+        return;
+    }
     let Some((srv, _g)) = server(kind) else {
         return;
     };
@@ -360,6 +379,12 @@ fn rack(kind: ServerKind) {
     assert!(cycles > 200, "{cycles} cycles in 3 s");
     assert_eq!(u(&st["stages"][0]["runs"]), cycles);
     assert_eq!(v["server_shut_down"], false);
+    let lib = v["jack_library"].as_str().unwrap_or("?");
+    assert_eq!(
+        lib.contains("PipeWire"),
+        kind == ServerKind::PipeWire,
+        "libjack {lib}"
+    );
     println!(
         "FIGURE {} rack: {cycles} cycles, xruns {xruns}, frame gaps {gaps}, stage mean {:.1} µs \
          max {:.1} µs",

@@ -400,17 +400,39 @@ pub(crate) fn without_pipewire_jack_dir(cmd: &mut Command) {
     let Some(paths) = std::env::var_os("LD_LIBRARY_PATH") else {
         return;
     };
-    let kept: Vec<PathBuf> = std::env::split_paths(&paths)
+    match strip_pipewire(&paths) {
+        Some(kept) => cmd.env("LD_LIBRARY_PATH", kept),
+        None => cmd.env_remove("LD_LIBRARY_PATH"),
+    };
+}
+
+/// A library path without its PipeWire directories; `None` when nothing is left.
+fn strip_pipewire(paths: &std::ffi::OsStr) -> Option<std::ffi::OsString> {
+    let kept: Vec<PathBuf> = std::env::split_paths(paths)
         .filter(|p| !p.to_string_lossy().contains("pipewire"))
         .collect();
-    match std::env::join_paths(kept) {
-        Ok(j) if !j.is_empty() => cmd.env("LD_LIBRARY_PATH", j),
-        _ => cmd.env_remove("LD_LIBRARY_PATH"),
-    };
+    std::env::join_paths(kept).ok().filter(|j| !j.is_empty())
 }
 
 impl Drop for DummyServer {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsStr;
+
+    #[test]
+    fn pw_jack_library_path_is_kept_from_jackd() {
+        let pw = "/usr/${LIB}/pipewire-0.3/jack";
+        assert_eq!(strip_pipewire(OsStr::new(pw)), None);
+        assert_eq!(
+            strip_pipewire(OsStr::new(&format!("{pw}:/opt/lib"))),
+            Some("/opt/lib".into())
+        );
+        assert_eq!(strip_pipewire(OsStr::new("/a:/b")), Some("/a:/b".into()));
     }
 }

@@ -209,6 +209,7 @@ fn open(o: &BackendArgs, client: &str, synth: Option<SynthOptions>) -> anyhow::R
                 "sample_rate": j.sample_rate,
                 "buffer_size": j.buffer_size,
                 "jack_clock": format!("{:?}", j.jack_clock),
+                "jack_library": j.jack_library,
                 "audio_ports": j.audio_ports,
                 "audio": audio_detail,
             })
