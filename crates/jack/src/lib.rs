@@ -1,5 +1,6 @@
 //! firmtime-jack: JACK for every firmtime client — opening clients, ports
-//! and connections, the cycle-time clock, and a private dummy server.
+//! and connections, the cycle-time clock, and private test servers (a dummy
+//! jackd, a headless PipeWire).
 //!
 //! - [`client`]: [`open_client`] (never starts a server; one open at a time
 //!   in the process), [`list_ports`], [`playback_ports`],

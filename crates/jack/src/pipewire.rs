@@ -232,8 +232,9 @@ impl PipeWireServer {
     /// [`ErrorKind::NotInstalled`] without `pipewire`, `pw-cli` or
     /// PipeWire's libjack; [`ErrorKind::ServerFailed`] when the daemon exits
     /// or does not answer in time (the message quotes its log);
-    /// [`ErrorKind::InvalidInput`] for a name with `/` or a zero rate or
-    /// period; [`ErrorKind::Io`] when its directory cannot be made.
+    /// [`ErrorKind::InvalidInput`] for a name with `/`, a socket path too
+    /// long for a Unix socket, or a zero rate or period; [`ErrorKind::Io`]
+    /// when its directory cannot be made.
     pub fn start(options: DummyOptions) -> Result<Self, Error> {
         if options.name.is_empty()
             || options.name.contains('/')
@@ -257,6 +258,18 @@ impl PipeWireServer {
         let jack_dir = pipewire_jack_dir()
             .ok_or_else(|| not_installed("PipeWire's libjack (…/pipewire-0.3/jack) not found"))?;
         let dir = std::env::temp_dir().join(format!("{}.pw", options.name));
+        let socket_path = dir.join(&options.name);
+        // sun_path holds 108 bytes with the NUL.
+        if socket_path.as_os_str().len() > 100 {
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
+                format!(
+                    "PipeWire socket path {} is too long for a Unix socket: use a shorter \
+                     TMPDIR or name",
+                    socket_path.display()
+                ),
+            ));
+        }
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::DirBuilder::new()
             .mode(0o700)
@@ -267,7 +280,6 @@ impl PipeWireServer {
                     format!("cannot create {}: {e}", dir.display()),
                 )
             })?;
-        let socket_path = dir.join(&options.name);
         let conf = dir.join("pipewire.conf");
         std::fs::write(&conf, config(&socket_path, &options)).map_err(|e| {
             Error::new(
