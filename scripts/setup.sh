@@ -10,6 +10,7 @@ say() { echo "setup: $*" >&2; }
 PACKAGES=(
   build-essential pkg-config ca-certificates curl
   jackd2 libjack-jackd2-dev   # JACK (dummy backend in tests; doctor checks it)
+  pipewire pipewire-jack      # PipeWire's JACK: tests start a private headless daemon, never a user's
   libasound2-dev              # ALSA sequencer backend (firmtime-midi feature `alsa`, default)
   rt-tests                    # cyclictest, the reference for `firmtime lab cyclic`
   iproute2 nftables           # network namespaces and loss injection in net tests

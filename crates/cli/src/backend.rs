@@ -139,6 +139,9 @@ pub(crate) struct JackFacts {
     pub jack_clock: JackClock,
     /// `jack_get_time()` minus CLOCK_MONOTONIC, ns.
     pub clock_offset_ns: i64,
+    /// `jack_get_version_string()` of the libjack in use: jackd2's
+    /// ("1.9.21") or PipeWire's ("3.0.0.0 (using PipeWire 0.3.65)").
+    pub jack_library: String,
     /// Our audio ports.
     pub audio_ports: Vec<String>,
     /// The synth's port index, when audio was asked for.
@@ -292,6 +295,7 @@ fn open_jack(r: &Request<'_>) -> anyhow::Result<Opened> {
         buffer_size: b.buffer_size(),
         jack_clock: b.jack_clock(),
         clock_offset_ns: b.clock_offset_ns(),
+        jack_library: firmtime_jack::libjack_version().unwrap_or_default(),
         audio_ports: b.audio_port_names().to_vec(),
         audio_port: b.audio_port(),
         audio,

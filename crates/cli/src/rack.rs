@@ -189,6 +189,7 @@ pub fn run(a: RackArgs) -> anyhow::Result<Outcome> {
         }
     }
     let xruns = host.xruns();
+    let frame_gaps = host.frame_gaps();
     let dsp = host.cpu_load();
     let shut = host.is_shut_down();
     let stats = host.stop();
@@ -198,6 +199,8 @@ pub fn run(a: RackArgs) -> anyhow::Result<Outcome> {
         "command": std::env::args().collect::<Vec<_>>().join(" "),
         "rack_file": a.file.display().to_string(),
         "xruns": xruns,
+        "frame_gaps": frame_gaps,
+        "jack_library": firmtime_jack::libjack_version(),
         "dsp_load_percent": dsp,
         "server_shut_down": shut,
         "stats": stats,
@@ -215,8 +218,8 @@ pub fn run(a: RackArgs) -> anyhow::Result<Outcome> {
         }
     };
     say(format!(
-        "firmtime rack: {} cycles, {} xruns (counted, not failures), {} oversize, {} control changes",
-        stats.cycles, xruns, stats.oversize, stats.controls_applied
+        "firmtime rack: {} cycles, {} xruns and {} frame gaps (counted, not failures), {} oversize, {} control changes",
+        stats.cycles, xruns, frame_gaps, stats.oversize, stats.controls_applied
     ));
     for s in &stats.stages {
         say(format!(

@@ -99,6 +99,32 @@ impl FrameExtender {
     }
 }
 
+/// Detects dropped cycles from the frame counter: a cycle that does not
+/// start where the previous one ended (jackd after an xrun; PipeWire, which
+/// skips cycles without ever calling the xrun callback). Feed it every
+/// cycle's first frame and length, e.g. from [`CycleTimes`] or
+/// `ProcessScope::last_frame_time`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FrameGaps {
+    expected: Option<u32>,
+}
+
+impl FrameGaps {
+    /// True when the cycle starting at `frame` (JACK's 32-bit counter, so it
+    /// wraps) does not follow the previous cycle seen. **RT-safe.**
+    pub fn observe(&mut self, frame: u32, n_frames: u32) -> bool {
+        let gap = self.expected.is_some_and(|e| e != frame);
+        self.expected = Some(frame.wrapping_add(n_frames));
+        gap
+    }
+
+    /// [`FrameGaps::observe`] for a cycle's [`CycleTimes`]. **RT-safe.**
+    pub fn observe_cycle(&mut self, cycle: &CycleTimes) -> bool {
+        // The low 32 bits are JACK's own counter.
+        self.observe(cycle.frame as u32, cycle.n_frames)
+    }
+}
+
 /// Reads this cycle's times from JACK and converts them to absolute frames
 /// (through `ext`, one per client) and CLOCK_MONOTONIC ns (adding
 /// `clock_offset_ns`, from [`jack_clock_offset`]). Call it once at the start
@@ -232,6 +258,22 @@ mod tests {
         // One ns after a frame's time belongs to the next frame: never early.
         assert_eq!(c.ns_to_frame(c.start_ns + 1), c.frame + 1);
         assert_eq!(c.ns_to_frame(0), 0);
+    }
+
+    #[test]
+    fn a_cycle_that_does_not_follow_the_last_is_a_gap() {
+        let mut g = FrameGaps::default();
+        assert!(
+            !g.observe(1000, 256),
+            "the first cycle has nothing before it"
+        );
+        assert!(!g.observe(1256, 256));
+        assert!(g.observe(2024, 256), "three periods skipped");
+        assert!(!g.observe(2280, 128), "a new period size is fine");
+        assert!(!g.observe(2408, 256));
+        let mut w = FrameGaps::default();
+        assert!(!w.observe(u32::MAX - 127, 256));
+        assert!(!w.observe(128, 256), "the counter wraps");
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! firmtime-jack: JACK for every firmtime client — opening clients, ports
-//! and connections, the cycle-time clock, and a private dummy server.
+//! and connections, the cycle-time clock, and private test servers (a dummy
+//! jackd, a headless PipeWire).
 //!
 //! - [`client`]: [`open_client`] (never starts a server; one open at a time
 //!   in the process), [`list_ports`], [`playback_ports`],
@@ -9,13 +10,21 @@
 //! - [`clock`]: a cycle's times as absolute frames and CLOCK_MONOTONIC
 //!   nanoseconds ([`CycleTimes`], [`read_cycle_times`]), JACK's 32-bit frame
 //!   counter extended to 64 bits ([`FrameExtender`]), and which clock JACK's
-//!   microseconds are on ([`jack_clock_offset`], [`JackClock`]).
+//!   microseconds are on ([`jack_clock_offset`], [`JackClock`]), and dropped
+//!   cycles seen in the frame counter ([`FrameGaps`]).
 //! - [`server`]: a private `jackd -d dummy` ([`DummyServer`]) for tests and
 //!   for `--jack-dummy`, so nothing depends on (or touches) a user's server.
+//! - [`pipewire`]: a private headless PipeWire ([`PipeWireServer`]) and
+//!   [`use_pipewire_libjack`], which makes this process use PipeWire's libjack.
+//! - [`test_server`]: either private server behind one type ([`TestServer`],
+//!   [`ServerKind`]), so a test body runs against both.
 //!
 //! libjack is loaded at run time, so a machine without JACK builds and gets
 //! a clear [`Error`] ([`ErrorKind::NotInstalled`]) when a client opens. Works
-//! with jackd2 and with PipeWire's JACK, which implements the same API.
+//! with jackd2 and with PipeWire's JACK, which implements the same API; a
+//! process uses the libjack it loads first (PipeWire's under `pw-jack`).
+//! PipeWire never calls the xrun callback: [`FrameGaps`] sees its dropped
+//! cycles (and jackd's) in the frame counter instead.
 //!
 //! Users: firmtime-midi (the JACK MIDI backend, tapper, relay, synth and
 //! recorder), firmtime-rack (the rack host) and the `firmtime` binary.
@@ -25,7 +34,7 @@
 //! Everything here runs at setup time (it allocates, locks the open lock,
 //! forks jackd, talks to the server) except what is marked **RT-safe.**:
 //! [`read_cycle_times`], the [`CycleTimes`] conversions,
-//! [`FrameExtender::extend`] and [`XrunNotifier`]'s xrun callback, which a
+//! [`FrameExtender::extend`], [`FrameGaps::observe`] and [`XrunNotifier`]'s xrun callback, which a
 //! process callback may call every cycle: no allocation, no lock, no
 //! printing. Callers measure the clock offset ([`jack_clock_offset`]) when
 //! their client opens, never in the callback.
@@ -36,12 +45,18 @@
 pub mod client;
 pub mod clock;
 pub mod error;
+pub mod pipewire;
 pub mod server;
+pub mod test_server;
 
 pub use client::{
     activate, connect, deactivate, list_ports, open_client, playback_ports, port_name, port_names,
     server_running, JackPort, XrunNotifier,
 };
-pub use clock::{jack_clock_offset, read_cycle_times, CycleTimes, FrameExtender, JackClock};
+pub use clock::{
+    jack_clock_offset, read_cycle_times, CycleTimes, FrameExtender, FrameGaps, JackClock,
+};
 pub use error::{Error, ErrorKind, Result};
+pub use pipewire::{libjack_version, pipewire_jack_dir, use_pipewire_libjack, PipeWireServer};
 pub use server::{program_on_path, shm_entries_of, DummyOptions, DummyServer};
+pub use test_server::{ServerKind, TestServer};

@@ -69,9 +69,8 @@ impl Default for DummyOptions {
 /// then SIGKILL after 5 s) and reaps it.
 #[derive(Debug)]
 pub struct DummyServer {
-    child: Option<Child>,
+    proc: ServerProcess,
     options: DummyOptions,
-    log_path: PathBuf,
 }
 
 /// True when `prog` is an executable file on `PATH`.
@@ -115,15 +114,6 @@ impl DummyServer {
             }
         }
         let log_path = std::env::temp_dir().join(format!("{}.jackd.log", options.name));
-        let log = File::create(&log_path).map_err(|e| {
-            Error::new(
-                ErrorKind::Io,
-                format!("cannot create jackd log {}: {e}", log_path.display()),
-            )
-        })?;
-        let log_err = log
-            .try_clone()
-            .map_err(|e| Error::new(ErrorKind::Io, format!("cannot duplicate jackd log: {e}")))?;
         let mut cmd = Command::new("jackd");
         cmd.arg("-n").arg(&options.name);
         cmd.arg(if options.realtime { "-R" } else { "-r" });
@@ -132,21 +122,19 @@ impl DummyServer {
             .arg("-p")
             .arg(options.period.to_string());
         // No D-Bus device reservation: the dummy driver has no device.
-        cmd.env("JACK_NO_AUDIO_RESERVATION", "1")
-            .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(log_err);
-        // If firmtime dies without running Drop (SIGKILL), jackd goes too.
-        process::die_with_parent(&mut cmd, libc::SIGTERM);
-        let child = cmd
-            .spawn()
-            .map_err(|e| Error::new(ErrorKind::ServerFailed, format!("cannot start jackd: {e}")))?;
-        let mut server = DummyServer {
-            child: Some(child),
-            options,
-            log_path,
-        };
-        server.wait_ready()?;
+        cmd.env("JACK_NO_AUDIO_RESERVATION", "1");
+        // Under `pw-jack` jackd would load PipeWire's libjackserver and exit.
+        without_pipewire_jack_dir(&mut cmd);
+        let proc = ServerProcess::spawn(cmd, "jackd", &options.name, log_path)?;
+        let mut server = DummyServer { proc, options };
+        let name = server.options.name.clone();
+        server.proc.wait_ready(server.options.start_timeout, || {
+            // jack_wait -c connects once and reports; it never starts a server.
+            let mut probe = Command::new("jack_wait");
+            probe.args(["-s", &name, "-c"]);
+            without_pipewire_jack_dir(&mut probe);
+            probe_says(probe, Duration::from_secs(5), |out| out.trim() == "running")
+        })?;
         Ok(server)
     }
 
@@ -175,59 +163,10 @@ impl DummyServer {
         }
     }
 
-    fn wait_ready(&mut self) -> Result<(), Error> {
-        let deadline = Instant::now() + self.options.start_timeout;
-        loop {
-            if let Some(child) = self.child.as_mut() {
-                if let Ok(Some(status)) = child.try_wait() {
-                    self.child = None;
-                    return Err(self.failed(&format!("jackd exited during start-up ({status})")));
-                }
-            }
-            // jack_wait -c connects once and reports; it never starts a server.
-            let ok = Command::new("jack_wait")
-                .args(["-s", &self.options.name, "-c"])
-                .stdin(Stdio::null())
-                .stderr(Stdio::null())
-                .output()
-                .map(|o| {
-                    o.status.success() && String::from_utf8_lossy(&o.stdout).trim() == "running"
-                })
-                .unwrap_or(false);
-            if ok {
-                return Ok(());
-            }
-            if Instant::now() >= deadline {
-                return Err(self.failed(&format!(
-                    "jackd did not accept clients within {:?}",
-                    self.options.start_timeout
-                )));
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn failed(&self, what: &str) -> Error {
-        Error::new(
-            ErrorKind::ServerFailed,
-            format!(
-                "dummy JACK server {:?}: {what}; jackd said:\n{}",
-                self.options.name,
-                self.log_tail(8)
-            ),
-        )
-    }
-
     /// The last `lines` lines jackd wrote to its log (stdout and stderr),
     /// for diagnostics; empty when the log cannot be read.
     pub fn log_tail(&self, lines: usize) -> String {
-        let mut log = String::new();
-        if let Ok(mut f) = File::open(&self.log_path) {
-            let _ = f.read_to_string(&mut log);
-        }
-        let tail: Vec<&str> = log.lines().rev().take(lines).collect();
-        let tail: Vec<&str> = tail.into_iter().rev().collect();
-        tail.join("\n")
+        self.proc.log_tail(lines)
     }
 
     /// The server name clients pass to connect (e.g. to [`open_client`](crate::open_client)).
@@ -242,16 +181,14 @@ impl DummyServer {
 
     /// The process id of jackd.
     pub fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(Child::id)
+        self.proc.pid()
     }
 
     /// Stops the server now: SIGTERM, up to 5 s to exit, then SIGKILL; reaps it.
     /// Also done by `Drop`.
     pub fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            process::stop(&mut child, Target::Process, Duration::from_secs(5));
-        }
-        let _ = std::fs::remove_file(&self.log_path);
+        self.proc.stop();
+        let _ = std::fs::remove_file(&self.proc.log_path);
         self.remove_shm_leftovers();
     }
 
@@ -300,8 +237,202 @@ pub fn shm_entries_of(server_name: &str) -> Vec<PathBuf> {
         .unwrap_or_default()
 }
 
+/// A server child process (jackd, pipewire) with its log file: what
+/// [`DummyServer`] and [`PipeWireServer`](crate::PipeWireServer) share.
+#[derive(Debug)]
+pub(crate) struct ServerProcess {
+    child: Option<Child>,
+    /// "jackd" or "pipewire", for messages.
+    program: &'static str,
+    /// The server name, for messages.
+    name: String,
+    pub(crate) log_path: PathBuf,
+}
+
+impl ServerProcess {
+    /// Spawns `cmd` with stdin closed and stdout and stderr into a new file
+    /// at `log_path`, dying with this process (PDEATHSIG SIGTERM).
+    pub(crate) fn spawn(
+        mut cmd: Command,
+        program: &'static str,
+        name: &str,
+        log_path: PathBuf,
+    ) -> Result<Self, Error> {
+        let log = File::create(&log_path).map_err(|e| {
+            Error::new(
+                ErrorKind::Io,
+                format!("cannot create {program} log {}: {e}", log_path.display()),
+            )
+        })?;
+        let log_err = log.try_clone().map_err(|e| {
+            Error::new(
+                ErrorKind::Io,
+                format!("cannot duplicate {program} log: {e}"),
+            )
+        })?;
+        cmd.stdin(Stdio::null()).stdout(log).stderr(log_err);
+        // If firmtime dies without running Drop (SIGKILL), the server goes too.
+        process::die_with_parent(&mut cmd, libc::SIGTERM);
+        let child = cmd.spawn().map_err(|e| {
+            Error::new(
+                ErrorKind::ServerFailed,
+                format!("cannot start {program}: {e}"),
+            )
+        })?;
+        Ok(ServerProcess {
+            child: Some(child),
+            program,
+            name: name.to_string(),
+            log_path,
+        })
+    }
+
+    /// Polls `ready` every 50 ms until it says yes, the server exits, or
+    /// `timeout` passes.
+    pub(crate) fn wait_ready(
+        &mut self,
+        timeout: Duration,
+        mut ready: impl FnMut() -> bool,
+    ) -> Result<(), Error> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(child) = self.child.as_mut() {
+                if let Ok(Some(status)) = child.try_wait() {
+                    self.child = None;
+                    return Err(self.failed(&format!(
+                        "{} exited during start-up ({status})",
+                        self.program
+                    )));
+                }
+            }
+            if ready() {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                self.stop();
+                return Err(self.failed(&format!(
+                    "{} did not accept clients within {timeout:?}",
+                    self.program
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn failed(&self, what: &str) -> Error {
+        let server = if self.program == "jackd" {
+            "dummy JACK server"
+        } else {
+            "private PipeWire server"
+        };
+        Error::new(
+            ErrorKind::ServerFailed,
+            format!(
+                "{server} {:?}: {what}; {} said:\n{}",
+                self.name,
+                self.program,
+                self.log_tail(8)
+            ),
+        )
+    }
+
+    /// The last `lines` lines of the log; empty when it cannot be read.
+    pub(crate) fn log_tail(&self, lines: usize) -> String {
+        let mut log = String::new();
+        if let Ok(mut f) = File::open(&self.log_path) {
+            let _ = f.read_to_string(&mut log);
+        }
+        let tail: Vec<&str> = log.lines().rev().take(lines).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        tail.join("\n")
+    }
+
+    pub(crate) fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// SIGTERM, up to 5 s to exit, then SIGKILL; reaps it. Idempotent.
+    pub(crate) fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            process::stop(&mut child, Target::Process, Duration::from_secs(5));
+        }
+    }
+}
+
+/// Runs the probe `cmd` (stdin and stderr closed) for at most `timeout`
+/// (killed after it: a PipeWire client can hang forever on a half-set-up
+/// daemon) and tells whether it exited 0 with a stdout `ok` accepts.
+pub(crate) fn probe_says(
+    mut cmd: Command,
+    timeout: Duration,
+    ok: impl FnOnce(&str) -> bool,
+) -> bool {
+    let Ok(mut child) = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+    else {
+        return false;
+    };
+    let deadline = Instant::now() + timeout;
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return false;
+            }
+        }
+    }
+    child
+        .wait_with_output()
+        .map(|o| o.status.success() && ok(&String::from_utf8_lossy(&o.stdout)))
+        .unwrap_or(false)
+}
+
+/// Removes PipeWire's JACK directory (`…/pipewire-0.3/jack`, what `pw-jack`
+/// adds) from `cmd`'s `LD_LIBRARY_PATH`: jackd and jackd2's tools must load
+/// jackd2's libraries.
+pub(crate) fn without_pipewire_jack_dir(cmd: &mut Command) {
+    let Some(paths) = std::env::var_os("LD_LIBRARY_PATH") else {
+        return;
+    };
+    match strip_pipewire(&paths) {
+        Some(kept) => cmd.env("LD_LIBRARY_PATH", kept),
+        None => cmd.env_remove("LD_LIBRARY_PATH"),
+    };
+}
+
+/// A library path without its PipeWire directories; `None` when nothing is left.
+fn strip_pipewire(paths: &std::ffi::OsStr) -> Option<std::ffi::OsString> {
+    let kept: Vec<PathBuf> = std::env::split_paths(paths)
+        .filter(|p| !p.to_string_lossy().contains("pipewire"))
+        .collect();
+    std::env::join_paths(kept).ok().filter(|j| !j.is_empty())
+}
+
 impl Drop for DummyServer {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsStr;
+
+    #[test]
+    fn pw_jack_library_path_is_kept_from_jackd() {
+        let pw = "/usr/${LIB}/pipewire-0.3/jack";
+        assert_eq!(strip_pipewire(OsStr::new(pw)), None);
+        assert_eq!(
+            strip_pipewire(OsStr::new(&format!("{pw}:/opt/lib"))),
+            Some("/opt/lib".into())
+        );
+        assert_eq!(strip_pipewire(OsStr::new("/a:/b")), Some("/a:/b".into()));
     }
 }

@@ -146,3 +146,23 @@ fn dummy_server_stops_without_leftovers() {
     );
     assert_eq!(shm_entries_of(&name), Vec::<std::path::PathBuf>::new());
 }
+
+#[test]
+fn pipewire_libjack_is_refused_once_jackd2s_is_loaded() {
+    // One libjack per process: this binary uses the default (jackd2's).
+    let Some(version) = firmtime_jack::libjack_version() else {
+        return println!("SKIP: no libjack");
+    };
+    if firmtime_jack::pipewire_jack_dir().is_none() {
+        return println!("SKIP: pipewire-jack not installed");
+    }
+    let r = firmtime_jack::use_pipewire_libjack();
+    if version.contains("PipeWire") {
+        // Run under pw-jack: PipeWire's is the one loaded, so it is kept.
+        assert!(r.is_ok(), "{r:?}");
+    } else {
+        let e = r.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
+        assert!(e.message().contains("pw-jack"), "{e}");
+    }
+}

@@ -111,6 +111,11 @@ pub struct BackendStats {
     pub malformed: u64,
     /// Server xruns (JACK) or device overruns seen while open.
     pub xruns: u64,
+    /// JACK: cycles that did not start where the previous one ended (cycles
+    /// the server dropped). jackd reports those as xruns too; PipeWire never
+    /// calls the xrun callback, so this is the only count of them there.
+    /// 0 for other backends.
+    pub frame_gaps: u64,
 }
 
 /// The atomic counters behind [`BackendStats`], one per field, shared by a
@@ -128,6 +133,7 @@ pub(crate) struct Counters {
     pub(crate) late_outputs: AtomicU64,
     pub(crate) malformed: AtomicU64,
     pub(crate) xruns: AtomicU64,
+    pub(crate) frame_gaps: AtomicU64,
 }
 
 impl Counters {
@@ -147,6 +153,7 @@ impl Counters {
             late_outputs: ld(&self.late_outputs),
             malformed: ld(&self.malformed),
             xruns: ld(&self.xruns),
+            frame_gaps: ld(&self.frame_gaps),
         }
     }
 }
@@ -366,6 +373,7 @@ mod tests {
             (&c.late_outputs, 5),
             (&c.malformed, 6),
             (&c.xruns, 7),
+            (&c.frame_gaps, 8),
         ];
         for (counter, n) in each {
             for _ in 0..n {
@@ -380,6 +388,7 @@ mod tests {
             late_outputs: 5,
             malformed: 6,
             xruns: 7,
+            frame_gaps: 8,
         };
         assert_eq!(assert_no_alloc::assert_no_alloc(|| c.snapshot()), want);
     }

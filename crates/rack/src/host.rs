@@ -1,6 +1,8 @@
 //! `firmtime rack` as a JACK client: audio ports for the chain's inputs and
 //! outputs, the [`Engine`] in the process callback, xruns counted through
-//! JACK's xrun callback, and DSP load from `jack_cpu_load`. The client
+//! JACK's xrun callback, dropped cycles counted from gaps in the frame
+//! counter (PipeWire never calls the xrun callback), and DSP load from
+//! `jack_cpu_load`. The client
 //! opens and activates through firmtime-jack (never starting a server).
 //!
 //! # Real-time contract
@@ -8,11 +10,13 @@
 //! rate and buffer size, registers ports, activates and connects. The
 //! process callback copies port buffers into the engine, runs
 //! [`Engine::process`] and copies the result out: no allocation, lock or
-//! print (the engine's own contract). The xrun callback only bumps an atomic.
+//! print (the engine's own contract); the frame-gap check is arithmetic and
+//! one atomic add. The xrun callback only bumps an atomic.
 
 use crate::engine::{build, Engine, RackControl, RackStats};
 use crate::error::{Error, ErrorKind, Result};
 use crate::file::RackFile;
+use firmtime_jack::FrameGaps;
 use firmtime_ladspa::Scan;
 use firmtime_rt::clock::monotonic_ns;
 use jack::{
@@ -65,11 +69,16 @@ struct Process {
     engine: Engine,
     ins: Vec<Port<AudioIn>>,
     outs: Vec<Port<AudioOut>>,
+    gaps: FrameGaps,
+    frame_gaps: Arc<AtomicU64>,
 }
 
 impl ProcessHandler for Process {
     fn process(&mut self, _: &Client, ps: &ProcessScope) -> Control {
         let start = monotonic_ns();
+        if self.gaps.observe(ps.last_frame_time(), ps.n_frames()) {
+            self.frame_gaps.fetch_add(1, Ordering::Relaxed);
+        }
         let n = ps.n_frames() as usize;
         let m = n.min(self.engine.block_size());
         for (c, p) in self.ins.iter().enumerate() {
@@ -94,6 +103,7 @@ pub struct RackHost {
     client: Option<jack::AsyncClient<Notifier, Process>>,
     control: Option<RackControl>,
     xruns: Arc<AtomicU64>,
+    frame_gaps: Arc<AtomicU64>,
     shutdown: Arc<AtomicBool>,
     sample_rate: u32,
     block_size: usize,
@@ -152,6 +162,7 @@ impl RackHost {
         let inputs: Vec<String> = ins.iter().map(|p| full(&|| p.name())).collect();
         let outputs: Vec<String> = outs.iter().map(|p| full(&|| p.name())).collect();
         let xruns = Arc::new(AtomicU64::new(0));
+        let frame_gaps = Arc::new(AtomicU64::new(0));
         let shutdown = Arc::new(AtomicBool::new(false));
         let notifier = Notifier {
             xruns: Arc::clone(&xruns),
@@ -160,7 +171,13 @@ impl RackHost {
         let active = firmtime_jack::activate(
             client,
             notifier,
-            Process { engine, ins, outs },
+            Process {
+                engine,
+                ins,
+                outs,
+                gaps: FrameGaps::default(),
+                frame_gaps: Arc::clone(&frame_gaps),
+            },
             "the JACK client",
         )
         .map_err(jack_error)?;
@@ -168,6 +185,7 @@ impl RackHost {
             client: Some(active),
             control: Some(control),
             xruns,
+            frame_gaps,
             shutdown,
             sample_rate,
             block_size,
@@ -212,6 +230,13 @@ impl RackHost {
     /// Xruns the server reported since the client was activated.
     pub fn xruns(&self) -> u64 {
         self.xruns.load(Ordering::Relaxed)
+    }
+
+    /// Cycles the server dropped since the client was activated, seen as
+    /// gaps in the frame counter ([`FrameGaps`]): the count that works on
+    /// PipeWire, which never reports xruns.
+    pub fn frame_gaps(&self) -> u64 {
+        self.frame_gaps.load(Ordering::Relaxed)
     }
 
     /// The server's DSP load, percent (`jack_cpu_load`).

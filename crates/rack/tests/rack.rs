@@ -1,17 +1,17 @@
 //! The rack end to end: the engine over plain buffers (under
 //! assert_no_alloc), a remote work stage through a real worker on
 //! loopback, and a chain in a private dummy JACK server fed by a signal
-//! client.
+//! client (`chain/`, shared with `pipewire.rs`, which runs it on PipeWire).
+
+mod chain;
 
 use assert_no_alloc::assert_no_alloc;
-use firmtime_jack::{DummyOptions, DummyServer};
+use firmtime_jack::ServerKind;
 use firmtime_ladspa::Scan;
 use firmtime_net::{ServerConfig, WorkerServer};
-use firmtime_rack::{build, ErrorKind, HostOptions, RackFile, RackHost};
+use firmtime_rack::{build, ErrorKind, RackFile};
 use firmtime_rt::clock::monotonic_ns;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 #[global_allocator]
 static ALLOC: assert_no_alloc::AllocDisabler = assert_no_alloc::AllocDisabler;
@@ -157,119 +157,8 @@ fn remote_work_stage_copies_through_a_worker() {
     server.stop();
 }
 
-struct Signal {
-    out: jack::Port<jack::AudioOut>,
-    inp: jack::Port<jack::AudioIn>,
-    next: f32,
-    got: rtrb::Producer<f32>,
-}
-
-impl jack::ProcessHandler for Signal {
-    fn process(&mut self, _: &jack::Client, ps: &jack::ProcessScope) -> jack::Control {
-        for y in self.out.as_mut_slice(ps) {
-            *y = self.next;
-            self.next = if self.next >= 4095.0 {
-                1.0
-            } else {
-                self.next + 1.0
-            };
-        }
-        for &x in self.inp.as_slice(ps) {
-            let _ = self.got.push(x);
-        }
-        jack::Control::Continue
-    }
-}
-
 #[test]
 fn chain_in_a_dummy_jack_server_halves_a_signal() {
     let Some(scan) = scan() else { return };
-    if !firmtime_jack::program_on_path("jackd") {
-        eprintln!("skipping: jackd not installed (apt install jackd2)");
-        return;
-    }
-    static ONE_SERVER: Mutex<()> = Mutex::new(());
-    let _g = ONE_SERVER.lock().unwrap();
-    let mut o = DummyOptions::new();
-    o.rate = 48_000;
-    o.period = 128;
-    let server = DummyServer::start(o).unwrap();
-    let file = RackFile::parse(AMP, "amp.toml").unwrap();
-    let host = RackHost::start(
-        &file,
-        &scan,
-        &HostOptions {
-            server_name: Some(server.name().into()),
-            client_name: Some("rack".into()),
-            ..HostOptions::default()
-        },
-    )
-    .unwrap();
-    assert_eq!(host.block_size(), 128);
-    assert_eq!(host.input_ports(), &["rack:in_1".to_string()]);
-
-    // The signal client opens on the same private server.
-    std::env::set_var("JACK_DEFAULT_SERVER", server.name());
-    let (client, _) = jack::Client::new("signal", jack::ClientOptions::NO_START_SERVER).unwrap();
-    let out = client
-        .register_port("out", jack::AudioOut::default())
-        .unwrap();
-    let inp = client
-        .register_port("in", jack::AudioIn::default())
-        .unwrap();
-    let (prod, mut cons) = rtrb::RingBuffer::new(1 << 16);
-    let active = client
-        .activate_async(
-            (),
-            Signal {
-                out,
-                inp,
-                next: 1.0,
-                got: prod,
-            },
-        )
-        .unwrap();
-    let c = active.as_client();
-    c.connect_ports_by_name("signal:out", "rack:in_1").unwrap();
-    c.connect_ports_by_name("rack:out_1", "signal:in").unwrap();
-    let got = Arc::new(Mutex::new(Vec::new()));
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while got
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|&&x: &&f32| x != 0.0)
-        .count()
-        < 4800
-    {
-        assert!(
-            Instant::now() < deadline,
-            "no signal came back through the rack"
-        );
-        while let Ok(x) = cons.pop() {
-            got.lock().unwrap().push(x);
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    active.deactivate().unwrap();
-    let xruns = host.xruns();
-    let stats = host.stop();
-    drop(server);
-    // Every sample that came back is half of a sent one, in order, none lost.
-    let got = got.lock().unwrap();
-    let back: Vec<f32> = got.iter().copied().skip_while(|&x| x == 0.0).collect();
-    assert!(back.len() >= 4800);
-    for w in back.windows(2) {
-        let step = w[1] - w[0];
-        assert!(
-            step == 0.5 || (w[0] == 2047.5 && w[1] == 0.5),
-            "{} then {}",
-            w[0],
-            w[1]
-        );
-    }
-    assert!(stats.cycles > 0);
-    assert_eq!(stats.stages[0].runs, stats.cycles);
-    // Xruns are counted, never a failure of the rack.
-    eprintln!("xruns during the run: {xruns}");
+    chain::halves_a_signal(&scan, AMP, ServerKind::Jackd);
 }

@@ -244,6 +244,11 @@ pub struct SelfChecks {
     pub late_threshold_us: u64,
     /// Audio xruns during the trial (JACK); 0 for MIDI-only runs.
     pub xruns: u64,
+    /// JACK cycles dropped during the trial, seen as gaps in the frame
+    /// counter: PipeWire's JACK never reports xruns, this counts them there
+    /// (jackd's show in both). 0 for other backends and in older sidecars.
+    #[serde(default)]
+    pub frame_gaps: u64,
     /// Input bytes or events lost to full buffers.
     pub input_overruns: u64,
     /// Events dropped because the trial's event storage was full.

@@ -245,6 +245,7 @@ impl TrialOutcome {
             late_outputs: self.late_outputs,
             late_threshold_us: self.late_threshold_us,
             xruns: self.backend.xruns,
+            frame_gaps: self.backend.frame_gaps,
             input_overruns: self.input_overruns,
             events_dropped: self.events_dropped,
         }
@@ -313,6 +314,7 @@ fn sub_stats(a: BackendStats, b: BackendStats) -> BackendStats {
         late_outputs: a.late_outputs.saturating_sub(b.late_outputs),
         malformed: a.malformed.saturating_sub(b.malformed),
         xruns: a.xruns.saturating_sub(b.xruns),
+        frame_gaps: a.frame_gaps.saturating_sub(b.frame_gaps),
     }
 }
 

@@ -209,6 +209,7 @@ fn open(o: &BackendArgs, client: &str, synth: Option<SynthOptions>) -> anyhow::R
                 "sample_rate": j.sample_rate,
                 "buffer_size": j.buffer_size,
                 "jack_clock": format!("{:?}", j.jack_clock),
+                "jack_library": j.jack_library,
                 "audio_ports": j.audio_ports,
                 "audio": audio_detail,
             })
@@ -361,7 +362,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<Outcome> {
         let side = session::write_trial(&stem, engine, &outcome, &meta, provenance)?;
         let c = &side.self_checks;
         eprintln!(
-            "trial {trial}/{n}: {} keystrokes, {} beats, ended {}; loop mean {:.3} ms max {:.3} ms; late {} (> {} µs), xruns {}, input overruns {}, unreported {} → {}",
+            "trial {trial}/{n}: {} keystrokes, {} beats, ended {}; loop mean {:.3} ms max {:.3} ms; late {} (> {} µs), xruns {} (frame gaps {}), input overruns {}, unreported {} → {}",
             outcome.keystrokes,
             outcome.beats,
             match outcome.reason {
@@ -375,6 +376,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<Outcome> {
             c.late_outputs,
             c.late_threshold_us,
             c.xruns,
+            c.frame_gaps,
             c.input_overruns,
             outcome.unreported,
             stem.with_extension("csv").display()

@@ -51,7 +51,7 @@ use crate::error::{Error, ErrorKind};
 use crate::{parse_message, MidiMessage};
 use firmtime_jack::{
     activate, connect, deactivate, jack_clock_offset, open_client, port_name, read_cycle_times,
-    FrameExtender, XrunNotifier,
+    FrameExtender, FrameGaps, XrunNotifier,
 };
 
 /// Most note messages the synth takes in one process cycle.
@@ -596,6 +596,9 @@ pub struct RecorderReport {
     pub dropped: u64,
     /// Server xruns while it ran.
     pub xruns: u64,
+    /// Cycles the server dropped while it ran, seen as gaps in the frame
+    /// counter ([`firmtime_jack::FrameGaps`]; PipeWire reports no xruns).
+    pub frame_gaps: u64,
     /// Process cycles it ran.
     pub cycles: u64,
 }
@@ -603,6 +606,7 @@ pub struct RecorderReport {
 #[derive(Debug, Default)]
 struct RecShared {
     xruns: AtomicU64,
+    frame_gaps: AtomicU64,
     cycles: AtomicU64,
     armed: AtomicBool,
 }
@@ -652,6 +656,7 @@ struct RecProcess {
     core: OnsetCore,
     port: Port<AudioIn>,
     ext: FrameExtender,
+    gaps: FrameGaps,
     shared: Arc<RecShared>,
 }
 
@@ -666,6 +671,9 @@ impl RecProcess {
     /// One process cycle. **RT-safe.**
     fn cycle(&mut self, ps: &ProcessScope) -> Control {
         let cycle = read_cycle_times(ps, &mut self.ext, 0);
+        if self.gaps.observe_cycle(&cycle) {
+            self.shared.frame_gaps.fetch_add(1, Ordering::Relaxed);
+        }
         if self.shared.armed.load(Ordering::Acquire) {
             self.core.scan(cycle.frame, self.port.as_slice(ps));
         }
@@ -716,6 +724,7 @@ impl OnsetRecorder {
             core: OnsetCore::new(options.threshold, options.min_gap, options.capacity),
             port,
             ext: FrameExtender::default(),
+            gaps: FrameGaps::default(),
             shared: Arc::clone(&shared),
         };
         let notifier = XrunNotifier::new(&shared, |s| &s.xruns);
@@ -755,6 +764,7 @@ impl OnsetRecorder {
             onsets: process.core.onsets,
             dropped: process.core.dropped,
             xruns: self.shared.xruns.load(Ordering::Relaxed),
+            frame_gaps: self.shared.frame_gaps.load(Ordering::Relaxed),
             cycles: self.shared.cycles.load(Ordering::Relaxed),
         })
     }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use firmtime_jack::{
     activate, connect, deactivate, jack_clock_offset, open_client, port_names, FrameExtender,
-    JackClock,
+    FrameGaps, JackClock,
 };
 use jack::{AudioOut, Client, MidiIn, MidiOut};
 
@@ -202,6 +202,7 @@ impl JackBackend {
             outs,
             audio,
             ext: FrameExtender::default(),
+            gaps: FrameGaps::default(),
             clock_offset_ns,
         };
         let notifier = Notifier {

@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
-use firmtime_jack::{read_cycle_times, CycleTimes, FrameExtender};
+use firmtime_jack::{read_cycle_times, CycleTimes, FrameExtender, FrameGaps};
 use jack::{AudioOut, Client, ClientStatus, Control, MidiIn, MidiOut, Port, ProcessScope, RawMidi};
 use rtrb::{Consumer, Producer, RingBuffer};
 
@@ -127,6 +127,11 @@ impl JackCore {
         }
     }
 
+    /// Counts a cycle that did not follow the last one. **RT-safe.**
+    pub(crate) fn frame_gap(&self) {
+        bump(&self.shared.link.counters.frame_gaps);
+    }
+
     /// Ends a cycle: wakes the engine side if anything was delivered. **RT-safe.**
     pub(crate) fn end_cycle(&mut self) {
         bump(&self.shared.cycles);
@@ -192,6 +197,7 @@ pub(super) struct Process {
     pub(super) outs: Vec<Port<MidiOut>>,
     pub(super) audio: Option<AudioPart>,
     pub(super) ext: FrameExtender,
+    pub(super) gaps: FrameGaps,
     pub(super) clock_offset_ns: i64,
 }
 
@@ -231,6 +237,9 @@ impl Process {
     /// One process cycle. **RT-safe.**
     fn cycle(&mut self, ps: &ProcessScope) -> Control {
         let cycle = read_cycle_times(ps, &mut self.ext, self.clock_offset_ns);
+        if self.gaps.observe_cycle(&cycle) {
+            self.core.frame_gap();
+        }
         for (i, port) in self.ins.iter().enumerate() {
             for ev in port.iter(ps) {
                 self.core.input(&cycle, i as PortIndex, ev.time, ev.bytes);

@@ -25,7 +25,7 @@ use jack::{Client, Control, MidiIn, MidiOut, Port, ProcessScope, RawMidi};
 use crate::error::{Error, ErrorKind};
 use firmtime_jack::{
     activate, connect, deactivate, open_client, port_name, read_cycle_times, FrameExtender,
-    XrunNotifier,
+    FrameGaps, XrunNotifier,
 };
 
 /// How to start a [`Relay`].
@@ -66,6 +66,9 @@ pub struct RelayReport {
     pub records_dropped: u64,
     /// Server xruns seen while the relay ran.
     pub xruns: u64,
+    /// Cycles the server dropped while the relay ran, seen as gaps in the
+    /// frame counter ([`firmtime_jack::FrameGaps`]; PipeWire reports no xruns).
+    pub frame_gaps: u64,
 }
 
 #[derive(Debug, Default)]
@@ -74,12 +77,14 @@ struct RelayShared {
     dropped: AtomicU64,
     records_dropped: AtomicU64,
     xruns: AtomicU64,
+    frame_gaps: AtomicU64,
 }
 
 struct RelayProcess {
     input: Port<MidiIn>,
     output: Port<MidiOut>,
     ext: FrameExtender,
+    gaps: FrameGaps,
     frames: Vec<u64>,
     shared: Arc<RelayShared>,
 }
@@ -95,6 +100,9 @@ impl RelayProcess {
     /// One process cycle. **RT-safe.**
     fn cycle(&mut self, ps: &ProcessScope) -> Control {
         let cycle = read_cycle_times(ps, &mut self.ext, 0);
+        if self.gaps.observe_cycle(&cycle) {
+            self.shared.frame_gaps.fetch_add(1, Ordering::Relaxed);
+        }
         let mut writer = self.output.writer(ps);
         for ev in self.input.iter(ps) {
             let ok = writer
@@ -166,6 +174,7 @@ impl Relay {
             input,
             output,
             ext: FrameExtender::default(),
+            gaps: FrameGaps::default(),
             frames: Vec::with_capacity(options.record_capacity),
             shared: Arc::clone(&shared),
         };
@@ -222,6 +231,7 @@ impl Relay {
             dropped: s.dropped.load(Ordering::Relaxed),
             records_dropped: s.records_dropped.load(Ordering::Relaxed),
             xruns: s.xruns.load(Ordering::Relaxed),
+            frame_gaps: s.frame_gaps.load(Ordering::Relaxed),
         })
     }
 }

@@ -25,7 +25,7 @@ use jack::{Client, Control, MidiOut, Port, ProcessScope, RawMidi};
 
 use firmtime_jack::{
     activate, connect, deactivate, jack_clock_offset, open_client, port_name, read_cycle_times,
-    CycleTimes, FrameExtender, XrunNotifier,
+    CycleTimes, FrameExtender, FrameGaps, XrunNotifier,
 };
 
 use super::MidiSink;
@@ -95,6 +95,9 @@ pub struct TapperReport {
     pub dropped: u64,
     /// Server xruns seen while the tapper ran.
     pub xruns: u64,
+    /// Cycles the server dropped while the tapper ran, seen as gaps in the
+    /// frame counter ([`firmtime_jack::FrameGaps`]; PipeWire reports no xruns).
+    pub frame_gaps: u64,
     /// True when every tap went out before the timeout.
     pub complete: bool,
 }
@@ -106,6 +109,7 @@ struct TapShared {
     emitted: AtomicUsize,
     dropped: AtomicU64,
     xruns: AtomicU64,
+    frame_gaps: AtomicU64,
 }
 
 /// The tapper's process core over plain values (unit-tested without a server).
@@ -135,6 +139,7 @@ impl TapperCore {
                 emitted: AtomicUsize::new(0),
                 dropped: AtomicU64::new(0),
                 xruns: AtomicU64::new(0),
+                frame_gaps: AtomicU64::new(0),
             }),
         }
     }
@@ -198,6 +203,7 @@ struct TapProcess {
     core: TapperCore,
     port: Port<MidiOut>,
     ext: FrameExtender,
+    gaps: FrameGaps,
     clock_offset_ns: i64,
 }
 
@@ -227,6 +233,9 @@ impl TapProcess {
     /// One process cycle. **RT-safe.**
     fn cycle(&mut self, ps: &ProcessScope) -> Control {
         let cycle = read_cycle_times(ps, &mut self.ext, self.clock_offset_ns);
+        if self.gaps.observe_cycle(&cycle) {
+            self.core.shared.frame_gaps.fetch_add(1, Ordering::Relaxed);
+        }
         let mut sink = OneWriter(self.port.writer(ps));
         self.core.emit(&cycle, &mut sink);
         Control::Continue
@@ -281,6 +290,7 @@ impl Tapper {
             core,
             port,
             ext: FrameExtender::default(),
+            gaps: FrameGaps::default(),
             clock_offset_ns,
         };
         let notifier = XrunNotifier::new(&shared, |s| &s.xruns);
@@ -336,6 +346,7 @@ impl Tapper {
             records: process.core.records,
             dropped: self.shared.dropped.load(Ordering::Relaxed),
             xruns: self.shared.xruns.load(Ordering::Relaxed),
+            frame_gaps: self.shared.frame_gaps.load(Ordering::Relaxed),
             complete,
         })
     }
