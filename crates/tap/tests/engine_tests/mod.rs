@@ -504,9 +504,14 @@ keystrokes = 20
 "#;
 
 /// Sound onsets the engine reported (feedback and metronome note-ons), in
-/// frame order, with onsets that start while an earlier click still sounds
-/// (or within the recorder's silence gap after it) merged into that one.
-fn expected_onsets(events: &[TrialEvent], click_len: u64, gap: u64) -> Vec<u64> {
+/// frame order: `sure` ones start after the previous click and the
+/// recorder's silence gap have passed by more than `margin` frames, so the
+/// recorder must hear each on its own; a sound starting within `margin` of
+/// that boundary is `maybe`: a click's release ramp decays below the
+/// recorder's threshold a few frames before its nominal end, so such an
+/// onset is heard on its own in some runs and merged in others. Onsets that
+/// start while an earlier click clearly still sounds are merged (neither).
+fn expected_onsets(events: &[TrialEvent], click_len: u64, gap: u64, margin: u64) -> Onsets {
     let mut frames: Vec<u64> = events
         .iter()
         .filter(|e| matches!(e.kind, EventKind::Feedback | EventKind::Metronome))
@@ -514,15 +519,25 @@ fn expected_onsets(events: &[TrialEvent], click_len: u64, gap: u64) -> Vec<u64> 
         .map(|e| e.frame.expect("every sound reported with its frame"))
         .collect();
     frames.sort_unstable();
-    let mut out: Vec<u64> = Vec::new();
-    let mut sounding_until = 0u64;
+    let mut o = Onsets::default();
+    let mut sounding_until: Option<u64> = None;
     for f in frames {
-        if out.is_empty() || f >= sounding_until + gap {
-            out.push(f);
+        match sounding_until {
+            None => o.sure.push(f),
+            Some(until) if f >= until + gap + margin => o.sure.push(f),
+            Some(until) if f + margin >= until + gap => o.maybe.push(f),
+            Some(_) => {}
         }
-        sounding_until = sounding_until.max(f + click_len);
+        sounding_until = Some(sounding_until.map_or(f + click_len, |u| u.max(f + click_len)));
     }
-    out
+    o
+}
+
+/// What [`expected_onsets`] predicts the recorder hears.
+#[derive(Debug, Default)]
+struct Onsets {
+    sure: Vec<u64>,
+    maybe: Vec<u64>,
 }
 
 #[test]
@@ -597,7 +612,21 @@ fn audio_clicks_start_at_their_intended_frames() {
         assert!(a >= i && a - i < ns_per_frame(), "{ev:?} late");
     }
     // ... and a second client hears each one start at exactly that frame.
-    let want = expected_onsets(events, 240, gap);
-    assert!(want.len() >= 20, "{} distinct onsets", want.len());
-    assert_eq!(heard.onsets, want, "onsets heard vs frames reported");
+    // The release ramp (2 ms = 96 frames at 48 kHz) bounds how early a click's tail falls silent.
+    let want = expected_onsets(events, 240, gap, 96);
+    assert!(want.sure.len() >= 20, "{} distinct onsets", want.sure.len());
+    for f in &want.sure {
+        assert!(
+            heard.onsets.contains(f),
+            "onset at frame {f} not heard: {want:?} vs {:?}",
+            heard.onsets
+        );
+    }
+    for f in &heard.onsets {
+        assert!(
+            want.sure.contains(f) || want.maybe.contains(f),
+            "heard an onset at frame {f} that no reported sound starts at: {want:?} vs {:?}",
+            heard.onsets
+        );
+    }
 }
