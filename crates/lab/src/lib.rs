@@ -18,6 +18,7 @@ mod check;
 pub mod clockread;
 pub mod cyclic;
 pub mod error;
+pub mod explain;
 pub mod frames;
 pub mod interrupts;
 pub mod load;

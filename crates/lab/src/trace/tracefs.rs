@@ -33,6 +33,8 @@ pub struct Instance {
     pub mounted: bool,
     /// The events enabled.
     pub events: Vec<EventKind>,
+    /// Their tracefs paths (`sched/sched_switch`, …).
+    paths: Vec<&'static str>,
     /// Decoder built from this kernel's formats.
     pub decoder: Decoder,
 }
@@ -174,6 +176,20 @@ impl Instance {
     /// [`ErrorKind::Unavailable`] without root or tracefs; [`ErrorKind::Io`]
     /// if the kernel refuses a setting or lacks `sched_switch`.
     pub fn create(name: &str, buffer_kb: u32) -> Result<Instance> {
+        Self::create_with(name, buffer_kb, &EVENTS)
+    }
+
+    /// Like [`Instance::create`], with the events of `events` (tracefs
+    /// path and kind; `sched/sched_switch` is required, the others are
+    /// enabled when this kernel has them).
+    ///
+    /// # Errors
+    /// As [`Instance::create`].
+    pub fn create_with(
+        name: &str,
+        buffer_kb: u32,
+        events: &[(&'static str, EventKind)],
+    ) -> Result<Instance> {
         let mounted = ensure_mounted()?;
         let root = Path::new(TRACEFS);
         let hp = read_text(&root.join("events/header_page"))
@@ -190,6 +206,7 @@ impl Instance {
             path,
             mounted,
             events: Vec::new(),
+            paths: Vec::new(),
             decoder,
         };
         write(&inst.path.join("tracing_on"), "0")?;
@@ -197,7 +214,7 @@ impl Instance {
         let _ = write(&inst.path.join("trace_clock"), "mono");
         write(&inst.path.join("buffer_size_kb"), &buffer_kb.to_string())?;
         let mut formats = Vec::new();
-        for (ev, kind) in EVENTS {
+        for &(ev, kind) in events {
             let dir = inst.path.join("events").join(ev);
             let Ok(text) = read_text(&dir.join("format")) else {
                 if kind == EventKind::Switch {
@@ -212,6 +229,7 @@ impl Instance {
             write(&dir.join("enable"), "1")?;
             formats.push((kind, f));
             inst.events.push(kind);
+            inst.paths.push(ev);
         }
         inst.decoder = Decoder::new(&hp, &formats)?;
         Ok(inst)
@@ -241,16 +259,23 @@ impl Instance {
         if !on {
             self.set_on(false)?;
         }
-        for (ev, kind) in EVENTS {
-            if self.events.contains(&kind) {
-                let v = if on { "1" } else { "0" };
-                write(&self.path.join("events").join(ev).join("enable"), v)?;
-            }
+        for ev in &self.paths {
+            let v = if on { "1" } else { "0" };
+            write(&self.path.join("events").join(ev).join("enable"), v)?;
         }
         if on {
             self.set_on(true)?;
         }
         Ok(())
+    }
+
+    /// Sets the filter of event `path` (`exceptions/page_fault_user`) to
+    /// `filter` (tracefs filter syntax, e.g. `comm ~ "firmtime-*"`).
+    ///
+    /// # Errors
+    /// [`ErrorKind::Io`] if the kernel rejects the filter.
+    pub fn set_filter(&self, path: &str, filter: &str) -> Result<()> {
+        write(&self.path.join("events").join(path).join("filter"), filter)
     }
 
     /// Events the kernel lost (ring buffer overruns + dropped), summed over CPUs.
