@@ -436,6 +436,9 @@ fn part(tl: &Timeline, cat: Category, ctx: Ctx, ns: u64, faults: usize) -> Part 
     let (name, pid, prio) = match (cat, ctx) {
         (Category::SelfThread, _) if faults > 0 => ("page faults".to_string(), None, None),
         (Category::SelfThread, _) => ("still running".to_string(), None, None),
+        (Category::Vm, Ctx::Task(p, _)) if p != 0 => {
+            ("vCPU not running".to_string(), Some(p), None)
+        }
         (Category::Vm, _) => ("vCPU not running".to_string(), None, None),
         (_, Ctx::Task(p, pr)) => (tl.comm(p), Some(p), Some(pr)),
         (_, Ctx::Irq(name, irq)) => {
@@ -453,10 +456,6 @@ fn part(tl: &Timeline, cat: Category, ctx: Ctx, ns: u64, faults: usize) -> Part 
         }
         (_, Ctx::LocalTimer) => ("local timer".to_string(), None, None),
         (_, Ctx::Softirq(v)) => (softirq_name(v).to_string(), None, None),
-        (Category::Vm, Ctx::Task(p, _)) if p != 0 => {
-            ("vCPU not running".to_string(), Some(p), None)
-        }
-        (Category::Vm, _) => ("vCPU not running".to_string(), None, None),
         (Category::IdleExit, _) => ("idle".to_string(), None, None),
         (Category::Slack, _) => ("timer slack".to_string(), None, None),
         _ => (String::new(), None, None),

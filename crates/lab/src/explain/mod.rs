@@ -196,7 +196,7 @@ impl Notes {
     /// The kept wake-ups, latest first.
     pub fn sorted(&self) -> Vec<Note> {
         let mut v = self.heap.clone();
-        v.sort_by(|a, b| b.latency_ns.cmp(&a.latency_ns));
+        v.sort_by_key(|n| std::cmp::Reverse(n.latency_ns));
         v
     }
 
@@ -531,7 +531,7 @@ pub fn explain(rec: Recorded, targets: &[Target], machine: &Machine) -> Explanat
             not_noted: t.missing_not_kept,
         });
     }
-    outliers.sort_by(|a, b| b.latency_ns.cmp(&a.latency_ns));
+    outliers.sort_by_key(|o| std::cmp::Reverse(o.latency_ns));
     let known = |o: &&Outlier| o.cause.category != Category::Unknown;
     let missed_explained = outliers
         .iter()
