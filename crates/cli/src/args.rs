@@ -1,10 +1,12 @@
 //! Argument conventions shared by every subcommand: durations and sizes with
-//! units, `--json PATH`, usage errors that exit with status 2, and the
+//! units, `--json PATH` (`-` or a bare `--json`: stdout), usage errors that exit with status 2, and the
 //! [`Outcome`] a subcommand reports back to `main`.
 
+use firmtime_rt::sched::Policy;
 use firmtime_rt::units;
 use std::fmt;
 use std::path::Path;
+use std::str::FromStr;
 use std::time::Duration;
 
 /// What a subcommand reports back to `main`.
@@ -44,6 +46,64 @@ pub fn size(text: &str) -> Result<u64, String> {
     units::parse_size(text).map_err(|e| e.to_string())
 }
 
+/// True when a `--json` destination is stdout (`-`, which a bare `--json` means).
+pub fn is_stdout(path: Option<&Path>) -> bool {
+    path.is_some_and(|p| p.as_os_str() == "-")
+}
+
+/// While alive, what the process prints to stdout goes to stderr instead, so
+/// that a `--json` document on stdout is the only thing there. Dropping it
+/// flushes and puts stdout back.
+#[derive(Debug)]
+pub struct StdoutToStderr {
+    saved: libc::c_int,
+}
+
+impl StdoutToStderr {
+    /// Points fd 1 at stderr, keeping a copy of the old fd 1.
+    ///
+    /// # Errors
+    /// When `dup`/`dup2` fail (out of file descriptors).
+    pub fn begin() -> std::io::Result<Self> {
+        use std::io::Write;
+        std::io::stdout().flush()?;
+        // SAFETY: dup of fd 1, which this process owns for its whole life.
+        let saved = unsafe { libc::dup(1) };
+        if saved < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: both descriptors are open; dup2 replaces fd 1 atomically.
+        if unsafe { libc::dup2(2, 1) } < 0 {
+            let e = std::io::Error::last_os_error();
+            // SAFETY: `saved` is ours, from the dup above.
+            unsafe { libc::close(saved) };
+            return Err(e);
+        }
+        Ok(Self { saved })
+    }
+
+    /// [`StdoutToStderr::begin`] when `json` goes to stdout, else nothing.
+    ///
+    /// # Errors
+    /// As [`StdoutToStderr::begin`].
+    pub fn when_json_on_stdout(json: Option<&Path>) -> std::io::Result<Option<Self>> {
+        is_stdout(json).then(Self::begin).transpose()
+    }
+}
+
+impl Drop for StdoutToStderr {
+    fn drop(&mut self) {
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+        // SAFETY: `saved` is the copy of the original fd 1 taken in begin;
+        // restoring it and closing the copy touches no other descriptor.
+        unsafe {
+            libc::dup2(self.saved, 1);
+            libc::close(self.saved);
+        }
+    }
+}
+
 /// Writes `value` as pretty JSON to `path` atomically
 /// ([`firmtime_rt::fs::write_atomic`]: temp file, fsync, rename, directory fsync),
 /// or to stdout when `path` is `-`.
@@ -58,4 +118,100 @@ pub fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> anyhow::Result
     path.file_name().context("--json needs a file name")?;
     firmtime_rt::fs::write_atomic(path, text.as_bytes())?;
     Ok(())
+}
+
+/// `--policy` as typed where a `--priority` flag may supply the priority:
+/// a complete [`Policy`], or `fifo` / `rr` without one.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum PolicyArg {
+    /// A complete policy (`fifo:80`, `other`, `deadline:…`).
+    Full(Policy),
+    /// `fifo` with its priority left to `--priority`.
+    Fifo,
+    /// `rr` with its priority left to `--priority`.
+    Rr,
+}
+
+impl FromStr for PolicyArg {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text.trim() {
+            "fifo" => Ok(Self::Fifo),
+            "rr" => Ok(Self::Rr),
+            t => t
+                .parse::<Policy>()
+                .map(Self::Full)
+                .map_err(|e| e.to_string()),
+        }
+    }
+}
+
+impl PolicyArg {
+    /// The policy to request: `priority` (from `--priority`) supplies the
+    /// priority of a bare `fifo`/`rr` and overrides that of `fifo:P`/`rr:P`.
+    ///
+    /// # Errors
+    /// A bare `fifo`/`rr` without `--priority`, or `--priority` with a policy
+    /// that has no priority.
+    pub fn resolve(self, priority: Option<u8>) -> Result<Policy, UsageError> {
+        match (self, priority) {
+            (Self::Full(Policy::Fifo { .. }) | Self::Fifo, Some(p)) => {
+                Ok(Policy::Fifo { priority: p })
+            }
+            (Self::Full(Policy::Rr { .. }) | Self::Rr, Some(p)) => Ok(Policy::Rr { priority: p }),
+            (Self::Full(policy), None) => Ok(policy),
+            (Self::Fifo, None) => Err(UsageError(
+                "--policy fifo needs a priority 1-99: --policy fifo:80, or --priority 80".into(),
+            )),
+            (Self::Rr, None) => Err(UsageError(
+                "--policy rr needs a priority 1-99: --policy rr:80, or --priority 80".into(),
+            )),
+            (Self::Full(other), Some(_)) => Err(UsageError(format!(
+                "--priority applies to fifo and rr policies, not --policy {other}"
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn priority_completes_a_bare_fifo_or_rr_and_overrides_a_given_one() {
+        let fifo: PolicyArg = "fifo".parse().unwrap();
+        assert_eq!(
+            fifo.resolve(Some(80)).unwrap(),
+            Policy::Fifo { priority: 80 }
+        );
+        let rr: PolicyArg = " rr ".parse().unwrap();
+        assert_eq!(rr.resolve(Some(7)).unwrap(), Policy::Rr { priority: 7 });
+        let given: PolicyArg = "fifo:50".parse().unwrap();
+        assert_eq!(given.resolve(None).unwrap(), Policy::Fifo { priority: 50 });
+        assert_eq!(
+            given.resolve(Some(90)).unwrap(),
+            Policy::Fifo { priority: 90 }
+        );
+        let other: PolicyArg = "other".parse().unwrap();
+        assert_eq!(other.resolve(None).unwrap(), Policy::Other { nice: 0 });
+    }
+
+    #[test]
+    fn missing_or_misplaced_priority_is_a_usage_error_naming_the_flags() {
+        let e = "fifo"
+            .parse::<PolicyArg>()
+            .unwrap()
+            .resolve(None)
+            .unwrap_err();
+        assert!(e.0.contains("--policy fifo:80, or --priority 80"), "{e}");
+        let e = "other"
+            .parse::<PolicyArg>()
+            .unwrap()
+            .resolve(Some(5))
+            .unwrap_err();
+        assert!(e.0.contains("not --policy other"), "{e}");
+        assert!("fifo:0".parse::<PolicyArg>().is_err());
+        assert!("sometimes".parse::<PolicyArg>().is_err());
+    }
 }

@@ -1,27 +1,29 @@
-//! `firmtime doctor`: renders the checks of [`firmtime_rt::doctor`] as a
+//! `firmtime doctor`: renders the checks of [`firmtime_lab::doctor`] as a
 //! table on stdout, or as JSON with `--json PATH`.
 
 use crate::Outcome;
-use firmtime_rt::doctor::{self, Check, Report, Status};
+use firmtime_lab::doctor::{self, Check, Report, Status};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
 /// Arguments of `firmtime doctor`.
 #[derive(Debug, clap::Args)]
 pub struct DoctorArgs {
-    /// Write the checks and the system block as JSON to PATH (`-` for stdout).
+    /// Write the checks and the system block as JSON to PATH (`-` or a bare --json: stdout).
     ///
     /// Keys: {"checks": [{"id", "title", "status", "value", "fix"}, ...],
     /// "system": {...}}; see docs/DOCTOR.md.
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "-")]
     pub json: Option<PathBuf>,
 }
 
 /// Runs the checks, prints the table (unless JSON goes to stdout), writes
 /// JSON if asked. Failed when any check fails.
 pub fn run(args: DoctorArgs) -> anyhow::Result<Outcome> {
-    let report = doctor::run();
-    let json_to_stdout = args.json.as_deref().is_some_and(|p| p.as_os_str() == "-");
+    // Only a client that connects tells a live server from /dev/shm leftovers.
+    let jack_up = firmtime_jack::server_running(None);
+    let report = doctor::run_with_jack(doctor::STEAL_SAMPLE, Some(jack_up));
+    let json_to_stdout = crate::args::is_stdout(args.json.as_deref());
     if !json_to_stdout {
         print!("{}", render(&report));
     }

@@ -18,8 +18,8 @@ pub struct LadspaArgs {
 enum LadspaCommand {
     /// List every plugin in LADSPA_PATH (default /usr/lib/ladspa:/usr/local/lib/ladspa).
     List {
-        /// Write the list as JSON to PATH (`-` = stdout) instead of the table.
-        #[arg(long, value_name = "PATH")]
+        /// Write the list as JSON to PATH (`-` or a bare --json: stdout) instead of the table.
+        #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "-")]
         json: Option<PathBuf>,
     },
     /// Describe one plugin and its ports, like analyseplugin.
@@ -29,8 +29,8 @@ enum LadspaCommand {
         /// Sample rate used to show bounds and defaults of sample-rate ports.
         #[arg(long, default_value_t = 44_100)]
         rate: u32,
-        /// Write the description as JSON to PATH (`-` = stdout) instead of text.
-        #[arg(long, value_name = "PATH")]
+        /// Write the description as JSON to PATH (`-` or a bare --json: stdout) instead of text.
+        #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "-")]
         json: Option<PathBuf>,
     },
     /// Run a WAV file through a chain of plugins, like applyplugin.
@@ -68,8 +68,8 @@ struct ApplyArgs {
     /// Send control values outside a port's hinted range instead of refusing them.
     #[arg(long)]
     no_range_check: bool,
-    /// Write what was done as JSON to PATH (`-` = stdout).
-    #[arg(long, value_name = "PATH")]
+    /// Write what was done as JSON to PATH (`-` or a bare --json: stdout).
+    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "-")]
     json: Option<PathBuf>,
 }
 

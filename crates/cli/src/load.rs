@@ -79,8 +79,8 @@ pub struct LoadArgs {
     #[arg(long, value_name = "D", default_value = "10s", value_parser = duration)]
     pub duration: Duration,
 
-    /// Write the report as JSON to PATH (`-` for stdout, instead of the summary line).
-    #[arg(long, value_name = "PATH")]
+    /// Write the report as JSON to PATH (`-` or a bare --json: stdout, instead of the summary line).
+    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "-")]
     pub json: Option<PathBuf>,
 }
 

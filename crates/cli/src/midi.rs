@@ -111,8 +111,8 @@ struct PortsArgs {
     backend: Option<BackendChoice>,
     #[command(flatten)]
     jack: JackArgs,
-    /// Write the port list as JSON to PATH (`-` for stdout).
-    #[arg(long, value_name = "PATH")]
+    /// Write the port list as JSON to PATH (`-` or a bare --json: stdout).
+    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "-")]
     json: Option<PathBuf>,
 }
 
@@ -124,8 +124,8 @@ struct MonitorArgs {
     /// Stop after this long (`10s`, `2min`); default: until Ctrl-C or the device goes away.
     #[arg(long, value_parser = args::duration)]
     duration: Option<Duration>,
-    /// Write every event as JSON to PATH (`-` for stdout); see docs/MIDI.md.
-    #[arg(long, value_name = "PATH")]
+    /// Write every event as JSON to PATH (`-` or a bare --json: stdout); see docs/MIDI.md.
+    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "-")]
     json: Option<PathBuf>,
 }
 
@@ -144,8 +144,8 @@ struct LoopArgs {
     /// Give up after this long.
     #[arg(long, default_value = "60s", value_parser = args::duration)]
     timeout: Duration,
-    /// Write the result as JSON to PATH (`-` for stdout); see docs/MIDI.md.
-    #[arg(long, value_name = "PATH")]
+    /// Write the result as JSON to PATH (`-` or a bare --json: stdout); see docs/MIDI.md.
+    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "-")]
     json: Option<PathBuf>,
 }
 
@@ -349,7 +349,7 @@ fn ports(a: PortsArgs) -> anyhow::Result<Outcome> {
         },
         alsa: want(BackendChoice::Alsa).then(alsa_ports),
     };
-    let to_stdout = a.json.as_deref().is_some_and(|p| p.as_os_str() == "-");
+    let to_stdout = args::is_stdout(a.json.as_deref());
     if !to_stdout {
         if let Some(rawp) = &out.raw {
             println!("raw (--backend raw --device PATH):");
@@ -535,7 +535,7 @@ fn monitor(a: MonitorArgs) -> anyhow::Result<Outcome> {
     let mut opened = open_backend(&a.open, a.open.device.clone(), Purpose::Monitor)?;
     let engine = engine_rt(&a.open)?;
     sigint::catch();
-    let to_stdout = a.json.as_deref().is_some_and(|p| p.as_os_str() == "-");
+    let to_stdout = args::is_stdout(a.json.as_deref());
     let start = monotonic_ns();
     let end = a.duration.map(|d| start + d.as_nanos() as u64);
     if !to_stdout {
@@ -798,7 +798,7 @@ fn run_loop(a: LoopArgs) -> anyhow::Result<Outcome> {
         timeout_ns,
         ..LoopConfig::default()
     })?;
-    let to_stdout = a.json.as_deref().is_some_and(|p| p.as_os_str() == "-");
+    let to_stdout = args::is_stdout(a.json.as_deref());
     if !to_stdout {
         eprintln!(
             "loop test: {} events through {}…",

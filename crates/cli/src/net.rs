@@ -106,8 +106,8 @@ pub struct BenchArgs {
     /// Scheduling policy of the loop.
     #[arg(long, default_value = "fifo:80")]
     priority: Policy,
-    /// Write the report as JSON here (`-` = stdout).
-    #[arg(long)]
+    /// Write the report as JSON here (`-` or a bare --json: stdout).
+    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "-")]
     json: Option<PathBuf>,
 }
 

@@ -48,8 +48,8 @@ pub struct RackArgs {
     /// Seconds between status lines on stderr (0 = none).
     #[arg(long, default_value_t = 1.0)]
     status_every: f64,
-    /// Write the final counters as JSON here (`-` = stdout).
-    #[arg(long)]
+    /// Write the final counters as JSON here (`-` or a bare --json: stdout).
+    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "-")]
     json: Option<PathBuf>,
 }
 
@@ -205,12 +205,21 @@ pub fn run(a: RackArgs) -> anyhow::Result<Outcome> {
     if let Some(p) = &a.json {
         args::write_json(p, &out)?;
     }
-    println!(
+    // With the JSON on stdout, the summary goes to stderr so stdout stays JSON.
+    let json_on_stdout = args::is_stdout(a.json.as_deref());
+    let say = |line: String| {
+        if json_on_stdout {
+            eprintln!("{line}");
+        } else {
+            println!("{line}");
+        }
+    };
+    say(format!(
         "firmtime rack: {} cycles, {} xruns (counted, not failures), {} oversize, {} control changes",
         stats.cycles, xruns, stats.oversize, stats.controls_applied
-    );
+    ));
     for s in &stats.stages {
-        println!(
+        say(format!(
             "  {}: {} runs, mean {:.1} µs, max {:.1} µs, {} late, latency {} frames",
             s.name,
             s.runs,
@@ -218,7 +227,7 @@ pub fn run(a: RackArgs) -> anyhow::Result<Outcome> {
             s.max_ns as f64 / 1e3,
             s.late,
             s.latency_frames
-        );
+        ));
     }
     Ok(if shut { Outcome::Failed } else { Outcome::Ok })
 }

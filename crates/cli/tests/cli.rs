@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{assert_exit, assert_usage_error, firmtime, jack_installed};
+use common::{assert_exit, assert_usage_error, firmtime, jack_installed, text};
 use std::collections::HashSet;
 use std::process::{Command, Output};
 
@@ -398,4 +398,53 @@ fn midi_alsa_without_the_sequencer_fails_naming_dev_snd_seq() {
         .as_str()
         .unwrap()
         .contains("/dev/snd/seq"));
+}
+
+/// Regression: a bare `--json` was a usage error ("a value is required");
+/// users type it meaning stdout, as `--json -` does. Stdout then holds the
+/// JSON alone (the text goes to stderr), so it pipes into `jq`.
+#[test]
+fn bare_json_flag_writes_only_json_to_stdout() {
+    let cases: [&[&str]; 4] = [
+        &["doctor", "--json"],
+        &[
+            "lab",
+            "cyclic",
+            "--duration",
+            "30ms",
+            "--policy",
+            "other",
+            "--cpus",
+            "0",
+            "--json",
+        ],
+        &["load", "cpu", "--duration", "50ms", "--json"],
+        &["ladspa", "list", "--json"],
+    ];
+    for args in cases {
+        let out = firmtime(args);
+        assert!(
+            matches!(out.status.code(), Some(0 | 1)),
+            "{args:?}: {:?}\n{}",
+            out.status,
+            text(&out.stderr)
+        );
+        let stdout = text(&out.stdout);
+        let parsed: Result<serde_json::Value, _> = serde_json::from_str(&stdout);
+        assert!(
+            parsed.is_ok(),
+            "{args:?}: stdout is not one JSON document:\n{stdout}"
+        );
+    }
+    // The value form still names a file.
+    let d = common::TestDir::new("bare-json");
+    let path = d.0.join("doctor.json");
+    let out = firmtime(&["doctor", "--json", path.to_str().unwrap()]);
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{:?}", out.status);
+    assert!(
+        text(&out.stdout).contains("doctor on"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert!(common::read_json(&path)["checks"].is_array());
 }

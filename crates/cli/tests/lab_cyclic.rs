@@ -78,6 +78,8 @@ fn cyclic_bad_flags_exit_2_naming_the_flag_and_range() {
             ("--sleeper hybrid --margin 5ms", &["--margin"]),
             ("--histogram-buckets 0", &["--histogram-buckets"]),
             ("--policy other --priority 5", &["--priority"]),
+            ("--policy fifo", &["--policy fifo", "--priority 80"]),
+            ("--priority 150", &["--priority", "1..=99"]),
             ("--load cpu:0", &["--load"]),
         ],
     );
@@ -150,4 +152,35 @@ fn sleep_bad_flags_exit_2_naming_the_flag_and_range() {
             ("--priority 100", &["--priority"]),
         ],
     );
+}
+
+/// Regression: `--policy fifo --priority 80` was refused ("fifo needs a
+/// priority") though `--priority` is documented to supply it.
+#[test]
+fn priority_supplies_the_priority_of_a_bare_fifo_policy() {
+    if !common::is_root() {
+        eprintln!("skipped: SCHED_FIFO needs root here");
+        return;
+    }
+    let d = TestDir::new("lcyc-prio");
+    let json = d.0.join("c.json");
+    let out = firmtime(&[
+        "lab",
+        "cyclic",
+        "--duration",
+        "30ms",
+        "--policy",
+        "fifo",
+        "--priority",
+        "42",
+        "--cpus",
+        "0",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_ok(&out);
+    let j = read_json(&json);
+    let obtained = &j["result"]["threads"][0]["conditions"]["obtained"]["policy"];
+    assert_eq!(obtained["policy"], "fifo", "{obtained}");
+    assert_eq!(obtained["priority"], 42, "{obtained}");
 }

@@ -21,7 +21,7 @@ use crate::measurement::{
     self, Clock, Cyclic, Frames, Interrupts, Kept, Measurement, Overhead, Partial, Sleep, Tails,
     Ticks, Trace, TraceOverhead, Unavailable,
 };
-use crate::output::{self, RtTestsHeader, SysInfo, ThreadHist};
+use crate::output::{self, RtTestsHeader, ThreadHist};
 use crate::report::{self, CyclicRow};
 use crate::stats::LatencyHistogram;
 use crate::{cyclic, plot};
@@ -276,7 +276,7 @@ pub fn run(cfg: &Config, progress: &mut dyn Progress) -> Result<Outcome> {
     };
     let started = run.w.provenance();
 
-    let doctor = firmtime_rt::doctor::run();
+    let doctor = crate::doctor::run();
     run.w.text(
         "doctor.json",
         &(serde_json::to_string_pretty(&doctor)
@@ -425,7 +425,7 @@ fn write_cyclictest_files(
         start_time: output::rt_tests_timestamp(start_time),
         end_time: output::rt_tests_timestamp(SystemTime::now()),
         return_code: i32::from(r.partial),
-        sysinfo: SysInfo::current()?,
+        sysinfo: firmtime_rt::system::SystemInfo::collect(),
     };
     let mut json = Vec::new();
     output::write_rt_tests_json(&mut json, &header, &hists)?;

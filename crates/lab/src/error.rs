@@ -1,6 +1,5 @@
-//! The lab's error type.
-
-use std::fmt;
+//! The lab's error type, declared with the one definition every firmtime
+//! crate shares ([`firmtime_rt::define_error!`]).
 
 /// What went wrong, in a form a caller can match on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -22,40 +21,12 @@ pub enum ErrorKind {
     Io,
 }
 
-/// An error from firmtime-lab: a kind and a message a user can act on.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Error {
-    kind: ErrorKind,
-    message: String,
-}
-
-impl Error {
-    /// Builds an error of `kind`.
-    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Self {
-            kind,
-            message: message.into(),
-        }
-    }
-
-    /// What went wrong.
-    pub fn kind(&self) -> ErrorKind {
-        self.kind
-    }
-
-    /// The message, without the kind.
-    pub fn message(&self) -> &str {
-        &self.message
+firmtime_rt::define_error! {
+    /// An error from firmtime-lab: a kind and a message a user can act on.
+    pub struct Error {
+        kind: ErrorKind,
     }
 }
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for Error {}
 
 impl From<firmtime_rt::Error> for Error {
     fn from(e: firmtime_rt::Error) -> Self {
@@ -77,6 +48,3 @@ impl From<std::io::Error> for Error {
         Self::new(ErrorKind::Io, e.to_string())
     }
 }
-
-/// The crate's result type.
-pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -17,6 +17,7 @@ pub mod billing;
 mod check;
 pub mod clockread;
 pub mod cyclic;
+pub mod doctor;
 pub mod error;
 pub mod explain;
 pub mod frames;

@@ -20,12 +20,12 @@
 //! [`ThreadHist::record_us`] are **RT-safe**. Writing and parsing run after
 //! the measured loop.
 
-use std::ffi::CStr;
 use std::fmt;
 use std::io::Write;
 use std::time::SystemTime;
 
 use crate::error::{Error, ErrorKind, Result};
+use firmtime_rt::system::{PreemptModel, SystemInfo};
 
 /// One thread's (or one condition's) latency histogram in cyclictest's
 /// model: 1 µs buckets `0..len`, larger values counted as overflows with
@@ -431,58 +431,23 @@ pub fn parse_cyclictest_histogram(text: &str) -> Result<ParsedHistogram> {
     })
 }
 
-/// The `sysinfo` block of rt-tests JSON: `uname(2)` and
-/// `/sys/kernel/realtime`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SysInfo {
-    /// `uname -s`.
-    pub sysname: String,
-    /// `uname -n`.
-    pub nodename: String,
-    /// `uname -r`.
-    pub release: String,
-    /// `uname -v`.
-    pub version: String,
-    /// `uname -m`.
-    pub machine: String,
-    /// `/sys/kernel/realtime` reads `1` (a PREEMPT_RT kernel).
-    pub realtime: bool,
-}
+/// `uname -s` of every Linux kernel (its UTS_SYSNAME), the `sysname` of
+/// rt-tests JSON.
+const SYSNAME: &str = "Linux";
 
-impl SysInfo {
-    /// This machine's values.
-    ///
-    /// # Errors
-    ///
-    /// [`ErrorKind::Io`] if `uname(2)` fails (it does not on Linux).
-    pub fn current() -> Result<Self> {
-        // SAFETY: utsname is plain old data; all-zero is a valid value.
-        let mut u: libc::utsname = unsafe { std::mem::zeroed() };
-        // SAFETY: `u` is a valid, writable utsname.
-        if unsafe { libc::uname(&mut u) } != 0 {
-            return Err(Error::new(
-                ErrorKind::Io,
-                format!("uname failed: {}", std::io::Error::last_os_error()),
-            ));
-        }
-        let field = |f: &[libc::c_char]| {
-            // SAFETY: uname NUL-terminates every field within its array.
-            unsafe { CStr::from_ptr(f.as_ptr()) }
-                .to_string_lossy()
-                .into_owned()
-        };
-        let realtime = std::fs::read("/sys/kernel/realtime")
-            .map(|b| b.first() == Some(&b'1'))
-            .unwrap_or(false);
-        Ok(Self {
-            sysname: field(&u.sysname),
-            nodename: field(&u.nodename),
-            release: field(&u.release),
-            version: field(&u.version),
-            machine: field(&u.machine),
-            realtime,
-        })
-    }
+/// The `sysinfo` block of rt-tests JSON, from the one machine report:
+/// `sysname`, `nodename` (host name), `release`, `version`, `machine`
+/// (`uname -s/-n/-r/-v/-m`) and `realtime` (1 on a PREEMPT_RT kernel, as
+/// `/sys/kernel/realtime` says).
+fn rt_tests_sysinfo(si: &SystemInfo) -> [String; 6] {
+    [
+        json_str(SYSNAME),
+        json_str(si.hostname.as_deref().unwrap_or("")),
+        json_str(&si.kernel_release),
+        json_str(&si.kernel_version),
+        json_str(&si.arch),
+        u8::from(si.preempt_model == PreemptModel::Rt).to_string(),
+    ]
 }
 
 /// A time in rt-tests' JSON format: local time, RFC 2822
@@ -516,7 +481,7 @@ pub fn rt_tests_timestamp(t: SystemTime) -> String {
 }
 
 /// The run-level fields of an rt-tests JSON v1 file.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RtTestsHeader {
     /// The command line, space-separated (written under `"cmdline:"`).
     pub cmdline: String,
@@ -529,8 +494,9 @@ pub struct RtTestsHeader {
     pub end_time: String,
     /// The exit status of the run.
     pub return_code: i32,
-    /// The machine, see [`SysInfo::current`].
-    pub sysinfo: SysInfo,
+    /// The machine (written as rt-tests' `sysinfo` block), e.g.
+    /// [`SystemInfo::collect`] or a [`Provenance`](firmtime_rt::system::Provenance)'s `system`.
+    pub sysinfo: SystemInfo,
 }
 
 fn json_str(s: &str) -> String {
@@ -553,7 +519,8 @@ pub fn write_rt_tests_json(
 ) -> Result<()> {
     use fmt::Write as _;
     let mut s = String::new();
-    let si = &header.sysinfo;
+    let [sysname, nodename, release, version, machine, realtime] =
+        rt_tests_sysinfo(&header.sysinfo);
     let _ = write!(
         s,
         "{{\n  \"file_version\": 1,\n  \"cmdline:\": {},\n  \"rt_test_version:\": {},\n  \
@@ -565,12 +532,12 @@ pub fn write_rt_tests_json(
         json_str(&header.start_time),
         json_str(&header.end_time),
         header.return_code,
-        json_str(&si.sysname),
-        json_str(&si.nodename),
-        json_str(&si.release),
-        json_str(&si.version),
-        json_str(&si.machine),
-        u8::from(si.realtime),
+        sysname,
+        nodename,
+        release,
+        version,
+        machine,
+        realtime,
     );
     let _ = write!(
         s,

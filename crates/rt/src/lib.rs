@@ -41,8 +41,9 @@
 //! - [`eventlog`]: an RT-safe event log (preallocated SPSC ring, drops counted).
 //! - [`runaway`]: RLIMIT_RTTIME + SIGXCPU demotion, so a runaway loop cannot lock the machine.
 //! - [`privileges`]: the user, limits and capabilities that decide what is allowed.
-//! - [`system`] and [`doctor`]: the machine report every output file records,
-//!   and the checks behind `firmtime doctor`.
+//! - [`system`] and [`probe`]: the machine report every output file records,
+//!   and what is installed and running beside it (JACK, MIDI and RTC
+//!   devices, steal time) — the facts `firmtime doctor` judges.
 //! - [`units`]: durations (`500us`) and sizes (`64KiB`) as users type them.
 //!
 //! And the helpers every firmtime crate shares, so each exists once:
@@ -72,13 +73,13 @@
 pub mod assert_rt;
 pub mod clock;
 pub mod dma;
-pub mod doctor;
 pub mod error;
 pub mod eventlog;
 pub mod fs;
 pub mod memory;
 pub mod periodic;
 pub mod privileges;
+pub mod probe;
 pub mod process;
 pub mod rng;
 pub mod runaway;

@@ -40,7 +40,8 @@ pub enum PreemptModel {
     /// Lazy preemption (CONFIG_PREEMPT_LAZY, or dynamic mode `lazy`): RT tasks
     /// still preempt at once; only fair-class preemption is deferred to the tick.
     Lazy,
-    /// PREEMPT_RT: the real-time kernel.
+    /// PREEMPT_RT: the real-time kernel (CONFIG_PREEMPT_RT, `PREEMPT_RT` in
+    /// `uname -v`, or `/sys/kernel/realtime` reading 1).
     Rt,
     /// Could not be determined (no kernel config, or a PREEMPT_DYNAMIC kernel
     /// whose current mode is unreadable).
@@ -83,7 +84,7 @@ pub struct IdleState {
 }
 
 /// What this machine is. Every field that could not be read is `None`.
-#[derive(Serialize, Deserialize, Clone, Debug)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct SystemInfo {
     /// Version of firmtime-rt that wrote the report.
     pub firmtime_version: String,
@@ -436,6 +437,14 @@ fn preempt_model(
         return (
             PreemptModel::Rt,
             "PREEMPT_RT kernel (kernel config / uname -v)".into(),
+        );
+    }
+    // PREEMPT_RT kernels (RT patch and mainline) create /sys/kernel/realtime
+    // reading 1; older RT-patch kernels say `PREEMPT RT` in uname -v.
+    if read("/sys/kernel/realtime").is_some_and(|s| s.as_bytes().first() == Some(&b'1')) {
+        return (
+            PreemptModel::Rt,
+            "PREEMPT_RT kernel (/sys/kernel/realtime)".into(),
         );
     }
     if dynamic == Some(true) {

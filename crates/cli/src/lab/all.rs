@@ -47,14 +47,19 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let mut bars = Bars::new();
     let outcome = all::run(&cfg, &mut bars)?;
 
-    println!("{}", outcome.verdict.headline);
-    for f in &outcome.verdict.findings {
-        println!("  - {f}");
+    {
+        // A bare `--json` (or `--json -`) puts the JSON alone on stdout.
+        let _text_to_stderr =
+            args::StdoutToStderr::when_json_on_stdout(args.common.json.as_deref())?;
+        println!("{}", outcome.verdict.headline);
+        for f in &outcome.verdict.findings {
+            println!("  - {f}");
+        }
+        for (name, msg) in &outcome.failures {
+            eprintln!("firmtime: {name} failed: {msg}");
+        }
+        println!("Report: {}", args.out.join("report.md").display());
     }
-    for (name, msg) in &outcome.failures {
-        eprintln!("firmtime: {name} failed: {msg}");
-    }
-    println!("Report: {}", args.out.join("report.md").display());
     if let Some(path) = &args.common.json {
         args::write_json(
             path,

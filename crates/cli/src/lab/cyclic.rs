@@ -2,17 +2,17 @@
 //! cyclictest (Varoquaux 2006).
 
 use super::{Common, Runner};
-use crate::args::{self, UsageError};
+use crate::args::{self, PolicyArg, UsageError};
 use crate::Outcome;
 use anyhow::Context;
 use firmtime_lab::cyclic::{self, Config, CyclicResult};
 use firmtime_lab::load::LoadSpec;
 use firmtime_lab::measure::{Cell, Progress, Silent};
 use firmtime_lab::measurement::Cyclic;
-use firmtime_lab::output::{self, RtTestsHeader, StatusLine, SysInfo, ThreadHist};
+use firmtime_lab::output::{self, RtTestsHeader, StatusLine, ThreadHist};
 use firmtime_lab::plot::{self, Unit};
 use firmtime_lab::stats::Summary;
-use firmtime_rt::sched::{self, Policy};
+use firmtime_rt::sched;
 use firmtime_rt::sleep::Mechanism;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -35,9 +35,10 @@ pub struct Args {
     duration: Option<Duration>,
     /// Scheduling policy: other, other:NICE, batch, idle, fifo:P, rr:P, deadline:R/D/P.
     #[arg(long, value_name = "POLICY", default_value = "fifo:80")]
-    policy: Policy,
-    /// Real-time priority 1-99 (overrides the priority of a fifo/rr --policy).
-    #[arg(long, value_name = "P")]
+    policy: PolicyArg,
+    /// Real-time priority 1-99: supplies the priority of `--policy fifo` or `rr`, overrides
+    /// that of fifo:P or rr:P.
+    #[arg(long, value_name = "P", value_parser = clap::value_parser!(u8).range(1..=99))]
     priority: Option<u8>,
     /// CPUs to measure on, one pinned thread each (e.g. 1 or 0-3) [default: all online].
     #[arg(long, value_name = "LIST")]
@@ -100,19 +101,7 @@ pub struct Args {
 
 fn config(a: &Args) -> anyhow::Result<Config> {
     let base = a.common.preset(Config::quick, Config::default);
-    let mut policy = a.policy;
-    if let Some(p) = a.priority {
-        policy = match policy {
-            Policy::Fifo { .. } => Policy::Fifo { priority: p },
-            Policy::Rr { .. } => Policy::Rr { priority: p },
-            other => {
-                return Err(UsageError(format!(
-                    "--priority applies to fifo and rr policies, not --policy {other}"
-                ))
-                .into())
-            }
-        };
-    }
+    let policy = a.policy.resolve(a.priority)?;
     let cpus = match &a.cpus {
         Some(text) => Some(sched::parse_cpu_list(text).map_err(|e| {
             UsageError(format!(
@@ -247,7 +236,7 @@ fn show(
             start_time: output::rt_tests_timestamp(start_time),
             end_time: output::rt_tests_timestamp(end_time),
             return_code: i32::from(result.partial),
-            sysinfo: SysInfo::current().map_err(|e| anyhow::anyhow!("{e}"))?,
+            sysinfo: firmtime_rt::system::SystemInfo::collect(),
         };
         let mut f = std::fs::File::create(path)
             .with_context(|| format!("cannot create {}", path.display()))?;

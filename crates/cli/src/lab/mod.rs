@@ -24,8 +24,8 @@ mod trace;
 /// Flags every lab subcommand takes.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Common {
-    /// Write the result as JSON to PATH (`-` for stdout). Durations are integer nanoseconds.
-    #[arg(long, value_name = "PATH")]
+    /// Write the result as JSON to PATH (`-` or a bare --json: stdout). Durations are integer nanoseconds.
+    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "-")]
     pub json: Option<PathBuf>,
     /// A short run with fewer samples: a first look, noisier figures.
     #[arg(long)]
@@ -203,7 +203,12 @@ impl<'a, M: Measurement> Runner<'a, M> {
             }
             Err(e) => return Err(run_error(e)),
         };
-        show(&cfg, &result)?;
+        {
+            // A bare `--json` (or `--json -`) puts the JSON alone on stdout.
+            let _text_to_stderr =
+                crate::args::StdoutToStderr::when_json_on_stdout(self.common.json.as_deref())?;
+            show(&cfg, &result)?;
+        }
         let partial =
             result.partial() || (self.stop_is_partial && firmtime_lab::measure::stop_requested());
         if let Some(path) = &self.common.json {

@@ -8,6 +8,7 @@ static ALLOC: assert_no_alloc::AllocDisabler = assert_no_alloc::AllocDisabler;
 mod billing;
 mod clockread;
 mod cyclic;
+mod doctor;
 mod frames;
 mod interrupts;
 mod load;

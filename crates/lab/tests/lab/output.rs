@@ -1,13 +1,13 @@
 //! cyclictest/rt-tests formats: byte-for-byte against real cyclictest
-//! output captured on this machine (tests/data/cyclictest-*), round trips,
+//! output captured from rt-tests (tests/data/cyclictest-*), round trips,
 //! RT safety of recording, status line.
 
 use firmtime_lab::output::{
     cyclictest_status_line, parse_cyclictest_histogram, rt_tests_timestamp,
-    write_cyclictest_histogram, write_rt_tests_json, RtTestsHeader, StatusLine, SysInfo,
-    ThreadHist,
+    write_cyclictest_histogram, write_rt_tests_json, RtTestsHeader, StatusLine, ThreadHist,
 };
 use firmtime_lab::ErrorKind;
+use firmtime_rt::system::{PreemptModel, SystemInfo};
 
 use crate::data;
 
@@ -102,15 +102,15 @@ fn real_rt_tests_json_is_reproduced_from_the_same_counts() {
         start_time: s("start_time"),
         end_time: s("end_time"),
         return_code: v["return_code"].as_i64().unwrap() as i32,
-        sysinfo: SysInfo {
-            sysname: ss("sysname"),
-            nodename: ss("nodename"),
-            release: ss("release"),
-            version: ss("version"),
-            machine: ss("machine"),
-            realtime: si["realtime"] == 1,
-        },
+        sysinfo: system_info(
+            &ss("nodename"),
+            &ss("release"),
+            &ss("version"),
+            &ss("machine"),
+            si["realtime"] == 1,
+        ),
     };
+    assert_eq!(ss("sysname"), "Linux");
     let mut out = Vec::new();
     write_rt_tests_json(&mut out, &header, &threads).unwrap();
     assert_eq!(String::from_utf8(out).unwrap(), real);
@@ -238,12 +238,48 @@ fn status_line_matches_cyclictest() {
     );
 }
 
+/// This machine's report with the rt-tests `sysinfo` fields set as given.
+fn system_info(
+    nodename: &str,
+    release: &str,
+    version: &str,
+    machine: &str,
+    realtime: bool,
+) -> SystemInfo {
+    let mut s = SystemInfo::collect();
+    s.hostname = Some(nodename.to_owned());
+    s.kernel_release = release.to_owned();
+    s.kernel_version = version.to_owned();
+    s.arch = machine.to_owned();
+    s.preempt_model = if realtime {
+        PreemptModel::Rt
+    } else {
+        PreemptModel::Voluntary
+    };
+    s
+}
+
 #[test]
 fn sysinfo_and_timestamp_describe_this_machine() {
-    let si = SysInfo::current().unwrap();
-    assert_eq!(si.sysname, "Linux");
+    let mut json = Vec::new();
+    let header = RtTestsHeader {
+        cmdline: String::new(),
+        version: String::new(),
+        start_time: String::new(),
+        end_time: String::new(),
+        return_code: 0,
+        sysinfo: SystemInfo::collect(),
+    };
+    write_rt_tests_json(&mut json, &header, &[]).unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&json).unwrap();
+    let si = &v["sysinfo"];
+    assert_eq!(si["sysname"], "Linux");
     let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
-    assert_eq!(si.release, release.trim());
+    assert_eq!(si["release"], release.trim());
+    let nodename = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    assert_eq!(si["nodename"], nodename.trim());
+    let realtime = std::fs::read("/sys/kernel/realtime").is_ok_and(|b| b.first() == Some(&b'1'));
+    assert_eq!(si["realtime"], u8::from(realtime));
     // 10^9 s after the epoch is 2001-09-09 01:46:40 UTC: September 2001 in
     // every time zone.
     let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000_000);

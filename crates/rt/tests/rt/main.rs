@@ -8,9 +8,9 @@ static ALLOC: assert_no_alloc::AllocDisabler = assert_no_alloc::AllocDisabler;
 
 mod clock;
 mod common;
-mod doctor;
 mod eventlog;
 mod periodic;
 mod runaway;
 mod sched;
 mod sleep;
+mod system;

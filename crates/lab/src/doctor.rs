@@ -2,9 +2,12 @@
 //! real-time work?
 //!
 //! [`run`] collects a [`SystemInfo`], samples steal time, looks for JACK and
-//! MIDI/RTC devices, and turns each item into a [`Check`]: pass, warn, fail
-//! or unknown, with the value found and a one-line fix. Each rule is a pure
-//! function of its inputs (`check_*`), unit-tested without the machine.
+//! MIDI/RTC devices (the facts come from `firmtime_rt::system` and
+//! `firmtime_rt::probe`), and turns each item into a [`Check`]: pass, warn,
+//! fail or unknown, with the value found and a one-line fix. Each rule is a
+//! pure function of its inputs (`check_*`), unit-tested without the machine.
+//! The policy lives here, in the crate that judges, because `lab all`'s
+//! report lists the doctor's advice beside its verdict.
 //!
 //! Status rules, in short: **fail** only when ms-accurate real-time work is
 //! impossible for this user (real-time scheduling denied, no high-resolution
@@ -18,11 +21,14 @@
 //! Not RT-safe: reads files, allocates and sleeps (~0.4 s to sample steal
 //! time). Run before any real-time work, never from a real-time loop.
 
-use crate::privileges::Limit;
-use crate::system::{cmdline_param, CpuTimes, IdleState, PreemptModel, SystemInfo};
+use firmtime_rt::privileges::Limit;
+use firmtime_rt::probe::{self, find_on_path};
+use firmtime_rt::system::{cmdline_param, IdleState, PreemptModel, SystemInfo};
 use serde::{Deserialize, Serialize};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
+
+pub use firmtime_rt::probe::JackEvidence;
 
 /// How long [`run`] samples /proc/stat for steal time.
 pub const STEAL_SAMPLE: Duration = Duration::from_millis(400);
@@ -128,17 +134,20 @@ pub fn run() -> Report {
 
 /// Runs every check, sampling steal time over `steal_sample`.
 pub fn run_with(steal_sample: Duration) -> Report {
-    let steal = sample_steal(steal_sample);
+    run_with_jack(steal_sample, None)
+}
+
+/// Runs every check, sampling steal time over `steal_sample`;
+/// `jack_accepts_clients` is whether a JACK client could connect to the
+/// default server just now (None: not tried). Without it a leftover
+/// /dev/shm entry cannot be told from a live server.
+pub fn run_with_jack(steal_sample: Duration, jack_accepts_clients: Option<bool>) -> Report {
+    let steal = probe::steal_percent_over(steal_sample);
     let sys = SystemInfo::collect();
     let p = &sys.privileges;
     let cmdline = sys.kernel_cmdline.as_deref();
     let param = |name: &str| cmdline.map(|c| cmdline_param(c, name).map(str::to_string));
-    let sysfs_list = |path: &str| {
-        std::fs::read_to_string(path)
-            .ok()
-            .map(|s| s.trim().to_string())
-    };
-    let config = crate::system::read_kernel_config(&sys.kernel_release).map(|(_, c)| c);
+    let config = firmtime_rt::system::read_kernel_config(&sys.kernel_release).map(|(_, c)| c);
     let config_enabled = |key: &str| {
         config
             .as_ref()
@@ -169,7 +178,7 @@ pub fn run_with(steal_sample: Duration) -> Report {
         ),
         check_nohz_full(
             param("nohz_full"),
-            sysfs_list("/sys/devices/system/cpu/nohz_full"),
+            probe::nohz_full_cpus(),
             config_enabled("CONFIG_NO_HZ_FULL"),
         ),
         check_rcu_nocbs(param("rcu_nocbs"), config_enabled("CONFIG_RCU_NOCB_CPU")),
@@ -177,22 +186,18 @@ pub fn run_with(steal_sample: Duration) -> Report {
         check_virtualization(sys.virtualization.as_deref()),
         check_steal(steal, steal_sample),
         check_jack_installed(find_on_path("jackd").as_deref()),
-        check_jack_running(&jack_evidence()),
-        check_dev_rtc(&existing(&["/dev/rtc", "/dev/rtc0"])),
-        check_dev_snd_seq(Path::new("/dev/snd/seq").exists()),
-        check_dev_midi(&midi_devices()),
+        check_jack_running(&JackEvidence {
+            accepts_clients: jack_accepts_clients,
+            ..JackEvidence::read()
+        }),
+        check_dev_rtc(&probe::rtc_devices()),
+        check_dev_snd_seq(probe::snd_seq_present()),
+        check_dev_midi(&probe::midi_devices()),
     ];
     Report {
         checks,
         system: sys,
     }
-}
-
-fn sample_steal(interval: Duration) -> Option<f64> {
-    let a = CpuTimes::now().ok()?;
-    std::thread::sleep(interval);
-    let b = CpuTimes::now().ok()?;
-    b.steal_percent_since(&a)
 }
 
 /// Preempt model: RT, full and lazy pass; none and voluntary warn; unknown is unknown.
@@ -764,19 +769,13 @@ pub fn check_jack_installed(jackd: Option<&Path>) -> Check {
     }
 }
 
-/// Evidence that a JACK server runs: processes and shared-memory entries found.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct JackEvidence {
-    /// `(pid, name)` of running `jackd`, `jackdbus` or `pipewire` processes.
-    pub processes: Vec<(u32, String)>,
-    /// `jack_default_*` / `jack-*` entries in /dev/shm.
-    pub shm: Vec<String>,
-}
-
-/// JACK running: a jackd/jackdbus process or a server in /dev/shm → pass;
-/// PipeWire running → pass (JACK clients work through pipewire-jack); else warn.
+/// JACK running: a live jackd/jackdbus process, or a server that accepted a
+/// client → pass; a PipeWire process → pass unless a client could not
+/// connect (then pipewire-jack is not in use → warn); /dev/shm entries with
+/// no live server → warn (left over by a server that exited); else warn.
 pub fn check_jack_running(e: &JackEvidence) -> Check {
     let (id, title) = ("jack_running", "JACK server running");
+    let start_fix = "jackd -R -d alsa (or -d dummy to test without a sound card); only needed for the JACK backend";
     let jack = e
         .processes
         .iter()
@@ -784,15 +783,24 @@ pub fn check_jack_running(e: &JackEvidence) -> Check {
     if let Some((pid, name)) = jack {
         return Check::new(id, title, Status::Pass, format!("{name} (pid {pid})"));
     }
-    if let Some(s) = e.shm.first() {
-        return Check::new(
-            id,
-            title,
-            Status::Pass,
-            format!("server entry /dev/shm/{s}"),
-        );
+    let pipewire = e.processes.iter().find(|(_, n)| n == "pipewire");
+    if e.accepts_clients == Some(true) {
+        let value = match pipewire {
+            Some((pid, _)) => format!("pipewire (pid {pid}) accepts JACK clients"),
+            None => "a JACK server accepts clients (its process is not visible here)".to_string(),
+        };
+        return Check::new(id, title, Status::Pass, value);
     }
-    if let Some((pid, _)) = e.processes.iter().find(|(_, n)| n == "pipewire") {
+    if let Some((pid, _)) = pipewire {
+        if e.accepts_clients == Some(false) {
+            return Check::new(
+                id,
+                title,
+                Status::Warn,
+                format!("pipewire (pid {pid}) runs, but a JACK client could not connect to it"),
+            )
+            .fix("apt install pipewire-jack and run firmtime under pw-jack (or start jackd); only needed for the JACK backend");
+        }
         return Check::new(
             id,
             title,
@@ -800,8 +808,25 @@ pub fn check_jack_running(e: &JackEvidence) -> Check {
             format!("pipewire (pid {pid}): JACK clients run through pipewire-jack if installed"),
         );
     }
-    Check::new(id, title, Status::Warn, "no jackd, jackdbus or pipewire process")
-        .fix("jackd -R -d alsa (or -d dummy to test without a sound card); only needed for the JACK backend")
+    if let Some(s) = e.shm.first() {
+        let value = if e.accepts_clients == Some(false) {
+            format!("no live server: /dev/shm/{s} is left over from a JACK server that exited")
+        } else {
+            format!(
+                "no jackd process: /dev/shm/{s} is probably left over from a server that exited"
+            )
+        };
+        return Check::new(id, title, Status::Warn, value).fix(format!(
+            "{start_fix}; the leftovers can be removed (rm /dev/shm/jack-* /dev/shm/jack_*) while no JACK process runs"
+        ));
+    }
+    Check::new(
+        id,
+        title,
+        Status::Warn,
+        "no jackd, jackdbus or pipewire process",
+    )
+    .fix(start_fix)
 }
 
 /// /dev/rtc: present → pass; absent → warn (only the `rtc` sleep mechanism needs it).
@@ -850,76 +875,6 @@ pub fn check_dev_midi(found: &[String]) -> Check {
     } else {
         Check::new(id, title, Status::Pass, found.join(", "))
     }
-}
-
-/// The first executable file named `name` in the directories of `$PATH`.
-pub fn find_on_path(name: &str) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(name))
-        .find(|p| {
-            p.metadata()
-                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
-}
-
-fn existing(paths: &[&str]) -> Vec<String> {
-    paths
-        .iter()
-        .filter(|p| Path::new(p).exists())
-        .map(|p| p.to_string())
-        .collect()
-}
-
-fn midi_devices() -> Vec<String> {
-    let mut found = Vec::new();
-    let mut scan = |dir: &str, keep: &dyn Fn(&str) -> bool| {
-        if let Ok(rd) = std::fs::read_dir(dir) {
-            for e in rd.flatten() {
-                let n = e.file_name().to_string_lossy().into_owned();
-                if keep(&n) {
-                    found.push(format!("{dir}/{n}"));
-                }
-            }
-        }
-    };
-    scan("/dev", &|n| n.starts_with("midi"));
-    scan("/dev/snd", &|n| n.starts_with("midiC"));
-    found.sort();
-    found
-}
-
-fn jack_evidence() -> JackEvidence {
-    let mut e = JackEvidence::default();
-    if let Ok(rd) = std::fs::read_dir("/proc") {
-        for entry in rd.flatten() {
-            let Some(pid) = entry
-                .file_name()
-                .to_str()
-                .and_then(|s| s.parse::<u32>().ok())
-            else {
-                continue;
-            };
-            if let Ok(comm) = std::fs::read_to_string(format!("/proc/{pid}/comm")) {
-                let comm = comm.trim();
-                if matches!(comm, "jackd" | "jackdbus" | "pipewire") {
-                    e.processes.push((pid, comm.to_string()));
-                }
-            }
-        }
-    }
-    e.processes.sort();
-    if let Ok(rd) = std::fs::read_dir("/dev/shm") {
-        for entry in rd.flatten() {
-            let n = entry.file_name().to_string_lossy().into_owned();
-            if n.starts_with("jack_default") || n.starts_with("jack-") {
-                e.shm.push(n);
-            }
-        }
-    }
-    e.shm.sort();
-    e
 }
 
 #[cfg(test)]
@@ -1168,14 +1123,52 @@ mod tests {
         assert_eq!(check_jack_running(&none).status, Status::Warn);
         let pw = JackEvidence {
             processes: vec![(10, "pipewire".into()), (12, "jackd".into())],
-            shm: vec![],
+            ..JackEvidence::default()
         };
         assert_eq!(check_jack_running(&pw).value, "jackd (pid 12)");
-        let shm = JackEvidence {
-            processes: vec![],
-            shm: vec!["jack_default_0_0".into()],
+        // Regression: stale /dev/shm entries with no live server were reported as a running server.
+        let stale = JackEvidence {
+            shm: vec!["jack-shm-registry".into()],
+            accepts_clients: Some(false),
+            ..JackEvidence::default()
         };
-        assert_eq!(check_jack_running(&shm).status, Status::Pass);
+        let c = check_jack_running(&stale);
+        assert_eq!(c.status, Status::Warn);
+        assert_eq!(
+            c.value,
+            "no live server: /dev/shm/jack-shm-registry is left over from a JACK server that exited"
+        );
+        assert!(c.fix.contains("rm /dev/shm/jack-*"), "{}", c.fix);
+        let unprobed = JackEvidence {
+            shm: vec!["jack_default_0_0".into()],
+            ..JackEvidence::default()
+        };
+        assert_eq!(check_jack_running(&unprobed).status, Status::Warn);
+        // A server whose process is not visible (another PID namespace) but accepts clients.
+        let hidden = JackEvidence {
+            shm: vec!["jack_default_0_0".into()],
+            accepts_clients: Some(true),
+            ..JackEvidence::default()
+        };
+        assert_eq!(check_jack_running(&hidden).status, Status::Pass);
+        let pw_only = JackEvidence {
+            processes: vec![(10, "pipewire".into())],
+            ..JackEvidence::default()
+        };
+        assert_eq!(check_jack_running(&pw_only).status, Status::Pass);
+        let pw_no_jack = JackEvidence {
+            accepts_clients: Some(false),
+            ..pw_only.clone()
+        };
+        assert_eq!(check_jack_running(&pw_no_jack).status, Status::Warn);
+        let pw_jack = JackEvidence {
+            accepts_clients: Some(true),
+            ..pw_only
+        };
+        assert_eq!(
+            check_jack_running(&pw_jack).value,
+            "pipewire (pid 10) accepts JACK clients"
+        );
     }
 
     #[test]
