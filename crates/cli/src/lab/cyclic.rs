@@ -292,8 +292,8 @@ pub fn print_explanation(e: &firmtime_lab::explain::Explanation, n: usize) {
         return;
     }
     println!(
-        "  {:>3} {:>10} {:>6}  {:<9} {}",
-        "CPU", "latency", "missed", "cause", "what"
+        "  {:>3} {:>10} {:>6}  {:<9} what",
+        "CPU", "latency", "missed", "cause"
     );
     for o in e.outliers.iter().take(n) {
         println!(
