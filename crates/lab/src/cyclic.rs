@@ -531,6 +531,7 @@ pub fn run_with_status(
         Some(e) => Some(explain::Session::start(e, "firmtime-cycl*")?),
         None => None,
     };
+    let flags = session.as_ref().map(explain::Session::flags);
     let lives: Vec<LiveThread> = cpus.iter().map(|_| LiveThread::default()).collect();
     progress.begin("cyclic", config.duration_ns / 1_000_000);
     let outcomes: Vec<Result<Cell<ThreadResult>>> = std::thread::scope(|s| {
@@ -538,7 +539,10 @@ pub fn run_with_status(
         for (i, (&cpu, live)) in cpus.iter().zip(&lives).enumerate() {
             let h = std::thread::Builder::new()
                 .name(format!("firmtime-cyclic-{cpu}"))
-                .spawn_scoped(s, move || measure_thread(config, i, cpu, deadlines, live))
+                .spawn_scoped(s, {
+                    let flags = flags.clone();
+                    move || measure_thread(config, i, cpu, deadlines, live, flags)
+                })
                 .map_err(|e| {
                     Error::new(ErrorKind::Io, format!("cannot start measuring thread: {e}"))
                 });
@@ -623,6 +627,7 @@ fn measure_thread(
     cpu: usize,
     deadlines: u64,
     live: &LiveThread,
+    flags: Option<std::sync::Arc<explain::Flags>>,
 ) -> Result<Cell<ThreadResult>> {
     let rt = setup::apply(&config.request(cpu))?;
     let mut sleeper = match sleep::open(config.sleeper) {
@@ -640,8 +645,9 @@ fn measure_thread(
         Ordering::Relaxed,
     );
     let mut lp = ThreadLoop::new(config.histogram_buckets)?;
-    if let Some(e) = &config.explain {
-        lp.notes = Notes::new(e.worst);
+    if let (Some(e), Some(f)) = (&config.explain, flags) {
+        let back = explain::lookback_ns(config.interval_ns);
+        lp.notes = Notes::flagging(e.worst, f, cpu, back);
     }
     lp.cyclictest.cpu = cpu as i32;
     let interval = config.interval_ns;

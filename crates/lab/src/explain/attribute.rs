@@ -140,17 +140,36 @@ pub struct Cause {
 pub struct Timeline {
     events: Vec<Event>,
     comms: HashMap<i32, [u8; 16]>,
+    prios: HashMap<i32, i32>,
+    /// The spans the trace covers (`None`: all of it).
+    windows: Option<Vec<super::Window>>,
+    full_since: Option<u64>,
 }
 
 impl Timeline {
-    /// Sorts `events` by CPU then time and collects comms.
-    pub fn new(mut events: Vec<Event>) -> Timeline {
+    /// Sorts `events` (a trace that covers its whole span) by CPU then
+    /// time and collects comms and priorities.
+    pub fn new(events: Vec<Event>) -> Timeline {
+        Self::with_windows(events, None, None)
+    }
+
+    /// Like [`Timeline::new`] for a trace kept only inside `windows`
+    /// (`None`: all of it), complete only before `full_since`.
+    pub fn with_windows(
+        mut events: Vec<Event>,
+        windows: impl Into<Option<Vec<super::Window>>>,
+        full_since: Option<u64>,
+    ) -> Timeline {
         events.sort_by_key(|e| (e.cpu, e.time_ns));
         let mut comms = HashMap::new();
+        let mut prios = HashMap::new();
         for e in &events {
             match e.kind {
                 EventKind::Switch => {
                     comms.insert(e.prev_pid, e.comm);
+                    let (p, n) = switch_prios(e.arg);
+                    prios.insert(e.prev_pid, p);
+                    prios.insert(e.next_pid, n);
                 }
                 EventKind::Wakeup | EventKind::WakeupNew => {
                     comms.insert(e.prev_pid, e.comm);
@@ -158,7 +177,33 @@ impl Timeline {
                 _ => {}
             }
         }
-        Timeline { events, comms }
+        Timeline {
+            events,
+            comms,
+            prios,
+            windows: windows.into(),
+            full_since,
+        }
+    }
+
+    /// The first instant of the kept span of `cpu` that holds `[a, b]`:
+    /// `Ok(0)` for a whole trace; `Err(why)` when it is not covered.
+    fn span(&self, cpu: usize, a: u64, b: u64) -> std::result::Result<u64, String> {
+        if self.full_since.is_some_and(|t| t <= b) {
+            return Err(format!(
+                "the trace store was full by then on CPU {cpu}: raise the explain store"
+            ));
+        }
+        match &self.windows {
+            None => Ok(0),
+            Some(ws) => ws
+                .iter()
+                .find(|w| usize::from(w.cpu) == cpu && w.start_ns <= a && w.end_ns >= b)
+                .map(|w| w.start_ns)
+                .ok_or_else(|| {
+                    format!("the trace does not cover this wake-up on CPU {cpu} (its window was not kept)")
+                }),
+        }
     }
 
     /// Events of `cpu`, in time order.
@@ -236,20 +281,31 @@ pub fn attribute(tl: &Timeline, w: &Wakeup, m: &Machine) -> Cause {
         detail,
         parts: Vec::new(),
     };
-    let covered =
-        ev.first().is_some_and(|e| e.time_ns <= d) && ev.last().is_some_and(|e| e.time_ns >= wk);
+    let from = match tl.span(w.cpu, d, wk) {
+        Ok(f) => f,
+        Err(why) => return unknown(why),
+    };
+    let covered = ev.first().is_some_and(|e| e.time_ns <= d.max(from))
+        && ev.last().is_some_and(|e| e.time_ns >= wk);
     if !covered {
         return unknown(format!(
             "the trace does not cover this wake-up on CPU {} (store full or events lost)",
             w.cpu
         ));
     }
-    let at_d = ev.partition_point(|e| e.time_ns < d);
-    let Some(start) = ev[..at_d].iter().rposition(|e| e.kind == EventKind::Switch) else {
-        return unknown(format!(
-            "no sched_switch on CPU {} before the deadline: the task on the CPU is unknown",
-            w.cpu
-        ));
+    let lo = ev.partition_point(|e| e.time_ns < from);
+    let at_d = ev.partition_point(|e| e.time_ns < d).max(lo);
+    // From the last switch before the deadline; without one in the kept
+    // span, from its first event, whose common_pid is the task on the CPU.
+    let (start, first_task) = match ev[lo..at_d]
+        .iter()
+        .rposition(|e| e.kind == EventKind::Switch)
+    {
+        Some(i) => (lo + i, None),
+        None => match ev.get(lo) {
+            Some(e) => (lo, Some(e.pid)),
+            None => return unknown(format!("no event on CPU {} in the kept span", w.cpu)),
+        },
     };
     let end = ev.partition_point(|e| e.time_ns <= wk);
     let window = &ev[at_d..end];
@@ -272,11 +328,14 @@ pub fn attribute(tl: &Timeline, w: &Wakeup, m: &Machine) -> Cause {
         .filter(|e| e.kind == EventKind::PageFault && e.pid == w.tid)
         .count();
 
-    let mut task = Ctx::Unknown;
+    let mut task = match first_task {
+        Some(p) => Ctx::Task(p, tl.prios.get(&p).copied().unwrap_or(120)),
+        None => Ctx::Unknown,
+    };
+    let mut running_at_d = matches!(task, Ctx::Task(p, _) if p == w.tid);
     let mut stack: Vec<Ctx> = Vec::with_capacity(4);
     let mut idle = false;
     let mut own_prio = None;
-    let mut running_at_d = false;
     let mut acc: HashMap<(Category, Ctx), u64> = HashMap::new();
     let mut slack_left = w.slack_ns;
     let mut t = d;

@@ -4,9 +4,9 @@
 //! Like rtla's `timerlat --auto-analysis`, for a user-space periodic thread.
 //! While a run measures, a private tracefs instance (the lab's tracer,
 //! [`crate::trace::tracefs`]) records on every CPU `sched_switch`,
-//! `sched_wakeup`, `hrtimer_expire_entry`, `local_timer_entry/exit`,
-//! `irq_handler_entry/exit`, `softirq_entry/exit`, `power:cpu_idle` and the
-//! measured threads' own `page_fault_user` (filtered by thread name); a
+//! `local_timer_entry/exit`, `irq_handler_entry/exit`, `softirq_entry/exit`,
+//! `power:cpu_idle`, and the measured threads' own `sched_wakeup` and
+//! `page_fault_user` (filtered by thread name); a
 //! drainer thread copies the binary ring buffers into a store preallocated
 //! before the run ([`Config::max_events`]). Each measured thread notes its
 //! worst wake-ups — index, deadline, wake time, missed deadlines — into a
@@ -24,8 +24,10 @@
 
 pub mod advice;
 pub mod attribute;
+pub mod window;
 
 pub use attribute::{Category, Cause, Machine, Part, Timeline, Wakeup};
+pub use window::{Flags, Keeper, Window};
 
 use crate::check;
 use crate::error::{Error, ErrorKind, Result};
@@ -39,6 +41,20 @@ use std::time::Duration;
 
 /// Valid `--explain-worst` range (wake-ups noted per thread).
 pub const WORST: std::ops::RangeInclusive<usize> = 1..=100_000;
+
+/// Slots of the flag ring.
+const FLAG_SLOTS: usize = 8192;
+/// Undecided events the drainer holds (~22 MB).
+const PENDING_EVENTS: usize = 400_000;
+/// How long the drainer holds undecided events: a wake-up later than this
+/// minus its lookback cannot be explained (it is `unknown`, counted).
+const KEEP_NS: u64 = 300_000_000;
+
+/// How far before a deadline a flagged window starts: enough for the
+/// thread's previous switch-out and the task on the CPU before it.
+pub fn lookback_ns(period_ns: u64) -> u64 {
+    (2 * period_ns).max(2_000_000)
+}
 
 /// The worst wake-ups of each thread always explained, whatever the threshold.
 pub const WORST_SHOWN: usize = 10;
@@ -54,7 +70,7 @@ pub struct Config {
     pub worst: usize,
     /// Kernel ring buffer per CPU, KiB, default 4096.
     pub buffer_kb: u32,
-    /// Events the store holds, default 2,000,000 (~110 MB).
+    /// Events kept around late wake-ups, default 1,000,000 (~56 MB).
     pub max_events: usize,
     /// How often the drainer empties the ring buffers, ns, default 20 ms.
     pub drain_interval_ns: u64,
@@ -66,7 +82,7 @@ impl Default for Config {
             above_ns: None,
             worst: 256,
             buffer_kb: 4096,
-            max_events: 2_000_000,
+            max_events: 1_000_000,
             drain_interval_ns: 20_000_000,
         }
     }
@@ -122,6 +138,10 @@ pub struct Note {
 pub struct Notes {
     /// A min-heap on latency: the least late of the kept ones on top.
     heap: Vec<Note>,
+    /// Where a kept wake-up's window is flagged for the drainer.
+    flags: Option<Arc<Flags>>,
+    cpu: u16,
+    lookback_ns: u64,
     /// Wake-ups offered that missed a deadline.
     missing: u64,
     /// Of those, the ones pushed out of the heap.
@@ -133,8 +153,30 @@ impl Notes {
     pub fn new(cap: usize) -> Notes {
         Notes {
             heap: Vec::with_capacity(cap),
-            missing: 0,
-            missing_dropped: 0,
+            ..Notes::default()
+        }
+    }
+
+    /// Like [`Notes::new`], and flags each kept wake-up's window
+    /// `[deadline − lookback, wake + 50 µs]` on `cpu` in `flags`, so the
+    /// drainer keeps the trace around it ([`window`]).
+    pub fn flagging(cap: usize, flags: Arc<Flags>, cpu: usize, lookback_ns: u64) -> Notes {
+        Notes {
+            flags: Some(flags),
+            cpu: cpu as u16,
+            lookback_ns,
+            ..Notes::new(cap)
+        }
+    }
+
+    #[inline]
+    fn flag(&self, n: &Note) {
+        if let Some(f) = &self.flags {
+            f.push(
+                self.cpu,
+                n.deadline_ns.saturating_sub(self.lookback_ns),
+                n.wake_ns + 50_000,
+            );
         }
     }
 
@@ -157,6 +199,7 @@ impl Notes {
             missed: t.missed,
         };
         if self.heap.len() < cap {
+            self.flag(&n);
             self.heap.push(n);
             let mut i = self.heap.len() - 1;
             while i > 0 {
@@ -171,6 +214,7 @@ impl Notes {
             if self.heap[0].missed > 0 {
                 self.missing_dropped += 1;
             }
+            self.flag(&n);
             self.heap[0] = n;
             let len = self.heap.len();
             let mut i = 0;
@@ -217,8 +261,9 @@ impl Notes {
 #[derive(Debug)]
 pub struct Session {
     inst: Option<Arc<Instance>>,
+    flags: Arc<Flags>,
     stop: Arc<AtomicBool>,
-    drainer: Option<std::thread::JoinHandle<Result<Capture>>>,
+    drainer: Option<std::thread::JoinHandle<Result<(Capture, Keeper)>>>,
     cpus: Vec<usize>,
     steal_before: Vec<u64>,
 }
@@ -226,8 +271,14 @@ pub struct Session {
 /// What a finished session recorded.
 #[derive(Debug)]
 pub struct Recorded {
-    /// The trace.
+    /// The trace kept (events inside the windows; the page counts).
     pub capture: Capture,
+    /// The windows kept.
+    pub windows: Vec<Window>,
+    /// The store was full from this time on: later windows are incomplete.
+    pub full_since: Option<u64>,
+    /// Flags the drainer lost (ring overrun) plus windows it could not hold.
+    pub flags_lost: u64,
     /// Events enabled.
     pub events_enabled: Vec<EventKind>,
     /// Events the kernel lost.
@@ -262,13 +313,14 @@ fn steal_ticks(cpus: &[usize]) -> Vec<u64> {
 }
 
 impl Session {
-    /// Creates the instance (page faults filtered to threads whose comm
-    /// matches the glob `fault_comm`), starts the drainer and tracing.
+    /// Creates the instance (wake-ups and page faults filtered to the
+    /// measured threads: those whose comm matches the glob `traced_comm`),
+    /// starts the drainer and tracing.
     ///
     /// # Errors
     /// [`ErrorKind::Unavailable`] without root or tracefs; [`ErrorKind::Io`]
     /// if tracefs refuses a setting.
-    pub fn start(config: &Config, fault_comm: &str) -> Result<Session> {
+    pub fn start(config: &Config, traced_comm: &str) -> Result<Session> {
         config.validate()?;
         if !tracefs::is_root() {
             return Err(Error::new(
@@ -279,27 +331,47 @@ impl Session {
         }
         let name = format!("{}-explain", tracefs::instance_name());
         let inst = Instance::create_with(&name, config.buffer_kb, &EXPLAIN_EVENTS)?;
+        // Only the measured threads' own wake-ups and page faults are used.
+        let only = format!("comm ~ \"{traced_comm}\"");
         if inst.events.contains(&EventKind::PageFault) {
-            inst.set_filter(
-                "exceptions/page_fault_user",
-                &format!("comm ~ \"{fault_comm}\""),
-            )?;
+            inst.set_filter("exceptions/page_fault_user", &only)?;
         }
+        inst.set_filter("sched/sched_wakeup", &only)?;
         let inst = Arc::new(inst);
         let cpus = firmtime_rt::sched::online_cpus();
         let stop = Arc::new(AtomicBool::new(false));
-        let (i2, s2, c2) = (Arc::clone(&inst), Arc::clone(&stop), cpus.clone());
+        let flags = Arc::new(Flags::new(FLAG_SLOTS));
+        let (i2, s2, c2, f2) = (
+            Arc::clone(&inst),
+            Arc::clone(&stop),
+            cpus.clone(),
+            Arc::clone(&flags),
+        );
         let (cap, every) = (
             config.max_events,
             Duration::from_nanos(config.drain_interval_ns),
         );
         let drainer = std::thread::Builder::new()
             .name("ft-explain-drain".into())
-            .spawn(move || tracefs::drain(&i2, &c2, cap, every, &s2))
+            .spawn(move || {
+                let mut k = Keeper::new(PENDING_EVENTS, cap, KEEP_NS);
+                let kc = std::cell::RefCell::new(&mut k);
+                let c = tracefs::drain_with(
+                    &i2,
+                    &c2,
+                    every,
+                    &s2,
+                    &mut |e| kc.borrow_mut().take(e, &f2),
+                    &mut || kc.borrow_mut().settle(&f2, false),
+                )?;
+                k.settle(&f2, true);
+                Ok((c, k))
+            })
             .map_err(|e| Error::new(ErrorKind::Io, format!("cannot start the drainer: {e}")))?;
         let steal_before = steal_ticks(&cpus);
         let s = Session {
             inst: Some(inst),
+            flags,
             stop,
             drainer: Some(drainer),
             cpus,
@@ -309,6 +381,12 @@ impl Session {
             i.set_on(true)?;
         }
         Ok(s)
+    }
+
+    /// Where measured threads flag their late wake-ups
+    /// ([`Notes::flagging`]); only the trace around them is kept.
+    pub fn flags(&self) -> Arc<Flags> {
+        Arc::clone(&self.flags)
     }
 
     /// Stops tracing, drains what is left and removes the instance.
@@ -321,11 +399,13 @@ impl Session {
             let _ = i.set_on(false);
         }
         self.stop.store(true, Ordering::SeqCst);
-        let capture = match self.drainer.take().map(|h| h.join()) {
+        let (mut capture, keeper) = match self.drainer.take().map(|h| h.join()) {
             Some(Ok(r)) => r?,
             Some(Err(_)) => return Err(Error::new(ErrorKind::Io, "the explain drainer panicked")),
-            None => Capture::default(),
+            None => (Capture::default(), Keeper::new(0, 0, 0)),
         };
+        capture.events = keeper.store;
+        capture.dropped = keeper.dropped;
         let inst = self.inst.take();
         let (lost, events_enabled, instance_removed) = match inst {
             Some(a) => {
@@ -347,6 +427,9 @@ impl Session {
             })
             .collect();
         Ok(Recorded {
+            windows: keeper.windows,
+            full_since: keeper.full_since,
+            flags_lost: keeper.flags_lost + keeper.windows_dropped,
             lost: lost + capture.missed,
             capture,
             events_enabled,
@@ -449,9 +532,13 @@ pub struct ThreadExplained {
 pub struct Explanation {
     /// Events recorded (those this kernel has).
     pub events_enabled: Vec<EventKind>,
-    /// Events decoded.
+    /// Events kept (inside the windows around late wake-ups).
     pub events: u64,
-    /// Events that did not fit in the store.
+    /// Windows kept (overlapping ones merged).
+    pub windows: u64,
+    /// Late wake-ups whose window was not kept (flag ring overrun).
+    pub flags_lost: u64,
+    /// Events inside windows that did not fit in the store.
     pub dropped: u64,
     /// Events the kernel lost.
     pub lost: u64,
@@ -492,7 +579,8 @@ pub fn this_machine() -> Machine {
 /// Attributes the outliers of `targets` from `rec`.
 pub fn explain(rec: Recorded, targets: &[Target], machine: &Machine) -> Explanation {
     let events = rec.capture.events.len() as u64;
-    let tl = Timeline::new(rec.capture.events);
+    let windows = rec.windows.len() as u64;
+    let tl = Timeline::with_windows(rec.capture.events, rec.windows, rec.full_since);
     let mut outliers = Vec::new();
     let mut threads = Vec::new();
     let mut missed = 0;
@@ -545,6 +633,8 @@ pub fn explain(rec: Recorded, targets: &[Target], machine: &Machine) -> Explanat
     Explanation {
         events_enabled: rec.events_enabled,
         events,
+        windows,
+        flags_lost: rec.flags_lost,
         dropped: rec.capture.dropped,
         lost: rec.lost,
         instance_removed: rec.instance_removed,
@@ -642,8 +732,9 @@ impl Explanation {
             .map(|(p, _)| p.rsplit('/').next().unwrap_or(p))
             .collect();
         format!(
-            "traced {} events ({}), {} dropped, {} lost",
+            "kept {} events in {} windows around late wake-ups ({}), {} dropped, {} lost",
             self.events,
+            self.windows,
             names.join(", "),
             self.dropped,
             self.lost

@@ -289,11 +289,10 @@ pub const EVENTS: [(&str, EventKind); 6] = [
 
 /// The events the explaining trace records ([`crate::explain`]): the
 /// scheduler's, interrupts, softirqs, idle states and user page faults.
-pub const EXPLAIN_EVENTS: [(&str, EventKind); 12] = [
+/// (`sched_wakeup` and `page_fault_user` are filtered to the measured threads.)
+pub const EXPLAIN_EVENTS: [(&str, EventKind); 10] = [
     ("sched/sched_switch", EventKind::Switch),
     ("sched/sched_wakeup", EventKind::Wakeup),
-    ("sched/sched_wakeup_new", EventKind::WakeupNew),
-    ("timer/hrtimer_expire_entry", EventKind::HrtimerExpire),
     ("irq_vectors/local_timer_entry", EventKind::LocalTimer),
     ("irq_vectors/local_timer_exit", EventKind::LocalTimerExit),
     ("irq/irq_handler_entry", EventKind::IrqEntry),

@@ -352,6 +352,53 @@ pub fn drain(
     interval: Duration,
     stop: &AtomicBool,
 ) -> Result<Capture> {
+    let zero = Event {
+        time_ns: 0,
+        cpu: 0,
+        kind: EventKind::Switch,
+        pid: 0,
+        prev_pid: 0,
+        next_pid: 0,
+        prev_state: 0,
+        arg: 0,
+        comm: [0; 16],
+    };
+    let mut events = vec![zero; capacity];
+    events.clear();
+    let mut dropped = 0;
+    let mut cap = drain_with(
+        inst,
+        cpus,
+        interval,
+        stop,
+        &mut |e| {
+            if events.len() < events.capacity() {
+                events.push(e);
+            } else {
+                dropped += 1;
+            }
+        },
+        &mut || {},
+    )?;
+    cap.events = events;
+    cap.dropped = dropped;
+    Ok(cap)
+}
+
+/// Like [`drain`], handing each decoded event to `sink` and calling
+/// `pass_done` after each pass over the CPUs' buffers. The returned
+/// [`Capture`] holds the page counts only (no events).
+///
+/// # Errors
+/// [`ErrorKind::Io`] if a buffer cannot be opened or read.
+pub fn drain_with(
+    inst: &Instance,
+    cpus: &[usize],
+    interval: Duration,
+    stop: &AtomicBool,
+    sink: &mut dyn FnMut(Event),
+    pass_done: &mut dyn FnMut(),
+) -> Result<Capture> {
     let mut files = Vec::with_capacity(cpus.len());
     for &c in cpus {
         let p = inst.path.join(format!("per_cpu/cpu{c}/trace_pipe_raw"));
@@ -362,22 +409,7 @@ pub fn drain(
             .map_err(|e| io(&format!("opening {}", p.display()), e))?;
         files.push((c as u16, f));
     }
-    let zero = Event {
-        time_ns: 0,
-        cpu: 0,
-        kind: EventKind::Switch,
-        pid: 0,
-        prev_pid: 0,
-        prev_state: 0,
-        next_pid: 0,
-        arg: 0,
-        comm: [0; 16],
-    };
-    let mut cap = Capture {
-        events: vec![zero; capacity],
-        ..Capture::default()
-    };
-    cap.events.clear();
+    let mut cap = Capture::default();
     let mut page = vec![0u8; inst.decoder.page_size()];
     loop {
         let last = stop.load(Ordering::SeqCst);
@@ -391,20 +423,14 @@ pub fn drain(
                     Err(e) => return Err(io("reading trace_pipe_raw", e)),
                 };
                 cap.pages += 1;
-                let (events, dropped) = (&mut cap.events, &mut cap.dropped);
-                let info = inst.decoder.decode_page(&page[..n], *cpu, &mut |e| {
-                    if events.len() < events.capacity() {
-                        events.push(e);
-                    } else {
-                        *dropped += 1;
-                    }
-                });
+                let info = inst.decoder.decode_page(&page[..n], *cpu, sink);
                 if info.missed_flag {
                     cap.missed_pages += 1;
                 }
                 cap.missed += info.missed;
             }
         }
+        pass_done();
         if last {
             break;
         }

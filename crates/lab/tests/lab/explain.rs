@@ -1,0 +1,458 @@
+//! `--explain`: attribution on synthetic traces (every category), the
+//! RT-safe notes, and induced causes on this machine (root and tracefs; else
+//! skipped with the reason): a SCHED_FIFO hog at a higher priority, a UDP
+//! flood on loopback (NET_RX softirq), and a thread without locked memory
+//! that page-faults. Asserted: the cause's category and name, never timings.
+
+use firmtime_lab::cyclic::{self, Config};
+use firmtime_lab::explain::attribute::{attribute, Category, Machine, Timeline, Wakeup};
+use firmtime_lab::explain::{self, Notes, Outlier};
+use firmtime_lab::measure::Silent;
+use firmtime_lab::trace::raw::{Event, EventKind, IDLE_EXIT};
+use firmtime_rt::clock::monotonic_ns;
+use firmtime_rt::periodic::{Periodic, Tick};
+use firmtime_rt::sched::{self, Policy};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// The induced-cause tests perturb the measured CPU: one at a time.
+static INDUCED: Mutex<()> = Mutex::new(());
+
+const TID: i32 = 500;
+
+fn ev(t: u64, kind: EventKind) -> Event {
+    Event {
+        time_ns: t,
+        cpu: 1,
+        kind,
+        pid: 0,
+        prev_pid: 0,
+        next_pid: 0,
+        prev_state: 0,
+        arg: 0,
+        comm: [0; 16],
+    }
+}
+
+fn comm(s: &str) -> [u8; 16] {
+    let mut c = [0u8; 16];
+    c[..s.len()].copy_from_slice(s.as_bytes());
+    c
+}
+
+/// `prev` (comm, prio) leaves CPU 1 for `next` (prio).
+fn switch(t: u64, prev: i32, prev_comm: &str, prev_prio: i32, next: i32, next_prio: i32) -> Event {
+    Event {
+        pid: prev,
+        prev_pid: prev,
+        next_pid: next,
+        prev_state: 1,
+        arg: u64::from(prev_prio as u32) | (u64::from(next_prio as u32) << 32),
+        comm: comm(prev_comm),
+        ..ev(t, EventKind::Switch)
+    }
+}
+
+fn wakeup(t: u64) -> Event {
+    Event {
+        prev_pid: TID,
+        next_pid: 1,
+        comm: comm("measured"),
+        ..ev(t, EventKind::Wakeup)
+    }
+}
+
+fn late(deadline: u64, wake: u64) -> Wakeup {
+    Wakeup {
+        cpu: 1,
+        tid: TID,
+        deadline_ns: deadline,
+        wake_ns: wake,
+        slack_ns: 0,
+        period_ns: 1_000_000,
+    }
+}
+
+fn bare_metal() -> Machine {
+    Machine {
+        on_vm: false,
+        preempt_model: "voluntary".into(),
+    }
+}
+
+#[test]
+fn a_higher_priority_task_is_named_with_its_priority() {
+    // 10 µs: the thread sleeps, "hog" (RT 90 = kernel prio 9) runs; the
+    // timer fires at D, the wake-up is queued; hog runs until D + 800 µs.
+    let d = 1_000_000;
+    let events = vec![
+        switch(10_000, TID, "measured", 19, 42, 9),
+        ev(d + 2_000, EventKind::LocalTimer),
+        wakeup(d + 3_000),
+        ev(d + 4_000, EventKind::LocalTimerExit),
+        switch(d + 800_000, 42, "hog", 9, TID, 19),
+        ev(d + 900_000, EventKind::LocalTimer),
+    ];
+    let tl = Timeline::new(events);
+    let c = attribute(&tl, &late(d, d + 805_000), &bare_metal());
+    assert_eq!(c.category, Category::Task);
+    assert_eq!(c.name, "hog");
+    assert!(c.detail.contains("higher priority"), "{}", c.detail);
+    assert!(c.detail.contains("RT priority 90"), "{}", c.detail);
+}
+
+#[test]
+fn a_softirq_and_an_irq_are_named() {
+    let d = 1_000_000;
+    let mut irq = ev(d + 6_000, EventKind::IrqEntry);
+    irq.prev_pid = 24;
+    irq.comm = comm("virtio0-input.0");
+    let mut irq_exit = ev(d + 106_000, EventKind::IrqExit);
+    irq_exit.prev_pid = 24;
+    let mut soft = ev(d + 106_500, EventKind::SoftirqEntry);
+    soft.prev_pid = 3;
+    let mut soft_exit = ev(d + 700_000, EventKind::SoftirqExit);
+    soft_exit.prev_pid = 3;
+    let events = vec![
+        switch(10_000, TID, "measured", 19, 77, 120),
+        ev(d + 1_000, EventKind::LocalTimer),
+        wakeup(d + 2_000),
+        ev(d + 3_000, EventKind::LocalTimerExit),
+        irq,
+        irq_exit,
+        soft,
+        soft_exit,
+        switch(d + 710_000, 77, "sender", 120, TID, 19),
+        ev(d + 900_000, EventKind::LocalTimer),
+    ];
+    let tl = Timeline::new(events);
+    let c = attribute(&tl, &late(d, d + 712_000), &bare_metal());
+    assert_eq!(c.category, Category::Softirq);
+    assert_eq!(c.name, "NET_RX");
+    let irq_part = c.parts.iter().find(|p| p.category == Category::Irq);
+    assert!(
+        irq_part.is_some_and(|p| p.name == "virtio0-input.0"),
+        "{:?}",
+        c.parts
+    );
+}
+
+#[test]
+fn a_late_timer_on_a_vm_is_the_vm_and_on_bare_metal_idle_exit() {
+    let d = 1_000_000;
+    let mut idle = ev(20_000, EventKind::CpuIdle);
+    idle.arg = 1;
+    let mut idle_exit = ev(d + 2_000_000, EventKind::CpuIdle);
+    idle_exit.arg = IDLE_EXIT;
+    let events = vec![
+        switch(10_000, TID, "measured", 19, 0, 120),
+        idle,
+        idle_exit,
+        ev(d + 2_000_100, EventKind::LocalTimer),
+        wakeup(d + 2_001_000),
+        ev(d + 2_002_000, EventKind::LocalTimerExit),
+        switch(d + 2_005_000, 0, "swapper/1", 120, TID, 19),
+        ev(d + 3_000_000, EventKind::LocalTimer),
+    ];
+    let tl = Timeline::new(events);
+    let w = late(d, d + 2_006_000);
+    let vm = Machine {
+        on_vm: true,
+        preempt_model: "full".into(),
+    };
+    assert_eq!(attribute(&tl, &w, &vm).category, Category::Vm);
+    assert_eq!(
+        attribute(&tl, &w, &bare_metal()).category,
+        Category::IdleExit
+    );
+}
+
+#[test]
+fn an_overrunning_thread_with_page_faults_is_itself() {
+    let d = 2_000_000;
+    let mut events = vec![switch(1_000_000, 0, "swapper/1", 120, TID, 120)];
+    for k in 0..50 {
+        let mut f = ev(1_100_000 + k * 30_000, EventKind::PageFault);
+        f.pid = TID;
+        events.push(f);
+    }
+    events.push(switch(d + 600_000, TID, "measured", 120, 0, 120));
+    events.push(ev(d + 700_000, EventKind::LocalTimer));
+    let tl = Timeline::new(events);
+    let c = attribute(&tl, &late(d, d + 500_000), &bare_metal());
+    assert_eq!(c.category, Category::SelfThread);
+    assert_eq!(c.name, "page faults");
+    assert!(c.detail.contains("page faults"), "{}", c.detail);
+}
+
+#[test]
+fn a_wake_up_outside_the_trace_is_unknown_never_hidden() {
+    let tl = Timeline::new(vec![switch(10_000, TID, "measured", 19, 0, 120)]);
+    let c = attribute(&tl, &late(1_000_000, 1_500_000), &bare_metal());
+    assert_eq!(c.category, Category::Unknown);
+    assert!(c.detail.contains("does not cover"), "{}", c.detail);
+}
+
+fn tick(index: u64, latency_ns: i64, missed: u64) -> Tick {
+    Tick {
+        index,
+        deadline_ns: index * 1_000_000,
+        wake_ns: (index * 1_000_000).saturating_add_signed(latency_ns),
+        latency_ns,
+        missed,
+    }
+}
+
+#[test]
+fn notes_keep_the_worst_without_allocating() {
+    let mut n = Notes::new(4);
+    let lat = [5, 90, 3, 70, 1, 200, 60, 80, 2_000_000, 4];
+    assert_no_alloc::assert_no_alloc(|| {
+        for (i, &l) in lat.iter().enumerate() {
+            n.offer(&tick(i as u64, l, u64::from(l > 1_000_000) * 2));
+        }
+    });
+    let kept: Vec<i64> = n.sorted().iter().map(|x| x.latency_ns).collect();
+    assert_eq!(kept, vec![2_000_000, 200, 90, 80]);
+    assert_eq!(n.missing_not_kept(), 0);
+    assert!(!Notes::default().enabled());
+}
+
+// ---- induced causes, on this machine ----
+
+fn usable() -> bool {
+    match explain::available() {
+        Ok(()) => true,
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            false
+        }
+    }
+}
+
+/// The CPU to disturb: the last online one (CPU 1 here).
+fn victim_cpu() -> usize {
+    *sched::online_cpus().last().unwrap_or(&0)
+}
+
+/// Outliers above `floor_ns`, excluding those the VM's own steal caused
+/// (this machine is a VM shared with other builds: its spikes are real
+/// outliers, but not the induced ones).
+fn induced(outliers: &[Outlier], floor_ns: i64) -> Vec<&Outlier> {
+    outliers
+        .iter()
+        .filter(|o| o.latency_ns >= floor_ns && o.cause.category != Category::Vm)
+        .collect()
+}
+
+fn show(v: &[&Outlier]) -> String {
+    v.iter()
+        .map(|o| {
+            format!(
+                "{} µs {} {}: {}",
+                o.latency_ns / 1000,
+                o.cause.category.name(),
+                o.cause.name,
+                o.cause.detail
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn cyclic_on(cpu: usize, above_ns: u64, duration_ns: u64) -> Config {
+    Config {
+        interval_ns: 1_000_000,
+        duration_ns,
+        policy: Policy::Fifo { priority: 80 },
+        cpus: Some(vec![cpu]),
+        mlock: true,
+        explain: Some(explain::Config {
+            above_ns: Some(above_ns),
+            max_events: 1_000_000,
+            ..explain::Config::default()
+        }),
+        ..Config::default()
+    }
+}
+
+#[test]
+fn induced_a_fifo_hog_at_a_higher_priority_is_named() {
+    let _g = INDUCED.lock().unwrap_or_else(|e| e.into_inner());
+    if !usable() {
+        return;
+    }
+    let cpu = victim_cpu();
+    let stop = AtomicBool::new(false);
+    let result = std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .name("ft-hog".into())
+            .spawn_scoped(s, || {
+                sched::set_affinity(&[cpu]).expect("pin the hog");
+                sched::set_current_thread(&Policy::Fifo { priority: 90 }).expect("FIFO 90");
+                // Bursts of 3 ms every 25 ms, at a higher priority than the thread.
+                while !stop.load(Ordering::Relaxed) {
+                    let until = monotonic_ns() + 3_000_000;
+                    while monotonic_ns() < until {
+                        std::hint::spin_loop();
+                    }
+                    std::thread::sleep(Duration::from_millis(22));
+                }
+            })
+            .expect("start the hog");
+        let r = cyclic::run(&cyclic_on(cpu, 1_000_000, 2_000_000_000), &mut Silent);
+        stop.store(true, Ordering::Relaxed);
+        r
+    })
+    .expect("cyclic run");
+    let e = result.explain.expect("explained");
+    let v = induced(&e.outliers, 1_000_000);
+    assert!(v.len() >= 5, "the hog made few outliers:\n{}", show(&v));
+    let named = v
+        .iter()
+        .filter(|o| o.cause.category == Category::Task && o.cause.name == "ft-hog")
+        .count();
+    assert!(
+        named * 10 >= v.len() * 8,
+        "{named} of {} named the hog:\n{}",
+        v.len(),
+        show(&v)
+    );
+    assert!(
+        v[0].cause.detail.contains("higher priority"),
+        "{}",
+        show(&v)
+    );
+}
+
+#[test]
+fn induced_a_udp_flood_is_named_as_softirq() {
+    let _g = INDUCED.lock().unwrap_or_else(|e| e.into_inner());
+    if !usable() {
+        return;
+    }
+    let cpu = victim_cpu();
+    let rx = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+    let to = rx.local_addr().expect("addr");
+    let stop = AtomicBool::new(false);
+    let result = std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                sched::set_affinity(&[cpu]).expect("pin the sender");
+                let tx = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+                let buf = [0u8; 1400];
+                while !stop.load(Ordering::Relaxed) {
+                    let _ = tx.send_to(&buf, to);
+                }
+            });
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        let r = cyclic::run(&cyclic_on(cpu, 40_000, 2_000_000_000), &mut Silent);
+        stop.store(true, Ordering::Relaxed);
+        r
+    })
+    .expect("cyclic run");
+    drop(rx);
+    let e = result.explain.expect("explained");
+    let v = induced(&e.outliers, 40_000);
+    let net = v
+        .iter()
+        .filter(|o| {
+            matches!(o.cause.category, Category::Softirq | Category::Irq)
+                && o.cause.name.starts_with("NET_")
+        })
+        .count();
+    assert!(
+        net >= 3 && net * 2 >= v.len(),
+        "{net} of {} named a NET softirq:\n{}",
+        v.len(),
+        show(&v)
+    );
+}
+
+#[test]
+fn induced_page_faults_without_mlock_are_the_thread_itself() {
+    let _g = INDUCED.lock().unwrap_or_else(|e| e.into_inner());
+    if !usable() {
+        return;
+    }
+    let cpu = victim_cpu();
+    let cfg = explain::Config {
+        above_ns: Some(500_000),
+        max_events: 1_000_000,
+        ..explain::Config::default()
+    };
+    let session = explain::Session::start(&cfg, "ft-faulter*").expect("trace");
+    let flags = session.flags();
+    let (tid, notes) = std::thread::Builder::new()
+        .name("ft-faulter".into())
+        .spawn(move || {
+            sched::set_affinity(&[cpu]).expect("pin");
+            let _ = firmtime_rt::memory::unlock_all();
+            let mut notes = Notes::flagging(256, flags, cpu, explain::lookback_ns(1_000_000));
+            const LEN: usize = 8 << 20;
+            // SAFETY: a fresh private anonymous mapping, unmapped below.
+            let p = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    LEN,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                )
+            };
+            assert_ne!(p, libc::MAP_FAILED);
+            let mut sleeper =
+                firmtime_rt::sleep::open(firmtime_rt::sleep::Mechanism::ClockNanosleep)
+                    .expect("sleeper");
+            let mut periodic =
+                Periodic::try_new(monotonic_ns() + 1_000_000, 1_000_000).expect("periodic");
+            for _ in 0..300 {
+                let Ok(t) = periodic.wait(&mut *sleeper) else {
+                    break;
+                };
+                notes.offer(&t);
+                // Give the pages back, then touch them all again: every
+                // touch is a page fault (memory not locked).
+                // SAFETY: p..p+LEN is the mapping above.
+                unsafe { libc::madvise(p, LEN, libc::MADV_DONTNEED) };
+                for off in (0..LEN).step_by(4096) {
+                    // SAFETY: off < LEN, inside the writable mapping.
+                    unsafe { std::ptr::write_volatile((p as *mut u8).add(off), 1) };
+                }
+            }
+            // SAFETY: unmapping the mapping made above.
+            unsafe { libc::munmap(p, LEN) };
+            (sched::current_tid(), notes)
+        })
+        .expect("start")
+        .join()
+        .expect("faulter");
+    let rec = session.finish().expect("finish");
+    let target = explain::Target {
+        thread: 0,
+        cpu,
+        tid,
+        period_ns: 1_000_000,
+        slack_ns: sched::timer_slack().unwrap_or(50_000),
+        threshold_ns: 500_000,
+        notes: notes.sorted(),
+        missing_not_kept: notes.missing_not_kept(),
+        missed: 0,
+    };
+    let e = explain::explain(rec, &[target], &explain::this_machine());
+    let v = induced(&e.outliers, 500_000);
+    assert!(v.len() >= 5, "few outliers:\n{}", show(&v));
+    let own = v
+        .iter()
+        .filter(|o| o.cause.category == Category::SelfThread && o.cause.name == "page faults")
+        .count();
+    assert!(
+        own * 10 >= v.len() * 8,
+        "{own} of {} named the thread's page faults:\n{}",
+        v.len(),
+        show(&v)
+    );
+}
