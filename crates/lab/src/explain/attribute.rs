@@ -338,6 +338,7 @@ pub fn attribute(tl: &Timeline, w: &Wakeup, m: &Machine) -> Cause {
     let mut own_prio = None;
     let mut acc: HashMap<(Category, Ctx), u64> = HashMap::new();
     let mut slack_left = w.slack_ns;
+    let mut idle_mark = 0u64;
     let mut t = d;
     for (i, e) in ev[start..end].iter().enumerate() {
         let now = e.time_ns.clamp(d, wk);
@@ -356,6 +357,24 @@ pub fn attribute(tl: &Timeline, w: &Wakeup, m: &Machine) -> Cause {
                 running_at_d,
             );
             t = now;
+        }
+        // A task seen on the CPU while the sweep believed it idle was
+        // switched in from idle without a record: the idle time charged
+        // since the last record was that task's.
+        let seen = match e.kind {
+            EventKind::Switch => e.prev_pid,
+            _ => e.pid,
+        };
+        if matches!(task, Ctx::Task(0, _)) && seen != 0 && seen != w.tid {
+            let key = (Category::IdleExit, Ctx::Unknown);
+            let now_idle = acc.get(&key).copied().unwrap_or(0);
+            let moved = now_idle.saturating_sub(idle_mark);
+            if moved > 0 {
+                acc.insert(key, idle_mark);
+                let prio = tl.prios.get(&seen).copied().unwrap_or(120);
+                *acc.entry((Category::Task, Ctx::Task(seen, prio)))
+                    .or_default() += moved;
+            }
         }
         match e.kind {
             EventKind::Switch => {
@@ -376,9 +395,22 @@ pub fn attribute(tl: &Timeline, w: &Wakeup, m: &Machine) -> Cause {
             EventKind::CpuIdle => idle = e.arg != IDLE_EXIT,
             _ => {}
         }
+        // Every record names the task on the CPU (common_pid; for an
+        // interrupt, the task it interrupted). Some kernels record nothing
+        // from a CPU's idle task (this development VM's CPU 1: no cpu_idle,
+        // no switch out of idle), so a task switched in from idle first
+        // shows up here.
+        if e.kind != EventKind::Switch && !matches!(task, Ctx::Task(p, _) if p == e.pid) {
+            task = Ctx::Task(e.pid, tl.prios.get(&e.pid).copied().unwrap_or(120));
+            idle = e.pid == 0 && idle;
+        }
         if start + i < at_d {
             running_at_d = matches!(task, Ctx::Task(p, _) if p == w.tid);
         }
+        idle_mark = acc
+            .get(&(Category::IdleExit, Ctx::Unknown))
+            .copied()
+            .unwrap_or(0);
     }
     if wk > t {
         let ctx = stack.last().copied().unwrap_or(task);

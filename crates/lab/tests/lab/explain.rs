@@ -35,6 +35,11 @@ fn ev(t: u64, kind: EventKind) -> Event {
     }
 }
 
+/// `e` recorded while `pid` was on the CPU (its common_pid).
+fn on(pid: i32, e: Event) -> Event {
+    Event { pid, ..e }
+}
+
 fn comm(s: &str) -> [u8; 16] {
     let mut c = [0u8; 16];
     c[..s.len()].copy_from_slice(s.as_bytes());
@@ -88,11 +93,11 @@ fn a_higher_priority_task_is_named_with_its_priority() {
     let d = 1_000_000;
     let events = vec![
         switch(10_000, TID, "measured", 19, 42, 9),
-        ev(d + 2_000, EventKind::LocalTimer),
-        wakeup(d + 3_000),
-        ev(d + 4_000, EventKind::LocalTimerExit),
+        on(42, ev(d + 2_000, EventKind::LocalTimer)),
+        on(42, wakeup(d + 3_000)),
+        on(42, ev(d + 4_000, EventKind::LocalTimerExit)),
         switch(d + 800_000, 42, "hog", 9, TID, 19),
-        ev(d + 900_000, EventKind::LocalTimer),
+        on(TID, ev(d + 900_000, EventKind::LocalTimer)),
     ];
     let tl = Timeline::new(events);
     let c = attribute(&tl, &late(d, d + 805_000), &bare_metal());
@@ -116,15 +121,15 @@ fn a_softirq_and_an_irq_are_named() {
     soft_exit.prev_pid = 3;
     let events = vec![
         switch(10_000, TID, "measured", 19, 77, 120),
-        ev(d + 1_000, EventKind::LocalTimer),
-        wakeup(d + 2_000),
-        ev(d + 3_000, EventKind::LocalTimerExit),
-        irq,
-        irq_exit,
-        soft,
-        soft_exit,
+        on(77, ev(d + 1_000, EventKind::LocalTimer)),
+        on(77, wakeup(d + 2_000)),
+        on(77, ev(d + 3_000, EventKind::LocalTimerExit)),
+        on(77, irq),
+        on(77, irq_exit),
+        on(77, soft),
+        on(77, soft_exit),
         switch(d + 710_000, 77, "sender", 120, TID, 19),
-        ev(d + 900_000, EventKind::LocalTimer),
+        on(TID, ev(d + 900_000, EventKind::LocalTimer)),
     ];
     let tl = Timeline::new(events);
     let c = attribute(&tl, &late(d, d + 712_000), &bare_metal());
@@ -326,46 +331,74 @@ fn induced_a_fifo_hog_at_a_higher_priority_is_named() {
     );
 }
 
+/// Restores a sysfs value when dropped.
+struct Restore(std::path::PathBuf, String);
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        let _ = std::fs::write(&self.0, &self.1);
+    }
+}
+
 #[test]
-fn induced_a_udp_flood_is_named_as_softirq() {
+fn induced_a_udp_flood_is_named_as_net_rx_softirq() {
     let _g = INDUCED.lock().unwrap_or_else(|e| e.into_inner());
     if !usable() {
         return;
     }
-    let cpu = victim_cpu();
+    let cpus = sched::online_cpus();
+    let (Some(&sender), Some(&cpu)) = (cpus.first(), cpus.last()) else {
+        return;
+    };
+    if sender == cpu {
+        eprintln!("skipped: a UDP flood steered to another CPU needs two CPUs");
+        return;
+    }
+    // Loopback packets are received on the sending CPU unless RPS steers
+    // them: for the test, lo's receive processing (NET_RX softirq) goes to
+    // the measured CPU; the old setting is restored on any exit.
+    let rps = std::path::PathBuf::from("/sys/class/net/lo/queues/rx-0/rps_cpus");
+    let Ok(old) = std::fs::read_to_string(&rps) else {
+        eprintln!("skipped: no RPS on lo ({})", rps.display());
+        return;
+    };
+    let _restore = Restore(rps.clone(), old.trim().to_string());
+    if std::fs::write(&rps, format!("{:x}", 1u64 << cpu)).is_err() {
+        eprintln!("skipped: cannot steer lo's packets to CPU {cpu}");
+        return;
+    }
     let rx = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
     let to = rx.local_addr().expect("addr");
     let stop = AtomicBool::new(false);
     let result = std::thread::scope(|s| {
         for _ in 0..2 {
             s.spawn(|| {
-                sched::set_affinity(&[cpu]).expect("pin the sender");
+                let _ = sched::set_affinity(&[sender]);
                 let tx = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
-                let buf = [0u8; 1400];
+                let buf = [0u8; 200];
                 while !stop.load(Ordering::Relaxed) {
                     let _ = tx.send_to(&buf, to);
                 }
             });
         }
         std::thread::sleep(Duration::from_millis(100));
-        let r = cyclic::run(&cyclic_on(cpu, 40_000, 2_000_000_000), &mut Silent);
+        let r = cyclic::run(&cyclic_on(cpu, 100_000, 2_000_000_000), &mut Silent);
         stop.store(true, Ordering::Relaxed);
         r
     })
     .expect("cyclic run");
     drop(rx);
     let e = result.explain.expect("explained");
-    let v = induced(&e.outliers, 40_000);
+    let v = induced(&e.outliers, 100_000);
     let net = v
         .iter()
-        .filter(|o| {
-            matches!(o.cause.category, Category::Softirq | Category::Irq)
-                && o.cause.name.starts_with("NET_")
-        })
+        .filter(|o| o.cause.category == Category::Softirq && o.cause.name == "NET_RX")
         .count();
+    // Presence, not majority: the other tasks sharing this CPU (a shared
+    // VM under parallel builds) make their own outliers in the same run.
     assert!(
-        net >= 3 && net * 2 >= v.len(),
-        "{net} of {} named a NET softirq:\n{}",
+        net >= 3,
+        "{net} of {} named the NET_RX softirq:\n{}",
         v.len(),
         show(&v)
     );
