@@ -312,6 +312,25 @@ fn steal_ticks(cpus: &[usize]) -> Vec<u64> {
         .collect()
 }
 
+/// A tracefs instance with the explaining trace's events, tracing off:
+/// `sched_wakeup` and `page_fault_user` filtered to the threads whose comm
+/// matches the glob `traced_comm` (the only ones the attribution uses).
+///
+/// # Errors
+/// As [`Instance::create_with`]; [`ErrorKind::Io`] if a filter is refused.
+pub fn instance(buffer_kb: u32, traced_comm: &str) -> Result<Instance> {
+    let name = format!("{}-explain", tracefs::instance_name());
+    let inst = Instance::create_with(&name, buffer_kb, &EXPLAIN_EVENTS)?;
+    let only = format!("comm ~ \"{traced_comm}\"");
+    if inst.events.contains(&EventKind::PageFault) {
+        inst.set_filter("exceptions/page_fault_user", &only)?;
+    }
+    if inst.events.contains(&EventKind::Wakeup) {
+        inst.set_filter("sched/sched_wakeup", &only)?;
+    }
+    Ok(inst)
+}
+
 impl Session {
     /// Creates the instance (wake-ups and page faults filtered to the
     /// measured threads: those whose comm matches the glob `traced_comm`),
@@ -329,15 +348,7 @@ impl Session {
                  Run it with sudo, or use --no-explain.",
             ));
         }
-        let name = format!("{}-explain", tracefs::instance_name());
-        let inst = Instance::create_with(&name, config.buffer_kb, &EXPLAIN_EVENTS)?;
-        // Only the measured threads' own wake-ups and page faults are used.
-        let only = format!("comm ~ \"{traced_comm}\"");
-        if inst.events.contains(&EventKind::PageFault) {
-            inst.set_filter("exceptions/page_fault_user", &only)?;
-        }
-        inst.set_filter("sched/sched_wakeup", &only)?;
-        let inst = Arc::new(inst);
+        let inst = Arc::new(instance(config.buffer_kb, traced_comm)?);
         let cpus = firmtime_rt::sched::online_cpus();
         let stop = Arc::new(AtomicBool::new(false));
         let flags = Arc::new(Flags::new(FLAG_SLOTS));
