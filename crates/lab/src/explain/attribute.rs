@@ -285,8 +285,10 @@ pub fn attribute(tl: &Timeline, w: &Wakeup, m: &Machine) -> Cause {
         Ok(f) => f,
         Err(why) => return unknown(why),
     };
-    let covered = ev.first().is_some_and(|e| e.time_ns <= d.max(from))
-        && ev.last().is_some_and(|e| e.time_ns >= wk);
+    // A kept window holds [D, W] by construction; a whole trace must span it.
+    let covered = tl.windows.is_some()
+        || (ev.first().is_some_and(|e| e.time_ns <= d)
+            && ev.last().is_some_and(|e| e.time_ns >= wk));
     if !covered {
         return unknown(format!(
             "the trace does not cover this wake-up on CPU {} (store full or events lost)",

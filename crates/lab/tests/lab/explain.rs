@@ -331,6 +331,46 @@ fn induced_a_fifo_hog_at_a_higher_priority_is_named() {
     );
 }
 
+/// `n` UDP sockets bound to one port on all addresses (SO_REUSEADDR): a
+/// broadcast to that port is delivered to each. Returns the port and fds.
+fn broadcast_receivers(n: usize) -> (u16, Vec<i32>) {
+    let mut port = 0u16;
+    let mut fds = Vec::new();
+    for _ in 0..n {
+        // SAFETY: plain socket calls on a fresh fd with valid, sized arguments.
+        unsafe {
+            let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0);
+            assert!(fd >= 0, "socket");
+            let one: libc::c_int = 1;
+            let len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_REUSEADDR,
+                (&one as *const libc::c_int).cast(),
+                len,
+            );
+            let mut a: libc::sockaddr_in = std::mem::zeroed();
+            a.sin_family = libc::AF_INET as libc::sa_family_t;
+            a.sin_port = port.to_be();
+            let alen = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+            assert_eq!(
+                libc::bind(fd, (&a as *const libc::sockaddr_in).cast(), alen),
+                0,
+                "bind"
+            );
+            if port == 0 {
+                let mut b: libc::sockaddr_in = std::mem::zeroed();
+                let mut blen = alen;
+                libc::getsockname(fd, (&mut b as *mut libc::sockaddr_in).cast(), &mut blen);
+                port = u16::from_be(b.sin_port);
+            }
+            fds.push(fd);
+        }
+    }
+    (port, fds)
+}
+
 /// Restores a sysfs value when dropped.
 struct Restore(std::path::PathBuf, String);
 
@@ -367,15 +407,18 @@ fn induced_a_udp_flood_is_named_as_net_rx_softirq() {
         eprintln!("skipped: cannot steer lo's packets to CPU {cpu}");
         return;
     }
-    let rx = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
-    let to = rx.local_addr().expect("addr");
+    // Broadcast to 64 sockets sharing one port: the NET_RX softirq
+    // delivers each packet 64 times, so its runs are long.
+    let (port, socks) = broadcast_receivers(64);
+    let to = std::net::SocketAddr::from(([127, 255, 255, 255], port));
     let stop = AtomicBool::new(false);
     let result = std::thread::scope(|s| {
         for _ in 0..2 {
             s.spawn(|| {
                 let _ = sched::set_affinity(&[sender]);
                 let tx = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
-                let buf = [0u8; 200];
+                tx.set_broadcast(true).expect("broadcast");
+                let buf = [0u8; 64];
                 while !stop.load(Ordering::Relaxed) {
                     let _ = tx.send_to(&buf, to);
                 }
@@ -387,17 +430,21 @@ fn induced_a_udp_flood_is_named_as_net_rx_softirq() {
         r
     })
     .expect("cyclic run");
-    drop(rx);
+    for fd in socks {
+        // SAFETY: fd is a socket opened by broadcast_receivers, closed once.
+        unsafe { libc::close(fd) };
+    }
     let e = result.explain.expect("explained");
     let v = induced(&e.outliers, 100_000);
     let net = v
         .iter()
         .filter(|o| o.cause.category == Category::Softirq && o.cause.name == "NET_RX")
         .count();
-    // Presence, not majority: the other tasks sharing this CPU (a shared
-    // VM under parallel builds) make their own outliers in the same run.
+    eprintln!("UDP flood: {}", e.summary());
+    // Most, not all: the other tasks sharing this CPU (a shared VM under
+    // parallel builds) make their own outliers in the same run.
     assert!(
-        net >= 3,
+        net >= 3 && net * 10 >= v.len() * 6,
         "{net} of {} named the NET_RX softirq:\n{}",
         v.len(),
         show(&v)
@@ -488,4 +535,51 @@ fn induced_page_faults_without_mlock_are_the_thread_itself() {
         v.len(),
         show(&v)
     );
+}
+
+#[test]
+fn flagged_windows_keep_their_events_and_let_the_rest_go() {
+    use explain::{Flags, Keeper};
+    let flags = Flags::new(4);
+    let mut k = Keeper::new(100, 100, 1_000_000);
+    let at = |t: u64, cpu: u16| Event {
+        cpu,
+        ..ev(t, EventKind::LocalTimer)
+    };
+    // Events 0..10 ms on CPUs 0 and 1; a window on CPU 1 flagged late.
+    for i in 0..10 {
+        k.take(at(i * 1_000_000, 0), &flags);
+        k.take(at(i * 1_000_000 + 1, 1), &flags);
+        k.settle(&flags, false);
+        if i == 6 {
+            flags.push(1, 4_500_000, 6_500_000);
+        }
+    }
+    k.settle(&flags, true);
+    let kept: Vec<(u16, u64)> = k.store.iter().map(|e| (e.cpu, e.time_ns)).collect();
+    // Only CPU 1's events inside the window survive: the older ones were
+    // let go before the flag came (beyond the 1 ms horizon), none of CPU 0.
+    assert!(
+        kept.iter()
+            .all(|&(c, t)| c == 1 && (4_500_000..=6_500_000).contains(&t)),
+        "{kept:?}"
+    );
+    assert!(kept.contains(&(1, 6_000_001)), "{kept:?}");
+    assert_eq!(k.windows.len(), 1);
+    assert_eq!(k.flags_lost, 0);
+}
+
+#[test]
+fn a_flag_ring_that_overflows_counts_what_it_lost() {
+    let flags = explain::Flags::new(4);
+    assert_no_alloc::assert_no_alloc(|| {
+        for i in 0..10u64 {
+            flags.push(0, i, i + 1);
+        }
+    });
+    let mut next = 0;
+    let mut got = Vec::new();
+    let lost = flags.read(&mut next, &mut |w| got.push(w.start_ns));
+    assert_eq!(lost, 6);
+    assert_eq!(got, vec![6, 7, 8, 9]);
 }
