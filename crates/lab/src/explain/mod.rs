@@ -345,7 +345,7 @@ impl Session {
             return Err(Error::new(
                 ErrorKind::Unavailable,
                 "--explain needs root: it reads scheduler and interrupt tracepoints through tracefs. \
-                 Run it with sudo, or use --no-explain.",
+                 Run it with sudo, or without --explain (lab all: --no-explain).",
             ));
         }
         let inst = Arc::new(instance(config.buffer_kb, traced_comm)?);
