@@ -18,7 +18,9 @@
 //! Everything is allocated and touched before the loop; [`ThreadLoop::run`]
 //! is **RT-safe**: it waits, records into preallocated histograms and
 //! stores atomics ([`LiveThread`]) that a non-RT monitor reads for the
-//! status line. It never allocates, locks or prints.
+//! status line. It never allocates, locks or prints. With `--explain` it
+//! also offers each wake-up to its preallocated worst-wake-up notes, which
+//! flag the trace windows to keep ([`crate::explain`]; atomics only).
 
 use crate::check::{self, fmt_ns, invalid};
 use crate::error::{Error, ErrorKind, Result};

@@ -118,6 +118,8 @@ pub struct Machine {
     pub on_vm: bool,
     /// Preemption model (`none`, `voluntary`, `full`, `rt`, …).
     pub preempt_model: String,
+    /// `none` on bare metal, else the hypervisor; `None` when unknown.
+    pub virtualization: Option<String>,
 }
 
 /// The cause of one late wake-up.

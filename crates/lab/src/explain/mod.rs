@@ -427,7 +427,7 @@ impl Session {
             }
             None => (0, Vec::new(), true),
         };
-        let hz = firmtime_lab_user_hz();
+        let hz = crate::billing::user_hz();
         let steal_ns = self
             .cpus
             .iter()
@@ -448,10 +448,6 @@ impl Session {
             steal_ns,
         })
     }
-}
-
-fn firmtime_lab_user_hz() -> u64 {
-    crate::billing::user_hz()
 }
 
 impl Drop for Session {
@@ -584,6 +580,7 @@ pub fn this_machine() -> Machine {
     Machine {
         on_vm: s.virtualization.as_deref().is_some_and(|v| v != "none"),
         preempt_model: s.preempt_model.name().to_string(),
+        virtualization: s.virtualization,
     }
 }
 
@@ -650,7 +647,7 @@ pub fn explain(rec: Recorded, targets: &[Target], machine: &Machine) -> Explanat
         lost: rec.lost,
         instance_removed: rec.instance_removed,
         preempt_model: machine.preempt_model.clone(),
-        virtualization: firmtime_rt::system::SystemInfo::collect().virtualization,
+        virtualization: machine.virtualization.clone(),
         steal: rec.steal_ns,
         threads,
         by_cause: by_cause(&outliers),

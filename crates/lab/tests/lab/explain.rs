@@ -83,6 +83,7 @@ fn bare_metal() -> Machine {
     Machine {
         on_vm: false,
         preempt_model: "voluntary".into(),
+        virtualization: Some("none".into()),
     }
 }
 
@@ -165,6 +166,7 @@ fn a_late_timer_on_a_vm_is_the_vm_and_on_bare_metal_idle_exit() {
     let vm = Machine {
         on_vm: true,
         preempt_model: "full".into(),
+        virtualization: Some("kvm".into()),
     };
     assert_eq!(attribute(&tl, &w, &vm).category, Category::Vm);
     assert_eq!(
