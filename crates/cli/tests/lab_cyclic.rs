@@ -81,6 +81,7 @@ fn cyclic_bad_flags_exit_2_naming_the_flag_and_range() {
             ("--policy fifo", &["--policy fifo", "--priority 80"]),
             ("--priority 150", &["--priority", "1..=99"]),
             ("--load cpu:0", &["--load"]),
+            ("--explain --explain-worst 0", &["--explain-worst"]),
         ],
     );
 }
@@ -183,4 +184,64 @@ fn priority_supplies_the_priority_of_a_bare_fifo_policy() {
     let obtained = &j["result"]["threads"][0]["conditions"]["obtained"]["policy"];
     assert_eq!(obtained["policy"], "fifo", "{obtained}");
     assert_eq!(obtained["priority"], 42, "{obtained}");
+}
+
+#[test]
+fn cyclic_explain_adds_a_documented_block_and_prints_causes() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: --explain needs root (tracefs)");
+        return;
+    }
+    let d = TestDir::new("lcyc-explain");
+    let json = d.0.join("c.json");
+    let out = firmtime(&[
+        "lab",
+        "cyclic",
+        "--duration",
+        "300ms",
+        "--cpus",
+        "0",
+        "--explain",
+        "--explain-above",
+        "1us",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let stdout = assert_ok(&out);
+    assert!(
+        stdout.contains("why the worst wake-ups were late"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("by cause: "), "{stdout}");
+    let j = read_json(&json);
+    let r = &j["result"];
+    // The existing keys are unchanged; the block is added.
+    assert_eq!(r["threads"][0]["status"], "measured");
+    assert_eq!(r["config"]["explain"]["above_ns"], 1000);
+    let e = &r["explain"];
+    assert!(e["events_enabled"].as_array().unwrap().len() >= 2);
+    assert_eq!(e["instance_removed"], true);
+    let outliers = e["outliers"].as_array().unwrap();
+    assert!(!outliers.is_empty(), "{e}");
+    for o in outliers {
+        assert!(o["cause"]["category"].is_string() && o["cause"]["detail"].is_string());
+    }
+    assert!(e["worst"].as_u64().unwrap() >= 1);
+
+    // Without --explain there is no block and no explain config.
+    let plain = d.0.join("p.json");
+    assert_ok(&firmtime(&[
+        "lab",
+        "cyclic",
+        "--duration",
+        "50ms",
+        "--cpus",
+        "0",
+        "--json",
+        plain.to_str().unwrap(),
+    ]));
+    let p = read_json(&plain);
+    assert!(p["result"].get("explain").is_none());
+    assert!(p["result"]["config"].get("explain").is_none());
 }

@@ -45,6 +45,9 @@ pub struct Config {
     pub exe: PathBuf,
     /// The command line, recorded in every file.
     pub command_line: Vec<String>,
+    /// Explain the periodic wake-up outliers from a trace where tracefs is
+    /// usable (`--no-explain` turns it off; see [`crate::explain`]).
+    pub explain: bool,
 }
 
 /// What `lab all` produced.
@@ -189,6 +192,11 @@ impl Step for CyclicConditions {
     }
 
     fn run(&self, run: &mut Run<'_>, progress: &mut dyn Progress) -> Result<()> {
+        let explain = if run.cfg.explain {
+            crate::explain::available()
+        } else {
+            Err("turned off with --no-explain".to_string())
+        };
         for (slug, label, policy, load) in cyclic_conditions() {
             if stop_requested() {
                 break;
@@ -196,6 +204,7 @@ impl Step for CyclicConditions {
             let mut c = Cyclic.config(run.cfg.preset, &run.cfg.exe);
             c.policy = policy;
             c.load = load;
+            c.explain = explain.is_ok().then(crate::explain::Config::default);
             let p = run.w.provenance();
             let start_time = SystemTime::now();
             match Cyclic.run(&c, progress) {
@@ -226,7 +235,17 @@ impl Step for CyclicConditions {
                 .map(|(f, c)| (f.as_str(), c.as_str()))
                 .collect();
             let rows = cyclic_rows(&run.cyclic);
-            run.sections.push(report::cyclic_section(&rows, &refs));
+            let mut section = report::cyclic_section(&rows, &refs);
+            let explained: Vec<(&str, &crate::explain::Explanation)> = run
+                .cyclic
+                .iter()
+                .filter_map(|(_, label, r)| Some((*label, r.explain.as_ref()?)))
+                .collect();
+            section.push_str(&crate::explain::markdown(
+                &explained,
+                explain.as_ref().err().map(String::as_str),
+            ));
+            run.sections.push(section);
         }
         Ok(())
     }

@@ -18,10 +18,13 @@
 //! Everything is allocated and touched before the loop; [`ThreadLoop::run`]
 //! is **RT-safe**: it waits, records into preallocated histograms and
 //! stores atomics ([`LiveThread`]) that a non-RT monitor reads for the
-//! status line. It never allocates, locks or prints.
+//! status line. It never allocates, locks or prints. With `--explain` it
+//! also offers each wake-up to its preallocated worst-wake-up notes, which
+//! flag the trace windows to keep ([`crate::explain`]; atomics only).
 
 use crate::check::{self, fmt_ns, invalid};
 use crate::error::{Error, ErrorKind, Result};
+use crate::explain::{self, Explanation, Notes};
 use crate::load::{ChildOutcome, LoadSet, LoadSpec};
 use crate::measure::{stop_flag, Cell, Progress};
 use crate::output::{StatusLine, ThreadHist};
@@ -87,6 +90,10 @@ pub struct Config {
     /// Accept weaker settings when refused, recording each downgrade
     /// (`--allow-downgrade`), default off: a refusal is an error.
     pub allow_downgrade: bool,
+    /// Explain the worst wake-ups from a trace (`--explain`), default off
+    /// (see [`crate::explain`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub explain: Option<explain::Config>,
     /// The firmtime binary that runs the load children (`None` = this
     /// executable).
     #[serde(skip)]
@@ -108,6 +115,7 @@ impl Default for Config {
             runaway_limit_ns: 1_000_000_000,
             timer_slack_ns: None,
             allow_downgrade: false,
+            explain: None,
             load_exe: None,
         }
     }
@@ -187,6 +195,9 @@ impl Config {
                 "runaway limit {} is too short: valid is at least 1ms",
                 fmt_ns(self.runaway_limit_ns)
             )));
+        }
+        if let Some(e) = &self.explain {
+            e.validate()?;
         }
         for l in &self.load {
             l.validate()
@@ -311,6 +322,8 @@ pub struct ThreadLoop {
     pub latency: LatencyHistogram,
     /// The same latencies in cyclictest's 1 µs buckets.
     pub cyclictest: ThreadHist,
+    /// The worst wake-ups, for `--explain` (notes nothing unless given a capacity).
+    pub notes: Notes,
 }
 
 impl ThreadLoop {
@@ -322,6 +335,7 @@ impl ThreadLoop {
         Ok(Self {
             latency: LatencyHistogram::new(),
             cyclictest: ThreadHist::new(buckets)?,
+            notes: Notes::default(),
         })
     }
 
@@ -344,6 +358,7 @@ impl ThreadLoop {
                 Ok(tick) => {
                     self.latency.record(tick.latency_ns);
                     self.cyclictest.record_ns(tick.latency_ns);
+                    self.notes.offer(&tick);
                     live.store(tick.latency_ns);
                 }
                 Err(e) => return LoopEnd::Failed(e),
@@ -413,6 +428,9 @@ pub struct ThreadResult {
     /// cyclictest histogram, for `--histogram`/`--rt-tests-json` (not serialized).
     #[serde(skip)]
     pub cyclictest: ThreadHist,
+    /// The worst wake-ups noted for `--explain` (not serialized).
+    #[serde(skip)]
+    pub notes: Notes,
 }
 
 /// Runaway protection in force during the run.
@@ -443,6 +461,9 @@ pub struct CyclicResult {
     pub load: Vec<ChildOutcome>,
     /// True when interrupted (Ctrl-C): fewer deadlines than asked.
     pub partial: bool,
+    /// Why the worst wake-ups were late (`--explain`; see [`crate::explain`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub explain: Option<Explanation>,
 }
 
 impl CyclicResult {
@@ -508,6 +529,11 @@ pub fn run_with_status(
         None
     };
 
+    let session = match &config.explain {
+        Some(e) => Some(explain::Session::start(e, "firmtime-cycl*")?),
+        None => None,
+    };
+    let flags = session.as_ref().map(explain::Session::flags);
     let lives: Vec<LiveThread> = cpus.iter().map(|_| LiveThread::default()).collect();
     progress.begin("cyclic", config.duration_ns / 1_000_000);
     let outcomes: Vec<Result<Cell<ThreadResult>>> = std::thread::scope(|s| {
@@ -515,7 +541,10 @@ pub fn run_with_status(
         for (i, (&cpu, live)) in cpus.iter().zip(&lives).enumerate() {
             let h = std::thread::Builder::new()
                 .name(format!("firmtime-cyclic-{cpu}"))
-                .spawn_scoped(s, move || measure_thread(config, i, cpu, deadlines, live))
+                .spawn_scoped(s, {
+                    let flags = flags.clone();
+                    move || measure_thread(config, i, cpu, deadlines, live, flags)
+                })
                 .map_err(|e| {
                     Error::new(ErrorKind::Io, format!("cannot start measuring thread: {e}"))
                 });
@@ -555,6 +584,7 @@ pub fn run_with_status(
             .collect()
     });
     progress.end();
+    let recorded = session.map(explain::Session::finish).transpose();
     if config.mlock {
         let _ = memory::unlock_all();
     }
@@ -566,6 +596,7 @@ pub fn run_with_status(
     drop(guard);
 
     let threads = outcomes.into_iter().collect::<Result<Vec<_>>>()?;
+    let recorded = recorded?;
     let mut combined_hist = LatencyHistogram::new();
     let mut missed = 0;
     let mut partial = false;
@@ -576,7 +607,9 @@ pub fn run_with_status(
         partial |= t.ticks + t.missed < t.deadlines;
         demoted |= t.demoted;
     }
+    let explain = recorded.map(|rec| explain_threads(config, &threads, rec));
     Ok(CyclicResult {
+        explain,
         config: config.clone(),
         combined: combined_hist.summary(missed),
         combined_histogram_us: bins(&combined_hist, 1000, config.interval_ns),
@@ -596,6 +629,7 @@ fn measure_thread(
     cpu: usize,
     deadlines: u64,
     live: &LiveThread,
+    flags: Option<std::sync::Arc<explain::Flags>>,
 ) -> Result<Cell<ThreadResult>> {
     let rt = setup::apply(&config.request(cpu))?;
     let mut sleeper = match sleep::open(config.sleeper) {
@@ -613,6 +647,10 @@ fn measure_thread(
         Ordering::Relaxed,
     );
     let mut lp = ThreadLoop::new(config.histogram_buckets)?;
+    if let (Some(e), Some(f)) = (&config.explain, flags) {
+        let back = explain::lookback_ns(config.interval_ns);
+        lp.notes = Notes::flagging(e.worst, f, cpu, back);
+    }
     lp.cyclictest.cpu = cpu as i32;
     let interval = config.interval_ns;
     let mut periodic = Periodic::try_new(monotonic_ns() + interval, interval)?;
@@ -651,5 +689,35 @@ fn measure_thread(
         conditions: rt.conditions.clone(),
         latency: lp.latency,
         cyclictest: lp.cyclictest,
+        notes: lp.notes,
     }))
+}
+
+/// Attributes the measured threads' outliers: those above `--explain-above`
+/// (or the thread's p99.9) and those that missed a deadline.
+fn explain_threads(
+    config: &Config,
+    threads: &[Cell<ThreadResult>],
+    rec: explain::Recorded,
+) -> Explanation {
+    let above = config.explain.as_ref().and_then(|e| e.above_ns);
+    let targets: Vec<explain::Target> = threads
+        .iter()
+        .filter_map(Cell::measured)
+        .map(|t| explain::Target {
+            thread: t.thread,
+            cpu: t.cpu,
+            tid: t.conditions.obtained.tid,
+            period_ns: config.interval_ns,
+            slack_ns: t.conditions.obtained.timer_slack_ns,
+            threshold_ns: above.map_or_else(
+                || t.summary.p99_9_ns.unwrap_or(0),
+                |a| i64::try_from(a).unwrap_or(i64::MAX),
+            ),
+            notes: t.notes.sorted(),
+            missing_not_kept: t.notes.missing_not_kept(),
+            missed: t.missed,
+        })
+        .collect();
+    explain::explain(rec, &targets, &explain::this_machine())
 }

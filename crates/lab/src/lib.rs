@@ -19,6 +19,7 @@ pub mod clockread;
 pub mod cyclic;
 pub mod doctor;
 pub mod error;
+pub mod explain;
 pub mod frames;
 pub mod interrupts;
 pub mod load;

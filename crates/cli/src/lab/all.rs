@@ -18,6 +18,10 @@ pub struct Args {
     /// Directory for report.md, the JSON files, plots and histograms (created if missing).
     #[arg(long, value_name = "DIR", default_value = "firmtime-report")]
     out: PathBuf,
+    /// Do not trace the periodic wake-ups to explain their outliers (by default they are
+    /// explained where tracefs is usable: root).
+    #[arg(long)]
+    no_explain: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
@@ -34,6 +38,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         out: args.out.clone(),
         exe: std::env::current_exe()?,
         command_line: std::env::args().collect(),
+        explain: !args.no_explain,
     };
     eprintln!(
         "firmtime: lab all ({}) writing into {}",

@@ -83,6 +83,20 @@ pub struct Args {
     /// Write histogram PNGs (µs and units of the period) into DIR.
     #[arg(long, value_name = "DIR")]
     plots: Option<PathBuf>,
+    /// Explain the worst wake-ups: trace scheduler, interrupt, softirq, idle and page-fault
+    /// events while measuring (tracefs, root) and name what made each outlier late.
+    #[arg(long, overrides_with = "no_explain")]
+    explain: bool,
+    /// Do not trace (the default for `lab cyclic`; `lab all` explains where it can).
+    #[arg(long)]
+    no_explain: bool,
+    /// With --explain: explain wake-ups later than D [default: the thread's p99.9].
+    /// Missed deadlines are always explained.
+    #[arg(long, value_name = "D", value_parser = args::duration)]
+    explain_above: Option<Duration>,
+    /// With --explain: how many of each thread's worst wake-ups are noted, 1 to 100000.
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    explain_worst: usize,
 }
 
 fn config(a: &Args) -> anyhow::Result<Config> {
@@ -116,6 +130,13 @@ fn config(a: &Args) -> anyhow::Result<Config> {
         dma_latency_us: a.dma_latency,
         timer_slack_ns: a.timer_slack.map(|d| args::nanos(d).max(1)),
         allow_downgrade: a.allow_downgrade,
+        explain: ((a.explain || a.explain_above.is_some()) && !a.no_explain).then(|| {
+            firmtime_lab::explain::Config {
+                above_ns: a.explain_above.map(args::nanos),
+                worst: a.explain_worst,
+                ..firmtime_lab::explain::Config::default()
+            }
+        }),
         load_exe: Some(std::env::current_exe().context("cannot find the firmtime binary")?),
         ..base
     })
@@ -168,6 +189,9 @@ fn show(
 ) -> anyhow::Result<()> {
     let end_time = SystemTime::now();
     print_table(result);
+    if let Some(e) = &result.explain {
+        print_explanation(e, 10);
+    }
     for t in &result.threads {
         if let Cell::Skipped { reason } = t {
             eprintln!("firmtime: skipped: {reason}");
@@ -257,6 +281,35 @@ fn write_plots(dir: &std::path::Path, r: &CyclicResult) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The worst `n` explained wake-ups, the summary by cause and the coverage.
+pub fn print_explanation(e: &firmtime_lab::explain::Explanation, n: usize) {
+    println!();
+    println!("why the worst wake-ups were late ({})", e.events_line());
+    if e.outliers.is_empty() {
+        println!("  no wake-up above the threshold");
+        return;
+    }
+    println!(
+        "  {:>3} {:>10} {:>6}  {:<9} what",
+        "CPU", "latency", "missed", "cause"
+    );
+    for o in e.outliers.iter().take(n) {
+        println!(
+            "  {:>3} {:>10} {:>6}  {:<9} {}",
+            o.cpu,
+            format!("{:.1} µs", o.latency_ns as f64 / 1000.0),
+            o.missed,
+            o.cause.category.name(),
+            o.cause.detail
+        );
+    }
+    if e.outliers.len() > n {
+        println!("  … {} more in the JSON", e.outliers.len() - n);
+    }
+    println!("by cause: {}", e.summary());
+    println!("{}", e.coverage());
 }
 
 fn fmt_dur(ns: u64) -> String {

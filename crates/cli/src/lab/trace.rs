@@ -55,6 +55,10 @@ pub struct Args {
     /// --overhead: extra timer rates in Hz, 0 (none) to 100000, comma-separated (default 0,1000,20000; --quick 0,20000).
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     rates: Vec<u32>,
+    /// --overhead: record the events of `lab cyclic --explain` (scheduler, interrupts,
+    /// softirqs, idle, page faults) instead of the scheduler trace's.
+    #[arg(long)]
+    explain_events: bool,
     /// A command to start and trace (with its children).
     #[arg(last = true, value_name = "CMD")]
     command: Vec<String>,
@@ -279,6 +283,7 @@ fn run_overhead(args: Args) -> anyhow::Result<Outcome> {
         c.cpu = args.cpu;
         c.array_bytes = args.array_size;
         c.rates_hz = super::list_or(&args.rates, &c.rates_hz);
+        c.explain_events = args.explain_events;
         c.validate().map_err(super::usage)?;
         eprintln!(
             "lab trace --overhead: {} pairs of {:.2}s slices at each of {} timer rates, tracing on/off alternating, about {:.0}s",

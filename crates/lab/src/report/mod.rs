@@ -135,9 +135,14 @@ pub fn verdict(
     };
     let describe = |r: &CyclicRow<'_>| {
         let c = &r.result.combined;
+        let causes = r
+            .result
+            .explain
+            .as_ref()
+            .map_or(String::new(), |e| format!(" Why: {}.", e.summary()));
         format!(
             "{}: 99 % of {} wake-ups within {} µs and 99.9 % within {} µs of the deadline; \
-             worst {} µs; {} deadlines missed.",
+             worst {} µs; {} deadlines missed.{causes}",
             r.label,
             thousands(c.samples as i64),
             us(c.p99_ns),
@@ -174,7 +179,7 @@ pub fn verdict(
         ),
         (None, _) => "Undetermined: no real-time condition could be measured (see the skipped reasons).".into(),
     };
-    let advice = doctor
+    let checks: Vec<&crate::doctor::Check> = doctor
         .checks
         .iter()
         .filter(|c| {
@@ -183,7 +188,24 @@ pub fn verdict(
                 crate::doctor::Status::Fail | crate::doctor::Status::Warn
             ) && !c.fix.is_empty()
         })
-        .map(|c| format!("{} ({}): {}", c.title, c.value, c.fix))
+        .collect();
+    // Ranked by the outliers each fix addresses, when the runs were explained.
+    let explained: Vec<&[crate::explain::CauseCount]> = [rt, other]
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r.result.explain.as_ref().map(|e| e.by_cause.as_slice()))
+        .collect();
+    let causes = crate::explain::advice::merge(&explained);
+    let advice = crate::explain::advice::rank(&checks, &causes)
+        .into_iter()
+        .map(|(c, n)| {
+            let why = if n > 0 {
+                format!(" — addresses {n} of this run's explained outliers")
+            } else {
+                String::new()
+            };
+            format!("{} ({}): {}{why}", c.title, c.value, c.fix)
+        })
         .collect();
     Verdict {
         headline,
@@ -223,6 +245,7 @@ mod tests {
             demoted: false,
             load: Vec::new(),
             partial: false,
+            explain: None,
         }
     }
 

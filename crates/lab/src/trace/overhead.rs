@@ -88,6 +88,9 @@ pub struct Config {
     /// tick. Default 0, 1000 and 20000: klogger's overhead was given at 100,
     /// 1000 and 20,000 Hz clock rates.
     pub rates_hz: Vec<u32>,
+    /// Record the explaining trace's events (`lab cyclic --explain`,
+    /// [`crate::explain`]) instead of `lab trace`'s (`--explain-events`).
+    pub explain_events: bool,
 }
 
 impl Default for Config {
@@ -99,6 +102,7 @@ impl Default for Config {
             cpu: None,
             array_bytes: None,
             rates_hz: vec![0, 1000, 20_000],
+            explain_events: false,
         }
     }
 }
@@ -363,7 +367,11 @@ pub fn run(config: &Config, progress: &mut dyn Progress) -> Result<OverheadResul
             .last()
             .ok_or_else(|| Error::new(ErrorKind::Io, "no online CPU found in /sys"))?,
     };
-    let inst = Instance::create(&tracefs::instance_name(), config.buffer_kb)?;
+    let inst = if config.explain_events {
+        crate::explain::instance(config.buffer_kb, "firmtime-cycl*")?
+    } else {
+        Instance::create(&tracefs::instance_name(), config.buffer_kb)?
+    };
     // The controller (this thread) stays off the measured CPU when it can,
     // and gets its own affinity back afterwards.
     let saved = sched::affinity().ok();

@@ -43,6 +43,41 @@ pub enum EventKind {
     HrtimerExpire,
     /// `irq_vectors:local_timer_entry`: the local APIC timer interrupt.
     LocalTimer,
+    /// `irq_vectors:local_timer_exit`: the local APIC timer interrupt ends.
+    LocalTimerExit,
+    /// `irq:irq_handler_entry`: `prev_pid` = irq number, `comm` = the handler's name.
+    IrqEntry,
+    /// `irq:irq_handler_exit`: `prev_pid` = irq number, `next_pid` = its return value.
+    IrqExit,
+    /// `irq:softirq_entry`: `prev_pid` = the vector ([`softirq_name`]).
+    SoftirqEntry,
+    /// `irq:softirq_exit`: `prev_pid` = the vector.
+    SoftirqExit,
+    /// `power:cpu_idle`: `arg` = the idle state entered, [`IDLE_EXIT`] on exit.
+    CpuIdle,
+    /// `exceptions:page_fault_user`: `arg` = the faulting address, `pid` = the task.
+    PageFault,
+}
+
+/// `power:cpu_idle`'s state on leaving idle (`PWR_EVENT_EXIT`, -1 as u32).
+pub const IDLE_EXIT: u64 = u32::MAX as u64;
+
+/// The softirq vector's name, as the kernel prints it (`NET_RX`, `TIMER`, …).
+pub fn softirq_name(vec: i32) -> &'static str {
+    const NAMES: [&str; 10] = [
+        "HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER",
+        "RCU",
+    ];
+    usize::try_from(vec)
+        .ok()
+        .and_then(|v| NAMES.get(v))
+        .copied()
+        .unwrap_or("?")
+}
+
+/// The two kernel priorities packed into a switch's `arg` (see [`Event::arg`]).
+pub fn switch_prios(arg: u64) -> (i32, i32) {
+    (arg as u32 as i32, (arg >> 32) as u32 as i32)
 }
 
 /// One decoded trace record: fixed size, `Copy`, no heap.
@@ -60,11 +95,15 @@ pub struct Event {
     pub prev_pid: i32,
     /// Switch: next_pid; wakeups: target CPU; fork: the child.
     pub next_pid: i32,
-    /// Switch: prev_state (0 or [`TASK_STATE_MASK`]-free = preempted).
+    /// Switch: prev_state (0 or [`TASK_STATE_MASK`]-free = preempted);
+    /// HrtimerExpire: the `now` field (the timer base's time when it ran).
     pub prev_state: i64,
-    /// HrtimerExpire: the callback function's address; LocalTimer: the vector.
+    /// HrtimerExpire: the callback function's address; LocalTimer: the
+    /// vector; Switch: `prev_prio` in the low and `next_prio` in the high 32
+    /// bits ([`switch_prios`]); CpuIdle: the state; PageFault: the address.
     pub arg: u64,
-    /// Switch: prev_comm; wakeups: comm (NUL-padded); else zeros.
+    /// Switch: prev_comm; wakeups: comm; IrqEntry: the handler's name
+    /// (NUL-padded, cut at 16 bytes); else zeros.
     pub comm: [u8; 16],
 }
 
@@ -208,7 +247,11 @@ struct Layout {
     b: Option<Loc>,
     state: Option<Loc>,
     arg: Option<Loc>,
+    /// Switch: `next_prio`, packed into the high half of `arg`.
+    arg_high: Option<Loc>,
     comm: Option<Loc>,
+    /// `comm` is a `__data_loc` string (offset and length in one u32).
+    comm_dynamic: bool,
 }
 
 /// What one page held besides its events.
@@ -234,7 +277,7 @@ pub struct Decoder {
     layouts: Vec<Layout>,
 }
 
-/// The events the decoder knows, with their tracefs paths.
+/// The events `lab trace` records, with their tracefs paths.
 pub const EVENTS: [(&str, EventKind); 6] = [
     ("sched/sched_switch", EventKind::Switch),
     ("sched/sched_wakeup", EventKind::Wakeup),
@@ -242,6 +285,22 @@ pub const EVENTS: [(&str, EventKind); 6] = [
     ("sched/sched_process_fork", EventKind::Fork),
     ("timer/hrtimer_expire_entry", EventKind::HrtimerExpire),
     ("irq_vectors/local_timer_entry", EventKind::LocalTimer),
+];
+
+/// The events the explaining trace records ([`crate::explain`]): the
+/// scheduler's, interrupts, softirqs, idle states and user page faults.
+/// (`sched_wakeup` and `page_fault_user` are filtered to the measured threads.)
+pub const EXPLAIN_EVENTS: [(&str, EventKind); 10] = [
+    ("sched/sched_switch", EventKind::Switch),
+    ("sched/sched_wakeup", EventKind::Wakeup),
+    ("irq_vectors/local_timer_entry", EventKind::LocalTimer),
+    ("irq_vectors/local_timer_exit", EventKind::LocalTimerExit),
+    ("irq/irq_handler_entry", EventKind::IrqEntry),
+    ("irq/irq_handler_exit", EventKind::IrqExit),
+    ("irq/softirq_entry", EventKind::SoftirqEntry),
+    ("irq/softirq_exit", EventKind::SoftirqExit),
+    ("power/cpu_idle", EventKind::CpuIdle),
+    ("exceptions/page_fault_user", EventKind::PageFault),
 ];
 
 impl Decoder {
@@ -255,6 +314,17 @@ impl Decoder {
         let mut layouts = Vec::new();
         for (kind, f) in formats {
             let opt = |n: &str| Loc::of(f, n).ok();
+            let plain = |a: Option<Loc>, b: Option<Loc>, arg: Option<Loc>| Layout {
+                id: f.id,
+                kind: *kind,
+                a,
+                b,
+                state: None,
+                arg,
+                arg_high: None,
+                comm: None,
+                comm_dynamic: false,
+            };
             let l = match kind {
                 EventKind::Switch => Layout {
                     id: f.id,
@@ -262,8 +332,10 @@ impl Decoder {
                     a: Some(Loc::of(f, "prev_pid")?),
                     b: Some(Loc::of(f, "next_pid")?),
                     state: Some(Loc::of(f, "prev_state")?),
-                    arg: None,
+                    arg: opt("prev_prio"),
+                    arg_high: opt("next_prio"),
                     comm: opt("prev_comm"),
+                    comm_dynamic: false,
                 },
                 EventKind::Wakeup | EventKind::WakeupNew => Layout {
                     id: f.id,
@@ -272,35 +344,33 @@ impl Decoder {
                     b: opt("target_cpu"),
                     state: None,
                     arg: None,
+                    arg_high: None,
                     comm: opt("comm"),
+                    comm_dynamic: false,
                 },
-                EventKind::Fork => Layout {
-                    id: f.id,
-                    kind: *kind,
-                    a: Some(Loc::of(f, "parent_pid")?),
-                    b: Some(Loc::of(f, "child_pid")?),
-                    state: None,
-                    arg: None,
-                    comm: None,
-                },
+                EventKind::Fork => plain(
+                    Some(Loc::of(f, "parent_pid")?),
+                    Some(Loc::of(f, "child_pid")?),
+                    None,
+                ),
                 EventKind::HrtimerExpire => Layout {
-                    id: f.id,
-                    kind: *kind,
-                    a: None,
-                    b: None,
-                    state: None,
-                    arg: Some(Loc::of(f, "function")?),
-                    comm: None,
+                    state: opt("now"),
+                    ..plain(None, None, Some(Loc::of(f, "function")?))
                 },
-                EventKind::LocalTimer => Layout {
-                    id: f.id,
-                    kind: *kind,
-                    a: None,
-                    b: None,
-                    state: None,
-                    arg: opt("vector"),
-                    comm: None,
+                EventKind::LocalTimer | EventKind::LocalTimerExit => {
+                    plain(None, None, opt("vector"))
+                }
+                EventKind::IrqEntry => Layout {
+                    comm: opt("name"),
+                    comm_dynamic: true,
+                    ..plain(Some(Loc::of(f, "irq")?), None, None)
                 },
+                EventKind::IrqExit => plain(Some(Loc::of(f, "irq")?), opt("ret"), None),
+                EventKind::SoftirqEntry | EventKind::SoftirqExit => {
+                    plain(Some(Loc::of(f, "vec")?), None, None)
+                }
+                EventKind::CpuIdle => plain(None, opt("cpu_id"), Some(Loc::of(f, "state")?)),
+                EventKind::PageFault => plain(None, None, Some(Loc::of(f, "address")?)),
             };
             layouts.push(l);
         }
@@ -404,10 +474,23 @@ impl Decoder {
         let get = |loc: Option<Loc>| loc.map(|l| l.read(rec)).unwrap_or(0);
         let mut comm = [0u8; 16];
         if let Some(c) = l.comm {
-            if let Some(src) = rec.get(c.offset..c.offset + c.size.min(16)) {
+            let (at, len) = if l.comm_dynamic {
+                // __data_loc: offset in the low, length in the high 16 bits.
+                let v = c.read(rec) as u32;
+                ((v & 0xffff) as usize, (v >> 16) as usize)
+            } else {
+                (c.offset, c.size)
+            };
+            if let Some(src) = rec.get(at..at + len.min(16)) {
                 comm[..src.len()].copy_from_slice(src);
             }
         }
+        let arg = match (l.arg, l.arg_high) {
+            (Some(lo), Some(hi)) => {
+                u64::from(lo.read(rec) as u32) | (u64::from(hi.read(rec) as u32) << 32)
+            }
+            (lo, _) => get(lo) as u64,
+        };
         sink(Event {
             time_ns: ts,
             cpu,
@@ -416,7 +499,7 @@ impl Decoder {
             prev_pid: get(l.a) as i32,
             next_pid: get(l.b) as i32,
             prev_state: get(l.state),
-            arg: get(l.arg) as u64,
+            arg,
             comm,
         });
         true

@@ -33,6 +33,8 @@ pub struct Instance {
     pub mounted: bool,
     /// The events enabled.
     pub events: Vec<EventKind>,
+    /// Their tracefs paths (`sched/sched_switch`, …).
+    paths: Vec<&'static str>,
     /// Decoder built from this kernel's formats.
     pub decoder: Decoder,
 }
@@ -174,6 +176,20 @@ impl Instance {
     /// [`ErrorKind::Unavailable`] without root or tracefs; [`ErrorKind::Io`]
     /// if the kernel refuses a setting or lacks `sched_switch`.
     pub fn create(name: &str, buffer_kb: u32) -> Result<Instance> {
+        Self::create_with(name, buffer_kb, &EVENTS)
+    }
+
+    /// Like [`Instance::create`], with the events of `events` (tracefs
+    /// path and kind; `sched/sched_switch` is required, the others are
+    /// enabled when this kernel has them).
+    ///
+    /// # Errors
+    /// As [`Instance::create`].
+    pub fn create_with(
+        name: &str,
+        buffer_kb: u32,
+        events: &[(&'static str, EventKind)],
+    ) -> Result<Instance> {
         let mounted = ensure_mounted()?;
         let root = Path::new(TRACEFS);
         let hp = read_text(&root.join("events/header_page"))
@@ -190,6 +206,7 @@ impl Instance {
             path,
             mounted,
             events: Vec::new(),
+            paths: Vec::new(),
             decoder,
         };
         write(&inst.path.join("tracing_on"), "0")?;
@@ -197,7 +214,7 @@ impl Instance {
         let _ = write(&inst.path.join("trace_clock"), "mono");
         write(&inst.path.join("buffer_size_kb"), &buffer_kb.to_string())?;
         let mut formats = Vec::new();
-        for (ev, kind) in EVENTS {
+        for &(ev, kind) in events {
             let dir = inst.path.join("events").join(ev);
             let Ok(text) = read_text(&dir.join("format")) else {
                 if kind == EventKind::Switch {
@@ -212,6 +229,7 @@ impl Instance {
             write(&dir.join("enable"), "1")?;
             formats.push((kind, f));
             inst.events.push(kind);
+            inst.paths.push(ev);
         }
         inst.decoder = Decoder::new(&hp, &formats)?;
         Ok(inst)
@@ -241,16 +259,23 @@ impl Instance {
         if !on {
             self.set_on(false)?;
         }
-        for (ev, kind) in EVENTS {
-            if self.events.contains(&kind) {
-                let v = if on { "1" } else { "0" };
-                write(&self.path.join("events").join(ev).join("enable"), v)?;
-            }
+        for ev in &self.paths {
+            let v = if on { "1" } else { "0" };
+            write(&self.path.join("events").join(ev).join("enable"), v)?;
         }
         if on {
             self.set_on(true)?;
         }
         Ok(())
+    }
+
+    /// Sets the filter of event `path` (`exceptions/page_fault_user`) to
+    /// `filter` (tracefs filter syntax, e.g. `comm ~ "firmtime-*"`).
+    ///
+    /// # Errors
+    /// [`ErrorKind::Io`] if the kernel rejects the filter.
+    pub fn set_filter(&self, path: &str, filter: &str) -> Result<()> {
+        write(&self.path.join("events").join(path).join("filter"), filter)
     }
 
     /// Events the kernel lost (ring buffer overruns + dropped), summed over CPUs.
@@ -327,6 +352,53 @@ pub fn drain(
     interval: Duration,
     stop: &AtomicBool,
 ) -> Result<Capture> {
+    let zero = Event {
+        time_ns: 0,
+        cpu: 0,
+        kind: EventKind::Switch,
+        pid: 0,
+        prev_pid: 0,
+        next_pid: 0,
+        prev_state: 0,
+        arg: 0,
+        comm: [0; 16],
+    };
+    let mut events = vec![zero; capacity];
+    events.clear();
+    let mut dropped = 0;
+    let mut cap = drain_with(
+        inst,
+        cpus,
+        interval,
+        stop,
+        &mut |e| {
+            if events.len() < events.capacity() {
+                events.push(e);
+            } else {
+                dropped += 1;
+            }
+        },
+        &mut || {},
+    )?;
+    cap.events = events;
+    cap.dropped = dropped;
+    Ok(cap)
+}
+
+/// Like [`drain`], handing each decoded event to `sink` and calling
+/// `pass_done` after each pass over the CPUs' buffers. The returned
+/// [`Capture`] holds the page counts only (no events).
+///
+/// # Errors
+/// [`ErrorKind::Io`] if a buffer cannot be opened or read.
+pub fn drain_with(
+    inst: &Instance,
+    cpus: &[usize],
+    interval: Duration,
+    stop: &AtomicBool,
+    sink: &mut dyn FnMut(Event),
+    pass_done: &mut dyn FnMut(),
+) -> Result<Capture> {
     let mut files = Vec::with_capacity(cpus.len());
     for &c in cpus {
         let p = inst.path.join(format!("per_cpu/cpu{c}/trace_pipe_raw"));
@@ -337,22 +409,7 @@ pub fn drain(
             .map_err(|e| io(&format!("opening {}", p.display()), e))?;
         files.push((c as u16, f));
     }
-    let zero = Event {
-        time_ns: 0,
-        cpu: 0,
-        kind: EventKind::Switch,
-        pid: 0,
-        prev_pid: 0,
-        prev_state: 0,
-        next_pid: 0,
-        arg: 0,
-        comm: [0; 16],
-    };
-    let mut cap = Capture {
-        events: vec![zero; capacity],
-        ..Capture::default()
-    };
-    cap.events.clear();
+    let mut cap = Capture::default();
     let mut page = vec![0u8; inst.decoder.page_size()];
     loop {
         let last = stop.load(Ordering::SeqCst);
@@ -366,20 +423,14 @@ pub fn drain(
                     Err(e) => return Err(io("reading trace_pipe_raw", e)),
                 };
                 cap.pages += 1;
-                let (events, dropped) = (&mut cap.events, &mut cap.dropped);
-                let info = inst.decoder.decode_page(&page[..n], *cpu, &mut |e| {
-                    if events.len() < events.capacity() {
-                        events.push(e);
-                    } else {
-                        *dropped += 1;
-                    }
-                });
+                let info = inst.decoder.decode_page(&page[..n], *cpu, sink);
                 if info.missed_flag {
                     cap.missed_pages += 1;
                 }
                 cap.missed += info.missed;
             }
         }
+        pass_done();
         if last {
             break;
         }

@@ -9,6 +9,7 @@ mod billing;
 mod clockread;
 mod cyclic;
 mod doctor;
+mod explain;
 mod frames;
 mod interrupts;
 mod load;

@@ -494,6 +494,7 @@ fn live_overhead_alternates_and_records_only_in_traced_slices() {
         // Small, so that sorts fit many times in a slice even in a debug build.
         array_bytes: Some(64 * 1024),
         rates_hz: vec![0, 2000],
+        explain_events: false,
     };
     let before = firmtime_rt::sched::affinity().unwrap();
     let r = overhead::run(&cfg, &mut Silent).unwrap();

@@ -1,0 +1,622 @@
+//! Attribution: what a CPU did between a missed deadline and the late
+//! wake-up, from the trace events of that CPU. Pure code: no I/O, tested
+//! on synthetic event sequences.
+//!
+//! For one late wake-up of thread `tid` on CPU `c` (deadline `D`, wake
+//! `W`, both CLOCK_MONOTONIC like the trace's `mono` clock) the events of
+//! `c` are swept from the last `sched_switch` before `D` to `W`, keeping the
+//! CPU's context: the task on it (from `sched_switch`), an interrupt handler
+//! (`irq_handler_entry/exit`, `local_timer_entry/exit`), a softirq
+//! (`softirq_entry/exit`), or idle. Every nanosecond of `[D, W]` is charged
+//! to one context ([`Part`]). While the thread was still asleep and its
+//! timer interrupt had not arrived yet (before the first
+//! `local_timer_entry` or its `sched_wakeup`), the time is *timer delivery*:
+//! up to the thread's timer slack it is [`Category::Slack`]; beyond, on a
+//! virtual machine with nothing but the interrupted context on the CPU, the
+//! vCPU was not running ([`Category::Vm`]); on bare metal an idle CPU was
+//! waking ([`Category::IdleExit`]) or interrupts were off
+//! ([`Category::IrqsOff`]). The largest part is the cause.
+
+use crate::trace::raw::{softirq_name, switch_prios, Event, EventKind, IDLE_EXIT};
+use serde::Serialize;
+use std::collections::HashMap;
+
+/// What made a wake-up late.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Category {
+    /// The timer interrupt came late and nothing ran in the guest: the
+    /// hypervisor was not running the vCPU (steal time, host preemption).
+    Vm,
+    /// An interrupt handler ran on the CPU.
+    Irq,
+    /// A softirq (NET_RX, TIMER, RCU, …) ran on the CPU.
+    Softirq,
+    /// Another task ran on the CPU.
+    Task,
+    /// The measured thread itself was running (page faults, an overrun).
+    #[serde(rename = "self")]
+    SelfThread,
+    /// The CPU was idle and took this long to wake.
+    IdleExit,
+    /// Interrupts were off while another context ran (bare metal).
+    IrqsOff,
+    /// The thread's timer slack: the kernel may fire its timer this late.
+    Slack,
+    /// No traced event explains it (counted, never hidden).
+    Unknown,
+}
+
+impl Category {
+    /// The category's name in tables and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Category::Vm => "vm",
+            Category::Irq => "irq",
+            Category::Softirq => "softirq",
+            Category::Task => "task",
+            Category::SelfThread => "self",
+            Category::IdleExit => "idle exit",
+            Category::IrqsOff => "irqs off",
+            Category::Slack => "slack",
+            Category::Unknown => "unknown",
+        }
+    }
+
+    /// In plain words.
+    pub fn words(self) -> &'static str {
+        match self {
+            Category::Vm => "the VM was not running",
+            Category::Irq => "an interrupt handler ran",
+            Category::Softirq => "a softirq ran",
+            Category::Task => "another task ran",
+            Category::SelfThread => "the thread itself was busy",
+            Category::IdleExit => "the idle CPU was slow to wake",
+            Category::IrqsOff => "interrupts were off",
+            Category::Slack => "timer slack",
+            Category::Unknown => "no traced event explains it",
+        }
+    }
+}
+
+/// One context's share of a late wake-up.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Part {
+    /// What it was.
+    pub category: Category,
+    /// The task's comm, the interrupt's or softirq's name, `page faults`, …
+    pub name: String,
+    /// The task's pid (task, irqs off).
+    pub pid: Option<i32>,
+    /// The task's kernel priority (0–99 real-time, 100–139 normal; task).
+    pub prio: Option<i32>,
+    /// Time charged, ns.
+    pub ns: u64,
+}
+
+/// The thread a late wake-up belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Wakeup {
+    /// CPU the thread was pinned to.
+    pub cpu: usize,
+    /// Its thread id.
+    pub tid: i32,
+    /// The deadline, CLOCK_MONOTONIC ns.
+    pub deadline_ns: u64,
+    /// When it woke, CLOCK_MONOTONIC ns.
+    pub wake_ns: u64,
+    /// Its timer slack, ns.
+    pub slack_ns: u64,
+    /// Its period, ns (page faults are counted from one period before the deadline).
+    pub period_ns: u64,
+}
+
+/// The machine, for the words of a cause.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Machine {
+    /// True on a virtual machine.
+    pub on_vm: bool,
+    /// Preemption model (`none`, `voluntary`, `full`, `rt`, …).
+    pub preempt_model: String,
+    /// `none` on bare metal, else the hypervisor; `None` when unknown.
+    pub virtualization: Option<String>,
+}
+
+/// The cause of one late wake-up.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Cause {
+    /// The largest part's category ([`Category::Unknown`] without one).
+    pub category: Category,
+    /// The largest part's name.
+    pub name: String,
+    /// Time charged to it, ns.
+    pub ns: u64,
+    /// One sentence, with figures.
+    pub detail: String,
+    /// Every context, largest first.
+    pub parts: Vec<Part>,
+}
+
+/// The trace, sorted per CPU, with the comms it saw.
+#[derive(Debug)]
+pub struct Timeline {
+    events: Vec<Event>,
+    comms: HashMap<i32, [u8; 16]>,
+    prios: HashMap<i32, i32>,
+    /// The spans the trace covers (`None`: all of it).
+    windows: Option<Vec<super::Window>>,
+    full_since: Option<u64>,
+}
+
+impl Timeline {
+    /// Sorts `events` (a trace that covers its whole span) by CPU then
+    /// time and collects comms and priorities.
+    pub fn new(events: Vec<Event>) -> Timeline {
+        Self::with_windows(events, None, None)
+    }
+
+    /// Like [`Timeline::new`] for a trace kept only inside `windows`
+    /// (`None`: all of it), complete only before `full_since`.
+    pub fn with_windows(
+        mut events: Vec<Event>,
+        windows: impl Into<Option<Vec<super::Window>>>,
+        full_since: Option<u64>,
+    ) -> Timeline {
+        events.sort_by_key(|e| (e.cpu, e.time_ns));
+        let mut comms = HashMap::new();
+        let mut prios = HashMap::new();
+        for e in &events {
+            match e.kind {
+                EventKind::Switch => {
+                    comms.insert(e.prev_pid, e.comm);
+                    let (p, n) = switch_prios(e.arg);
+                    prios.insert(e.prev_pid, p);
+                    prios.insert(e.next_pid, n);
+                }
+                EventKind::Wakeup | EventKind::WakeupNew => {
+                    comms.insert(e.prev_pid, e.comm);
+                }
+                _ => {}
+            }
+        }
+        Timeline {
+            events,
+            comms,
+            prios,
+            windows: windows.into(),
+            full_since,
+        }
+    }
+
+    /// The first instant of the kept span of `cpu` that holds `[a, b]`:
+    /// `Ok(0)` for a whole trace; `Err(why)` when it is not covered.
+    fn span(&self, cpu: usize, a: u64, b: u64) -> std::result::Result<u64, String> {
+        if self.full_since.is_some_and(|t| t <= b) {
+            return Err(format!(
+                "the trace store was full by then on CPU {cpu}: raise the explain store"
+            ));
+        }
+        match &self.windows {
+            None => Ok(0),
+            Some(ws) => ws
+                .iter()
+                .find(|w| usize::from(w.cpu) == cpu && w.start_ns <= a && w.end_ns >= b)
+                .map(|w| w.start_ns)
+                .ok_or_else(|| {
+                    format!("the trace does not cover this wake-up on CPU {cpu} (its window was not kept)")
+                }),
+        }
+    }
+
+    /// Events of `cpu`, in time order.
+    pub fn cpu(&self, cpu: usize) -> &[Event] {
+        let c = cpu as u16;
+        let a = self.events.partition_point(|e| e.cpu < c);
+        let b = self.events.partition_point(|e| e.cpu <= c);
+        &self.events[a..b]
+    }
+
+    /// Events in the timeline.
+    pub fn len(&self) -> usize {
+        self.events.len()
+    }
+
+    /// True without events.
+    pub fn is_empty(&self) -> bool {
+        self.events.is_empty()
+    }
+
+    /// The comm of `pid` as the trace saw it (`swapper` for 0).
+    pub fn comm(&self, pid: i32) -> String {
+        if pid == 0 {
+            return "idle".into();
+        }
+        match self.comms.get(&pid) {
+            Some(c) => {
+                let n = c.iter().position(|&b| b == 0).unwrap_or(16);
+                String::from_utf8_lossy(&c[..n]).into_owned()
+            }
+            None => std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .map(|s| s.trim().to_string())
+                .unwrap_or_else(|_| format!("pid {pid}")),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Ctx {
+    Irq([u8; 16], i32),
+    LocalTimer,
+    Softirq(i32),
+    Task(i32, i32),
+    Unknown,
+}
+
+/// Kernel priority in words: `RT priority 90`, `nice 0`, `SCHED_DEADLINE`.
+pub fn prio_words(prio: i32) -> String {
+    if prio < 0 {
+        "SCHED_DEADLINE".into()
+    } else if prio < 100 {
+        format!("RT priority {}", 99 - prio)
+    } else {
+        format!("nice {}", prio - 120)
+    }
+}
+
+/// A duration in words: `812 µs`, `2.1 ms`.
+pub fn fmt_ns(ns: u64) -> String {
+    if ns >= 1_000_000 {
+        format!("{:.1} ms", ns as f64 / 1e6)
+    } else {
+        format!("{} µs", ns / 1000)
+    }
+}
+
+/// Attributes one late wake-up (see the module docs).
+pub fn attribute(tl: &Timeline, w: &Wakeup, m: &Machine) -> Cause {
+    let ev = tl.cpu(w.cpu);
+    let (d, wk) = (w.deadline_ns, w.wake_ns.max(w.deadline_ns));
+    let unknown = |detail: String| Cause {
+        category: Category::Unknown,
+        name: String::new(),
+        ns: wk - d,
+        detail,
+        parts: Vec::new(),
+    };
+    let from = match tl.span(w.cpu, d, wk) {
+        Ok(f) => f,
+        Err(why) => return unknown(why),
+    };
+    // A kept window holds [D, W] by construction; a whole trace must span it.
+    let covered = tl.windows.is_some()
+        || (ev.first().is_some_and(|e| e.time_ns <= d)
+            && ev.last().is_some_and(|e| e.time_ns >= wk));
+    if !covered {
+        return unknown(format!(
+            "the trace does not cover this wake-up on CPU {} (store full or events lost)",
+            w.cpu
+        ));
+    }
+    let lo = ev.partition_point(|e| e.time_ns < from);
+    let at_d = ev.partition_point(|e| e.time_ns < d).max(lo);
+    // From the last switch before the deadline; without one in the kept
+    // span, from its first event, whose common_pid is the task on the CPU.
+    let (start, first_task) = match ev[lo..at_d]
+        .iter()
+        .rposition(|e| e.kind == EventKind::Switch)
+    {
+        Some(i) => (lo + i, None),
+        None => match ev.get(lo) {
+            Some(e) => (lo, Some(e.pid)),
+            None => return unknown(format!("no event on CPU {} in the kept span", w.cpu)),
+        },
+    };
+    let end = ev.partition_point(|e| e.time_ns <= wk);
+    let window = &ev[at_d..end];
+    // The thread's timer: its wake-up (on any CPU's record, usually this one)
+    // or the first local timer interrupt after the deadline.
+    let woken = window
+        .iter()
+        .find(|e| matches!(e.kind, EventKind::Wakeup) && e.prev_pid == w.tid)
+        .map(|e| e.time_ns);
+    let timer = window
+        .iter()
+        .find(|e| e.kind == EventKind::LocalTimer)
+        .map(|e| e.time_ns);
+    let fired = match (woken, timer) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    let faults = ev[ev.partition_point(|e| e.time_ns < d.saturating_sub(w.period_ns))..end]
+        .iter()
+        .filter(|e| e.kind == EventKind::PageFault && e.pid == w.tid)
+        .count();
+
+    let mut task = match first_task {
+        Some(p) => Ctx::Task(p, tl.prios.get(&p).copied().unwrap_or(120)),
+        None => Ctx::Unknown,
+    };
+    let mut running_at_d = matches!(task, Ctx::Task(p, _) if p == w.tid);
+    let mut stack: Vec<Ctx> = Vec::with_capacity(4);
+    let mut idle = false;
+    let mut own_prio = None;
+    let mut acc: HashMap<(Category, Ctx), u64> = HashMap::new();
+    let mut slack_left = w.slack_ns;
+    let mut idle_mark = 0u64;
+    let mut t = d;
+    for (i, e) in ev[start..end].iter().enumerate() {
+        let now = e.time_ns.clamp(d, wk);
+        if now > t {
+            let ctx = stack.last().copied().unwrap_or(task);
+            charge(
+                &mut acc,
+                ctx,
+                idle,
+                t,
+                now,
+                w,
+                m,
+                fired,
+                &mut slack_left,
+                running_at_d,
+            );
+            t = now;
+        }
+        // A task seen on the CPU while the sweep believed it idle was
+        // switched in from idle without a record: the idle time charged
+        // since the last record was that task's.
+        let seen = match e.kind {
+            EventKind::Switch => e.prev_pid,
+            _ => e.pid,
+        };
+        if matches!(task, Ctx::Task(0, _)) && seen != 0 && seen != w.tid {
+            let key = (Category::IdleExit, Ctx::Unknown);
+            let now_idle = acc.get(&key).copied().unwrap_or(0);
+            let moved = now_idle.saturating_sub(idle_mark);
+            if moved > 0 {
+                acc.insert(key, idle_mark);
+                let prio = tl.prios.get(&seen).copied().unwrap_or(120);
+                *acc.entry((Category::Task, Ctx::Task(seen, prio)))
+                    .or_default() += moved;
+            }
+        }
+        match e.kind {
+            EventKind::Switch => {
+                let (_, next_prio) = switch_prios(e.arg);
+                task = Ctx::Task(e.next_pid, next_prio);
+                idle = e.next_pid == 0;
+                if e.next_pid == w.tid {
+                    own_prio = Some(next_prio);
+                }
+                stack.clear();
+            }
+            EventKind::IrqEntry => stack.push(Ctx::Irq(e.comm, e.prev_pid)),
+            EventKind::LocalTimer => stack.push(Ctx::LocalTimer),
+            EventKind::SoftirqEntry => stack.push(Ctx::Softirq(e.prev_pid)),
+            EventKind::IrqExit | EventKind::LocalTimerExit | EventKind::SoftirqExit => {
+                stack.pop();
+            }
+            EventKind::CpuIdle => idle = e.arg != IDLE_EXIT,
+            _ => {}
+        }
+        // Every record names the task on the CPU (common_pid; for an
+        // interrupt, the task it interrupted). Some kernels record nothing
+        // from a CPU's idle task (this development VM's CPU 1: no cpu_idle,
+        // no switch out of idle), so a task switched in from idle first
+        // shows up here.
+        if e.kind != EventKind::Switch && !matches!(task, Ctx::Task(p, _) if p == e.pid) {
+            task = Ctx::Task(e.pid, tl.prios.get(&e.pid).copied().unwrap_or(120));
+            idle = e.pid == 0 && idle;
+        }
+        if start + i < at_d {
+            running_at_d = matches!(task, Ctx::Task(p, _) if p == w.tid);
+        }
+        idle_mark = acc
+            .get(&(Category::IdleExit, Ctx::Unknown))
+            .copied()
+            .unwrap_or(0);
+    }
+    if wk > t {
+        let ctx = stack.last().copied().unwrap_or(task);
+        charge(
+            &mut acc,
+            ctx,
+            idle,
+            t,
+            wk,
+            w,
+            m,
+            fired,
+            &mut slack_left,
+            running_at_d,
+        );
+    }
+
+    let mut parts: Vec<Part> = acc
+        .into_iter()
+        .map(|((cat, ctx), ns)| part(tl, cat, ctx, ns, faults))
+        .collect();
+    parts.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.name.cmp(&b.name)));
+    let Some(top) = parts.first().cloned() else {
+        return unknown("no traced context between the deadline and the wake-up".into());
+    };
+    let detail = words(
+        tl,
+        &top,
+        w,
+        m,
+        own_prio,
+        faults,
+        fired.map(|f| f.saturating_sub(d)),
+    );
+    Cause {
+        category: top.category,
+        name: top.name.clone(),
+        ns: top.ns,
+        detail,
+        parts,
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn charge(
+    acc: &mut HashMap<(Category, Ctx), u64>,
+    ctx: Ctx,
+    idle: bool,
+    a: u64,
+    b: u64,
+    w: &Wakeup,
+    m: &Machine,
+    fired: Option<u64>,
+    slack_left: &mut u64,
+    running_at_d: bool,
+) {
+    let mut add = |cat: Category, ctx: Ctx, ns: u64| {
+        if ns > 0 {
+            *acc.entry((cat, ctx)).or_default() += ns;
+        }
+    };
+    // Before the timer fired, with the thread asleep: timer delivery.
+    let waiting = !running_at_d && fired.is_some_and(|f| a < f);
+    let in_plain = matches!(ctx, Ctx::Task(..) | Ctx::Unknown);
+    if waiting && in_plain {
+        let f = fired.unwrap_or(b).min(b);
+        let late = f - a;
+        let s = late.min(*slack_left);
+        *slack_left -= s;
+        add(Category::Slack, Ctx::Unknown, s);
+        let rest = late - s;
+        let cat = if m.on_vm {
+            Category::Vm
+        } else if idle || matches!(ctx, Ctx::Task(0, _)) {
+            Category::IdleExit
+        } else {
+            Category::IrqsOff
+        };
+        let ctx_kept = if cat == Category::IdleExit {
+            Ctx::Unknown
+        } else {
+            ctx
+        };
+        add(cat, ctx_kept, rest);
+        if b > f {
+            charge_plain(&mut add, ctx, idle, b - f, w);
+        }
+        return;
+    }
+    match ctx {
+        Ctx::Irq(..) | Ctx::LocalTimer => add(Category::Irq, ctx, b - a),
+        Ctx::Softirq(_) => add(Category::Softirq, ctx, b - a),
+        _ => charge_plain(&mut add, ctx, idle, b - a, w),
+    }
+}
+
+fn charge_plain(
+    add: &mut dyn FnMut(Category, Ctx, u64),
+    ctx: Ctx,
+    idle: bool,
+    ns: u64,
+    w: &Wakeup,
+) {
+    match ctx {
+        Ctx::Task(p, _) if p == w.tid => add(Category::SelfThread, Ctx::Unknown, ns),
+        Ctx::Task(0, _) => add(Category::IdleExit, Ctx::Unknown, ns),
+        Ctx::Task(..) if idle => add(Category::IdleExit, Ctx::Unknown, ns),
+        Ctx::Task(..) => add(Category::Task, ctx, ns),
+        _ => add(Category::Unknown, Ctx::Unknown, ns),
+    }
+}
+
+fn part(tl: &Timeline, cat: Category, ctx: Ctx, ns: u64, faults: usize) -> Part {
+    let (name, pid, prio) = match (cat, ctx) {
+        (Category::SelfThread, _) if faults > 0 => ("page faults".to_string(), None, None),
+        (Category::SelfThread, _) => ("still running".to_string(), None, None),
+        (Category::Vm, Ctx::Task(p, _)) if p != 0 => {
+            ("vCPU not running".to_string(), Some(p), None)
+        }
+        (Category::Vm, _) => ("vCPU not running".to_string(), None, None),
+        (_, Ctx::Task(p, pr)) => (tl.comm(p), Some(p), Some(pr)),
+        (_, Ctx::Irq(name, irq)) => {
+            let n = name.iter().position(|&b| b == 0).unwrap_or(16);
+            let s = String::from_utf8_lossy(&name[..n]).into_owned();
+            (
+                if s.is_empty() {
+                    format!("irq {irq}")
+                } else {
+                    s
+                },
+                None,
+                None,
+            )
+        }
+        (_, Ctx::LocalTimer) => ("local timer".to_string(), None, None),
+        (_, Ctx::Softirq(v)) => (softirq_name(v).to_string(), None, None),
+        (Category::IdleExit, _) => ("idle".to_string(), None, None),
+        (Category::Slack, _) => ("timer slack".to_string(), None, None),
+        _ => (String::new(), None, None),
+    };
+    Part {
+        category: cat,
+        name,
+        pid,
+        prio,
+        ns,
+    }
+}
+
+fn words(
+    tl: &Timeline,
+    p: &Part,
+    w: &Wakeup,
+    m: &Machine,
+    own_prio: Option<i32>,
+    faults: usize,
+    timer_late: Option<u64>,
+) -> String {
+    let x = fmt_ns(p.ns);
+    let c = w.cpu;
+    match p.category {
+        Category::Vm => format!(
+            "the timer interrupt came {} after the deadline with no event in the guest on CPU {c} ({}): \
+             the hypervisor was not running this vCPU (host preemption, steal time)",
+            fmt_ns(timer_late.unwrap_or(p.ns)),
+            match p.pid {
+                Some(pid) => format!("{} was on it", tl.comm(pid)),
+                None => "it was idle".to_string(),
+            }
+        ),
+        Category::IdleExit => format!("CPU {c} was idle and took {x} to wake (idle-state exit)"),
+        Category::IrqsOff => format!(
+            "the timer interrupt came {x} late while {} ran on CPU {c} with interrupts off",
+            p.name
+        ),
+        Category::Irq => format!("interrupt handler {} ran {x} on CPU {c}", p.name),
+        Category::Softirq => format!("softirq {} ran {x} on CPU {c}", p.name),
+        Category::Task => {
+            let theirs = p.prio.unwrap_or(120);
+            let why = match own_prio {
+                Some(o) if theirs < o => "at a higher priority".to_string(),
+                Some(o) if theirs == o => "at the same priority".to_string(),
+                _ => format!(
+                    "and was not preempted (preempt model {}: a non-preemptible kernel section{})",
+                    if m.preempt_model.is_empty() { "unknown" } else { &m.preempt_model },
+                    if m.on_vm { ", or the VM was not running" } else { "" }
+                ),
+            };
+            format!(
+                "{} (pid {}, {}) ran {x} on CPU {c} {why}",
+                p.name,
+                p.pid.unwrap_or(0),
+                prio_words(theirs)
+            )
+        }
+        Category::SelfThread if faults > 0 => {
+            format!("the thread itself ran {x} past its deadline, taking {faults} page faults (memory not locked)")
+        }
+        Category::SelfThread => {
+            format!("the thread itself was still running {x} past its deadline (its previous cycle overran)")
+        }
+        Category::Slack => format!("the thread's timer slack let the kernel fire its timer {x} late"),
+        Category::Unknown => format!("no traced event explains {x} on CPU {c}"),
+    }
+}

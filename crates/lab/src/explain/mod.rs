@@ -1,0 +1,813 @@
+//! Why the worst wake-ups were late: the explaining trace of `lab cyclic
+//! --explain` (and of `lab all`, where tracefs is usable).
+//!
+//! Like rtla's `timerlat --auto-analysis`, for a user-space periodic thread.
+//! While a run measures, a private tracefs instance (the lab's tracer,
+//! [`crate::trace::tracefs`]) records on every CPU `sched_switch`,
+//! `local_timer_entry/exit`, `irq_handler_entry/exit`, `softirq_entry/exit`,
+//! `power:cpu_idle`, and the measured threads' own `sched_wakeup` and
+//! `page_fault_user` (filtered by thread name); a
+//! drainer thread copies the binary ring buffers into a store preallocated
+//! before the run ([`Config::max_events`]). Each measured thread notes its
+//! worst wake-ups — index, deadline, wake time, missed deadlines — into a
+//! preallocated heap ([`Notes`], **RT-safe**, no allocation, no syscall).
+//! After the run, every noted wake-up above the threshold (`--explain-above`,
+//! or the thread's p99.9 over the run) and every one that missed a deadline
+//! is attributed from the trace of its CPU between deadline and wake
+//! ([`attribute`]).
+//!
+//! Bounded and honest: the whole run is recorded, not a window around each
+//! outlier, so the store bounds the run length that can be explained; what
+//! the store could not hold (`dropped`), what the kernel lost (`lost`) and
+//! wake-ups beyond the noted ones (`not_noted`) are counted, and a wake-up
+//! the trace does not cover is [`Category::Unknown`], never hidden.
+
+pub mod advice;
+pub mod attribute;
+pub mod window;
+
+pub use attribute::{Category, Cause, Machine, Part, Timeline, Wakeup};
+pub use window::{Flags, Keeper, Window};
+
+use crate::check;
+use crate::error::{Error, ErrorKind, Result};
+use crate::trace::raw::{EventKind, EXPLAIN_EVENTS};
+use crate::trace::tracefs::{self, Capture, Instance};
+use firmtime_rt::periodic::Tick;
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Valid `--explain-worst` range (wake-ups noted per thread).
+pub const WORST: std::ops::RangeInclusive<usize> = 1..=100_000;
+
+/// Slots of the flag ring.
+const FLAG_SLOTS: usize = 8192;
+/// Undecided events the drainer holds (~22 MB).
+const PENDING_EVENTS: usize = 400_000;
+/// How long the drainer holds undecided events: a wake-up later than this
+/// minus its lookback cannot be explained (it is `unknown`, counted).
+const KEEP_NS: u64 = 300_000_000;
+
+/// How far before a deadline a flagged window starts: enough for the
+/// thread's previous switch-out and the task on the CPU before it.
+pub fn lookback_ns(period_ns: u64) -> u64 {
+    (2 * period_ns).max(2_000_000)
+}
+
+/// The worst wake-ups of each thread always explained, whatever the threshold.
+pub const WORST_SHOWN: usize = 10;
+
+/// How to explain.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Config {
+    /// Explain wake-ups later than this, ns (`--explain-above`); `None` =
+    /// the thread's p99.9 over the run. Missed deadlines are always explained.
+    pub above_ns: Option<u64>,
+    /// Worst wake-ups noted per thread (`--explain-worst`), default 256.
+    pub worst: usize,
+    /// Kernel ring buffer per CPU, KiB, default 4096.
+    pub buffer_kb: u32,
+    /// Events kept around late wake-ups, default 1,000,000 (~56 MB).
+    pub max_events: usize,
+    /// How often the drainer empties the ring buffers, ns, default 20 ms.
+    pub drain_interval_ns: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            above_ns: None,
+            worst: 256,
+            buffer_kb: 4096,
+            max_events: 1_000_000,
+            drain_interval_ns: 20_000_000,
+        }
+    }
+}
+
+impl Config {
+    /// Checks every parameter; errors name the flag and the valid range.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidInput`] naming the offending flag.
+    pub fn validate(&self) -> Result<()> {
+        check::in_range("--explain-worst", self.worst, &WORST)?;
+        check::in_range_note(
+            "explain buffer",
+            self.buffer_kb,
+            &crate::trace::BUFFER_KB,
+            " (KiB per CPU)",
+        )?;
+        check::in_range("explain store", self.max_events, &crate::trace::MAX_EVENTS)?;
+        Ok(())
+    }
+}
+
+/// Whether the explaining trace can run here: `Err` says why not.
+///
+/// # Errors
+/// The reason, in words a user can act on.
+pub fn available() -> std::result::Result<(), String> {
+    if !tracefs::is_root() {
+        return Err("explaining outliers needs root (tracefs): run with sudo".into());
+    }
+    tracefs::ensure_mounted().map_err(|e| e.message().to_string())?;
+    Ok(())
+}
+
+/// One noted wake-up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Note {
+    /// Grid index of its deadline.
+    pub index: u64,
+    /// The deadline, CLOCK_MONOTONIC ns.
+    pub deadline_ns: u64,
+    /// When the thread woke, CLOCK_MONOTONIC ns.
+    pub wake_ns: u64,
+    /// wake − deadline, ns.
+    pub latency_ns: i64,
+    /// Deadlines passed while it was late.
+    pub missed: u64,
+}
+
+/// The worst wake-ups of one thread, in storage allocated up front.
+#[derive(Debug, Clone, Default)]
+pub struct Notes {
+    /// A min-heap on latency: the least late of the kept ones on top.
+    heap: Vec<Note>,
+    /// Where a kept wake-up's window is flagged for the drainer.
+    flags: Option<Arc<Flags>>,
+    cpu: u16,
+    lookback_ns: u64,
+    /// Wake-ups offered that missed a deadline.
+    missing: u64,
+    /// Of those, the ones pushed out of the heap.
+    missing_dropped: u64,
+}
+
+impl Notes {
+    /// Keeps the worst `cap` wake-ups (0: notes nothing).
+    pub fn new(cap: usize) -> Notes {
+        Notes {
+            heap: Vec::with_capacity(cap),
+            ..Notes::default()
+        }
+    }
+
+    /// Like [`Notes::new`], and flags each kept wake-up's window
+    /// `[deadline − lookback, wake + 50 µs]` on `cpu` in `flags`, so the
+    /// drainer keeps the trace around it ([`window`]).
+    pub fn flagging(cap: usize, flags: Arc<Flags>, cpu: usize, lookback_ns: u64) -> Notes {
+        Notes {
+            flags: Some(flags),
+            cpu: cpu as u16,
+            lookback_ns,
+            ..Notes::new(cap)
+        }
+    }
+
+    #[inline]
+    fn flag(&self, n: &Note) {
+        if let Some(f) = &self.flags {
+            f.push(
+                self.cpu,
+                n.deadline_ns.saturating_sub(self.lookback_ns),
+                n.wake_ns + 50_000,
+            );
+        }
+    }
+
+    /// Offers one wake-up. **RT-safe**: never allocates (the heap never
+    /// grows past its capacity), O(log cap).
+    #[inline]
+    pub fn offer(&mut self, t: &Tick) {
+        let cap = self.heap.capacity();
+        if cap == 0 {
+            return;
+        }
+        if t.missed > 0 {
+            self.missing += 1;
+        }
+        let n = Note {
+            index: t.index,
+            deadline_ns: t.deadline_ns,
+            wake_ns: t.wake_ns,
+            latency_ns: t.latency_ns,
+            missed: t.missed,
+        };
+        if self.heap.len() < cap {
+            self.flag(&n);
+            self.heap.push(n);
+            let mut i = self.heap.len() - 1;
+            while i > 0 {
+                let p = (i - 1) / 2;
+                if self.heap[p].latency_ns <= self.heap[i].latency_ns {
+                    break;
+                }
+                self.heap.swap(p, i);
+                i = p;
+            }
+        } else if n.latency_ns > self.heap[0].latency_ns {
+            if self.heap[0].missed > 0 {
+                self.missing_dropped += 1;
+            }
+            self.flag(&n);
+            self.heap[0] = n;
+            let len = self.heap.len();
+            let mut i = 0;
+            loop {
+                let (l, r) = (2 * i + 1, 2 * i + 2);
+                let mut m = i;
+                if l < len && self.heap[l].latency_ns < self.heap[m].latency_ns {
+                    m = l;
+                }
+                if r < len && self.heap[r].latency_ns < self.heap[m].latency_ns {
+                    m = r;
+                }
+                if m == i {
+                    break;
+                }
+                self.heap.swap(i, m);
+                i = m;
+            }
+        } else if n.missed > 0 {
+            self.missing_dropped += 1;
+        }
+    }
+
+    /// The kept wake-ups, latest first.
+    pub fn sorted(&self) -> Vec<Note> {
+        let mut v = self.heap.clone();
+        v.sort_by_key(|n| std::cmp::Reverse(n.latency_ns));
+        v
+    }
+
+    /// Wake-ups that missed a deadline but were not kept.
+    pub fn missing_not_kept(&self) -> u64 {
+        self.missing_dropped
+    }
+
+    /// True when notes are being kept.
+    pub fn enabled(&self) -> bool {
+        self.heap.capacity() > 0
+    }
+}
+
+/// The explaining trace while it runs: a tracefs instance and its drainer.
+/// Dropping it stops the drainer and removes the instance.
+#[derive(Debug)]
+pub struct Session {
+    inst: Option<Arc<Instance>>,
+    flags: Arc<Flags>,
+    stop: Arc<AtomicBool>,
+    drainer: Option<std::thread::JoinHandle<Result<(Capture, Keeper)>>>,
+    cpus: Vec<usize>,
+    steal_before: Vec<u64>,
+}
+
+/// What a finished session recorded.
+#[derive(Debug)]
+pub struct Recorded {
+    /// The trace kept (events inside the windows; the page counts).
+    pub capture: Capture,
+    /// The windows kept.
+    pub windows: Vec<Window>,
+    /// The store was full from this time on: later windows are incomplete.
+    pub full_since: Option<u64>,
+    /// Flags the drainer lost (ring overrun) plus windows it could not hold.
+    pub flags_lost: u64,
+    /// Events enabled.
+    pub events_enabled: Vec<EventKind>,
+    /// Events the kernel lost.
+    pub lost: u64,
+    /// True once the tracefs instance was removed.
+    pub instance_removed: bool,
+    /// Steal time per CPU during the session (/proc/stat), ns.
+    pub steal_ns: Vec<CpuSteal>,
+}
+
+/// Steal time of one CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct CpuSteal {
+    /// The CPU.
+    pub cpu: usize,
+    /// Time the hypervisor ran something else, ns (10 ms resolution).
+    pub ns: u64,
+}
+
+/// Per-CPU steal from /proc/stat, in USER_HZ ticks.
+fn steal_ticks(cpus: &[usize]) -> Vec<u64> {
+    let text = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    cpus.iter()
+        .map(|c| {
+            let tag = format!("cpu{c}");
+            text.lines()
+                .find(|l| l.split_whitespace().next() == Some(tag.as_str()))
+                .and_then(|l| l.split_whitespace().nth(8)?.parse().ok())
+                .unwrap_or(0)
+        })
+        .collect()
+}
+
+/// A tracefs instance with the explaining trace's events, tracing off:
+/// `sched_wakeup` and `page_fault_user` filtered to the threads whose comm
+/// matches the glob `traced_comm` (the only ones the attribution uses).
+///
+/// # Errors
+/// As [`Instance::create_with`]; [`ErrorKind::Io`] if a filter is refused.
+pub fn instance(buffer_kb: u32, traced_comm: &str) -> Result<Instance> {
+    let name = format!("{}-explain", tracefs::instance_name());
+    let inst = Instance::create_with(&name, buffer_kb, &EXPLAIN_EVENTS)?;
+    let only = format!("comm ~ \"{traced_comm}\"");
+    if inst.events.contains(&EventKind::PageFault) {
+        inst.set_filter("exceptions/page_fault_user", &only)?;
+    }
+    if inst.events.contains(&EventKind::Wakeup) {
+        inst.set_filter("sched/sched_wakeup", &only)?;
+    }
+    Ok(inst)
+}
+
+impl Session {
+    /// Creates the instance (wake-ups and page faults filtered to the
+    /// measured threads: those whose comm matches the glob `traced_comm`),
+    /// starts the drainer and tracing.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Unavailable`] without root or tracefs; [`ErrorKind::Io`]
+    /// if tracefs refuses a setting.
+    pub fn start(config: &Config, traced_comm: &str) -> Result<Session> {
+        config.validate()?;
+        if !tracefs::is_root() {
+            return Err(Error::new(
+                ErrorKind::Unavailable,
+                "--explain needs root: it reads scheduler and interrupt tracepoints through tracefs. \
+                 Run it with sudo, or without --explain (lab all: --no-explain).",
+            ));
+        }
+        let inst = Arc::new(instance(config.buffer_kb, traced_comm)?);
+        let cpus = firmtime_rt::sched::online_cpus();
+        let stop = Arc::new(AtomicBool::new(false));
+        let flags = Arc::new(Flags::new(FLAG_SLOTS));
+        let (i2, s2, c2, f2) = (
+            Arc::clone(&inst),
+            Arc::clone(&stop),
+            cpus.clone(),
+            Arc::clone(&flags),
+        );
+        let (cap, every) = (
+            config.max_events,
+            Duration::from_nanos(config.drain_interval_ns),
+        );
+        let drainer = std::thread::Builder::new()
+            .name("ft-explain-drain".into())
+            .spawn(move || {
+                let mut k = Keeper::new(PENDING_EVENTS, cap, KEEP_NS);
+                let kc = std::cell::RefCell::new(&mut k);
+                let c = tracefs::drain_with(
+                    &i2,
+                    &c2,
+                    every,
+                    &s2,
+                    &mut |e| kc.borrow_mut().take(e, &f2),
+                    &mut || kc.borrow_mut().settle(&f2, false),
+                )?;
+                k.settle(&f2, true);
+                Ok((c, k))
+            })
+            .map_err(|e| Error::new(ErrorKind::Io, format!("cannot start the drainer: {e}")))?;
+        let steal_before = steal_ticks(&cpus);
+        let s = Session {
+            inst: Some(inst),
+            flags,
+            stop,
+            drainer: Some(drainer),
+            cpus,
+            steal_before,
+        };
+        if let Some(i) = &s.inst {
+            i.set_on(true)?;
+        }
+        Ok(s)
+    }
+
+    /// Where measured threads flag their late wake-ups
+    /// ([`Notes::flagging`]); only the trace around them is kept.
+    pub fn flags(&self) -> Arc<Flags> {
+        Arc::clone(&self.flags)
+    }
+
+    /// Stops tracing, drains what is left and removes the instance.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Io`] if the drainer failed.
+    pub fn finish(mut self) -> Result<Recorded> {
+        let steal_after = steal_ticks(&self.cpus);
+        if let Some(i) = &self.inst {
+            let _ = i.set_on(false);
+        }
+        self.stop.store(true, Ordering::SeqCst);
+        let (mut capture, keeper) = match self.drainer.take().map(|h| h.join()) {
+            Some(Ok(r)) => r?,
+            Some(Err(_)) => return Err(Error::new(ErrorKind::Io, "the explain drainer panicked")),
+            None => (Capture::default(), Keeper::new(0, 0, 0)),
+        };
+        capture.events = keeper.store;
+        capture.dropped = keeper.dropped;
+        let inst = self.inst.take();
+        let (lost, events_enabled, instance_removed) = match inst {
+            Some(a) => {
+                let lost = a.lost_events(&self.cpus);
+                let ev = a.events.clone();
+                let removed = Arc::try_unwrap(a).map(Instance::remove).unwrap_or(false);
+                (lost, ev, removed)
+            }
+            None => (0, Vec::new(), true),
+        };
+        let hz = crate::billing::user_hz();
+        let steal_ns = self
+            .cpus
+            .iter()
+            .zip(self.steal_before.iter().zip(&steal_after))
+            .map(|(&cpu, (b, a))| CpuSteal {
+                cpu,
+                ns: a.saturating_sub(*b) * (1_000_000_000 / hz.max(1)),
+            })
+            .collect();
+        Ok(Recorded {
+            windows: keeper.windows,
+            full_since: keeper.full_since,
+            flags_lost: keeper.flags_lost + keeper.windows_dropped,
+            lost: lost + capture.missed,
+            capture,
+            events_enabled,
+            instance_removed,
+            steal_ns,
+        })
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(h) = self.drainer.take() {
+            let _ = h.join();
+        }
+        // Dropping the last Arc removes the instance.
+        self.inst.take();
+    }
+}
+
+/// One measured thread, for [`explain`].
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// Thread index.
+    pub thread: usize,
+    /// CPU it was pinned to.
+    pub cpu: usize,
+    /// Its thread id.
+    pub tid: i32,
+    /// Its period, ns.
+    pub period_ns: u64,
+    /// Its timer slack, ns.
+    pub slack_ns: u64,
+    /// Wake-ups later than this are explained, ns.
+    pub threshold_ns: i64,
+    /// Its noted wake-ups.
+    pub notes: Vec<Note>,
+    /// Wake-ups that missed a deadline and were not noted.
+    pub missing_not_kept: u64,
+    /// Deadlines it missed in the run.
+    pub missed: u64,
+}
+
+/// One explained wake-up.
+#[derive(Debug, Clone, Serialize)]
+pub struct Outlier {
+    /// Thread index.
+    pub thread: usize,
+    /// CPU.
+    pub cpu: usize,
+    /// Grid index of the deadline.
+    pub index: u64,
+    /// The deadline, CLOCK_MONOTONIC ns.
+    pub deadline_ns: u64,
+    /// wake − deadline, ns.
+    pub latency_ns: i64,
+    /// Deadlines passed while it was late.
+    pub missed: u64,
+    /// Why.
+    pub cause: Cause,
+}
+
+/// Outliers sharing a cause.
+#[derive(Debug, Clone, Serialize)]
+pub struct CauseCount {
+    /// The category.
+    pub category: Category,
+    /// The name (task comm, interrupt, softirq, …).
+    pub name: String,
+    /// Outliers it caused.
+    pub outliers: u64,
+    /// Deadlines missed in those outliers.
+    pub missed: u64,
+    /// The largest time charged to it in one outlier, ns.
+    pub worst_ns: u64,
+}
+
+/// Threshold and counts of one thread.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct ThreadExplained {
+    /// Thread index.
+    pub thread: usize,
+    /// CPU.
+    pub cpu: usize,
+    /// Wake-ups later than this were explained, ns.
+    pub threshold_ns: i64,
+    /// Outliers explained (noted and above the threshold, missing a
+    /// deadline, or among its [`WORST_SHOWN`] worst).
+    pub outliers: u64,
+    /// Wake-ups that missed a deadline and were not noted (not explained).
+    pub not_noted: u64,
+}
+
+/// What the explaining trace found.
+#[derive(Debug, Clone, Serialize)]
+pub struct Explanation {
+    /// Events recorded (those this kernel has).
+    pub events_enabled: Vec<EventKind>,
+    /// Events kept (inside the windows around late wake-ups).
+    pub events: u64,
+    /// Windows kept (overlapping ones merged).
+    pub windows: u64,
+    /// Late wake-ups whose window was not kept (flag ring overrun).
+    pub flags_lost: u64,
+    /// Events inside windows that did not fit in the store.
+    pub dropped: u64,
+    /// Events the kernel lost.
+    pub lost: u64,
+    /// True once the tracefs instance was removed again.
+    pub instance_removed: bool,
+    /// Preemption model of the kernel.
+    pub preempt_model: String,
+    /// `none` on bare metal, else the hypervisor.
+    pub virtualization: Option<String>,
+    /// Steal time per CPU during the run.
+    pub steal: Vec<CpuSteal>,
+    /// Per thread.
+    pub threads: Vec<ThreadExplained>,
+    /// Every explained wake-up (above its thread's threshold, missing a
+    /// deadline, or among its thread's [`WORST_SHOWN`] worst), latest first.
+    pub outliers: Vec<Outlier>,
+    /// Outliers by cause, most first.
+    pub by_cause: Vec<CauseCount>,
+    /// Deadlines missed in the run.
+    pub missed: u64,
+    /// Of those, in outliers with a cause other than `unknown`.
+    pub missed_explained: u64,
+    /// The latest wake-ups considered for the "worst 10" figure (≤ 10).
+    pub worst: u64,
+    /// Of those, with a cause other than `unknown`.
+    pub worst_explained: u64,
+}
+
+/// The machine this runs on.
+pub fn this_machine() -> Machine {
+    let s = firmtime_rt::system::SystemInfo::collect();
+    Machine {
+        on_vm: s.virtualization.as_deref().is_some_and(|v| v != "none"),
+        preempt_model: s.preempt_model.name().to_string(),
+        virtualization: s.virtualization,
+    }
+}
+
+/// Attributes the outliers of `targets` from `rec`.
+pub fn explain(rec: Recorded, targets: &[Target], machine: &Machine) -> Explanation {
+    let events = rec.capture.events.len() as u64;
+    let windows = rec.windows.len() as u64;
+    let tl = Timeline::with_windows(rec.capture.events, rec.windows, rec.full_since);
+    let mut outliers = Vec::new();
+    let mut threads = Vec::new();
+    let mut missed = 0;
+    for t in targets {
+        missed += t.missed;
+        let mut n = 0;
+        for (rank, note) in t.notes.iter().enumerate() {
+            // Above the threshold, a missed deadline, or among the thread's
+            // 10 worst (for the "10 worst wake-ups" figure).
+            if note.latency_ns <= t.threshold_ns && note.missed == 0 && rank >= WORST_SHOWN {
+                continue;
+            }
+            n += 1;
+            let w = Wakeup {
+                cpu: t.cpu,
+                tid: t.tid,
+                deadline_ns: note.deadline_ns,
+                wake_ns: note.wake_ns,
+                slack_ns: t.slack_ns,
+                period_ns: t.period_ns,
+            };
+            outliers.push(Outlier {
+                thread: t.thread,
+                cpu: t.cpu,
+                index: note.index,
+                deadline_ns: note.deadline_ns,
+                latency_ns: note.latency_ns,
+                missed: note.missed,
+                cause: attribute::attribute(&tl, &w, machine),
+            });
+        }
+        threads.push(ThreadExplained {
+            thread: t.thread,
+            cpu: t.cpu,
+            threshold_ns: t.threshold_ns,
+            outliers: n,
+            not_noted: t.missing_not_kept,
+        });
+    }
+    outliers.sort_by_key(|o| std::cmp::Reverse(o.latency_ns));
+    let known = |o: &&Outlier| o.cause.category != Category::Unknown;
+    let missed_explained = outliers
+        .iter()
+        .filter(known)
+        .map(|o| o.missed)
+        .sum::<u64>()
+        .min(missed);
+    let worst = outliers.len().min(WORST_SHOWN) as u64;
+    let worst_explained = outliers.iter().take(WORST_SHOWN).filter(known).count() as u64;
+    Explanation {
+        events_enabled: rec.events_enabled,
+        events,
+        windows,
+        flags_lost: rec.flags_lost,
+        dropped: rec.capture.dropped,
+        lost: rec.lost,
+        instance_removed: rec.instance_removed,
+        preempt_model: machine.preempt_model.clone(),
+        virtualization: machine.virtualization.clone(),
+        steal: rec.steal_ns,
+        threads,
+        by_cause: by_cause(&outliers),
+        outliers,
+        missed,
+        missed_explained,
+        worst,
+        worst_explained,
+    }
+}
+
+/// Outliers grouped by (category, name), most outliers first.
+pub fn by_cause(outliers: &[Outlier]) -> Vec<CauseCount> {
+    let mut v: Vec<CauseCount> = Vec::new();
+    for o in outliers {
+        let c = &o.cause;
+        match v
+            .iter_mut()
+            .find(|k| k.category == c.category && k.name == c.name)
+        {
+            Some(k) => {
+                k.outliers += 1;
+                k.missed += o.missed;
+                k.worst_ns = k.worst_ns.max(c.ns);
+            }
+            None => v.push(CauseCount {
+                category: c.category,
+                name: c.name.clone(),
+                outliers: 1,
+                missed: o.missed,
+                worst_ns: c.ns,
+            }),
+        }
+    }
+    v.sort_by(|a, b| {
+        b.outliers
+            .cmp(&a.outliers)
+            .then(b.worst_ns.cmp(&a.worst_ns))
+    });
+    v
+}
+
+impl Explanation {
+    /// Total steal during the run, ns.
+    pub fn steal_ns(&self) -> u64 {
+        self.steal.iter().map(|s| s.ns).sum()
+    }
+
+    /// The cause summary in one line: `7 of 14 outliers: the VM was not
+    /// running (worst 2.1 ms); 5: softirq NET_RX (worst 0.8 ms); …`.
+    pub fn summary(&self) -> String {
+        let n = self.outliers.len();
+        if n == 0 {
+            return "no outliers to explain".into();
+        }
+        let mut parts = Vec::new();
+        for (i, c) in self.by_cause.iter().enumerate() {
+            let count = if i == 0 {
+                format!("{} of {n} outliers", c.outliers)
+            } else {
+                c.outliers.to_string()
+            };
+            let what = cause_words(c.category, &c.name);
+            let extra = if c.category == Category::Vm && self.steal_ns() > 0 {
+                format!(", steal this run {}", attribute::fmt_ns(self.steal_ns()))
+            } else {
+                String::new()
+            };
+            parts.push(format!(
+                "{count}: {what} (up to {}{extra})",
+                attribute::fmt_ns(c.worst_ns)
+            ));
+        }
+        parts.join("; ")
+    }
+
+    /// `9 of 10 deadline misses and 10 of the 10 worst wake-ups have a cause`.
+    pub fn coverage(&self) -> String {
+        format!(
+            "{} of {} deadline misses and {} of the {} worst wake-ups have a cause",
+            self.missed_explained, self.missed, self.worst_explained, self.worst
+        )
+    }
+
+    /// Which events were recorded, in one line.
+    pub fn events_line(&self) -> String {
+        let names: Vec<&str> = EXPLAIN_EVENTS
+            .iter()
+            .filter(|(_, k)| self.events_enabled.contains(k))
+            .map(|(p, _)| p.rsplit('/').next().unwrap_or(p))
+            .collect();
+        format!(
+            "kept {} events in {} windows around late wake-ups ({}), {} dropped, {} lost",
+            self.events,
+            self.windows,
+            names.join(", "),
+            self.dropped,
+            self.lost
+        )
+    }
+}
+
+/// A cause in words: `the VM was not running`, `task stress (pid 42)`, …
+pub fn cause_words(cat: Category, name: &str) -> String {
+    match cat {
+        Category::Task => format!("task {name}"),
+        Category::Irq => format!("interrupt {name}"),
+        Category::Softirq => format!("softirq {name}"),
+        Category::SelfThread => format!("the thread itself ({name})"),
+        Category::IrqsOff => format!("interrupts off in {name}"),
+        c => c.words().to_string(),
+    }
+}
+
+/// The report's "Why the outliers were late" part: per condition the
+/// coverage, the summary by cause and the five latest wake-ups with their
+/// cause; or, when nothing was explained, why not.
+pub fn markdown(runs: &[(&str, &Explanation)], not_explained: Option<&str>) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::from("\n### Why the outliers were late\n\n");
+    if runs.is_empty() {
+        let _ = writeln!(
+            s,
+            "Not explained: {}.",
+            not_explained.unwrap_or("no run was traced")
+        );
+        return s;
+    }
+    s.push_str(
+        "Each run was traced (tracefs: scheduler, interrupts, softirqs, idle states, the \
+         thread's page faults); each wake-up above the thread's p99.9, each that missed a \
+         deadline and each thread's 10 worst were attributed to what ran on its CPU between \
+         deadline and wake-up (`explain` in the JSON, docs/LAB-FORMATS.md).\n\n",
+    );
+    for (label, e) in runs {
+        let _ = writeln!(
+            s,
+            "- **{label}**: {}; {}. {}.",
+            e.summary(),
+            e.coverage(),
+            e.events_line()
+        );
+    }
+    let mut rows = Vec::new();
+    for (label, e) in runs {
+        for o in e.outliers.iter().take(5) {
+            rows.push(vec![
+                (*label).to_string(),
+                o.cpu.to_string(),
+                crate::report::us(Some(o.latency_ns)),
+                o.missed.to_string(),
+                o.cause.category.name().to_string(),
+                o.cause.detail.replace('|', "/"),
+            ]);
+        }
+    }
+    s.push('\n');
+    s.push_str(&crate::report::table(
+        &["Condition", "CPU", "latency µs", "missed", "cause", "what"],
+        &rows,
+    ));
+    s
+}
