@@ -25,14 +25,37 @@ use std::time::Duration;
 const LADSPA: &str = "/usr/lib/ladspa";
 static SEQ: AtomicU32 = AtomicU32::new(0);
 
-fn tmp(name: &str) -> PathBuf {
+/// A scratch directory for one test, removed when the test ends (pass or
+/// fail): the proxy copies and LV2 bundles are tens of MB each.
+struct Tmp(PathBuf);
+
+impl std::ops::Deref for Tmp {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for Tmp {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.0.as_os_str()
+    }
+}
+
+impl Drop for Tmp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn tmp(name: &str) -> Tmp {
     let d = std::env::temp_dir().join(format!(
         "ftproxy-{}-{}-{name}",
         std::process::id(),
         SEQ.fetch_add(1, Ordering::Relaxed)
     ));
     std::fs::create_dir_all(&d).unwrap();
-    d
+    Tmp(d)
 }
 
 /// Builds the proxy once; returns a LADSPA directory holding `firmtime_proxy.so`.
@@ -50,7 +73,10 @@ fn proxy_dir() -> &'static Path {
             .parent()
             .unwrap()
             .join("libfirmtime_proxy.so");
-        let dir = tmp("lib");
+        // In cargo's scratch directory for integration tests (under target/),
+        // overwritten by every run, since a static is never dropped.
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("ftproxy-lib");
+        std::fs::create_dir_all(&dir).unwrap();
         std::fs::copy(&so, dir.join("firmtime_proxy.so")).unwrap();
         dir
     })
@@ -919,7 +945,8 @@ fn lv2_bundle_refuses_a_library_without_lv2_descriptor() {
     if !have(t, &["cmt.so"]) {
         return;
     }
-    let dir = tmp("lv2refuse").join("firmtime.lv2");
+    let scratch = tmp("lv2refuse");
+    let dir = scratch.join("firmtime.lv2");
     let out = Command::new(EXE)
         .args(["ladspa", "lv2-bundle"])
         .arg(&dir)
