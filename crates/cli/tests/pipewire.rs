@@ -292,13 +292,20 @@ fn tap_run(kind: ServerKind) {
     assert_eq!(beats, 10, "{csv}");
     assert!(taps.len() >= 6, "{} taps: {csv}", taps.len());
     assert_eq!(fb_err.len(), taps.len(), "one feedback note per tap");
-    // jack_midiseq taps every 19200 frames: 400 000 µs. JACK's times of a
-    // frame are estimates (jackd2: a DLL, µs jitter; PipeWire: nominal), so
-    // the interval is checked to under a frame (20.8 µs), in whole frames.
+    // jack_midiseq taps every 19200 frames: 400 000 µs. The CSV holds times,
+    // and JACK's time of a frame is an estimate: PipeWire's is nominal (one
+    // frame of rounding), jackd2's comes from its DLL, whose period estimate
+    // is off by up to ~0.3 µs a period (docs/MIDI.md) — over the 75 periods
+    // of one interval that and its jitter reach 2–3 frames (seen: 24 µs) on
+    // taps whose frames are exact (the midi tests check frames themselves).
     let iti_err: Vec<i64> = taps.windows(2).map(|w| w[1] - w[0] - 400_000).collect();
     let iti_max = iti_err.iter().map(|e| e.unsigned_abs()).max().unwrap_or(0);
     let frames = |us: u64| (us * u64::from(RATE)).div_ceil(1_000_000);
-    exact(dropped, frames(iti_max) <= 1, || {
+    let iti_frames_allowed = match kind {
+        ServerKind::PipeWire => 1,
+        ServerKind::Jackd => 3,
+    };
+    exact(dropped, frames(iti_max) <= iti_frames_allowed, || {
         format!("tap intervals − 400 ms (µs): {iti_err:?}")
     });
     // Feedback goes out at the first frame not before its time: never early,
