@@ -41,6 +41,18 @@ pub(crate) fn jack_server(
     Ok((Some(server.name().to_string()), Some(server)))
 }
 
+/// The server name to record in output files: `named`, else what libjack
+/// connects to without one ($JACK_DEFAULT_SERVER, else `default`).
+pub(crate) fn server_label(named: Option<&str>) -> String {
+    match named {
+        Some(n) => n.to_string(),
+        None => std::env::var("JACK_DEFAULT_SERVER")
+            .ok()
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| "default".into()),
+    }
+}
+
 /// SCHED_FIFO at `priority` with memory locking (when `mlock`), or nothing
 /// at all with `no_rt`.
 pub(crate) fn rt_request(no_rt: bool, priority: u8, mlock: bool) -> RtRequest {

@@ -62,8 +62,8 @@ enum Command {
     Midi(midi::MidiArgs),
     /// LADSPA plugins: list, describe, apply a chain to a WAV file (like applyplugin).
     Ladspa(ladspa::LadspaArgs),
-    /// Tapping experiments (FTAP): check experiment files, import FTAP
-    /// parameter files, analyze trials.
+    /// Tapping experiments (FTAP): run sessions of trials, replay a trial,
+    /// check experiment files, import FTAP parameter files, analyze trials.
     Tap(tap::TapArgs),
     /// Spread block processing over workers on a LAN (Lago's middleware): worker, bench, discover, stats.
     #[command(subcommand)]

@@ -239,7 +239,7 @@ fn detail(o: &OpenArgs, opened: &backend::Opened) -> serde_json::Value {
             "baud": info.baud,
         }),
         backend::Facts::Jack(j) => serde_json::json!({
-            "server": j.server.as_deref().unwrap_or("default"),
+            "server": backend::server_label(j.server.as_deref()),
             "dummy_server_started": opened.server.is_some(),
             "client": j.client,
             "inputs": j.inputs,
@@ -305,7 +305,7 @@ fn jack_ports(j: &JackArgs) -> anyhow::Result<JackPortsOut> {
     let (server_name, server) = jack_server(j, false)?;
     let listed = firmtime_jack::list_ports(server_name.as_deref());
     let out = JackPortsOut {
-        server: server_name.unwrap_or_else(|| "default".into()),
+        server: backend::server_label(server_name.as_deref()),
         dummy_server_started: server.is_some(),
         error: listed.as_ref().err().map(|e| e.to_string()),
         ports: listed.unwrap_or_default(),

@@ -448,3 +448,18 @@ fn bare_json_flag_writes_only_json_to_stdout() {
     );
     assert!(common::read_json(&path)["checks"].is_array());
 }
+
+/// Regression: with $JACK_DEFAULT_SERVER set and no --jack-server, the
+/// output recorded `"server": "default"` though libjack connects to the
+/// named server — wrong provenance in the port list and the tap sidecar.
+#[test]
+fn jack_default_server_is_the_recorded_server_name() {
+    let out = Command::new(common::EXE)
+        .args(["midi", "ports", "--backend", "jack", "--json"])
+        .env("JACK_DEFAULT_SERVER", "firmtime-no-such-server")
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", text(&out.stdout)));
+    assert_eq!(v["jack"]["server"], "firmtime-no-such-server", "{v}");
+}

@@ -201,7 +201,7 @@ fn open(o: &BackendArgs, client: &str, synth: Option<SynthOptions>) -> anyhow::R
             });
             serde_json::json!({
                 "backend": "jack",
-                "server": j.server.as_deref().unwrap_or("default"),
+                "server": backend::server_label(j.server.as_deref()),
                 "dummy_server_started": opened.server.is_some(),
                 "client": j.client,
                 "inputs": j.inputs,
