@@ -325,15 +325,7 @@ impl PipeWireServer {
     /// # Panics
     /// When PipeWire is installed but does not start (the message quotes its log).
     pub fn start_for_test(rate: u32, period: u32) -> Option<Self> {
-        // SAFETY: geteuid cannot fail and has no side effects.
-        let root = unsafe { libc::geteuid() } == 0;
-        let options = DummyOptions {
-            rate,
-            period,
-            realtime: root,
-            ..DummyOptions::new()
-        };
-        match Self::start(options) {
+        match Self::start(DummyOptions::for_test(rate, period)) {
             Ok(s) => Some(s),
             Err(e) if e.kind() == ErrorKind::NotInstalled => None,
             Err(e) => panic!("private PipeWire does not start: {e}"),

@@ -35,6 +35,19 @@ pub struct DummyOptions {
 }
 
 impl DummyOptions {
+    /// A test server's options: `rate`, `period`, a unique name, and a
+    /// real-time graph when running as root (so load does not become xruns).
+    pub fn for_test(rate: u32, period: u32) -> Self {
+        // SAFETY: geteuid cannot fail and has no side effects.
+        let root = unsafe { libc::geteuid() } == 0;
+        Self {
+            rate,
+            period,
+            realtime: root,
+            ..Self::new()
+        }
+    }
+
     /// 48 kHz, 256 frames per period, no real-time scheduling, a unique name,
     /// and 10 s to start.
     pub fn new() -> Self {
@@ -149,15 +162,7 @@ impl DummyServer {
         if !program_on_path("jackd") {
             return None;
         }
-        // SAFETY: geteuid cannot fail and has no side effects.
-        let root = unsafe { libc::geteuid() } == 0;
-        let options = DummyOptions {
-            rate,
-            period,
-            realtime: root,
-            ..DummyOptions::new()
-        };
-        match Self::start(options) {
+        match Self::start(DummyOptions::for_test(rate, period)) {
             Ok(s) => Some(s),
             Err(e) => panic!("dummy jackd does not start: {e}"),
         }

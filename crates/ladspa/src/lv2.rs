@@ -109,11 +109,10 @@ pub fn port_signature(ports: impl IntoIterator<Item = (bool, bool)>) -> String {
         .join(", ")
 }
 
-/// The file name of a plugin's `.ttl` in a bundle: its URI with every
-/// character other than `A-Za-z0-9_-` replaced by `_`, plus `.ttl`.
-pub fn ttl_file_name(uri: &str) -> String {
-    let stem: String = uri
-        .chars()
+/// `text` with every character other than `A-Za-z0-9_-` replaced by `_`:
+/// safe in file names, LV2 symbols and the labels hosts accept.
+pub fn plain_name(text: &str) -> String {
+    text.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
                 c
@@ -121,8 +120,13 @@ pub fn ttl_file_name(uri: &str) -> String {
                 '_'
             }
         })
-        .collect();
-    format!("{stem}.ttl")
+        .collect()
+}
+
+/// The file name of a plugin's `.ttl` in a bundle: its URI through
+/// [`plain_name`], plus `.ttl`.
+pub fn ttl_file_name(uri: &str) -> String {
+    format!("{}.ttl", plain_name(uri))
 }
 
 /// What a library exports as LV2, implemented by

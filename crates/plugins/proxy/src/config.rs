@@ -166,16 +166,7 @@ pub fn unique_id(id: u64, taken: &[u64]) -> u64 {
 
 /// `remote_<label>` with characters hosts dislike replaced, made unique with `_2`, `_3`…
 pub fn proxy_label(remote: &str, taken: &[String]) -> String {
-    let clean: String = remote
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    let clean = firmtime_ladspa::lv2::plain_name(remote);
     let base = format!("remote_{clean}");
     let mut label = base.clone();
     let mut k = 2;
