@@ -10,24 +10,31 @@
 #
 # Usage: sudo scripts/lab-trace-overhead.sh [PAIRS] [SLICE] [RATES]
 #        (default 100 pairs of 100ms at rates 0,1000,20000; about 75 s)
+# Env: EXTRA (more `lab trace --overhead` flags, e.g. --explain-events, as
+# scripts/lab-explain-overhead.sh passes), LABEL (named in the SETUP line).
 set -eu
 cd "$(dirname "$0")/.."
 PAIRS=${1:-100}
 SLICE=${2:-100ms}
 RATES=${3:-0,1000,20000}
+EXTRA=${EXTRA:-}
+TARGET=${CARGO_TARGET_DIR:-target}
 cargo build --release -q -p firmtime
 OUT=$(mktemp /tmp/firmtime-trace-overhead.XXXXXX.json)
 trap 'rm -f "$OUT"' EXIT
-target/release/firmtime lab trace --overhead --pairs "$PAIRS" --slice "$SLICE" \
+# shellcheck disable=SC2086 # EXTRA is a list of flags
+"$TARGET/release/firmtime" lab trace --overhead $EXTRA --pairs "$PAIRS" --slice "$SLICE" \
     --rates "$RATES" --json "$OUT"
-python3 - "$OUT" <<'PY'
-import json, sys
+LABEL=${LABEL:-} python3 - "$OUT" <<'PY'
+import json, os, sys
 r = json.load(open(sys.argv[1]))["result"]
 k = r["kernel"]
 print()
-print("SETUP: kernel %s, HZ=%s, clocksource %s, preempt %s; CPU %d; %d pairs of %.0f ms per rate; sort array %d u32"
+label = os.environ.get("LABEL")
+print("SETUP: kernel %s, HZ=%s, clocksource %s, preempt %s; CPU %d; %d pairs of %.0f ms per rate; sort array %d u32%s"
       % (k["release"], k["config_hz"], k["clocksource"], k["preempt_model"], r["cpu"],
-         r["config"]["pairs"], r["config"]["slice_ns"] / 1e6, r["sort_len"]))
+         r["config"]["pairs"], r["config"]["slice_ns"] / 1e6, r["sort_len"],
+         "; " + label if label else ""))
 for c in r["rates"]:
     if c["status"] != "measured":
         print("rate skipped: %s" % c["reason"])
