@@ -61,24 +61,10 @@ fn tmp(name: &str) -> Tmp {
 /// Builds the proxy once; returns a LADSPA directory holding `firmtime_proxy.so`.
 fn proxy_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
+    // In cargo's scratch directory for integration tests (under target/),
+    // overwritten by every run, since a static is never dropped.
     DIR.get_or_init(|| {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let st = Command::new(cargo)
-            .args(["build", "-q", "-p", "firmtime-plugin-proxy"])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .unwrap();
-        assert!(st.success(), "building firmtime-plugin-proxy");
-        let so = Path::new(EXE)
-            .parent()
-            .unwrap()
-            .join("libfirmtime_proxy.so");
-        // In cargo's scratch directory for integration tests (under target/),
-        // overwritten by every run, since a static is never dropped.
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("ftproxy-lib");
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::copy(&so, dir.join("firmtime_proxy.so")).unwrap();
-        dir
+        common::install_proxy(&Path::new(env!("CARGO_TARGET_TMPDIR")).join("ftproxy-lib"))
     })
 }
 

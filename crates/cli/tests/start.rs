@@ -295,23 +295,9 @@ fn scientist_dry_run_writes_the_documented_trial_and_the_snippets_agree_with_ana
     println!("{ran} of 2 analysis snippets run");
 }
 
-/// Builds the proxy; returns a LADSPA directory holding `firmtime_proxy.so`.
+/// A LADSPA directory holding the freshly built proxy.
 fn proxy_dir(dir: &Path) -> PathBuf {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let st = Command::new(cargo)
-        .args(["build", "-q", "-p", "firmtime-plugin-proxy"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .status()
-        .unwrap();
-    assert!(st.success(), "building firmtime-plugin-proxy");
-    let lib = dir.join("ladspa");
-    std::fs::create_dir_all(&lib).unwrap();
-    let so = Path::new(EXE)
-        .parent()
-        .unwrap()
-        .join("libfirmtime_proxy.so");
-    std::fs::copy(so, lib.join("firmtime_proxy.so")).unwrap();
-    lib
+    common::install_proxy(&dir.join("ladspa"))
 }
 
 fn wav(p: &Path) -> Vec<i16> {

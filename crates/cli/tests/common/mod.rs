@@ -181,3 +181,23 @@ pub fn spawn_ready(cmd: &mut Command) -> Child {
     });
     child
 }
+
+/// Builds firmtime-plugin-proxy (the `firmtime` binary under test does not
+/// need it) and copies its library into `dir` as `firmtime_proxy.so`, so
+/// `dir` is a LADSPA directory holding the proxy. Returns `dir`.
+pub fn install_proxy(dir: &Path) -> PathBuf {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let st = Command::new(cargo)
+        .args(["build", "-q", "-p", "firmtime-plugin-proxy"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status()
+        .unwrap();
+    assert!(st.success(), "building firmtime-plugin-proxy");
+    let so = Path::new(EXE)
+        .parent()
+        .unwrap()
+        .join("libfirmtime_proxy.so");
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::copy(so, dir.join("firmtime_proxy.so")).unwrap();
+    dir.to_path_buf()
+}
