@@ -77,6 +77,7 @@ pub mod error;
 pub mod eventlog;
 pub mod fs;
 pub mod memory;
+pub mod outliers;
 pub mod periodic;
 pub mod privileges;
 pub mod probe;

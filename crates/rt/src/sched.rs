@@ -580,6 +580,15 @@ pub fn affinity() -> Result<Vec<usize>> {
         .collect())
 }
 
+/// The CPU the calling thread runs on (`sched_getcpu`, a vDSO call on
+/// x86-64 and arm64: **RT-safe**, no allocation); 0 if it fails.
+#[inline]
+pub fn current_cpu() -> u16 {
+    // SAFETY: sched_getcpu takes no arguments and touches no memory of ours.
+    let c = unsafe { libc::sched_getcpu() };
+    u16::try_from(c).unwrap_or(0)
+}
+
 /// The online CPUs, from `/sys/devices/system/cpu/online`; if that cannot be
 /// read, the CPUs of this thread's affinity mask, or `[0]` as a last resort.
 pub fn online_cpus() -> Vec<usize> {

@@ -33,7 +33,6 @@ use crate::check;
 use crate::error::{Error, ErrorKind, Result};
 use crate::trace::raw::{EventKind, EXPLAIN_EVENTS};
 use crate::trace::tracefs::{self, Capture, Instance};
-use firmtime_rt::periodic::Tick;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -50,11 +49,7 @@ const PENDING_EVENTS: usize = 400_000;
 /// minus its lookback cannot be explained (it is `unknown`, counted).
 const KEEP_NS: u64 = 300_000_000;
 
-/// How far before a deadline a flagged window starts: enough for the
-/// thread's previous switch-out and the task on the CPU before it.
-pub fn lookback_ns(period_ns: u64) -> u64 {
-    (2 * period_ns).max(2_000_000)
-}
+pub use firmtime_rt::outliers::{lookback_ns, Note, Notes};
 
 /// The worst wake-ups of each thread always explained, whatever the threshold.
 pub const WORST_SHOWN: usize = 10;
@@ -116,144 +111,6 @@ pub fn available() -> std::result::Result<(), String> {
     }
     tracefs::ensure_mounted().map_err(|e| e.message().to_string())?;
     Ok(())
-}
-
-/// One noted wake-up.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct Note {
-    /// Grid index of its deadline.
-    pub index: u64,
-    /// The deadline, CLOCK_MONOTONIC ns.
-    pub deadline_ns: u64,
-    /// When the thread woke, CLOCK_MONOTONIC ns.
-    pub wake_ns: u64,
-    /// wake − deadline, ns.
-    pub latency_ns: i64,
-    /// Deadlines passed while it was late.
-    pub missed: u64,
-}
-
-/// The worst wake-ups of one thread, in storage allocated up front.
-#[derive(Debug, Clone, Default)]
-pub struct Notes {
-    /// A min-heap on latency: the least late of the kept ones on top.
-    heap: Vec<Note>,
-    /// Where a kept wake-up's window is flagged for the drainer.
-    flags: Option<Arc<Flags>>,
-    cpu: u16,
-    lookback_ns: u64,
-    /// Wake-ups offered that missed a deadline.
-    missing: u64,
-    /// Of those, the ones pushed out of the heap.
-    missing_dropped: u64,
-}
-
-impl Notes {
-    /// Keeps the worst `cap` wake-ups (0: notes nothing).
-    pub fn new(cap: usize) -> Notes {
-        Notes {
-            heap: Vec::with_capacity(cap),
-            ..Notes::default()
-        }
-    }
-
-    /// Like [`Notes::new`], and flags each kept wake-up's window
-    /// `[deadline − lookback, wake + 50 µs]` on `cpu` in `flags`, so the
-    /// drainer keeps the trace around it ([`window`]).
-    pub fn flagging(cap: usize, flags: Arc<Flags>, cpu: usize, lookback_ns: u64) -> Notes {
-        Notes {
-            flags: Some(flags),
-            cpu: cpu as u16,
-            lookback_ns,
-            ..Notes::new(cap)
-        }
-    }
-
-    #[inline]
-    fn flag(&self, n: &Note) {
-        if let Some(f) = &self.flags {
-            f.push(
-                self.cpu,
-                n.deadline_ns.saturating_sub(self.lookback_ns),
-                n.wake_ns + 50_000,
-            );
-        }
-    }
-
-    /// Offers one wake-up. **RT-safe**: never allocates (the heap never
-    /// grows past its capacity), O(log cap).
-    #[inline]
-    pub fn offer(&mut self, t: &Tick) {
-        let cap = self.heap.capacity();
-        if cap == 0 {
-            return;
-        }
-        if t.missed > 0 {
-            self.missing += 1;
-        }
-        let n = Note {
-            index: t.index,
-            deadline_ns: t.deadline_ns,
-            wake_ns: t.wake_ns,
-            latency_ns: t.latency_ns,
-            missed: t.missed,
-        };
-        if self.heap.len() < cap {
-            self.flag(&n);
-            self.heap.push(n);
-            let mut i = self.heap.len() - 1;
-            while i > 0 {
-                let p = (i - 1) / 2;
-                if self.heap[p].latency_ns <= self.heap[i].latency_ns {
-                    break;
-                }
-                self.heap.swap(p, i);
-                i = p;
-            }
-        } else if n.latency_ns > self.heap[0].latency_ns {
-            if self.heap[0].missed > 0 {
-                self.missing_dropped += 1;
-            }
-            self.flag(&n);
-            self.heap[0] = n;
-            let len = self.heap.len();
-            let mut i = 0;
-            loop {
-                let (l, r) = (2 * i + 1, 2 * i + 2);
-                let mut m = i;
-                if l < len && self.heap[l].latency_ns < self.heap[m].latency_ns {
-                    m = l;
-                }
-                if r < len && self.heap[r].latency_ns < self.heap[m].latency_ns {
-                    m = r;
-                }
-                if m == i {
-                    break;
-                }
-                self.heap.swap(i, m);
-                i = m;
-            }
-        } else if n.missed > 0 {
-            self.missing_dropped += 1;
-        }
-    }
-
-    /// The kept wake-ups, latest first.
-    pub fn sorted(&self) -> Vec<Note> {
-        let mut v = self.heap.clone();
-        v.sort_by_key(|n| std::cmp::Reverse(n.latency_ns));
-        v
-    }
-
-    /// Wake-ups that missed a deadline but were not kept.
-    pub fn missing_not_kept(&self) -> u64 {
-        self.missing_dropped
-    }
-
-    /// True when notes are being kept.
-    pub fn enabled(&self) -> bool {
-        self.heap.capacity() > 0
-    }
 }
 
 /// The explaining trace while it runs: a tracefs instance and its drainer.
@@ -466,7 +323,8 @@ impl Drop for Session {
 pub struct Target {
     /// Thread index.
     pub thread: usize,
-    /// CPU it was pinned to.
+    /// CPU it was pinned to (for its summary line; each note carries the
+    /// CPU it woke on, which is the one attributed).
     pub cpu: usize,
     /// Its thread id.
     pub tid: i32,
@@ -603,7 +461,7 @@ pub fn explain(rec: Recorded, targets: &[Target], machine: &Machine) -> Explanat
             }
             n += 1;
             let w = Wakeup {
-                cpu: t.cpu,
+                cpu: usize::from(note.cpu),
                 tid: t.tid,
                 deadline_ns: note.deadline_ns,
                 wake_ns: note.wake_ns,
@@ -612,7 +470,7 @@ pub fn explain(rec: Recorded, targets: &[Target], machine: &Machine) -> Explanat
             };
             outliers.push(Outlier {
                 thread: t.thread,
-                cpu: t.cpu,
+                cpu: usize::from(note.cpu),
                 index: note.index,
                 deadline_ns: note.deadline_ns,
                 latency_ns: note.latency_ns,

@@ -1,97 +1,15 @@
 //! Freezing the windows around late wake-ups: the measured threads flag
-//! them ([`Flags`], **RT-safe**), the drainer keeps the events inside them
-//! ([`Keeper`]) and lets the rest go once no late wake-up can need them.
+//! them ([`Flags`], **RT-safe**, in `firmtime_rt::outliers`), the drainer
+//! keeps the events inside them ([`Keeper`]) and lets the rest go once no
+//! late wake-up can need them.
 //!
 //! A thread flags a wake-up when it enters its worst-K notes
 //! ([`super::Notes`]): every wake-up that is finally explained was flagged
-//! when it happened. The number of flags is bounded: a top-K heap over `n`
-//! wake-ups takes about K·(1 + ln(n/K)) insertions (≈1,000 for 5 s at
-//! 1 kHz, ≈3,500 for a day), so the kept trace is bounded by that many
-//! windows of a few milliseconds, not by the run's length.
+//! when it happened, so the kept trace is bounded by the number of flags,
+//! not by the run's length.
 
 use crate::trace::raw::Event;
-use serde::Serialize;
-use std::sync::atomic::{AtomicU64, Ordering};
-
-/// A span of one CPU's trace that is kept, CLOCK_MONOTONIC ns.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct Window {
-    /// The CPU.
-    pub cpu: u16,
-    /// First instant kept.
-    pub start_ns: u64,
-    /// Last instant kept.
-    pub end_ns: u64,
-}
-
-#[derive(Debug, Default)]
-struct Slot {
-    seq: AtomicU64,
-    cpu: AtomicU64,
-    start: AtomicU64,
-    end: AtomicU64,
-}
-
-/// A lock-free multi-producer ring of flagged windows, read by the drainer.
-#[derive(Debug)]
-pub struct Flags {
-    slots: Box<[Slot]>,
-    head: AtomicU64,
-}
-
-impl Flags {
-    /// A ring of `n` slots (allocated here, never again).
-    pub fn new(n: usize) -> Flags {
-        Flags {
-            slots: (0..n.max(1)).map(|_| Slot::default()).collect(),
-            head: AtomicU64::new(0),
-        }
-    }
-
-    /// Flags `[start_ns, end_ns]` of `cpu`. **RT-safe**: one atomic
-    /// fetch-add and four stores; a drainer that falls a whole ring behind
-    /// loses the oldest flags (counted by [`Flags::read`]).
-    #[inline]
-    pub fn push(&self, cpu: u16, start_ns: u64, end_ns: u64) {
-        let i = self.head.fetch_add(1, Ordering::AcqRel);
-        let s = &self.slots[(i % self.slots.len() as u64) as usize];
-        s.cpu.store(u64::from(cpu), Ordering::Relaxed);
-        s.start.store(start_ns, Ordering::Relaxed);
-        s.end.store(end_ns, Ordering::Relaxed);
-        s.seq.store(i + 1, Ordering::Release);
-    }
-
-    /// Reads the flags from `*next` on into `out`, advancing `*next` past
-    /// those complete; returns how many were overwritten before being read.
-    pub fn read(&self, next: &mut u64, out: &mut dyn FnMut(Window)) -> u64 {
-        let head = self.head.load(Ordering::Acquire);
-        let n = self.slots.len() as u64;
-        let mut lost = 0;
-        if head > *next + n {
-            lost = head - n - *next;
-            *next = head - n;
-        }
-        while *next < head {
-            let s = &self.slots[(*next % n) as usize];
-            let seq = s.seq.load(Ordering::Acquire);
-            if seq < *next + 1 {
-                break; // being written: next pass
-            }
-            let w = Window {
-                cpu: s.cpu.load(Ordering::Relaxed) as u16,
-                start_ns: s.start.load(Ordering::Relaxed),
-                end_ns: s.end.load(Ordering::Relaxed),
-            };
-            if s.seq.load(Ordering::Acquire) != *next + 1 {
-                lost += 1; // overwritten while read
-            } else {
-                out(w);
-            }
-            *next += 1;
-        }
-        lost
-    }
-}
+pub use firmtime_rt::outliers::{Flags, Window};
 
 /// The drainer's side: pending events, kept events and the windows.
 #[derive(Debug)]
