@@ -318,6 +318,76 @@ impl Drop for Session {
     }
 }
 
+/// The explaining trace around one loop thread that is not pinned: the tap
+/// engine's loop (`tap run`) and `net bench`'s period loop. The CLI starts
+/// it before the loop, the loop offers its wake-ups to [`LoopWatch::notes`]
+/// with [`Notes::offer_on`] (the CPU it woke on), and [`LoopWatch::finish`]
+/// attributes the noted ones. The caller maps the explained wake-ups
+/// ([`Outlier::index`], the loop's own count) back to what was late.
+#[derive(Debug)]
+pub struct LoopWatch {
+    session: Session,
+    worst: usize,
+}
+
+/// The loop thread a [`LoopWatch`] explains.
+#[derive(Debug, Clone, Copy)]
+pub struct LoopThread {
+    /// Its thread id ([`firmtime_rt::sched::current_tid`] on that thread).
+    pub tid: i32,
+    /// How often it is due to wake, ns (the tap engine: its pause; net
+    /// bench: the period). Page faults are counted from one period before a deadline.
+    pub period_ns: u64,
+    /// Its timer slack, ns.
+    pub slack_ns: u64,
+    /// Noted wake-ups later than this are explained (plus any that missed a
+    /// deadline and the [`WORST_SHOWN`] worst), ns.
+    pub threshold_ns: i64,
+    /// Deadlines it missed.
+    pub missed: u64,
+}
+
+impl LoopWatch {
+    /// Starts the explaining trace ([`Session::start`]); wake-ups and page
+    /// faults are recorded for threads whose comm matches `traced_comm`.
+    ///
+    /// # Errors
+    /// As [`Session::start`].
+    pub fn start(config: &Config, traced_comm: &str) -> Result<LoopWatch> {
+        Ok(LoopWatch {
+            session: Session::start(config, traced_comm)?,
+            worst: config.worst,
+        })
+    }
+
+    /// Notes for the loop (allocated here, before the loop), flagging a
+    /// window of [`lookback_ns`]`(period_ns)` before each kept wake-up.
+    pub fn notes(&self, period_ns: u64) -> Notes {
+        Notes::flagging(self.worst, self.session.flags(), 0, lookback_ns(period_ns))
+    }
+
+    /// Stops the trace and attributes the noted wake-ups of `thread`.
+    ///
+    /// # Errors
+    /// As [`Session::finish`].
+    pub fn finish(self, thread: LoopThread, notes: &Notes) -> Result<Explanation> {
+        let rec = self.session.finish()?;
+        let sorted = notes.sorted();
+        let target = Target {
+            thread: 0,
+            cpu: sorted.first().map_or(0, |n| usize::from(n.cpu)),
+            tid: thread.tid,
+            period_ns: thread.period_ns,
+            slack_ns: thread.slack_ns,
+            threshold_ns: thread.threshold_ns,
+            notes: sorted,
+            missing_not_kept: notes.missing_not_kept(),
+            missed: thread.missed,
+        };
+        Ok(explain(rec, &[target], &this_machine()))
+    }
+}
+
 /// One measured thread, for [`explain`].
 #[derive(Debug, Clone)]
 pub struct Target {
