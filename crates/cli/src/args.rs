@@ -215,3 +215,54 @@ mod tests {
         assert!("sometimes".parse::<PolicyArg>().is_err());
     }
 }
+
+/// `--explain`/`--no-explain` of the commands that explain one loop's late
+/// wake-ups (`tap run`, `net bench`): on by default where the explaining
+/// trace can run (root, tracefs), off with `--no-explain`; an explicit
+/// `--explain` fails when it cannot run, the default only says why not.
+#[derive(Debug, Clone, clap::Args)]
+#[allow(dead_code)] // flattened into `tap run` and `net bench` by their own commits
+pub struct ExplainArgs {
+    /// Trace the loop's wake-ups to name the cause of each late one (the default
+    /// where tracefs is usable, i.e. as root); fail if it cannot run.
+    #[arg(long, overrides_with = "no_explain")]
+    pub explain: bool,
+    /// Do not trace: late items are still classified from their timestamps,
+    /// but a late wake-up of the loop gets no named cause.
+    #[arg(long)]
+    pub no_explain: bool,
+}
+
+#[allow(dead_code)] // see above
+impl ExplainArgs {
+    /// Starts the explaining trace for threads whose comm matches
+    /// `traced_comm`, or says why not: `Ok(None)` with the reason printed to
+    /// stderr when it is off by default and cannot run, or when `--no-explain`.
+    ///
+    /// # Errors
+    /// With `--explain`, when the trace cannot run (names the reason).
+    pub fn start(
+        &self,
+        traced_comm: &str,
+    ) -> anyhow::Result<Option<firmtime_lab::explain::LoopWatch>> {
+        if self.no_explain {
+            return Ok(None);
+        }
+        if let Err(why) = firmtime_lab::explain::available() {
+            if self.explain {
+                anyhow::bail!("--explain: {why}");
+            }
+            eprintln!("late wake-ups are not explained: {why} (--no-explain silences this)");
+            return Ok(None);
+        }
+        let config = firmtime_lab::explain::Config::default();
+        match firmtime_lab::explain::LoopWatch::start(&config, traced_comm) {
+            Ok(w) => Ok(Some(w)),
+            Err(e) if self.explain => Err(anyhow::anyhow!("--explain: {e}")),
+            Err(e) => {
+                eprintln!("late wake-ups are not explained: {e}");
+                Ok(None)
+            }
+        }
+    }
+}
