@@ -8,4 +8,4 @@ export PATH="$HOME/.cargo/bin:$PATH"
 cargo build --release --locked -p firmtime >&2
 scripts/install-plugins.sh
 if [ $# -eq 0 ]; then set -- lab all --quick --out firmtime-report; fi
-exec target/release/firmtime "$@"
+exec "${CARGO_TARGET_DIR:-target}"/release/firmtime "$@"

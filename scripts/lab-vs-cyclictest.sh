@@ -39,7 +39,7 @@ command -v python3 >/dev/null || {
 }
 
 cargo build --release -q -p firmtime
-FIRMTIME=$PWD/target/release/firmtime
+FIRMTIME=$(realpath -m "${CARGO_TARGET_DIR:-target}")/release/firmtime
 OUT=$(mktemp -d -t firmtime-vs-cyclictest.XXXXXX)
 trap 'rm -rf "$OUT"' EXIT
 

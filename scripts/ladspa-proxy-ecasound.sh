@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
 DURATION=${DURATION:-60} PERIOD=${PERIOD:-256} RATE=${RATE:-48000} WINDOW=${WINDOW:-1}
 cargo build --release --locked -p firmtime -p firmtime-plugin-proxy >&2
-FT=$PWD/target/release/firmtime
+FT=$(realpath -m "${CARGO_TARGET_DIR:-target}")/release/firmtime
 TMP=$(mktemp -d)
 export JACK_DEFAULT_SERVER=ftpx$$ JACK_NO_AUDIO_RESERVATION=1
 PIDS=()
@@ -43,7 +43,7 @@ C
 gcc -O2 -o "$TMP/xruns" "$TMP/xruns.c" -ljack
 
 mkdir -p "$TMP/lad"
-cp target/release/libfirmtime_proxy.so "$TMP/lad/firmtime_proxy.so"
+cp "${CARGO_TARGET_DIR:-target}"/release/libfirmtime_proxy.so "$TMP/lad/firmtime_proxy.so"
 head -c 32 /dev/urandom > "$TMP/key"
 PORT=$((20000 + $$ % 20000))
 "$FT" net worker --listen "127.0.0.1:$PORT" --key "$TMP/key" --plugin-dir /usr/lib/ladspa \

@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
 cargo build --release --locked -p firmtime -p firmtime-plugin-proxy >&2
-FT=$PWD/target/release/firmtime
+FT=$(realpath -m "${CARGO_TARGET_DIR:-target}")/release/firmtime
 TMP=$(mktemp -d)
 TAG=ftpx$$
 M=${TAG}m W=${TAG}w
@@ -20,7 +20,7 @@ cleanup() {
 }
 trap cleanup EXIT
 mkdir -p "$TMP/lad"
-cp target/release/libfirmtime_proxy.so "$TMP/lad/firmtime_proxy.so"
+cp "${CARGO_TARGET_DIR:-target}"/release/libfirmtime_proxy.so "$TMP/lad/firmtime_proxy.so"
 head -c 32 /dev/urandom > "$TMP/key"
 for n in "$M" "$W"; do ip netns add "$n"; ip -n "$n" link set lo up; done
 ip -n "$M" link add eth0 type veth peer name eth0 netns "$W"

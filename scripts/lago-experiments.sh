@@ -9,4 +9,4 @@ QUICK=""
 if [ "${1:-}" = "--quick" ]; then QUICK="--quick"; shift; fi
 OUT="${1:-lago-results}"
 cargo build --release -q -p firmtime -p firmtime-plugin-waste-time
-exec target/release/firmtime net experiment $QUICK --out "$OUT"
+exec "${CARGO_TARGET_DIR:-target}"/release/firmtime net experiment $QUICK --out "$OUT"

@@ -17,7 +17,7 @@ EVENTS=${EVENTS:-10000}
 cd "$(dirname "$0")/.."
 
 cargo build --release -q -p firmtime
-BIN=target/release/firmtime
+BIN="${CARGO_TARGET_DIR:-target}"/release/firmtime
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 

@@ -6,7 +6,7 @@
 set -u
 cd "$(dirname "$0")/.."
 cargo build --release -p firmtime >/dev/null 2>&1 || { echo "build failed" >&2; exit 1; }
-export FT=$PWD/target/release/firmtime
+export FT=$(realpath -m "${CARGO_TARGET_DIR:-target}")/release/firmtime
 . scripts/net-ns.sh
 OUT=$(mktemp -d /tmp/ft-net-acc.XXXXXX)
 NS_LOG=$OUT/workers.log

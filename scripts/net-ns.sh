@@ -5,7 +5,7 @@
 # per worker namespace. Source it; call ns_up N; ns_down runs on EXIT.
 # Needs root. Names carry the shell's PID, so runs never collide.
 
-FT=${FT:-$(dirname "$0")/../target/release/firmtime}
+FT=${FT:-${CARGO_TARGET_DIR:-$(dirname "$0")/../target}/release/firmtime}
 NS_TAG=${NS_TAG:-ft$$}
 NS_MASTER="${NS_TAG}m"
 NS_PORT=${NS_PORT:-7700}
