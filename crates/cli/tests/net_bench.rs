@@ -5,39 +5,7 @@
 
 mod common;
 
-use common::{firmtime, read_json, spawn_ready, text, tmp_path, EXE};
-use std::net::TcpListener;
-use std::process::{Child, Command};
-
-/// A keyless `firmtime net worker` on a free loopback port, killed on drop.
-struct Worker(Child, String);
-
-impl Worker {
-    fn start() -> Self {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let addr = format!("127.0.0.1:{port}");
-        let child = spawn_ready(Command::new(EXE).args([
-            "net",
-            "worker",
-            "--listen",
-            &addr,
-            "--priority",
-            "other",
-        ]));
-        Worker(child, addr)
-    }
-}
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use common::{firmtime, read_json, text, tmp_path, NetWorker as Worker};
 
 /// Long periods (1024 frames, 21 ms) and window 2: no period is late on a
 /// busy test machine, so the one step (or some ramp step) is usable.

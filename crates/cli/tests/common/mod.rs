@@ -182,6 +182,56 @@ pub fn spawn_ready(cmd: &mut Command) -> Child {
     child
 }
 
+/// A keyless `firmtime net worker` on a free loopback port (SCHED_OTHER),
+/// killed on drop; `.1` is its address.
+pub struct NetWorker(pub Child, pub String);
+
+impl NetWorker {
+    /// Starts one, unpinned.
+    pub fn start() -> Self {
+        Self::start_on(None)
+    }
+
+    /// Starts one, pinned to `cpu` (with taskset) if given.
+    pub fn start_on(cpu: Option<usize>) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let addr = format!("127.0.0.1:{port}");
+        let worker = [
+            EXE,
+            "net",
+            "worker",
+            "--listen",
+            &addr,
+            "--priority",
+            "other",
+        ];
+        let mut cmd = match cpu {
+            Some(c) => {
+                let mut cmd = Command::new("taskset");
+                cmd.args(["-c", &c.to_string()]).args(worker);
+                cmd
+            }
+            None => {
+                let mut cmd = Command::new(EXE);
+                cmd.args(&worker[1..]);
+                cmd
+            }
+        };
+        NetWorker(spawn_ready(&mut cmd), addr)
+    }
+}
+
+impl Drop for NetWorker {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Builds firmtime-plugin-proxy (the `firmtime` binary under test does not
 /// need it) and copies its library into `dir` as `firmtime_proxy.so`, so
 /// `dir` is a LADSPA directory holding the proxy. Returns `dir`.
