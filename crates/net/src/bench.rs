@@ -310,8 +310,10 @@ fn thread_cpu_ns() -> u64 {
 
 /// Runs the bench on the calling thread (which it makes real-time) and
 /// returns the report. `progress` hears one line per step. Each loop pass
-/// (counted over every step, from 0) is offered to `notes` with its tick
-/// ([`Notes::offer_on`]); `Notes::new(0)` notes nothing.
+/// (counted over every step, from 0) is offered to `notes`
+/// ([`Notes::offer_on`]) as due at its tick and woken when the master's
+/// first call of the pass began (the wake-up plus anything that ran before
+/// the loop got to send); `Notes::new(0)` notes nothing.
 ///
 /// # Errors
 /// No worker given; a session cannot be set up (the message names the
@@ -447,19 +449,17 @@ pub fn run(
             counter += 1.0;
             let counting = i >= WARMUP_PERIODS;
             let any_late = firmtime_rt::assert_rt::no_alloc(|| {
-                notes.offer_on(
-                    firmtime_rt::sched::current_cpu(),
-                    pass,
-                    tick.deadline_ns,
-                    tick.wake_ns,
-                    tick.missed,
-                );
+                let cpu = firmtime_rt::sched::current_cpu();
                 let mut any_late = false;
                 let mut record = None;
+                let mut first_ns = tick.wake_ns;
                 for (k, r) in remotes.iter_mut().enumerate() {
                     let input = r.input;
                     r.master.blocks_mut().get_mut(input).fill(counter);
                     let at_ns = monotonic_ns();
+                    if k == 0 {
+                        first_ns = at_ns;
+                    }
                     let rep = r.master.process(Deadline::At(deadline));
                     r.sent[(rep.seq % 4) as usize] = Sent {
                         seq: rep.seq,
@@ -490,6 +490,9 @@ pub fn run(
                         }
                     }
                 }
+                // Noted up to the first call, not just the wake-up: a task
+                // that preempts the loop between the two delays the send too.
+                notes.offer_on(cpu, pass, tick.deadline_ns, first_ns, tick.missed);
                 if counting {
                     // Within capacity `push` never allocates; the rest is counted.
                     match record {
