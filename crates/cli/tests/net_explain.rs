@@ -216,7 +216,7 @@ fn a_worker_too_slow_for_the_period_is_late_on_its_side_with_the_master_on_time(
         "{top:#}"
     );
     assert!(
-        stdout.contains(" worker or network side (the master sent on time)"),
+        stdout.contains(" worker or network side (the master sent in time)"),
         "{stdout}"
     );
     assert!(

@@ -235,21 +235,36 @@ fn name_one(c: &Classified, trace: Option<&dyn Fn(u64) -> Option<TracedCause>>) 
         );
     }
     match c.side {
-        Side::WorkerOrNetwork => one(
-            "worker_or_network",
-            "",
-            "worker or network side",
-            r.available_ns,
-            format!(
-                "the master woke on time ({} at send, {} at receive) and sent {} after its \
-                 tick: the lateness is on the worker or network side; no result within {} \
-                 of sending ({rtt})",
-                fmt_lat(r.send_wake_ns),
-                fmt_lat(r.recv_wake_ns),
-                fmt_ns(r.send_lag_ns),
-                fmt_ns(r.available_ns)
-            ),
-        ),
+        Side::WorkerOrNetwork => {
+            let master = if r.send_lag_ns <= on_time_ns(c.period_ns) {
+                format!(
+                    "the master woke on time ({} at send, {} at receive) and sent {} after \
+                     its tick",
+                    fmt_lat(r.send_wake_ns),
+                    fmt_lat(r.recv_wake_ns),
+                    fmt_ns(r.send_lag_ns)
+                )
+            } else {
+                format!(
+                    "the master sent {} after its tick (woke {} late at send, {} at \
+                     receive), which did not decide it",
+                    fmt_ns(r.send_lag_ns),
+                    fmt_lat(r.send_wake_ns),
+                    fmt_lat(r.recv_wake_ns)
+                )
+            };
+            one(
+                "worker_or_network",
+                "",
+                "worker or network side",
+                r.available_ns,
+                format!(
+                    "{master}: the lateness is on the worker or network side; no result \
+                     within {} of sending ({rtt})",
+                    fmt_ns(r.available_ns)
+                ),
+            )
+        }
         Side::Unknown => one(
             "unknown",
             "",
@@ -400,7 +415,7 @@ pub fn summary(causes: &[LateCause], late: u64, missed: u64, explained: u64) -> 
         let _ = write!(s, "{} {n} {}", if first { "" } else { ";" }, side.words());
         first = false;
         if side == Side::WorkerOrNetwork {
-            s.push_str(" (the master sent on time)");
+            s.push_str(" (the master sent in time)");
             continue;
         }
         let parts: Vec<String> = of
@@ -538,6 +553,24 @@ mod tests {
         assert!(v
             .iter()
             .any(|c| c.category == "not_traced" && c.periods == 1 && c.missed == 2));
+    }
+
+    #[test]
+    fn the_worker_side_says_whether_the_master_was_on_time() {
+        let on_time = classified(late(20_000, P - 20_000), Some(1_600_000));
+        let (v, _) = causes(&[on_time], None);
+        assert!(v[0]
+            .detail
+            .starts_with("the master woke on time (20 µs at send"));
+        let late_but_in_time = classified(late(300_000, P - 300_000), Some(80_000));
+        let (v, _) = causes(&[late_but_in_time], None);
+        assert_eq!(v[0].side, Side::WorkerOrNetwork);
+        assert!(
+            v[0].detail
+                .starts_with("the master sent 300 µs after its tick"),
+            "{}",
+            v[0].detail
+        );
     }
 
     #[test]
