@@ -8,11 +8,9 @@
 
 mod common;
 
-use common::{firmtime, is_root, read_json, text, tmp_path, NetWorker};
-use firmtime_rt::clock::monotonic_ns;
-use firmtime_rt::sched::{self, Policy};
+use common::{is_root, net_bench, with_fifo_hog, NetWorker};
+use firmtime_rt::sched;
 use serde_json::Value;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -36,52 +34,20 @@ fn cpus(test: &str) -> Option<(usize, usize)> {
 /// Runs `firmtime net bench` with a 64-frame period and window 0 (a late
 /// send makes a late period) against `worker`; returns stdout and the JSON.
 fn bench(worker: &NetWorker, json: &str, extra: &[&str]) -> (String, Value) {
-    let path = tmp_path(json);
-    let p = path.to_str().unwrap();
-    let mut args = vec![
-        "net",
-        "bench",
-        "--workers",
-        &worker.1,
-        "--window",
-        "0",
-        "--json",
-        p,
-    ];
-    args.extend(extra);
-    let out = firmtime(&args);
-    let stdout = text(&out.stdout);
-    assert!(
-        matches!(out.status.code(), Some(0 | 1)),
-        "{stdout}\n{}",
-        text(&out.stderr)
-    );
-    (stdout, read_json(&path))
+    let (_, stdout, json) = net_bench(worker, json, &[&["--window", "0"], extra].concat());
+    (stdout, json)
 }
 
-/// Runs `f` while a thread named `ft-hog`, pinned to `cpu` at SCHED_FIFO 90
-/// (above the loop's 80), spins 3 ms every 50 ms.
+/// Runs `f` while `ft-hog` at SCHED_FIFO 90 (above the loop's 80), pinned
+/// to `cpu`, spins 3 ms every 50 ms.
 fn with_hog<T>(cpu: usize, f: impl FnOnce() -> T) -> T {
-    let stop = AtomicBool::new(false);
-    std::thread::scope(|s| {
-        std::thread::Builder::new()
-            .name("ft-hog".into())
-            .spawn_scoped(s, || {
-                sched::set_affinity(&[cpu]).expect("pin the hog");
-                sched::set_current_thread(&Policy::Fifo { priority: 90 }).expect("FIFO 90");
-                while !stop.load(Ordering::Relaxed) {
-                    let until = monotonic_ns() + 3_000_000;
-                    while monotonic_ns() < until {
-                        std::hint::spin_loop();
-                    }
-                    std::thread::sleep(Duration::from_millis(47));
-                }
-            })
-            .expect("start the hog");
-        let r = f();
-        stop.store(true, Ordering::Relaxed);
-        r
-    })
+    with_fifo_hog(
+        cpu,
+        90,
+        Duration::from_millis(3),
+        Duration::from_millis(47),
+        f,
+    )
 }
 
 fn count(c: &Value) -> u64 {
