@@ -221,7 +221,6 @@ mod tests {
 /// trace can run (root, tracefs), off with `--no-explain`; an explicit
 /// `--explain` fails when it cannot run, the default only says why not.
 #[derive(Debug, Clone, clap::Args)]
-#[allow(dead_code)] // flattened into `tap run` and `net bench` by their own commits
 pub struct ExplainArgs {
     /// Trace the loop's wake-ups to name the cause of each late one (the default
     /// where tracefs is usable, i.e. as root); fail if it cannot run.
@@ -233,7 +232,6 @@ pub struct ExplainArgs {
     pub no_explain: bool,
 }
 
-#[allow(dead_code)] // see above
 impl ExplainArgs {
     /// Starts the explaining trace for threads whose comm matches
     /// `traced_comm`, or says why not: `Ok(None)` with the reason printed to

@@ -5,11 +5,14 @@ use crate::args::{self, UsageError};
 use crate::Outcome;
 use anyhow::Context;
 use clap::{Args, Subcommand};
+use firmtime_lab::explain::{self, Category, LoopThread};
 use firmtime_lab::load as lab;
-use firmtime_net::bench::{self, BenchConfig, Ramp};
+use firmtime_net::bench::{self, BenchConfig, BenchReport, Ramp, TraceCoverage};
+use firmtime_net::late::TracedCause;
 use firmtime_net::{
     discovery, Key, ServerConfig, ServerEvent, WaitMode, Work, WorkMode, WorkerServer,
 };
+use firmtime_rt::outliers::Notes;
 use firmtime_rt::sched::Policy;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
@@ -28,6 +31,12 @@ pub enum NetCommand {
     /// Each worker holds each block for --work of the period (spin or sleep).
     /// --ramp raises the fraction step by step and reports the usable
     /// fraction: the largest with at most 0.1 % late periods.
+    ///
+    /// Each late period and missed loop deadline gets a cause seen from the
+    /// master: master late (it sent the block too late) or worker or network
+    /// side (it sent on time), and, where tracefs is usable (root), what
+    /// made the master's wake-up late (a task, an interrupt, the VM…).
+    /// See docs/NET.md.
     Bench(BenchArgs),
     /// Find workers by a UDP probe (broadcast or unicast) to their port.
     Discover(DiscoverArgs),
@@ -106,6 +115,11 @@ pub struct BenchArgs {
     /// Scheduling policy of the loop.
     #[arg(long, default_value = "fifo:80")]
     priority: Policy,
+    /// Pin the loop to this CPU (default: not pinned).
+    #[arg(long, value_name = "N")]
+    cpu: Option<usize>,
+    #[command(flatten)]
+    explain: args::ExplainArgs,
     /// Write the report as JSON here (`-` or a bare --json: stdout).
     #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "-")]
     json: Option<PathBuf>,
@@ -268,7 +282,49 @@ fn bench_cmd(a: BenchArgs) -> anyhow::Result<Outcome> {
             stop_after_failures: 3,
         });
     }
-    let r = bench::run(&cfg, &mut |line| eprintln!("{line}"))?;
+    if let Some(c) = a.cpu {
+        let online = firmtime_rt::sched::online_cpus();
+        if !online.contains(&c) {
+            return Err(UsageError(format!(
+                "--cpu {c}: not an online CPU; online CPUs are {}",
+                firmtime_rt::sched::format_cpu_list(&online)
+            ))
+            .into());
+        }
+        cfg.rt.cpus = Some(vec![c]);
+    }
+    let watch = a.explain.start(LOOP_COMM)?;
+    let period_ns = cfg.period_ns();
+    let mut notes = watch
+        .as_ref()
+        .map_or_else(|| Notes::new(0), |w| w.notes(period_ns));
+    // The loop runs on its own named thread, so that the trace follows it by name.
+    let (r, notes, tid, slack_ns) = std::thread::Builder::new()
+        .name(LOOP_COMM.into())
+        .spawn(move || {
+            let tid = firmtime_rt::sched::current_tid();
+            let slack_ns = firmtime_rt::sched::timer_slack().unwrap_or(50_000);
+            let r = bench::run(&cfg, &mut notes, &mut |line| eprintln!("{line}"));
+            (r, notes, tid, slack_ns)
+        })
+        .context("starting the bench loop's thread")?
+        .join()
+        .map_err(|_| anyhow::anyhow!("the bench loop panicked"))?;
+    let mut r = r?;
+    if let Some(w) = watch {
+        explain_late(
+            &mut r,
+            w,
+            LoopThread {
+                tid,
+                period_ns,
+                slack_ns,
+                threshold_ns: 0,
+                missed: 0,
+            },
+            &notes,
+        );
+    }
     let quiet_stdout = args::is_stdout(a.json.as_deref());
     if !quiet_stdout {
         println!(
@@ -301,6 +357,16 @@ fn bench_cmd(a: BenchArgs) -> anyhow::Result<Outcome> {
             r.master_cpu_fraction * 100.0,
             r.master_cpu_fraction_per_worker * 100.0
         );
+        println!("{}", r.late_summary());
+        for c in r.late_causes.iter().take(5) {
+            println!("  {}: {}", c.cause, c.detail);
+        }
+        if let Some(t) = &r.trace {
+            println!(
+                "trace: {} of the master's {} worst wake-ups attributed; {} events kept, {} dropped, {} lost",
+                t.wakeups_explained, t.wakeups, t.events, t.dropped, t.lost
+            );
+        }
     }
     if let Some(p) = &a.json {
         args::write_json(p, &r).with_context(|| format!("writing {}", p.display()))?;
@@ -311,6 +377,63 @@ fn bench_cmd(a: BenchArgs) -> anyhow::Result<Outcome> {
     } else {
         Outcome::Failed
     })
+}
+
+/// The bench loop thread's name, which the explaining trace follows.
+const LOOP_COMM: &str = "ft-net-bench";
+
+/// Names the master's late wake-ups in `r` from the explaining trace `w`
+/// kept around the loop thread (`thread` without threshold and misses:
+/// they come from `r`). A trace that fails leaves `r` as it was, said on stderr.
+fn explain_late(r: &mut BenchReport, w: explain::LoopWatch, thread: LoopThread, notes: &Notes) {
+    // Explain exactly the wake-ups that made periods late (and the 10 worst).
+    let threshold_ns = r
+        .master_wakes()
+        .map(|(_, l)| l)
+        .min()
+        .map_or(i64::MAX, |l| l - 1);
+    let e = match w.finish(
+        LoopThread {
+            threshold_ns,
+            missed: r.missed,
+            ..thread
+        },
+        notes,
+    ) {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("late periods not explained: the trace failed: {e}");
+            return;
+        }
+    };
+    let lookup = |pass: u64| {
+        e.outliers
+            .iter()
+            .find(|o| o.index == pass)
+            .map(|o| TracedCause {
+                category: serde_json::to_value(o.cause.category)
+                    .ok()
+                    .and_then(|v| v.as_str().map(String::from))
+                    .unwrap_or_else(|| o.cause.category.name().into()),
+                name: o.cause.name.clone(),
+                words: explain::cause_words(o.cause.category, &o.cause.name),
+                ns: o.cause.ns,
+                detail: o.cause.detail.clone(),
+            })
+    };
+    r.explain_late(Some(&lookup));
+    r.trace = Some(TraceCoverage {
+        wakeups: e.outliers.len() as u64,
+        wakeups_explained: e
+            .outliers
+            .iter()
+            .filter(|o| o.cause.category != Category::Unknown)
+            .count() as u64,
+        events: e.events,
+        dropped: e.dropped,
+        lost: e.lost,
+        flags_lost: e.flags_lost,
+    });
 }
 
 /// The bench's usable fraction as printed: a percentage, `none`, or, without

@@ -5,50 +5,12 @@
 
 mod common;
 
-use common::{firmtime, read_json, spawn_ready, text, tmp_path, EXE};
-use std::net::TcpListener;
-use std::process::{Child, Command};
-
-/// A keyless `firmtime net worker` on a free loopback port, killed on drop.
-struct Worker(Child, String);
-
-impl Worker {
-    fn start() -> Self {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let addr = format!("127.0.0.1:{port}");
-        let child = spawn_ready(Command::new(EXE).args([
-            "net",
-            "worker",
-            "--listen",
-            &addr,
-            "--priority",
-            "other",
-        ]));
-        Worker(child, addr)
-    }
-}
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use common::{net_bench, NetWorker as Worker};
 
 /// Long periods (1024 frames, 21 ms) and window 2: no period is late on a
 /// busy test machine, so the one step (or some ramp step) is usable.
 fn bench(worker: &Worker, json: &str, extra: &[&str]) -> (Option<i32>, String, serde_json::Value) {
-    let path = tmp_path(json);
-    let p = path.to_str().unwrap();
     let mut args = vec![
-        "net",
-        "bench",
-        "--workers",
-        &worker.1,
         "--period-frames",
         "1024",
         "--window",
@@ -57,12 +19,9 @@ fn bench(worker: &Worker, json: &str, extra: &[&str]) -> (Option<i32>, String, s
         "none",
         "--priority",
         "other",
-        "--json",
-        p,
     ];
     args.extend(extra);
-    let out = firmtime(&args);
-    (out.status.code(), text(&out.stdout), read_json(&path))
+    net_bench(worker, json, &args)
 }
 
 fn usable_line(stdout: &str) -> &str {

@@ -13,18 +13,31 @@
 //! the largest step whose late fraction (late periods plus missed loop
 //! deadlines, over all periods) is at most [`USABLE_LATE_FRACTION`].
 //!
+//! Each late period and each missed loop deadline gets a cause, seen from
+//! the master ([`crate::late`]): the loop records the master's timestamps
+//! of each one, each step classifies them (master late, worker or network
+//! side, unknown), and the caller may name the master's late wake-ups from
+//! an explaining trace ([`BenchReport::explain_late`]), matched by the
+//! loop pass it offered to its [`Notes`].
+//!
 //! # RT contract
 //! Setup (sessions, buffers, `mlockall`, policy) happens first; in the
-//! loop only [`Master::process`], slice writes and the periodic sleep run.
-//! Round-trip samples are read after each step.
+//! loop only [`Master::process`], slice writes, the vDSO clock and CPU
+//! reads, [`Notes::offer_on`], copies into late-period storage allocated
+//! before the loop (at most [`LATE_RECORDS`] per step, the rest counted)
+//! and the periodic sleep run (under `assert_no_alloc` with the
+//! `assert-rt` feature). Round-trip samples are read and late periods
+//! classified after each step.
 
 use crate::block::{BlockSet, Direction};
 use crate::error::{Error, Result};
+use crate::late::{self, Classified, LateCause, LateRecord, TracedCause};
 use crate::master::{Deadline, LatePolicy, Master, Outcome, WaitMode};
 use crate::processor::{Transform, Work};
 use crate::session::{connect, Link, LinkEventKind, SessionConfig};
 use crate::wire::Key;
 use firmtime_rt::clock::monotonic_ns;
+use firmtime_rt::outliers::Notes;
 use firmtime_rt::periodic::Periodic;
 use firmtime_rt::sched::Policy;
 use firmtime_rt::setup::{RtConditions, RtRequest};
@@ -38,6 +51,10 @@ pub const USABLE_LATE_FRACTION: f64 = 0.001;
 
 /// Periods run before each step's counting starts.
 const WARMUP_PERIODS: u64 = 50;
+
+/// Late periods and missed-deadline wake-ups recorded per step; beyond
+/// them late periods are counted as not recorded (cause unknown).
+pub const LATE_RECORDS: usize = 4096;
 
 /// Raising the work fraction step by step.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -200,6 +217,74 @@ pub struct BenchReport {
     pub workers: Vec<WorkerDetail>,
     /// The RT conditions of the loop thread.
     pub rt: Option<RtConditions>,
+    /// Late periods and missed loop deadlines by cause, most first
+    /// ([`crate::late`]).
+    pub late_causes: Vec<LateCause>,
+    /// Of the late periods plus missed deadlines, those with a cause (not
+    /// `unknown`, `not_traced` or `not_recorded`).
+    pub late_explained: u64,
+    /// Late periods beyond the loop's record storage (cause unknown).
+    pub late_not_recorded: u64,
+    /// The explaining trace's figures, when it ran (set by the caller).
+    pub trace: Option<TraceCoverage>,
+    /// Every late period and missed deadline, classified (for
+    /// [`BenchReport::explain_late`]; not in the JSON).
+    #[serde(skip)]
+    pub late_items: Vec<Classified>,
+}
+
+/// What the explaining trace covered (`trace` in the JSON).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct TraceCoverage {
+    /// The master's wake-ups the trace attributed.
+    pub wakeups: u64,
+    /// Of those, with a cause other than unknown.
+    pub wakeups_explained: u64,
+    /// Events kept around late wake-ups.
+    pub events: u64,
+    /// Events that did not fit in the store.
+    pub dropped: u64,
+    /// Events the kernel lost.
+    pub lost: u64,
+    /// Late wake-ups whose trace window was not kept.
+    pub flags_lost: u64,
+}
+
+impl BenchReport {
+    /// Names the causes of the late periods again, the master's late
+    /// wake-ups by `trace` (the cause the explaining trace gave the loop
+    /// pass offered to the run's [`Notes`], if any).
+    pub fn explain_late(&mut self, trace: Option<&dyn Fn(u64) -> Option<TracedCause>>) {
+        let (causes, explained) = late::causes(&self.late_items, trace);
+        self.late_causes = causes;
+        self.late_explained = explained;
+    }
+
+    /// One line naming the causes ([`late::summary`]).
+    pub fn late_summary(&self) -> String {
+        late::summary(
+            &self.late_causes,
+            self.late,
+            self.missed,
+            self.late_explained,
+        )
+    }
+
+    /// The loop passes of the master's late wake-ups that made periods
+    /// late, with their wake latency: what the trace should explain.
+    pub fn master_wakes(&self) -> impl Iterator<Item = (u64, i64)> + '_ {
+        late::master_wakes(&self.late_items)
+    }
+}
+
+/// The master's call that sent one sequence number to one worker.
+#[derive(Debug, Clone, Copy, Default)]
+struct Sent {
+    seq: u64,
+    pass: u64,
+    tick_ns: u64,
+    wake_ns: i64,
+    at_ns: u64,
 }
 
 struct Remote {
@@ -207,6 +292,8 @@ struct Remote {
     link: Link,
     input: crate::block::BlockId<f32>,
     late: u64,
+    /// The last calls, by sequence number modulo 4 (window ≤ 2).
+    sent: [Sent; 4],
 }
 
 fn percentile(sorted: &[u64], p: f64) -> u64 {
@@ -222,13 +309,21 @@ fn thread_cpu_ns() -> u64 {
 }
 
 /// Runs the bench on the calling thread (which it makes real-time) and
-/// returns the report. `progress` hears one line per step.
+/// returns the report. `progress` hears one line per step. Each loop pass
+/// (counted over every step, from 0) is offered to `notes`
+/// ([`Notes::offer_on`]) as due at its tick and woken when the master's
+/// first call of the pass began (the wake-up plus anything that ran before
+/// the loop got to send); `Notes::new(0)` notes nothing.
 ///
 /// # Errors
 /// No worker given; a session cannot be set up (the message names the
 /// worker); the RT setup was refused (the message says how to grant it);
 /// the periodic sleep failed.
-pub fn run(cfg: &BenchConfig, progress: &mut dyn FnMut(&str)) -> Result<BenchReport> {
+pub fn run(
+    cfg: &BenchConfig,
+    notes: &mut Notes,
+    progress: &mut dyn FnMut(&str),
+) -> Result<BenchReport> {
     if cfg.workers.is_empty() {
         return Err(Error::invalid("no workers: give --workers A,B,…"));
     }
@@ -263,6 +358,7 @@ pub fn run(cfg: &BenchConfig, progress: &mut dyn FnMut(&str)) -> Result<BenchRep
             link,
             input,
             late: 0,
+            sent: [Sent::default(); 4],
         });
     }
     let before = firmtime_rt::sched::current_thread().ok();
@@ -312,6 +408,8 @@ pub fn run(cfg: &BenchConfig, progress: &mut dyn FnMut(&str)) -> Result<BenchRep
     let mut cpu_ns = 0u64;
     let mut wall_ns = 0u64;
     let mut counter = 0f32;
+    let mut records: Vec<LateRecord> = Vec::with_capacity(LATE_RECORDS);
+    let mut pass = 0u64;
     for &fraction in &fractions {
         let work = Work {
             fraction,
@@ -333,6 +431,9 @@ pub fn run(cfg: &BenchConfig, progress: &mut dyn FnMut(&str)) -> Result<BenchRep
         let total = WARMUP_PERIODS + counted;
         let mut cpu0 = 0;
         let mut wall0 = 0;
+        records.clear();
+        let mut not_recorded = 0u64;
+        let mut missed_not_recorded = 0u64;
         for i in 0..total {
             if i == WARMUP_PERIODS {
                 cpu0 = thread_cpu_ns();
@@ -345,20 +446,78 @@ pub fn run(cfg: &BenchConfig, progress: &mut dyn FnMut(&str)) -> Result<BenchRep
                 .wait(&mut *sleeper)
                 .map_err(|e| Error::invalid(format!("the periodic sleep failed: {e:?}")))?;
             let deadline = tick.deadline_ns + deadline_offset;
-            let mut any_late = false;
             counter += 1.0;
-            for r in remotes.iter_mut() {
-                let input = r.input;
-                r.master.blocks_mut().get_mut(input).fill(counter);
-                let rep = r.master.process(Deadline::At(deadline));
-                if rep.outcome == Outcome::Late {
-                    any_late = true;
-                    if i >= WARMUP_PERIODS {
-                        r.late += 1;
+            let counting = i >= WARMUP_PERIODS;
+            let any_late = firmtime_rt::assert_rt::no_alloc(|| {
+                let cpu = firmtime_rt::sched::current_cpu();
+                let mut any_late = false;
+                let mut record = None;
+                let mut first_ns = tick.wake_ns;
+                for (k, r) in remotes.iter_mut().enumerate() {
+                    let input = r.input;
+                    r.master.blocks_mut().get_mut(input).fill(counter);
+                    let at_ns = monotonic_ns();
+                    if k == 0 {
+                        first_ns = at_ns;
+                    }
+                    let rep = r.master.process(Deadline::At(deadline));
+                    r.sent[(rep.seq % 4) as usize] = Sent {
+                        seq: rep.seq,
+                        pass,
+                        tick_ns: tick.deadline_ns,
+                        wake_ns: tick.latency_ns,
+                        at_ns,
+                    };
+                    if rep.outcome == Outcome::Late {
+                        any_late = true;
+                        if counting {
+                            r.late += 1;
+                        }
+                        let sent = rep.result_seq.map(|due| r.sent[(due % 4) as usize]);
+                        if let (None, Some(s)) = (record, sent) {
+                            if Some(s.seq) == rep.result_seq {
+                                record = Some(LateRecord {
+                                    pass,
+                                    send_pass: s.pass,
+                                    worker: k as u16,
+                                    send_wake_ns: s.wake_ns,
+                                    recv_wake_ns: tick.latency_ns,
+                                    send_lag_ns: s.at_ns.saturating_sub(s.tick_ns),
+                                    available_ns: deadline.saturating_sub(s.at_ns),
+                                    missed: 0,
+                                });
+                            }
+                        }
                     }
                 }
-            }
-            if i >= WARMUP_PERIODS {
+                // Noted up to the first call, not just the wake-up: a task
+                // that preempts the loop between the two delays the send too.
+                notes.offer_on(cpu, pass, tick.deadline_ns, first_ns, tick.missed);
+                if counting {
+                    // Within capacity `push` never allocates; the rest is counted.
+                    match record {
+                        Some(rec) if records.len() < records.capacity() => records.push(rec),
+                        _ if any_late => not_recorded += 1,
+                        _ => {}
+                    }
+                    if tick.missed > 0 {
+                        if records.len() < records.capacity() {
+                            records.push(LateRecord {
+                                pass,
+                                send_pass: pass,
+                                recv_wake_ns: tick.latency_ns,
+                                missed: tick.missed,
+                                ..LateRecord::default()
+                            });
+                        } else {
+                            missed_not_recorded += tick.missed;
+                        }
+                    }
+                }
+                any_late
+            });
+            pass += 1;
+            if counting {
                 step.periods += 1;
                 step.late += u64::from(any_late);
                 step.missed += tick.missed;
@@ -366,10 +525,43 @@ pub fn run(cfg: &BenchConfig, progress: &mut dyn FnMut(&str)) -> Result<BenchRep
         }
         cpu_ns += thread_cpu_ns().saturating_sub(cpu0);
         wall_ns += monotonic_ns().saturating_sub(wall0);
+        let mut step_p50 = Vec::with_capacity(remotes.len());
         for (k, r) in remotes.iter().enumerate() {
-            let s: Vec<u64> = r.master.rtt_samples().collect();
+            let mut s: Vec<u64> = r.master.rtt_samples().collect();
             rtts.extend_from_slice(&s);
-            per_rtts[k].extend(s);
+            per_rtts[k].extend_from_slice(&s);
+            s.sort_unstable();
+            step_p50.push((!s.is_empty()).then(|| percentile(&s, 0.5)));
+        }
+        for rec in &records {
+            let p50 = step_p50.get(usize::from(rec.worker)).copied().flatten();
+            report.late_items.push(Classified {
+                record: *rec,
+                side: late::side(rec, p50, period_ns),
+                rtt_p50_ns: p50,
+                period_ns,
+                recorded: true,
+            });
+        }
+        let unrecorded = Classified {
+            record: LateRecord::default(),
+            side: late::Side::Unknown,
+            rtt_p50_ns: None,
+            period_ns,
+            recorded: false,
+        };
+        report.late_not_recorded += not_recorded;
+        for _ in 0..not_recorded {
+            report.late_items.push(unrecorded);
+        }
+        if missed_not_recorded > 0 {
+            report.late_items.push(Classified {
+                record: LateRecord {
+                    missed: missed_not_recorded,
+                    ..LateRecord::default()
+                },
+                ..unrecorded
+            });
         }
         step.late_fraction =
             (step.late + step.missed) as f64 / (step.periods + step.missed).max(1) as f64;
@@ -415,6 +607,7 @@ pub fn run(cfg: &BenchConfig, progress: &mut dyn FnMut(&str)) -> Result<BenchRep
     report.rtt_p50_ns = percentile(&rtts, 0.5);
     report.rtt_p99_ns = percentile(&rtts, 0.99);
     report.rtt_max_ns = rtts.last().copied().unwrap_or(0);
+    report.explain_late(None);
     report.master_cpu_fraction = cpu_ns as f64 / wall_ns.max(1) as f64;
     report.master_cpu_fraction_per_worker = report.master_cpu_fraction / remotes.len() as f64;
     for (k, r) in remotes.iter().enumerate() {

@@ -73,6 +73,7 @@ pub mod block;
 pub mod control;
 pub mod discovery;
 pub mod error;
+pub mod late;
 pub mod master;
 pub mod processor;
 pub mod reassembly;

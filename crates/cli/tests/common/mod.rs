@@ -182,6 +182,112 @@ pub fn spawn_ready(cmd: &mut Command) -> Child {
     child
 }
 
+/// A keyless `firmtime net worker` on a free loopback port (SCHED_OTHER),
+/// killed on drop; `.1` is its address.
+pub struct NetWorker(pub Child, pub String);
+
+impl NetWorker {
+    /// Starts one, unpinned.
+    pub fn start() -> Self {
+        Self::start_on(None)
+    }
+
+    /// Starts one, pinned to `cpu` (with taskset) if given.
+    pub fn start_on(cpu: Option<usize>) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let addr = format!("127.0.0.1:{port}");
+        let worker = [
+            EXE,
+            "net",
+            "worker",
+            "--listen",
+            &addr,
+            "--priority",
+            "other",
+        ];
+        let mut cmd = match cpu {
+            Some(c) => {
+                let mut cmd = Command::new("taskset");
+                cmd.args(["-c", &c.to_string()]).args(worker);
+                cmd
+            }
+            None => {
+                let mut cmd = Command::new(EXE);
+                cmd.args(&worker[1..]);
+                cmd
+            }
+        };
+        NetWorker(spawn_ready(&mut cmd), addr)
+    }
+}
+
+impl Drop for NetWorker {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Runs `firmtime net bench --workers W --json PATH ARGS` to its end;
+/// returns its exit code, stdout and JSON report.
+pub fn net_bench(
+    worker: &NetWorker,
+    json: &str,
+    args: &[&str],
+) -> (Option<i32>, String, serde_json::Value) {
+    let path = tmp_path(json);
+    let p = path.to_str().unwrap();
+    let mut all = vec!["net", "bench", "--workers", &worker.1, "--json", p];
+    all.extend(args);
+    let out = firmtime(&all);
+    let stdout = text(&out.stdout);
+    assert!(
+        matches!(out.status.code(), Some(0 | 1)),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    (out.status.code(), stdout, read_json(&path))
+}
+
+/// Runs `f` while a thread named `ft-hog`, pinned to `cpu` at SCHED_FIFO
+/// `priority`, spins `burst` every `burst + gap`: an induced cause of late
+/// wake-ups for a loop at a lower priority on that CPU.
+pub fn with_fifo_hog<T>(
+    cpu: usize,
+    priority: u8,
+    burst: std::time::Duration,
+    gap: std::time::Duration,
+    f: impl FnOnce() -> T,
+) -> T {
+    use firmtime_rt::clock::monotonic_ns;
+    use firmtime_rt::sched::{self, Policy};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .name("ft-hog".into())
+            .spawn_scoped(s, || {
+                sched::set_affinity(&[cpu]).expect("pin the hog");
+                sched::set_current_thread(&Policy::Fifo { priority }).expect("SCHED_FIFO hog");
+                while !stop.load(Ordering::Relaxed) {
+                    let until = monotonic_ns() + burst.as_nanos() as u64;
+                    while monotonic_ns() < until {
+                        std::hint::spin_loop();
+                    }
+                    std::thread::sleep(gap);
+                }
+            })
+            .expect("start the hog");
+        let r = f();
+        stop.store(true, Ordering::Relaxed);
+        r
+    })
+}
+
 /// Builds firmtime-plugin-proxy (the `firmtime` binary under test does not
 /// need it) and copies its library into `dir` as `firmtime_proxy.so`, so
 /// `dir` is a LADSPA directory holding the proxy. Returns `dir`.

@@ -5,6 +5,7 @@
 #[global_allocator]
 static ALLOC: assert_no_alloc::AllocDisabler = assert_no_alloc::AllocDisabler;
 
+mod bench;
 mod common;
 mod exchange;
 mod late;
