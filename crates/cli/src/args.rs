@@ -264,3 +264,47 @@ impl ExplainArgs {
         }
     }
 }
+
+/// Stops the explaining trace `w` of one loop thread and attributes its
+/// noted wake-ups: every one whose latency is in `late_wakes` (the
+/// wake-ups that made something late) and the worst few. A trace that
+/// fails gives `None`, said on stderr: what it would have named stays
+/// "not traced".
+pub fn explain_loop(
+    w: firmtime_lab::explain::LoopWatch,
+    thread: firmtime_lab::explain::LoopThread,
+    notes: &firmtime_rt::outliers::Notes,
+    late_wakes: impl Iterator<Item = i64>,
+) -> Option<firmtime_lab::explain::Explanation> {
+    let threshold_ns = late_wakes.min().map_or(i64::MAX, |l| l - 1);
+    match w.finish(
+        firmtime_lab::explain::LoopThread {
+            threshold_ns,
+            ..thread
+        },
+        notes,
+    ) {
+        Ok(e) => Some(e),
+        Err(e) => {
+            eprintln!("late wake-ups not explained: the trace failed: {e}");
+            None
+        }
+    }
+}
+
+/// `--cpu N`: the CPU list that pins a loop to `N`, or a usage error
+/// naming the online CPUs.
+///
+/// # Errors
+/// `N` is not an online CPU.
+pub fn pin_to(cpu: usize) -> Result<Vec<usize>, UsageError> {
+    let online = firmtime_rt::sched::online_cpus();
+    if online.contains(&cpu) {
+        Ok(vec![cpu])
+    } else {
+        Err(UsageError(format!(
+            "--cpu {cpu}: not an online CPU; online CPUs are {}",
+            firmtime_rt::sched::format_cpu_list(&online)
+        )))
+    }
+}

@@ -5,10 +5,9 @@ use crate::args::{self, UsageError};
 use crate::Outcome;
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use firmtime_lab::explain::{self, Category, LoopThread};
+use firmtime_lab::explain::{self, LoopThread};
 use firmtime_lab::load as lab;
-use firmtime_net::bench::{self, BenchConfig, BenchReport, Ramp, TraceCoverage};
-use firmtime_net::late::TracedCause;
+use firmtime_net::bench::{self, BenchConfig, BenchReport, Ramp};
 use firmtime_net::{
     discovery, Key, ServerConfig, ServerEvent, WaitMode, Work, WorkMode, WorkerServer,
 };
@@ -283,15 +282,7 @@ fn bench_cmd(a: BenchArgs) -> anyhow::Result<Outcome> {
         });
     }
     if let Some(c) = a.cpu {
-        let online = firmtime_rt::sched::online_cpus();
-        if !online.contains(&c) {
-            return Err(UsageError(format!(
-                "--cpu {c}: not an online CPU; online CPUs are {}",
-                firmtime_rt::sched::format_cpu_list(&online)
-            ))
-            .into());
-        }
-        cfg.rt.cpus = Some(vec![c]);
+        cfg.rt.cpus = Some(args::pin_to(c)?);
     }
     let watch = a.explain.start(LOOP_COMM)?;
     let period_ns = cfg.period_ns();
@@ -384,56 +375,19 @@ const LOOP_COMM: &str = "ft-net-bench";
 
 /// Names the master's late wake-ups in `r` from the explaining trace `w`
 /// kept around the loop thread (`thread` without threshold and misses:
-/// they come from `r`). A trace that fails leaves `r` as it was, said on stderr.
+/// they come from `r`). A trace that fails leaves `r` as it was.
 fn explain_late(r: &mut BenchReport, w: explain::LoopWatch, thread: LoopThread, notes: &Notes) {
     // Explain exactly the wake-ups that made periods late (and the 10 worst).
-    let threshold_ns = r
-        .master_wakes()
-        .map(|(_, l)| l)
-        .min()
-        .map_or(i64::MAX, |l| l - 1);
-    let e = match w.finish(
-        LoopThread {
-            threshold_ns,
-            missed: r.missed,
-            ..thread
-        },
-        notes,
-    ) {
-        Ok(e) => e,
-        Err(e) => {
-            eprintln!("late periods not explained: the trace failed: {e}");
-            return;
-        }
+    let wakes: Vec<i64> = r.master_wakes().map(|(_, l)| l).collect();
+    let thread = LoopThread {
+        missed: r.missed,
+        ..thread
     };
-    let lookup = |pass: u64| {
-        e.outliers
-            .iter()
-            .find(|o| o.index == pass)
-            .map(|o| TracedCause {
-                category: serde_json::to_value(o.cause.category)
-                    .ok()
-                    .and_then(|v| v.as_str().map(String::from))
-                    .unwrap_or_else(|| o.cause.category.name().into()),
-                name: o.cause.name.clone(),
-                words: explain::cause_words(o.cause.category, &o.cause.name),
-                ns: o.cause.ns,
-                detail: o.cause.detail.clone(),
-            })
+    let Some(e) = args::explain_loop(w, thread, notes, wakes.into_iter()) else {
+        return;
     };
-    r.explain_late(Some(&lookup));
-    r.trace = Some(TraceCoverage {
-        wakeups: e.outliers.len() as u64,
-        wakeups_explained: e
-            .outliers
-            .iter()
-            .filter(|o| o.cause.category != Category::Unknown)
-            .count() as u64,
-        events: e.events,
-        dropped: e.dropped,
-        lost: e.lost,
-        flags_lost: e.flags_lost,
-    });
+    r.explain_late(Some(&|pass| e.traced(pass)));
+    r.trace = Some(e.coverage_counts());
 }
 
 /// The bench's usable fraction as printed: a percentage, `none`, or, without

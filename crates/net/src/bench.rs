@@ -38,6 +38,7 @@ use crate::session::{connect, Link, LinkEventKind, SessionConfig};
 use crate::wire::Key;
 use firmtime_rt::clock::monotonic_ns;
 use firmtime_rt::outliers::Notes;
+pub use firmtime_rt::outliers::TraceCoverage;
 use firmtime_rt::periodic::Periodic;
 use firmtime_rt::sched::Policy;
 use firmtime_rt::setup::{RtConditions, RtRequest};
@@ -231,23 +232,6 @@ pub struct BenchReport {
     /// [`BenchReport::explain_late`]; not in the JSON).
     #[serde(skip)]
     pub late_items: Vec<Classified>,
-}
-
-/// What the explaining trace covered (`trace` in the JSON).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct TraceCoverage {
-    /// The master's wake-ups the trace attributed.
-    pub wakeups: u64,
-    /// Of those, with a cause other than unknown.
-    pub wakeups_explained: u64,
-    /// Events kept around late wake-ups.
-    pub events: u64,
-    /// Events that did not fit in the store.
-    pub dropped: u64,
-    /// Events the kernel lost.
-    pub lost: u64,
-    /// Late wake-ups whose trace window was not kept.
-    pub flags_lost: u64,
 }
 
 impl BenchReport {

@@ -101,20 +101,8 @@ pub struct Classified {
     pub recorded: bool,
 }
 
-/// A cause of the master's late wake-up, from the explaining trace.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TracedCause {
-    /// The trace's category (`task`, `irq`, `softirq`, `vm`, `self`, …).
-    pub category: String,
-    /// Its name (task comm, interrupt, …).
-    pub name: String,
-    /// In words (`task ft-hog`).
-    pub words: String,
-    /// Time charged to it, ns.
-    pub ns: u64,
-    /// One sentence with figures.
-    pub detail: String,
-}
+use firmtime_rt::outliers::fmt_late;
+pub use firmtime_rt::outliers::TracedCause;
 
 /// Late periods and missed deadlines sharing a cause (`late_causes` in the JSON).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -165,17 +153,8 @@ pub fn side(r: &LateRecord, rtt_p50_ns: Option<u64>, period_ns: u64) -> Side {
     }
 }
 
-/// Formats ns as µs or ms.
-pub fn fmt_ns(ns: u64) -> String {
-    if ns >= 1_000_000 {
-        format!("{:.2} ms", ns as f64 / 1e6)
-    } else {
-        format!("{} µs", ns / 1000)
-    }
-}
-
 fn fmt_lat(ns: i64) -> String {
-    fmt_ns(ns.max(0) as u64)
+    fmt_late(ns.max(0) as u64)
 }
 
 /// The loop passes whose wake-ups the trace should explain: the sending
@@ -215,7 +194,7 @@ fn name_one(c: &Classified, trace: Option<&dyn Fn(u64) -> Option<TracedCause>>) 
     let rtt = c
         .rtt_p50_ns
         .map_or("no result delivered in this step".to_string(), |n| {
-            format!("rtt p50 {}", fmt_ns(n))
+            format!("rtt p50 {}", fmt_late(n))
         });
     let one = |category: &str, name: &str, words: &str, ns: u64, detail: String| One {
         side: c.side,
@@ -242,13 +221,13 @@ fn name_one(c: &Classified, trace: Option<&dyn Fn(u64) -> Option<TracedCause>>) 
                      its tick",
                     fmt_lat(r.send_wake_ns),
                     fmt_lat(r.recv_wake_ns),
-                    fmt_ns(r.send_lag_ns)
+                    fmt_late(r.send_lag_ns)
                 )
             } else {
                 format!(
                     "the master sent {} after its tick (woke {} late at send, {} at \
                      receive), which did not decide it",
-                    fmt_ns(r.send_lag_ns),
+                    fmt_late(r.send_lag_ns),
                     fmt_lat(r.send_wake_ns),
                     fmt_lat(r.recv_wake_ns)
                 )
@@ -261,7 +240,7 @@ fn name_one(c: &Classified, trace: Option<&dyn Fn(u64) -> Option<TracedCause>>) 
                 format!(
                     "{master}: the lateness is on the worker or network side; no result \
                      within {} of sending ({rtt})",
-                    fmt_ns(r.available_ns)
+                    fmt_late(r.available_ns)
                 ),
             )
         }
@@ -272,7 +251,7 @@ fn name_one(c: &Classified, trace: Option<&dyn Fn(u64) -> Option<TracedCause>>) 
             r.send_lag_ns,
             format!(
                 "the master sent {} after its tick (woke {} late) and {rtt} to compare with",
-                fmt_ns(r.send_lag_ns),
+                fmt_late(r.send_lag_ns),
                 fmt_lat(r.send_wake_ns)
             ),
         ),
@@ -297,8 +276,8 @@ fn name_one(c: &Classified, trace: Option<&dyn Fn(u64) -> Option<TracedCause>>) 
                         "the master woke {} late at send and sent {} after its tick, leaving \
                          {} ({rtt})",
                         fmt_lat(r.send_wake_ns),
-                        fmt_ns(r.send_lag_ns),
-                        fmt_ns(r.available_ns)
+                        fmt_late(r.send_lag_ns),
+                        fmt_late(r.available_ns)
                     ),
                 )
             };
@@ -425,7 +404,7 @@ pub fn summary(causes: &[LateCause], late: u64, missed: u64, explained: u64) -> 
                     "{} {} (worst {})",
                     c.periods + c.missed,
                     c.cause,
-                    fmt_ns(c.worst_ns)
+                    fmt_late(c.worst_ns)
                 )
             })
             .collect();

@@ -263,6 +263,52 @@ impl Notes {
     }
 }
 
+/// What the explaining trace named as the cause of one noted wake-up, for
+/// a loop that maps its wake-ups back to what they made late (`net
+/// bench`'s late periods, `tap run`'s late outputs). Filled by
+/// firmtime-lab's explaining trace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TracedCause {
+    /// The trace's category (`task`, `irq`, `softirq`, `vm`, `self`, …).
+    pub category: String,
+    /// Its name (task comm, interrupt, …).
+    pub name: String,
+    /// In words (`task ft-hog`).
+    pub words: String,
+    /// Time charged to it, ns.
+    pub ns: u64,
+    /// One sentence with figures.
+    pub detail: String,
+}
+
+/// What the explaining trace of one loop covered (`trace` in `net bench`'s
+/// JSON and in a `tap run` trial's self-checks).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct TraceCoverage {
+    /// The loop's wake-ups the trace attributed.
+    pub wakeups: u64,
+    /// Of those, with a cause other than unknown.
+    pub wakeups_explained: u64,
+    /// Events kept around late wake-ups.
+    pub events: u64,
+    /// Events that did not fit in the store.
+    pub dropped: u64,
+    /// Events the kernel lost.
+    pub lost: u64,
+    /// Late wake-ups whose trace window was not kept.
+    pub flags_lost: u64,
+}
+
+/// Formats a lateness: µs below a millisecond, ms with two decimals above
+/// (`850 µs`, `2.90 ms`).
+pub fn fmt_late(ns: u64) -> String {
+    if ns >= 1_000_000 {
+        format!("{:.2} ms", ns as f64 / 1e6)
+    } else {
+        format!("{} µs", ns / 1000)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -63,6 +63,15 @@ impl Category {
         }
     }
 
+    /// The category's key in JSON (its serde name: `idle_exit`, `irqs_off`).
+    pub fn key(self) -> &'static str {
+        match self {
+            Category::IdleExit => "idle_exit",
+            Category::IrqsOff => "irqs_off",
+            c => c.name(),
+        }
+    }
+
     /// In plain words.
     pub fn words(self) -> &'static str {
         match self {

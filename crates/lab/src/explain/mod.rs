@@ -49,7 +49,7 @@ const PENDING_EVENTS: usize = 400_000;
 /// minus its lookback cannot be explained (it is `unknown`, counted).
 const KEEP_NS: u64 = 300_000_000;
 
-pub use firmtime_rt::outliers::{lookback_ns, Note, Notes};
+pub use firmtime_rt::outliers::{lookback_ns, Note, Notes, TraceCoverage, TracedCause};
 
 /// The worst wake-ups of each thread always explained, whatever the threshold.
 pub const WORST_SHOWN: usize = 10;
@@ -658,6 +658,37 @@ impl Explanation {
             "{} of {} deadline misses and {} of the {} worst wake-ups have a cause",
             self.missed_explained, self.missed, self.worst_explained, self.worst
         )
+    }
+
+    /// The cause the trace gave the noted wake-up with loop index `index`
+    /// (the `index` offered to [`Notes::offer_on`]), for a loop that maps
+    /// its late wake-ups back to what they made late; `None` when that
+    /// wake-up was not among the explained ones.
+    pub fn traced(&self, index: u64) -> Option<TracedCause> {
+        let o = self.outliers.iter().find(|o| o.index == index)?;
+        Some(TracedCause {
+            category: o.cause.category.key().to_string(),
+            name: o.cause.name.clone(),
+            words: cause_words(o.cause.category, &o.cause.name),
+            ns: o.cause.ns,
+            detail: o.cause.detail.clone(),
+        })
+    }
+
+    /// What the trace covered, for a loop's report.
+    pub fn coverage_counts(&self) -> TraceCoverage {
+        TraceCoverage {
+            wakeups: self.outliers.len() as u64,
+            wakeups_explained: self
+                .outliers
+                .iter()
+                .filter(|o| o.cause.category != Category::Unknown)
+                .count() as u64,
+            events: self.events,
+            dropped: self.dropped,
+            lost: self.lost,
+            flags_lost: self.flags_lost,
+        }
     }
 
     /// Which events were recorded, in one line.

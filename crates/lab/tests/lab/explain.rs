@@ -201,6 +201,23 @@ fn a_wake_up_outside_the_trace_is_unknown_never_hidden() {
     assert!(c.detail.contains("does not cover"), "{}", c.detail);
 }
 
+#[test]
+fn each_category_key_is_its_json_name() {
+    for c in [
+        Category::Vm,
+        Category::Irq,
+        Category::Softirq,
+        Category::Task,
+        Category::SelfThread,
+        Category::IdleExit,
+        Category::IrqsOff,
+        Category::Slack,
+        Category::Unknown,
+    ] {
+        assert_eq!(serde_json::to_value(c).unwrap(), c.key(), "{c:?}");
+    }
+}
+
 fn tick(index: u64, latency_ns: i64, missed: u64) -> Tick {
     Tick {
         index,
