@@ -14,27 +14,15 @@
 
 mod common;
 
-use common::{assert_ok, read_json, text, TestDir, EXE};
-use firmtime_jack::{program_on_path, ServerKind, TestServer};
-use std::process::{Child, Command, Stdio};
+use common::{assert_ok, firmtime_on, midiseq, midiseq_installed, read_json, TestDir};
+use firmtime_jack::{ServerKind, TestServer};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
 
 /// One server at a time: the machine has two cores.
 static SERIAL: Mutex<()> = Mutex::new(());
 
 const RATE: u32 = 48_000;
 const PERIOD: u32 = 256;
-
-/// Whether jack_midiseq and jack_lsp are there (jackd2's example clients);
-/// prints the SKIP line when not.
-fn midiseq_installed() -> bool {
-    let ok = program_on_path("jack_midiseq") && program_on_path("jack_lsp");
-    if !ok {
-        println!("SKIP: jack_midiseq/jack_lsp not installed (Debian: jackd2)");
-    }
-    ok
-}
 
 /// A private server of `kind` (real-time when root) and the lock that keeps
 /// it the only one; `None` (with a SKIP line) when it is not installed.
@@ -59,53 +47,6 @@ fn server(kind: ServerKind) -> Option<(TestServer, std::sync::MutexGuard<'static
             None
         }
     }
-}
-
-/// A JACK client child (jack_midiseq), killed and reaped on drop.
-struct Kid(Child);
-
-impl Drop for Kid {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Starts `jack_midiseq NAME ARGS…` on `srv` and waits until `NAME:out` exists.
-fn midiseq(srv: &TestServer, name: &str, args: &[&str]) -> Kid {
-    let kid = Kid(srv
-        .client_env(&mut Command::new("jack_midiseq"))
-        .arg(name)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("jack_midiseq starts"));
-    let port = format!("{name}:out");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let lsp = srv
-            .client_env(&mut Command::new("jack_lsp"))
-            .args(["-s", srv.name()])
-            .stderr(Stdio::null())
-            .output()
-            .expect("jack_lsp runs");
-        if text(&lsp.stdout).lines().any(|l| l.trim() == port) {
-            return kid;
-        }
-        assert!(Instant::now() < deadline, "{port} never registered");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// `firmtime ARGS` as a client of `srv`.
-fn firmtime_on(srv: &TestServer, args: &[&str]) -> std::process::Output {
-    srv.client_env(&mut Command::new(EXE))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run firmtime")
 }
 
 /// An exact check: asserted without dropped cycles, printed otherwise.

@@ -253,6 +253,39 @@ pub struct SelfChecks {
     pub input_overruns: u64,
     /// Events dropped because the trial's event storage was full.
     pub events_dropped: u64,
+    /// The late outputs by cause, most first ([`crate::late`]); empty when
+    /// none was late, and in older sidecars.
+    #[serde(default)]
+    pub late_causes: Vec<crate::late::LateCause>,
+    /// Of the late outputs, those with a cause (not `unknown` or `not_traced`).
+    #[serde(default)]
+    pub late_explained: u64,
+    /// What the explaining trace of the engine's loop covered; `null` when
+    /// it did not run (not root, `--no-explain`) and in older sidecars.
+    #[serde(default)]
+    pub late_trace: Option<firmtime_rt::outliers::TraceCoverage>,
+}
+
+impl SelfChecks {
+    /// These checks with the causes of the late outputs from `late`.
+    pub fn with_late(self, late: crate::late::LateReport) -> SelfChecks {
+        SelfChecks {
+            late_causes: late.causes,
+            late_explained: late.explained,
+            late_trace: late.trace,
+            ..self
+        }
+    }
+
+    /// One line naming the causes of the late outputs ([`crate::late::summary`]).
+    pub fn late_summary(&self) -> String {
+        crate::late::summary(
+            &self.late_causes,
+            self.late_outputs,
+            self.late_threshold_us,
+            self.late_explained,
+        )
+    }
 }
 
 /// The JSON sidecar written next to each trial CSV.

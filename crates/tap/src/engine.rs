@@ -56,7 +56,9 @@ use firmtime_rt::clock::monotonic_ns;
 
 use crate::data::{self, EventKind, NoteData, SelfChecks};
 use crate::experiment::{Experiment, TrialEnd, Trigger, TriggerAt, MAX_TRIGGERS};
+use crate::late::{Handover, LateOutput};
 use crate::params::{MaskSource, NoteLength, Params, Setting};
+use firmtime_rt::outliers::Notes;
 use firmtime_rt::rng::Rng;
 
 /// FTAP's safety pause: the longest the loop blocks between passes.
@@ -237,7 +239,8 @@ impl TrialOutcome {
         )
     }
 
-    /// The self-checks for the sidecar.
+    /// The self-checks for the sidecar, without the causes of late
+    /// outputs ([`SelfChecks::with_late`]).
     pub fn self_checks(&self) -> SelfChecks {
         SelfChecks {
             output_interval_mean_us: self.diag.mean_ns / 1000.0,
@@ -248,6 +251,7 @@ impl TrialOutcome {
             frame_gaps: self.backend.frame_gaps,
             input_overruns: self.input_overruns,
             events_dropped: self.events_dropped,
+            ..SelfChecks::default()
         }
     }
 }
@@ -299,6 +303,17 @@ pub struct Engine {
     dropped: u64,
     send_failures: u64,
     disconnected: bool,
+    /// How each recorded event was handed over (outputs; others default),
+    /// index for index with `events`.
+    handed: Vec<Handover>,
+    /// The loop's wake-ups, for the explaining trace (capacity 0: none).
+    notes: Notes,
+    /// The current pass, when it was due and when it woke.
+    pass: u64,
+    pass_due_ns: u64,
+    pass_wake_ns: u64,
+    /// The stamp of the input whose feedback is being sent.
+    answering: Option<u64>,
 }
 
 fn bits_contains(mask: u16, channel0: u8) -> bool {
@@ -346,6 +361,8 @@ impl Engine {
         // Touch every page now so the trial takes no page faults.
         let mut events = vec![EMPTY; opts.event_capacity];
         events.clear();
+        let mut handed = vec![Handover::default(); opts.event_capacity];
+        handed.clear();
         let mut inbuf = vec![
             InputEvent {
                 t_ns: 0,
@@ -406,6 +423,12 @@ impl Engine {
             dropped: 0,
             send_failures: 0,
             disconnected: false,
+            handed,
+            notes: Notes::new(0),
+            pass: 0,
+            pass_due_ns: 0,
+            pass_wake_ns: 0,
+            answering: None,
         })
     }
 
@@ -427,6 +450,53 @@ impl Engine {
     /// The parameters as the last trial left them (after its triggers).
     pub fn params(&self) -> &Params {
         &self.params
+    }
+
+    /// Notes every wake-up of the loop into `notes` from the next trial on
+    /// (the explaining trace's: `firmtime_lab::explain::LoopWatch::notes`),
+    /// under the index of its pass (see [`crate::late`]); a pass is due at
+    /// the deadline of the wait before it. [`Notes::new`]`(0)` (the
+    /// default) notes nothing.
+    pub fn set_notes(&mut self, notes: Notes) {
+        self.notes = notes;
+    }
+
+    /// The notes of the last trial; the engine notes nothing after this
+    /// until [`Engine::set_notes`].
+    pub fn take_notes(&mut self) -> Notes {
+        std::mem::replace(&mut self.notes, Notes::new(0))
+    }
+
+    /// How each event of the last trial was handed over, index for index
+    /// with [`Engine::events`] (default for events that are not outputs).
+    pub fn handovers(&self) -> &[Handover] {
+        &self.handed
+    }
+
+    /// The outputs of the last trial later than its threshold, with how
+    /// they were handed over, for [`crate::late::report`].
+    pub fn late_outputs(&self) -> Vec<LateOutput> {
+        let threshold_ns = self.opts.late_threshold_us * 1000;
+        self.events
+            .iter()
+            .zip(&self.handed)
+            .filter_map(|(e, h)| {
+                let (intended_ns, actual_ns) = (e.intended_ns?, e.actual_ns?);
+                let output = !matches!(
+                    e.kind,
+                    EventKind::Input | EventKind::Trigger | EventKind::End
+                );
+                (output && actual_ns.saturating_sub(intended_ns) > threshold_ns).then_some(
+                    LateOutput {
+                        kind: e.kind,
+                        index: e.index,
+                        intended_ns,
+                        actual_ns,
+                        handover: *h,
+                    },
+                )
+            })
+            .collect()
     }
 
     /// The loop's interval diagnostic of the last trial (with its kept samples).
@@ -483,6 +553,11 @@ impl Engine {
         self.dropped = 0;
         self.send_failures = 0;
         self.disconnected = false;
+        self.handed.clear();
+        self.pass = 0;
+        self.pass_due_ns = now;
+        self.pass_wake_ns = now;
+        self.answering = None;
     }
 
     /// Records a key press (`on`) or release as an input event. **RT-safe.**
@@ -513,8 +588,10 @@ impl Engine {
     }
 
     fn record(&mut self, ev: TrialEvent) -> Option<u32> {
-        if self.events.len() < self.events.capacity() {
+        if self.events.len() < self.events.capacity() && self.handed.len() < self.handed.capacity()
+        {
             self.events.push(ev);
+            self.handed.push(Handover::default());
             Some((self.events.len() - 1) as u32)
         } else {
             self.dropped += 1;
@@ -585,6 +662,15 @@ impl Engine {
             msg,
             tag: tag.unwrap_or(u32::MAX),
         };
+        if let Some(t) = tag {
+            self.handed[t as usize] = Handover {
+                handed_ns: monotonic_ns(),
+                pass: self.pass,
+                due_ns: self.pass_due_ns,
+                wake_ns: self.pass_wake_ns,
+                input_ns: self.answering,
+            };
+        }
         match b.send(ev) {
             Ok(()) => {
                 self.outstanding += 1;
@@ -723,6 +809,7 @@ impl Engine {
             let k = self.keystrokes;
             self.press_index[n] = k;
             self.record_input(k, t, ev.frame, channel, note, velocity, true);
+            self.answering = Some(t);
             for (v, kind) in FEEDBACK_KINDS.into_iter().enumerate() {
                 let fb = self.params.feedback[v];
                 if !fb.on || !fb.keys.contains(note) {
@@ -754,6 +841,7 @@ impl Engine {
                     }
                 }
             }
+            self.answering = None;
             self.fire_due(b, |a| matches!(a, TriggerAt::Keystroke(_)), t);
             if self.end.keystrokes.is_some_and(|e| k >= e) && self.end_at.is_none() {
                 self.end_at = Some((t, EndReason::Condition));
@@ -761,12 +849,14 @@ impl Engine {
         } else {
             let k = self.press_index[n];
             self.record_input(k, t, ev.frame, channel, note, velocity, false);
+            self.answering = Some(t);
             for (v, kind) in FEEDBACK_KINDS.into_iter().enumerate() {
                 if let Some(h) = self.held[v][n].take() {
                     let at = (t + h.delay_ns).max(h.at_ns);
                     self.out(b, kind, h.keystroke, at, h.channel, h.note, 0, false);
                 }
             }
+            self.answering = None;
         }
     }
 
@@ -854,6 +944,12 @@ impl Engine {
         loop {
             let now = monotonic_ns();
             self.diag.tick(now);
+            self.pass_wake_ns = now;
+            if self.notes.enabled() && self.pass > 0 {
+                let cpu = firmtime_rt::sched::current_cpu();
+                self.notes
+                    .offer_on(cpu, self.pass, self.pass_due_ns, now, 0);
+            }
             self.poll_sent(b);
             if self.poll_input(b).is_err() || self.disconnected {
                 self.ended = Some((now, EndReason::Disconnected));
@@ -888,6 +984,8 @@ impl Engine {
             if let Some((at, _)) = self.end_at {
                 deadline = deadline.min(at);
             }
+            self.pass_due_ns = deadline;
+            self.pass += 1;
             if b.wait(deadline).is_err() {
                 self.ended = Some((monotonic_ns(), EndReason::Disconnected));
                 break;

@@ -44,6 +44,7 @@ pub mod engine;
 pub mod error;
 pub mod experiment;
 pub mod ftap;
+pub mod late;
 pub mod params;
 pub mod replay;
 pub mod session;

@@ -20,6 +20,7 @@ use firmtime_rt::system::Provenance;
 use crate::data::{self, Sidecar, FORMAT_VERSION};
 use crate::engine::{Engine, TrialOutcome};
 use crate::error::{Error, ErrorKind, Result};
+use crate::late::LateReport;
 use firmtime_rt::rng::Rng;
 
 /// Most trials one session may list.
@@ -154,7 +155,8 @@ pub struct TrialMeta {
 }
 
 /// Writes a finished trial: its events (from `engine`) as `<stem>.csv` and
-/// the sidecar as `<stem>.json`, atomically, CSV first. Returns the sidecar.
+/// the sidecar as `<stem>.json` with the causes of its late outputs
+/// (`late`), atomically, CSV first. Returns the sidecar.
 ///
 /// # Errors
 /// As [`data::write_trial`].
@@ -162,6 +164,7 @@ pub fn write_trial(
     stem: &Path,
     engine: &Engine,
     outcome: &TrialOutcome,
+    late: LateReport,
     meta: &TrialMeta,
     provenance: Provenance,
 ) -> Result<Sidecar> {
@@ -176,7 +179,7 @@ pub fn write_trial(
         seed: meta.seed,
         provenance,
         rt: meta.rt.clone(),
-        self_checks: outcome.self_checks(),
+        self_checks: outcome.self_checks().with_late(late),
         incomplete: outcome.incomplete(),
         events: events.len() as u64,
     };

@@ -12,12 +12,14 @@ use firmtime_midi::{MidiBackend, PortIndex};
 use firmtime_rt::setup::{self, RtConditions, RtRequest};
 use firmtime_rt::system::Provenance;
 use firmtime_tap::audio;
-use firmtime_tap::engine::{EndReason, Engine, EngineOptions};
+use firmtime_lab::explain::{LoopThread, LoopWatch};
+use firmtime_tap::engine::{EndReason, Engine, EngineOptions, TrialOutcome};
+use firmtime_tap::late::{self, BackendTiming, LateReport};
 use firmtime_tap::replay::{self, ReplaySource};
 use firmtime_tap::session::{self, TrialMeta};
 use firmtime_tap::{data, Experiment};
 
-use crate::args::{Outcome, UsageError};
+use crate::args::{self, Outcome, UsageError};
 use crate::backend;
 use crate::sigint;
 
@@ -111,6 +113,14 @@ pub struct RunArgs {
     /// Don't prompt between trials even on a terminal.
     #[arg(long)]
     no_prompt: bool,
+    /// Pin the engine's loop to this CPU (default: not pinned).
+    #[arg(long, value_name = "N")]
+    cpu: Option<usize>,
+    /// Each trial's late outputs get a cause in its self-checks (setup,
+    /// engine or backend side); where tracefs is usable (root) a late
+    /// wake-up of the engine is named too (a task, an interrupt, the VM…).
+    #[command(flatten)]
+    explain: args::ExplainArgs,
     #[command(flatten)]
     open: BackendArgs,
 }
@@ -142,6 +152,8 @@ struct Opened {
     midi_port: Option<PortIndex>,
     /// The JACK synth's port, when audio was asked for.
     audio_port: Option<PortIndex>,
+    /// What the backend needs to place an output on time.
+    timing: BackendTiming,
     _server: Option<DummyServer>,
 }
 
@@ -178,6 +190,11 @@ fn open(o: &BackendArgs, client: &str, synth: Option<SynthOptions>) -> anyhow::R
     r.audio = synth.map(|s| (s, o.audio_out.as_slice()));
     let opened = backend::open(&r)?;
     let mut audio_port = None;
+    let timing = match &opened.facts {
+        backend::Facts::Jack(j) => BackendTiming::jack(j.sample_rate, j.buffer_size),
+        backend::Facts::Raw { .. } => BackendTiming::at_once("raw, written at its time"),
+        _ => BackendTiming::at_once("loopback"),
+    };
     let detail = match &opened.facts {
         backend::Facts::Loopback => serde_json::json!({"backend": "loopback"}),
         backend::Facts::Raw { device, info } => {
@@ -222,6 +239,7 @@ fn open(o: &BackendArgs, client: &str, synth: Option<SynthOptions>) -> anyhow::R
         detail,
         midi_port: Some(0),
         audio_port,
+        timing,
         _server: opened.server,
     })
 }
@@ -252,8 +270,67 @@ fn prompt(text: &str) -> bool {
     }
 }
 
-/// Runs `firmtime tap run`.
+/// The engine thread's name, which the explaining trace follows.
+const ENGINE_COMM: &str = "ft-tap-engine";
+
+/// Runs `firmtime tap run`: the session runs on a thread of its own, named
+/// so that the explaining trace can follow the engine's loop.
 pub fn run(a: RunArgs) -> anyhow::Result<Outcome> {
+    std::thread::Builder::new()
+        .name(ENGINE_COMM.into())
+        .spawn(move || session(a))
+        .context("starting the engine's thread")?
+        .join()
+        .map_err(|_| anyhow::anyhow!("the engine's thread panicked"))?
+}
+
+/// Starts the explaining trace of one trial when the session explains:
+/// `explain` is set by the first trial (`--explain`/`--no-explain`, or
+/// whether the trace can run here), later trials reuse the answer.
+fn start_watch(a: &RunArgs, explain: &mut Option<bool>) -> anyhow::Result<Option<LoopWatch>> {
+    let w = match *explain {
+        None => a.explain.start(ENGINE_COMM)?,
+        Some(false) => None,
+        Some(true) => {
+            match LoopWatch::start(&firmtime_lab::explain::Config::default(), ENGINE_COMM) {
+                Ok(w) => Some(w),
+                Err(e) => {
+                    eprintln!("this trial's late outputs are not traced: {e}");
+                    None
+                }
+            }
+        }
+    };
+    explain.get_or_insert(w.is_some());
+    Ok(w)
+}
+
+/// The causes of a trial's late outputs, the engine's late wake-ups named
+/// by the trace `watch` when it ran.
+fn late_report(
+    engine: &mut Engine,
+    outcome: &TrialOutcome,
+    timing: &BackendTiming,
+    watch: Option<(LoopWatch, LoopThread)>,
+) -> LateReport {
+    let notes = engine.take_notes();
+    let lates = engine.late_outputs();
+    let dropped = (outcome.backend.xruns, outcome.backend.frame_gaps);
+    let Some((w, thread)) = watch else {
+        return late::report(&lates, timing, dropped, None);
+    };
+    let wakes = late::engine_wakes(&lates, timing).map(|(_, l)| l);
+    match args::explain_loop(w, thread, &notes, wakes) {
+        Some(e) => LateReport {
+            trace: Some(e.coverage_counts()),
+            ..late::report(&lates, timing, dropped, Some(&|pass| e.traced(pass)))
+        },
+        None => late::report(&lates, timing, dropped, None),
+    }
+}
+
+/// The session of `firmtime tap run`, on the engine's thread.
+fn session(a: RunArgs) -> anyhow::Result<Outcome> {
     session::check_subject(&a.subject).map_err(|e| UsageError(e.to_string()))?;
     let mut exps = Vec::new();
     for p in &a.experiments {
@@ -305,8 +382,20 @@ pub fn run(a: RunArgs) -> anyhow::Result<Outcome> {
         };
         engines.push(Engine::new(e, o)?);
     }
-    let rt = setup::apply(&rt_request(&a.open, a.open.priority, true))
+    let mut request = rt_request(&a.open, a.open.priority, true);
+    if let Some(c) = a.cpu {
+        request.cpus = Some(args::pin_to(c)?);
+    }
+    let rt = setup::apply(&request)
         .context("real-time setup of the engine thread (or run with --no-rt)")?;
+    let thread = LoopThread {
+        tid: firmtime_rt::sched::current_tid(),
+        period_ns: firmtime_tap::engine::DEFAULT_PAUSE_NS,
+        slack_ns: firmtime_rt::sched::timer_slack().unwrap_or(50_000),
+        threshold_ns: 0,
+        missed: 0,
+    };
+    let mut explain = None;
     let _runaway = if a.open.no_rt {
         None
     } else {
@@ -345,10 +434,20 @@ pub fn run(a: RunArgs) -> anyhow::Result<Outcome> {
             Some(serde_json::json!({"engine": rt_conditions, "backend": opened.detail}));
         let engine = &mut engines[x];
         engine.set_seed(session::trial_seed(seed, trial));
+        let watch = start_watch(&a, &mut explain)?;
+        if let Some(w) = &watch {
+            engine.set_notes(w.notes(engine.options().pause_ns));
+        }
         let outcome = engine
             .run(opened.backend.as_mut(), &sigint::INTERRUPTED)
             .map_err(|e| anyhow::anyhow!("trial {trial}: {e}"))?;
         provenance.finish();
+        let late = late_report(
+            engine,
+            &outcome,
+            &opened.timing,
+            watch.map(|w| (w, thread)),
+        );
         let meta = TrialMeta {
             subject: a.subject.clone(),
             session: a.session,
@@ -359,7 +458,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<Outcome> {
             rt: Some(rt_conditions.clone()),
         };
         let stem = session::trial_stem(&a.out, &a.subject, a.session, trial);
-        let side = session::write_trial(&stem, engine, &outcome, &meta, provenance)?;
+        let side = session::write_trial(&stem, engine, &outcome, late, &meta, provenance)?;
         let c = &side.self_checks;
         eprintln!(
             "trial {trial}/{n}: {} keystrokes, {} beats, ended {}; loop mean {:.3} ms max {:.3} ms; late {} (> {} µs), xruns {} (frame gaps {}), input overruns {}, unreported {} → {}",
@@ -381,6 +480,9 @@ pub fn run(a: RunArgs) -> anyhow::Result<Outcome> {
             outcome.unreported,
             stem.with_extension("csv").display()
         );
+        if c.late_outputs > 0 {
+            eprintln!("  {}", c.late_summary());
+        }
         if outcome.incomplete() {
             failed = outcome.reason == EndReason::Disconnected;
             eprintln!("firmtime: session stopped after trial {trial} (kept, flagged incomplete)");

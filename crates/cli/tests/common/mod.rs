@@ -7,7 +7,9 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
+use firmtime_jack::{program_on_path, TestServer};
 use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 /// The binary under test.
 pub const EXE: &str = env!("CARGO_BIN_EXE_firmtime");
@@ -307,3 +309,63 @@ pub fn install_proxy(dir: &Path) -> PathBuf {
     std::fs::copy(so, dir.join("firmtime_proxy.so")).unwrap();
     dir.to_path_buf()
 }
+
+// ------------------------------------------------------------ JACK clients
+
+/// Whether jack_midiseq and jack_lsp are there (jackd2's example clients);
+/// prints the SKIP line when not.
+pub fn midiseq_installed() -> bool {
+    let ok = program_on_path("jack_midiseq") && program_on_path("jack_lsp");
+    if !ok {
+        println!("SKIP: jack_midiseq/jack_lsp not installed (Debian: jackd2)");
+    }
+    ok
+}
+
+/// A JACK client child (jack_midiseq), killed and reaped on drop.
+pub struct Kid(pub Child);
+
+impl Drop for Kid {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `jack_midiseq NAME ARGS…` on `srv` and waits until `NAME:out` exists.
+pub fn midiseq(srv: &TestServer, name: &str, args: &[&str]) -> Kid {
+    let kid = Kid(srv
+        .client_env(&mut Command::new("jack_midiseq"))
+        .arg(name)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("jack_midiseq starts"));
+    let port = format!("{name}:out");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let lsp = srv
+            .client_env(&mut Command::new("jack_lsp"))
+            .args(["-s", srv.name()])
+            .stderr(Stdio::null())
+            .output()
+            .expect("jack_lsp runs");
+        if text(&lsp.stdout).lines().any(|l| l.trim() == port) {
+            return kid;
+        }
+        assert!(Instant::now() < deadline, "{port} never registered");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `firmtime ARGS` as a client of `srv`.
+pub fn firmtime_on(srv: &TestServer, args: &[&str]) -> std::process::Output {
+    srv.client_env(&mut Command::new(EXE))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run firmtime")
+}
+

@@ -70,6 +70,34 @@ pub fn instance_name() -> String {
     }
 }
 
+/// Removes the instances ([`instance_name`]) of firmtime processes that
+/// are gone: one killed while tracing (SIGKILL) leaves its instance and
+/// its ring buffers behind.
+fn remove_orphans(instances: &Path) {
+    let Ok(dir) = std::fs::read_dir(instances) else {
+        return;
+    };
+    for entry in dir.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = orphan_pid(&name.to_string_lossy()) else {
+            continue;
+        };
+        if !Path::new("/proc").join(pid.to_string()).exists() {
+            let _ = std::fs::remove_dir(entry.path());
+        }
+    }
+}
+
+/// The pid in an instance name of [`instance_name`]'s form
+/// (`firmtime-PID`, `firmtime-PID-N`, `firmtime-PID-N-explain`).
+fn orphan_pid(name: &str) -> Option<u32> {
+    name.strip_prefix("firmtime-")?
+        .split('-')
+        .next()?
+        .parse()
+        .ok()
+}
+
 /// Reads a tracefs text file. Some (`events/header_page`) misbehave on the
 /// small first read `read_to_string` makes, so read with one large buffer.
 ///
@@ -195,6 +223,7 @@ impl Instance {
         let hp = read_text(&root.join("events/header_page"))
             .map_err(|e| io("reading tracefs events/header_page", e))?;
         let decoder = Decoder::new(&hp, &[])?;
+        remove_orphans(&root.join("instances"));
         let path = root.join("instances").join(name);
         if path.exists() {
             let _ = std::fs::remove_dir(&path);
@@ -437,4 +466,19 @@ pub fn drain_with(
         std::thread::sleep(interval);
     }
     Ok(cap)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn orphan_pids_come_from_firmtime_instance_names_only() {
+        assert_eq!(orphan_pid("firmtime-4242"), Some(4242));
+        assert_eq!(orphan_pid("firmtime-4242-3"), Some(4242));
+        assert_eq!(orphan_pid("firmtime-4242-explain"), Some(4242));
+        assert_eq!(orphan_pid("firmtime-4242-2-explain"), Some(4242));
+        assert_eq!(orphan_pid("rtla-timerlat"), None);
+        assert_eq!(orphan_pid("firmtime-x"), None);
+    }
 }

@@ -26,10 +26,12 @@ use firmtime_midi::jack::{
     TapperOptions,
 };
 use firmtime_midi::MidiMessage;
+use firmtime_rt::outliers::Notes;
 use firmtime_rt::sched::Policy;
 use firmtime_rt::setup::{self, RtRequest};
 use firmtime_tap::data::{self, EventKind};
 use firmtime_tap::engine::{EndReason, Engine, EngineOptions, TrialEvent, TrialOutcome};
+use firmtime_tap::late::{self, BackendTiming, Class};
 use firmtime_tap::session::{self, TrialMeta};
 use firmtime_tap::Experiment;
 
@@ -393,7 +395,9 @@ fn taps_logged_at_their_frames_feedback_and_metronome_at_intended_frames() {
         rt: None,
     };
     let prov = firmtime_rt::system::Provenance::begin(vec!["test".into()]);
-    let side = session::write_trial(&stem, &r.engine, &r.outcome, &meta, prov).unwrap();
+    let dropped = (r.outcome.backend.xruns, r.outcome.backend.frame_gaps);
+    let causes = late::report(&r.engine.late_outputs(), &jack_timing(), dropped, None);
+    let side = session::write_trial(&stem, &r.engine, &r.outcome, causes, &meta, prov).unwrap();
     let rows =
         data::read_csv(&std::fs::read_to_string(stem.with_extension("csv")).unwrap()).unwrap();
     assert_eq!(rows.len() as u64, side.events);
@@ -410,7 +414,103 @@ fn taps_logged_at_their_frames_feedback_and_metronome_at_intended_frames() {
         Some(r.outcome.backend.frame_gaps)
     );
     assert_eq!(json["incomplete"], false);
+    // Every late output is in one of the causes.
+    let named: u64 = sc["late_causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["outputs"].as_u64().unwrap())
+        .sum();
+    assert_eq!(Some(named), sc["late_outputs"].as_u64(), "{sc:#}");
+    assert!(sc["late_trace"].is_null(), "not traced: {sc:#}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The test server's timing, for classifying late outputs.
+fn jack_timing() -> BackendTiming {
+    BackendTiming::jack(RATE as u32, PERIOD)
+}
+
+/// Immediate feedback (no delay): each answer to a tap goes out a cycle or
+/// two after it, later than the 1 ms threshold.
+const IMMEDIATE: &str = r#"
+name = "immediate feedback through JACK"
+[feedback]
+delay = { mode = "fixed", ms = 0 }
+[end]
+keystrokes = 20
+"#;
+
+#[test]
+fn immediate_feedback_is_late_and_each_late_output_is_named_delay_too_short() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(srv) = server() else {
+        return;
+    };
+    engine_rt();
+    let e = Experiment::from_toml(IMMEDIATE).unwrap();
+    let mut jo = JackOptions::new("ft-engine");
+    jo.server_name = Some(srv.name().to_string());
+    let mut backend = JackBackend::open(jo).expect("engine client opens");
+    let mut engine = Engine::new(&e, EngineOptions::for_experiment(&e, 5)).unwrap();
+    // The loop notes its wake-ups (under assert-rt: without allocating).
+    engine.set_notes(Notes::new(64));
+    let mut to = TapperOptions::new("ft-tapper");
+    to.server_name = Some(srv.name().to_string());
+    to.connect_to = vec![backend.input_port_names()[0].clone()];
+    to.lead_frames = 24_000;
+    let taps = tap_schedule(20, 4800);
+    let limit = trial_limit(24_000 + 20 * 4800);
+    let tapper = Tapper::start(to, taps).expect("tapper starts");
+    let outcome = run_engine(&mut engine, &mut backend, limit);
+    let report = tapper
+        .finish(Duration::from_secs(10))
+        .expect("tapper finishes");
+    drop(backend);
+    if stopped_by_xruns(&outcome, report.xruns + report.frame_gaps) {
+        return;
+    }
+    let notes = engine.take_notes();
+    assert!(
+        notes.enabled() && !notes.sorted().is_empty(),
+        "wake-ups noted"
+    );
+    assert!(!engine.take_notes().enabled(), "taken: nothing noted after");
+    let lates = engine.late_outputs();
+    assert_eq!(lates.len() as u64, outcome.late_outputs);
+    // 20 presses and 19 releases before the end, each answered at the
+    // start of the next cycle: late by the rest of its tap's cycle. Taps
+    // 18.75 periods apart fall on 4 phases of a cycle, at most one of which
+    // leaves less than 1 ms: at least 15 presses and 14 releases are late.
+    // So may be the note-off the end sends for the last key (due at once:
+    // with the next cycle).
+    let mut answers = 0;
+    for o in &lates {
+        assert_eq!(
+            o.kind,
+            EventKind::Feedback,
+            "only feedback is due now: {o:?}"
+        );
+        let class = late::classify(o, &jack_timing());
+        match o.handover.input_ns {
+            Some(s) => {
+                answers += 1;
+                assert_eq!(class, Class::DelayTooShort, "{o:?}");
+                assert_eq!(o.intended_ns, s, "{o:?}");
+            }
+            None => assert_eq!(class, Class::Immediate, "the end's note-off: {o:?}"),
+        }
+    }
+    assert!(answers >= 29, "{answers} late: {lates:#?}");
+    assert!(lates.len() <= 40, "{lates:#?}");
+    let r = late::report(&lates, &jack_timing(), (0, 0), None);
+    assert_eq!(r.causes[0].category, "delay_too_short");
+    assert_eq!(r.causes[0].outputs, answers);
+    assert_eq!(r.explained, lates.len() as u64);
+    println!(
+        "immediate feedback: {}",
+        late::summary(&r.causes, outcome.late_outputs, 1000, r.explained)
+    );
 }
 
 fn env_u64(name: &str, default: u64) -> u64 {
