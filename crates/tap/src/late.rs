@@ -31,6 +31,9 @@
 //!   output due the moment it was handed over (`immediate`: masking switched
 //!   on or off, the note-offs at the trial's end), which goes out with the
 //!   backend's next cycle;
+//! * **setup** too (`before_start`) for feedback to an input that came
+//!   before the trial started: queued while the session got ready (the
+//!   prompt, the trace starting), it is taken by the trial's first pass;
 //! * **backend** side (`input_late`) for feedback with a delay the backend can
 //!   meet, handed over late by an engine that woke on time: its input reached
 //!   the engine late;
@@ -168,6 +171,9 @@ pub enum Class {
     Immediate,
     /// Feedback whose input reached an on-time engine late.
     InputLate,
+    /// Feedback to an input that came before the trial started (taken
+    /// from the backend's queue by the trial's first pass).
+    BeforeStart,
     /// None of the above.
     Unknown,
 }
@@ -185,6 +191,7 @@ pub fn classify(o: &LateOutput, t: &BackendTiming) -> Class {
         return Class::EngineWokeLate;
     }
     match h.input_ns {
+        Some(_) if h.pass == 0 => Class::BeforeStart,
         Some(s) if o.intended_ns.saturating_sub(s) < t.min_feedback_ns => Class::DelayTooShort,
         Some(_) => Class::InputLate,
         None if t.lead_ns > 0 && o.intended_ns <= h.handed_ns => Class::Immediate,
@@ -197,7 +204,8 @@ pub fn classify(o: &LateOutput, t: &BackendTiming) -> Class {
 pub struct LateCause {
     /// `setup`, `engine`, `backend` or `unknown`.
     pub side: Side,
-    /// `delay_too_short`, `immediate`, `backend`, `input_late`, `unknown`;
+    /// `delay_too_short`, `immediate`, `before_start`, `backend`,
+    /// `input_late`, `unknown`;
     /// engine side: the trace's category (`task`, `irq`, `softirq`, `vm`,
     /// `self`, `idle_exit`, `irqs_off`, `slack`, `unknown`) or `not_traced`.
     pub category: String,
@@ -298,9 +306,9 @@ fn name_one(
             "delay_too_short",
             "feedback delay shorter than the backend's minimum",
             format!(
-                "feedback delay {} is shorter than the backend's minimum {} ({}: the input is \
-                 seen after the cycle that carried it, the answer goes out in a later one): \
-                 {late} late",
+                "due {} after its input (the feedback delay, plus the note's length for a \
+                 note-off), under the backend's minimum {} ({}: the input is seen after the \
+                 cycle that carried it, the answer goes out in a later one): {late} late",
                 fmt_late(o.intended_ns.saturating_sub(h.input_ns.unwrap_or(0))),
                 fmt_late(t.min_feedback_ns),
                 t.what
@@ -334,6 +342,20 @@ fn name_one(
                 ),
             )
         }
+        Class::BeforeStart => one(
+            Side::Setup,
+            "before_start",
+            "input before the trial started",
+            format!(
+                "its input came {} before it was handed over, before the trial started \
+                 (queued while the session got ready, taken by the trial's first pass): \
+                 {late} late",
+                fmt_late(
+                    h.handed_ns
+                        .saturating_sub(h.input_ns.unwrap_or(h.handed_ns))
+                )
+            ),
+        ),
         Class::Unknown => one(
             Side::Unknown,
             "unknown",
@@ -513,6 +535,10 @@ mod tests {
         // On time, 20 ms delay, handed late: the input came late.
         let o = fb(20.0, 117.0, 117.5, 116.9, 121.3);
         assert_eq!(classify(&o, &jack()), Class::InputLate);
+        // The same at the trial's first pass: the input came before it.
+        let mut first = o;
+        first.handover.pass = 0;
+        assert_eq!(classify(&first, &jack()), Class::BeforeStart);
     }
 
     #[test]

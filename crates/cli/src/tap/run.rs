@@ -7,12 +7,12 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 use firmtime_jack::DummyServer;
+use firmtime_lab::explain::{LoopThread, LoopWatch};
 use firmtime_midi::jack::SynthOptions;
 use firmtime_midi::{MidiBackend, PortIndex};
 use firmtime_rt::setup::{self, RtConditions, RtRequest};
 use firmtime_rt::system::Provenance;
 use firmtime_tap::audio;
-use firmtime_lab::explain::{LoopThread, LoopWatch};
 use firmtime_tap::engine::{EndReason, Engine, EngineOptions, TrialOutcome};
 use firmtime_tap::late::{self, BackendTiming, LateReport};
 use firmtime_tap::replay::{self, ReplaySource};
@@ -442,12 +442,7 @@ fn session(a: RunArgs) -> anyhow::Result<Outcome> {
             .run(opened.backend.as_mut(), &sigint::INTERRUPTED)
             .map_err(|e| anyhow::anyhow!("trial {trial}: {e}"))?;
         provenance.finish();
-        let late = late_report(
-            engine,
-            &outcome,
-            &opened.timing,
-            watch.map(|w| (w, thread)),
-        );
+        let late = late_report(engine, &outcome, &opened.timing, watch.map(|w| (w, thread)));
         let meta = TrialMeta {
             subject: a.subject.clone(),
             session: a.session,

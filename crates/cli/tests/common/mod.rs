@@ -5,9 +5,9 @@
 // Each test binary uses only some of these.
 #![allow(dead_code)]
 
+use firmtime_jack::{program_on_path, TestServer};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use firmtime_jack::{program_on_path, TestServer};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -368,4 +368,3 @@ pub fn firmtime_on(srv: &TestServer, args: &[&str]) -> std::process::Output {
         .output()
         .expect("run firmtime")
 }
-

@@ -222,6 +222,14 @@ impl Session {
         let drainer = std::thread::Builder::new()
             .name("ft-explain-drain".into())
             .spawn(move || {
+                // A thread inherits its creator's policy and CPUs: started
+                // from a pinned real-time loop (tap run's engine), the
+                // drainer would compete with that loop on its CPU.
+                let _ =
+                    firmtime_rt::sched::set_current_thread(&firmtime_rt::sched::Policy::Other {
+                        nice: 0,
+                    });
+                let _ = firmtime_rt::sched::set_affinity(&c2);
                 let mut k = Keeper::new(PENDING_EVENTS, cap, KEEP_NS);
                 let kc = std::cell::RefCell::new(&mut k);
                 let c = tracefs::drain_with(
