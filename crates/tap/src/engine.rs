@@ -39,8 +39,10 @@
 //!
 //! [`Engine::new`] allocates and touches every buffer: the event storage
 //! (capacity from [`EngineOptions::event_capacity`], events beyond it are
-//! counted in [`TrialOutcome::events_dropped`]), the input batch and the
-//! diagnostic's samples. [`Engine::run`] is **RT-safe.**: it never
+//! counted in [`TrialOutcome::events_dropped`]) and beside it the record of
+//! how each output was handed over ([`crate::late::Handover`]), the input
+//! batch and the diagnostic's samples; the notes of the loop's wake-ups
+//! ([`Engine::set_notes`]) are allocated by their maker before the trial. [`Engine::run`] is **RT-safe.**: it never
 //! allocates, locks, prints, or blocks except in [`MidiBackend::wait`]; test
 //! builds check it with `assert_no_alloc`. Converting and writing the
 //! events ([`Engine::data_events`]) runs after the trial.

@@ -9,6 +9,8 @@
 //!   triggers, end, FTAP's scheduling diagnostic); [`session`]: trial
 //!   lists, seeded order, trial files; [`replay`]: play a trial back.
 //! - [`audio`]: what the JACK synth renders for audio output and masking.
+//! - [`late`]: why an output was late, seen from the engine (the causes in
+//!   each trial's self-checks).
 //! - [`analysis`]: inter-tap intervals, asynchronies, missing/double taps,
 //!   drift and the Wing–Kristofferson decomposition.
 //!
