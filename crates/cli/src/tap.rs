@@ -38,6 +38,12 @@ enum TapCommand {
     /// Each trial is written when it ends (CSV + JSON sidecar, atomically):
     /// a crash or kill loses only the running trial; Ctrl-C ends the running
     /// trial, keeps it flagged incomplete, and stops the session.
+    ///
+    /// Each late output gets a cause in the trial's self-checks and on a
+    /// line after the trial's: the setup (a feedback delay under the
+    /// backend's minimum, an output due at once), the engine woken late
+    /// (named, where tracefs is usable — root —: a task, an interrupt, the
+    /// VM…) or the backend side (a late JACK cycle). See docs/TAP.md §5.
     Run(RunArgs),
     /// Play a recorded trial back through a MIDI backend (FTAP's playftap).
     Replay(ReplayArgs),

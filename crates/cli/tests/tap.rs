@@ -126,6 +126,17 @@ fn run_args<'a>(exp: &'a str, out: &'a str, session: &'a str, trials: &'a str) -
 }
 
 #[test]
+fn run_refuses_a_cpu_that_is_not_online_before_opening_anything() {
+    let d = tmpdir("run-cpu");
+    let exp = d.join("short.toml");
+    std::fs::write(&exp, SHORT_TRIAL).unwrap();
+    let mut a = run_args(exp.to_str().unwrap(), d.to_str().unwrap(), "1", "1");
+    a.extend(["--cpu", "4096"]);
+    common::assert_usage_error(&a, &["--cpu 4096: not an online CPU; online CPUs are "]);
+    assert!(!d.join("K9-s01-t001.csv").exists(), "no trial run");
+}
+
+#[test]
 fn run_writes_each_trial_and_refuses_to_overwrite_a_session() {
     let d = tmpdir("run");
     let exp = d.join("short.toml");

@@ -116,9 +116,6 @@ pub struct RunArgs {
     /// Pin the engine's loop to this CPU (default: not pinned).
     #[arg(long, value_name = "N")]
     cpu: Option<usize>,
-    /// Each trial's late outputs get a cause in its self-checks (setup,
-    /// engine or backend side); where tracefs is usable (root) a late
-    /// wake-up of the engine is named too (a task, an interrupt, the VM…).
     #[command(flatten)]
     explain: args::ExplainArgs,
     #[command(flatten)]
@@ -332,6 +329,7 @@ fn late_report(
 /// The session of `firmtime tap run`, on the engine's thread.
 fn session(a: RunArgs) -> anyhow::Result<Outcome> {
     session::check_subject(&a.subject).map_err(|e| UsageError(e.to_string()))?;
+    let pin = a.cpu.map(args::pin_to).transpose()?;
     let mut exps = Vec::new();
     for p in &a.experiments {
         let text =
@@ -383,9 +381,7 @@ fn session(a: RunArgs) -> anyhow::Result<Outcome> {
         engines.push(Engine::new(e, o)?);
     }
     let mut request = rt_request(&a.open, a.open.priority, true);
-    if let Some(c) = a.cpu {
-        request.cpus = Some(args::pin_to(c)?);
-    }
+    request.cpus = pin;
     let rt = setup::apply(&request)
         .context("real-time setup of the engine thread (or run with --no-rt)")?;
     let thread = LoopThread {
