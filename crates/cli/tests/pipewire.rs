@@ -14,7 +14,7 @@
 
 mod common;
 
-use common::{assert_ok, firmtime_on, midiseq, midiseq_installed, read_json, TestDir};
+use common::{assert_ok, firmtime_on, midiseq, midiseq_installed, read_json, tap_run_on, TestDir};
 use firmtime_jack::{ServerKind, TestServer};
 use std::sync::Mutex;
 
@@ -189,27 +189,7 @@ fn tap_run(kind: ServerKind) {
     let dir = TestDir::new(&format!("pw-tap-{}", kind.label()));
     let exp = dir.0.join("daf.toml");
     std::fs::write(&exp, DAF).unwrap();
-    let out = firmtime_on(
-        &srv,
-        &[
-            "tap",
-            "run",
-            exp.to_str().unwrap(),
-            "--subject",
-            "PW",
-            "--session",
-            "1",
-            "--no-prompt",
-            "--out",
-            dir.0.to_str().unwrap(),
-            "--backend",
-            "jack",
-            "--jack-server",
-            srv.name(),
-            "--connect",
-            "tapper:out",
-        ],
-    );
+    let out = tap_run_on(&srv, &exp, "PW", &dir.0, &[]);
     assert_ok(&out);
     let stem = dir.0.join("PW-s01-t001");
     let csv = std::fs::read_to_string(stem.with_extension("csv")).unwrap();

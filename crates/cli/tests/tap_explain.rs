@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{assert_ok, firmtime_on, is_root, midiseq, midiseq_installed, read_json, text};
+use common::{assert_ok, is_root, midiseq, midiseq_installed, read_json, tap_run_on, text};
 use common::{with_fifo_hog, TestDir};
 use firmtime_jack::{ServerKind, TestServer};
 use serde_json::Value;
@@ -59,29 +59,11 @@ fn trial(
         .replace("DELAY", &delay_ms.to_string())
         .replace("BEATS", &beats.to_string());
     std::fs::write(&exp, toml).unwrap();
-    let mut args = vec![
-        "tap",
-        "run",
-        exp.to_str().unwrap(),
-        "--subject",
-        "X",
-        "--session",
-        "1",
-        "--no-prompt",
-        "--out",
-        dir.0.to_str().unwrap(),
-        "--backend",
-        "jack",
-        "--jack-server",
-        srv.name(),
-        "--connect",
-        "tapper:out",
-    ];
+    let mut args = extra.to_vec();
     if !is_root() {
         args.push("--no-rt");
     }
-    args.extend_from_slice(extra);
-    let out = firmtime_on(&srv, &args);
+    let out = tap_run_on(&srv, &exp, "X", &dir.0, &args);
     assert_ok(&out);
     let side = read_json(&dir.0.join("X-s01-t001.json"));
     let stderr = text(&out.stderr);

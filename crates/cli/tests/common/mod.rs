@@ -368,3 +368,35 @@ pub fn firmtime_on(srv: &TestServer, args: &[&str]) -> std::process::Output {
         .output()
         .expect("run firmtime")
 }
+
+/// `firmtime tap run EXP` as a client of `srv`: subject `subject`, session
+/// 1, no prompt, files in `out`, JACK input from `tapper:out`; `extra`
+/// appended.
+pub fn tap_run_on(
+    srv: &TestServer,
+    exp: &Path,
+    subject: &str,
+    out: &Path,
+    extra: &[&str],
+) -> std::process::Output {
+    let mut args = vec![
+        "tap",
+        "run",
+        exp.to_str().unwrap(),
+        "--subject",
+        subject,
+        "--session",
+        "1",
+        "--no-prompt",
+        "--out",
+        out.to_str().unwrap(),
+        "--backend",
+        "jack",
+        "--jack-server",
+        srv.name(),
+        "--connect",
+        "tapper:out",
+    ];
+    args.extend_from_slice(extra);
+    firmtime_on(srv, &args)
+}

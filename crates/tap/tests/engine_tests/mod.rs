@@ -151,10 +151,22 @@ fn stopped_by_xruns(outcome: &TrialOutcome, tapper_xruns: u64) -> bool {
 /// starting `lead` frames after it starts; `None` when xruns lost taps and
 /// the trial could not end ([`stopped_by_xruns`]).
 fn run_trial(srv: &TestServer, e: &Experiment, taps: Vec<Tap>, lead: u64) -> Option<Run> {
+    run_noted(srv, e, taps, lead, Notes::new(0))
+}
+
+/// [`run_trial`], the engine noting its wake-ups into `notes`.
+fn run_noted(
+    srv: &TestServer,
+    e: &Experiment,
+    taps: Vec<Tap>,
+    lead: u64,
+    notes: Notes,
+) -> Option<Run> {
     let mut jo = JackOptions::new("ft-engine");
     jo.server_name = Some(srv.name().to_string());
     let mut backend = JackBackend::open(jo).expect("engine client opens");
     let mut engine = Engine::new(e, EngineOptions::for_experiment(e, 5)).unwrap();
+    engine.set_notes(notes);
     let mut to = TapperOptions::new("ft-tapper");
     to.server_name = Some(srv.name().to_string());
     to.connect_to = vec![backend.input_port_names()[0].clone()];
@@ -449,27 +461,11 @@ fn immediate_feedback_is_late_and_each_late_output_is_named_delay_too_short() {
     };
     engine_rt();
     let e = Experiment::from_toml(IMMEDIATE).unwrap();
-    let mut jo = JackOptions::new("ft-engine");
-    jo.server_name = Some(srv.name().to_string());
-    let mut backend = JackBackend::open(jo).expect("engine client opens");
-    let mut engine = Engine::new(&e, EngineOptions::for_experiment(&e, 5)).unwrap();
     // The loop notes its wake-ups (under assert-rt: without allocating).
-    engine.set_notes(Notes::new(64));
-    let mut to = TapperOptions::new("ft-tapper");
-    to.server_name = Some(srv.name().to_string());
-    to.connect_to = vec![backend.input_port_names()[0].clone()];
-    to.lead_frames = 24_000;
-    let taps = tap_schedule(20, 4800);
-    let limit = trial_limit(24_000 + 20 * 4800);
-    let tapper = Tapper::start(to, taps).expect("tapper starts");
-    let outcome = run_engine(&mut engine, &mut backend, limit);
-    let report = tapper
-        .finish(Duration::from_secs(10))
-        .expect("tapper finishes");
-    drop(backend);
-    if stopped_by_xruns(&outcome, report.xruns + report.frame_gaps) {
+    let Some(mut r) = run_noted(&srv, &e, tap_schedule(20, 4800), 24_000, Notes::new(64)) else {
         return;
-    }
+    };
+    let (engine, outcome) = (&mut r.engine, &r.outcome);
     let notes = engine.take_notes();
     assert!(
         notes.enabled() && !notes.sorted().is_empty(),
