@@ -378,12 +378,12 @@ const LOOP_COMM: &str = "ft-net-bench";
 /// they come from `r`). A trace that fails leaves `r` as it was.
 fn explain_late(r: &mut BenchReport, w: explain::LoopWatch, thread: LoopThread, notes: &Notes) {
     // Explain exactly the wake-ups that made periods late (and the 10 worst).
-    let wakes: Vec<i64> = r.master_wakes().map(|(_, l)| l).collect();
     let thread = LoopThread {
         missed: r.missed,
         ..thread
     };
-    let Some(e) = args::explain_loop(w, thread, notes, wakes.into_iter()) else {
+    let wakes = r.master_wakes().map(|(_, l)| l);
+    let Some(e) = args::explain_loop(w, thread, notes, wakes) else {
         return;
     };
     r.explain_late(Some(&|pass| e.traced(pass)));

@@ -42,7 +42,8 @@
 //! counted in [`TrialOutcome::events_dropped`]) and beside it the record of
 //! how each output was handed over ([`crate::late::Handover`]), the input
 //! batch and the diagnostic's samples; the notes of the loop's wake-ups
-//! ([`Engine::set_notes`]) are allocated by their maker before the trial. [`Engine::run`] is **RT-safe.**: it never
+//! ([`Engine::set_notes`]) are allocated by their maker before the trial.
+//! [`Engine::run`] is **RT-safe.**: it never
 //! allocates, locks, prints, or blocks except in [`MidiBackend::wait`]; test
 //! builds check it with `assert_no_alloc`. Converting and writing the
 //! events ([`Engine::data_events`]) runs after the trial.
@@ -467,12 +468,6 @@ impl Engine {
     /// until [`Engine::set_notes`].
     pub fn take_notes(&mut self) -> Notes {
         std::mem::replace(&mut self.notes, Notes::new(0))
-    }
-
-    /// How each event of the last trial was handed over, index for index
-    /// with [`Engine::events`] (default for events that are not outputs).
-    pub fn handovers(&self) -> &[Handover] {
-        &self.handed
     }
 
     /// The outputs of the last trial later than its threshold, with how
