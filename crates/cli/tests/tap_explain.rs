@@ -139,6 +139,13 @@ fn immediate_feedback_is_named_as_a_delay_under_jacks_minimum() {
         }
     }
     assert_eq!(u(&sc["late_explained"]), late, "{sc:#}");
+    // Said before the session too.
+    assert!(
+        stderr.contains(
+            "explain.toml: [feedback] delay can be 0 µs, under the backend's minimum 10.67 ms"
+        ),
+        "{stderr}"
+    );
     assert!(sc["late_trace"].is_null(), "--no-explain: {sc:#}");
     let line = stderr
         .lines()

@@ -249,6 +249,42 @@ pub fn engine_wakes<'a>(
         .map(|o| (o.handover.pass, o.handover.wake_late_ns() as i64))
 }
 
+/// What to say before a session about `e` on a backend with timing `t`:
+/// one line per feedback channel whose delay can be shorter than the
+/// backend's minimum, as the trial starts or as a trigger sets it (its
+/// answers will be late: `delay_too_short`).
+pub fn delay_warnings(e: &crate::Experiment, t: &BackendTiming) -> Vec<String> {
+    use crate::params::{Delay, Setting};
+    let mut out = Vec::new();
+    let mut check = |voice: usize, d: &Delay, when: &str| {
+        let min_ns = d.min_us() * 1000;
+        if min_ns < t.min_feedback_ns {
+            let table = if voice == 0 { "feedback" } else { "feedback2" };
+            out.push(format!(
+                "[{table}] delay{when} can be {}, under the backend's minimum {} ({}): \
+                 those answers will be late by up to a period (delay_too_short)",
+                fmt_late(min_ns),
+                fmt_late(t.min_feedback_ns),
+                t.what
+            ));
+        }
+    };
+    let p = e.params();
+    for (v, fb) in p.feedback.iter().enumerate() {
+        if fb.on {
+            check(v, &fb.delay, "");
+        }
+    }
+    for trig in &e.triggers {
+        for s in trig.settings.as_slice() {
+            if let Setting::FeedbackDelay(voice, d) = s {
+                check(voice.index(), d, &format!(" set by trigger {}", trig.id));
+            }
+        }
+    }
+    out
+}
+
 struct One {
     side: Side,
     category: String,
@@ -563,6 +599,29 @@ mod tests {
         let mut m = o;
         m.handover.handed_ns = 52 * MS;
         assert_eq!(classify(&m, &raw), Class::Unknown);
+    }
+
+    #[test]
+    fn a_delay_under_the_minimum_is_said_before_the_session() {
+        let e = crate::Experiment::from_toml(
+            "[end]\nkeystrokes = 10\n[feedback]\ndelay = { mode = \"fixed\", ms = 5 }\n\
+             [[trigger]]\nkeystroke = 3\nset.feedback.delay = { mode = \"uniform\", min_ms = 20, max_ms = 40 }\n\
+             [[trigger]]\nkeystroke = 6\nset.feedback.delay = { mode = \"list\", ms = [30, 2] }\n",
+        )
+        .unwrap();
+        let w = delay_warnings(&e, &jack());
+        assert_eq!(w.len(), 2, "{w:#?}");
+        assert!(
+            w[0].starts_with("[feedback] delay can be 5.00 ms, under the backend's minimum 10.67 ms (JACK, 256 frames at 48000 Hz)"),
+            "{}",
+            w[0]
+        );
+        assert!(
+            w[1].starts_with("[feedback] delay set by trigger 2 can be 2.00 ms"),
+            "{}",
+            w[1]
+        );
+        assert!(delay_warnings(&e, &BackendTiming::at_once("raw")).is_empty());
     }
 
     #[test]

@@ -542,6 +542,16 @@ pub enum Delay {
 }
 
 impl Delay {
+    /// The shortest delay it can give, µs.
+    pub fn min_us(&self) -> u64 {
+        match *self {
+            Delay::None => 0,
+            Delay::Fixed { ms } => ms.0,
+            Delay::List { ref ms } => ms.as_slice().iter().map(|m| m.0).min().unwrap_or(0),
+            Delay::Uniform { min_ms, .. } | Delay::Normal { min_ms, .. } => min_ms.0,
+        }
+    }
+
     /// The delay for keystroke `k` (0-based), in µs. **RT-safe.**
     pub fn sample_us(&self, k: u64, rng: &mut Rng) -> u64 {
         match *self {

@@ -368,6 +368,11 @@ fn session(a: RunArgs) -> anyhow::Result<Outcome> {
     }
     let synth = audio::session_synth(exps.iter().map(|(_, _, e)| e))?;
     let mut opened = open(&a.open, "firmtime-tap", synth)?;
+    for (path, _, e) in &exps {
+        for w in late::delay_warnings(e, &opened.timing) {
+            eprintln!("firmtime: {}: {w}", path.display());
+        }
+    }
     // One engine per experiment, allocated before any trial runs.
     let mut engines = Vec::new();
     for (_, _, e) in &exps {
