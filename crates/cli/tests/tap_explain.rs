@@ -67,10 +67,12 @@ fn trial(
     assert_ok(&out);
     let side = read_json(&dir.0.join("X-s01-t001.json"));
     let stderr = text(&out.stderr);
-    for l in stderr
-        .lines()
-        .filter(|l| l.starts_with("trial ") || l.starts_with("  late "))
-    {
+    for l in stderr.lines().filter(|l| {
+        l.starts_with("trial ")
+            || l.starts_with("  late ")
+            || l.starts_with("firmtime: what to change")
+            || l.starts_with("  - ")
+    }) {
         println!("{name}: {l}");
     }
     for c in side["self_checks"]["late_causes"].as_array().unwrap() {
@@ -233,6 +235,38 @@ fn a_fifo_hog_on_the_engines_cpu_is_named_as_the_cause_of_late_feedback() {
         stderr.contains(" engine late: task ft-hog (worst "),
         "{stderr}"
     );
+    // Doctor's advice for a task on the engine's CPU follows the session,
+    // its fixes counting the hog's late outputs, when doctor has any here.
+    let doctor = common::firmtime(&["doctor", "--json"]);
+    let doctor: Value = serde_json::from_slice(&doctor.stdout).unwrap();
+    let task_fixes: Vec<&Value> = doctor["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| {
+            ["isolcpus", "preempt_model", "sched_rt_runtime", "nohz_full"]
+                .contains(&c["id"].as_str().unwrap())
+                && c["status"] != "pass"
+                && c["fix"] != ""
+        })
+        .collect();
+    let advice: Vec<&str> = stderr
+        .lines()
+        .skip_while(|l| !l.starts_with("firmtime: what to change"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  - "))
+        .collect();
+    assert_eq!(advice.len(), task_fixes.len().min(3), "{stderr}");
+    // Each addresses the hog's late outputs at least (other named causes
+    // on that CPU may add to them).
+    for l in &advice {
+        let count = l
+            .strip_suffix(" of the late outputs the engine caused")
+            .and_then(|l| l.rsplit(" — addresses ").next())
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("no count: {l}"));
+        assert!(count >= u(&h["outputs"]), "{l}");
+    }
 
     // Without the trace the same late outputs are the engine's, not named.
     let Some((stderr, sc)) = hogged(cpu, "tap-explain-hog-untraced", "--no-explain") else {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 use firmtime_jack::DummyServer;
-use firmtime_lab::explain::{LoopThread, LoopWatch};
+use firmtime_lab::explain::{self, LoopThread, LoopWatch};
 use firmtime_midi::jack::SynthOptions;
 use firmtime_midi::{MidiBackend, PortIndex};
 use firmtime_rt::setup::{self, RtConditions, RtRequest};
@@ -397,6 +397,7 @@ fn session(a: RunArgs) -> anyhow::Result<Outcome> {
         missed: 0,
     };
     let mut explain = None;
+    let mut engine_causes = Vec::new();
     let _runaway = if a.open.no_rt {
         None
     } else {
@@ -479,13 +480,56 @@ fn session(a: RunArgs) -> anyhow::Result<Outcome> {
         if c.late_outputs > 0 {
             eprintln!("  {}", c.late_summary());
         }
+        engine_causes.extend(traced_engine_causes(&c.late_causes));
         if outcome.incomplete() {
             failed = outcome.reason == EndReason::Disconnected;
             eprintln!("firmtime: session stopped after trial {trial} (kept, flagged incomplete)");
             break;
         }
     }
+    print_advice(&engine_causes);
     Ok(if failed { Outcome::Failed } else { Outcome::Ok })
+}
+
+/// The engine-side late outputs the trace named, as the explaining trace's
+/// cause counts (for ranking doctor's advice).
+fn traced_engine_causes(causes: &[late::LateCause]) -> Vec<explain::CauseCount> {
+    causes
+        .iter()
+        .filter(|c| c.side == late::Side::Engine)
+        .filter_map(|c| {
+            let category = explain::Category::from_key(&c.category)?;
+            (category != explain::Category::Unknown).then(|| explain::CauseCount {
+                category,
+                name: c.name.clone(),
+                outliers: c.outputs,
+                missed: 0,
+                worst_ns: c.worst_ns,
+            })
+        })
+        .collect()
+}
+
+/// After a session whose engine was made late by named causes: doctor's
+/// advice that addresses them, most late outputs first.
+fn print_advice(causes: &[explain::CauseCount]) {
+    if causes.is_empty() {
+        return;
+    }
+    let causes = explain::advice::merge(&[causes]);
+    let doctor = firmtime_lab::doctor::run_with(Duration::from_millis(250));
+    let lines: Vec<String> =
+        explain::advice::lines(&doctor, &causes, "the late outputs the engine caused")
+            .into_iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(l, _)| l)
+            .collect();
+    if !lines.is_empty() {
+        eprintln!("firmtime: what to change (firmtime doctor), for the engine's late wake-ups:");
+        for l in lines.iter().take(3) {
+            eprintln!("  - {l}");
+        }
+    }
 }
 
 /// The experiment a trial ran, from its JSON sidecar (`None`, with a note,

@@ -8,7 +8,7 @@
 //! among checks of equal weight. Pure code.
 
 use super::{Category, CauseCount};
-use crate::doctor::Check;
+use crate::doctor::{Check, Report, Status};
 
 /// The doctor check ids whose fixes address outliers of `cat`.
 pub fn checks_for(cat: Category) -> &'static [&'static str] {
@@ -64,4 +64,74 @@ pub fn merge(runs: &[&[CauseCount]]) -> Vec<CauseCount> {
     }
     v.sort_by_key(|k| std::cmp::Reverse(k.outliers));
     v
+}
+
+/// Doctor's advice (warnings and failures with a fix) as lines ranked by
+/// `causes` (as [`rank`]): `title (value): fix — addresses N of {what}`,
+/// with the count N each line's fix addresses (the suffix only when N > 0).
+pub fn lines(doctor: &Report, causes: &[CauseCount], what: &str) -> Vec<(String, u64)> {
+    let checks: Vec<&Check> = doctor
+        .checks
+        .iter()
+        .filter(|c| matches!(c.status, Status::Fail | Status::Warn) && !c.fix.is_empty())
+        .collect();
+    rank(&checks, causes)
+        .into_iter()
+        .map(|(c, n)| {
+            let why = if n > 0 {
+                format!(" — addresses {n} of {what}")
+            } else {
+                String::new()
+            };
+            (format!("{} ({}): {}{why}", c.title, c.value, c.fix), n)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_rank_the_fixes_by_the_outliers_they_address_and_say_how_many() {
+        let check = |id: &str, status: Status, fix: &str| Check {
+            id: id.into(),
+            title: id.into(),
+            status,
+            value: "v".into(),
+            fix: fix.into(),
+        };
+        let doctor = Report {
+            checks: vec![
+                check("cpu_governor", Status::Warn, "set performance"),
+                check("memlock_limit", Status::Warn, "raise memlock"),
+                check("isolcpus", Status::Warn, "isolate a CPU"),
+                check("preempt_model", Status::Pass, ""),
+            ],
+            system: firmtime_rt::system::SystemInfo::collect(),
+        };
+        let cause = |category, outliers| CauseCount {
+            category,
+            name: String::new(),
+            outliers,
+            missed: 0,
+            worst_ns: 0,
+        };
+        let causes = [cause(Category::SelfThread, 2), cause(Category::Task, 5)];
+        let l = lines(&doctor, &causes, "the late outputs");
+        assert_eq!(
+            l,
+            [
+                (
+                    "isolcpus (v): isolate a CPU — addresses 5 of the late outputs".to_string(),
+                    5
+                ),
+                (
+                    "memlock_limit (v): raise memlock — addresses 2 of the late outputs".into(),
+                    2
+                ),
+                ("cpu_governor (v): set performance".into(), 0),
+            ]
+        );
+    }
 }

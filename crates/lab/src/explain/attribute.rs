@@ -72,6 +72,23 @@ impl Category {
         }
     }
 
+    /// The category whose [`Category::key`] is `key`.
+    pub fn from_key(key: &str) -> Option<Category> {
+        [
+            Category::Vm,
+            Category::Irq,
+            Category::Softirq,
+            Category::Task,
+            Category::SelfThread,
+            Category::IdleExit,
+            Category::IrqsOff,
+            Category::Slack,
+            Category::Unknown,
+        ]
+        .into_iter()
+        .find(|c| c.key() == key)
+    }
+
     /// In plain words.
     pub fn words(self) -> &'static str {
         match self {

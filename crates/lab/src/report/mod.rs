@@ -179,16 +179,6 @@ pub fn verdict(
         ),
         (None, _) => "Undetermined: no real-time condition could be measured (see the skipped reasons).".into(),
     };
-    let checks: Vec<&crate::doctor::Check> = doctor
-        .checks
-        .iter()
-        .filter(|c| {
-            matches!(
-                c.status,
-                crate::doctor::Status::Fail | crate::doctor::Status::Warn
-            ) && !c.fix.is_empty()
-        })
-        .collect();
     // Ranked by the outliers each fix addresses, when the runs were explained.
     let explained: Vec<&[crate::explain::CauseCount]> = [rt, other]
         .into_iter()
@@ -196,16 +186,9 @@ pub fn verdict(
         .filter_map(|r| r.result.explain.as_ref().map(|e| e.by_cause.as_slice()))
         .collect();
     let causes = crate::explain::advice::merge(&explained);
-    let advice = crate::explain::advice::rank(&checks, &causes)
+    let advice = crate::explain::advice::lines(doctor, &causes, "this run's explained outliers")
         .into_iter()
-        .map(|(c, n)| {
-            let why = if n > 0 {
-                format!(" — addresses {n} of this run's explained outliers")
-            } else {
-                String::new()
-            };
-            format!("{} ({}): {}{why}", c.title, c.value, c.fix)
-        })
+        .map(|(line, _)| line)
         .collect();
     Verdict {
         headline,
