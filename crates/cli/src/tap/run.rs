@@ -269,12 +269,15 @@ fn prompt(text: &str) -> bool {
 
 /// The engine thread's name, which the explaining trace follows.
 const ENGINE_COMM: &str = "ft-tap-engine";
+/// Its name while the backend opens: the threads libjack starts then
+/// inherit it, so that a trace tells them from the engine.
+const OPENING_COMM: &str = "ft-tap-jack";
 
 /// Runs `firmtime tap run`: the session runs on a thread of its own, named
 /// so that the explaining trace can follow the engine's loop.
 pub fn run(a: RunArgs) -> anyhow::Result<Outcome> {
     std::thread::Builder::new()
-        .name(ENGINE_COMM.into())
+        .name(OPENING_COMM.into())
         .spawn(move || session(a))
         .context("starting the engine's thread")?
         .join()
@@ -368,6 +371,8 @@ fn session(a: RunArgs) -> anyhow::Result<Outcome> {
     }
     let synth = audio::session_synth(exps.iter().map(|(_, _, e)| e))?;
     let mut opened = open(&a.open, "firmtime-tap", synth)?;
+    firmtime_rt::sched::set_current_thread_name(ENGINE_COMM)
+        .context("naming the engine's thread")?;
     for (path, _, e) in &exps {
         for w in late::delay_warnings(e, &opened.timing) {
             eprintln!("firmtime: {}: {w}", path.display());
