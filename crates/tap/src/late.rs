@@ -187,7 +187,7 @@ pub fn classify(o: &LateOutput, t: &BackendTiming) -> Class {
         return Class::Backend;
     }
     let wake_late = h.wake_late_ns();
-    if wake_late > ON_TIME_NS && in_time(h.handed_ns - wake_late) {
+    if wake_late > ON_TIME_NS && in_time(h.handed_ns.saturating_sub(wake_late)) {
         return Class::EngineWokeLate;
     }
     match h.input_ns {
