@@ -72,21 +72,22 @@ impl Category {
         }
     }
 
+    /// Every category.
+    pub const ALL: [Category; 9] = [
+        Category::Vm,
+        Category::Irq,
+        Category::Softirq,
+        Category::Task,
+        Category::SelfThread,
+        Category::IdleExit,
+        Category::IrqsOff,
+        Category::Slack,
+        Category::Unknown,
+    ];
+
     /// The category whose [`Category::key`] is `key`.
     pub fn from_key(key: &str) -> Option<Category> {
-        [
-            Category::Vm,
-            Category::Irq,
-            Category::Softirq,
-            Category::Task,
-            Category::SelfThread,
-            Category::IdleExit,
-            Category::IrqsOff,
-            Category::Slack,
-            Category::Unknown,
-        ]
-        .into_iter()
-        .find(|c| c.key() == key)
+        Category::ALL.into_iter().find(|c| c.key() == key)
     }
 
     /// In plain words.

@@ -203,17 +203,7 @@ fn a_wake_up_outside_the_trace_is_unknown_never_hidden() {
 
 #[test]
 fn each_category_key_is_its_json_name_and_names_it_back() {
-    for c in [
-        Category::Vm,
-        Category::Irq,
-        Category::Softirq,
-        Category::Task,
-        Category::SelfThread,
-        Category::IdleExit,
-        Category::IrqsOff,
-        Category::Slack,
-        Category::Unknown,
-    ] {
+    for c in Category::ALL {
         assert_eq!(serde_json::to_value(c).unwrap(), c.key(), "{c:?}");
         assert_eq!(Category::from_key(c.key()), Some(c));
     }
