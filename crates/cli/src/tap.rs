@@ -143,6 +143,35 @@ fn fmt_ms(v: Option<f64>) -> String {
     v.map_or_else(|| "-".into(), |x| format!("{:.1}", x / 1000.0))
 }
 
+/// What the sidecar beside a trial's CSV says is wrong with the trial, in
+/// one line (`self-checks: …`); `None` without a readable sidecar or when
+/// every self-check is clean.
+fn self_check_note(csv: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(csv.with_extension("json")).ok()?;
+    let side: data::Sidecar = serde_json::from_str(&text).ok()?;
+    let c = &side.self_checks;
+    let mut parts = Vec::new();
+    if side.incomplete {
+        parts.push("incomplete (interrupted)".to_string());
+    }
+    if c.input_overruns + c.events_dropped > 0 {
+        parts.push(format!(
+            "{} input overruns and {} events dropped: taps may be missing",
+            c.input_overruns, c.events_dropped
+        ));
+    }
+    if c.xruns + c.frame_gaps > 0 {
+        parts.push(format!(
+            "{} xruns, {} dropped cycles",
+            c.xruns, c.frame_gaps
+        ));
+    }
+    if c.late_outputs > 0 {
+        parts.push(c.late_summary());
+    }
+    (!parts.is_empty()).then(|| format!("self-checks: {}", parts.join("; ")))
+}
+
 fn analyze(a: AnalyzeArgs) -> anyhow::Result<Outcome> {
     if !(a.debounce_ms >= 0.0 && a.debounce_ms.is_finite()) {
         return Err(UsageError(format!(
@@ -168,6 +197,9 @@ fn analyze(a: AnalyzeArgs) -> anyhow::Result<Outcome> {
             .with_context(|| format!("cannot read {}", path.display()))?;
         let events =
             data::read_csv(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        if let Some(note) = self_check_note(path) {
+            eprintln!("{}: {note}", trial_name(path));
+        }
         results.push((trial_name(path), analysis::analyze(&events, &cfg)));
     }
     println!(

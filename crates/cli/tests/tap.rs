@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{assert_exit, assert_ok, firmtime, EXE};
+use common::{assert_exit, assert_ok, firmtime, text, EXE};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -102,6 +102,46 @@ fn analyze_writes_summary_and_tap_files() {
 
     let out = analyze_small_trial(&["--gap-factor", "0.5"]);
     assert_eq!(out.status.code(), Some(2), "usage error");
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn analyze_says_what_a_trials_self_checks_flag() {
+    let d = tmpdir("analyze-checks");
+    let exp = d.join("short.toml");
+    std::fs::write(&exp, SHORT_TRIAL).unwrap();
+    let (e, o) = (exp.to_str().unwrap(), d.to_str().unwrap());
+    assert_ok(&firmtime(&run_args(e, o, "1", "1x2")));
+    // Trial 2's sidecar as a trial with late outputs and xruns would have it.
+    let side = d.join("K9-s01-t002.json");
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&side).unwrap()).unwrap();
+    let sc = &mut v["self_checks"];
+    sc["late_outputs"] = 3.into();
+    sc["xruns"] = 1.into();
+    sc["late_explained"] = 3.into();
+    sc["late_causes"] = serde_json::json!([{
+        "side": "setup", "category": "delay_too_short", "name": "",
+        "cause": "feedback delay shorter than the backend's minimum",
+        "outputs": 3, "worst_ns": 5_330_000, "detail": "…"
+    }]);
+    std::fs::write(&side, v.to_string()).unwrap();
+    let t1 = d.join("K9-s01-t001.csv");
+    let t2 = d.join("K9-s01-t002.csv");
+    let out = firmtime(&["tap", "analyze", t1.to_str().unwrap(), t2.to_str().unwrap()]);
+    let stderr = text(&out.stderr);
+    assert_ok(&out);
+    assert!(
+        !stderr.contains("K9-s01-t001:"),
+        "trial 1 is clean: {stderr}"
+    );
+    assert!(
+        stderr.contains(
+            "K9-s01-t002: self-checks: 1 xruns, 0 dropped cycles; late 3 (> 1000 µs): 3 \
+             feedback delay shorter than the backend's minimum (worst 5.33 ms); 3 of 3 have a cause"
+        ),
+        "{stderr}"
+    );
     std::fs::remove_dir_all(&d).unwrap();
 }
 

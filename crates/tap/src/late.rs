@@ -486,7 +486,8 @@ pub fn report(
 /// with the next cycle (worst 5.06 ms); 76 of 76 have a cause`.
 pub fn summary(causes: &[LateCause], late: u64, threshold_us: u64, explained: u64) -> String {
     let mut s = format!("late {late} (> {threshold_us} µs)");
-    if late == 0 {
+    if late == 0 || causes.is_empty() {
+        // None late, or a sidecar from before the causes were recorded.
         return s;
     }
     let parts: Vec<String> = causes
@@ -680,5 +681,6 @@ mod tests {
             .unwrap();
         assert_eq!(n.outputs, 2);
         assert_eq!(summary(&[], 0, 1000, 0), "late 0 (> 1000 µs)");
+        assert_eq!(summary(&[], 7, 1000, 0), "late 7 (> 1000 µs)");
     }
 }
