@@ -49,6 +49,10 @@ enum TapCommand {
     Replay(ReplayArgs),
     /// Analyze trial CSVs: inter-tap intervals, asynchronies, missing and
     /// double taps, drift, Wing–Kristofferson clock and motor variance.
+    ///
+    /// A trial whose JSON sidecar (beside its CSV) flags a self-check gets
+    /// one line on stderr first: interrupted, lost taps, xruns, late outputs
+    /// with their causes.
     Analyze(AnalyzeArgs),
 }
 
