@@ -48,6 +48,8 @@ pub struct Config {
     /// Explain the periodic wake-up outliers from a trace where tracefs is
     /// usable (`--no-explain` turns it off; see [`crate::explain`]).
     pub explain: bool,
+    /// Trace events kept per condition (`--explain-events`).
+    pub explain_events: usize,
 }
 
 /// What `lab all` produced.
@@ -204,7 +206,10 @@ impl Step for CyclicConditions {
             let mut c = Cyclic.config(run.cfg.preset, &run.cfg.exe);
             c.policy = policy;
             c.load = load;
-            c.explain = explain.is_ok().then(crate::explain::Config::default);
+            c.explain = explain.is_ok().then(|| crate::explain::Config {
+                max_events: run.cfg.explain_events,
+                ..crate::explain::Config::default()
+            });
             let p = run.w.provenance();
             let start_time = SystemTime::now();
             match Cyclic.run(&c, progress) {

@@ -649,7 +649,8 @@ fn measure_thread(
     let mut lp = ThreadLoop::new(config.histogram_buckets)?;
     if let (Some(e), Some(f)) = (&config.explain, flags) {
         let back = explain::lookback_ns(config.interval_ns);
-        lp.notes = Notes::flagging(e.worst, f, cpu, back);
+        let top = explain::flag_top(deadlines, e.worst);
+        lp.notes = Notes::flagging(e.worst, f, cpu, back).flag_only(top, e.above_ns);
     }
     lp.cyclictest.cpu = cpu as i32;
     let interval = config.interval_ns;

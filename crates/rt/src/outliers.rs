@@ -22,14 +22,39 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// A span of one CPU's trace that is kept, CLOCK_MONOTONIC ns.
+///
+/// `[start_ns, end_ns]` is the most that may be kept (the lookback
+/// bounded); a keeper keeps less where less explains the wake-up: from the
+/// CPU's last context switch before `deadline_ns` on (firmtime-lab's
+/// `Keeper`). `latency_ns` ranks windows when room runs short: the least
+/// late go first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Window {
     /// The CPU.
     pub cpu: u16,
-    /// First instant kept.
+    /// First instant that may be kept.
     pub start_ns: u64,
     /// Last instant kept.
     pub end_ns: u64,
+    /// The (earliest) deadline inside the window: attribution starts at
+    /// the last context switch before it.
+    pub deadline_ns: u64,
+    /// How late the (latest) wake-up inside it was, ns.
+    pub latency_ns: i64,
+}
+
+impl Window {
+    /// A window of the whole span `[start_ns, end_ns]` (deadline at its
+    /// start, no latency): for tests and whole-span keeping.
+    pub fn span(cpu: u16, start_ns: u64, end_ns: u64) -> Window {
+        Window {
+            cpu,
+            start_ns,
+            end_ns,
+            deadline_ns: start_ns,
+            latency_ns: 0,
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -38,6 +63,8 @@ struct Slot {
     cpu: AtomicU64,
     start: AtomicU64,
     end: AtomicU64,
+    deadline: AtomicU64,
+    latency: AtomicU64,
 }
 
 /// A lock-free multi-producer ring of flagged windows, read by the drainer.
@@ -56,16 +83,18 @@ impl Flags {
         }
     }
 
-    /// Flags `[start_ns, end_ns]` of `cpu`. **RT-safe**: one atomic
-    /// fetch-add and four stores; a drainer that falls a whole ring behind
-    /// loses the oldest flags (counted by [`Flags::read`]).
+    /// Flags window `w`. **RT-safe**: one atomic fetch-add and six
+    /// stores; a drainer that falls a whole ring behind loses the oldest
+    /// flags (counted by [`Flags::read`]).
     #[inline]
-    pub fn push(&self, cpu: u16, start_ns: u64, end_ns: u64) {
+    pub fn push(&self, w: Window) {
         let i = self.head.fetch_add(1, Ordering::AcqRel);
         let s = &self.slots[(i % self.slots.len() as u64) as usize];
-        s.cpu.store(u64::from(cpu), Ordering::Relaxed);
-        s.start.store(start_ns, Ordering::Relaxed);
-        s.end.store(end_ns, Ordering::Relaxed);
+        s.cpu.store(u64::from(w.cpu), Ordering::Relaxed);
+        s.start.store(w.start_ns, Ordering::Relaxed);
+        s.end.store(w.end_ns, Ordering::Relaxed);
+        s.deadline.store(w.deadline_ns, Ordering::Relaxed);
+        s.latency.store(w.latency_ns as u64, Ordering::Relaxed);
         s.seq.store(i + 1, Ordering::Release);
     }
 
@@ -89,6 +118,8 @@ impl Flags {
                 cpu: s.cpu.load(Ordering::Relaxed) as u16,
                 start_ns: s.start.load(Ordering::Relaxed),
                 end_ns: s.end.load(Ordering::Relaxed),
+                deadline_ns: s.deadline.load(Ordering::Relaxed),
+                latency_ns: s.latency.load(Ordering::Relaxed) as i64,
             };
             if s.seq.load(Ordering::Acquire) != *next + 1 {
                 lost += 1; // overwritten while read
@@ -137,6 +168,15 @@ pub struct Notes {
     missing: u64,
     /// Of those, the ones pushed out of the heap.
     missing_dropped: u64,
+    /// A min-heap of the `top` largest latencies so far ([`Notes::flag_only`]):
+    /// a kept wake-up is flagged only when it enters it (or missed a
+    /// deadline, or is later than `flag_above_ns`). Empty capacity: every
+    /// kept wake-up is flagged.
+    top: Vec<i64>,
+    /// Wake-ups later than this are always flagged, ns.
+    flag_above_ns: i64,
+    /// Kept wake-ups not flagged (not among the top so far, on time).
+    unflagged: u64,
 }
 
 impl Notes {
@@ -161,14 +201,71 @@ impl Notes {
         }
     }
 
+    /// Flags only the kept wake-ups that can end up explained: those that
+    /// enter the `top` latest so far, miss a deadline, or are later than
+    /// `above_ns`. An explainer that explains each thread's worst few, its
+    /// missed deadlines and those above a threshold (its p99.9, or one
+    /// given) needs no other window; `top` = the worst few plus the number
+    /// of wake-ups above the p99.9 (a thousandth of the run). A top-K over
+    /// `n` wake-ups flags about K·(1 + ln(n/K)) of them. Allocates (call
+    /// before the loop).
+    pub fn flag_only(mut self, top: usize, above_ns: Option<u64>) -> Notes {
+        self.top = Vec::with_capacity(top.max(1));
+        self.flag_above_ns = above_ns.map_or(i64::MAX, |a| i64::try_from(a).unwrap_or(i64::MAX));
+        self
+    }
+
+    /// Kept wake-ups that were not flagged ([`Notes::flag_only`]).
+    pub fn unflagged(&self) -> u64 {
+        self.unflagged
+    }
+
+    /// Whether a kept wake-up gets a window; updates the top-K.
     #[inline]
-    fn flag(&self, n: &Note) {
+    fn worth_a_window(&mut self, n: &Note) -> bool {
+        let cap = self.top.capacity();
+        if cap == 0 {
+            return true;
+        }
+        let entered = if self.top.len() < cap {
+            self.top.push(n.latency_ns);
+            let mut i = self.top.len() - 1;
+            while i > 0 {
+                let p = (i - 1) / 2;
+                if self.top[p] <= self.top[i] {
+                    break;
+                }
+                self.top.swap(p, i);
+                i = p;
+            }
+            true
+        } else if n.latency_ns > self.top[0] {
+            self.top[0] = n.latency_ns;
+            sift_down(&mut self.top, |v| *v);
+            true
+        } else {
+            false
+        };
+        entered || n.missed > 0 || n.latency_ns > self.flag_above_ns
+    }
+
+    #[inline]
+    fn flag(&mut self, n: &Note) {
+        if self.flags.is_none() {
+            return;
+        }
+        if !self.worth_a_window(n) {
+            self.unflagged += 1;
+            return;
+        }
         if let Some(f) = &self.flags {
-            f.push(
-                n.cpu,
-                n.deadline_ns.saturating_sub(self.lookback_ns),
-                n.wake_ns + 50_000,
-            );
+            f.push(Window {
+                cpu: n.cpu,
+                start_ns: n.deadline_ns.saturating_sub(self.lookback_ns),
+                end_ns: n.wake_ns + 50_000,
+                deadline_ns: n.deadline_ns,
+                latency_ns: n.latency_ns,
+            });
         }
     }
 
@@ -218,23 +315,7 @@ impl Notes {
             }
             self.flag(&n);
             self.heap[0] = n;
-            let len = self.heap.len();
-            let mut i = 0;
-            loop {
-                let (l, r) = (2 * i + 1, 2 * i + 2);
-                let mut m = i;
-                if l < len && self.heap[l].latency_ns < self.heap[m].latency_ns {
-                    m = l;
-                }
-                if r < len && self.heap[r].latency_ns < self.heap[m].latency_ns {
-                    m = r;
-                }
-                if m == i {
-                    break;
-                }
-                self.heap.swap(i, m);
-                i = m;
-            }
+            sift_down(&mut self.heap, |n| n.latency_ns);
         } else if n.missed > 0 {
             self.missing_dropped += 1;
         }
@@ -260,6 +341,28 @@ impl Notes {
     /// Wake-ups offered that missed a deadline (kept or not).
     pub fn missing(&self) -> u64 {
         self.missing
+    }
+}
+
+/// Restores a min-heap (on `key`) whose root was replaced. **RT-safe**.
+#[inline]
+fn sift_down<T>(heap: &mut [T], key: impl Fn(&T) -> i64) {
+    let len = heap.len();
+    let mut i = 0;
+    loop {
+        let (l, r) = (2 * i + 1, 2 * i + 2);
+        let mut m = i;
+        if l < len && key(&heap[l]) < key(&heap[m]) {
+            m = l;
+        }
+        if r < len && key(&heap[r]) < key(&heap[m]) {
+            m = r;
+        }
+        if m == i {
+            break;
+        }
+        heap.swap(i, m);
+        i = m;
     }
 }
 
@@ -336,20 +439,46 @@ mod tests {
                 Window {
                     cpu: 3,
                     start_ns: 9_000,
-                    end_ns: 60_500
+                    end_ns: 60_500,
+                    deadline_ns: 10_000,
+                    latency_ns: 500,
                 },
                 Window {
                     cpu: 0,
                     start_ns: 19_000,
-                    end_ns: 70_100
+                    end_ns: 70_100,
+                    deadline_ns: 20_000,
+                    latency_ns: 100,
                 },
                 Window {
                     cpu: 1,
                     start_ns: 39_000,
-                    end_ns: 99_000
+                    end_ns: 99_000,
+                    deadline_ns: 40_000,
+                    latency_ns: 9000,
                 },
             ]
         );
+    }
+
+    #[test]
+    fn flag_only_flags_the_top_so_far_the_missed_and_those_above() {
+        let flags = Arc::new(Flags::new(64));
+        let mut n = Notes::flagging(8, Arc::clone(&flags), 0, 1000).flag_only(2, Some(5_000));
+        let lat = [100, 200, 50, 300, 150, 6_000, 120, 110];
+        let missed = [0, 0, 0, 0, 0, 0, 0, 1];
+        for (i, (&l, &m)) in lat.iter().zip(&missed).enumerate() {
+            let d = 1_000_000 * (i as u64 + 1);
+            n.offer_on(0, i as u64, d, d + l, m);
+        }
+        let mut next = 0;
+        let mut got = Vec::new();
+        flags.read(&mut next, &mut |w| got.push(w.latency_ns));
+        // 100, 200 fill the top-2; 50 and 150 are below it; 300 and 6000
+        // enter it; 120 does not; 110 missed a deadline.
+        assert_eq!(got, [100, 200, 300, 6_000, 110]);
+        assert_eq!(n.unflagged(), 3);
+        assert_eq!(n.sorted().len(), 8);
     }
 
     #[test]
@@ -365,7 +494,7 @@ mod tests {
     fn a_flag_ring_that_falls_behind_counts_what_it_lost() {
         let f = Flags::new(2);
         for i in 0..5 {
-            f.push(0, i, i + 1);
+            f.push(Window::span(0, i, i + 1));
         }
         let mut next = 0;
         let mut seen = Vec::new();

@@ -22,6 +22,11 @@ pub struct Args {
     /// explained where tracefs is usable: root).
     #[arg(long)]
     no_explain: bool,
+    /// Trace events kept around each condition's late wake-ups (about 64 bytes each, allocated
+    /// before measuring), 1000 to 50000000. When full, the windows of the least late
+    /// wake-ups are dropped first, whole.
+    #[arg(long, value_name = "N", default_value_t = 1_000_000)]
+    explain_events: usize,
 }
 
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
@@ -33,12 +38,19 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         (false, true) => Preset::Full,
         (false, false) => Preset::Default,
     };
+    firmtime_lab::explain::Config {
+        max_events: args.explain_events,
+        ..firmtime_lab::explain::Config::default()
+    }
+    .validate()
+    .map_err(|e| UsageError(e.message().to_string()))?;
     let cfg = all::Config {
         preset,
         out: args.out.clone(),
         exe: std::env::current_exe()?,
         command_line: std::env::args().collect(),
         explain: !args.no_explain,
+        explain_events: args.explain_events,
     };
     eprintln!(
         "firmtime: lab all ({}) writing into {}",

@@ -97,6 +97,11 @@ pub struct Args {
     /// With --explain: how many of each thread's worst wake-ups are noted, 1 to 100000.
     #[arg(long, value_name = "N", default_value_t = 256)]
     explain_worst: usize,
+    /// With --explain: trace events kept around late wake-ups (about 64 bytes each, allocated
+    /// before measuring), 1000 to 50000000. When full, the windows of the least late
+    /// wake-ups are dropped first, whole.
+    #[arg(long, value_name = "N", default_value_t = 1_000_000)]
+    explain_events: usize,
 }
 
 fn config(a: &Args) -> anyhow::Result<Config> {
@@ -134,6 +139,7 @@ fn config(a: &Args) -> anyhow::Result<Config> {
             firmtime_lab::explain::Config {
                 above_ns: a.explain_above.map(args::nanos),
                 worst: a.explain_worst,
+                max_events: a.explain_events,
                 ..firmtime_lab::explain::Config::default()
             }
         }),

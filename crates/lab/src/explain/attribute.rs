@@ -172,22 +172,23 @@ pub struct Timeline {
     prios: HashMap<i32, i32>,
     /// The spans the trace covers (`None`: all of it).
     windows: Option<Vec<super::Window>>,
-    full_since: Option<u64>,
+    /// Windows dropped whole for want of room.
+    evicted: Vec<super::Window>,
 }
 
 impl Timeline {
     /// Sorts `events` (a trace that covers its whole span) by CPU then
     /// time and collects comms and priorities.
     pub fn new(events: Vec<Event>) -> Timeline {
-        Self::with_windows(events, None, None)
+        Self::with_windows(events, None, Vec::new())
     }
 
     /// Like [`Timeline::new`] for a trace kept only inside `windows`
-    /// (`None`: all of it), complete only before `full_since`.
+    /// (`None`: all of it); `evicted` are the windows dropped for want of room.
     pub fn with_windows(
         mut events: Vec<Event>,
         windows: impl Into<Option<Vec<super::Window>>>,
-        full_since: Option<u64>,
+        evicted: Vec<super::Window>,
     ) -> Timeline {
         events.sort_by_key(|e| (e.cpu, e.time_ns));
         let mut comms = HashMap::new();
@@ -211,23 +212,25 @@ impl Timeline {
             comms,
             prios,
             windows: windows.into(),
-            full_since,
+            evicted,
         }
     }
 
     /// The first instant of the kept span of `cpu` that holds `[a, b]`:
     /// `Ok(0)` for a whole trace; `Err(why)` when it is not covered.
     fn span(&self, cpu: usize, a: u64, b: u64) -> std::result::Result<u64, String> {
-        if self.full_since.is_some_and(|t| t <= b) {
+        let holds = |w: &&super::Window| usize::from(w.cpu) == cpu && w.start_ns <= a && w.end_ns >= b;
+        if self.evicted.iter().any(|w| holds(&w)) {
             return Err(format!(
-                "the trace store was full by then on CPU {cpu}: raise the explain store"
+                "its window on CPU {cpu} was dropped for want of room (later wake-ups kept first; \
+                 --explain-events raises the room)"
             ));
         }
         match &self.windows {
             None => Ok(0),
             Some(ws) => ws
                 .iter()
-                .find(|w| usize::from(w.cpu) == cpu && w.start_ns <= a && w.end_ns >= b)
+                .find(holds)
                 .map(|w| w.start_ns)
                 .ok_or_else(|| {
                     format!("the trace does not cover this wake-up on CPU {cpu} (its window was not kept)")

@@ -54,6 +54,16 @@ pub use firmtime_rt::outliers::{lookback_ns, Note, Notes, TraceCoverage, TracedC
 /// The worst wake-ups of each thread always explained, whatever the threshold.
 pub const WORST_SHOWN: usize = 10;
 
+/// How many of a thread's latest wake-ups so far get a trace window
+/// ([`Notes::flag_only`]) in a run of `wakeups`: its [`WORST_SHOWN`] worst
+/// plus those that can lie above its p99.9 (a thousandth of the run), at
+/// most the `worst` noted. Missed deadlines and wake-ups above an explicit
+/// `--explain-above` are flagged besides.
+pub fn flag_top(wakeups: u64, worst: usize) -> usize {
+    let above_p999 = usize::try_from(wakeups / 1000).unwrap_or(usize::MAX);
+    (WORST_SHOWN + above_p999 + 1).min(worst.max(1))
+}
+
 /// How to explain.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
@@ -65,7 +75,8 @@ pub struct Config {
     pub worst: usize,
     /// Kernel ring buffer per CPU, KiB, default 4096.
     pub buffer_kb: u32,
-    /// Events kept around late wake-ups, default 1,000,000 (~56 MB).
+    /// Events kept around late wake-ups (`--explain-events`), default
+    /// 1,000,000 (~64 MB); when full, the least late windows go first.
     pub max_events: usize,
     /// How often the drainer empties the ring buffers, ns, default 20 ms.
     pub drain_interval_ns: u64,
@@ -96,7 +107,7 @@ impl Config {
             &crate::trace::BUFFER_KB,
             " (KiB per CPU)",
         )?;
-        check::in_range("explain store", self.max_events, &crate::trace::MAX_EVENTS)?;
+        check::in_range("--explain-events", self.max_events, &crate::trace::MAX_EVENTS)?;
         Ok(())
     }
 }
@@ -130,10 +141,10 @@ pub struct Session {
 pub struct Recorded {
     /// The trace kept (events inside the windows; the page counts).
     pub capture: Capture,
-    /// The windows kept.
+    /// The windows kept (each whole).
     pub windows: Vec<Window>,
-    /// The store was full from this time on: later windows are incomplete.
-    pub full_since: Option<u64>,
+    /// The windows dropped whole for want of room (the least late first).
+    pub evicted: Vec<Window>,
     /// Flags the drainer lost (ring overrun) plus windows it could not hold.
     pub flags_lost: u64,
     /// Events enabled.
@@ -280,8 +291,10 @@ impl Session {
             Some(Err(_)) => return Err(Error::new(ErrorKind::Io, "the explain drainer panicked")),
             None => (Capture::default(), Keeper::new(0, 0, 0)),
         };
-        capture.events = keeper.store;
         capture.dropped = keeper.dropped;
+        let (flags_lost, windows_dropped) = (keeper.flags_lost, keeper.windows_dropped);
+        let (store, windows, evicted) = keeper.into_windows();
+        capture.events = store;
         let inst = self.inst.take();
         let (lost, events_enabled, instance_removed) = match inst {
             Some(a) => {
@@ -303,9 +316,9 @@ impl Session {
             })
             .collect();
         Ok(Recorded {
-            windows: keeper.windows,
-            full_since: keeper.full_since,
-            flags_lost: keeper.flags_lost + keeper.windows_dropped,
+            windows,
+            evicted,
+            flags_lost: flags_lost + windows_dropped,
             lost: lost + capture.missed,
             capture,
             events_enabled,
@@ -479,9 +492,12 @@ pub struct Explanation {
     pub events: u64,
     /// Windows kept (overlapping ones merged).
     pub windows: u64,
+    /// Windows dropped whole for want of room in the store, the least late
+    /// first (their wake-ups are `unknown`; `--explain-events` raises the room).
+    pub windows_evicted: u64,
     /// Late wake-ups whose window was not kept (flag ring overrun).
     pub flags_lost: u64,
-    /// Events inside windows that did not fit in the store.
+    /// Events of the windows dropped for want of room.
     pub dropped: u64,
     /// Events the kernel lost.
     pub lost: u64,
@@ -524,7 +540,8 @@ pub fn this_machine() -> Machine {
 pub fn explain(rec: Recorded, targets: &[Target], machine: &Machine) -> Explanation {
     let events = rec.capture.events.len() as u64;
     let windows = rec.windows.len() as u64;
-    let tl = Timeline::with_windows(rec.capture.events, rec.windows, rec.full_since);
+    let windows_evicted = rec.evicted.len() as u64;
+    let tl = Timeline::with_windows(rec.capture.events, rec.windows, rec.evicted);
     let mut outliers = Vec::new();
     let mut threads = Vec::new();
     let mut missed = 0;
@@ -578,6 +595,7 @@ pub fn explain(rec: Recorded, targets: &[Target], machine: &Machine) -> Explanat
         events_enabled: rec.events_enabled,
         events,
         windows,
+        windows_evicted,
         flags_lost: rec.flags_lost,
         dropped: rec.capture.dropped,
         lost: rec.lost,

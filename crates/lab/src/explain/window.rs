@@ -3,12 +3,20 @@
 //! keeps the events inside them ([`Keeper`]) and lets the rest go once no
 //! late wake-up can need them.
 //!
-//! A thread flags a wake-up when it enters its worst-K notes
-//! ([`super::Notes`]): every wake-up that is finally explained was flagged
-//! when it happened, so the kept trace is bounded by the number of flags,
-//! not by the run's length.
+//! A thread flags a wake-up when it can end up explained (among its worst
+//! so far, a missed deadline, above a given threshold:
+//! [`super::Notes::flag_only`]), so the kept trace is bounded by the number
+//! of flags, not by the run's length. Each window is kept only as long as
+//! its wake-up needs: from the CPU's last context switch before the
+//! deadline (what the attribution starts from) to just after the wake-up;
+//! the flagged lookback bounds it, and only the measured threads' own page
+//! faults and wake-ups (rare: filtered in the kernel) are kept from the
+//! whole lookback. When the store is full, the windows of the least late
+//! wake-ups go first, whole, never those of later ones: a window is kept
+//! complete or not at all (counted in [`Keeper::windows_evicted`] and
+//! [`Keeper::dropped`]).
 
-use crate::trace::raw::Event;
+use crate::trace::raw::{Event, EventKind};
 pub use firmtime_rt::outliers::{Flags, Window};
 
 /// The drainer's side: pending events, kept events and the windows.
@@ -17,16 +25,26 @@ pub struct Keeper {
     pending: Vec<Event>,
     /// Events kept (inside a window).
     pub store: Vec<Event>,
+    /// The window each kept event belongs to (index into `windows`).
+    owner: Vec<u32>,
     /// Windows flagged, overlapping ones merged, in flag order.
     pub windows: Vec<Window>,
+    /// Per window: where its kept span begins (the CPU's last context
+    /// switch before its deadline, or its start).
+    from: Vec<u64>,
+    /// Per window: events kept.
+    counts: Vec<u32>,
+    /// Per window: dropped for want of room.
+    evicted: Vec<bool>,
     first_active: usize,
     next_flag: u64,
     latest_ns: u64,
     keep_ns: u64,
-    /// Events inside a window that did not fit in the store.
+    /// Events inside windows that were dropped for want of room (every
+    /// event of an evicted window).
     pub dropped: u64,
-    /// Time of the first event dropped for want of room: windows past it are incomplete.
-    pub full_since: Option<u64>,
+    /// Windows dropped whole for want of room (the least late first).
+    pub windows_evicted: u64,
     /// Flags overwritten before the drainer read them.
     pub flags_lost: u64,
     /// Windows that did not fit in the window list.
@@ -36,6 +54,12 @@ pub struct Keeper {
 /// Windows the keeper can hold.
 const MAX_WINDOWS: usize = 1 << 16;
 
+/// Kept from the whole flagged lookback, not only from the last switch:
+/// the measured threads' page faults and wake-ups (filtered in the kernel).
+fn from_lookback(kind: EventKind) -> bool {
+    matches!(kind, EventKind::PageFault | EventKind::Wakeup)
+}
+
 impl Keeper {
     /// A keeper holding up to `pending` undecided and `store` kept events;
     /// undecided events older than `keep_ns` behind the newest are let go.
@@ -43,7 +67,7 @@ impl Keeper {
         let zero = Event {
             time_ns: 0,
             cpu: 0,
-            kind: crate::trace::raw::EventKind::Switch,
+            kind: EventKind::Switch,
             pid: 0,
             prev_pid: 0,
             prev_state: 0,
@@ -56,16 +80,22 @@ impl Keeper {
         p.clear();
         let mut s = vec![zero; store.max(1)];
         s.clear();
+        let mut o = vec![0u32; store.max(1)];
+        o.clear();
         Keeper {
             pending: p,
             store: s,
+            owner: o,
             windows: Vec::with_capacity(MAX_WINDOWS),
+            from: Vec::with_capacity(MAX_WINDOWS),
+            counts: Vec::with_capacity(MAX_WINDOWS),
+            evicted: Vec::with_capacity(MAX_WINDOWS),
             first_active: 0,
             next_flag: 0,
             latest_ns: 0,
             keep_ns,
             dropped: 0,
-            full_since: None,
+            windows_evicted: 0,
             flags_lost: 0,
             windows_dropped: 0,
         }
@@ -86,46 +116,62 @@ impl Keeper {
         }
     }
 
+    /// The windows kept whole, and those dropped for want of room.
+    pub fn into_windows(self) -> (Vec<Event>, Vec<Window>, Vec<Window>) {
+        let mut kept = Vec::new();
+        let mut evicted = Vec::new();
+        for (w, &ev) in self.windows.iter().zip(&self.evicted) {
+            if ev {
+                evicted.push(*w);
+            } else {
+                kept.push(*w);
+            }
+        }
+        (self.store, kept, evicted)
+    }
+
+    /// Where the kept span of a new window on `cpu` begins: the last
+    /// context switch of that CPU in `[start, deadline)` among the pending
+    /// events, else `start`.
+    fn context_start(&self, w: &Window) -> u64 {
+        self.pending
+            .iter()
+            .filter(|e| {
+                e.cpu == w.cpu
+                    && e.kind == EventKind::Switch
+                    && e.time_ns >= w.start_ns
+                    && e.time_ns < w.deadline_ns
+            })
+            .map(|e| e.time_ns)
+            .max()
+            .unwrap_or(w.start_ns)
+    }
+
     /// Reads new flags, keeps the pending events inside windows and lets
     /// go of those older than the horizon (all undecided ones when `last`).
     pub fn settle(&mut self, flags: &Flags, last: bool) {
-        let windows = &mut self.windows;
-        let mut wd = 0;
-        self.flags_lost += flags.read(&mut self.next_flag, &mut |w| {
-            if let Some(prev) = windows
-                .iter_mut()
-                .rev()
-                .take(8)
-                .find(|p| p.cpu == w.cpu && w.start_ns <= p.end_ns && w.end_ns >= p.start_ns)
-            {
-                prev.start_ns = prev.start_ns.min(w.start_ns);
-                prev.end_ns = prev.end_ns.max(w.end_ns);
-            } else if windows.len() < windows.capacity() {
-                windows.push(w);
-            } else {
-                wd += 1;
-            }
-        });
-        self.windows_dropped += wd;
+        let mut fresh: Vec<Window> = Vec::new();
+        self.flags_lost += flags.read(&mut self.next_flag, &mut |w| fresh.push(w));
+        for w in fresh {
+            let from = self.context_start(&w);
+            self.add_window(w, from);
+        }
         let horizon = if last {
             u64::MAX
         } else {
             self.latest_ns.saturating_sub(self.keep_ns)
         };
-        let active = &self.windows[self.first_active..];
         let mut kept = 0;
         for i in 0..self.pending.len() {
             let e = self.pending[i];
-            let inside = active
-                .iter()
-                .any(|w| w.cpu == e.cpu && w.start_ns <= e.time_ns && e.time_ns <= w.end_ns);
-            if inside {
-                if self.store.len() < self.store.capacity() {
-                    self.store.push(e);
-                } else {
-                    self.dropped += 1;
-                    self.full_since = Some(self.full_since.map_or(e.time_ns, |t| t.min(e.time_ns)));
-                }
+            let inside = (self.first_active..self.windows.len()).find(|&j| {
+                let w = &self.windows[j];
+                w.cpu == e.cpu
+                    && e.time_ns <= w.end_ns
+                    && (e.time_ns >= self.from[j] || (from_lookback(e.kind) && e.time_ns >= w.start_ns))
+            });
+            if let Some(j) = inside {
+                self.keep(e, j);
             } else if e.time_ns >= horizon {
                 self.pending[kept] = e;
                 kept += 1;
@@ -138,5 +184,74 @@ impl Keeper {
         {
             self.first_active += 1;
         }
+    }
+
+    /// Adds a flagged window, merged into a recent one of its CPU it overlaps.
+    fn add_window(&mut self, w: Window, from: u64) {
+        let n = self.windows.len();
+        let recent = n.saturating_sub(8).max(self.first_active.min(n));
+        if let Some(j) = (recent..n).rev().find(|&j| {
+            let p = &self.windows[j];
+            p.cpu == w.cpu && w.start_ns <= p.end_ns && w.end_ns >= p.start_ns
+        }) {
+            let p = &mut self.windows[j];
+            p.start_ns = p.start_ns.min(w.start_ns);
+            p.end_ns = p.end_ns.max(w.end_ns);
+            p.deadline_ns = p.deadline_ns.min(w.deadline_ns);
+            p.latency_ns = p.latency_ns.max(w.latency_ns);
+            self.from[j] = self.from[j].min(from);
+        } else if n < self.windows.capacity() {
+            self.windows.push(w);
+            self.from.push(from);
+            self.counts.push(0);
+            self.evicted.push(false);
+        } else {
+            self.windows_dropped += 1;
+        }
+    }
+
+    /// Keeps `e` for window `j`, making room by dropping the least late
+    /// window when the store is full.
+    fn keep(&mut self, e: Event, j: usize) {
+        if self.evicted[j] {
+            self.dropped += 1;
+            return;
+        }
+        if self.store.len() == self.store.capacity() {
+            // The least late window holding events, this one included.
+            let victim = (0..self.windows.len())
+                .filter(|&k| self.counts[k] > 0 && !self.evicted[k])
+                .min_by_key(|&k| (self.windows[k].latency_ns, k != j));
+            let victim = match victim {
+                Some(v) if self.windows[v].latency_ns < self.windows[j].latency_ns => v,
+                _ => j,
+            };
+            self.evict(victim);
+            if victim == j {
+                self.dropped += 1;
+                return;
+            }
+        }
+        self.store.push(e);
+        self.owner.push(j as u32);
+        self.counts[j] += 1;
+    }
+
+    /// Drops window `k` whole.
+    fn evict(&mut self, k: usize) {
+        self.evicted[k] = true;
+        self.windows_evicted += 1;
+        self.dropped += u64::from(self.counts[k]);
+        self.counts[k] = 0;
+        let mut n = 0;
+        for i in 0..self.store.len() {
+            if self.owner[i] as usize != k {
+                self.store[n] = self.store[i];
+                self.owner[n] = self.owner[i];
+                n += 1;
+            }
+        }
+        self.store.truncate(n);
+        self.owner.truncate(n);
     }
 }

@@ -565,7 +565,7 @@ fn flagged_windows_keep_their_events_and_let_the_rest_go() {
         k.take(at(i * 1_000_000 + 1, 1), &flags);
         k.settle(&flags, false);
         if i == 6 {
-            flags.push(1, 4_500_000, 6_500_000);
+            flags.push(explain::Window::span(1, 4_500_000, 6_500_000));
         }
     }
     k.settle(&flags, true);
@@ -582,12 +582,84 @@ fn flagged_windows_keep_their_events_and_let_the_rest_go() {
     assert_eq!(k.flags_lost, 0);
 }
 
+/// A window flagged for a wake-up at `wake` due at `deadline` on CPU 1,
+/// with a lookback of 2 ms.
+fn flagged(deadline: u64, wake: u64) -> explain::Window {
+    explain::Window {
+        cpu: 1,
+        start_ns: deadline - 2_000_000,
+        end_ns: wake + 50_000,
+        deadline_ns: deadline,
+        latency_ns: (wake - deadline) as i64,
+    }
+}
+
+#[test]
+fn a_window_is_kept_from_the_last_switch_before_its_deadline_and_faults_from_its_lookback() {
+    use explain::{Flags, Keeper};
+    let flags = Flags::new(8);
+    let mut k = Keeper::new(1000, 1000, 100_000_000);
+    // CPU 1: a timer interrupt every 100 µs, switches at 7.2 and 9.5 ms,
+    // the measured thread's page fault at 8.0 ms; deadline 10 ms, woke 10.4 ms.
+    for i in 50..=120u64 {
+        k.take(ev(i * 100_000, EventKind::LocalTimer), &flags);
+    }
+    k.take(switch(7_200_000, 7, "a", 120, 8, 120), &flags);
+    k.take(switch(9_500_000, 8, "b", 120, 9, 120), &flags);
+    k.take(on(TID, ev(8_000_000, EventKind::PageFault)), &flags);
+    flags.push(flagged(10_000_000, 10_400_000));
+    k.settle(&flags, true);
+    let mut kept: Vec<(u64, EventKind)> = k.store.iter().map(|e| (e.time_ns, e.kind)).collect();
+    kept.sort_by_key(|k| k.0);
+    assert_eq!(kept[0], (8_000_000, EventKind::PageFault), "{kept:?}");
+    assert_eq!(kept[1], (9_500_000, EventKind::LocalTimer), "{kept:?}");
+    assert_eq!(kept[2], (9_500_000, EventKind::Switch), "{kept:?}");
+    // 9.5 .. 10.45 ms: 10 timer events, the switch and the fault.
+    assert_eq!(kept.len(), 12, "{kept:?}");
+    assert_eq!((k.dropped, k.windows_evicted), (0, 0));
+}
+
+#[test]
+fn a_full_store_drops_the_least_late_window_whole_never_a_later_one() {
+    use explain::{Flags, Keeper};
+    let flags = Flags::new(8);
+    let mut k = Keeper::new(10_000, 25, 1_000_000_000);
+    // Three windows on CPU 1, 10 events each (a switch at each deadline,
+    // then a timer every 100 µs), latencies 0.9, 0.3 and 0.6 ms; room for 25.
+    for (n, (d, late)) in [(10_000_000u64, 900_000u64), (20_000_000, 300_000), (30_000_000, 600_000)]
+        .into_iter()
+        .enumerate()
+    {
+        k.take(switch(d - 1_000, 7, "a", 120, 8, 120), &flags);
+        for i in 1..10 {
+            k.take(ev(d + i * 100_000, EventKind::LocalTimer), &flags);
+        }
+        flags.push(explain::Window {
+            end_ns: d + 950_000,
+            ..flagged(d, d + late)
+        });
+        k.settle(&flags, n == 2);
+    }
+    let (store, kept, evicted) = k.into_windows();
+    assert_eq!(store.len(), 20);
+    let lat = |w: &[explain::Window]| w.iter().map(|w| w.latency_ns).collect::<Vec<_>>();
+    assert_eq!(lat(&kept), [900_000, 600_000]);
+    assert_eq!(lat(&evicted), [300_000]);
+    // The evicted wake-up is unknown and says why; a kept one is not.
+    let tl = Timeline::with_windows(store, kept, evicted);
+    let c = attribute(&tl, &late(20_000_000, 20_300_000), &bare_metal());
+    assert_eq!(c.category, Category::Unknown);
+    assert!(c.detail.contains("--explain-events"), "{}", c.detail);
+    let c = attribute(&tl, &late(30_000_000, 30_600_000), &bare_metal());
+    assert_ne!(c.category, Category::Unknown, "{}", c.detail);
+}
+
 #[test]
 fn a_flag_ring_that_overflows_counts_what_it_lost() {
     let flags = explain::Flags::new(4);
     assert_no_alloc::assert_no_alloc(|| {
         for i in 0..10u64 {
-            flags.push(0, i, i + 1);
+            flags.push(explain::Window::span(0, i, i + 1));
         }
     });
     let mut next = 0;
