@@ -18,11 +18,19 @@
 
 use crate::trace::raw::{Event, EventKind};
 pub use firmtime_rt::outliers::{Flags, Window};
+use std::collections::VecDeque;
 
 /// The drainer's side: pending events, kept events and the windows.
+///
+/// Each event is checked once against the windows known when it arrives
+/// and once against each window flagged while it is pending, so a pass
+/// costs the new events and the new windows, not the whole pending span.
 #[derive(Debug)]
 pub struct Keeper {
-    pending: Vec<Event>,
+    /// Undecided events, oldest first (roughly: each CPU's in order).
+    pending: VecDeque<Event>,
+    /// `pending[..checked]` were checked against every window known.
+    checked: usize,
     /// Events kept (inside a window).
     pub store: Vec<Event>,
     /// The window each kept event belongs to (index into `windows`).
@@ -36,6 +44,8 @@ pub struct Keeper {
     counts: Vec<u32>,
     /// Per window: dropped for want of room.
     evicted: Vec<bool>,
+    /// Per window: the span the checked pending events were checked against.
+    checked_span: Vec<Option<Span>>,
     first_active: usize,
     next_flag: u64,
     latest_ns: u64,
@@ -60,6 +70,22 @@ fn from_lookback(kind: EventKind) -> bool {
     matches!(kind, EventKind::PageFault | EventKind::Wakeup)
 }
 
+/// What one window keeps: its CPU's events in `[from_ns, end_ns]`, and its
+/// threads' own faults and wake-ups from `start_ns`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Span {
+    cpu: u16,
+    start_ns: u64,
+    from_ns: u64,
+    end_ns: u64,
+}
+
+fn holds(s: Span, e: &Event) -> bool {
+    s.cpu == e.cpu
+        && e.time_ns <= s.end_ns
+        && (e.time_ns >= s.from_ns || (from_lookback(e.kind) && e.time_ns >= s.start_ns))
+}
+
 impl Keeper {
     /// A keeper holding up to `pending` undecided and `store` kept events;
     /// undecided events older than `keep_ns` behind the newest are let go.
@@ -76,7 +102,7 @@ impl Keeper {
             comm: [0; 16],
         };
         // Touched now, so the drainer never faults them in later.
-        let mut p = vec![zero; pending.max(1)];
+        let mut p: VecDeque<Event> = vec![zero; pending.max(1)].into();
         p.clear();
         let mut s = vec![zero; store.max(1)];
         s.clear();
@@ -84,12 +110,14 @@ impl Keeper {
         o.clear();
         Keeper {
             pending: p,
+            checked: 0,
             store: s,
             owner: o,
             windows: Vec::with_capacity(MAX_WINDOWS),
             from: Vec::with_capacity(MAX_WINDOWS),
             counts: Vec::with_capacity(MAX_WINDOWS),
             evicted: Vec::with_capacity(MAX_WINDOWS),
+            checked_span: Vec::with_capacity(MAX_WINDOWS),
             first_active: 0,
             next_flag: 0,
             latest_ns: 0,
@@ -107,13 +135,12 @@ impl Keeper {
         if self.pending.len() == self.pending.capacity() {
             self.settle(flags, false);
         }
-        if self.pending.len() < self.pending.capacity() {
-            self.pending.push(e);
-        } else {
+        if self.pending.len() == self.pending.capacity() {
             // Still full: every pending event is recent; the oldest goes.
-            self.pending.remove(0);
-            self.pending.push(e);
+            self.pending.pop_front();
+            self.checked = self.checked.saturating_sub(1);
         }
+        self.pending.push_back(e);
     }
 
     /// The windows kept whole, and those dropped for want of room.
@@ -156,33 +183,58 @@ impl Keeper {
             let from = self.context_start(&w);
             self.add_window(w, from);
         }
+        // Events already checked, against the windows flagged or widened
+        // since (what a widened window held before was kept then).
+        let changed: Vec<usize> = (self.first_active..self.windows.len())
+            .filter(|&j| self.checked_span[j] != Some(self.span(j)))
+            .collect();
+        if !changed.is_empty() {
+            for i in 0..self.checked {
+                let e = self.pending[i];
+                let j = changed.iter().copied().find(|&j| {
+                    holds(self.span(j), &e) && !self.checked_span[j].is_some_and(|s| holds(s, &e))
+                });
+                if let Some(j) = j {
+                    self.keep(e, j);
+                }
+            }
+            for j in changed {
+                self.checked_span[j] = Some(self.span(j));
+            }
+        }
+        // New events, against every active window.
+        for i in self.checked..self.pending.len() {
+            let e = self.pending[i];
+            if let Some(j) = (self.first_active..self.windows.len()).find(|&j| holds(self.span(j), &e)) {
+                self.keep(e, j);
+            }
+        }
+        self.checked = self.pending.len();
         let horizon = if last {
             u64::MAX
         } else {
             self.latest_ns.saturating_sub(self.keep_ns)
         };
-        let mut kept = 0;
-        for i in 0..self.pending.len() {
-            let e = self.pending[i];
-            let inside = (self.first_active..self.windows.len()).find(|&j| {
-                let w = &self.windows[j];
-                w.cpu == e.cpu
-                    && e.time_ns <= w.end_ns
-                    && (e.time_ns >= self.from[j] || (from_lookback(e.kind) && e.time_ns >= w.start_ns))
-            });
-            if let Some(j) = inside {
-                self.keep(e, j);
-            } else if e.time_ns >= horizon {
-                self.pending[kept] = e;
-                kept += 1;
-            }
+        while self.pending.front().is_some_and(|e| e.time_ns < horizon) {
+            self.pending.pop_front();
+            self.checked -= 1;
         }
-        self.pending.truncate(kept);
         while self.first_active < self.windows.len()
             && self.windows[self.first_active].end_ns < horizon
             && !last
         {
             self.first_active += 1;
+        }
+    }
+
+    /// What window `j` keeps now.
+    fn span(&self, j: usize) -> Span {
+        let w = &self.windows[j];
+        Span {
+            cpu: w.cpu,
+            start_ns: w.start_ns,
+            from_ns: self.from[j],
+            end_ns: w.end_ns,
         }
     }
 
@@ -205,6 +257,7 @@ impl Keeper {
             self.from.push(from);
             self.counts.push(0);
             self.evicted.push(false);
+            self.checked_span.push(None);
         } else {
             self.windows_dropped += 1;
         }
