@@ -5,7 +5,7 @@
 use firmtime_rt::sched::Policy;
 use firmtime_rt::units;
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -30,6 +30,75 @@ impl fmt::Display for UsageError {
 }
 
 impl std::error::Error for UsageError {}
+
+/// Checks, before anything is measured, that the file `path` given to
+/// `flag` can be written: `-` (stdout) always can; otherwise its directory
+/// must exist and take a new file, and `path` must not be a directory. A
+/// long run then never measures for an hour to fail at the end.
+///
+/// # Errors
+/// A [`UsageError`] naming the flag, the path and what is wrong.
+pub fn check_output_file(flag: &str, path: &Path) -> Result<(), UsageError> {
+    if path.as_os_str() == "-" {
+        return Ok(());
+    }
+    let bad = |why: String| {
+        UsageError(format!(
+            "{flag} {}: {why} (checked before measuring: nothing was measured)",
+            path.display()
+        ))
+    };
+    if path.file_name().is_none() {
+        return Err(bad("needs a file name".into()));
+    }
+    if path.is_dir() {
+        return Err(bad("is a directory; give a file name".into()));
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    if !dir.is_dir() {
+        return Err(bad(format!("directory {} does not exist", dir.display())));
+    }
+    probe_dir(&dir).map_err(|e| bad(format!("cannot write into {}: {e}", dir.display())))?;
+    if path.exists() {
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(path)
+            .map_err(|e| bad(format!("cannot be overwritten: {e}")))?;
+    }
+    Ok(())
+}
+
+/// Checks, before anything is measured, that the directory `path` given to
+/// `flag` exists or can be created, and takes new files (it is created).
+///
+/// # Errors
+/// A [`UsageError`] naming the flag, the path and what is wrong.
+pub fn check_output_dir(flag: &str, path: &Path) -> Result<(), UsageError> {
+    let bad = |why: String| {
+        UsageError(format!(
+            "{flag} {}: {why} (checked before measuring: nothing was measured)",
+            path.display()
+        ))
+    };
+    if path.exists() && !path.is_dir() {
+        return Err(bad("exists and is not a directory".into()));
+    }
+    std::fs::create_dir_all(path).map_err(|e| bad(format!("cannot be created: {e}")))?;
+    probe_dir(path).map_err(|e| bad(format!("cannot write into it: {e}")))
+}
+
+/// Creates and removes a file in `dir`.
+fn probe_dir(dir: &Path) -> std::io::Result<()> {
+    let probe = dir.join(format!(".firmtime-write-check-{}", std::process::id()));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)?;
+    std::fs::remove_file(&probe)
+}
 
 /// clap value parser for durations with units (`500us`, `1ms`, `10s`).
 pub fn duration(text: &str) -> Result<Duration, String> {

@@ -266,6 +266,34 @@ fn cyclic_rows<'r>(results: &'r [(&str, &str, cyclic::CyclicResult)]) -> Vec<Cyc
         .collect()
 }
 
+/// The verdict of a `lab all` report directory from its recorded
+/// `cyclic-*.json` files (those present, in the report's order), as `lab
+/// all` gave it when it wrote them.
+///
+/// # Errors
+/// [`ErrorKind::InvalidInput`] naming the file that cannot be read or parsed.
+pub fn verdict_of(dir: &Path, doctor: &crate::doctor::Report) -> Result<report::Verdict> {
+    let mut conditions = Vec::new();
+    for (slug, label, _, _) in cyclic_conditions() {
+        let path = dir.join(format!("cyclic-{slug}.json"));
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => {
+                return Err(Error::new(
+                    ErrorKind::InvalidInput,
+                    format!("{}: {e}", path.display()),
+                ))
+            }
+        };
+        let bad =
+            |m: String| Error::new(ErrorKind::InvalidInput, format!("{}: {m}", path.display()));
+        let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+        conditions.push(report::Condition::from_json(label, &v).map_err(bad)?);
+    }
+    Ok(report::verdict(&conditions, doctor))
+}
+
 /// Runs every measurement of `cfg.preset` and writes the report.
 ///
 /// The measurements run in the report's order: clock reads, sleeps, the
@@ -349,17 +377,12 @@ pub fn run(cfg: &Config, progress: &mut dyn Progress) -> Result<Outcome> {
         kept.tails.as_ref(),
     )));
 
-    let rows = cyclic_rows(&cyclic);
     let partial = stop_requested();
-    let rt_row = rows
+    let conditions: Vec<report::Condition> = cyclic
         .iter()
-        .find(|r| r.label.contains("FIFO") && r.label.contains("stress"))
-        .or_else(|| rows.iter().find(|r| r.label.contains("FIFO")));
-    let other_row = rows
-        .iter()
-        .find(|r| r.label.contains("OTHER") && r.label.contains("stress"))
-        .or_else(|| rows.iter().find(|r| r.label.contains("OTHER")));
-    let verdict = report::verdict(rt_row, other_row, &doctor);
+        .map(|(_, label, r)| report::Condition::of(label, r))
+        .collect();
+    let verdict = report::verdict(&conditions, &doctor);
 
     let mut md = String::new();
     let mut ended = started.clone();

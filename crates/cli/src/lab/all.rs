@@ -38,6 +38,10 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         (false, true) => Preset::Full,
         (false, false) => Preset::Default,
     };
+    args::check_output_dir("--out", &args.out)?;
+    if let Some(p) = &args.common.json {
+        args::check_output_file("--json", p)?;
+    }
     firmtime_lab::explain::Config {
         max_events: args.explain_events,
         ..firmtime_lab::explain::Config::default()
@@ -89,6 +93,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
                     "headline": outcome.verdict.headline,
                     "findings": outcome.verdict.findings,
                     "advice": outcome.verdict.advice,
+                    "other_advice": outcome.verdict.other_advice,
                 },
                 "failures": outcome.failures,
             }),

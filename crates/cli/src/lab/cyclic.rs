@@ -105,6 +105,15 @@ pub struct Args {
 }
 
 fn config(a: &Args) -> anyhow::Result<Config> {
+    if let Some(p) = &a.histogram {
+        args::check_output_file("--histogram", p)?;
+    }
+    if let Some(p) = &a.rt_tests_json {
+        args::check_output_file("--rt-tests-json", p)?;
+    }
+    if let Some(p) = &a.plots {
+        args::check_output_dir("--plots", p)?;
+    }
     let base = a.common.preset(Config::quick, Config::default);
     let policy = a.policy.resolve(a.priority)?;
     let cpus = match &a.cpus {

@@ -192,6 +192,9 @@ impl<'a, M: Measurement> Runner<'a, M> {
         let provenance = Provenance::begin(std::env::args().collect());
         let cfg = config()?;
         cfg.validate().map_err(usage)?;
+        if let Some(path) = &self.common.json {
+            crate::args::check_output_file("--json", path)?;
+        }
         let result = match measure(m, &cfg, &mut Bars::new()) {
             Ok(r) => r,
             Err(e) if e.kind() == ErrorKind::Unavailable && self.unavailable.is_some() => {

@@ -75,6 +75,9 @@ pub(super) fn workloads(list: &str) -> Result<Vec<Workload>, UsageError> {
 
 impl Args {
     fn config(&self) -> anyhow::Result<Config> {
+        if let Some(p) = &self.png {
+            args::check_output_file("--png", p)?;
+        }
         let mut c = self.common.preset(Config::quick, Config::default);
         super::set_given(&mut c.duration_ns, self.duration.map(args::nanos));
         c.pids = self.pids.clone();

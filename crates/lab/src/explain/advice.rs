@@ -1,22 +1,28 @@
 //! Doctor's advice ranked by what actually made this run's wake-ups late.
 //!
-//! Each cause category maps to the doctor checks whose fix addresses it
-//! (the VM not running → virtualization, steal time; another task or an
-//! interrupt on the CPU → isolcpus, nohz_full, rcu_nocbs, preemption model;
-//! the thread's own page faults → memlock; …). A check's weight is the number
-//! of outliers whose cause it addresses; the advice keeps doctor's order
-//! among checks of equal weight. Pure code.
+//! Each cause is credited once, to the first fix in its list that this
+//! machine's doctor flags (warning or failure with a fix): the fix that
+//! would remove it (the VM not running → bare metal or pinned vCPUs;
+//! another task or an interrupt on the CPU → isolated CPUs, then the
+//! preemption model; RCU callbacks → rcu_nocbs; the thread's own page
+//! faults → the memlock limit; …). A cause with no flagged fix is left
+//! over, and said so. A check's weight is the number of outliers credited
+//! to it; the advice keeps doctor's order among checks of equal weight.
+//! Pure code.
 
 use super::{Category, CauseCount};
 use crate::doctor::{Check, Report, Status};
 
-/// The doctor check ids whose fixes address outliers of `cat`.
-pub fn checks_for(cat: Category) -> &'static [&'static str] {
+/// The doctor check ids whose fixes would remove outliers of `cat` named
+/// `name`, the most direct first.
+pub fn checks_for(cat: Category, name: &str) -> &'static [&'static str] {
     match cat {
         Category::Vm => &["virtualization", "steal_time"],
-        Category::Task => &["isolcpus", "preempt_model", "sched_rt_runtime", "nohz_full"],
-        Category::Irq => &["isolcpus", "nohz_full"],
-        Category::Softirq => &["isolcpus", "rcu_nocbs", "nohz_full"],
+        Category::Task => &["isolcpus", "preempt_model", "sched_rt_runtime"],
+        Category::Irq if name == "local timer" => &["nohz_full", "isolcpus"],
+        Category::Irq => &["isolcpus"],
+        Category::Softirq if name == "RCU" => &["rcu_nocbs", "isolcpus"],
+        Category::Softirq => &["isolcpus", "rcu_nocbs"],
         Category::SelfThread => &["memlock_limit", "rtprio_limit"],
         Category::IdleExit => &["idle_states", "cpu_governor"],
         Category::IrqsOff => &["preempt_model"],
@@ -25,23 +31,37 @@ pub fn checks_for(cat: Category) -> &'static [&'static str] {
     }
 }
 
-/// `checks` (the advice: warnings and failures with a fix) ordered by the
-/// outliers their fixes address, most first, each with that count (0 for
-/// checks no outlier of this run points to).
-pub fn rank<'a>(checks: &[&'a Check], causes: &[CauseCount]) -> Vec<(&'a Check, u64)> {
-    let mut v: Vec<(&Check, u64)> = checks
+/// The check of `checks` each cause is credited to (by index), `None`
+/// when none of its fixes is among them.
+fn credit(checks: &[&Check], c: &CauseCount) -> Option<usize> {
+    checks_for(c.category, &c.name)
         .iter()
-        .map(|c| {
-            let n = causes
-                .iter()
-                .filter(|k| checks_for(k.category).contains(&c.id.as_str()))
-                .map(|k| k.outliers)
-                .sum();
-            (*c, n)
-        })
-        .collect();
+        .find_map(|id| checks.iter().position(|k| k.id == *id))
+}
+
+/// `checks` (the advice: warnings and failures with a fix) ordered by the
+/// outliers credited to them, most first, each with that count (0 for
+/// checks no outlier of this run points to). Each outlier is credited to
+/// one check at most.
+pub fn rank<'a>(checks: &[&'a Check], causes: &[CauseCount]) -> Vec<(&'a Check, u64)> {
+    let mut v: Vec<(&Check, u64)> = checks.iter().map(|c| (*c, 0)).collect();
+    for c in causes {
+        if let Some(i) = credit(checks, c) {
+            v[i].1 += c.outliers;
+        }
+    }
     v.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
     v
+}
+
+/// The causes no flagged fix would remove (unknown ones, or causes whose
+/// fixes doctor found already in place).
+pub fn left_over<'a>(doctor: &Report, causes: &'a [CauseCount]) -> Vec<&'a CauseCount> {
+    let checks = advice_checks(doctor);
+    causes
+        .iter()
+        .filter(|c| credit(&checks, c).is_none())
+        .collect()
 }
 
 /// Merges the cause counts of several runs (same category and name summed).
@@ -66,26 +86,61 @@ pub fn merge(runs: &[&[CauseCount]]) -> Vec<CauseCount> {
     v
 }
 
-/// Doctor's advice (warnings and failures with a fix) as lines ranked by
-/// `causes` (as [`rank`]): `title (value): fix — addresses N of {what}`,
-/// with the count N each line's fix addresses (the suffix only when N > 0).
-pub fn lines(doctor: &Report, causes: &[CauseCount], what: &str) -> Vec<(String, u64)> {
-    let checks: Vec<&Check> = doctor
+fn advice_checks(doctor: &Report) -> Vec<&Check> {
+    doctor
         .checks
         .iter()
         .filter(|c| matches!(c.status, Status::Fail | Status::Warn) && !c.fix.is_empty())
-        .collect();
-    rank(&checks, causes)
+        .collect()
+}
+
+/// Doctor's advice (warnings and failures with a fix) as lines ranked by
+/// `causes` (as [`rank`]): `title (value): fix — would remove N of
+/// {what}`, with the count N credited to each line's fix (the suffix only
+/// when N > 0; each outlier counted once over all lines).
+pub fn lines(doctor: &Report, causes: &[CauseCount], what: &str) -> Vec<(String, u64)> {
+    rank(&advice_checks(doctor), causes)
         .into_iter()
         .map(|(c, n)| {
             let why = if n > 0 {
-                format!(" — addresses {n} of {what}")
+                format!(" — would remove {n} of {what}")
             } else {
                 String::new()
             };
             (format!("{} ({}): {}{why}", c.title, c.value, c.fix), n)
         })
         .collect()
+}
+
+/// The line for the outliers of `causes` no line of [`lines`] removes, if
+/// any: `Left over: 7 of {what} have no fix on this list: the VM was not
+/// running (5; doctor finds nothing to change for it), …`.
+pub fn left_over_line(doctor: &Report, causes: &[CauseCount], what: &str) -> Option<String> {
+    let left = left_over(doctor, causes);
+    let n: u64 = left.iter().map(|c| c.outliers).sum();
+    if n == 0 {
+        return None;
+    }
+    let names: Vec<String> = left
+        .iter()
+        .take(super::SUMMARY_CAUSES)
+        .map(|c| {
+            format!(
+                "{} ({})",
+                super::cause_words(c.category, &c.name),
+                c.outliers
+            )
+        })
+        .collect();
+    Some(format!(
+        "Left over: {n} of {what} have no fix on this list: {}{}",
+        names.join(", "),
+        if left.len() > super::SUMMARY_CAUSES {
+            ", …"
+        } else {
+            ""
+        }
+    ))
 }
 
 #[cfg(test)]
@@ -123,15 +178,62 @@ mod tests {
             l,
             [
                 (
-                    "isolcpus (v): isolate a CPU — addresses 5 of the late outputs".to_string(),
+                    "isolcpus (v): isolate a CPU — would remove 5 of the late outputs".to_string(),
                     5
                 ),
                 (
-                    "memlock_limit (v): raise memlock — addresses 2 of the late outputs".into(),
+                    "memlock_limit (v): raise memlock — would remove 2 of the late outputs".into(),
                     2
                 ),
                 ("cpu_governor (v): set performance".into(), 0),
             ]
+        );
+    }
+
+    #[test]
+    fn each_outlier_is_credited_once_and_the_rest_is_left_over() {
+        let check = |id: &str| Check {
+            id: id.into(),
+            title: id.into(),
+            status: Status::Warn,
+            value: "v".into(),
+            fix: format!("fix {id}"),
+        };
+        let doctor = Report {
+            checks: vec![
+                check("preempt_model"),
+                check("isolcpus"),
+                check("nohz_full"),
+            ],
+            system: firmtime_rt::system::SystemInfo::collect(),
+        };
+        let cause = |category, name: &str, outliers| CauseCount {
+            category,
+            name: name.into(),
+            outliers,
+            missed: 0,
+            worst_ns: 0,
+        };
+        let causes = [
+            cause(Category::Task, "stress", 47),
+            cause(Category::Irq, "local timer", 3),
+            cause(Category::Vm, "", 5),
+            cause(Category::Unknown, "", 1),
+        ];
+        let l = lines(&doctor, &causes, "the outliers");
+        let counts: Vec<u64> = l.iter().map(|(_, n)| *n).collect();
+        // Tasks: isolated CPUs (not also the preemption model); the local
+        // timer: nohz_full; nothing counted twice.
+        assert_eq!(counts, [47, 3, 0]);
+        assert!(l[0].0.starts_with("isolcpus"), "{l:?}");
+        assert!(l[1].0.starts_with("nohz_full"), "{l:?}");
+        assert_eq!(counts.iter().sum::<u64>(), 50);
+        assert_eq!(
+            left_over_line(&doctor, &causes, "the outliers").as_deref(),
+            Some(
+                "Left over: 6 of the outliers have no fix on this list: \
+                 the VM was not running (5), no traced event explains it (1)"
+            )
         );
     }
 }

@@ -22,7 +22,9 @@ use serde::Serialize;
 use std::collections::HashMap;
 
 /// What made a wake-up late.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Category {
     /// The timer interrupt came late and nothing ran in the guest: the
@@ -219,7 +221,8 @@ impl Timeline {
     /// The first instant of the kept span of `cpu` that holds `[a, b]`:
     /// `Ok(0)` for a whole trace; `Err(why)` when it is not covered.
     fn span(&self, cpu: usize, a: u64, b: u64) -> std::result::Result<u64, String> {
-        let holds = |w: &&super::Window| usize::from(w.cpu) == cpu && w.start_ns <= a && w.end_ns >= b;
+        let holds =
+            |w: &&super::Window| usize::from(w.cpu) == cpu && w.start_ns <= a && w.end_ns >= b;
         if self.evicted.iter().any(|w| holds(&w)) {
             return Err(format!(
                 "its window on CPU {cpu} was dropped for want of room (later wake-ups kept first; \
@@ -228,13 +231,11 @@ impl Timeline {
         }
         match &self.windows {
             None => Ok(0),
-            Some(ws) => ws
-                .iter()
-                .find(holds)
-                .map(|w| w.start_ns)
-                .ok_or_else(|| {
-                    format!("the trace does not cover this wake-up on CPU {cpu} (its window was not kept)")
-                }),
+            Some(ws) => ws.iter().find(holds).map(|w| w.start_ns).ok_or_else(|| {
+                format!(
+                    "the trace does not cover this wake-up on CPU {cpu} (its window was not kept)"
+                )
+            }),
         }
     }
 

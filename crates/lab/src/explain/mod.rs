@@ -107,7 +107,11 @@ impl Config {
             &crate::trace::BUFFER_KB,
             " (KiB per CPU)",
         )?;
-        check::in_range("--explain-events", self.max_events, &crate::trace::MAX_EVENTS)?;
+        check::in_range(
+            "--explain-events",
+            self.max_events,
+            &crate::trace::MAX_EVENTS,
+        )?;
         Ok(())
     }
 }
@@ -453,7 +457,7 @@ pub struct Outlier {
 }
 
 /// Outliers sharing a cause.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CauseCount {
     /// The category.
     pub category: Category,
@@ -651,31 +655,10 @@ impl Explanation {
     }
 
     /// The cause summary in one line: `7 of 14 outliers: the VM was not
-    /// running (worst 2.1 ms); 5: softirq NET_RX (worst 0.8 ms); …`.
+    /// running (worst 2.1 ms); 5: softirq NET_RX (worst 0.8 ms); …`
+    /// ([`summary`]).
     pub fn summary(&self) -> String {
-        let n = self.outliers.len();
-        if n == 0 {
-            return "no outliers to explain".into();
-        }
-        let mut parts = Vec::new();
-        for (i, c) in self.by_cause.iter().enumerate() {
-            let count = if i == 0 {
-                format!("{} of {n} outliers", c.outliers)
-            } else {
-                c.outliers.to_string()
-            };
-            let what = cause_words(c.category, &c.name);
-            let extra = if c.category == Category::Vm && self.steal_ns() > 0 {
-                format!(", steal this run {}", attribute::fmt_ns(self.steal_ns()))
-            } else {
-                String::new()
-            };
-            parts.push(format!(
-                "{count}: {what} (up to {}{extra})",
-                attribute::fmt_ns(c.worst_ns)
-            ));
-        }
-        parts.join("; ")
+        summary(&self.by_cause, self.outliers.len() as u64, self.steal_ns())
     }
 
     /// `9 of 10 deadline misses and 10 of the 10 worst wake-ups have a cause`.
@@ -733,6 +716,48 @@ impl Explanation {
             self.lost
         )
     }
+}
+
+/// Causes shown by name in a summary line; the rest are counted together.
+pub const SUMMARY_CAUSES: usize = 6;
+
+/// The cause summary of `n` outliers in one line, the [`SUMMARY_CAUSES`]
+/// commonest by name and the rest counted: `7 of 14 outliers: the VM was
+/// not running (up to 2.1 ms, steal this run 20 ms); 5: softirq NET_RX (up
+/// to 812 µs); 2 more: 2 other causes (up to 1.0 ms)`.
+pub fn summary(by_cause: &[CauseCount], n: u64, steal_ns: u64) -> String {
+    if n == 0 {
+        return "no outliers to explain".into();
+    }
+    let mut parts = Vec::new();
+    for (i, c) in by_cause.iter().take(SUMMARY_CAUSES).enumerate() {
+        let count = if i == 0 {
+            format!("{} of {n} outliers", c.outliers)
+        } else {
+            c.outliers.to_string()
+        };
+        let what = cause_words(c.category, &c.name);
+        let extra = if c.category == Category::Vm && steal_ns > 0 {
+            format!(", steal this run {}", attribute::fmt_ns(steal_ns))
+        } else {
+            String::new()
+        };
+        parts.push(format!(
+            "{count}: {what} (up to {}{extra})",
+            attribute::fmt_ns(c.worst_ns)
+        ));
+    }
+    let rest = &by_cause[by_cause.len().min(SUMMARY_CAUSES)..];
+    if !rest.is_empty() {
+        let outliers: u64 = rest.iter().map(|c| c.outliers).sum();
+        let worst = rest.iter().map(|c| c.worst_ns).max().unwrap_or(0);
+        parts.push(format!(
+            "{outliers} more: {} other causes (up to {}; all in the JSON's by_cause)",
+            rest.len(),
+            attribute::fmt_ns(worst)
+        ));
+    }
+    parts.join("; ")
 }
 
 /// A cause in words: `the VM was not running`, `task stress (pid 42)`, …

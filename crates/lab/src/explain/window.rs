@@ -205,7 +205,9 @@ impl Keeper {
         // New events, against every active window.
         for i in self.checked..self.pending.len() {
             let e = self.pending[i];
-            if let Some(j) = (self.first_active..self.windows.len()).find(|&j| holds(self.span(j), &e)) {
+            if let Some(j) =
+                (self.first_active..self.windows.len()).find(|&j| holds(self.span(j), &e))
+            {
                 self.keep(e, j);
             }
         }

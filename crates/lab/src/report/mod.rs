@@ -13,6 +13,7 @@ mod finney;
 mod since2003;
 mod trace;
 mod varoquaux;
+mod verdict;
 
 pub use etsion::{
     frames_section, frames_target, interrupts_section, overhead_section, tails_section,
@@ -23,6 +24,7 @@ pub use since2003::{
 };
 pub use trace::{trace_overhead_section, trace_section};
 pub use varoquaux::{cyclic_section, CyclicRow};
+pub use verdict::{verdict, Condition, Verdict};
 
 use std::fmt::Write as _;
 
@@ -91,112 +93,6 @@ fn skipped_cells(reason: &str, blanks: usize) -> impl Iterator<Item = String> {
     std::iter::once(skipped(reason)).chain((0..blanks).map(|_| String::new()))
 }
 
-/// The plain-language answer to "can this machine do millisecond timing?".
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Verdict {
-    /// One-line answer.
-    pub headline: String,
-    /// Supporting sentences, each with its figure.
-    pub findings: Vec<String>,
-    /// What to change, from the doctor's warnings and failures.
-    pub advice: Vec<String>,
-}
-
-impl Verdict {
-    /// Markdown for the top of the report.
-    pub fn markdown(&self) -> String {
-        let mut s = format!("## Verdict\n\n**{}**\n\n", self.headline);
-        for f in &self.findings {
-            let _ = writeln!(s, "- {f}");
-        }
-        if !self.advice.is_empty() {
-            s.push_str("\nWhat to change:\n\n");
-            for a in &self.advice {
-                let _ = writeln!(s, "- {a}");
-            }
-        }
-        s
-    }
-}
-
-/// Judges the best real-time condition and the best non-real-time one of
-/// the periodic wake-up runs against a millisecond: 99.9 % of wake-ups
-/// within 1 ms of the deadline, and no missed deadline.
-pub fn verdict(
-    rt: Option<&CyclicRow<'_>>,
-    other: Option<&CyclicRow<'_>>,
-    doctor: &crate::doctor::Report,
-) -> Verdict {
-    const MS: i64 = 1_000_000;
-    let mut findings = Vec::new();
-    let ok = |r: &CyclicRow<'_>| {
-        let c = &r.result.combined;
-        c.samples > 0 && c.p99_9_ns.is_some_and(|p| p < MS)
-    };
-    let describe = |r: &CyclicRow<'_>| {
-        let c = &r.result.combined;
-        let causes = r
-            .result
-            .explain
-            .as_ref()
-            .map_or(String::new(), |e| format!(" Why: {}.", e.summary()));
-        format!(
-            "{}: 99 % of {} wake-ups within {} µs and 99.9 % within {} µs of the deadline; \
-             worst {} µs; {} deadlines missed.{causes}",
-            r.label,
-            thousands(c.samples as i64),
-            us(c.p99_ns),
-            us(c.p99_9_ns),
-            us(c.max_ns),
-            thousands(c.missed as i64)
-        )
-    };
-    if let Some(r) = rt {
-        findings.push(describe(r));
-    }
-    if let Some(r) = other {
-        findings.push(describe(r));
-    }
-    let headline = match (rt, other) {
-        (Some(r), _) if ok(r) => {
-            let worst = r.result.combined.max_ns.unwrap_or(0);
-            if worst < MS && r.result.combined.missed == 0 {
-                format!(
-                    "Yes: millisecond timing works on this machine under {} — every wake-up in this run was within a millisecond.",
-                    r.label
-                )
-            } else {
-                format!(
-                    "Yes, with rare exceptions: under {} 99.9 % of wake-ups were within a millisecond, but the worst was {:.2} ms — check for them in your data (self-checks) rather than assume they never happen.",
-                    r.label,
-                    worst as f64 / 1e6
-                )
-            }
-        }
-        (Some(r), _) => format!(
-            "Not reliably: even under {} more than 0.1 % of wake-ups were a millisecond late or worse.",
-            r.label
-        ),
-        (None, _) => "Undetermined: no real-time condition could be measured (see the skipped reasons).".into(),
-    };
-    // Ranked by the outliers each fix addresses, when the runs were explained.
-    let explained: Vec<&[crate::explain::CauseCount]> = [rt, other]
-        .into_iter()
-        .flatten()
-        .filter_map(|r| r.result.explain.as_ref().map(|e| e.by_cause.as_slice()))
-        .collect();
-    let causes = crate::explain::advice::merge(&explained);
-    let advice = crate::explain::advice::lines(doctor, &causes, "this run's explained outliers")
-        .into_iter()
-        .map(|(line, _)| line)
-        .collect();
-    Verdict {
-        headline,
-        findings,
-        advice,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -213,22 +109,25 @@ mod tests {
         assert_eq!(us(None), "—");
     }
 
-    fn cyclic_with(p99_9_ns: i64, max_ns: i64, missed: u64) -> crate::cyclic::CyclicResult {
+    fn condition(
+        label: &str,
+        realtime: bool,
+        p99_9_ns: i64,
+        max_ns: i64,
+        missed: u64,
+    ) -> Condition {
         let mut samples: Vec<i64> = vec![10_000; 999];
         samples.push(p99_9_ns);
-        let mut combined = crate::stats::summarize(&samples, missed);
-        combined.p99_9_ns = Some(p99_9_ns);
-        combined.max_ns = Some(max_ns);
-        crate::cyclic::CyclicResult {
-            config: crate::cyclic::Config::default(),
-            threads: Vec::new(),
-            combined,
-            combined_histogram_us: Vec::new(),
-            runaway: None,
-            demoted: false,
-            load: Vec::new(),
-            partial: false,
-            explain: None,
+        let mut summary = crate::stats::summarize(&samples, missed);
+        summary.p99_9_ns = Some(p99_9_ns);
+        summary.max_ns = Some(max_ns);
+        Condition {
+            label: label.into(),
+            realtime,
+            summary,
+            causes: Vec::new(),
+            outliers: 0,
+            steal_ns: 0,
         }
     }
 
@@ -254,25 +153,19 @@ mod tests {
 
     #[test]
     fn verdict_says_yes_only_when_every_wakeup_was_within_a_millisecond() {
-        let clean = cyclic_with(400_000, 900_000, 0);
-        let row = CyclicRow {
-            label: "SCHED_FIFO".into(),
-            result: &clean,
-        };
-        let v = verdict(Some(&row), None, &doctor());
+        let clean = condition("SCHED_FIFO, stress", true, 400_000, 900_000, 0);
+        let v = verdict(&[clean], &doctor());
         assert!(v.headline.starts_with("Yes: "), "{}", v.headline);
-        assert_eq!(v.findings.len(), 1);
-        assert_eq!(v.advice, ["b (v): do b", "c (v): do c"]);
+        // The condition, then what it means for an experiment.
+        assert_eq!(v.findings.len(), 2);
+        assert!(v.advice.is_empty(), "{:?}", v.advice);
+        assert_eq!(v.other_advice, ["b (v): do b", "c (v): do c"]);
     }
 
     #[test]
     fn verdict_names_rare_exceptions_and_failures() {
-        let spiky = cyclic_with(400_000, 2_950_000, 3);
-        let row = CyclicRow {
-            label: "SCHED_FIFO".into(),
-            result: &spiky,
-        };
-        let v = verdict(Some(&row), None, &doctor());
+        let spiky = condition("SCHED_FIFO, stress", true, 400_000, 2_950_000, 3);
+        let v = verdict(&[spiky], &doctor());
         assert!(
             v.headline.starts_with("Yes, with rare exceptions"),
             "{}",
@@ -280,17 +173,29 @@ mod tests {
         );
         assert!(v.headline.contains("2.95 ms"), "{}", v.headline);
 
-        let late = cyclic_with(1_500_000, 3_000_000, 9);
-        let row = CyclicRow {
-            label: "SCHED_FIFO".into(),
-            result: &late,
-        };
-        assert!(verdict(Some(&row), None, &doctor())
+        let late = condition("SCHED_FIFO, stress", true, 1_500_000, 3_000_000, 9);
+        assert!(verdict(&[late], &doctor())
             .headline
             .starts_with("Not reliably"));
-        assert!(verdict(None, None, &doctor())
+        let other = condition("SCHED_OTHER, stress", false, 400_000, 900_000, 0);
+        assert!(verdict(&[other], &doctor())
             .headline
             .starts_with("Undetermined"));
+    }
+
+    #[test]
+    fn verdict_names_an_idle_run_that_missed_even_when_stress_was_clean() {
+        let idle = condition("SCHED_FIFO 80, idle", true, 60_000, 6_600_000, 27);
+        let stress = condition("SCHED_FIFO 80, stress", true, 400_000, 900_000, 0);
+        let v = verdict(&[idle, stress], &doctor());
+        assert!(
+            v.headline.starts_with("Yes, with rare exceptions")
+                && v.headline
+                    .contains("SCHED_FIFO 80, idle missed 27 deadlines (worst 6.60 ms)"),
+            "{}",
+            v.headline
+        );
+        assert_eq!(v.findings.len(), 3);
     }
 
     #[test]

@@ -626,9 +626,13 @@ fn a_full_store_drops_the_least_late_window_whole_never_a_later_one() {
     let mut k = Keeper::new(10_000, 25, 1_000_000_000);
     // Three windows on CPU 1, 10 events each (a switch at each deadline,
     // then a timer every 100 µs), latencies 0.9, 0.3 and 0.6 ms; room for 25.
-    for (n, (d, late)) in [(10_000_000u64, 900_000u64), (20_000_000, 300_000), (30_000_000, 600_000)]
-        .into_iter()
-        .enumerate()
+    for (n, (d, late)) in [
+        (10_000_000u64, 900_000u64),
+        (20_000_000, 300_000),
+        (30_000_000, 600_000),
+    ]
+    .into_iter()
+    .enumerate()
     {
         k.take(switch(d - 1_000, 7, "a", 120, 8, 120), &flags);
         for i in 1..10 {

@@ -22,6 +22,7 @@ mod stats;
 mod suspend;
 mod tails;
 mod trace;
+mod verdict;
 
 /// SIGALRM belongs to the whole process: tests that install a SIGALRM handler
 /// (the tails worker) or need SIGALRM free (the setitimer sleeper) take this.
