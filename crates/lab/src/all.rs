@@ -48,8 +48,8 @@ pub struct Config {
     /// Explain the periodic wake-up outliers from a trace where tracefs is
     /// usable (`--no-explain` turns it off; see [`crate::explain`]).
     pub explain: bool,
-    /// Trace events kept per condition (`--explain-events`).
-    pub explain_events: usize,
+    /// Trace events kept per condition (`--explain-max-events`).
+    pub explain_max_events: usize,
 }
 
 /// What `lab all` produced.
@@ -207,7 +207,7 @@ impl Step for CyclicConditions {
             c.policy = policy;
             c.load = load;
             c.explain = explain.is_ok().then(|| crate::explain::Config {
-                max_events: run.cfg.explain_events,
+                max_events: run.cfg.explain_max_events,
                 ..crate::explain::Config::default()
             });
             let p = run.w.provenance();

@@ -26,7 +26,7 @@ pub struct Args {
     /// before measuring), 1000 to 50000000. When full, the windows of the least late
     /// wake-ups are dropped first, whole.
     #[arg(long, value_name = "N", default_value_t = 1_000_000)]
-    explain_events: usize,
+    explain_max_events: usize,
 }
 
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
@@ -43,7 +43,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         args::check_output_file("--json", p)?;
     }
     firmtime_lab::explain::Config {
-        max_events: args.explain_events,
+        max_events: args.explain_max_events,
         ..firmtime_lab::explain::Config::default()
     }
     .validate()
@@ -54,7 +54,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         exe: std::env::current_exe()?,
         command_line: std::env::args().collect(),
         explain: !args.no_explain,
-        explain_events: args.explain_events,
+        explain_max_events: args.explain_max_events,
     };
     eprintln!(
         "firmtime: lab all ({}) writing into {}",

@@ -101,7 +101,7 @@ pub struct Args {
     /// before measuring), 1000 to 50000000. When full, the windows of the least late
     /// wake-ups are dropped first, whole.
     #[arg(long, value_name = "N", default_value_t = 1_000_000)]
-    explain_events: usize,
+    explain_max_events: usize,
 }
 
 fn config(a: &Args) -> anyhow::Result<Config> {
@@ -148,7 +148,7 @@ fn config(a: &Args) -> anyhow::Result<Config> {
             firmtime_lab::explain::Config {
                 above_ns: a.explain_above.map(args::nanos),
                 worst: a.explain_worst,
-                max_events: a.explain_events,
+                max_events: a.explain_max_events,
                 ..firmtime_lab::explain::Config::default()
             }
         }),

@@ -510,6 +510,7 @@ fn traced_engine_causes(causes: &[late::LateCause]) -> Vec<explain::CauseCount> 
                 outliers: c.outputs,
                 missed: 0,
                 worst_ns: c.worst_ns,
+                prio: None,
             })
         })
         .collect()

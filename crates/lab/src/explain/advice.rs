@@ -13,11 +13,17 @@
 use super::{Category, CauseCount};
 use crate::doctor::{Check, Report, Status};
 
-/// The doctor check ids whose fixes would remove outliers of `cat` named
-/// `name`, the most direct first.
-pub fn checks_for(cat: Category, name: &str) -> &'static [&'static str] {
-    match cat {
+/// The doctor check ids whose fixes would remove outliers of cause `c`,
+/// the most direct first. A task of normal priority that held off a
+/// real-time thread was not preempted: the preemption model first; a
+/// real-time one (or one of unknown priority): isolated CPUs first.
+pub fn checks_for(c: &CauseCount) -> &'static [&'static str] {
+    let name = c.name.as_str();
+    match c.category {
         Category::Vm => &["virtualization", "steal_time"],
+        Category::Task if c.prio.is_some_and(|p| p >= 100) => {
+            &["preempt_model", "isolcpus", "sched_rt_runtime"]
+        }
         Category::Task => &["isolcpus", "preempt_model", "sched_rt_runtime"],
         Category::Irq if name == "local timer" => &["nohz_full", "isolcpus"],
         Category::Irq => &["isolcpus"],
@@ -34,7 +40,7 @@ pub fn checks_for(cat: Category, name: &str) -> &'static [&'static str] {
 /// The check of `checks` each cause is credited to (by index), `None`
 /// when none of its fixes is among them.
 fn credit(checks: &[&Check], c: &CauseCount) -> Option<usize> {
-    checks_for(c.category, &c.name)
+    checks_for(c)
         .iter()
         .find_map(|id| checks.iter().position(|k| k.id == *id))
 }
@@ -171,6 +177,7 @@ mod tests {
             outliers,
             missed: 0,
             worst_ns: 0,
+            prio: None,
         };
         let causes = [cause(Category::SelfThread, 2), cause(Category::Task, 5)];
         let l = lines(&doctor, &causes, "the late outputs");
@@ -213,8 +220,14 @@ mod tests {
             outliers,
             missed: 0,
             worst_ns: 0,
+            prio: None,
+        };
+        let normal = CauseCount {
+            prio: Some(120),
+            ..cause(Category::Task, "disk", 4)
         };
         let causes = [
+            normal,
             cause(Category::Task, "stress", 47),
             cause(Category::Irq, "local timer", 3),
             cause(Category::Vm, "", 5),
@@ -222,12 +235,14 @@ mod tests {
         ];
         let l = lines(&doctor, &causes, "the outliers");
         let counts: Vec<u64> = l.iter().map(|(_, n)| *n).collect();
-        // Tasks: isolated CPUs (not also the preemption model); the local
-        // timer: nohz_full; nothing counted twice.
-        assert_eq!(counts, [47, 3, 0]);
+        // A task of unknown priority: isolated CPUs (not also the
+        // preemption model); one of normal priority that was not preempted:
+        // the preemption model; the local timer: nohz_full; nothing twice.
+        assert_eq!(counts, [47, 4, 3]);
         assert!(l[0].0.starts_with("isolcpus"), "{l:?}");
-        assert!(l[1].0.starts_with("nohz_full"), "{l:?}");
-        assert_eq!(counts.iter().sum::<u64>(), 50);
+        assert!(l[1].0.starts_with("preempt_model"), "{l:?}");
+        assert!(l[2].0.starts_with("nohz_full"), "{l:?}");
+        assert_eq!(counts.iter().sum::<u64>(), 54);
         assert_eq!(
             left_over_line(&doctor, &causes, "the outliers").as_deref(),
             Some(

@@ -226,7 +226,7 @@ impl Timeline {
         if self.evicted.iter().any(|w| holds(&w)) {
             return Err(format!(
                 "its window on CPU {cpu} was dropped for want of room (later wake-ups kept first; \
-                 --explain-events raises the room)"
+                 --explain-max-events raises the room)"
             ));
         }
         match &self.windows {

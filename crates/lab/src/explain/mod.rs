@@ -75,7 +75,7 @@ pub struct Config {
     pub worst: usize,
     /// Kernel ring buffer per CPU, KiB, default 4096.
     pub buffer_kb: u32,
-    /// Events kept around late wake-ups (`--explain-events`), default
+    /// Events kept around late wake-ups (`--explain-max-events`), default
     /// 1,000,000 (~64 MB); when full, the least late windows go first.
     pub max_events: usize,
     /// How often the drainer empties the ring buffers, ns, default 20 ms.
@@ -108,7 +108,7 @@ impl Config {
             " (KiB per CPU)",
         )?;
         check::in_range(
-            "--explain-events",
+            "--explain-max-events",
             self.max_events,
             &crate::trace::MAX_EVENTS,
         )?;
@@ -469,6 +469,10 @@ pub struct CauseCount {
     pub missed: u64,
     /// The largest time charged to it in one outlier, ns.
     pub worst_ns: u64,
+    /// For a task: its kernel priority (0–99 real-time, 100–139 normal),
+    /// as first seen; which fix would remove it depends on it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prio: Option<i32>,
 }
 
 /// Threshold and counts of one thread.
@@ -497,7 +501,7 @@ pub struct Explanation {
     /// Windows kept (overlapping ones merged).
     pub windows: u64,
     /// Windows dropped whole for want of room in the store, the least late
-    /// first (their wake-ups are `unknown`; `--explain-events` raises the room).
+    /// first (their wake-ups are `unknown`; `--explain-max-events` raises the room).
     pub windows_evicted: u64,
     /// Late wake-ups whose window was not kept (flag ring overrun).
     pub flags_lost: u64,
@@ -637,6 +641,7 @@ pub fn by_cause(outliers: &[Outlier]) -> Vec<CauseCount> {
                 outliers: 1,
                 missed: o.missed,
                 worst_ns: c.ns,
+                prio: c.parts.first().and_then(|p| p.prio),
             }),
         }
     }

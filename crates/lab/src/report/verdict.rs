@@ -93,7 +93,7 @@ impl Condition {
     fn main_cause(&self) -> Option<String> {
         let top = self.causes.iter().max_by_key(|c| (c.missed, c.outliers))?;
         Some(format!(
-            "mostly {} ({} of {} outliers)",
+            "mostly {}: {} of {} outliers",
             cause_phrase(top),
             top.outliers,
             self.outliers
@@ -214,8 +214,7 @@ pub fn verdict(conditions: &[Condition], doctor: &crate::doctor::Report) -> Verd
                 .filter(|c| late.iter().all(|l| l.label != c.label))
                 .collect();
             format!(
-                "Not reliably: under {p} more than 0.1 % of wake-ups were a millisecond late or worse in {}: {}{}.",
-                late.iter().map(|c| c.label.as_str()).collect::<Vec<_>>().join(" and "),
+                "Not reliably: even under {p} more than 0.1 % of wake-ups were a millisecond late or worse — {}{}.",
                 listed(&late),
                 if besides.is_empty() {
                     String::new()

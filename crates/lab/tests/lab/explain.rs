@@ -17,7 +17,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 /// The induced-cause tests perturb the measured CPU: one at a time.
-static INDUCED: Mutex<()> = Mutex::new(());
+pub(crate) static INDUCED: Mutex<()> = Mutex::new(());
 
 const TID: i32 = 500;
 
@@ -236,7 +236,7 @@ fn notes_keep_the_worst_without_allocating() {
 
 // ---- induced causes, on this machine ----
 
-fn usable() -> bool {
+pub(crate) fn usable() -> bool {
     match explain::available() {
         Ok(()) => true,
         Err(why) => {
@@ -247,7 +247,7 @@ fn usable() -> bool {
 }
 
 /// The CPU to disturb: the last online one (CPU 1 here).
-fn victim_cpu() -> usize {
+pub(crate) fn victim_cpu() -> usize {
     *sched::online_cpus().last().unwrap_or(&0)
 }
 
@@ -343,7 +343,7 @@ fn induced_a_fifo_hog_at_a_higher_priority_is_named() {
 
 /// `n` UDP sockets bound to one port on all addresses (SO_REUSEADDR): a
 /// broadcast to that port is delivered to each. Returns the port and fds.
-fn broadcast_receivers(n: usize) -> (u16, Vec<i32>) {
+pub(crate) fn broadcast_receivers(n: usize) -> (u16, Vec<i32>) {
     let mut port = 0u16;
     let mut fds = Vec::new();
     for _ in 0..n {
@@ -382,7 +382,7 @@ fn broadcast_receivers(n: usize) -> (u16, Vec<i32>) {
 }
 
 /// Restores a sysfs value when dropped.
-struct Restore(std::path::PathBuf, String);
+pub(crate) struct Restore(pub(crate) std::path::PathBuf, pub(crate) String);
 
 impl Drop for Restore {
     fn drop(&mut self) {
@@ -653,7 +653,7 @@ fn a_full_store_drops_the_least_late_window_whole_never_a_later_one() {
     let tl = Timeline::with_windows(store, kept, evicted);
     let c = attribute(&tl, &late(20_000_000, 20_300_000), &bare_metal());
     assert_eq!(c.category, Category::Unknown);
-    assert!(c.detail.contains("--explain-events"), "{}", c.detail);
+    assert!(c.detail.contains("--explain-max-events"), "{}", c.detail);
     let c = attribute(&tl, &late(30_000_000, 30_600_000), &bare_metal());
     assert_ne!(c.category, Category::Unknown, "{}", c.detail);
 }

@@ -11,6 +11,7 @@ mod cyclic;
 mod doctor;
 mod explain;
 mod frames;
+mod independent;
 mod interrupts;
 mod load;
 mod measurement;
