@@ -521,8 +521,16 @@ fn write_cyclic_plots(
     if !series.is_empty() {
         draw(
             "cyclic-histogram-us.png",
-            "Wake-up latency per condition, µs, log counts",
-            &|p| plot::histogram_png(p, "Periodic wake-up latency (µs)", &series, plot::Unit::Us),
+            "Wake-up latency per condition, µs, log counts (one step line per condition, as cyclictest/OSADL plots)",
+            &|p| {
+                plot::histogram_png_with_period(
+                    p,
+                    "Periodic wake-up latency (µs)",
+                    &series,
+                    plot::Unit::Us,
+                    Some(period),
+                )
+            },
         );
         draw(
             "cyclic-histogram-periods.png",
@@ -538,14 +546,14 @@ fn write_cyclic_plots(
         );
         draw(
             "cyclic-cdf.png",
-            "Cumulative distribution per condition",
-            &|p| plot::cdf_png(p, "Wake-up latency CDF", &series),
+            "Fraction of wake-ups later than each latency (1 − CDF), log–log: p99 and p99.9 are the levels 0.01 and 0.001",
+            &|p| plot::tail_png(p, "Wake-up latency tail (1 − CDF)", &series, Some(period)),
         );
     }
     if !summaries.is_empty() {
         draw(
             "cyclic-comparison.png",
-            "p50 / p99 / max per condition",
+            "p50 / p99 / p99.9 / max per condition",
             &|p| plot::comparison_png(p, "Wake-up latency per condition", &summaries),
         );
     }

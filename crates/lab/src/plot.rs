@@ -15,9 +15,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use plotters::coord::ranged1d::{AsRangedCoord, SegmentValue};
+use plotters::coord::ranged1d::AsRangedCoord;
 use plotters::coord::{CoordTranslate, Shift};
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 use plotters::style::{register_font, FontStyle, Palette, Palette99};
 
 use crate::error::{Error, ErrorKind, Result};
@@ -209,10 +210,56 @@ fn color(i: usize) -> RGBColor {
     RGBColor(r, g, b)
 }
 
-/// Writes a histogram of each series (overlaid, semi-transparent) with a
-/// logarithmic count axis. Bins are linear: at least 1 µs wide (or 1/50 of
-/// the period with [`Unit::Periods`]), widened to keep about 200 bins.
-/// Empty series are left out of the plot but kept in the legend.
+/// An axis value as people write it: `10,000`, `250`, `2.5`, `0.05`
+/// (never `10000.0`).
+pub fn axis_number(v: f64) -> String {
+    if !v.is_finite() {
+        return String::new();
+    }
+    let a = v.abs();
+    if a >= 1.0 && (v - v.round()).abs() < 1e-6 * a.max(1.0) {
+        let digits = (v.round().abs() as u64).to_string();
+        let mut out = String::new();
+        for (i, c) in digits.chars().enumerate() {
+            if i > 0 && (digits.len() - i) % 3 == 0 {
+                out.push(',');
+            }
+            out.push(c);
+        }
+        return if v < 0.0 { format!("-{out}") } else { out };
+    }
+    if v == 0.0 {
+        return "0".into();
+    }
+    // Two significant digits below 1: 0.5, 0.05, 0.0001.
+    let decimals = ((-a.log10()).ceil() as usize + 1).min(12);
+    let s = format!("{v:.decimals$}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// A dashed vertical reference line at `x` from `y0` to `y1`.
+fn reference_line(x: f64, y0: f64, y1: f64) -> Vec<PathElement<(f64, f64)>> {
+    let n = 30;
+    (0..n)
+        .step_by(2)
+        .map(|i| {
+            let at = |k: f64| y0 * (y1 / y0).powf(k / f64::from(n));
+            PathElement::new(
+                [(x, at(f64::from(i))), (x, at(f64::from(i) + 1.0))],
+                RGBColor(90, 90, 90).stroke_width(1),
+            )
+        })
+        .collect()
+}
+
+/// Writes the latency histogram of each series as a step line (as
+/// cyclictest/OSADL latency plots draw them, one colour per condition, no
+/// fill, so every curve stays visible) with a logarithmic count axis. Bins
+/// are linear: at least 1 µs wide (or 1/50 of the period with
+/// [`Unit::Periods`]), widened to keep about 200 bins. A dashed line marks
+/// one period (a wake-up later than that missed its next deadline) when it
+/// lies in the range. Empty series are left out of the plot but kept in the
+/// legend.
 ///
 /// # Errors
 ///
@@ -224,6 +271,21 @@ pub fn histogram_png(
     title: &str,
     series: &[(&str, &LatencyHistogram)],
     unit: Unit,
+) -> Result<()> {
+    histogram_png_with_period(path, title, series, unit, None)
+}
+
+/// [`histogram_png`] with the period (ns) marked when given.
+///
+/// # Errors
+///
+/// As [`histogram_png`].
+pub fn histogram_png_with_period(
+    path: &Path,
+    title: &str,
+    series: &[(&str, &LatencyHistogram)],
+    unit: Unit,
+    period_ns: Option<u64>,
 ) -> Result<()> {
     if unit == Unit::Periods(0) {
         return Err(Error::new(
@@ -254,34 +316,85 @@ pub fn histogram_png(
     let x0 = (lo.div_euclid(width) * width) as f64 / u;
     let x1 = ((hi.div_euclid(width) + 1) * width) as f64 / u;
     let wu = width as f64 / u;
+    const FLOOR: f64 = 0.5;
 
     let root = canvas(path)?;
-    let y = (0.5f64..max_count as f64 * 2.0).log_scale();
+    let y1 = max_count as f64 * 2.0;
+    let y = (FLOOR..y1).log_scale();
     let mut chart = chart(&root, path, title, 70, x0..x1, y)?;
     chart
         .configure_mesh()
         .x_desc(unit.label())
-        .y_desc("samples (log)")
+        .y_desc("wake-ups per bin (log)")
+        .x_label_formatter(&|v| axis_number(*v))
+        .y_label_formatter(&|v| {
+            if *v < 1.0 {
+                String::new()
+            } else {
+                axis_number(*v)
+            }
+        })
         .label_style((FAMILY, 14))
         .axis_desc_style((FAMILY, 16))
         .draw()
         .map_err(|e| draw_err(path, e))?;
+    if let Some(p) = period_ns {
+        let x = p as f64 / u;
+        if x > x0 && x < x1 {
+            chart
+                .draw_series(reference_line(x, FLOOR, y1))
+                .map_err(|e| draw_err(path, e))?
+                .label("one period: a later wake-up missed a deadline")
+                .legend(|(x, y)| {
+                    PathElement::new([(x, y), (x + 16, y)], RGBColor(90, 90, 90).stroke_width(1))
+                });
+        }
+    }
     for (i, ((name, _), bins)) in series.iter().zip(&binned).enumerate() {
         let c = color(i);
+        // A step outline over each run of non-empty bins: up from the
+        // floor at its left edge, across each bin, down at its right edge.
+        let mut runs: Vec<Vec<(f64, f64)>> = Vec::new();
+        let mut last_end: Option<f64> = None;
+        for &(start, count) in bins {
+            if count == 0 {
+                continue;
+            }
+            let x = start as f64 / u;
+            let y = count as f64;
+            match (last_end, runs.last_mut()) {
+                (Some(e), Some(run)) if (e - x).abs() < wu * 1e-6 => {
+                    run.push((x, y));
+                    run.push((x + wu, y));
+                }
+                _ => {
+                    if let (Some(e), Some(run)) = (last_end, runs.last_mut()) {
+                        run.push((e, FLOOR));
+                    }
+                    runs.push(vec![(x, FLOOR), (x, y), (x + wu, y)]);
+                }
+            }
+            last_end = Some(x + wu);
+        }
+        if let (Some(e), Some(run)) = (last_end, runs.last_mut()) {
+            run.push((e, FLOOR));
+        }
         chart
-            .draw_series(bins.iter().map(|&(start, count)| {
-                let x = start as f64 / u;
-                Rectangle::new([(x, 0.5), (x + wu, count as f64)], c.mix(0.45).filled())
-            }))
+            .draw_series(
+                runs.into_iter()
+                    .map(move |run| PathElement::new(run, c.stroke_width(2))),
+            )
             .map_err(|e| draw_err(path, e))?
             .label(*name)
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], c.filled()));
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 16, y)], c.stroke_width(3)));
     }
-    finish(&root, &mut chart, path, SeriesLabelPosition::MiddleRight)
+    finish(&root, &mut chart, path, SeriesLabelPosition::UpperRight)
 }
 
 /// Writes the cumulative distribution of each series: fraction of samples
-/// at or below a latency (µs), one line per condition.
+/// at or below a latency (µs), one line per condition (`lab trace`'s
+/// effective quanta, Etsion et al. Fig. 6). For wake-up latencies, whose
+/// interesting part is the tail, [`tail_png`] reads better.
 ///
 /// # Errors
 ///
@@ -300,6 +413,7 @@ pub fn cdf_png(path: &Path, title: &str, series: &[(&str, &LatencyHistogram)]) -
         .configure_mesh()
         .x_desc("latency (µs)")
         .y_desc("fraction of samples ≤ latency")
+        .x_label_formatter(&|v| axis_number(*v))
         .label_style((FAMILY, 14))
         .axis_desc_style((FAMILY, 16))
         .draw()
@@ -328,9 +442,104 @@ pub fn cdf_png(path: &Path, title: &str, series: &[(&str, &LatencyHistogram)]) -
     finish(&root, &mut chart, path, SeriesLabelPosition::LowerRight)
 }
 
-/// Writes a per-condition dot plot of p50, p99 and max (µs, logarithmic
-/// axis). Values at or below 1 ns are drawn at 1 ns (0.001 µs). Conditions
-/// without samples are shown as empty columns.
+/// Writes the tail of each series' distribution on log–log axes: the
+/// fraction of wake-ups later than each latency (1 − CDF; µs), one line per
+/// condition, down to a single wake-up. Where a CDF's linear axis crams
+/// every curve into its left edge, this shows the median at the top left
+/// and each condition's p99, p99.9 and worst as the levels 10⁻², 10⁻³ and
+/// its last step. A dashed line marks one period (ns) when given and in
+/// range.
+///
+/// # Errors
+///
+/// As [`histogram_png`].
+pub fn tail_png(
+    path: &Path,
+    title: &str,
+    series: &[(&str, &LatencyHistogram)],
+    period_ns: Option<u64>,
+) -> Result<()> {
+    let (lo, hi) = latency_range(path, series)?;
+    ensure_font()?;
+    let x0 = (lo as f64 / 1000.0).max(0.1) * 0.8;
+    let x1 = (hi as f64 / 1000.0).max(x0 * 2.0) * 1.25;
+    let n_max = series
+        .iter()
+        .map(|(_, h)| h.len())
+        .max()
+        .unwrap_or(1)
+        .max(1);
+    let y0 = 0.5 / n_max as f64;
+    let root = canvas(path)?;
+    let mut chart = chart(
+        &root,
+        path,
+        title,
+        70,
+        (x0..x1).log_scale(),
+        (y0..1.5f64).log_scale(),
+    )?;
+    chart
+        .configure_mesh()
+        .x_desc("latency (µs, log)")
+        .y_desc("fraction of wake-ups later (log)")
+        .x_label_formatter(&|v| axis_number(*v))
+        .y_label_formatter(&|v| {
+            if *v > 1.0 {
+                String::new()
+            } else {
+                axis_number(*v)
+            }
+        })
+        .label_style((FAMILY, 14))
+        .axis_desc_style((FAMILY, 16))
+        .draw()
+        .map_err(|e| draw_err(path, e))?;
+    if let Some(p) = period_ns {
+        let x = p as f64 / 1000.0;
+        if x > x0 && x < x1 {
+            chart
+                .draw_series(reference_line(x, y0, 1.5))
+                .map_err(|e| draw_err(path, e))?
+                .label("one period")
+                .legend(|(x, y)| {
+                    PathElement::new([(x, y), (x + 16, y)], RGBColor(90, 90, 90).stroke_width(1))
+                });
+        }
+    }
+    for (i, (name, h)) in series.iter().enumerate() {
+        let c = color(i);
+        let n = h.len().max(1) as f64;
+        let mut later = h.len();
+        let mut pts = Vec::new();
+        if let Some(min) = h.min() {
+            pts.push(((min as f64 / 1000.0).max(x0), 1.0));
+        }
+        for b in h.buckets() {
+            // Steps: flat to the bucket's upper edge, then down by its count.
+            let x = (b.high_ns.clamp(h.min().unwrap_or(0), h.max().unwrap_or(0))) as f64 / 1000.0;
+            let x = x.max(x0);
+            pts.push((x, later as f64 / n));
+            later = later.saturating_sub(b.count);
+            if later == 0 {
+                pts.push((x, y0));
+                break;
+            }
+            pts.push((x, later as f64 / n));
+        }
+        chart
+            .draw_series(LineSeries::new(pts, c.stroke_width(2)))
+            .map_err(|e| draw_err(path, e))?
+            .label(*name)
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 16, y)], c.stroke_width(3)));
+    }
+    finish(&root, &mut chart, path, SeriesLabelPosition::UpperRight)
+}
+
+/// Writes a per-condition dot plot of p50, p99, p99.9 and max (µs,
+/// logarithmic axis), one column per condition. Values at or below 1 ns
+/// are drawn at 1 ns (0.001 µs). Conditions without samples are shown as
+/// empty columns.
 ///
 /// # Errors
 ///
@@ -363,41 +572,54 @@ pub fn comparison_png(path: &Path, title: &str, rows: &[(&str, &Summary)]) -> Re
         .collect();
 
     let root = canvas(path)?;
-    let x = (0..rows.len()).into_segmented();
-    let mut chart = chart(&root, path, title, 70, x, (y0..y1).log_scale())?;
+    // One label per condition, under its column's centre: drawn here, as
+    // a segmented axis would add an empty tick after the last column.
+    let n = rows.len();
+    let mut chart = chart(
+        &root,
+        path,
+        title,
+        70,
+        -0.5f64..n as f64 - 0.5,
+        (y0..y1).log_scale(),
+    )?;
     chart
         .configure_mesh()
         .disable_x_mesh()
-        .x_labels(rows.len())
-        .x_label_formatter(&|v| match v {
-            SegmentValue::CenterOf(i) | SegmentValue::Exact(i) => {
-                names.get(*i).cloned().unwrap_or_default()
-            }
-            SegmentValue::Last => String::new(),
-        })
+        .x_labels(0)
+        .y_label_formatter(&|v| axis_number(*v))
         .y_desc("latency (µs, log)")
         .label_style((FAMILY, 14))
         .axis_desc_style((FAMILY, 16))
         .draw()
         .map_err(|e| draw_err(path, e))?;
+    let label_style =
+        TextStyle::from((FAMILY, 14).into_font()).pos(Pos::new(HPos::Center, VPos::Top));
+    for (i, name) in names.iter().enumerate() {
+        let (px, py) = chart.backend_coord(&(i as f64, y0));
+        root.draw(&Text::new(name.clone(), (px, py + 8), label_style.clone()))
+            .map_err(|e| draw_err(path, e))?;
+    }
     type Pick = fn(&Summary) -> Option<i64>;
-    let stats: [(&str, Pick); 3] = [
+    let stats: [(&str, Pick); 4] = [
         ("p50", |s| s.p50_ns),
         ("p99", |s| s.p99_ns),
+        ("p99.9", |s| s.p99_9_ns),
         ("max", |s| s.max_ns),
     ];
-    // Fixed, distinguishable colours: p50 blue, p99 orange, max red.
+    // Fixed, distinguishable colours: p50 blue, p99 orange, p99.9 purple, max red.
     let colors = [
         RGBColor(31, 119, 180),
         RGBColor(255, 127, 14),
+        RGBColor(148, 103, 189),
         RGBColor(214, 39, 40),
     ];
     for (k, (label, pick)) in stats.iter().enumerate() {
         let c = colors[k];
-        let pts: Vec<(SegmentValue<usize>, f64)> = rows
+        let pts: Vec<(f64, f64)> = rows
             .iter()
             .enumerate()
-            .filter_map(|(i, (_, s))| us(pick(s)).map(|y| (SegmentValue::CenterOf(i), y)))
+            .filter_map(|(i, (_, s))| us(pick(s)).map(|y| (i as f64, y)))
             .collect();
         chart
             .draw_series(
@@ -408,7 +630,7 @@ pub fn comparison_png(path: &Path, title: &str, rows: &[(&str, &Summary)]) -> Re
             .label(*label)
             .legend(move |(x, y)| Circle::new((x + 6, y), 5, c.filled()));
     }
-    finish(&root, &mut chart, path, SeriesLabelPosition::MiddleRight)
+    finish(&root, &mut chart, path, SeriesLabelPosition::UpperLeft)
 }
 
 /// How [`chart_png`] draws one series.

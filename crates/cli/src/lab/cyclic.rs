@@ -288,7 +288,13 @@ fn write_plots(dir: &std::path::Path, r: &CyclicResult) -> anyhow::Result<()> {
         ("cyclic-periods.png", Unit::Periods(r.config.interval_ns)),
     ] {
         let path = dir.join(name);
-        if let Err(e) = plot::histogram_png(&path, &title, &series, unit) {
+        if let Err(e) = plot::histogram_png_with_period(
+            &path,
+            &title,
+            &series,
+            unit,
+            Some(r.config.interval_ns),
+        ) {
             eprintln!(
                 "firmtime: warning: plot {} not written: {e}",
                 path.display()

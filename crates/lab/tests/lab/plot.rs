@@ -3,7 +3,10 @@
 
 use std::path::{Path, PathBuf};
 
-use firmtime_lab::plot::{cdf_png, comparison_png, histogram_png, use_font, Unit, SIZE};
+use firmtime_lab::plot::{
+    axis_number, cdf_png, comparison_png, histogram_png, histogram_png_with_period, tail_png,
+    use_font, Unit, SIZE,
+};
 use firmtime_lab::stats::{summarize, LatencyHistogram, Summary};
 use firmtime_lab::ErrorKind;
 
@@ -80,6 +83,39 @@ fn cdf_png_one_line_per_condition() {
     let q = dir.0.join("cdf-one.png");
     cdf_png(&q, "one sample", &[("one", &one)]).unwrap();
     assert_png(&q);
+}
+
+#[test]
+fn tail_png_and_a_marked_period_draw_log_log_and_step_lines() {
+    let dir = TempDir::new("tail");
+    let (idle, loaded) = conditions();
+    let p = dir.0.join("tail.png");
+    tail_png(
+        &p,
+        "tail",
+        &[("idle", &idle), ("loaded", &loaded)],
+        Some(1_000_000),
+    )
+    .unwrap();
+    assert_png(&p);
+    let one = hist([42_000]);
+    let q = dir.0.join("tail-one.png");
+    tail_png(&q, "one sample", &[("one", &one)], None).unwrap();
+    assert_png(&q);
+    let h = dir.0.join("hist-period.png");
+    histogram_png_with_period(&h, "h", &[("loaded", &loaded)], Unit::Us, Some(1_000_000)).unwrap();
+    assert_png(&h);
+}
+
+#[test]
+fn axis_numbers_read_as_people_write_them() {
+    assert_eq!(axis_number(10_000.0), "10,000");
+    assert_eq!(axis_number(1_000_000.0), "1,000,000");
+    assert_eq!(axis_number(250.0), "250");
+    assert_eq!(axis_number(2.5), "2.5");
+    assert_eq!(axis_number(0.05), "0.05");
+    assert_eq!(axis_number(0.001), "0.001");
+    assert_eq!(axis_number(-1500.0), "-1,500");
 }
 
 #[test]
