@@ -1,9 +1,24 @@
 #!/usr/bin/env bash
 # Sets up this machine (Debian packages, Rust), builds firmtime and runs every test.
-# Tests that need real-time privileges run as root and print a skip reason otherwise.
+# Tests that need real-time privileges run as root. A test that cannot run here
+# (a missing tool, privilege or device) says SKIP; every skip is listed at the
+# end of the run. With FIRMTIME_NO_SKIP=1 (CI) only device skips are allowed:
+# any other skip fails its test.
 set -euo pipefail
 cd "$(dirname "$0")"
 scripts/setup.sh
 export PATH="$HOME/.cargo/bin:$PATH"
 scripts/install-plugins.sh
+FIRMTIME_SKIP_LOG=$(mktemp /tmp/firmtime-skips.XXXXXX)
+export FIRMTIME_SKIP_LOG
+report_skips() {
+  if [ -s "$FIRMTIME_SKIP_LOG" ]; then
+    echo "== tests that could not run on this machine (SKIP):"
+    sort -u "$FIRMTIME_SKIP_LOG" | sed 's/^/  /'
+  else
+    echo "== no test skipped"
+  fi
+  rm -f "$FIRMTIME_SKIP_LOG"
+}
+trap report_skips EXIT
 cargo test --workspace --locked "$@"

@@ -20,6 +20,7 @@ PACKAGES=(
   lilv-utils                  # lv2apply, lv2info, lv2ls: the LV2 host of the LV2 tests
   fonts-dejavu-core           # the font firmtime loads to label its PNG plots
   jq python3                  # the acceptance scripts in scripts/ read firmtime's JSON
+  python3-pandas r-base-core  # START.md's pandas and R analysis snippets, run by the tests
 )
 
 SUDO=""

@@ -89,7 +89,7 @@ fn cyclic_bad_flags_exit_2_naming_the_flag_and_range() {
 #[test]
 fn cyclic_without_rtc_reports_skipped_and_fails() {
     if std::path::Path::new("/dev/rtc").exists() || std::path::Path::new("/dev/rtc0").exists() {
-        eprintln!("skipped: this machine has an RTC");
+        firmtime_rt::testing::skip_device("RTC-free machine", "this machine has an RTC");
         return;
     }
     let out = firmtime(&[
@@ -160,7 +160,7 @@ fn sleep_bad_flags_exit_2_naming_the_flag_and_range() {
 #[test]
 fn priority_supplies_the_priority_of_a_bare_fifo_policy() {
     if !common::is_root() {
-        eprintln!("skipped: SCHED_FIFO needs root here");
+        firmtime_rt::testing::skip("SCHED_FIFO needs root here");
         return;
     }
     let d = TestDir::new("lcyc-prio");
@@ -190,7 +190,7 @@ fn priority_supplies_the_priority_of_a_bare_fifo_policy() {
 fn cyclic_explain_adds_a_documented_block_and_prints_causes() {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: --explain needs root (tracefs)");
+        firmtime_rt::testing::skip("--explain needs root (tracefs)");
         return;
     }
     let d = TestDir::new("lcyc-explain");

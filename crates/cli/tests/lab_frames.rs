@@ -81,7 +81,7 @@ fn frames_names_the_target_cell_and_judges_only_a_full_run() {
         "{stdout}"
     );
     if !common::is_root() {
-        eprintln!("skipped the SCHED_FIFO half: needs root");
+        firmtime_rt::testing::skip("needs root");
         return;
     }
     // With it, 200 ms is reported but not judged.

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 #[test]
 fn tiny_run_writes_table_and_json_with_every_cell() {
     if !is_root() {
-        eprintln!("skipped: needs SCHED_RR (run as root)");
+        firmtime_rt::testing::skip("needs SCHED_RR (run as root)");
         return;
     }
     let p = tmp_path("lab-tails-tiny.json");
@@ -133,7 +133,7 @@ fn bad_flags_exit_2_naming_the_flag_and_range() {
 #[test]
 fn ctrl_c_writes_partial_result_and_reaps_workers() {
     if !is_root() {
-        eprintln!("skipped: needs SCHED_RR (run as root)");
+        firmtime_rt::testing::skip("needs SCHED_RR (run as root)");
         return;
     }
     let p = tmp_path("lab-tails-partial.json");
@@ -193,7 +193,7 @@ fn workers_of(ppid: u32) -> Vec<u32> {
 #[test]
 fn without_rt_privileges_cells_are_skipped_with_the_reason() {
     if !is_root() || !std::path::Path::new("/usr/bin/setpriv").exists() {
-        eprintln!("skipped: needs root and setpriv to run as an unprivileged user");
+        firmtime_rt::testing::skip("needs root and setpriv to run as an unprivileged user");
         return;
     }
     // nobody, no capabilities, RLIMIT_RTPRIO 0 (prlimit sets it for the child).

@@ -10,7 +10,7 @@ use common::{assert_ok, assert_usage_errors, firmtime, take_json, text, tmp_path
 fn is_root() -> bool {
     let root = common::is_root();
     if !root {
-        eprintln!("skipped: lab trace needs root (tracefs)");
+        firmtime_rt::testing::skip("lab trace needs root (tracefs)");
     }
     root
 }

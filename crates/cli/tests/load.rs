@@ -269,7 +269,7 @@ fn children_of_an_rt_parent_run_at_sched_other_nice_0() {
     let param = libc::sched_param { sched_priority: 1 };
     // SAFETY: `param` is a valid sched_param; 0 is this thread.
     if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
-        eprintln!("skipped children_of_an_rt_parent_run_at_sched_other_nice_0: SCHED_FIFO refused (needs root or an rtprio limit)");
+        firmtime_rt::testing::skip("SCHED_FIFO refused (needs root or an rtprio limit)");
         return;
     }
     // SAFETY: gettid and setpriority have no memory-safety preconditions.

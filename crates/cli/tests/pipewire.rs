@@ -39,11 +39,11 @@ fn server(kind: ServerKind) -> Option<(TestServer, std::sync::MutexGuard<'static
     match srv {
         Some(s) => Some((s, g)),
         None => {
-            println!(
-                "SKIP: {} not installed (Debian: {})",
+            firmtime_rt::testing::skip(format!(
+                "{} not installed (Debian: {})",
                 kind.label(),
                 kind.install_hint()
-            );
+            ));
             None
         }
     }
@@ -266,7 +266,7 @@ fn tap_run_takes_jack_midiseq_taps_and_answers_on_time_on_jackd() {
 
 fn rack(kind: ServerKind) {
     if !std::path::Path::new("/usr/lib/ladspa/amp.so").exists() {
-        println!("SKIP: /usr/lib/ladspa/amp.so missing (apt-get install ladspa-sdk)");
+        firmtime_rt::testing::skip("/usr/lib/ladspa/amp.so missing (apt-get install ladspa-sdk)");
         return;
     }
     let Some((srv, _g)) = server(kind) else {

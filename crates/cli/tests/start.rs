@@ -43,7 +43,9 @@ fn on_path(program: &str) -> bool {
 fn can_run(test: &str, programs: &[&str], rt: bool) -> bool {
     let missing: Vec<&&str> = programs.iter().filter(|p| !on_path(p)).collect();
     if !missing.is_empty() {
-        println!("SKIP {test}: {missing:?} not installed (scripts/setup.sh installs them)");
+        firmtime_rt::testing::skip(format!(
+            "{test}: {missing:?} not installed (scripts/setup.sh installs them)"
+        ));
         return false;
     }
     if rt {
@@ -55,7 +57,9 @@ fn can_run(test: &str, programs: &[&str], rt: bool) -> bool {
             .iter()
             .any(|c| c["id"] == "rtprio_limit" && c["status"] == "pass");
         if !allowed {
-            println!("SKIP {test}: needs real-time privileges (root or rtprio, docs/RT-SETUP.md)");
+            firmtime_rt::testing::skip(format!(
+                "{test}: needs real-time privileges (root or rtprio, docs/RT-SETUP.md)"
+            ));
             return false;
         }
     }
@@ -124,7 +128,9 @@ fn run_path(path: &str, dir: &Path, ladspa_dir: &Path) -> Option<String> {
     let log = read(&dir.join("run.log"));
     let jackd = std::fs::read_to_string(dir.join("jackd.log")).unwrap_or_default();
     if !out.status.success() && jackd.contains("Too many servers already active") {
-        println!("SKIP {path}: jackd: too many JACK servers already active on this machine");
+        firmtime_rt::testing::skip(format!(
+            "{path}: jackd: too many JACK servers already active on this machine"
+        ));
         return None;
     }
     assert!(
@@ -284,13 +290,13 @@ fn scientist_dry_run_writes_the_documented_trial_and_the_snippets_agree_with_ana
         agrees(run_snippet(py, "pandas", &d.0));
         ran += 1;
     } else {
-        println!("SKIP pandas snippet: python3-pandas not installed");
+        firmtime_rt::testing::skip("python3-pandas not installed");
     }
     if on_path("Rscript") {
         agrees(run_snippet("Rscript", "R", &d.0));
         ran += 1;
     } else {
-        println!("SKIP R snippet: r-base-core not installed");
+        firmtime_rt::testing::skip("r-base-core not installed");
     }
     println!("{ran} of 2 analysis snippets run");
 }
@@ -315,7 +321,7 @@ fn engineer_dry_run_puts_the_plugin_on_the_worker_one_block_late_and_bit_exact()
         return;
     }
     if !Path::new("/usr/lib/ladspa/cmt.so").exists() {
-        println!("SKIP {t}: cmt not installed (the lpf plugin)");
+        firmtime_rt::testing::skip(format!("{t}: cmt not installed (the lpf plugin)"));
         return;
     }
     let d = scratch("start-engineer");
@@ -378,7 +384,9 @@ fn rt_dry_run_gives_lab_cyclic_and_cyclictest_the_same_run() {
         return;
     }
     if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
-        println!("SKIP {t}: START.md pins to CPU 1; this machine has one CPU");
+        firmtime_rt::testing::skip(format!(
+            "{t}: START.md pins to CPU 1; this machine has one CPU"
+        ));
         return;
     }
     let d = scratch("start-rt");

@@ -295,7 +295,7 @@ fn run_renders_audio_output_through_a_dummy_jack_server_and_refuses_other_backen
     let out = firmtime(&args);
     assert_exit(&out, 2, &["JACK backend only"]);
     if !jackd_installed() {
-        println!("SKIP: jackd not installed (Debian: apt-get install jackd2)");
+        firmtime_rt::testing::skip("jackd not installed (Debian: apt-get install jackd2)");
         return;
     }
     let mut args = run_args(e, o, "2", "1");
@@ -396,7 +396,7 @@ fn replay_through_audio_on_a_dummy_jack_server_plays_every_note() {
     let out = firmtime(&["tap", "replay", t, "--backend", "loopback", "--audio"]);
     assert_eq!(out.status.code(), Some(2), "audio needs JACK: usage error");
     if !jackd_installed() {
-        println!("SKIP: jackd not installed (Debian: apt-get install jackd2)");
+        firmtime_rt::testing::skip("jackd not installed (Debian: apt-get install jackd2)");
         return;
     }
     let out = firmtime(&[

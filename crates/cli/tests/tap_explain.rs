@@ -48,7 +48,7 @@ fn trial(
         return None;
     }
     let Some(srv) = TestServer::start_for_test(ServerKind::Jackd, RATE, period) else {
-        println!("SKIP: jackd not installed (Debian: jackd2)");
+        firmtime_rt::testing::skip("jackd not installed (Debian: jackd2)");
         return None;
     };
     let taps = tap_frames.to_string();
@@ -176,12 +176,16 @@ fn immediate_feedback_is_named_as_a_delay_under_jacks_minimum() {
 /// The engine's CPU, or `None` (said why).
 fn engine_cpu(test: &str) -> Option<usize> {
     if !is_root() {
-        println!("SKIP {test}: needs root (a real-time engine and tracefs)");
+        firmtime_rt::testing::skip(format!(
+            "{test}: needs root (a real-time engine and tracefs)"
+        ));
         return None;
     }
     let online = firmtime_rt::sched::online_cpus();
     if online.len() < 2 {
-        println!("SKIP {test}: needs two CPUs (engine and hog on one, JACK on another)");
+        firmtime_rt::testing::skip(format!(
+            "{test}: needs two CPUs (engine and hog on one, JACK on another)"
+        ));
         return None;
     }
     Some(online[online.len() - 1])

@@ -61,7 +61,7 @@ fn no_server_is_reported_with_what_to_do() {
     assert!(!server_running(Some(&name)));
     let e = open_client("ft-none", Some(&name)).unwrap_err();
     if e.kind() == ErrorKind::NotInstalled {
-        println!("SKIP: {e}");
+        firmtime_rt::testing::skip(format!("{e}"));
         return;
     }
     assert_eq!(e.kind(), ErrorKind::ServerUnavailable, "{e}");
@@ -151,10 +151,10 @@ fn dummy_server_stops_without_leftovers() {
 fn pipewire_libjack_is_refused_once_jackd2s_is_loaded() {
     // One libjack per process: this binary uses the default (jackd2's).
     let Some(version) = firmtime_jack::libjack_version() else {
-        return println!("SKIP: no libjack");
+        return firmtime_rt::testing::skip("no libjack");
     };
     if firmtime_jack::pipewire_jack_dir().is_none() {
-        return println!("SKIP: pipewire-jack not installed");
+        return firmtime_rt::testing::skip("pipewire-jack not installed");
     }
     let r = firmtime_jack::use_pipewire_libjack();
     if version.contains("PipeWire") {

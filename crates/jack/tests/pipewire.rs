@@ -25,10 +25,10 @@ static A: firmtime_rt::assert_rt::AllocDisabler = firmtime_rt::assert_rt::AllocD
 fn server() -> Option<TestServer> {
     let srv = TestServer::start_for_test(ServerKind::PipeWire, 48_000, 256);
     if srv.is_none() {
-        println!(
-            "SKIP: PipeWire's JACK not installed (Debian: {})",
+        firmtime_rt::testing::skip(format!(
+            "PipeWire's JACK not installed (Debian: {})",
             ServerKind::PipeWire.install_hint()
-        );
+        ));
     }
     srv
 }
@@ -138,7 +138,7 @@ fn pipewire_serves_jack_clients_on_the_monotonic_clock_and_stops_clean() {
 fn no_pipewire_server_is_reported_not_hung() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     if use_pipewire_libjack().is_err() {
-        return println!("SKIP: PipeWire's JACK not installed");
+        return firmtime_rt::testing::skip("PipeWire's JACK not installed");
     }
     let t = Instant::now();
     let e = open_client("ft-none", Some("/nonexistent/firmtime-pw")).unwrap_err();

@@ -88,6 +88,7 @@ pub mod sched;
 pub mod setup;
 pub mod sleep;
 pub mod system;
+pub mod testing;
 pub mod units;
 
 pub use error::{Errno, Error, ErrorKind, Result};

@@ -127,7 +127,9 @@ pub fn is_root() -> bool {
 pub fn jack_installed(test: &str) -> bool {
     let ok = Command::new("jackd").arg("--version").output().is_ok();
     if !ok {
-        eprintln!("SKIP {test}: jackd not installed (apt-get install jackd2)");
+        firmtime_rt::testing::skip(format!(
+            "{test}: jackd not installed (apt-get install jackd2)"
+        ));
     }
     ok
 }
@@ -317,7 +319,7 @@ pub fn install_proxy(dir: &Path) -> PathBuf {
 pub fn midiseq_installed() -> bool {
     let ok = program_on_path("jack_midiseq") && program_on_path("jack_lsp");
     if !ok {
-        println!("SKIP: jack_midiseq/jack_lsp not installed (Debian: jackd2)");
+        firmtime_rt::testing::skip("jack_midiseq/jack_lsp not installed (Debian: jackd2)");
     }
     ok
 }

@@ -139,7 +139,8 @@ pub fn left_over_line(doctor: &Report, causes: &[CauseCount], what: &str) -> Opt
         })
         .collect();
     Some(format!(
-        "Left over: {n} of {what} have no fix on this list: {}{}",
+        "Left over: {n} of {what} {} no fix on this list: {}{}",
+        if n == 1 { "has" } else { "have" },
         names.join(", "),
         if left.len() > super::SUMMARY_CAUSES {
             ", …"

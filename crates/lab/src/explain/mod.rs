@@ -757,8 +757,9 @@ pub fn summary(by_cause: &[CauseCount], n: u64, steal_ns: u64) -> String {
         let outliers: u64 = rest.iter().map(|c| c.outliers).sum();
         let worst = rest.iter().map(|c| c.worst_ns).max().unwrap_or(0);
         parts.push(format!(
-            "{outliers} more: {} other causes (up to {}; all in the JSON's by_cause)",
+            "{outliers} more: {} other cause{} (up to {}; all in the JSON's by_cause)",
             rest.len(),
+            if rest.len() == 1 { "" } else { "s" },
             attribute::fmt_ns(worst)
         ));
     }

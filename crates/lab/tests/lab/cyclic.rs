@@ -14,7 +14,7 @@ fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.
     let root = unsafe { libc::geteuid() } == 0;
     if !root {
-        eprintln!("skipped: SCHED_FIFO needs root or an rtprio limit");
+        firmtime_rt::testing::skip("SCHED_FIFO needs root or an rtprio limit");
     }
     root
 }
@@ -221,7 +221,7 @@ fn hybrid_under_fifo_reports_spinning_and_runaway_protection() {
 #[test]
 fn a_missing_rtc_is_a_skipped_thread_with_the_reason() {
     if std::path::Path::new("/dev/rtc").exists() {
-        eprintln!("skipped: this machine has /dev/rtc");
+        firmtime_rt::testing::skip_device("RTC-free machine", "this machine has /dev/rtc");
         return;
     }
     let c = Config {

@@ -74,7 +74,7 @@ fn doctor_json_has_the_stable_keys() {
 fn root_is_allowed_real_time_priority() {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped root_is_allowed_real_time_priority: needs root");
+        firmtime_rt::testing::skip("needs root");
         return;
     }
     let r = doctor::run_with(Duration::from_millis(10));

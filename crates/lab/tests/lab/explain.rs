@@ -240,7 +240,7 @@ pub(crate) fn usable() -> bool {
     match explain::available() {
         Ok(()) => true,
         Err(why) => {
-            eprintln!("skipped: {why}");
+            firmtime_rt::testing::skip(why);
             false
         }
     }
@@ -401,7 +401,7 @@ fn induced_a_udp_flood_is_named_as_net_rx_softirq() {
         return;
     };
     if sender == cpu {
-        eprintln!("skipped: a UDP flood steered to another CPU needs two CPUs");
+        firmtime_rt::testing::skip("a UDP flood steered to another CPU needs two CPUs");
         return;
     }
     // Loopback packets are received on the sending CPU unless RPS steers
@@ -409,12 +409,12 @@ fn induced_a_udp_flood_is_named_as_net_rx_softirq() {
     // the measured CPU; the old setting is restored on any exit.
     let rps = std::path::PathBuf::from("/sys/class/net/lo/queues/rx-0/rps_cpus");
     let Ok(old) = std::fs::read_to_string(&rps) else {
-        eprintln!("skipped: no RPS on lo ({})", rps.display());
+        firmtime_rt::testing::skip(format!("no RPS on lo ({})", rps.display()));
         return;
     };
     let _restore = Restore(rps.clone(), old.trim().to_string());
     if std::fs::write(&rps, format!("{:x}", 1u64 << cpu)).is_err() {
-        eprintln!("skipped: cannot steer lo's packets to CPU {cpu}");
+        firmtime_rt::testing::skip(format!("cannot steer lo's packets to CPU {cpu}"));
         return;
     }
     // Broadcast to 64 sockets sharing one port: the NET_RX softirq

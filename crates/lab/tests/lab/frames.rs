@@ -340,7 +340,7 @@ fn tiny_run_measures_and_skips_with_reasons() {
 fn fifo_cell_records_the_policy_obtained() {
     // SAFETY: geteuid has no preconditions and cannot fail.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: SCHED_FIFO needs root or an rtprio limit");
+        firmtime_rt::testing::skip("SCHED_FIFO needs root or an rtprio limit");
         return;
     }
     let cfg = Config {

@@ -328,7 +328,7 @@ fn bad_configs_name_the_flag_and_range() {
 #[test]
 fn live_trace_of_workloads_measures_them_and_removes_its_instance() {
     if !tracefs::is_root() {
-        eprintln!("skipped: lab trace needs root (tracefs)");
+        firmtime_rt::testing::skip("lab trace needs root (tracefs)");
         return;
     }
     let cfg = Config {
@@ -399,7 +399,7 @@ fn live_trace_of_workloads_measures_them_and_removes_its_instance() {
 #[test]
 fn live_trace_of_a_command_follows_its_children() {
     if !tracefs::is_root() {
-        eprintln!("skipped: lab trace needs root (tracefs)");
+        firmtime_rt::testing::skip("lab trace needs root (tracefs)");
         return;
     }
     let cfg = Config {
@@ -483,7 +483,7 @@ fn overhead_configs_name_the_flag_and_range() {
 #[test]
 fn live_overhead_alternates_and_records_only_in_traced_slices() {
     if !tracefs::is_root() {
-        eprintln!("skipped: the trace overhead benchmark needs root (tracefs)");
+        firmtime_rt::testing::skip("the trace overhead benchmark needs root (tracefs)");
         return;
     }
     let cfg = overhead::Config {

@@ -33,11 +33,11 @@ fn server(period: u32) -> Option<TestServer> {
     let kind: ServerKind = crate::SERVER;
     let srv = TestServer::start_for_test(kind, 48_000, period);
     if srv.is_none() {
-        println!(
-            "SKIP: {} not installed (Debian: {})",
+        firmtime_rt::testing::skip(format!(
+            "{} not installed (Debian: {})",
             kind.label(),
             kind.install_hint()
-        );
+        ));
     }
     srv
 }
@@ -234,7 +234,7 @@ impl Seq {
     fn installed() -> bool {
         let found = program_on_path("jack_midiseq");
         if !found {
-            println!("SKIP: jack_midiseq not installed (Debian: jackd2)");
+            firmtime_rt::testing::skip("jack_midiseq not installed (Debian: jackd2)");
         }
         found
     }

@@ -15,7 +15,9 @@ pub fn can_rt(test: &str) -> bool {
     if root || (ok && lim.rlim_cur > 0) {
         true
     } else {
-        eprintln!("skipped {test}: needs root or RLIMIT_RTPRIO > 0 (see docs/RT-SETUP.md)");
+        firmtime_rt::testing::skip(format!(
+            "{test}: needs root or RLIMIT_RTPRIO > 0 (see docs/RT-SETUP.md)"
+        ));
         false
     }
 }

@@ -155,7 +155,7 @@ fn timer_slack_round_trips() {
 fn mlockall_locks_and_unlock_releases() {
     let _m = MEMORY.lock().unwrap_or_else(|e| e.into_inner());
     if !is_root() {
-        eprintln!("skipped mlockall_locks_and_unlock_releases: needs root (RLIMIT_MEMLOCK is usually too small)");
+        firmtime_rt::testing::skip("needs root (RLIMIT_MEMLOCK is usually too small)");
         return;
     }
     on_thread(|| memory::lock_all(256 * 1024)).unwrap();
@@ -169,7 +169,7 @@ fn mlockall_locks_and_unlock_releases() {
 fn apply_report_equals_the_request_when_root() {
     let _m = MEMORY.lock().unwrap_or_else(|e| e.into_inner());
     if !is_root() {
-        eprintln!("skipped apply_report_equals_the_request_when_root: needs root");
+        firmtime_rt::testing::skip("needs root");
         return;
     }
     let cpu = *sched::affinity().unwrap().last().unwrap();
@@ -237,7 +237,7 @@ fn apply_default_changes_nothing() {
 #[test]
 fn apply_refusal_restores_the_thread_and_downgrade_is_recorded() {
     if !is_root() || sched::online_cpus().len() < 2 {
-        eprintln!("skipped apply_refusal_restores_the_thread_and_downgrade_is_recorded: needs root and 2 CPUs");
+        firmtime_rt::testing::skip("needs root and 2 CPUs");
         return;
     }
     let dl = Policy::Deadline {
@@ -306,12 +306,12 @@ fn privileges_read_matches_the_kernel() {
 #[test]
 fn dma_latency_guard_holds_and_releases() {
     if !is_root() {
-        eprintln!("skipped dma_latency_guard_holds_and_releases: needs root");
+        firmtime_rt::testing::skip("needs root");
         return;
     }
     match DmaLatencyGuard::hold(0) {
         Err(e) if e.kind() == ErrorKind::NotPresent => {
-            eprintln!("skipped dma_latency_guard_holds_and_releases: {e}");
+            firmtime_rt::testing::skip_device("/dev/cpu_dma_latency", e);
         }
         Err(e) => panic!("{e}"),
         Ok(g) => {
@@ -351,7 +351,7 @@ fn denied_realtime_is_explained_in_a_child() {
         return denied_child();
     }
     if !is_root() {
-        eprintln!("skipped denied_realtime_is_explained_in_a_child: needs root to drop privileges");
+        firmtime_rt::testing::skip("needs root to drop privileges");
         return;
     }
     let out = run_child(
