@@ -311,19 +311,19 @@ impl ExplainArgs {
     pub fn start(
         &self,
         traced_comm: &str,
-    ) -> anyhow::Result<Option<firmtime_lab::explain::LoopWatch>> {
+    ) -> anyhow::Result<Option<firmtime_trace::explain::LoopWatch>> {
         if self.no_explain {
             return Ok(None);
         }
-        if let Err(why) = firmtime_lab::explain::available() {
+        if let Err(why) = firmtime_trace::explain::available() {
             if self.explain {
                 anyhow::bail!("--explain: {why}");
             }
             eprintln!("late wake-ups are not explained: {why} (--no-explain silences this)");
             return Ok(None);
         }
-        let config = firmtime_lab::explain::Config::default();
-        match firmtime_lab::explain::LoopWatch::start(&config, traced_comm) {
+        let config = firmtime_trace::explain::Config::default();
+        match firmtime_trace::explain::LoopWatch::start(&config, traced_comm) {
             Ok(w) => Ok(Some(w)),
             Err(e) if self.explain => Err(anyhow::anyhow!("--explain: {e}")),
             Err(e) => {
@@ -340,14 +340,14 @@ impl ExplainArgs {
 /// fails gives `None`, said on stderr: what it would have named stays
 /// "not traced".
 pub fn explain_loop(
-    w: firmtime_lab::explain::LoopWatch,
-    thread: firmtime_lab::explain::LoopThread,
+    w: firmtime_trace::explain::LoopWatch,
+    thread: firmtime_trace::explain::LoopThread,
     notes: &firmtime_rt::outliers::Notes,
     late_wakes: impl Iterator<Item = i64>,
-) -> Option<firmtime_lab::explain::Explanation> {
+) -> Option<firmtime_trace::explain::Explanation> {
     let threshold_ns = late_wakes.min().map_or(i64::MAX, |l| l - 1);
     match w.finish(
-        firmtime_lab::explain::LoopThread {
+        firmtime_trace::explain::LoopThread {
             threshold_ns,
             ..thread
         },

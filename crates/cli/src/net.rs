@@ -5,7 +5,6 @@ use crate::args::{self, UsageError};
 use crate::Outcome;
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use firmtime_lab::explain::{self, LoopThread};
 use firmtime_lab::load as lab;
 use firmtime_net::bench::{self, BenchConfig, BenchReport, Ramp};
 use firmtime_net::{
@@ -13,6 +12,7 @@ use firmtime_net::{
 };
 use firmtime_rt::outliers::Notes;
 use firmtime_rt::sched::Policy;
+use firmtime_trace::explain::{self, LoopThread};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;

@@ -245,3 +245,66 @@ fn cyclic_explain_adds_a_documented_block_and_prints_causes() {
     assert!(p["result"].get("explain").is_none());
     assert!(p["result"]["config"].get("explain").is_none());
 }
+
+#[test]
+fn output_paths_are_checked_before_anything_is_measured() {
+    let d = TestDir::new("lcyc-outputs");
+    let file = d.0.join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let under_file = format!("{}/x.json", file.display());
+    // Each would measure for an hour, then fail to write: refused at once,
+    // naming the flag and the path, with nothing measured.
+    assert_usage_errors(
+        "lab cyclic --duration 1h --policy other --no-mlock",
+        &[
+            (
+                "--histogram /nonexistent/x.hist",
+                &[
+                    "--histogram /nonexistent/x.hist",
+                    "directory /nonexistent does not exist",
+                    "nothing was measured",
+                ],
+            ),
+            (
+                "--rt-tests-json /nonexistent/rt.json",
+                &["--rt-tests-json /nonexistent/rt.json", "does not exist"],
+            ),
+            (
+                "--json /nonexistent/c.json",
+                &["--json /nonexistent/c.json", "does not exist"],
+            ),
+            (
+                &format!("--json {under_file}"),
+                &["--json", "does not exist"],
+            ),
+            (
+                &format!("--plots {under_file}"),
+                &["--plots", "cannot be created"],
+            ),
+            (
+                &format!("--histogram {}", d.0.display()),
+                &["--histogram", "is a directory"],
+            ),
+        ],
+    );
+    assert_usage_errors(
+        "lab all --quick",
+        &[
+            (
+                &format!("--out {}", file.display()),
+                &["--out", "exists and is not a directory"],
+            ),
+            (
+                "--json /nonexistent/all.json",
+                &["--json /nonexistent/all.json", "does not exist"],
+            ),
+        ],
+    );
+    assert_usage_errors(
+        "lab trace --duration 1h",
+        &[(
+            "--png /nonexistent/q.png",
+            &["--png /nonexistent/q.png", "does not exist"],
+        )],
+    );
+}

@@ -246,7 +246,7 @@ impl Step for CyclicConditions {
                 .iter()
                 .filter_map(|(_, label, r)| Some((*label, r.explain.as_ref()?)))
                 .collect();
-            section.push_str(&crate::explain::markdown(
+            section.push_str(&report::explain_section(
                 &explained,
                 explain.as_ref().err().map(String::as_str),
             ));

@@ -125,6 +125,20 @@ impl Report {
     pub fn any_failed(&self) -> bool {
         self.count(Status::Fail) > 0
     }
+
+    /// The advice: each warning and failure that has a fix, as the
+    /// explaining trace credits its causes to ([`firmtime_trace::explain::advice`]),
+    /// its line `title (value): fix`.
+    pub fn fixes(&self) -> Vec<firmtime_trace::explain::advice::Fix> {
+        self.checks
+            .iter()
+            .filter(|c| matches!(c.status, Status::Fail | Status::Warn) && !c.fix.is_empty())
+            .map(|c| firmtime_trace::explain::advice::Fix {
+                id: c.id.clone(),
+                line: format!("{} ({}): {}", c.title, c.value, c.fix),
+            })
+            .collect()
+    }
 }
 
 /// Runs every check, sampling steal time over [`STEAL_SAMPLE`].

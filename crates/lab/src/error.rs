@@ -43,6 +43,18 @@ impl From<firmtime_rt::Error> for Error {
     }
 }
 
+impl From<firmtime_trace::Error> for Error {
+    fn from(e: firmtime_trace::Error) -> Self {
+        use firmtime_trace::ErrorKind as K;
+        let kind = match e.kind() {
+            K::InvalidInput => ErrorKind::InvalidInput,
+            K::Unavailable => ErrorKind::Unavailable,
+            _ => ErrorKind::Io,
+        };
+        Self::new(kind, e.message())
+    }
+}
+
 impl From<std::io::Error> for Error {
     fn from(e: std::io::Error) -> Self {
         Self::new(ErrorKind::Io, e.to_string())

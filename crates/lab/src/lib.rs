@@ -19,7 +19,6 @@ pub mod clockread;
 pub mod cyclic;
 pub mod doctor;
 pub mod error;
-pub mod explain;
 pub mod frames;
 pub mod interrupts;
 pub mod load;
@@ -37,6 +36,8 @@ pub mod trace;
 pub mod workloads;
 
 pub use error::{Error, ErrorKind, Result};
+/// The explaining trace lives in `firmtime-trace`; the lab measures with it.
+pub(crate) use firmtime_trace::explain;
 
 // Unit tests run RT closures under `assert_no_alloc`: any allocation aborts.
 #[cfg(all(test, debug_assertions))]

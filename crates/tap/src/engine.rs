@@ -456,7 +456,7 @@ impl Engine {
     }
 
     /// Notes every wake-up of the loop into `notes` from the next trial on
-    /// (the explaining trace's: `firmtime_lab::explain::LoopWatch::notes`),
+    /// (the explaining trace's: `firmtime_trace::explain::LoopWatch::notes`),
     /// under the index of its pass (see [`crate::late`]); a pass is due at
     /// the deadline of the wait before it. [`Notes::new`]`(0)` (the
     /// default) notes nothing.

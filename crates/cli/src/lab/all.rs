@@ -42,9 +42,9 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     if let Some(p) = &args.common.json {
         args::check_output_file("--json", p)?;
     }
-    firmtime_lab::explain::Config {
+    firmtime_trace::explain::Config {
         max_events: args.explain_max_events,
-        ..firmtime_lab::explain::Config::default()
+        ..firmtime_trace::explain::Config::default()
     }
     .validate()
     .map_err(|e| UsageError(e.message().to_string()))?;

@@ -145,11 +145,11 @@ fn config(a: &Args) -> anyhow::Result<Config> {
         timer_slack_ns: a.timer_slack.map(|d| args::nanos(d).max(1)),
         allow_downgrade: a.allow_downgrade,
         explain: ((a.explain || a.explain_above.is_some()) && !a.no_explain).then(|| {
-            firmtime_lab::explain::Config {
+            firmtime_trace::explain::Config {
                 above_ns: a.explain_above.map(args::nanos),
                 worst: a.explain_worst,
                 max_events: a.explain_max_events,
-                ..firmtime_lab::explain::Config::default()
+                ..firmtime_trace::explain::Config::default()
             }
         }),
         load_exe: Some(std::env::current_exe().context("cannot find the firmtime binary")?),
@@ -305,7 +305,7 @@ fn write_plots(dir: &std::path::Path, r: &CyclicResult) -> anyhow::Result<()> {
 }
 
 /// The worst `n` explained wake-ups, the summary by cause and the coverage.
-pub fn print_explanation(e: &firmtime_lab::explain::Explanation, n: usize) {
+pub fn print_explanation(e: &firmtime_trace::explain::Explanation, n: usize) {
     println!();
     println!("why the worst wake-ups were late ({})", e.events_line());
     if e.outliers.is_empty() {

@@ -7,7 +7,6 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 use firmtime_jack::DummyServer;
-use firmtime_lab::explain::{self, LoopThread, LoopWatch};
 use firmtime_midi::jack::SynthOptions;
 use firmtime_midi::{MidiBackend, PortIndex};
 use firmtime_rt::setup::{self, RtConditions, RtRequest};
@@ -18,6 +17,7 @@ use firmtime_tap::late::{self, BackendTiming, LateReport};
 use firmtime_tap::replay::{self, ReplaySource};
 use firmtime_tap::session::{self, TrialMeta};
 use firmtime_tap::{data, Experiment};
+use firmtime_trace::explain::{self, LoopThread, LoopWatch};
 
 use crate::args::{self, Outcome, UsageError};
 use crate::backend;
@@ -292,7 +292,7 @@ fn start_watch(a: &RunArgs, explain: &mut Option<bool>) -> anyhow::Result<Option
         None => a.explain.start(ENGINE_COMM)?,
         Some(false) => None,
         Some(true) => {
-            match LoopWatch::start(&firmtime_lab::explain::Config::default(), ENGINE_COMM) {
+            match LoopWatch::start(&firmtime_trace::explain::Config::default(), ENGINE_COMM) {
                 Ok(w) => Some(w),
                 Err(e) => {
                     eprintln!("this trial's late outputs are not traced: {e}");
@@ -524,12 +524,15 @@ fn print_advice(causes: &[explain::CauseCount]) {
     }
     let causes = explain::advice::merge(&[causes]);
     let doctor = firmtime_lab::doctor::run_with(Duration::from_millis(250));
-    let lines: Vec<String> =
-        explain::advice::lines(&doctor, &causes, "the late outputs the engine caused")
-            .into_iter()
-            .filter(|(_, n)| *n > 0)
-            .map(|(l, _)| l)
-            .collect();
+    let lines: Vec<String> = explain::advice::lines(
+        &doctor.fixes(),
+        &causes,
+        "the late outputs the engine caused",
+    )
+    .into_iter()
+    .filter(|(_, n)| *n > 0)
+    .map(|(l, _)| l)
+    .collect();
     if !lines.is_empty() {
         eprintln!("firmtime: what to change (firmtime doctor), for the engine's late wake-ups:");
         for l in lines.iter().take(3) {

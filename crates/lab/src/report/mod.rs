@@ -93,6 +93,58 @@ fn skipped_cells(reason: &str, blanks: usize) -> impl Iterator<Item = String> {
     std::iter::once(skipped(reason)).chain((0..blanks).map(|_| String::new()))
 }
 
+use crate::explain::Explanation;
+
+/// The report's "Why the outliers were late" part: per condition the
+/// coverage, the summary by cause and the five latest wake-ups with their
+/// cause; or, when nothing was explained, why not.
+pub fn explain_section(runs: &[(&str, &Explanation)], not_explained: Option<&str>) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::from("\n### Why the outliers were late\n\n");
+    if runs.is_empty() {
+        let _ = writeln!(
+            s,
+            "Not explained: {}.",
+            not_explained.unwrap_or("no run was traced")
+        );
+        return s;
+    }
+    s.push_str(
+        "Each run was traced (tracefs: scheduler, interrupts, softirqs, idle states, the \
+         thread's page faults); each wake-up above the thread's p99.9, each that missed a \
+         deadline and each thread's 10 worst were attributed to what ran on its CPU between \
+         deadline and wake-up (`explain` in the JSON, docs/LAB-FORMATS.md).\n\n",
+    );
+    for (label, e) in runs {
+        let _ = writeln!(
+            s,
+            "- **{label}**: {}; {}. {}.",
+            e.summary(),
+            e.coverage(),
+            e.events_line()
+        );
+    }
+    let mut rows = Vec::new();
+    for (label, e) in runs {
+        for o in e.outliers.iter().take(5) {
+            rows.push(vec![
+                (*label).to_string(),
+                o.cpu.to_string(),
+                us(Some(o.latency_ns)),
+                o.missed.to_string(),
+                o.cause.category.name().to_string(),
+                o.cause.detail.replace('|', "/"),
+            ]);
+        }
+    }
+    s.push('\n');
+    s.push_str(&table(
+        &["Condition", "CPU", "latency µs", "missed", "cause", "what"],
+        &rows,
+    ));
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -258,14 +258,15 @@ pub fn verdict(conditions: &[Condition], doctor: &crate::doctor::Report) -> Verd
         ));
     }
     let mut other_advice = Vec::new();
-    for (line, n) in advice::lines(doctor, &causes, what) {
+    let fixes = doctor.fixes();
+    for (line, n) in advice::lines(&fixes, &causes, what) {
         if n > 0 {
             advice.push(line);
         } else {
             other_advice.push(line);
         }
     }
-    advice.extend(advice::left_over_line(doctor, &causes, what));
+    advice.extend(advice::left_over_line(&fixes, &causes, what));
     Verdict {
         headline,
         findings,

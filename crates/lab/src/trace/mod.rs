@@ -22,8 +22,8 @@
 
 pub mod overhead;
 pub mod quanta;
-pub mod raw;
-pub mod tracefs;
+
+pub use firmtime_trace::{raw, tracefs, BUFFER_KB, MAX_EVENTS};
 
 use crate::billing::{self, BillingRow, Fig4Bin, KernelAccounting, ProcAccounting, QuantumBill};
 use crate::check::{self, invalid};
@@ -143,10 +143,6 @@ pub fn paper_quanta(application: &str) -> Option<&'static PaperQuanta> {
 
 /// Valid `--duration` range, ns (100 ms … 1 h).
 pub const DURATION_NS: std::ops::RangeInclusive<u64> = 100_000_000..=3_600_000_000_000;
-/// Valid `--buffer-kb` range (per CPU).
-pub const BUFFER_KB: std::ops::RangeInclusive<u32> = 64..=1_048_576;
-/// Valid `--max-events` range.
-pub const MAX_EVENTS: std::ops::RangeInclusive<usize> = 1_000..=50_000_000;
 
 /// Valid drain interval, ns (1 ms … 10 s).
 const DRAIN_NS: std::ops::RangeInclusive<u64> = 1_000_000..=10_000_000_000;
@@ -546,9 +542,9 @@ pub fn run(config: &Config, progress: &mut dyn Progress) -> Result<TraceResult> 
         }
         ctl.release.store(true, Ordering::SeqCst);
         drain_stop.store(true, Ordering::SeqCst);
-        drainer
+        Ok(drainer
             .join()
-            .map_err(|_| Error::new(ErrorKind::Io, "the trace drainer panicked"))?
+            .map_err(|_| Error::new(ErrorKind::Io, "the trace drainer panicked"))??)
     })?;
 
     let lost = inst.lost_events(&cpus);

@@ -615,7 +615,7 @@ fn run_rate(
             let want = traced(i);
             if want != on {
                 if let Err(e) = inst.set_events(want) {
-                    result = Err(e);
+                    result = Err(e.into());
                     break;
                 }
                 on = want;

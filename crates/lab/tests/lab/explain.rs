@@ -5,13 +5,13 @@
 //! that page-faults. Asserted: the cause's category and name, never timings.
 
 use firmtime_lab::cyclic::{self, Config};
-use firmtime_lab::explain::attribute::{attribute, Category, Machine, Timeline, Wakeup};
-use firmtime_lab::explain::{self, Notes, Outlier};
 use firmtime_lab::measure::Silent;
-use firmtime_lab::trace::raw::{Event, EventKind, IDLE_EXIT};
 use firmtime_rt::clock::monotonic_ns;
 use firmtime_rt::periodic::{Periodic, Tick};
 use firmtime_rt::sched::{self, Policy};
+use firmtime_trace::explain::attribute::{attribute, Category, Machine, Timeline, Wakeup};
+use firmtime_trace::explain::{self, Notes, Outlier};
+use firmtime_trace::raw::{Event, EventKind, IDLE_EXIT};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;

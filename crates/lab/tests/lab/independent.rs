@@ -18,10 +18,10 @@
 
 use crate::explain::{broadcast_receivers, usable, victim_cpu, Restore, INDUCED};
 use firmtime_lab::cyclic::{self, Config};
-use firmtime_lab::explain::{self, Category, Outlier};
 use firmtime_lab::measure::Silent;
 use firmtime_rt::clock::monotonic_ns;
 use firmtime_rt::sched::{self, Policy};
+use firmtime_trace::explain::{self, Category, Outlier};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};

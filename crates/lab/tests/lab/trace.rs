@@ -7,10 +7,10 @@
 use firmtime_lab::measure::Cell;
 use firmtime_lab::measure::Silent;
 use firmtime_lab::trace::quanta::{self, Targets, TickSource};
-use firmtime_lab::trace::raw::{Decoder, Event, EventKind, Format, EVENTS};
 use firmtime_lab::trace::{self, overhead, tracefs, Config};
 use firmtime_lab::workloads::Workload;
 use firmtime_lab::ErrorKind;
+use firmtime_trace::raw::{Decoder, Event, EventKind, Format, EVENTS};
 
 fn fixture(name: &str) -> std::path::PathBuf {
     crate::data(&format!("trace/{name}"))

@@ -17,7 +17,7 @@
 //! waking ([`Category::IdleExit`]) or interrupts were off
 //! ([`Category::IrqsOff`]). The largest part is the cause.
 
-use crate::trace::raw::{softirq_name, switch_prios, Event, EventKind, IDLE_EXIT};
+use crate::raw::{softirq_name, switch_prios, Event, EventKind, IDLE_EXIT};
 use serde::Serialize;
 use std::collections::HashMap;
 

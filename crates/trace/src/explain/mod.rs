@@ -2,8 +2,8 @@
 //! --explain` (and of `lab all`, where tracefs is usable).
 //!
 //! Like rtla's `timerlat --auto-analysis`, for a user-space periodic thread.
-//! While a run measures, a private tracefs instance (the lab's tracer,
-//! [`crate::trace::tracefs`]) records on every CPU `sched_switch`,
+//! While a run measures, a private tracefs instance (firmtime-trace's tracer,
+//! [`crate::tracefs`]) records on every CPU `sched_switch`,
 //! `local_timer_entry/exit`, `irq_handler_entry/exit`, `softirq_entry/exit`,
 //! `power:cpu_idle`, and the measured threads' own `sched_wakeup` and
 //! `page_fault_user` (filtered by thread name); a
@@ -29,10 +29,9 @@ pub mod window;
 pub use attribute::{Category, Cause, Machine, Part, Timeline, Wakeup};
 pub use window::{Flags, Keeper, Window};
 
-use crate::check;
 use crate::error::{Error, ErrorKind, Result};
-use crate::trace::raw::{EventKind, EXPLAIN_EVENTS};
-use crate::trace::tracefs::{self, Capture, Instance};
+use crate::raw::{EventKind, EXPLAIN_EVENTS};
+use crate::tracefs::{self, Capture, Instance};
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -100,17 +99,18 @@ impl Config {
     /// # Errors
     /// [`ErrorKind::InvalidInput`] naming the offending flag.
     pub fn validate(&self) -> Result<()> {
-        check::in_range("--explain-worst", self.worst, &WORST)?;
-        check::in_range_note(
+        crate::in_range("--explain-worst", self.worst, &WORST, "")?;
+        crate::in_range(
             "explain buffer",
             self.buffer_kb,
-            &crate::trace::BUFFER_KB,
+            &crate::BUFFER_KB,
             " (KiB per CPU)",
         )?;
-        check::in_range(
+        crate::in_range(
             "--explain-max-events",
             self.max_events,
-            &crate::trace::MAX_EVENTS,
+            &crate::MAX_EVENTS,
+            "",
         )?;
         Ok(())
     }
@@ -309,7 +309,7 @@ impl Session {
             }
             None => (0, Vec::new(), true),
         };
-        let hz = crate::billing::user_hz();
+        let hz = crate::user_hz();
         let steal_ns = self
             .cpus
             .iter()
@@ -776,54 +776,4 @@ pub fn cause_words(cat: Category, name: &str) -> String {
         Category::IrqsOff => format!("interrupts off in {name}"),
         c => c.words().to_string(),
     }
-}
-
-/// The report's "Why the outliers were late" part: per condition the
-/// coverage, the summary by cause and the five latest wake-ups with their
-/// cause; or, when nothing was explained, why not.
-pub fn markdown(runs: &[(&str, &Explanation)], not_explained: Option<&str>) -> String {
-    use std::fmt::Write as _;
-    let mut s = String::from("\n### Why the outliers were late\n\n");
-    if runs.is_empty() {
-        let _ = writeln!(
-            s,
-            "Not explained: {}.",
-            not_explained.unwrap_or("no run was traced")
-        );
-        return s;
-    }
-    s.push_str(
-        "Each run was traced (tracefs: scheduler, interrupts, softirqs, idle states, the \
-         thread's page faults); each wake-up above the thread's p99.9, each that missed a \
-         deadline and each thread's 10 worst were attributed to what ran on its CPU between \
-         deadline and wake-up (`explain` in the JSON, docs/LAB-FORMATS.md).\n\n",
-    );
-    for (label, e) in runs {
-        let _ = writeln!(
-            s,
-            "- **{label}**: {}; {}. {}.",
-            e.summary(),
-            e.coverage(),
-            e.events_line()
-        );
-    }
-    let mut rows = Vec::new();
-    for (label, e) in runs {
-        for o in e.outliers.iter().take(5) {
-            rows.push(vec![
-                (*label).to_string(),
-                o.cpu.to_string(),
-                crate::report::us(Some(o.latency_ns)),
-                o.missed.to_string(),
-                o.cause.category.name().to_string(),
-                o.cause.detail.replace('|', "/"),
-            ]);
-        }
-    }
-    s.push('\n');
-    s.push_str(&crate::report::table(
-        &["Condition", "CPU", "latency µs", "missed", "cause", "what"],
-        &rows,
-    ));
-    s
 }

@@ -5,7 +5,7 @@
 //! `instances/firmtime-<pid>` so the global trace is left alone, sets the
 //! `mono` trace clock (CLOCK_MONOTONIC, comparable with
 //! [`firmtime_rt::clock::monotonic_ns`]) and the buffer size, and enables
-//! the events of [`super::raw::EVENTS`] that this kernel has. Dropping it
+//! the events of [`crate::raw::EVENTS`] that this kernel has. Dropping it
 //! stops tracing and removes the instance.
 //!
 //! # RT contract
@@ -14,8 +14,8 @@
 //! into a vector preallocated (and touched) before tracing starts and
 //! counts, never grows past, what does not fit.
 
-use super::raw::{Decoder, Event, EventKind, Format, EVENTS};
 use crate::error::{Error, ErrorKind, Result};
+use crate::raw::{Decoder, Event, EventKind, Format, EVENTS};
 use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};

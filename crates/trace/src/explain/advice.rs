@@ -1,7 +1,9 @@
-//! Doctor's advice ranked by what actually made this run's wake-ups late.
+//! Fixes ranked by what actually made this run's wake-ups late.
 //!
-//! Each cause is credited once, to the first fix in its list that this
-//! machine's doctor flags (warning or failure with a fix): the fix that
+//! The fixes are what the caller's doctor flags on this machine (in
+//! firmtime, `firmtime doctor`'s warnings and failures with a fix, as
+//! [`Fix`]: the check's id and its line). Each cause is credited once, to
+//! the first fix in its list that is flagged: the fix that
 //! would remove it (the VM not running → bare metal or pinned vCPUs;
 //! another task or an interrupt on the CPU → isolated CPUs, then the
 //! preemption model; RCU callbacks → rcu_nocbs; the thread's own page
@@ -11,7 +13,17 @@
 //! Pure code.
 
 use super::{Category, CauseCount};
-use crate::doctor::{Check, Report, Status};
+
+/// A fix the machine's doctor flags: the id of its check (`isolcpus`,
+/// `preempt_model`, …; [`checks_for`] names them) and the line that says
+/// what to do (`Isolated CPUs (isolcpus) (none …): boot with …`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fix {
+    /// The check's id.
+    pub id: String,
+    /// What to do, in one line.
+    pub line: String,
+}
 
 /// The doctor check ids whose fixes would remove outliers of cause `c`,
 /// the most direct first. A task of normal priority that held off a
@@ -37,20 +49,20 @@ pub fn checks_for(c: &CauseCount) -> &'static [&'static str] {
     }
 }
 
-/// The check of `checks` each cause is credited to (by index), `None`
+/// The fix of `checks` each cause is credited to (by index), `None`
 /// when none of its fixes is among them.
-fn credit(checks: &[&Check], c: &CauseCount) -> Option<usize> {
+fn credit(checks: &[Fix], c: &CauseCount) -> Option<usize> {
     checks_for(c)
         .iter()
         .find_map(|id| checks.iter().position(|k| k.id == *id))
 }
 
-/// `checks` (the advice: warnings and failures with a fix) ordered by the
-/// outliers credited to them, most first, each with that count (0 for
-/// checks no outlier of this run points to). Each outlier is credited to
-/// one check at most.
-pub fn rank<'a>(checks: &[&'a Check], causes: &[CauseCount]) -> Vec<(&'a Check, u64)> {
-    let mut v: Vec<(&Check, u64)> = checks.iter().map(|c| (*c, 0)).collect();
+/// `checks` (the flagged fixes) ordered by the outliers credited to them,
+/// most first, each with that count (0 for fixes no outlier of this run
+/// points to); the fixes' order is kept among equal counts. Each outlier is
+/// credited to one fix at most.
+pub fn rank<'a>(checks: &'a [Fix], causes: &[CauseCount]) -> Vec<(&'a Fix, u64)> {
+    let mut v: Vec<(&Fix, u64)> = checks.iter().map(|c| (c, 0)).collect();
     for c in causes {
         if let Some(i) = credit(checks, c) {
             v[i].1 += c.outliers;
@@ -62,11 +74,10 @@ pub fn rank<'a>(checks: &[&'a Check], causes: &[CauseCount]) -> Vec<(&'a Check, 
 
 /// The causes no flagged fix would remove (unknown ones, or causes whose
 /// fixes doctor found already in place).
-pub fn left_over<'a>(doctor: &Report, causes: &'a [CauseCount]) -> Vec<&'a CauseCount> {
-    let checks = advice_checks(doctor);
+pub fn left_over<'a>(fixes: &[Fix], causes: &'a [CauseCount]) -> Vec<&'a CauseCount> {
     causes
         .iter()
-        .filter(|c| credit(&checks, c).is_none())
+        .filter(|c| credit(fixes, c).is_none())
         .collect()
 }
 
@@ -92,20 +103,11 @@ pub fn merge(runs: &[&[CauseCount]]) -> Vec<CauseCount> {
     v
 }
 
-fn advice_checks(doctor: &Report) -> Vec<&Check> {
-    doctor
-        .checks
-        .iter()
-        .filter(|c| matches!(c.status, Status::Fail | Status::Warn) && !c.fix.is_empty())
-        .collect()
-}
-
-/// Doctor's advice (warnings and failures with a fix) as lines ranked by
-/// `causes` (as [`rank`]): `title (value): fix — would remove N of
-/// {what}`, with the count N credited to each line's fix (the suffix only
-/// when N > 0; each outlier counted once over all lines).
-pub fn lines(doctor: &Report, causes: &[CauseCount], what: &str) -> Vec<(String, u64)> {
-    rank(&advice_checks(doctor), causes)
+/// The flagged fixes as lines ranked by `causes` (as [`rank`]): `{line} —
+/// would remove N of {what}`, with the count N credited to each line's fix
+/// (the suffix only when N > 0; each outlier counted once over all lines).
+pub fn lines(fixes: &[Fix], causes: &[CauseCount], what: &str) -> Vec<(String, u64)> {
+    rank(fixes, causes)
         .into_iter()
         .map(|(c, n)| {
             let why = if n > 0 {
@@ -113,7 +115,7 @@ pub fn lines(doctor: &Report, causes: &[CauseCount], what: &str) -> Vec<(String,
             } else {
                 String::new()
             };
-            (format!("{} ({}): {}{why}", c.title, c.value, c.fix), n)
+            (format!("{}{why}", c.line), n)
         })
         .collect()
 }
@@ -121,8 +123,8 @@ pub fn lines(doctor: &Report, causes: &[CauseCount], what: &str) -> Vec<(String,
 /// The line for the outliers of `causes` no line of [`lines`] removes, if
 /// any: `Left over: 7 of {what} have no fix on this list: the VM was not
 /// running (5; doctor finds nothing to change for it), …`.
-pub fn left_over_line(doctor: &Report, causes: &[CauseCount], what: &str) -> Option<String> {
-    let left = left_over(doctor, causes);
+pub fn left_over_line(fixes: &[Fix], causes: &[CauseCount], what: &str) -> Option<String> {
+    let left = left_over(fixes, causes);
     let n: u64 = left.iter().map(|c| c.outliers).sum();
     if n == 0 {
         return None;
@@ -156,22 +158,16 @@ mod tests {
 
     #[test]
     fn lines_rank_the_fixes_by_the_outliers_they_address_and_say_how_many() {
-        let check = |id: &str, status: Status, fix: &str| Check {
+        let check = |id: &str, fix: &str| Fix {
             id: id.into(),
-            title: id.into(),
-            status,
-            value: "v".into(),
-            fix: fix.into(),
+            line: format!("{id} (v): {fix}"),
         };
-        let doctor = Report {
-            checks: vec![
-                check("cpu_governor", Status::Warn, "set performance"),
-                check("memlock_limit", Status::Warn, "raise memlock"),
-                check("isolcpus", Status::Warn, "isolate a CPU"),
-                check("preempt_model", Status::Pass, ""),
-            ],
-            system: firmtime_rt::system::SystemInfo::collect(),
-        };
+        // As doctor flags them (preempt_model passed: not among them).
+        let doctor = [
+            check("cpu_governor", "set performance"),
+            check("memlock_limit", "raise memlock"),
+            check("isolcpus", "isolate a CPU"),
+        ];
         let cause = |category, outliers| CauseCount {
             category,
             name: String::new(),
@@ -200,21 +196,15 @@ mod tests {
 
     #[test]
     fn each_outlier_is_credited_once_and_the_rest_is_left_over() {
-        let check = |id: &str| Check {
+        let check = |id: &str| Fix {
             id: id.into(),
-            title: id.into(),
-            status: Status::Warn,
-            value: "v".into(),
-            fix: format!("fix {id}"),
+            line: format!("{id} (v): fix {id}"),
         };
-        let doctor = Report {
-            checks: vec![
-                check("preempt_model"),
-                check("isolcpus"),
-                check("nohz_full"),
-            ],
-            system: firmtime_rt::system::SystemInfo::collect(),
-        };
+        let doctor = [
+            check("preempt_model"),
+            check("isolcpus"),
+            check("nohz_full"),
+        ];
         let cause = |category, name: &str, outliers| CauseCount {
             category,
             name: name.into(),

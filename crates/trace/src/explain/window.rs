@@ -16,7 +16,7 @@
 //! complete or not at all (counted in [`Keeper::windows_evicted`] and
 //! [`Keeper::dropped`]).
 
-use crate::trace::raw::{Event, EventKind};
+use crate::raw::{Event, EventKind};
 pub use firmtime_rt::outliers::{Flags, Window};
 use std::collections::VecDeque;
 
