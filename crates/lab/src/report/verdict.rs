@@ -88,10 +88,22 @@ impl Condition {
             && self.summary.max_ns.is_some_and(|m| m < MS)
     }
 
-    /// Its main cause in words, by the deadlines missed (then outliers):
-    /// `mostly the VM was not running (20 of 27 outliers)`.
+    /// Its main cause in words: the cause of most missed deadlines, `20 of
+    /// them: the hypervisor (the VM was not running)`, or without a missed
+    /// deadline the cause of most outliers, `mostly task kdamond.0: 9 of 20
+    /// outliers`.
     fn main_cause(&self) -> Option<String> {
         let top = self.causes.iter().max_by_key(|c| (c.missed, c.outliers))?;
+        if self.summary.missed > 0 && top.missed > 0 {
+            let n = top.missed.min(self.summary.missed);
+            return Some(if n == self.summary.missed && n > 1 {
+                format!("all of them: {}", cause_phrase(top))
+            } else if n == 1 && self.summary.missed == 1 {
+                format!("cause: {}", cause_phrase(top))
+            } else {
+                format!("{n} of them: {}", cause_phrase(top))
+            });
+        }
         Some(format!(
             "mostly {}: {} of {} outliers",
             cause_phrase(top),

@@ -381,6 +381,49 @@ pub(crate) fn broadcast_receivers(n: usize) -> (u16, Vec<i32>) {
     (port, fds)
 }
 
+/// A private anonymous mapping whose pages fault on every touch after
+/// [`Faulting::fault_all`] gives them back (memory not locked).
+pub(crate) struct Faulting {
+    p: *mut libc::c_void,
+    len: usize,
+}
+
+impl Faulting {
+    pub(crate) fn new(len: usize) -> Faulting {
+        // SAFETY: a fresh private anonymous mapping, unmapped on drop.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(p, libc::MAP_FAILED);
+        Faulting { p, len }
+    }
+
+    /// Gives the pages back, then touches them all again: every touch is a
+    /// page fault.
+    pub(crate) fn fault_all(&mut self) {
+        // SAFETY: p..p+len is the mapping made in new().
+        unsafe { libc::madvise(self.p, self.len, libc::MADV_DONTNEED) };
+        for off in (0..self.len).step_by(4096) {
+            // SAFETY: off < len, inside the writable mapping.
+            unsafe { std::ptr::write_volatile((self.p as *mut u8).add(off), 1) };
+        }
+    }
+}
+
+impl Drop for Faulting {
+    fn drop(&mut self) {
+        // SAFETY: unmapping the mapping made in new(), once.
+        unsafe { libc::munmap(self.p, self.len) };
+    }
+}
+
 /// Restores a sysfs value when dropped.
 pub(crate) struct Restore(pub(crate) std::path::PathBuf, pub(crate) String);
 
@@ -484,19 +527,7 @@ fn induced_page_faults_without_mlock_are_the_thread_itself() {
             sched::set_current_thread(&Policy::Fifo { priority: 70 }).expect("FIFO 70");
             let _ = firmtime_rt::memory::unlock_all();
             let mut notes = Notes::flagging(256, flags, cpu, explain::lookback_ns(1_000_000));
-            const LEN: usize = 8 << 20;
-            // SAFETY: a fresh private anonymous mapping, unmapped below.
-            let p = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    LEN,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                    -1,
-                    0,
-                )
-            };
-            assert_ne!(p, libc::MAP_FAILED);
+            let mut pages = Faulting::new(8 << 20);
             let mut sleeper =
                 firmtime_rt::sleep::open(firmtime_rt::sleep::Mechanism::ClockNanosleep)
                     .expect("sleeper");
@@ -507,17 +538,8 @@ fn induced_page_faults_without_mlock_are_the_thread_itself() {
                     break;
                 };
                 notes.offer(&t);
-                // Give the pages back, then touch them all again: every
-                // touch is a page fault (memory not locked).
-                // SAFETY: p..p+LEN is the mapping above.
-                unsafe { libc::madvise(p, LEN, libc::MADV_DONTNEED) };
-                for off in (0..LEN).step_by(4096) {
-                    // SAFETY: off < LEN, inside the writable mapping.
-                    unsafe { std::ptr::write_volatile((p as *mut u8).add(off), 1) };
-                }
+                pages.fault_all();
             }
-            // SAFETY: unmapping the mapping made above.
-            unsafe { libc::munmap(p, LEN) };
             (sched::current_tid(), notes)
         })
         .expect("start")

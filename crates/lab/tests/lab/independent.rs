@@ -16,7 +16,7 @@
 //! explainer charged it (the text record has microsecond timestamps) or as
 //! the context that ran longest there. Agreement ≥ 95 %.
 
-use crate::explain::{broadcast_receivers, usable, victim_cpu, Restore, INDUCED};
+use crate::explain::{broadcast_receivers, usable, victim_cpu, Faulting, Restore, INDUCED};
 use firmtime_lab::cyclic::{self, Config};
 use firmtime_lab::measure::Silent;
 use firmtime_rt::clock::monotonic_ns;
@@ -251,30 +251,11 @@ fn named_causes_agree_with_an_independent_tracefs_record() {
             .spawn_scoped(s, move || {
                 sched::set_affinity(&[cpu]).expect("pin the faulter");
                 sched::set_current_thread(&Policy::Fifo { priority: 85 }).expect("FIFO 85");
-                const LEN: usize = 8 << 20;
-                // SAFETY: a fresh private anonymous mapping, unmapped below.
-                let p = unsafe {
-                    libc::mmap(
-                        std::ptr::null_mut(),
-                        LEN,
-                        libc::PROT_READ | libc::PROT_WRITE,
-                        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                        -1,
-                        0,
-                    )
-                };
-                assert_ne!(p, libc::MAP_FAILED);
+                let mut pages = Faulting::new(8 << 20);
                 while !stop.load(Ordering::Relaxed) {
-                    // SAFETY: p..p+LEN is the mapping above.
-                    unsafe { libc::madvise(p, LEN, libc::MADV_DONTNEED) };
-                    for off in (0..LEN).step_by(4096) {
-                        // SAFETY: off < LEN, inside the writable mapping.
-                        unsafe { std::ptr::write_volatile((p as *mut u8).add(off), 1) };
-                    }
+                    pages.fault_all();
                     std::thread::sleep(Duration::from_millis(61));
                 }
-                // SAFETY: unmapping the mapping made above.
-                unsafe { libc::munmap(p, LEN) };
             })
             .expect("start the faulter");
         s.spawn(move || {
