@@ -307,7 +307,10 @@ fn write_plots(dir: &std::path::Path, r: &CyclicResult) -> anyhow::Result<()> {
 /// The worst `n` explained wake-ups, the summary by cause and the coverage.
 pub fn print_explanation(e: &firmtime_trace::explain::Explanation, n: usize) {
     println!();
-    println!("why the worst wake-ups were late ({})", e.events_line());
+    println!(
+        "why the worst wake-ups were late ({})",
+        e.events_line("--explain-max-events")
+    );
     if e.outliers.is_empty() {
         println!("  no wake-up above the threshold");
         return;

@@ -121,7 +121,7 @@ pub fn explain_section(runs: &[(&str, &Explanation)], not_explained: Option<&str
             "- **{label}**: {}; {}. {}.",
             e.summary(),
             e.coverage(),
-            e.events_line()
+            e.events_line("--explain-max-events")
         );
     }
     let mut rows = Vec::new();

@@ -675,7 +675,11 @@ fn a_full_store_drops_the_least_late_window_whole_never_a_later_one() {
     let tl = Timeline::with_windows(store, kept, evicted);
     let c = attribute(&tl, &late(20_000_000, 20_300_000), &bare_metal());
     assert_eq!(c.category, Category::Unknown);
-    assert!(c.detail.contains("--explain-max-events"), "{}", c.detail);
+    assert!(
+        c.detail.contains("dropped for want of room"),
+        "{}",
+        c.detail
+    );
     let c = attribute(&tl, &late(30_000_000, 30_600_000), &bare_metal());
     assert_ne!(c.category, Category::Unknown, "{}", c.detail);
 }

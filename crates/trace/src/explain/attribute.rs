@@ -225,8 +225,8 @@ impl Timeline {
             |w: &&super::Window| usize::from(w.cpu) == cpu && w.start_ns <= a && w.end_ns >= b;
         if self.evicted.iter().any(|w| holds(&w)) {
             return Err(format!(
-                "its window on CPU {cpu} was dropped for want of room (later wake-ups kept first; \
-                 --explain-max-events raises the room)"
+                "its window on CPU {cpu} was dropped for want of room in the trace store (later \
+                 wake-ups kept first)"
             ));
         }
         match &self.windows {

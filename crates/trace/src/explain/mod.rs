@@ -706,14 +706,26 @@ impl Explanation {
     }
 
     /// Which events were recorded, in one line.
-    pub fn events_line(&self) -> String {
+    ///
+    /// When windows were dropped for want of room it names the setting that
+    /// makes more (`store_flag`, the flag of the command that prints it:
+    /// `--explain-max-events` for `lab cyclic` and `lab all`).
+    pub fn events_line(&self, store_flag: &str) -> String {
         let names: Vec<&str> = EXPLAIN_EVENTS
             .iter()
             .filter(|(_, k)| self.events_enabled.contains(k))
             .map(|(p, _)| p.rsplit('/').next().unwrap_or(p))
             .collect();
+        let evicted = if self.windows_evicted > 0 {
+            format!(
+                "; {} windows of the least late wake-ups dropped for want of room (raise {store_flag})",
+                self.windows_evicted
+            )
+        } else {
+            String::new()
+        };
         format!(
-            "kept {} events in {} windows around late wake-ups ({}), {} dropped, {} lost",
+            "kept {} events in {} windows around late wake-ups ({}), {} dropped, {} lost{evicted}",
             self.events,
             self.windows,
             names.join(", "),
