@@ -237,7 +237,10 @@ pub fn verdict(conditions: &[Condition], doctor: &crate::doctor::Report) -> Verd
         }
         Some(p) if unclean.is_empty() => format!(
             "Yes: millisecond timing works on this machine under {p} — every wake-up of every real-time run ({}) was within a millisecond.",
-            rt.iter().map(|c| c.label.as_str()).collect::<Vec<_>>().join(", ")
+            rt.iter()
+                .map(|c| c.label.split_once(", ").map_or(c.label.as_str(), |(_, load)| load))
+                .collect::<Vec<_>>()
+                .join(" and ")
         ),
         Some(p) => format!(
             "Yes, with rare exceptions: under {p} 99.9 % of wake-ups were within a millisecond in every run, but {} — check for them in your data (self-checks) rather than assume they never happen.",
