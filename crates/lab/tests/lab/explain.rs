@@ -623,12 +623,17 @@ fn a_window_is_kept_from_the_last_switch_before_its_deadline_and_faults_from_its
     let mut k = Keeper::new(1000, 1000, 100_000_000);
     // CPU 1: a timer interrupt every 100 µs, switches at 7.2 and 9.5 ms,
     // the measured thread's page fault at 8.0 ms; deadline 10 ms, woke 10.4 ms.
-    for i in 50..=120u64 {
-        k.take(ev(i * 100_000, EventKind::LocalTimer), &flags);
+    // Taken in time order, as a CPU's ring buffer gives them.
+    let mut events: Vec<Event> = (50..=120u64)
+        .map(|i| ev(i * 100_000, EventKind::LocalTimer))
+        .collect();
+    events.push(switch(7_200_000, 7, "a", 120, 8, 120));
+    events.push(switch(9_500_000, 8, "b", 120, 9, 120));
+    events.push(on(TID, ev(8_000_000, EventKind::PageFault)));
+    events.sort_by_key(|e| e.time_ns);
+    for e in events {
+        k.take(e, &flags);
     }
-    k.take(switch(7_200_000, 7, "a", 120, 8, 120), &flags);
-    k.take(switch(9_500_000, 8, "b", 120, 9, 120), &flags);
-    k.take(on(TID, ev(8_000_000, EventKind::PageFault)), &flags);
     flags.push(flagged(10_000_000, 10_400_000));
     k.settle(&flags, true);
     let mut kept: Vec<(u64, EventKind)> = k.store.iter().map(|e| (e.time_ns, e.kind)).collect();

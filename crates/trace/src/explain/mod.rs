@@ -42,8 +42,11 @@ pub const WORST: std::ops::RangeInclusive<usize> = 1..=100_000;
 
 /// Slots of the flag ring.
 const FLAG_SLOTS: usize = 8192;
-/// Undecided events the drainer holds (~22 MB).
+/// Undecided events the drainer holds over all CPUs (~26 MB), at least
+/// [`PENDING_PER_CPU_MIN`] per CPU.
 const PENDING_EVENTS: usize = 400_000;
+/// Undecided events held per CPU at the least (300 ms at ~100,000 events/s).
+const PENDING_PER_CPU_MIN: usize = 32_768;
 /// How long the drainer holds undecided events: a wake-up later than this
 /// minus its lookback cannot be explained (it is `unknown`, counted).
 const KEEP_NS: u64 = 300_000_000;
@@ -245,7 +248,8 @@ impl Session {
                         nice: 0,
                     });
                 let _ = firmtime_rt::sched::set_affinity(&c2);
-                let mut k = Keeper::new(PENDING_EVENTS, cap, KEEP_NS);
+                let per_cpu = (PENDING_EVENTS / c2.len().max(1)).max(PENDING_PER_CPU_MIN);
+                let mut k = Keeper::new(per_cpu, cap, KEEP_NS);
                 let kc = std::cell::RefCell::new(&mut k);
                 let c = tracefs::drain_with(
                     &i2,

@@ -22,15 +22,20 @@ use std::collections::VecDeque;
 
 /// The drainer's side: pending events, kept events and the windows.
 ///
+/// Pending events are held per CPU, each CPU's in time order (its ring
+/// buffer's), so a window looks only at its own span (a binary search).
 /// Each event is checked once against the windows known when it arrives
 /// and once against each window flagged while it is pending, so a pass
-/// costs the new events and the new windows, not the whole pending span.
+/// costs the new events and the new windows' spans, not the whole pending
+/// span.
 #[derive(Debug)]
 pub struct Keeper {
-    /// Undecided events, oldest first (roughly: each CPU's in order).
-    pending: VecDeque<Event>,
-    /// `pending[..checked]` were checked against every window known.
-    checked: usize,
+    /// Undecided events per CPU, in time order.
+    pending: Vec<VecDeque<Event>>,
+    /// Per CPU: `pending[cpu][..checked[cpu]]` were checked against every window known.
+    checked: Vec<usize>,
+    /// Capacity of each CPU's pending queue.
+    per_cpu: usize,
     /// Events kept (inside a window).
     pub store: Vec<Event>,
     /// The window each kept event belongs to (index into `windows`).
@@ -80,6 +85,19 @@ struct Span {
     end_ns: u64,
 }
 
+/// A CPU's ring buffer is in time order but for nested records a few
+/// microseconds apart: a search for a span is widened by this much, and
+/// each event in it still checked.
+const ORDER_SLACK_NS: u64 = 1_000_000;
+
+/// The index range of `q` (one CPU's pending events, in time order within
+/// [`ORDER_SLACK_NS`]) that can hold times in `[a, b]`.
+fn around(q: &VecDeque<Event>, a: u64, b: u64) -> (usize, usize) {
+    let lo = q.partition_point(|e| e.time_ns < a.saturating_sub(ORDER_SLACK_NS));
+    let hi = q.partition_point(|e| e.time_ns <= b.saturating_add(ORDER_SLACK_NS));
+    (lo, hi.max(lo))
+}
+
 fn holds(s: Span, e: &Event) -> bool {
     s.cpu == e.cpu
         && e.time_ns <= s.end_ns
@@ -87,8 +105,9 @@ fn holds(s: Span, e: &Event) -> bool {
 }
 
 impl Keeper {
-    /// A keeper holding up to `pending` undecided and `store` kept events;
-    /// undecided events older than `keep_ns` behind the newest are let go.
+    /// A keeper holding up to `pending` undecided events per CPU and
+    /// `store` kept events; undecided events older than `keep_ns` behind
+    /// the newest are let go.
     pub fn new(pending: usize, store: usize, keep_ns: u64) -> Keeper {
         let zero = Event {
             time_ns: 0,
@@ -101,16 +120,16 @@ impl Keeper {
             arg: 0,
             comm: [0; 16],
         };
-        // Touched now, so the drainer never faults them in later.
-        let mut p: VecDeque<Event> = vec![zero; pending.max(1)].into();
-        p.clear();
+        // Touched now, so the drainer never faults them in later (a CPU's
+        // pending queue when its first event comes).
         let mut s = vec![zero; store.max(1)];
         s.clear();
         let mut o = vec![0u32; store.max(1)];
         o.clear();
         Keeper {
-            pending: p,
-            checked: 0,
+            pending: Vec::new(),
+            checked: Vec::new(),
+            per_cpu: pending.max(1),
             store: s,
             owner: o,
             windows: Vec::with_capacity(MAX_WINDOWS),
@@ -132,15 +151,22 @@ impl Keeper {
     /// Takes one decoded event.
     pub fn take(&mut self, e: Event, flags: &Flags) {
         self.latest_ns = self.latest_ns.max(e.time_ns);
-        if self.pending.len() == self.pending.capacity() {
+        let c = usize::from(e.cpu);
+        while self.pending.len() <= c {
+            let mut q: VecDeque<Event> = vec![e; self.per_cpu].into();
+            q.clear();
+            self.pending.push(q);
+            self.checked.push(0);
+        }
+        if self.pending[c].len() == self.per_cpu {
             self.settle(flags, false);
         }
-        if self.pending.len() == self.pending.capacity() {
+        if self.pending[c].len() == self.per_cpu {
             // Still full: every pending event is recent; the oldest goes.
-            self.pending.pop_front();
-            self.checked = self.checked.saturating_sub(1);
+            self.pending[c].pop_front();
+            self.checked[c] = self.checked[c].saturating_sub(1);
         }
-        self.pending.push_back(e);
+        self.pending[c].push_back(e);
     }
 
     /// The windows kept whole, and those dropped for want of room.
@@ -161,17 +187,22 @@ impl Keeper {
     /// context switch of that CPU in `[start, deadline)` among the pending
     /// events, else `start`.
     fn context_start(&self, w: &Window) -> u64 {
-        self.pending
-            .iter()
+        let Some(q) = self.pending.get(usize::from(w.cpu)) else {
+            return w.start_ns;
+        };
+        let (lo, hi) = around(q, w.start_ns, w.deadline_ns);
+        q.range(lo..hi)
             .filter(|e| {
-                e.cpu == w.cpu
-                    && e.kind == EventKind::Switch
-                    && e.time_ns >= w.start_ns
-                    && e.time_ns < w.deadline_ns
+                e.kind == EventKind::Switch && e.time_ns >= w.start_ns && e.time_ns < w.deadline_ns
             })
             .map(|e| e.time_ns)
             .max()
             .unwrap_or(w.start_ns)
+    }
+
+    /// The first active window before `upto` on `e`'s CPU that holds `e`.
+    fn holder(&self, e: &Event, upto: usize) -> Option<usize> {
+        (self.first_active..upto).find(|&j| holds(self.span(j), e))
     }
 
     /// Reads new flags, keeps the pending events inside windows and lets
@@ -184,42 +215,58 @@ impl Keeper {
             self.add_window(w, from);
         }
         // Events already checked, against the windows flagged or widened
-        // since (what a widened window held before was kept then).
+        // since (what a widened window held before was kept then): only
+        // those inside each window's span on its CPU.
         let changed: Vec<usize> = (self.first_active..self.windows.len())
             .filter(|&j| self.checked_span[j] != Some(self.span(j)))
             .collect();
-        if !changed.is_empty() {
-            for i in 0..self.checked {
-                let e = self.pending[i];
-                let j = changed.iter().copied().find(|&j| {
-                    holds(self.span(j), &e) && !self.checked_span[j].is_some_and(|s| holds(s, &e))
-                });
-                if let Some(j) = j {
+        for j in changed {
+            let span = self.span(j);
+            let c = usize::from(span.cpu);
+            if let Some(q) = self.pending.get(c) {
+                let (lo, hi) = around(q, span.start_ns, span.end_ns);
+                for i in lo..hi.min(self.checked[c]) {
+                    let e = self.pending[c][i];
+                    let before = self.checked_span[j].is_some_and(|s| holds(s, &e));
+                    if holds(span, &e) && !before && self.holder(&e, j).is_none() {
+                        self.keep(e, j);
+                    }
+                }
+            }
+            self.checked_span[j] = Some(span);
+        }
+        // New events, against every active window of their CPU: most are
+        // past every window's end (flags come after their wake-ups), one
+        // comparison each.
+        for c in 0..self.pending.len() {
+            let mut spans: Vec<(usize, Span)> = Vec::new();
+            for j in self.first_active..self.windows.len() {
+                if usize::from(self.windows[j].cpu) == c {
+                    spans.push((j, self.span(j)));
+                }
+            }
+            let last_end = spans.iter().map(|(_, s)| s.end_ns).max();
+            for i in self.checked[c]..self.pending[c].len() {
+                let e = self.pending[c][i];
+                if !last_end.is_some_and(|end| e.time_ns <= end) {
+                    continue;
+                }
+                if let Some(&(j, _)) = spans.iter().find(|(_, s)| holds(*s, &e)) {
                     self.keep(e, j);
                 }
             }
-            for j in changed {
-                self.checked_span[j] = Some(self.span(j));
-            }
+            self.checked[c] = self.pending[c].len();
         }
-        // New events, against every active window.
-        for i in self.checked..self.pending.len() {
-            let e = self.pending[i];
-            if let Some(j) =
-                (self.first_active..self.windows.len()).find(|&j| holds(self.span(j), &e))
-            {
-                self.keep(e, j);
-            }
-        }
-        self.checked = self.pending.len();
         let horizon = if last {
             u64::MAX
         } else {
             self.latest_ns.saturating_sub(self.keep_ns)
         };
-        while self.pending.front().is_some_and(|e| e.time_ns < horizon) {
-            self.pending.pop_front();
-            self.checked -= 1;
+        for c in 0..self.pending.len() {
+            while self.pending[c].front().is_some_and(|e| e.time_ns < horizon) {
+                self.pending[c].pop_front();
+                self.checked[c] -= 1;
+            }
         }
         while self.first_active < self.windows.len()
             && self.windows[self.first_active].end_ns < horizon
