@@ -232,6 +232,25 @@ fn notes_keep_the_worst_without_allocating() {
     assert_eq!(kept, vec![2_000_000, 200, 90, 80]);
     assert_eq!(n.missing_not_kept(), 0);
     assert!(!Notes::default().enabled());
+
+    // Flagging only the top so far, the missed and those above a threshold
+    // allocates nothing either (the top-K and the flag ring are made before).
+    let flags = std::sync::Arc::new(explain::Flags::new(64));
+    let mut f = Notes::flagging(8, std::sync::Arc::clone(&flags), 1, 2_000_000)
+        .flag_only(3, Some(1_500_000));
+    assert_no_alloc::assert_no_alloc(|| {
+        for (i, &l) in lat.iter().enumerate() {
+            f.offer(&tick(i as u64, l, u64::from(l > 1_000_000) * 2));
+        }
+    });
+    let mut next = 0;
+    let mut flagged = Vec::new();
+    flags.read(&mut next, &mut |w| flagged.push(w.latency_ns));
+    // 5, 90, 3 fill the top-3; 70, 200 and 80 enter it; 2,000,000 enters
+    // it, missed and is above the threshold; 1, 60 and 4 are noted, not
+    // flagged.
+    assert_eq!(flagged, [5, 90, 3, 70, 200, 80, 2_000_000]);
+    assert_eq!(f.unflagged(), 3);
 }
 
 // ---- induced causes, on this machine ----
