@@ -237,19 +237,32 @@ pub fn axis_number(v: f64) -> String {
     s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
-/// A dashed vertical reference line at `x` from `y0` to `y1`.
-fn reference_line(x: f64, y0: f64, y1: f64) -> Vec<PathElement<(f64, f64)>> {
+/// Marks one period at `x` with a dashed vertical line from `y0` to `y1`
+/// (log-spaced dashes) and a legend entry `label`, when `x` lies in
+/// `(x0, x1)`.
+fn mark_period<'a, CT: CoordTranslate<From = (f64, f64)>>(
+    chart: &mut Chart<'a, CT>,
+    path: &Path,
+    x: f64,
+    (x0, x1): (f64, f64),
+    (y0, y1): (f64, f64),
+    label: &str,
+) -> Result<()> {
+    if x <= x0 || x >= x1 {
+        return Ok(());
+    }
+    let gray = RGBColor(90, 90, 90);
     let n = 30;
-    (0..n)
+    let at = |k: i32| y0 * (y1 / y0).powf(f64::from(k) / f64::from(n));
+    let dashes = (0..n)
         .step_by(2)
-        .map(|i| {
-            let at = |k: f64| y0 * (y1 / y0).powf(k / f64::from(n));
-            PathElement::new(
-                [(x, at(f64::from(i))), (x, at(f64::from(i) + 1.0))],
-                RGBColor(90, 90, 90).stroke_width(1),
-            )
-        })
-        .collect()
+        .map(|i| PathElement::new([(x, at(i)), (x, at(i + 1))], gray.stroke_width(1)));
+    chart
+        .draw_series(dashes)
+        .map_err(|e| draw_err(path, e))?
+        .label(label)
+        .legend(move |(x, y)| PathElement::new([(x, y), (x + 16, y)], gray.stroke_width(1)));
+    Ok(())
 }
 
 /// Writes the latency histogram of each series as a step line (as
@@ -339,16 +352,14 @@ pub fn histogram_png_with_period(
         .draw()
         .map_err(|e| draw_err(path, e))?;
     if let Some(p) = period_ns {
-        let x = p as f64 / u;
-        if x > x0 && x < x1 {
-            chart
-                .draw_series(reference_line(x, FLOOR, y1))
-                .map_err(|e| draw_err(path, e))?
-                .label("one period: a later wake-up missed a deadline")
-                .legend(|(x, y)| {
-                    PathElement::new([(x, y), (x + 16, y)], RGBColor(90, 90, 90).stroke_width(1))
-                });
-        }
+        mark_period(
+            &mut chart,
+            path,
+            p as f64 / u,
+            (x0, x1),
+            (FLOOR, y1),
+            "one period: a later wake-up missed a deadline",
+        )?;
     }
     for (i, ((name, _), bins)) in series.iter().zip(&binned).enumerate() {
         let c = color(i);
@@ -496,16 +507,14 @@ pub fn tail_png(
         .draw()
         .map_err(|e| draw_err(path, e))?;
     if let Some(p) = period_ns {
-        let x = p as f64 / 1000.0;
-        if x > x0 && x < x1 {
-            chart
-                .draw_series(reference_line(x, y0, 1.5))
-                .map_err(|e| draw_err(path, e))?
-                .label("one period")
-                .legend(|(x, y)| {
-                    PathElement::new([(x, y), (x + 16, y)], RGBColor(90, 90, 90).stroke_width(1))
-                });
-        }
+        mark_period(
+            &mut chart,
+            path,
+            p as f64 / 1000.0,
+            (x0, x1),
+            (y0, 1.5),
+            "one period",
+        )?;
     }
     for (i, (name, h)) in series.iter().enumerate() {
         let c = color(i);

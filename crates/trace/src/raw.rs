@@ -108,6 +108,20 @@ pub struct Event {
 }
 
 impl Event {
+    /// An all-zero record (a switch at time 0 on CPU 0): what preallocated
+    /// event storage is filled with before use.
+    pub const ZERO: Event = Event {
+        time_ns: 0,
+        cpu: 0,
+        kind: EventKind::Switch,
+        pid: 0,
+        prev_pid: 0,
+        prev_state: 0,
+        next_pid: 0,
+        arg: 0,
+        comm: [0; 16],
+    };
+
     /// The `comm` as text (up to the first NUL).
     pub fn comm_str(&self) -> &str {
         let n = self.comm.iter().position(|&b| b == 0).unwrap_or(16);

@@ -381,18 +381,7 @@ pub fn drain(
     interval: Duration,
     stop: &AtomicBool,
 ) -> Result<Capture> {
-    let zero = Event {
-        time_ns: 0,
-        cpu: 0,
-        kind: EventKind::Switch,
-        pid: 0,
-        prev_pid: 0,
-        next_pid: 0,
-        prev_state: 0,
-        arg: 0,
-        comm: [0; 16],
-    };
-    let mut events = vec![zero; capacity];
+    let mut events = vec![Event::ZERO; capacity];
     events.clear();
     let mut dropped = 0;
     let mut cap = drain_with(

@@ -26,12 +26,7 @@ fn ev(t: u64, kind: EventKind) -> Event {
         time_ns: t,
         cpu: 1,
         kind,
-        pid: 0,
-        prev_pid: 0,
-        next_pid: 0,
-        prev_state: 0,
-        arg: 0,
-        comm: [0; 16],
+        ..Event::ZERO
     }
 }
 
@@ -323,16 +318,8 @@ fn induced_a_fifo_hog_at_a_higher_priority_is_named() {
         std::thread::Builder::new()
             .name("ft-hog".into())
             .spawn_scoped(s, || {
-                sched::set_affinity(&[cpu]).expect("pin the hog");
-                sched::set_current_thread(&Policy::Fifo { priority: 90 }).expect("FIFO 90");
                 // Bursts of 3 ms every 25 ms, at a higher priority than the thread.
-                while !stop.load(Ordering::Relaxed) {
-                    let until = monotonic_ns() + 3_000_000;
-                    while monotonic_ns() < until {
-                        std::hint::spin_loop();
-                    }
-                    std::thread::sleep(Duration::from_millis(22));
-                }
+                fifo_hog(cpu, 3_000_000, Duration::from_millis(22), &stop);
             })
             .expect("start the hog");
         let r = cyclic::run(&cyclic_on(cpu, 1_000_000, 2_000_000_000), &mut Silent);
@@ -398,6 +385,20 @@ pub(crate) fn broadcast_receivers(n: usize) -> (u16, Vec<i32>) {
         }
     }
     (port, fds)
+}
+
+/// Runs on the calling thread, pinned to `cpu` at SCHED_FIFO 90, bursts
+/// of `burst_ns` spinning with `pause` between them, until `stop`.
+pub(crate) fn fifo_hog(cpu: usize, burst_ns: u64, pause: Duration, stop: &AtomicBool) {
+    sched::set_affinity(&[cpu]).expect("pin the hog");
+    sched::set_current_thread(&Policy::Fifo { priority: 90 }).expect("FIFO 90");
+    while !stop.load(Ordering::Relaxed) {
+        let until = monotonic_ns() + burst_ns;
+        while monotonic_ns() < until {
+            std::hint::spin_loop();
+        }
+        std::thread::sleep(pause);
+    }
 }
 
 /// A private anonymous mapping whose pages fault on every touch after

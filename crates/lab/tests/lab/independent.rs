@@ -16,7 +16,9 @@
 //! explainer charged it (the text record has microsecond timestamps) or as
 //! the context that ran longest there. Agreement ≥ 95 %.
 
-use crate::explain::{broadcast_receivers, usable, victim_cpu, Faulting, Restore, INDUCED};
+use crate::explain::{
+    broadcast_receivers, fifo_hog, usable, victim_cpu, Faulting, Restore, INDUCED,
+};
 use firmtime_lab::cyclic::{self, Config};
 use firmtime_lab::measure::Silent;
 use firmtime_rt::clock::monotonic_ns;
@@ -235,15 +237,7 @@ fn named_causes_agree_with_an_independent_tracefs_record() {
         std::thread::Builder::new()
             .name("ft-hog".into())
             .spawn_scoped(s, move || {
-                sched::set_affinity(&[cpu]).expect("pin the hog");
-                sched::set_current_thread(&Policy::Fifo { priority: 90 }).expect("FIFO 90");
-                while !stop.load(Ordering::Relaxed) {
-                    let until = monotonic_ns() + 2_000_000;
-                    while monotonic_ns() < until {
-                        std::hint::spin_loop();
-                    }
-                    std::thread::sleep(Duration::from_millis(47));
-                }
+                fifo_hog(cpu, 2_000_000, Duration::from_millis(47), stop);
             })
             .expect("start the hog");
         std::thread::Builder::new()

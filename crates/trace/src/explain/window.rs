@@ -109,20 +109,9 @@ impl Keeper {
     /// `store` kept events; undecided events older than `keep_ns` behind
     /// the newest are let go.
     pub fn new(pending: usize, store: usize, keep_ns: u64) -> Keeper {
-        let zero = Event {
-            time_ns: 0,
-            cpu: 0,
-            kind: EventKind::Switch,
-            pid: 0,
-            prev_pid: 0,
-            prev_state: 0,
-            next_pid: 0,
-            arg: 0,
-            comm: [0; 16],
-        };
         // Touched now, so the drainer never faults them in later (a CPU's
         // pending queue when its first event comes).
-        let mut s = vec![zero; store.max(1)];
+        let mut s = vec![Event::ZERO; store.max(1)];
         s.clear();
         let mut o = vec![0u32; store.max(1)];
         o.clear();
