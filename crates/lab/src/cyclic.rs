@@ -354,6 +354,7 @@ impl ThreadLoop {
             if stop.load(Ordering::Relaxed) {
                 return LoopEnd::Stopped;
             }
+            self.notes.sleeping_until(periodic.next_deadline_ns());
             match periodic.wait(sleeper) {
                 Ok(tick) => {
                     self.latency.record(tick.latency_ns);
@@ -658,6 +659,7 @@ fn measure_thread(
     let start = periodic.start_ns();
     let end = lp.run(&mut *sleeper, &mut periodic, deadlines, live, stop_flag());
     let last_wake = monotonic_ns();
+    lp.notes.done();
     let spin_ns = sleeper.spin_ns();
     drop(sleeper);
     let demoted = config.policy.is_rt_or_deadline()

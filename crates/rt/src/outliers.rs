@@ -72,7 +72,17 @@ struct Slot {
 pub struct Flags {
     slots: Box<[Slot]>,
     head: AtomicU64,
+    /// Per measured thread: the deadline it sleeps towards, CLOCK_MONOTONIC
+    /// ns ([`Flags::due`]); 0 = lane unused, `u64::MAX` = not sleeping on
+    /// a deadline (finished). Read by the drainer to keep off the CPUs
+    /// when a measured thread is due ([`Flags::next_due`]).
+    lanes: Box<[AtomicU64]>,
+    next_lane: AtomicU64,
 }
+
+/// Measured threads that can announce their deadlines ([`Flags::lane`]);
+/// more get no lane (and are not waited for).
+pub const LANES: usize = 256;
 
 impl Flags {
     /// A ring of `n` slots (allocated here, never again).
@@ -80,7 +90,41 @@ impl Flags {
         Flags {
             slots: (0..n.max(1)).map(|_| Slot::default()).collect(),
             head: AtomicU64::new(0),
+            lanes: (0..LANES).map(|_| AtomicU64::new(0)).collect(),
+            next_lane: AtomicU64::new(0),
         }
+    }
+
+    /// A lane for one measured thread to announce its deadlines in
+    /// ([`Flags::due`]), or `None` when all [`LANES`] are taken. Call
+    /// before the loop.
+    pub fn lane(&self) -> Option<usize> {
+        let i = self.next_lane.fetch_add(1, Ordering::AcqRel) as usize;
+        let l = self.lanes.get(i)?;
+        l.store(u64::MAX, Ordering::Release);
+        Some(i)
+    }
+
+    /// Announces that the thread of `lane` sleeps until `deadline_ns`
+    /// (`u64::MAX`: it is done). **RT-safe**: one store.
+    #[inline]
+    pub fn due(&self, lane: usize, deadline_ns: u64) {
+        if let Some(l) = self.lanes.get(lane) {
+            l.store(deadline_ns.max(1), Ordering::Release);
+        }
+    }
+
+    /// The earliest deadline a measured thread announced and has not yet
+    /// woken for (one in the past: a thread late or running), or `None`.
+    /// The drainer keeps off the CPUs from shortly before it until the
+    /// thread has woken and announced its next.
+    pub fn next_due(&self) -> Option<u64> {
+        let n = (self.next_lane.load(Ordering::Acquire) as usize).min(self.lanes.len());
+        self.lanes[..n]
+            .iter()
+            .map(|l| l.load(Ordering::Acquire))
+            .filter(|&d| d != 0 && d != u64::MAX)
+            .min()
     }
 
     /// Flags window `w`. **RT-safe**: one atomic fetch-add and six
@@ -177,6 +221,8 @@ pub struct Notes {
     flag_above_ns: i64,
     /// Kept wake-ups not flagged (not among the top so far, on time).
     unflagged: u64,
+    /// This thread's lane in `flags` for [`Notes::sleeping_until`].
+    lane: Option<usize>,
 }
 
 impl Notes {
@@ -194,6 +240,7 @@ impl Notes {
     /// wake-ups offered with [`Notes::offer`] (a pinned thread's).
     pub fn flagging(cap: usize, flags: Arc<Flags>, cpu: usize, lookback_ns: u64) -> Notes {
         Notes {
+            lane: flags.lane(),
             flags: Some(flags),
             cpu: cpu as u16,
             lookback_ns,
@@ -213,6 +260,22 @@ impl Notes {
         self.top = Vec::with_capacity(top.max(1));
         self.flag_above_ns = above_ns.map_or(i64::MAX, |a| i64::try_from(a).unwrap_or(i64::MAX));
         self
+    }
+
+    /// Announces the deadline the thread is about to sleep towards, so the
+    /// trace's drainer keeps off the CPUs around it ([`Flags::due`];
+    /// nothing without flags). **RT-safe**: one store.
+    #[inline]
+    pub fn sleeping_until(&self, deadline_ns: u64) {
+        if let (Some(f), Some(l)) = (&self.flags, self.lane) {
+            f.due(l, deadline_ns);
+        }
+    }
+
+    /// Announces that the thread sleeps on no more deadlines (its loop
+    /// ended): the drainer no longer waits for it.
+    pub fn done(&self) {
+        self.sleeping_until(u64::MAX);
     }
 
     /// Kept wake-ups that were not flagged ([`Notes::flag_only`]).

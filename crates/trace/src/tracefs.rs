@@ -397,6 +397,7 @@ pub fn drain(
             }
         },
         &mut || {},
+        &mut || {},
     )?;
     cap.events = events;
     cap.dropped = dropped;
@@ -404,7 +405,9 @@ pub fn drain(
 }
 
 /// Like [`drain`], handing each decoded event to `sink` and calling
-/// `pass_done` after each pass over the CPUs' buffers. The returned
+/// `pass_done` after each pass over the CPUs' buffers; `gate` is called
+/// before each page is read and before `pass_done` (it may sleep, to keep
+/// the drainer off the CPUs while a measured thread is due). The returned
 /// [`Capture`] holds the page counts only (no events).
 ///
 /// # Errors
@@ -416,6 +419,7 @@ pub fn drain_with(
     stop: &AtomicBool,
     sink: &mut dyn FnMut(Event),
     pass_done: &mut dyn FnMut(),
+    gate: &mut dyn FnMut(),
 ) -> Result<Capture> {
     let mut files = Vec::with_capacity(cpus.len());
     for &c in cpus {
@@ -433,6 +437,7 @@ pub fn drain_with(
         let last = stop.load(Ordering::SeqCst);
         for (cpu, f) in files.iter_mut() {
             loop {
+                gate();
                 let n = match f.read(&mut page) {
                     Ok(0) => break,
                     Ok(n) => n,
@@ -448,6 +453,7 @@ pub fn drain_with(
                 cap.missed += info.missed;
             }
         }
+        gate();
         pass_done();
         if last {
             break;

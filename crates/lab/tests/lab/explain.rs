@@ -246,6 +246,63 @@ fn notes_keep_the_worst_without_allocating() {
     // flagged.
     assert_eq!(flagged, [5, 90, 3, 70, 200, 80, 2_000_000]);
     assert_eq!(f.unflagged(), 3);
+
+    // Announcing the next deadline to the drainer is one store, no allocation.
+    assert_eq!(
+        flags.next_due(),
+        None,
+        "a lane taken but no deadline announced"
+    );
+    assert_no_alloc::assert_no_alloc(|| f.sleeping_until(7_000));
+    assert_eq!(flags.next_due(), Some(7_000));
+}
+
+#[test]
+fn drainer_waits_for_the_earliest_deadline_announced_until_its_thread_is_done() {
+    let flags = std::sync::Arc::new(explain::Flags::new(8));
+    let a = Notes::flagging(4, std::sync::Arc::clone(&flags), 0, 1_000_000);
+    let b = Notes::flagging(4, std::sync::Arc::clone(&flags), 1, 1_000_000);
+    // Notes without flags announce nothing (and cannot fail).
+    Notes::new(4).sleeping_until(1);
+    assert_eq!(flags.next_due(), None);
+    a.sleeping_until(5_000);
+    b.sleeping_until(3_000);
+    assert_eq!(
+        flags.next_due(),
+        Some(3_000),
+        "the earliest of both threads"
+    );
+    b.sleeping_until(9_000);
+    assert_eq!(
+        flags.next_due(),
+        Some(5_000),
+        "b woke and announced its next"
+    );
+    a.done();
+    assert_eq!(
+        flags.next_due(),
+        Some(9_000),
+        "a finished: only b is waited for"
+    );
+    b.done();
+    assert_eq!(flags.next_due(), None);
+    // Lanes run out after explain::LANES threads: the rest are not waited for.
+    let more: Vec<Notes> = (0..explain::LANES)
+        .map(|i| Notes::flagging(1, std::sync::Arc::clone(&flags), i, 1_000_000))
+        .collect();
+    for (i, n) in more.iter().enumerate() {
+        n.sleeping_until(100_000 + i as u64);
+    }
+    // The first LANES − 2 got a lane (a and b hold two), the last two did not.
+    assert_eq!(flags.next_due(), Some(100_000));
+    for n in &more[..explain::LANES - 2] {
+        n.done();
+    }
+    assert_eq!(
+        flags.next_due(),
+        None,
+        "threads without a lane are not waited for"
+    );
 }
 
 // ---- induced causes, on this machine ----

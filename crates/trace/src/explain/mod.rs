@@ -51,7 +51,46 @@ const PENDING_PER_CPU_MIN: usize = 32_768;
 /// minus its lookback cannot be explained (it is `unknown`, counted).
 const KEEP_NS: u64 = 300_000_000;
 
-pub use firmtime_rt::outliers::{lookback_ns, Note, Notes, TraceCoverage, TracedCause};
+/// The drainer stops reading this long before a measured thread's
+/// announced deadline (longer than it takes to read and decode a page)…
+const CLEAR_BEFORE_NS: u64 = 250_000;
+/// …and, once the deadline has passed, waits for the thread to wake and
+/// announce its next one, sleeping this long at first and twice as long
+/// each time the thread is still late…
+const CLEAR_STEP_NS: u64 = 50_000;
+/// …but never more than this in a row (a thread stalled for good must not
+/// let the ring buffers overflow).
+const CLEAR_MAX_NS: u64 = 20_000_000;
+
+/// Keeps the drainer off the CPUs while a measured thread is due: from
+/// [`CLEAR_BEFORE_NS`] before the earliest deadline announced in `flags`
+/// until the thread has woken for it (see [`Flags::next_due`]). Returns the
+/// time spent waiting, ns.
+fn keep_clear(flags: &Flags, stop: &AtomicBool) -> u64 {
+    let t0 = firmtime_rt::clock::monotonic_ns();
+    let mut step = CLEAR_STEP_NS;
+    loop {
+        let now = firmtime_rt::clock::monotonic_ns();
+        let Some(due) = flags.next_due() else {
+            return now - t0;
+        };
+        if now + CLEAR_BEFORE_NS < due || now - t0 >= CLEAR_MAX_NS || stop.load(Ordering::Relaxed) {
+            return now - t0;
+        }
+        let until = if now < due {
+            due + CLEAR_STEP_NS
+        } else {
+            let u = now + step;
+            step = (step * 2).min(CLEAR_MAX_NS);
+            u
+        };
+        if firmtime_rt::sleep::clock_nanosleep_abs(until.min(t0 + CLEAR_MAX_NS)).is_err() {
+            return now - t0;
+        }
+    }
+}
+
+pub use firmtime_rt::outliers::{lookback_ns, Note, Notes, TraceCoverage, TracedCause, LANES};
 
 /// The worst wake-ups of each thread always explained, whatever the threshold.
 pub const WORST_SHOWN: usize = 10;
@@ -138,7 +177,7 @@ pub struct Session {
     inst: Option<Arc<Instance>>,
     flags: Arc<Flags>,
     stop: Arc<AtomicBool>,
-    drainer: Option<std::thread::JoinHandle<Result<(Capture, Keeper)>>>,
+    drainer: Option<std::thread::JoinHandle<Result<(Capture, Keeper, u64)>>>,
     cpus: Vec<usize>,
     steal_before: Vec<u64>,
 }
@@ -162,6 +201,9 @@ pub struct Recorded {
     pub instance_removed: bool,
     /// Steal time per CPU during the session (/proc/stat), ns.
     pub steal_ns: Vec<CpuSteal>,
+    /// Time the drainer waited, keeping off the CPUs while a measured
+    /// thread was due, ns.
+    pub drainer_held_ns: u64,
 }
 
 /// Steal time of one CPU.
@@ -251,6 +293,7 @@ impl Session {
                 let per_cpu = (PENDING_EVENTS / c2.len().max(1)).max(PENDING_PER_CPU_MIN);
                 let mut k = Keeper::new(per_cpu, cap, KEEP_NS);
                 let kc = std::cell::RefCell::new(&mut k);
+                let mut held_ns = 0u64;
                 let c = tracefs::drain_with(
                     &i2,
                     &c2,
@@ -258,9 +301,10 @@ impl Session {
                     &s2,
                     &mut |e| kc.borrow_mut().take(e, &f2),
                     &mut || kc.borrow_mut().settle(&f2, false),
+                    &mut || held_ns += keep_clear(&f2, &s2),
                 )?;
                 k.settle(&f2, true);
-                Ok((c, k))
+                Ok((c, k, held_ns))
             })
             .map_err(|e| Error::new(ErrorKind::Io, format!("cannot start the drainer: {e}")))?;
         let steal_before = steal_ticks(&cpus);
@@ -294,10 +338,10 @@ impl Session {
             let _ = i.set_on(false);
         }
         self.stop.store(true, Ordering::SeqCst);
-        let (mut capture, keeper) = match self.drainer.take().map(|h| h.join()) {
+        let (mut capture, keeper, drainer_held_ns) = match self.drainer.take().map(|h| h.join()) {
             Some(Ok(r)) => r?,
             Some(Err(_)) => return Err(Error::new(ErrorKind::Io, "the explain drainer panicked")),
-            None => (Capture::default(), Keeper::new(0, 0, 0)),
+            None => (Capture::default(), Keeper::new(0, 0, 0), 0),
         };
         capture.dropped = keeper.dropped;
         let (flags_lost, windows_dropped) = (keeper.flags_lost, keeper.windows_dropped);
@@ -332,6 +376,7 @@ impl Session {
             events_enabled,
             instance_removed,
             steal_ns,
+            drainer_held_ns,
         })
     }
 }
@@ -521,6 +566,9 @@ pub struct Explanation {
     pub virtualization: Option<String>,
     /// Steal time per CPU during the run.
     pub steal: Vec<CpuSteal>,
+    /// Time the drainer waited, keeping off the CPUs while a measured
+    /// thread was due (from shortly before its deadline until it woke), ns.
+    pub drainer_held_ns: u64,
     /// Per thread.
     pub threads: Vec<ThreadExplained>,
     /// Every explained wake-up (above its thread's threshold, missing a
@@ -615,6 +663,7 @@ pub fn explain(rec: Recorded, targets: &[Target], machine: &Machine) -> Explanat
         preempt_model: machine.preempt_model.clone(),
         virtualization: machine.virtualization.clone(),
         steal: rec.steal_ns,
+        drainer_held_ns: rec.drainer_held_ns,
         threads,
         by_cause: by_cause(&outliers),
         outliers,
