@@ -21,6 +21,7 @@ PACKAGES=(
   fonts-dejavu-core           # the font firmtime loads to label its PNG plots
   jq python3                  # the acceptance scripts in scripts/ read firmtime's JSON
   python3-pandas r-base-core  # START.md's pandas and R analysis snippets, run by the tests
+  r-cran-readr                # readr::write_csv, one of the writers a trial CSV must survive (tests)
 )
 
 SUDO=""

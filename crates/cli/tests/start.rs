@@ -299,6 +299,127 @@ fn scientist_dry_run_writes_the_documented_trial_and_the_snippets_agree_with_ana
         firmtime_rt::testing::skip("r-base-core not installed");
     }
     println!("{ran} of 2 analysis snippets run");
+
+    // The trial as pandas, R and readr write it back reads as the original.
+    round_trips(&d.0, "TRY-s01-t001", &summary);
+}
+
+/// What pandas, base R and readr write from a trial CSV, each by its
+/// defaults (and the variants users reach for: pandas' index kept, R's row
+/// names dropped, every field quoted): `(name, program, script)` with the
+/// script reading `IN` and writing `OUT`.
+const WRITERS: [(&str, &str, &str); 6] = [
+    (
+        "pandas-to_csv-no-index",
+        "pandas",
+        "import pandas as pd, sys\npd.read_csv(sys.argv[1]).to_csv(sys.argv[2], index=False)\n",
+    ),
+    (
+        "pandas-to_csv",
+        "pandas",
+        "import pandas as pd, sys\npd.read_csv(sys.argv[1]).to_csv(sys.argv[2])\n",
+    ),
+    (
+        "pandas-quote-all",
+        "pandas",
+        "import csv, pandas as pd, sys\n\
+         pd.read_csv(sys.argv[1]).to_csv(sys.argv[2], index=False, quoting=csv.QUOTE_ALL)\n",
+    ),
+    (
+        "R-write.csv",
+        "R",
+        "a <- commandArgs(TRUE)\nwrite.csv(read.csv(a[1]), a[2])\n",
+    ),
+    (
+        "R-write.csv-no-row-names",
+        "R",
+        "a <- commandArgs(TRUE)\nwrite.csv(read.csv(a[1]), a[2], row.names = FALSE)\n",
+    ),
+    (
+        "readr-write_csv",
+        "readr",
+        "a <- commandArgs(TRUE)\n\
+         readr::write_csv(readr::read_csv(a[1], show_col_types = FALSE), a[2])\n",
+    ),
+];
+
+/// Writes `<stem>.csv` of `dir/data` back with each of [`WRITERS`] (its
+/// JSON sidecar beside it), then checks that the events read back equal the
+/// original's and that `tap analyze` of each gives `summary` (the original's).
+fn round_trips(dir: &Path, stem: &str, summary: &str) {
+    let original = dir.join(format!("data/{stem}.csv"));
+    let events = firmtime_tap::data::read_csv(&read(&original)).expect("the original reads");
+    let mut ran = Vec::new();
+    for (name, tool, script) in WRITERS {
+        let program = match tool {
+            "pandas" => match pandas_python() {
+                Some(py) => py,
+                None => {
+                    firmtime_rt::testing::skip("python3-pandas not installed");
+                    continue;
+                }
+            },
+            "readr"
+                if !Command::new("Rscript")
+                    .args(["-e", "library(readr)"])
+                    .output()
+                    .is_ok_and(|o| o.status.success()) =>
+            {
+                firmtime_rt::testing::skip("r-cran-readr not installed");
+                continue;
+            }
+            _ if !on_path("Rscript") => {
+                firmtime_rt::testing::skip("r-base-core not installed");
+                continue;
+            }
+            _ => "Rscript",
+        };
+        let back = dir.join("back").join(name);
+        std::fs::create_dir_all(&back).unwrap();
+        let script_file = back.join("write-back");
+        std::fs::write(&script_file, script).unwrap();
+        let written = back.join(format!("{stem}.csv"));
+        assert_ok(
+            &Command::new(program)
+                .arg(&script_file)
+                .arg(&original)
+                .arg(&written)
+                .output()
+                .unwrap(),
+        );
+        std::fs::copy(
+            dir.join(format!("data/{stem}.json")),
+            back.join(format!("{stem}.json")),
+        )
+        .unwrap();
+        let text = read(&written);
+        let again = firmtime_tap::data::read_csv(&text).unwrap_or_else(|e| {
+            panic!(
+                "{name}: {e}\n{}",
+                text.lines().take(3).collect::<Vec<_>>().join("\n")
+            )
+        });
+        assert_eq!(again, events, "{name}: the events read back differ");
+        let out = back.join("analysis");
+        assert_ok(&firmtime(&[
+            "tap",
+            "analyze",
+            written.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ]));
+        assert_eq!(
+            read(&out.join("summary.csv")),
+            summary,
+            "{name}: tap analyze"
+        );
+        let changed = text != read(&original);
+        ran.push(format!(
+            "{name} ({})",
+            if changed { "rewritten" } else { "same bytes" }
+        ));
+    }
+    println!("written back and read again: {}", ran.join(", "));
 }
 
 /// A LADSPA directory holding the freshly built proxy.

@@ -340,55 +340,68 @@ pub fn analyze(events: &[Event], cfg: &AnalysisConfig) -> TrialAnalysis {
 /// Header of [`summary_csv`].
 pub const SUMMARY_HEADER: &str = "trial,phase,taps,double_taps,missing,itis,iti_mean_us,iti_sd_us,asynchronies,async_mean_us,async_sd_us,drift_us_per_iti,wk_n,iti_var_us2,acov1_us2,clock_var_us2,motor_var_us2,wk_model_holds";
 
-fn opt(s: &mut String, v: Option<f64>) {
-    s.push(',');
-    if let Some(v) = v {
-        let _ = write!(s, "{v:.3}");
-    }
+/// A measure with 3 decimals (nanoseconds, for values in µs), as written
+/// in [`summary_csv`]; `None` stays an empty field.
+fn r3(v: Option<f64>) -> Option<String> {
+    v.map(|v| format!("{v:.3}"))
 }
 
-/// One summary CSV for many trials: a row per trial and phase (`trial`
-/// names must not contain commas; they are replaced by `_`).
+/// One row of [`summary_csv`]: the header is these field names.
+#[derive(Serialize)]
+struct SummaryRow<'a> {
+    trial: &'a str,
+    phase: &'static str,
+    taps: usize,
+    double_taps: usize,
+    missing: usize,
+    itis: usize,
+    iti_mean_us: Option<String>,
+    iti_sd_us: Option<String>,
+    asynchronies: usize,
+    async_mean_us: Option<String>,
+    async_sd_us: Option<String>,
+    drift_us_per_iti: Option<String>,
+    wk_n: Option<usize>,
+    iti_var_us2: Option<String>,
+    acov1_us2: Option<String>,
+    clock_var_us2: Option<String>,
+    motor_var_us2: Option<String>,
+    wk_model_holds: Option<u8>,
+}
+
+/// One summary CSV for many trials: a row per trial and phase. A `trial`
+/// name with a comma or quote is quoted (RFC 4180), as pandas and R read it.
 pub fn summary_csv(trials: &[(String, TrialAnalysis)]) -> String {
-    let mut s = String::from(SUMMARY_HEADER);
-    s.push('\n');
+    let mut w = csv::Writer::from_writer(Vec::new());
+    if trials.iter().all(|(_, a)| a.phases.is_empty()) {
+        let _ = w.write_record(SUMMARY_HEADER.split(','));
+    }
     for (name, a) in trials {
         for p in &a.phases {
-            let _ = write!(
-                s,
-                "{},{},{},{},{},{}",
-                name.replace(',', "_"),
-                p.phase.as_str(),
-                p.taps,
-                p.double_taps,
-                p.missing,
-                p.itis
-            );
-            opt(&mut s, p.iti_mean_us);
-            opt(&mut s, p.iti_sd_us);
-            let _ = write!(s, ",{}", p.asynchronies);
-            opt(&mut s, p.async_mean_us);
-            opt(&mut s, p.async_sd_us);
-            opt(&mut s, p.drift_us_per_iti);
-            match p.wk {
-                Some(w) => {
-                    let _ = write!(
-                        s,
-                        ",{},{:.3},{:.3},{:.3},{:.3},{}",
-                        w.n,
-                        w.iti_var,
-                        w.acov1,
-                        w.clock_var,
-                        w.motor_var,
-                        u8::from(w.model_holds)
-                    );
-                }
-                None => s.push_str(",,,,,,"),
-            }
-            s.push('\n');
+            // Writing to memory cannot fail.
+            let _ = w.serialize(SummaryRow {
+                trial: name,
+                phase: p.phase.as_str(),
+                taps: p.taps,
+                double_taps: p.double_taps,
+                missing: p.missing,
+                itis: p.itis,
+                iti_mean_us: r3(p.iti_mean_us),
+                iti_sd_us: r3(p.iti_sd_us),
+                asynchronies: p.asynchronies,
+                async_mean_us: r3(p.async_mean_us),
+                async_sd_us: r3(p.async_sd_us),
+                drift_us_per_iti: r3(p.drift_us_per_iti),
+                wk_n: p.wk.map(|w| w.n),
+                iti_var_us2: r3(p.wk.map(|w| w.iti_var)),
+                acov1_us2: r3(p.wk.map(|w| w.acov1)),
+                clock_var_us2: r3(p.wk.map(|w| w.clock_var)),
+                motor_var_us2: r3(p.wk.map(|w| w.motor_var)),
+                wk_model_holds: p.wk.map(|w| u8::from(w.model_holds)),
+            });
         }
     }
-    s
+    String::from_utf8(w.into_inner().unwrap_or_default()).unwrap_or_default()
 }
 
 /// Header of [`taps_csv`].

@@ -2,7 +2,8 @@
 //!
 //! The CSV has a header row and one row per event, comma-separated, no
 //! quoting, empty fields for "not applicable", so `pandas.read_csv(path)`
-//! and R's `read.csv(path)` load it without options. Files are written
+//! and R's `read.csv(path)` load it without options; what their default
+//! writers produce from it reads back ([`read_csv`]). Files are written
 //! atomically: a temporary file in the same directory, fsync, rename, fsync
 //! of the directory — a crash leaves either the old file or the whole new one.
 //!
@@ -15,7 +16,6 @@ use crate::error::{Error, ErrorKind, Result};
 use firmtime_rt::setup::RtConditions;
 use firmtime_rt::system::Provenance;
 use serde::{Deserialize, Serialize};
-use std::fmt::Write as _;
 use std::path::Path;
 
 /// Version of the CSV and sidecar formats; bumped on any incompatible change.
@@ -104,25 +104,42 @@ pub struct Event {
 impl Event {
     /// The CSV row (no newline).
     pub fn csv_row(&self) -> String {
-        let mut s = String::with_capacity(48);
-        let _ = write!(s, "{},{},", self.kind.as_str(), self.index);
-        if let Some(i) = self.intended_us {
-            let _ = write!(s, "{i}");
-        }
-        let _ = write!(s, ",{},", self.actual_us);
-        if let Some(n) = self.note {
-            let _ = write!(
-                s,
-                "{},{},{},{}",
-                n.channel,
-                n.note,
-                n.velocity,
-                u8::from(n.on)
-            );
-        } else {
-            s.push_str(",,,");
-        }
+        let mut w = csv::WriterBuilder::new()
+            .has_headers(false)
+            .from_writer(Vec::with_capacity(48));
+        // Writing to memory cannot fail.
+        let _ = w.serialize(Row::of(self));
+        let mut s = String::from_utf8(w.into_inner().unwrap_or_default()).unwrap_or_default();
+        s.truncate(s.trim_end().len());
         s
+    }
+}
+
+/// One CSV row as written: the header is these field names.
+#[derive(Serialize)]
+struct Row {
+    kind: &'static str,
+    index: u32,
+    intended_us: Option<i64>,
+    actual_us: i64,
+    channel: Option<u8>,
+    note: Option<u8>,
+    velocity: Option<u8>,
+    on: Option<u8>,
+}
+
+impl Row {
+    fn of(e: &Event) -> Row {
+        Row {
+            kind: e.kind.as_str(),
+            index: e.index,
+            intended_us: e.intended_us,
+            actual_us: e.actual_us,
+            channel: e.note.map(|n| n.channel),
+            note: e.note.map(|n| n.note),
+            velocity: e.note.map(|n| n.velocity),
+            on: e.note.map(|n| u8::from(n.on)),
+        }
     }
 }
 
@@ -130,88 +147,180 @@ impl Event {
 ///
 /// # Errors
 /// [`ErrorKind::Io`] if writing fails.
-pub fn write_csv<W: std::io::Write>(mut w: W, events: &[Event]) -> Result<()> {
-    let io = |e: std::io::Error| Error::new(ErrorKind::Io, format!("cannot write CSV: {e}"));
-    writeln!(w, "{CSV_HEADER}").map_err(io)?;
-    for e in events {
-        writeln!(w, "{}", e.csv_row()).map_err(io)?;
+pub fn write_csv<W: std::io::Write>(w: W, events: &[Event]) -> Result<()> {
+    let io =
+        |e: &dyn std::fmt::Display| Error::new(ErrorKind::Io, format!("cannot write CSV: {e}"));
+    let mut w = csv::Writer::from_writer(w);
+    if events.is_empty() {
+        w.write_record(CSV_HEADER.split(',')).map_err(|e| io(&e))?;
     }
-    w.flush().map_err(io)
+    for e in events {
+        w.serialize(Row::of(e)).map_err(|e| io(&e))?;
+    }
+    w.flush().map_err(|e| io(&e))
 }
 
-/// Reads a trial CSV.
-///
-/// # Errors
-/// [`ErrorKind::Format`] with the line number if the header or a row is malformed.
-pub fn read_csv(text: &str) -> Result<Vec<Event>> {
-    let mut lines = text.lines().enumerate();
-    match lines.next() {
-        Some((_, h)) if h.trim_end() == CSV_HEADER => {}
-        Some((_, h)) => {
-            return Err(Error::at(
-                ErrorKind::Format,
-                1,
-                1,
-                format!("not a firmtime trial CSV: header is `{h}`, expected `{CSV_HEADER}`"),
-            ))
+/// The columns of [`CSV_HEADER`], in order.
+const COLUMNS: [&str; 8] = [
+    "kind",
+    "index",
+    "intended_us",
+    "actual_us",
+    "channel",
+    "note",
+    "velocity",
+    "on",
+];
+
+/// 1-based character column where field `field` (0-based) of `line`
+/// begins, quotes respected.
+fn field_column(line: &str, field: usize) -> usize {
+    let (mut quoted, mut seen) = (false, 0);
+    for (i, ch) in line.chars().enumerate() {
+        if seen == field {
+            return i + 1;
         }
-        None => {
-            return Err(Error::new(
-                ErrorKind::Format,
-                "empty file: expected a trial CSV header",
-            ))
+        match ch {
+            '"' => quoted = !quoted,
+            ',' if !quoted => seen += 1,
+            _ => {}
         }
     }
+    line.chars().count() + 1
+}
+
+/// A field's text as "not applicable": empty, or the missing-value
+/// spellings pandas and R write (`NA`, `NaN`).
+fn missing(s: &str) -> bool {
+    matches!(s, "" | "NA" | "NaN" | "nan" | "<NA>")
+}
+
+/// A whole number as firmtime, pandas (`5000000.0`, a column with a gap
+/// becomes floating point) or R (`5e+06`) writes it.
+fn whole(s: &str) -> Option<i64> {
+    if let Ok(v) = s.parse::<i64>() {
+        return Some(v);
+    }
+    let f: f64 = s.parse().ok()?;
+    (f.is_finite() && f.fract() == 0.0 && f.abs() < 9.0e15).then_some(f as i64)
+}
+
+/// Reads a trial CSV: the file firmtime wrote, or the same data written
+/// back by pandas (`to_csv`, with or without its index), R (`write.csv`,
+/// `readr::write_csv`) or a spreadsheet: columns are found by name, in any
+/// order, other columns ignored; fields may be quoted; whole numbers may
+/// be written as floating point (`5000000.0`, `5e+06`); `NA`/`NaN` mean an
+/// empty field; `on` may be `TRUE`/`FALSE`.
+///
+/// # Errors
+/// [`ErrorKind::Format`] with the line and column if the header lacks a
+/// column or a row is malformed.
+pub fn read_csv(text: &str) -> Result<Vec<Event>> {
+    if text.trim().is_empty() {
+        return Err(Error::new(
+            ErrorKind::Format,
+            "empty file: expected a trial CSV header",
+        ));
+    }
+    let mut rdr = csv::ReaderBuilder::new()
+        .flexible(true)
+        .trim(csv::Trim::All)
+        .from_reader(text.as_bytes());
+    let header = rdr
+        .headers()
+        .map_err(|e| Error::at(ErrorKind::Format, 1, 1, format!("unreadable header: {e}")))?
+        .clone();
+    let mut at = [0usize; 8];
+    let mut absent = Vec::new();
+    for (slot, name) in at.iter_mut().zip(COLUMNS) {
+        match header.iter().position(|h| h == name) {
+            Some(i) => *slot = i,
+            None => absent.push(format!("`{name}`")),
+        }
+    }
+    if !absent.is_empty() {
+        let first = text.lines().next().unwrap_or("");
+        return Err(Error::at(
+            ErrorKind::Format,
+            1,
+            1,
+            format!(
+                "not a firmtime trial CSV: no column {} in header `{first}` (expected `{CSV_HEADER}`; \
+                 columns may come in any order, others are ignored)",
+                absent.join(", ")
+            ),
+        ));
+    }
     let mut out = Vec::new();
-    for (i, line) in lines {
-        let n = i + 1;
-        let line = line.trim_end();
-        if line.is_empty() {
+    for rec in rdr.records() {
+        let rec = rec.map_err(|e| {
+            let line = e.position().map_or(0, |p| p.line() as usize);
+            Error::at(
+                ErrorKind::Format,
+                line.max(1),
+                1,
+                format!("unreadable row: {e}"),
+            )
+        })?;
+        let (n, byte) = rec
+            .position()
+            .map_or((0, 0), |p| (p.line() as usize, p.byte() as usize));
+        let raw = text
+            .get(byte..)
+            .and_then(|t| t.lines().next())
+            .unwrap_or("")
+            .trim_end();
+        if rec.iter().all(str::is_empty) {
             continue;
         }
-        let f: Vec<&str> = line.split(',').collect();
-        let bad = |col: usize, what: &str| {
-            let c = f[..col].iter().map(|x| x.len() + 1).sum::<usize>() + 1;
-            Error::at(ErrorKind::Format, n, c, format!("{what} in `{line}`"))
-        };
-        if f.len() != 8 {
+        if rec.len() != header.len() {
             return Err(Error::at(
                 ErrorKind::Format,
                 n,
                 1,
-                format!("expected 8 fields, got {} in `{line}`", f.len()),
+                format!(
+                    "expected {} fields (as the header has), got {} in `{raw}`",
+                    header.len(),
+                    rec.len()
+                ),
             ));
         }
-        let kind = EventKind::parse(f[0]).ok_or_else(|| bad(0, "unknown kind"))?;
-        let index = f[1]
-            .parse()
-            .map_err(|_| bad(1, "index is not a whole number"))?;
-        let intended_us = match f[2] {
-            "" => None,
-            s => Some(
-                s.parse()
-                    .map_err(|_| bad(2, "intended_us is not a whole number"))?,
-            ),
+        let field = |c: usize| rec.get(at[c]).unwrap_or("");
+        let bad = |c: usize, what: &str| {
+            Error::at(
+                ErrorKind::Format,
+                n,
+                field_column(raw, at[c]),
+                format!("{what} in `{raw}`"),
+            )
         };
-        let actual_us = f[3]
-            .parse()
-            .map_err(|_| bad(3, "actual_us is not a whole number"))?;
-        let note = if f[4..].iter().all(|s| s.is_empty()) {
+        let kind = EventKind::parse(field(0)).ok_or_else(|| {
+            bad(
+                0,
+                "unknown kind (input, feedback, feedback2, metronome, masking, trigger or end)",
+            )
+        })?;
+        let index = whole(field(1))
+            .and_then(|v| u32::try_from(v).ok())
+            .ok_or_else(|| bad(1, "index is not a whole number 0–4294967295"))?;
+        let intended_us = if missing(field(2)) {
+            None
+        } else {
+            Some(whole(field(2)).ok_or_else(|| bad(2, "intended_us is not a whole number"))?)
+        };
+        let actual_us = whole(field(3)).ok_or_else(|| bad(3, "actual_us is not a whole number"))?;
+        let note = if (4..8).all(|c| missing(field(c))) {
             None
         } else {
             let num = |c: usize, max: u8| -> Result<u8> {
-                f[c].parse::<u8>()
-                    .ok()
+                let v = match (c, field(c)) {
+                    (7, "TRUE" | "True" | "true") => Some(1),
+                    (7, "FALSE" | "False" | "false") => Some(0),
+                    (_, s) => whole(s),
+                };
+                v.and_then(|v| u8::try_from(v).ok())
                     .filter(|&v| v <= max)
-                    .ok_or_else(|| {
-                        bad(
-                            c,
-                            &format!(
-                                "{} must be a number 0–{max}",
-                                CSV_HEADER.split(',').nth(c).unwrap_or("")
-                            ),
-                        )
-                    })
+                    .ok_or_else(|| bad(c, &format!("{} must be a number 0–{max}", COLUMNS[c])))
             };
             Some(NoteData {
                 channel: num(4, 16)?,
