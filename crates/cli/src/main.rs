@@ -3,6 +3,35 @@
 //!
 //! Exit codes: 0 success, 1 a failed check or run, 2 a usage error.
 
+// Output that never panics (a closed pipe ends the program quietly): these
+// shadow std's macros in every module below.
+macro_rules! print {
+    ($($arg:tt)*) => {
+        $crate::output::print(format_args!($($arg)*))
+    };
+}
+macro_rules! println {
+    () => {
+        $crate::output::print(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::output::print(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+macro_rules! eprint {
+    ($($arg:tt)*) => {
+        $crate::output::eprint(format_args!($($arg)*))
+    };
+}
+macro_rules! eprintln {
+    () => {
+        $crate::output::eprint(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::output::eprint(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
 mod args;
 mod backend;
 mod doctor;
@@ -12,9 +41,10 @@ mod load;
 mod midi;
 mod net;
 mod netexp;
+mod output;
 mod progress;
 mod rack;
-mod sigint;
+mod signals;
 mod tap;
 
 use clap::{Parser, Subcommand};

@@ -5,7 +5,6 @@ use crate::args::{self, Outcome, UsageError};
 use anyhow::Context;
 use clap::Args;
 use firmtime_jack::{DummyOptions, DummyServer};
-use firmtime_lab::load as lab;
 use firmtime_ladspa::{search_path, Scan};
 use firmtime_rack::{ErrorKind, HostOptions, RackFile, RackHost};
 use std::io::BufRead;
@@ -21,11 +20,11 @@ pub struct RackArgs {
     /// Start a private `jackd -d dummy` server for the rack (no sound card needed).
     #[arg(long)]
     jack_dummy: bool,
-    /// Sample rate of the --jack-dummy server.
-    #[arg(long, default_value_t = 48_000)]
+    /// Sample rate of the --jack-dummy server (1000–768000 Hz).
+    #[arg(long, default_value_t = 48_000, value_parser = clap::value_parser!(u32).range(args::SAMPLE_RATES))]
     rate: u32,
-    /// Frames per period of the --jack-dummy server.
-    #[arg(long, default_value_t = 256)]
+    /// Frames per period of the --jack-dummy server (16–8192).
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(args::PERIOD_FRAMES))]
     period: u32,
     /// JACK server name (default: the default server).
     #[arg(long)]
@@ -76,7 +75,7 @@ pub fn run(a: RackArgs) -> anyhow::Result<Outcome> {
             e.into()
         }
     })?;
-    let stop = lab::install_stop_signals()?;
+    let stop = crate::signals::catch(crate::signals::Repeat::Ends)?;
     let server = if a.jack_dummy {
         let mut o = DummyOptions::new();
         o.rate = a.rate;
