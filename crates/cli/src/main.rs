@@ -65,7 +65,9 @@ pub use args::Outcome;
 /// timed MIDI experiments, and spreads audio block processing over a LAN.
 /// Human tables go to stdout, diagnostics to stderr; `--json PATH` writes
 /// machine-readable output. Exit status: 0 ok, 1 a failed check or run,
-/// 2 a usage error.
+/// 2 a usage error. A reader closing stdout (`| head`) ends the program
+/// quietly with status 0. Long runs stop alike on SIGINT (Ctrl-C), SIGTERM
+/// and SIGHUP, and keep what they gathered.
 #[derive(Debug, Parser)]
 #[command(name = "firmtime", version, about, long_about)]
 struct Cli {
@@ -82,7 +84,7 @@ enum Command {
     Doctor(doctor::DoctorArgs),
     /// Generate a bounded load: CPU hogs, duty cycle, disk, memory, network, or Varoquaux's stress mix.
     ///
-    /// Runs until --duration is over or SIGINT/SIGTERM arrives, then prints
+    /// Runs until --duration is over or SIGINT, SIGTERM or SIGHUP arrives, then prints
     /// what was done and exits 0. Lab commands start these as child processes.
     Load(load::LoadArgs),
     /// Measure what this machine's clocks, sleeps and timers really do (the papers' tables).

@@ -22,7 +22,7 @@ use std::time::Duration;
 pub enum NetCommand {
     /// Serve sessions: TCP control and UDP data on one address and port.
     ///
-    /// Runs until SIGINT/SIGTERM. Logs sessions to stderr.
+    /// Runs until SIGINT, SIGTERM or SIGHUP. Logs sessions to stderr.
     Worker(WorkerArgs),
     /// Drive one master per worker from a periodic SCHED_FIFO loop and report late periods.
     ///

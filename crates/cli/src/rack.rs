@@ -41,11 +41,11 @@ pub struct RackArgs {
     /// More plugin directories to search before LADSPA_PATH (comma-separated).
     #[arg(long, value_delimiter = ',')]
     ladspa_path: Vec<PathBuf>,
-    /// Stop after this long (default: run until SIGINT/SIGTERM).
+    /// Stop after this long (default: run until SIGINT, SIGTERM or SIGHUP).
     #[arg(long, value_parser = args::duration)]
     duration: Option<Duration>,
-    /// Seconds between status lines on stderr (0 = none).
-    #[arg(long, default_value_t = 1.0)]
+    /// Seconds between status lines on stderr (0 = none; up to 86400).
+    #[arg(long, default_value_t = 1.0, value_parser = args::float_in(0.0, 86_400.0, " s"))]
     status_every: f64,
     /// Write the final counters as JSON here (`-` or a bare --json: stdout).
     #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "-")]

@@ -611,6 +611,10 @@ fn nan_huge_and_zero_values_are_refused_naming_the_flag_and_range() {
             ("rack x.toml --rate 0", &["--rate", "1000..=768000"]),
             ("rack x.toml --period 16777216", &["--period", "16..=8192"]),
             (
+                "rack x.toml --status-every nan",
+                &["--status-every", "give 0 to 86400 s"],
+            ),
+            (
                 "tap analyze x.csv --debounce-ms nan",
                 &["--debounce-ms", "give 0 to 10000 ms"],
             ),
@@ -639,4 +643,26 @@ fn tap_check_refuses_an_empty_random_pitch_set() {
         1,
         &["line 2", "pitch mode \"random\" needs 1–16 notes, got none"],
     );
+}
+
+/// Issue 20, item 7: the binary's one signal owner stops `net worker` on
+/// SIGINT, SIGTERM and SIGHUP alike: it says so and exits 0.
+#[test]
+fn net_worker_stops_on_each_stop_signal() {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        let mut w = common::NetWorker::start();
+        assert_eq!(common::kill(w.0.id(), sig), 0);
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let status = loop {
+            if let Some(st) = w.0.try_wait().unwrap() {
+                break st;
+            }
+            assert!(
+                std::time::Instant::now() < until,
+                "signal {sig} did not stop the worker"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        };
+        assert_eq!(status.code(), Some(0), "signal {sig}: {status:?}");
+    }
 }
