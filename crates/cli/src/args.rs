@@ -105,6 +105,49 @@ pub fn duration(text: &str) -> Result<Duration, String> {
     units::parse_duration(text).map_err(|e| e.to_string())
 }
 
+/// clap value parser for a finite number in `lo..=hi` (`unit` follows the
+/// bounds in the message, e.g. `" s"`): NaN, infinities and values out of
+/// range are refused with the valid range, which clap prefixes with the flag.
+pub fn float_in(
+    lo: f64,
+    hi: f64,
+    unit: &'static str,
+) -> impl Fn(&str) -> Result<f64, String> + Clone + Send + Sync + 'static {
+    move |text| {
+        let v: f64 = text
+            .trim()
+            .parse()
+            .map_err(|_| format!("not a number; give {lo} to {hi}{unit}"))?;
+        if v.is_finite() && (lo..=hi).contains(&v) {
+            Ok(v)
+        } else {
+            Err(format!("out of range; give {lo} to {hi}{unit}"))
+        }
+    }
+}
+
+/// As [`float_in`], for a value that must be above `lo` (not equal to it).
+pub fn float_above(
+    lo: f64,
+    hi: f64,
+    unit: &'static str,
+) -> impl Fn(&str) -> Result<f64, String> + Clone + Send + Sync + 'static {
+    move |text| {
+        let range = || format!("give more than {lo}, up to {hi}{unit}");
+        match float_in(lo, hi, unit)(text) {
+            Ok(v) if v > lo => Ok(v),
+            Ok(_) => Err(format!("out of range; {}", range())),
+            Err(e) if e.starts_with("not a number") => Err(format!("not a number; {}", range())),
+            Err(_) => Err(format!("out of range; {}", range())),
+        }
+    }
+}
+
+/// The sample rates the binary accepts, Hz (JACK's and ALSA's range).
+pub const SAMPLE_RATES: std::ops::RangeInclusive<i64> = 1000..=768_000;
+/// The period sizes the binary accepts, frames (jackd's `-p` range).
+pub const PERIOD_FRAMES: std::ops::RangeInclusive<i64> = 16..=8192;
+
 /// A duration flag in nanoseconds, saturating at `u64::MAX` (about 584 years).
 pub fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
@@ -181,7 +224,9 @@ pub fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> anyhow::Result
     use std::io::Write;
     let text = serde_json::to_string_pretty(value)? + "\n";
     if path.as_os_str() == "-" {
-        std::io::stdout().write_all(text.as_bytes())?;
+        if let Err(e) = std::io::stdout().write_all(text.as_bytes()) {
+            crate::output::stdout_failed(&e);
+        }
         return Ok(());
     }
     path.file_name().context("--json needs a file name")?;
@@ -246,6 +291,21 @@ impl PolicyArg {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn float_flags_refuse_nan_infinities_and_out_of_range_with_the_range() {
+        let p = float_in(0.0, 60.0, " s");
+        assert_eq!(p("1.5"), Ok(1.5));
+        assert_eq!(p("0"), Ok(0.0));
+        for bad in ["nan", "NaN", "inf", "-inf", "1e9", "-0.1", "60.01"] {
+            assert_eq!(p(bad), Err("out of range; give 0 to 60 s".into()), "{bad}");
+        }
+        assert_eq!(p("x"), Err("not a number; give 0 to 60 s".into()));
+        let q = float_above(0.0, 4.0, "");
+        assert_eq!(q("0.05"), Ok(0.05));
+        assert!(q("0").unwrap_err().contains("more than 0"));
+        assert!(q("nan").is_err());
+    }
 
     #[test]
     fn priority_completes_a_bare_fifo_or_rr_and_overrides_a_given_one() {

@@ -26,8 +26,8 @@ enum LadspaCommand {
     Info {
         /// Label (`amp_mono`), unique ID (`1048`) or FILE:LABEL (`cmt.so:amp_mono`).
         plugin: String,
-        /// Sample rate used to show bounds and defaults of sample-rate ports.
-        #[arg(long, default_value_t = 44_100)]
+        /// Sample rate used to show bounds and defaults of sample-rate ports (1000–768000 Hz).
+        #[arg(long, default_value_t = 44_100, value_parser = clap::value_parser!(u32).range(args::SAMPLE_RATES))]
         rate: u32,
         /// Write the description as JSON to PATH (`-` or a bare --json: stdout) instead of text.
         #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "-")]
@@ -71,12 +71,12 @@ struct ApplyArgs {
     /// The plugin chain: PLUGIN [CONTROL…] [PLUGIN [CONTROL…]]…
     #[arg(required = true, num_args = 1.., allow_hyphen_values = true, value_name = "CHAIN")]
     chain: Vec<String>,
-    /// Frames per run() call.
-    #[arg(long, default_value_t = 2048)]
+    /// Frames per run() call (1–65536).
+    #[arg(long, default_value_t = 2048, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=MAX_BLOCK))]
     block: usize,
-    /// Seconds of silence to run after the input ends (applyplugin -s).
-    #[arg(short = 's', long, default_value_t = 0.0)]
-    decay: f32,
+    /// Seconds of silence to run after the input ends (applyplugin -s): 0–60 s.
+    #[arg(short = 's', long, default_value_t = 0.0, value_parser = args::float_in(0.0, MAX_DECAY_S, " s"))]
+    decay: f64,
     /// Output format: same (16-bit for integer input, float for float input), int16, float.
     #[arg(long, value_enum, default_value_t = Format::Same)]
     format: Format,
@@ -87,6 +87,12 @@ struct ApplyArgs {
     #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "-")]
     json: Option<PathBuf>,
 }
+
+/// The longest `--block`, frames.
+const MAX_BLOCK: u64 = 65_536;
+/// The longest `-s`/`--decay`, seconds: longer than any reverb's tail, and a
+/// bound on what a typo can write (1e9 s once wrote 1.67 GB before failing).
+const MAX_DECAY_S: f64 = 60.0;
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 enum Format {
@@ -335,9 +341,6 @@ fn parse_chain(scan: &Scan, words: &[String]) -> anyhow::Result<Vec<(Plugin, Vec
 }
 
 fn apply(a: ApplyArgs) -> anyhow::Result<Outcome> {
-    if a.block == 0 {
-        return Err(UsageError("--block must be at least 1".into()).into());
-    }
     let scan = scan();
     let parsed = parse_chain(&scan, &a.chain)?;
     let rate = firmtime_ladspa::wav_sample_rate(&a.input)?;
@@ -351,7 +354,7 @@ fn apply(a: ApplyArgs) -> anyhow::Result<Outcome> {
     }
     let opts = ApplyOptions {
         block_size: a.block,
-        decay_seconds: a.decay,
+        decay_seconds: a.decay as f32,
         format: match a.format {
             Format::Same => OutputFormat::Same,
             Format::Int16 => OutputFormat::Int16,

@@ -290,7 +290,7 @@ fn summary(r: &LoadReport) -> String {
 /// Runs `firmtime load`.
 pub fn run(a: LoadArgs) -> anyhow::Result<Outcome> {
     let spec = spec(&a)?;
-    let stop = lab::install_stop_signals()?;
+    let stop = crate::signals::catch(crate::signals::Repeat::Ends)?;
     let report = lab::run_generator(&spec, a.duration, stop)?;
     match &a.json {
         Some(p) if p.as_os_str() == "-" => {}

@@ -3,6 +3,35 @@
 //!
 //! Exit codes: 0 success, 1 a failed check or run, 2 a usage error.
 
+// Output that never panics (a closed pipe ends the program quietly): these
+// shadow std's macros in every module below.
+macro_rules! print {
+    ($($arg:tt)*) => {
+        $crate::output::print(format_args!($($arg)*))
+    };
+}
+macro_rules! println {
+    () => {
+        $crate::output::print(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::output::print(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+macro_rules! eprint {
+    ($($arg:tt)*) => {
+        $crate::output::eprint(format_args!($($arg)*))
+    };
+}
+macro_rules! eprintln {
+    () => {
+        $crate::output::eprint(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::output::eprint(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
 mod args;
 mod backend;
 mod doctor;
@@ -12,9 +41,10 @@ mod load;
 mod midi;
 mod net;
 mod netexp;
+mod output;
 mod progress;
 mod rack;
-mod sigint;
+mod signals;
 mod tap;
 
 use clap::{Parser, Subcommand};
@@ -35,7 +65,9 @@ pub use args::Outcome;
 /// timed MIDI experiments, and spreads audio block processing over a LAN.
 /// Human tables go to stdout, diagnostics to stderr; `--json PATH` writes
 /// machine-readable output. Exit status: 0 ok, 1 a failed check or run,
-/// 2 a usage error.
+/// 2 a usage error. A reader closing stdout (`| head`) ends the program
+/// quietly with status 0. Long runs stop alike on SIGINT (Ctrl-C), SIGTERM
+/// and SIGHUP, and keep what they gathered.
 #[derive(Debug, Parser)]
 #[command(name = "firmtime", version, about, long_about)]
 struct Cli {
@@ -52,7 +84,7 @@ enum Command {
     Doctor(doctor::DoctorArgs),
     /// Generate a bounded load: CPU hogs, duty cycle, disk, memory, network, or Varoquaux's stress mix.
     ///
-    /// Runs until --duration is over or SIGINT/SIGTERM arrives, then prints
+    /// Runs until --duration is over or SIGINT, SIGTERM or SIGHUP arrives, then prints
     /// what was done and exits 0. Lab commands start these as child processes.
     Load(load::LoadArgs),
     /// Measure what this machine's clocks, sleeps and timers really do (the papers' tables).

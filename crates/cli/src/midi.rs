@@ -26,7 +26,7 @@ use serde::Serialize;
 
 use crate::args::{self, Outcome, UsageError};
 use crate::backend;
-use crate::sigint;
+use crate::signals::{self, Repeat};
 
 /// Arguments of `firmtime midi`.
 #[derive(Debug, Args)]
@@ -537,7 +537,7 @@ fn monitor(a: MonitorArgs) -> anyhow::Result<Outcome> {
     let mut provenance = Provenance::begin(std::env::args().collect());
     let mut opened = open_backend(&a.open, a.open.device.clone(), Purpose::Monitor)?;
     let engine = engine_rt(&a.open)?;
-    sigint::catch();
+    signals::catch(Repeat::Caught)?;
     let to_stdout = args::is_stdout(a.json.as_deref());
     let start = monotonic_ns();
     let end = a.duration.map(|d| start + d.as_nanos() as u64);
@@ -551,7 +551,7 @@ fn monitor(a: MonitorArgs) -> anyhow::Result<Outcome> {
     }
     let mut events: Vec<MonitorEvent> = Vec::new();
     let end_reason = loop {
-        if sigint::interrupted() {
+        if signals::interrupted() {
             break "interrupted";
         }
         let now = monotonic_ns();
@@ -687,7 +687,7 @@ impl MidiBackend for Recorder<'_> {
     }
 
     fn poll_input(&mut self, f: &mut dyn FnMut(InputEvent)) -> Result<usize, BackendError> {
-        if sigint::interrupted() {
+        if signals::interrupted() {
             return Err(BackendError::Disconnected);
         }
         let received = &mut self.received;
@@ -699,7 +699,7 @@ impl MidiBackend for Recorder<'_> {
 
     fn wait(&mut self, deadline_ns: u64) -> Result<(), BackendError> {
         self.drain_sent();
-        if sigint::interrupted() {
+        if signals::interrupted() {
             return Err(BackendError::Disconnected);
         }
         // Wake at least every 100 ms to notice Ctrl-C.
@@ -819,7 +819,7 @@ fn run_loop(a: LoopArgs) -> anyhow::Result<Outcome> {
         );
     }
     let loop_rt = looper.as_ref().map(|l| l.conditions().clone());
-    sigint::catch();
+    signals::catch(Repeat::Caught)?;
     let cap = usize::try_from(a.events)
         .unwrap_or(usize::MAX)
         .saturating_add(4096);
@@ -827,7 +827,7 @@ fn run_loop(a: LoopArgs) -> anyhow::Result<Outcome> {
     let r = test.run(&mut rec);
     rec.drain_sent();
     let (sent_frames, received_frames) = (rec.sent, rec.received);
-    let interrupted = sigint::interrupted();
+    let interrupted = signals::interrupted();
     let stats = opened.backend.stats();
     drop(opened.backend);
     let relay = match opened.relay.take() {

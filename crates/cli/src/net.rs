@@ -5,7 +5,6 @@ use crate::args::{self, UsageError};
 use crate::Outcome;
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use firmtime_lab::load as lab;
 use firmtime_net::bench::{self, BenchConfig, BenchReport, Ramp};
 use firmtime_net::{
     discovery, Key, ServerConfig, ServerEvent, WaitMode, Work, WorkMode, WorkerServer,
@@ -23,7 +22,7 @@ use std::time::Duration;
 pub enum NetCommand {
     /// Serve sessions: TCP control and UDP data on one address and port.
     ///
-    /// Runs until SIGINT/SIGTERM. Logs sessions to stderr.
+    /// Runs until SIGINT, SIGTERM or SIGHUP. Logs sessions to stderr.
     Worker(WorkerArgs),
     /// Drive one master per worker from a periodic SCHED_FIFO loop and report late periods.
     ///
@@ -57,8 +56,8 @@ pub struct WorkerArgs {
     /// Scheduling policy of the data thread, e.g. fifo:70 or other.
     #[arg(long, default_value = "fifo:70")]
     priority: Policy,
-    /// Path MTU for results.
-    #[arg(long, default_value_t = 1500)]
+    /// Path MTU for results, bytes (68–65535; the smallest usable depends on --key).
+    #[arg(long, default_value_t = 1500, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(68..=65_535))]
     mtu: usize,
     /// Serve the LADSPA plugins of this directory to authenticated masters
     /// (repeatable; needs --key). Plugins elsewhere are never loaded.
@@ -75,17 +74,17 @@ pub struct BenchArgs {
     /// Pre-shared key file.
     #[arg(long)]
     key: Option<PathBuf>,
-    /// Frames per period.
-    #[arg(long, default_value_t = 64)]
+    /// Frames per period (16–8192).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(args::PERIOD_FRAMES))]
     period_frames: u32,
-    /// Sample rate in Hz.
-    #[arg(long, default_value_t = 48_000)]
+    /// Sample rate in Hz (1000–768000).
+    #[arg(long, default_value_t = 48_000, value_parser = clap::value_parser!(u32).range(args::SAMPLE_RATES))]
     rate: u32,
     /// Periods between sending a block and using its result: 0, 1 or 2.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=2))]
     window: u8,
-    /// Fraction of the period each worker holds each block (the first step with --ramp).
-    #[arg(long, default_value_t = 0.0)]
+    /// Fraction of the period each worker holds each block (the first step with --ramp): 0–4.
+    #[arg(long, default_value_t = 0.0, value_parser = args::float_in(0.0, 4.0, ""))]
     work: f64,
     /// spin (busy-wait, uses CPU), sleep (no CPU: emulates separate machines) or none.
     #[arg(long, default_value = "sleep")]
@@ -96,17 +95,17 @@ pub struct BenchArgs {
     /// Raise the work fraction step by step, from --work to --ramp-to.
     #[arg(long)]
     ramp: bool,
-    /// Last fraction of the ramp.
-    #[arg(long, default_value_t = 1.0)]
+    /// Last fraction of the ramp: 0–4.
+    #[arg(long, default_value_t = 1.0, value_parser = args::float_in(0.0, 4.0, ""))]
     ramp_to: f64,
-    /// Step of the ramp.
-    #[arg(long, default_value_t = 0.05)]
+    /// Step of the ramp: more than 0, up to 4.
+    #[arg(long, default_value_t = 0.05, value_parser = args::float_above(0.0, 4.0, ""))]
     ramp_step: f64,
     /// Counted time per step of the ramp.
     #[arg(long, default_value = "3s", value_parser = args::duration)]
     step_duration: Duration,
-    /// Deadline inside the period, as a fraction of it.
-    #[arg(long, default_value_t = 1.0)]
+    /// Deadline inside the period, as a fraction of it: 0.05–1.
+    #[arg(long, default_value_t = 1.0, value_parser = args::float_in(0.05, 1.0, ""))]
     deadline: f64,
     /// How the master waits for results: poll (sleeps) or spin.
     #[arg(long, default_value = "poll")]
@@ -190,7 +189,7 @@ fn worker(a: WorkerArgs) -> anyhow::Result<Outcome> {
             .map_err(|e| UsageError(e.to_string()))?;
     }
     let plugin_dirs = cfg.plugins.dirs().to_vec();
-    let stop = lab::install_stop_signals()?;
+    let stop = crate::signals::catch(crate::signals::Repeat::Ends)?;
     let server = WorkerServer::start(cfg)?;
     while !stop.load(Ordering::Relaxed) {
         let Ok(e) = server.events().recv_timeout(Duration::from_millis(100)) else {

@@ -5,7 +5,6 @@ use crate::args::{self, Outcome, UsageError};
 use anyhow::Context;
 use clap::Args;
 use firmtime_jack::{DummyOptions, DummyServer};
-use firmtime_lab::load as lab;
 use firmtime_ladspa::{search_path, Scan};
 use firmtime_rack::{ErrorKind, HostOptions, RackFile, RackHost};
 use std::io::BufRead;
@@ -21,11 +20,11 @@ pub struct RackArgs {
     /// Start a private `jackd -d dummy` server for the rack (no sound card needed).
     #[arg(long)]
     jack_dummy: bool,
-    /// Sample rate of the --jack-dummy server.
-    #[arg(long, default_value_t = 48_000)]
+    /// Sample rate of the --jack-dummy server (1000–768000 Hz).
+    #[arg(long, default_value_t = 48_000, value_parser = clap::value_parser!(u32).range(args::SAMPLE_RATES))]
     rate: u32,
-    /// Frames per period of the --jack-dummy server.
-    #[arg(long, default_value_t = 256)]
+    /// Frames per period of the --jack-dummy server (16–8192).
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(args::PERIOD_FRAMES))]
     period: u32,
     /// JACK server name (default: the default server).
     #[arg(long)]
@@ -42,11 +41,11 @@ pub struct RackArgs {
     /// More plugin directories to search before LADSPA_PATH (comma-separated).
     #[arg(long, value_delimiter = ',')]
     ladspa_path: Vec<PathBuf>,
-    /// Stop after this long (default: run until SIGINT/SIGTERM).
+    /// Stop after this long (default: run until SIGINT, SIGTERM or SIGHUP).
     #[arg(long, value_parser = args::duration)]
     duration: Option<Duration>,
-    /// Seconds between status lines on stderr (0 = none).
-    #[arg(long, default_value_t = 1.0)]
+    /// Seconds between status lines on stderr (0 = none; up to 86400).
+    #[arg(long, default_value_t = 1.0, value_parser = args::float_in(0.0, 86_400.0, " s"))]
     status_every: f64,
     /// Write the final counters as JSON here (`-` or a bare --json: stdout).
     #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "-")]
@@ -76,7 +75,7 @@ pub fn run(a: RackArgs) -> anyhow::Result<Outcome> {
             e.into()
         }
     })?;
-    let stop = lab::install_stop_signals()?;
+    let stop = crate::signals::catch(crate::signals::Repeat::Ends)?;
     let server = if a.jack_dummy {
         let mut o = DummyOptions::new();
         o.rate = a.rate;

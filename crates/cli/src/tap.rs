@@ -12,7 +12,7 @@ use firmtime_tap::{data, ftap, Experiment};
 
 mod run;
 
-use crate::args::{Outcome, UsageError};
+use crate::args::{self, Outcome, UsageError};
 use run::{ReplayArgs, RunArgs};
 
 /// Arguments of `firmtime tap`.
@@ -36,8 +36,10 @@ enum TapCommand {
     /// Run a session: trials of one or more experiment files for a subject.
     ///
     /// Each trial is written when it ends (CSV + JSON sidecar, atomically):
-    /// a crash or kill loses only the running trial; Ctrl-C ends the running
-    /// trial, keeps it flagged incomplete, and stops the session.
+    /// a crash or `kill -9` loses only the running trial; SIGINT (Ctrl-C),
+    /// SIGTERM (systemd, `timeout`) and SIGHUP (a closing terminal) each end
+    /// the running trial, keep it flagged incomplete (the sidecar's
+    /// `stopped_by` names the signal), and stop the session.
     ///
     /// Each late output gets a cause in the trial's self-checks and on a
     /// line after the trial's: the setup (a feedback delay under the
@@ -81,12 +83,12 @@ struct AnalyzeArgs {
     /// TRIAL-asynchrony.png (tap − beat) into DIR.
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
-    /// Taps closer than this to the previous one are double taps, ms.
-    #[arg(long, default_value_t = 50.0, value_name = "MS")]
+    /// Taps closer than this to the previous one are double taps, ms (0–10000).
+    #[arg(long, default_value_t = 50.0, value_name = "MS", value_parser = args::float_in(0.0, 10_000.0, " ms"))]
     debounce_ms: f64,
     /// A continuation interval above this multiple of the beat interval is a
-    /// gap (missing taps).
-    #[arg(long, default_value_t = 1.5, value_name = "X")]
+    /// gap (missing taps): 1–100.
+    #[arg(long, default_value_t = 1.5, value_name = "X", value_parser = args::float_in(1.0, 100.0, ""))]
     gap_factor: f64,
 }
 

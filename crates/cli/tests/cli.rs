@@ -466,3 +466,203 @@ fn jack_default_server_is_the_recorded_server_name() {
         .unwrap_or_else(|e| panic!("not JSON ({e}): {}", text(&out.stdout)));
     assert_eq!(v["jack"]["server"], "firmtime-no-such-server", "{v}");
 }
+
+/// The write end of a pipe whose read end is already closed: every write
+/// to it fails with EPIPE.
+fn closed_pipe() -> std::process::Stdio {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for the two descriptors pipe2 writes.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    // SAFETY: both descriptors are fresh from pipe2 and owned here alone.
+    let (reader, writer) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    drop(reader);
+    writer.into()
+}
+
+/// Runs `firmtime ARGS` with its stdout a pipe whose reader is already
+/// closed, so every write to stdout fails with EPIPE.
+fn into_closed_pipe(args: &[&str]) -> Output {
+    Command::new(common::EXE)
+        .args(args)
+        .stdout(closed_pipe())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// Regression (issue 20, item 8): `firmtime ladspa list | head -1` and
+/// `tap analyze … | head -c1` panicked on the broken pipe (status 101).
+#[test]
+fn a_closed_stdout_ends_quietly_with_status_0() {
+    let trial = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tap/tests/data/trial-small.csv"
+    );
+    let examples = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples");
+    let check = std::fs::read_dir(examples)
+        .unwrap()
+        .filter_map(|e| {
+            let p = e.unwrap().path();
+            (p.extension().is_some_and(|x| x == "toml")
+                && std::fs::read_to_string(&p).is_ok_and(|t| t.contains("[end]")))
+            .then_some(p)
+        })
+        .next();
+    let mut cases: Vec<Vec<String>> = vec![
+        vec!["ladspa".into(), "list".into()],
+        vec!["ladspa".into(), "list".into(), "--json".into()],
+        vec!["tap".into(), "analyze".into(), trial.into()],
+        vec!["doctor".into()],
+    ];
+    if let Some(p) = check {
+        cases.push(vec!["tap".into(), "check".into(), p.display().to_string()]);
+    }
+    for args in &cases {
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = into_closed_pipe(&a);
+        let err = text(&out.stderr);
+        assert!(!err.contains("panicked"), "{a:?}: {err}");
+        assert!(!err.contains("Broken pipe"), "{a:?}: {err}");
+        // doctor's status is its checks' (1 when one fails); never 101.
+        let want: &[i32] = if a[0] == "doctor" { &[0, 1] } else { &[0] };
+        assert!(
+            out.status.code().is_some_and(|c| want.contains(&c)),
+            "{a:?}: {:?} {err}",
+            out.status
+        );
+    }
+}
+
+/// A closed stderr (a terminal gone after SIGHUP, `2>&1 | head`) drops the
+/// diagnostics; the command still runs to its end and its status.
+#[test]
+fn a_closed_stderr_does_not_panic() {
+    let out = Command::new(common::EXE)
+        .args(["ladspa", "info", "no-such-plugin-anywhere"])
+        .stderr(closed_pipe())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "a usage error, not a panic (101)"
+    );
+}
+
+/// Regression (issue 20, item 8): values that hung or wasted were taken.
+/// Each is refused (status 2) naming the flag and the valid range.
+#[test]
+fn nan_huge_and_zero_values_are_refused_naming_the_flag_and_range() {
+    let w = "net bench --workers 127.0.0.1:9";
+    common::assert_usage_errors(
+        "",
+        &[
+            (
+                "ladspa apply -s nan in.wav out.wav amp",
+                &["--decay", "give 0 to 60 s"],
+            ),
+            (
+                "ladspa apply -s 1e9 in.wav out.wav amp",
+                &["--decay", "give 0 to 60 s"],
+            ),
+            (
+                "ladspa apply -s inf in.wav out.wav amp",
+                &["--decay", "give 0 to 60 s"],
+            ),
+            (
+                "ladspa apply --decay=-1 in.wav out.wav amp",
+                &["--decay", "give 0 to 60 s"],
+            ),
+            (
+                "ladspa apply --block 0 in.wav out.wav amp",
+                &["--block", "1..=65536"],
+            ),
+            (
+                "ladspa apply --block 99999999999 in.wav out.wav amp",
+                &["--block", "1..=65536"],
+            ),
+            ("ladspa info amp --rate 0", &["--rate", "1000..=768000"]),
+            (&format!("{w} --rate 0"), &["--rate", "1000..=768000"]),
+            (
+                &format!("{w} --period-frames 16777216"),
+                &["--period-frames", "16..=8192"],
+            ),
+            (
+                &format!("{w} --period-frames 0"),
+                &["--period-frames", "16..=8192"],
+            ),
+            (&format!("{w} --work nan"), &["--work", "give 0 to 4"]),
+            (
+                &format!("{w} --ramp-step 0"),
+                &["--ramp-step", "more than 0, up to 4"],
+            ),
+            (
+                &format!("{w} --ramp-step nan"),
+                &["--ramp-step", "more than 0, up to 4"],
+            ),
+            (&format!("{w} --ramp-to inf"), &["--ramp-to", "give 0 to 4"]),
+            (
+                &format!("{w} --deadline 0"),
+                &["--deadline", "give 0.05 to 1"],
+            ),
+            ("net worker --mtu 99999999999", &["--mtu", "68..=65535"]),
+            ("net worker --mtu 0", &["--mtu", "68..=65535"]),
+            ("rack x.toml --rate 0", &["--rate", "1000..=768000"]),
+            ("rack x.toml --period 16777216", &["--period", "16..=8192"]),
+            (
+                "rack x.toml --status-every nan",
+                &["--status-every", "give 0 to 86400 s"],
+            ),
+            (
+                "tap analyze x.csv --debounce-ms nan",
+                &["--debounce-ms", "give 0 to 10000 ms"],
+            ),
+            (
+                "tap analyze x.csv --gap-factor 0",
+                &["--gap-factor", "give 1 to 100"],
+            ),
+        ],
+    );
+}
+
+/// Regression (issue 20, item 8): `pitch = { mode = "random", notes = [] }`
+/// was accepted though the docs say 1–16 notes.
+#[test]
+fn tap_check_refuses_an_empty_random_pitch_set() {
+    let p = common::tmp_path("empty-random.toml");
+    std::fs::write(
+        &p,
+        "[feedback]\npitch = { mode = \"random\", notes = [] }\n[end]\nkeystrokes = 4\n",
+    )
+    .unwrap();
+    let out = firmtime(&["tap", "check", p.to_str().unwrap()]);
+    std::fs::remove_file(&p).unwrap();
+    assert_exit(
+        &out,
+        1,
+        &["line 2", "pitch mode \"random\" needs 1–16 notes, got none"],
+    );
+}
+
+/// Issue 20, item 7: the binary's one signal owner stops `net worker` on
+/// SIGINT, SIGTERM and SIGHUP alike: it says so and exits 0.
+#[test]
+fn net_worker_stops_on_each_stop_signal() {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        let mut w = common::NetWorker::start();
+        assert_eq!(common::kill(w.0.id(), sig), 0);
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let status = loop {
+            if let Some(st) = w.0.try_wait().unwrap() {
+                break st;
+            }
+            assert!(
+                std::time::Instant::now() < until,
+                "signal {sig} did not stop the worker"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        };
+        assert_eq!(status.code(), Some(0), "signal {sig}: {status:?}");
+    }
+}

@@ -13,14 +13,16 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Waits (bounded, as a hang guard only) until `pid` catches SIGINT and SIGTERM.
+/// Waits (bounded, as a hang guard only) until `pid` catches SIGINT,
+/// SIGTERM and SIGHUP.
 fn wait_for_handlers(pid: u32) {
     let until = Instant::now() + Duration::from_secs(20);
     loop {
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
         let line = status.lines().find(|l| l.starts_with("SigCgt:")).unwrap();
         let mask = u64::from_str_radix(line[7..].trim(), 16).unwrap();
-        if mask & (1 << (libc::SIGINT - 1)) != 0 && mask & (1 << (libc::SIGTERM - 1)) != 0 {
+        let bit = |s: libc::c_int| mask & (1 << (s - 1)) != 0;
+        if bit(libc::SIGINT) && bit(libc::SIGTERM) && bit(libc::SIGHUP) {
             return;
         }
         assert!(
@@ -121,6 +123,12 @@ fn sigterm_ends_disk_load_with_status_0_and_no_file() {
 #[test]
 fn sigint_ends_disk_load_with_status_0_and_no_file() {
     signal_ends_disk_load_cleanly(libc::SIGINT, "sigint");
+}
+
+/// Issue 20, item 7: a closing terminal (SIGHUP) stops as Ctrl-C does.
+#[test]
+fn sighup_ends_disk_load_with_status_0_and_no_file() {
+    signal_ends_disk_load_cleanly(libc::SIGHUP, "sighup");
 }
 
 #[test]

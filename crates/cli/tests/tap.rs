@@ -418,3 +418,114 @@ fn replay_through_audio_on_a_dummy_jack_server_plays_every_note() {
     );
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+/// A long metronome-only trial (a minute): a stop signal ends it.
+const LONG_TRIAL: &str =
+    "name = \"long\"\n[metronome]\nmspb = 20\nlength_ms = 5\n[end]\nduration_ms = 60000\n";
+
+/// Regression (issue 20, item 7): `tap run` handled only SIGINT; SIGTERM
+/// (systemd, `timeout`) and SIGHUP (a closing terminal) lost the running
+/// trial without a message. Each of the three, sent mid-trial on a private
+/// dummy jackd, ends the session with status 0, keeps the partial trial
+/// flagged incomplete with the signal named (stderr and the sidecar's
+/// `stopped_by`), and the trial's end row is its last row (beats already
+/// handed to JACK came after it).
+#[test]
+fn each_stop_signal_keeps_the_running_trial_flagged_and_named() {
+    use firmtime_jack::{ServerKind, TestServer};
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let Some(srv) = TestServer::start_for_test(ServerKind::Jackd, 48_000, 256) else {
+        firmtime_rt::testing::skip("jackd not installed (Debian: apt-get install jackd2)");
+        return;
+    };
+    let d = tmpdir("signals");
+    let exp = d.join("long.toml");
+    std::fs::write(&exp, LONG_TRIAL).unwrap();
+    let signals = [
+        (libc::SIGINT, "SIGINT", "SIGINT (Ctrl-C)"),
+        (libc::SIGTERM, "SIGTERM", "SIGTERM"),
+        (libc::SIGHUP, "SIGHUP", "SIGHUP"),
+    ];
+    for (session, (sig, name, said)) in (1..).zip(signals) {
+        let session = session.to_string();
+        let mut child = srv
+            .client_env(&mut Command::new(EXE))
+            .args([
+                "tap",
+                "run",
+                exp.to_str().unwrap(),
+                "--subject",
+                "SG",
+                "--session",
+                &session,
+                "--trials",
+                "1x2",
+                "--no-prompt",
+                "--no-rt",
+                "--out",
+                d.to_str().unwrap(),
+                "--backend",
+                "jack",
+                "--jack-server",
+                srv.name(),
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The session line comes once the handlers are in place; the
+        // trial then runs (a minute long) until the signal.
+        let mut err = BufReader::new(child.stderr.take().unwrap());
+        let mut log = String::new();
+        loop {
+            let mut line = String::new();
+            if err.read_line(&mut line).unwrap() == 0 {
+                panic!("tap run ended early: {log}");
+            }
+            log.push_str(&line);
+            if line.starts_with("firmtime: session ") {
+                break;
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(400));
+        assert_eq!(common::kill(child.id(), sig), 0);
+        let mut rest = String::new();
+        std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
+        log.push_str(&rest);
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(0), "{name}: {log}");
+        assert!(
+            log.contains(&format!("ended by {said} (incomplete)")),
+            "{name}: {log}"
+        );
+        assert!(
+            log.contains(&format!("session stopped after trial 1 by {said}")),
+            "{name}: {log}"
+        );
+        let stem = d.join(format!("SG-s{session:0>2}-t001"));
+        let csv = std::fs::read_to_string(stem.with_extension("csv")).unwrap();
+        let rows = firmtime_tap::data::read_csv(&csv).unwrap();
+        let end = rows.last().unwrap();
+        assert_eq!(
+            (end.kind, end.index),
+            (firmtime_tap::data::EventKind::End, 1),
+            "{name}: the end row is the last, flagged interrupted"
+        );
+        let beats = rows
+            .iter()
+            .filter(|r| r.kind == firmtime_tap::data::EventKind::Metronome)
+            .count();
+        assert!(beats >= 2, "{name}: the partial trial has its beats: {csv}");
+        let side: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(stem.with_extension("json")).unwrap())
+                .unwrap();
+        assert_eq!(side["incomplete"], true, "{name}");
+        assert_eq!(side["stopped_by"], name);
+        assert_eq!(side["events"].as_u64().unwrap() as usize, rows.len());
+        // The session stopped: trial 2 never started.
+        assert!(!d.join(format!("SG-s{session:0>2}-t002.csv")).exists());
+    }
+    std::fs::remove_dir_all(&d).unwrap();
+}

@@ -164,8 +164,8 @@ impl Progress for Silent {
     fn end(&mut self) {}
 }
 
-/// Set by Ctrl-C (SIGINT) or SIGTERM once [`crate::load::install_stop_signals`]
-/// ran: measurements stop at the next check and return what they have, flagged partial.
+/// Set by SIGINT (Ctrl-C), SIGTERM or SIGHUP once the binary catches them
+/// ([`crate::load::stop_flag`]): measurements stop at the next check and return what they have, flagged partial.
 pub fn stop_requested() -> bool {
     crate::load::stop_flag().load(Ordering::Relaxed)
 }

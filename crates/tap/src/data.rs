@@ -420,8 +420,13 @@ pub struct Sidecar {
     pub rt: Option<RtConditions>,
     /// Self-checks.
     pub self_checks: SelfChecks,
-    /// True if the trial was interrupted (Ctrl-C) before its end condition.
+    /// True if the trial was interrupted (a stop signal: SIGINT, SIGTERM or
+    /// SIGHUP; or a disconnection) before its end condition.
     pub incomplete: bool,
+    /// The signal that stopped an interrupted trial (`SIGINT`, `SIGTERM`,
+    /// `SIGHUP`); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_by: Option<String>,
     /// Number of CSV rows.
     pub events: u64,
 }

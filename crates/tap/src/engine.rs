@@ -24,7 +24,12 @@
 //!    loop never spins, so at SCHED_FIFO it cannot lock the machine.
 //!
 //! After the end, sounding notes get their note-off and the engine waits
-//! (at most [`EngineOptions::drain_ns`]) for every output's report.
+//! (at most [`EngineOptions::drain_ns`]) for every output's report. Then it
+//! records the `end` event, last: its intended time is the moment the trial
+//! ended (its end condition, or the stop flag), its actual time the later of
+//! that moment and the last output's, so that no row of the data follows it
+//! (beats handed over [`EngineOptions::lookahead_ns`] ahead still go out
+//! after a stop, and are kept before it).
 //!
 //! # JACK latency and the minimum feedback delay
 //!
@@ -584,9 +589,12 @@ impl Engine {
         });
     }
 
+    /// Stores `ev` and returns its index, or counts it as dropped when the
+    /// storage is full. The last slot is kept for the `end` row.
     fn record(&mut self, ev: TrialEvent) -> Option<u32> {
-        if self.events.len() < self.events.capacity() && self.handed.len() < self.handed.capacity()
-        {
+        let room = self.events.capacity().min(self.handed.capacity());
+        let reserved = usize::from(ev.kind != EventKind::End);
+        if self.events.len() + reserved < room {
             self.events.push(ev);
             self.handed.push(Handover::default());
             Some((self.events.len() - 1) as u32)
@@ -990,21 +998,31 @@ impl Engine {
         }
         let (end_ns, reason) = self.ended.unwrap_or((monotonic_ns(), EndReason::Condition));
         let now = monotonic_ns();
+        let end_ns = end_ns.min(now);
+        if reason != EndReason::Disconnected {
+            self.silence(b, now);
+            self.drain(b, now);
+        }
+        // The end row is the trial's last: it is stamped when the last of its
+        // outputs went out (the metronome's lookahead, a feedback delay or a
+        // note-off may reach past the moment the trial was ended), and says
+        // that moment as its intended time.
+        let last_ns = self
+            .events
+            .iter()
+            .filter_map(|e| e.actual_ns)
+            .fold(end_ns, u64::max);
         let _ = self.record(TrialEvent {
             kind: EventKind::End,
             index: u32::from(matches!(
                 reason,
                 EndReason::Interrupted | EndReason::Disconnected
             )),
-            intended_ns: None,
-            actual_ns: Some(end_ns.min(now)),
+            intended_ns: Some(end_ns),
+            actual_ns: Some(last_ns),
             frame: None,
             note: None,
         });
-        if reason != EndReason::Disconnected {
-            self.silence(b, now);
-            self.drain(b, now);
-        }
         let backend_stats = sub_stats(b.stats(), stats0);
         Ok(TrialOutcome {
             start_ns: t0,
@@ -1274,6 +1292,62 @@ set.feedback.delay = { mode = "none" }
             out.beats
         );
         assert_eq!(out.self_checks().events_dropped, out.events_dropped);
+    }
+
+    /// Regression: a stopped trial's end row came before the metronome beats
+    /// already handed over within the lookahead (two metronome rows 42 ms
+    /// after the end row).
+    #[test]
+    fn nothing_follows_the_end_row_of_a_stopped_trial() {
+        let e = exp("[metronome]\nmspb = 10\nlength_ms = 5\n[end]\nduration_ms = 60000\n");
+        let mut o = EngineOptions::for_experiment(&e, 1);
+        o.first_beat_ns = 0;
+        o.lookahead_ns = 50_000_000;
+        o.input_channels = 0;
+        let mut eng = Engine::new(&e, o).unwrap();
+        let mut lb = Loopback::new(LoopbackOptions::default());
+        let stop = AtomicBool::new(false);
+        let out = std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(std::time::Duration::from_millis(150));
+                stop.store(true, Ordering::Relaxed);
+            });
+            assert_no_alloc::assert_no_alloc(|| eng.run(&mut lb, &stop)).unwrap()
+        });
+        assert_eq!(out.reason, EndReason::Interrupted);
+        assert_eq!(out.unreported, 0, "every handed-over beat was reported");
+        let rows = eng.data_events();
+        let end = rows.last().unwrap();
+        assert_eq!((end.kind, end.index), (EventKind::End, 1), "{rows:?}");
+        assert_eq!(rows.iter().filter(|r| r.kind == EventKind::End).count(), 1);
+        let stopped_us = end.intended_us.unwrap();
+        assert_eq!(stopped_us, ((out.end_ns - out.start_ns) / 1000) as i64);
+        // The lookahead had beats scheduled past the stop: they are rows
+        // before the end row, which is stamped at the last of them.
+        let after_stop: Vec<&data::Event> = rows
+            .iter()
+            .filter(|r| r.kind == EventKind::Metronome && r.intended_us.unwrap() > stopped_us)
+            .collect();
+        assert!(
+            !after_stop.is_empty(),
+            "no beat was queued past the stop: {rows:?}"
+        );
+        let last_out = rows[..rows.len() - 1]
+            .iter()
+            .map(|r| r.actual_us)
+            .max()
+            .unwrap();
+        assert!(end.actual_us >= last_out && end.actual_us >= stopped_us);
+        // Every beat that sounded was also ended.
+        let ons = rows
+            .iter()
+            .filter(|r| r.kind == EventKind::Metronome && r.note.unwrap().on)
+            .count();
+        let offs = rows
+            .iter()
+            .filter(|r| r.kind == EventKind::Metronome && !r.note.unwrap().on)
+            .count();
+        assert_eq!(ons, offs);
     }
 
     #[test]

@@ -525,4 +525,21 @@ mod tests {
         let back = Experiment::from_toml(&e.to_toml().unwrap()).unwrap();
         assert_eq!(back, e);
     }
+    /// Regression: an empty random set was accepted (the docs say 1–16
+    /// notes) and the feedback then played the input note.
+    #[test]
+    fn empty_random_pitch_set_is_refused_in_feedback_and_in_a_trigger() {
+        let fb = "[feedback]\npitch = { mode = \"random\", notes = [] }\n[end]\nkeystrokes = 3\n";
+        let e = Experiment::from_toml(fb).unwrap_err().to_string();
+        assert!(
+            e.contains("pitch mode \"random\" needs 1–16 notes, got none"),
+            "{e}"
+        );
+        assert!(e.contains("line 2"), "located: {e}");
+        let trig = "[end]\nkeystrokes = 3\n[[trigger]]\nkeystroke = 1\nset.feedback.pitch = { mode = \"random\", notes = [] }\n";
+        let e = Experiment::from_toml(trig).unwrap_err().to_string();
+        assert!(e.contains("needs 1–16 notes"), "{e}");
+        let ok = "[feedback]\npitch = { mode = \"random\", notes = [60] }\n[end]\nkeystrokes = 3\n";
+        assert!(Experiment::from_toml(ok).is_ok());
+    }
 }

@@ -424,6 +424,19 @@ pub enum Pitch {
 }
 
 impl Pitch {
+    /// Checks the rules serde cannot express: a random set holds 1–16 notes.
+    ///
+    /// # Errors
+    /// A message naming the broken rule.
+    pub fn check(&self) -> Result<(), String> {
+        match *self {
+            Pitch::Random { ref notes } if notes.is_empty() => Err(format!(
+                "pitch mode \"random\" needs 1–{MAX_RANDOM_NOTES} notes, got none"
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// The feedback note for input `note`. **RT-safe.**
     pub fn apply(&self, note: u8, rng: &mut Rng) -> u8 {
         match *self {
@@ -624,6 +637,7 @@ pub struct Feedback {
     /// Input keys this channel answers, `[low, high]` (split keyboard).
     pub keys: KeyRange,
     /// Pitch.
+    #[serde(deserialize_with = "checked_pitch")]
     pub pitch: Pitch,
     /// Velocity.
     #[serde(deserialize_with = "checked_velocity")]
@@ -638,6 +652,12 @@ pub struct Feedback {
 // Checks inside deserialization so the TOML parser locates errors at the value.
 fn checked_delay<'de, D: Deserializer<'de>>(d: D) -> Result<Delay, D::Error> {
     let v = Delay::deserialize(d)?;
+    v.check().map_err(de::Error::custom)?;
+    Ok(v)
+}
+
+fn checked_pitch<'de, D: Deserializer<'de>>(d: D) -> Result<Pitch, D::Error> {
+    let v = Pitch::deserialize(d)?;
     v.check().map_err(de::Error::custom)?;
     Ok(v)
 }
@@ -677,6 +697,7 @@ impl Feedback {
     /// # Errors
     /// A message naming the broken rule.
     pub fn check(&self) -> Result<(), String> {
+        self.pitch.check()?;
         self.velocity.check()?;
         self.delay.check()
     }
@@ -1021,7 +1042,11 @@ impl Setting {
             (Some(w), "on") => Setting::FeedbackOn(w, v(path, value)?),
             (Some(w), "channel") => Setting::FeedbackChannel(w, v(path, value)?),
             (Some(w), "keys") => Setting::FeedbackKeys(w, v(path, value)?),
-            (Some(w), "pitch") => Setting::FeedbackPitch(w, v(path, value)?),
+            (Some(w), "pitch") => {
+                let p: Pitch = v(path, value)?;
+                p.check().map_err(|e| format!("{path}: {e}"))?;
+                Setting::FeedbackPitch(w, p)
+            }
             (Some(w), "velocity") => {
                 let m: VelocityMode = v(path, value)?;
                 m.check().map_err(|e| format!("{path}: {e}"))?;

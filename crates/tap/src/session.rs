@@ -18,7 +18,7 @@ use firmtime_rt::setup::RtConditions;
 use firmtime_rt::system::Provenance;
 
 use crate::data::{self, Sidecar, FORMAT_VERSION};
-use crate::engine::{Engine, TrialOutcome};
+use crate::engine::{EndReason, Engine, TrialOutcome};
 use crate::error::{Error, ErrorKind, Result};
 use crate::late::LateReport;
 use firmtime_rt::rng::Rng;
@@ -152,6 +152,10 @@ pub struct TrialMeta {
     pub seed: u64,
     /// The RT conditions of the engine thread.
     pub rt: Option<RtConditions>,
+    /// What stopped an interrupted trial (`SIGINT`, `SIGTERM`, `SIGHUP`),
+    /// recorded in the sidecar's `stopped_by`; `None` for a trial that was
+    /// not stopped.
+    pub stopped_by: Option<String>,
 }
 
 /// Writes a finished trial: its events (from `engine`) as `<stem>.csv` and
@@ -181,6 +185,11 @@ pub fn write_trial(
         rt: meta.rt.clone(),
         self_checks: outcome.self_checks().with_late(late),
         incomplete: outcome.incomplete(),
+        stopped_by: if outcome.reason == EndReason::Interrupted {
+            meta.stopped_by.clone()
+        } else {
+            None
+        },
         events: events.len() as u64,
     };
     data::write_trial(stem, &events, &sidecar)?;

@@ -415,6 +415,7 @@ fn csv_round_trip_and_atomic_write() {
             ..Default::default()
         },
         incomplete: true,
+        stopped_by: Some("SIGTERM".into()),
         events: events.len() as u64,
     };
     data::write_trial(&stem, &events, &side).unwrap();
@@ -435,6 +436,7 @@ fn csv_round_trip_and_atomic_write() {
         ),
         ("s01", 42, true, 2)
     );
+    assert_eq!(json.stopped_by.as_deref(), Some("SIGTERM"));
     // No temp files left behind.
     let names: Vec<String> = std::fs::read_dir(&dir)
         .unwrap()

@@ -263,7 +263,7 @@ pub enum LabCommand {
 /// Runs a lab subcommand. Ctrl-C stops the measurement, keeps what was
 /// measured (flagged partial) and reaps every load child.
 pub fn run(cmd: LabCommand) -> anyhow::Result<Outcome> {
-    firmtime_lab::load::install_stop_signals()?;
+    crate::signals::catch(crate::signals::Repeat::Ends)?;
     match cmd {
         LabCommand::All(a) => all::run(a),
         LabCommand::Clock(a) => clock::run(a),

@@ -21,7 +21,7 @@ use firmtime_trace::explain::{self, LoopThread, LoopWatch};
 
 use crate::args::{self, Outcome, UsageError};
 use crate::backend;
-use crate::sigint;
+use crate::signals::{self, Repeat};
 
 /// The MIDI backends a session can run on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -241,12 +241,13 @@ fn open(o: &BackendArgs, client: &str, synth: Option<SynthOptions>) -> anyhow::R
     })
 }
 
-/// Waits for Enter (true) or `q`/EOF/Ctrl-C (false), polling so Ctrl-C works.
+/// Waits for Enter (true) or `q`/EOF/a stop signal (false), polling so
+/// that SIGINT, SIGTERM and SIGHUP are seen.
 fn prompt(text: &str) -> bool {
     eprint!("{text}");
     let _ = std::io::stderr().flush();
     loop {
-        if sigint::interrupted() {
+        if signals::interrupted() {
             eprintln!();
             return false;
         }
@@ -412,7 +413,7 @@ fn session(a: RunArgs) -> anyhow::Result<Outcome> {
         )
     };
     let rt_conditions: RtConditions = rt.conditions.clone();
-    sigint::catch();
+    signals::catch(Repeat::Caught)?;
     let interactive = !a.no_prompt && std::io::stdin().is_terminal();
     let n = list.len();
     let mut failed = false;
@@ -423,6 +424,14 @@ fn session(a: RunArgs) -> anyhow::Result<Outcome> {
     for (i, &x) in list.iter().enumerate() {
         let trial = i as u32 + 1;
         let (path, text, e) = &exps[x];
+        if signals::interrupted() {
+            // Stopped between trials: the next one is not started.
+            eprintln!(
+                "firmtime: session stopped before trial {trial} by {}",
+                signals::describe()
+            );
+            break;
+        }
         if interactive
             && !prompt(&format!(
                 "trial {trial}/{n} ({}): press Enter to start, q to stop the session: ",
@@ -433,7 +442,13 @@ fn session(a: RunArgs) -> anyhow::Result<Outcome> {
                 }
             ))
         {
-            eprintln!("firmtime: session stopped before trial {trial}");
+            match signals::received() {
+                Some(_) => eprintln!(
+                    "firmtime: session stopped before trial {trial} by {}",
+                    signals::describe()
+                ),
+                None => eprintln!("firmtime: session stopped before trial {trial}"),
+            }
             break;
         }
         let mut provenance = Provenance::begin(std::env::args().collect());
@@ -446,7 +461,7 @@ fn session(a: RunArgs) -> anyhow::Result<Outcome> {
             engine.set_notes(w.notes(engine.options().pause_ns));
         }
         let outcome = engine
-            .run(opened.backend.as_mut(), &sigint::INTERRUPTED)
+            .run(opened.backend.as_mut(), signals::flag())
             .map_err(|e| anyhow::anyhow!("trial {trial}: {e}"))?;
         provenance.finish();
         let late = late_report(engine, &outcome, &opened.timing, watch.map(|w| (w, thread)));
@@ -458,6 +473,7 @@ fn session(a: RunArgs) -> anyhow::Result<Outcome> {
             experiment_toml: text.clone(),
             seed,
             rt: Some(rt_conditions.clone()),
+            stopped_by: signals::received().map(str::to_string),
         };
         let stem = session::trial_stem(&a.out, &a.subject, a.session, trial);
         let side = session::write_trial(&stem, engine, &outcome, late, &meta, provenance)?;
@@ -469,7 +485,7 @@ fn session(a: RunArgs) -> anyhow::Result<Outcome> {
             match outcome.reason {
                 EndReason::Condition => "by its end condition".to_string(),
                 EndReason::Trigger(id) => format!("by trigger {id}"),
-                EndReason::Interrupted => "by Ctrl-C (incomplete)".to_string(),
+                EndReason::Interrupted => format!("by {} (incomplete)", signals::describe()),
                 EndReason::Disconnected => "by disconnection (incomplete)".to_string(),
             },
             c.output_interval_mean_us / 1000.0,
@@ -488,7 +504,14 @@ fn session(a: RunArgs) -> anyhow::Result<Outcome> {
         engine_causes.extend(traced_engine_causes(&c.late_causes));
         if outcome.incomplete() {
             failed = outcome.reason == EndReason::Disconnected;
-            eprintln!("firmtime: session stopped after trial {trial} (kept, flagged incomplete)");
+            eprintln!(
+                "firmtime: session stopped after trial {trial} by {} (kept, flagged incomplete)",
+                if outcome.reason == EndReason::Interrupted {
+                    signals::describe()
+                } else {
+                    "a disconnection"
+                }
+            );
             break;
         }
     }
@@ -608,7 +631,7 @@ pub fn replay(a: ReplayArgs) -> anyhow::Result<Outcome> {
     }
     let _rt = setup::apply(&rt_request(&a.open, a.open.priority, true))
         .context("real-time setup (or run with --no-rt)")?;
-    sigint::catch();
+    signals::catch(Repeat::Caught)?;
     eprintln!(
         "firmtime: replaying {} notes over {:.1} s to {}",
         items.len(),
@@ -624,7 +647,7 @@ pub fn replay(a: ReplayArgs) -> anyhow::Result<Outcome> {
         opened.backend.as_mut(),
         &ports,
         200_000_000,
-        &sigint::INTERRUPTED,
+        signals::flag(),
     );
     let per_port = ports.len().max(1) as u64;
     println!(

@@ -15,8 +15,9 @@
 //!   each in its own process group, at SCHED_OTHER nice 0, killed by the
 //!   kernel if the parent dies; it stops them (SIGTERM, then SIGKILL after a
 //!   grace period) and reaps every one, also on drop.
-//! - [`install_stop_signals`] makes SIGINT and SIGTERM set a static flag, so
-//!   that Ctrl-C ends a run cleanly with what was done so far.
+//! - [`stop_flag`] is the process-wide stop flag that the `firmtime`
+//!   binary's one signal owner sets on SIGINT, SIGTERM or SIGHUP, so that a
+//!   stop ends a run cleanly with what was done so far.
 //!
 //! Every generator is bounded by its duration and leaves nothing behind: the
 //! disk load's file is unlinked (and its fresh temporary directory removed)
@@ -38,7 +39,7 @@ mod spec;
 
 pub(crate) use set::child_command;
 pub use set::{ChildOutcome, LoadSet};
-pub use signal::{install_stop_signals, stop_flag};
+pub use signal::stop_flag;
 pub use spec::{format_duration, format_size, human_size, LoadSpec};
 
 use crate::error::{Error, ErrorKind, Result};

@@ -126,7 +126,7 @@ impl WorkerOutput {
 ///
 /// Installs a SIGALRM handler and blocks nothing else: meant for a process of
 /// its own (the hidden `firmtime lab tails-worker`). The stop flag of
-/// [`crate::load::install_stop_signals`] ends it early (`interrupted`).
+/// [`crate::load::stop_flag`] ends it early (`interrupted`).
 ///
 /// # Errors
 /// - [`ErrorKind::InvalidInput`] for out-of-range values.

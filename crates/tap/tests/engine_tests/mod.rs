@@ -420,6 +420,7 @@ fn taps_logged_at_their_frames_feedback_and_metronome_at_intended_frames() {
         experiment_toml: DAF.into(),
         seed: 5,
         rt: None,
+        stopped_by: None,
     };
     let prov = firmtime_rt::system::Provenance::begin(vec!["test".into()]);
     let dropped = (r.outcome.backend.xruns, r.outcome.backend.frame_gaps);
