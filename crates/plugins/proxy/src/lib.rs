@@ -265,8 +265,8 @@ fn load() -> Entries {
                 Err(why) => match config::read_cache(&e) {
                     Some(d) => {
                         say(&format!(
-                            "{} on {}: {why}; presenting its cached description: audio passes \
-                             through until the worker serves it",
+                            "{} on {}: {why}; presenting its cached description until the worker \
+                             serves it",
                             e.label, e.worker
                         ));
                         let (l, n, i) = (
@@ -278,8 +278,8 @@ fn load() -> Entries {
                     }
                     None => {
                         say(&format!(
-                            "{} on {}: {why}; no cached description, presenting a pass-through \
-                             placeholder (1 in, 1 out)",
+                            "{} on {}: {why}; no cached description, presenting a placeholder \
+                             (1 in, 1 out) that cannot process audio",
                             e.label, e.worker
                         ));
                         let l = e.label.clone();
