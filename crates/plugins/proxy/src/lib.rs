@@ -14,22 +14,34 @@
 //! If a worker cannot describe its plugin at load (away, wrong key, no such
 //! plugin, not allowed), the proxy says why in one line on stderr and
 //! presents the description cached from the last successful load; without
-//! one, a placeholder (`Input`, `Output`, `latency`) that passes audio
-//! through, named `remote: <label> (unavailable)`. A host's list never
-//! silently loses an entry.
+//! one, a placeholder (`Input`, `Output`, `latency`) that cannot process
+//! audio, named `remote: <label> (unavailable)`. A host's list never
+//! silently loses an entry. The config, key and cache files are read only
+//! when they are small regular files ([`config::read_small_file`]).
 //!
 //! Each instance sets up its own session (a background thread connects and
-//! reconnects; run() never waits for it). run(n) splits `n` into exchanges
-//! of at most `max_block` frames; each sends the audio and control inputs
-//! and writes the result of the exchange `window` exchanges earlier, or —
-//! worker away, late, or before the first `window` results — the input
-//! itself (dry pass-through).
+//! reconnects). run(n) splits `n` into exchanges of at most `max_block`
+//! frames; each sends the audio and control inputs and writes the result
+//! of the exchange `window` exchanges earlier. What happens when a result
+//! cannot be had depends on the entry's [`config::Mode`]:
+//!
+//! - real time (a live host): the late policy ([`config::Late`]: dry,
+//!   zeros, repeat) fills the block, the frames are counted, and the count
+//!   goes to stderr every 5 s while it grows and at cleanup;
+//! - offline (a file render): the host process ends with exit status
+//!   [`config::RENDER_FAILED_EXIT`] after one line on stderr — LADSPA gives
+//!   run() no error to return, and ecasound ignores a refused instantiate;
+//! - auto (default): real time when the thread calling run() has a
+//!   real-time scheduling policy, else offline.
 //!
 //! # Real-time contract
-//! instantiate allocates everything. run() does not allocate, lock or
-//! print; it waits for a result no longer than the deadline (`deadline_ms`,
-//! default half the block's duration) and not at all while the worker is
-//! known to be away. The C entry points come from
+//! instantiate allocates everything. In real time run() does not allocate,
+//! lock or print; it waits for a result no longer than the deadline
+//! (`deadline_ms`, default half the block) nor the block's own duration,
+//! not at all while the worker is known to be away, and not after a late
+//! result until the worker answers again. Offline, run() may wait (up to
+//! `offline_wait_ms` / `deadline_ms`) and, to fail the render, prints and
+//! ends the process. The C entry points come from
 //! [`firmtime_ladspa::export_plugin!`]: every one checks its pointers and
 //! runs inside `catch_unwind`, so a panic never crosses into the C host.
 //!
