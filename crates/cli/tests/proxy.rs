@@ -1134,3 +1134,53 @@ fn lv2_bundle_refuses_a_library_without_lv2_descriptor() {
     );
     assert!(!dir.exists());
 }
+
+/// An offline render whose worker dies half-way fails (exit 75) instead of
+/// finishing with the rest of the file unprocessed. The worker serves
+/// waste_time, which busy-waits half of each block's duration, so the
+/// render lasts long enough (3 s of audio: about 1.5 s) to kill it midway.
+#[test]
+fn an_offline_render_whose_worker_dies_midway_fails() {
+    let dir = tmp("midway");
+    let (_, waste) = plugin_libraries();
+    let lad = dir.join("lad");
+    std::fs::create_dir_all(&lad).unwrap();
+    std::fs::copy(&waste, lad.join("waste_time.so")).unwrap();
+    let key = key_file(&dir);
+    let addr = format!("127.0.0.1:{}", free_port());
+    let mut w = WorkerProc::start(&[], &addr, Some(&key), &[lad.to_str().unwrap()]);
+    let body = format!(
+        "{}offline_wait_ms = 3000\n",
+        entry(&addr, Some(&key), "waste_time", 0).replace("deadline_ms = 5000\n", "")
+    );
+    let cfg = write_config(&dir, &body);
+    let input = dir.join("in.wav");
+    wav(&input, 3 * 48_000);
+    let output = dir.join("out.wav");
+    let mut c = Command::new(EXE);
+    c.args(["ladspa", "apply"])
+        .arg(&input)
+        .arg(&output)
+        .args(["remote_waste_time", "0.5"])
+        .env("LADSPA_PATH", proxy_dir())
+        .env("FIRMTIME_PROXY_CONFIG", &cfg)
+        .env("FIRMTIME_PROXY_CACHE", dir.join("cache"))
+        .stderr(std::process::Stdio::piped());
+    let child = c.spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    w.kill(libc::SIGKILL);
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(75), "{err}");
+    let failed: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("offline render failed"))
+        .collect();
+    assert_eq!(failed.len(), 1, "{err}");
+    assert!(
+        failed[0].contains(&format!("the worker {addr} went away during the render"))
+            || failed[0].contains(&format!("no result from the worker {addr} within 3000 ms")),
+        "{}",
+        failed[0]
+    );
+}

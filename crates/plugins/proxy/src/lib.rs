@@ -361,6 +361,9 @@ struct Proxy {
     mode: Mode,
     late: Late,
     gate: WaitGate,
+    /// Offline: the link's loss count when the render began; a loss after
+    /// that fails the render (the remote plugin's state went with it).
+    losses_at_start: Option<u64>,
     frames: u64,
     unprocessed: u64,
     remote: Option<Box<Remote>>,
@@ -593,6 +596,7 @@ impl Proxy {
             mode,
             late: entry.cfg.as_ref().map_or(Late::Dry, |c| c.late),
             gate: WaitGate::default(),
+            losses_at_start: None,
             frames: 0,
             unprocessed: 0,
             remote: None,
@@ -740,8 +744,19 @@ impl Proxy {
         let end = Instant::now() + wait;
         loop {
             self.take_remote();
-            if self.remote.as_ref().is_some_and(|r| r.link.connected()) {
-                break;
+            if let Some(r) = self.remote.as_ref() {
+                let losses = r.link.status().losses;
+                let start = *self.losses_at_start.get_or_insert(losses);
+                if losses > start {
+                    self.fail(&format!(
+                        "the worker {} went away during the render (and the remote plugin's \
+                         state with it)",
+                        cfg.worker
+                    ))
+                }
+                if r.link.connected() {
+                    break;
+                }
             }
             if Instant::now() >= end {
                 self.fail(&format!(
