@@ -423,17 +423,26 @@ mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
 
-    fn scratch(name: &str) -> PathBuf {
+    /// A scratch directory, removed when the test ends (pass or fail).
+    struct Scratch(PathBuf);
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn scratch(name: &str) -> Scratch {
         let d = std::env::temp_dir().join(format!("ftallowed-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
-        d
+        Scratch(d)
     }
 
     #[test]
     fn files_that_fail_a_check_are_refused_before_loading() {
         let root = scratch("checks");
-        let (dir, out) = (root.join("allowed"), root.join("outside"));
+        let (dir, out) = (root.0.join("allowed"), root.0.join("outside"));
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::create_dir_all(&out).unwrap();
         std::fs::write(out.join("x.so"), b"not a library").unwrap();
@@ -470,7 +479,6 @@ mod tests {
         assert_eq!(a.loads(), 0, "nothing was dlopen-ed");
         let e = a.find("../outside/x:x").unwrap_err();
         assert!(e.message().contains("names a path"), "{e}");
-        let _ = std::fs::remove_dir_all(&root);
     }
 
     #[test]
@@ -479,12 +487,13 @@ mod tests {
             firmtime_rt::testing::skip("/usr/lib/ladspa/amp.so not installed (scripts/setup.sh)");
             return;
         }
-        let dir = scratch("cache");
+        let scratch = scratch("cache");
+        let dir = &scratch.0;
         std::fs::copy("/usr/lib/ladspa/amp.so", dir.join("amp.so")).unwrap();
         // An mtime this recent is not trusted (it could change within the clock's tick).
         let past = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
-        File::open(&dir).unwrap().set_modified(past).unwrap();
-        let a = AllowedDirs::new(std::slice::from_ref(&dir)).unwrap();
+        File::open(dir).unwrap().set_modified(past).unwrap();
+        let a = AllowedDirs::new(std::slice::from_ref(dir)).unwrap();
         // By LIBRARY:LABEL only that library is loaded, and no scan happens.
         assert_eq!(a.find("amp:amp_mono").unwrap().info().label, "amp_mono");
         assert_eq!((a.loads(), a.scans()), (1, 0));
@@ -498,6 +507,5 @@ mod tests {
         let d = a.find("delay_5s");
         assert!(d.is_ok(), "{:?}", d.err());
         assert_eq!((a.loads(), a.scans()), (2, 2));
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

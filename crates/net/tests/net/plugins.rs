@@ -63,10 +63,20 @@ fn maps() -> String {
 /// Regression test for issue 20 item 3: describe and setup scanned the
 /// plugin directory by dlopen-ing every `*.so` (symlinks to files outside
 /// it included) on every request, running constructors before refusing.
+/// Removes the scratch directory when the test ends, pass or fail.
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 #[test]
 fn a_library_outside_the_allowed_directory_is_never_mapped() {
-    let root = std::env::temp_dir().join(format!("ftplugins-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
+    let scratch = Scratch(std::env::temp_dir().join(format!("ftplugins-{}", std::process::id())));
+    let root = &scratch.0;
+    let _ = std::fs::remove_dir_all(root);
     let (dir, outside) = (root.join("allowed"), root.join("outside"));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::create_dir_all(&outside).unwrap();
@@ -160,5 +170,4 @@ fn a_library_outside_the_allowed_directory_is_never_mapped() {
         "the check of /proc/self/maps can fail: good.so is mapped"
     );
     srv.stop();
-    let _ = std::fs::remove_dir_all(&root);
 }
