@@ -60,7 +60,9 @@ pub struct WorkerArgs {
     #[arg(long, default_value_t = 1500, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(68..=65_535))]
     mtu: usize,
     /// Serve the LADSPA plugins of this directory to authenticated masters
-    /// (repeatable; needs --key). Plugins elsewhere are never loaded.
+    /// (repeatable; needs --key). Plugins elsewhere are never loaded, nor
+    /// files that resolve outside DIR, are not regular, are owned by
+    /// another user than root or this one, or are group/world-writable.
     #[arg(long = "plugin-dir", value_name = "DIR")]
     plugin_dirs: Vec<PathBuf>,
 }

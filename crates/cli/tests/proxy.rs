@@ -396,9 +396,13 @@ struct Case {
     stderr: &'static str,
 }
 
+/// Each kind of bad input: one line saying why, and a placeholder that an
+/// offline render (firmtime ladspa apply: not a real-time thread) refuses
+/// to run — exit 75 and one more line — while a real-time host
+/// (`mode = "realtime"`) gets the audio passed through and the count.
 #[test]
-fn bad_input_gives_one_clear_line_and_a_plugin_that_passes_audio_through() {
-    let t = "bad_input_gives_one_clear_line_and_a_plugin_that_passes_audio_through";
+fn bad_input_gives_one_clear_line_and_a_placeholder_that_never_passes_for_the_plugin() {
+    let t = "bad_input_gives_one_clear_line_and_a_placeholder_that_never_passes_for_the_plugin";
     if !have(t, &["cmt.so"]) {
         return;
     }
@@ -445,8 +449,12 @@ fn bad_input_gives_one_clear_line_and_a_plugin_that_passes_audio_through() {
     ];
     let input = dir.join("in.wav");
     wav(&input, 5000);
-    for c in &cases {
-        let cfg = write_config(&dir, &c.config);
+    for (c, realtime) in cases.iter().flat_map(|c| [(c, false), (c, true)]) {
+        let cfg = if realtime {
+            write_config(&dir, &format!("{}mode = \"realtime\"\n", c.config))
+        } else {
+            write_config(&dir, &c.config)
+        };
         let label = if c.name == "outside the allow-list" {
             "remote__tmp_evil_so_lpf"
         } else {
@@ -471,7 +479,6 @@ fn bad_input_gives_one_clear_line_and_a_plugin_that_passes_audio_through() {
             ],
         );
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "{}: {out:?}", c.name);
         let lines: Vec<&str> = err.lines().filter(|l| l.contains(c.stderr)).collect();
         assert_eq!(
             lines.len(),
@@ -482,12 +489,36 @@ fn bad_input_gives_one_clear_line_and_a_plugin_that_passes_audio_through() {
         );
         assert!(lines[0].starts_with("firmtime_proxy: "), "{}", lines[0]);
         assert!(lines[0].contains("placeholder"), "{}: {}", c.name, lines[0]);
-        assert_eq!(
-            samples(&output),
-            samples(&input),
-            "{}: the placeholder passes audio through",
-            c.name
-        );
+        let failed: Vec<&str> = err
+            .lines()
+            .filter(|l| l.contains(": offline render failed: "))
+            .collect();
+        // A bad entry has no mode: it is auto, so offline here.
+        if realtime && c.name != "bad entry" {
+            assert!(out.status.success(), "{} (realtime): {out:?}", c.name);
+            assert!(failed.is_empty(), "{err}");
+            assert_eq!(
+                samples(&output),
+                samples(&input),
+                "{}: in real time the placeholder passes audio through",
+                c.name
+            );
+            assert!(
+                err.contains(&format!(
+                    "{label}: 5000 of 5000 frames (100.0 %) were NOT processed by the worker"
+                )),
+                "{}: the count of unprocessed frames in:\n{err}",
+                c.name
+            );
+        } else {
+            assert_eq!(out.status.code(), Some(75), "{}: {out:?}", c.name);
+            assert_eq!(failed.len(), 1, "{}: {err}", c.name);
+            assert!(
+                failed[0].starts_with(&format!("firmtime_proxy: {label}: offline render failed")),
+                "{}",
+                failed[0]
+            );
+        }
     }
     // A malformed file: one line, no plugins, no crash of the host.
     let cfg = write_config(&dir, "[[remote]\nworker = ");
@@ -500,6 +531,128 @@ fn bad_input_gives_one_clear_line_and_a_plugin_that_passes_audio_through() {
     assert_eq!(lines.len(), 1, "{err}");
     assert!(
         lines[0].contains("no remote plugins are presented"),
+        "{err}"
+    );
+    // Regression test for issue 20 item 6: a FIFO as config hung the host
+    // in ladspa_descriptor; /dev/zero was read until memory ran out.
+    let fifo = dir.join("fifo.toml");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    for (cfg, want) in [
+        (
+            fifo.as_path(),
+            format!("cannot read config {}: not a regular file", fifo.display()),
+        ),
+        (
+            Path::new("/dev/zero"),
+            "cannot read config /dev/zero: not a regular file".into(),
+        ),
+    ] {
+        let out = host(&["timeout", "60", EXE], cfg, &dir, &["ladspa", "list"]);
+        assert_ne!(
+            out.status.code(),
+            Some(124),
+            "{}: the host hung",
+            cfg.display()
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.matches(want.as_str()).count(), 1, "{err}");
+    }
+}
+
+/// Regression test for issue 20 item 6: with the worker gone, `ecasound
+/// -i:in.wav -o:out.wav -el:remote_lpf,1000` exited 0 with out.wav equal to
+/// the input. An offline render now fails (exit 75, one line saying why)
+/// after waiting `offline_wait_ms` for the worker, in ecasound, applyplugin
+/// and firmtime; with `mode = "realtime"` the audio passes through and the
+/// count of unprocessed frames is on stderr.
+#[test]
+fn an_offline_render_without_its_worker_fails_instead_of_writing_the_input() {
+    let t = "an_offline_render_without_its_worker_fails_instead_of_writing_the_input";
+    if !have(t, &["/usr/bin/ecasound", "/usr/bin/applyplugin", "cmt.so"]) {
+        return;
+    }
+    let dir = tmp("offline");
+    let key = key_file(&dir);
+    let (mut w, addr) = loopback_worker(&key);
+    let body = format!(
+        "{}offline_wait_ms = 700\n",
+        entry(&addr, Some(&key), "lpf", 0)
+    );
+    let cfg = write_config(&dir, &body);
+    let input = dir.join("in.wav");
+    let frames = 48_000 + 123;
+    wav(&input, frames);
+    let inp = input.to_str().unwrap();
+    let out_of = |name: &str| dir.join(name).to_str().unwrap().to_string();
+    let so = proxy_dir().join("firmtime_proxy.so");
+    let so = so.to_str().unwrap();
+    let hosts = |out: &str| -> Vec<Vec<String>> {
+        let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect();
+        vec![
+            v(&[
+                "ecasound",
+                "-q",
+                &format!("-i:{inp}"),
+                &format!("-o:{out}"),
+                "-el:remote_lpf,1000",
+            ]),
+            v(&["applyplugin", inp, out, so, "remote_lpf", "1000"]),
+            v(&[EXE, "ladspa", "apply", inp, out, "remote_lpf", "1000"]),
+        ]
+    };
+    // With the worker: processed (and the description cached).
+    for h in hosts(&out_of("ok.wav")) {
+        let args: Vec<&str> = h[1..].iter().map(String::as_str).collect();
+        let out = host(&[&h[0]], &cfg, &dir, &args);
+        assert!(out.status.success(), "{}: {out:?}", h[0]);
+        assert_ne!(samples(&dir.join("ok.wav")), samples(&input), "{}", h[0]);
+    }
+    w.kill(libc::SIGKILL);
+    for h in hosts(&out_of("gone.wav")) {
+        let args: Vec<&str> = h[1..].iter().map(String::as_str).collect();
+        let out = host(&[&h[0]], &cfg, &dir, &args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(75), "{}: {out:?}", h[0]);
+        let failed: Vec<&str> = err
+            .lines()
+            .filter(|l| l.contains("offline render failed"))
+            .collect();
+        assert_eq!(failed.len(), 1, "{}: {err}", h[0]);
+        assert!(
+            failed[0].starts_with(&format!(
+                "firmtime_proxy: remote_lpf: offline render failed: no session with the worker \
+                 {addr} within offline_wait_ms = 700 ms"
+            )),
+            "{}: {}",
+            h[0],
+            failed[0]
+        );
+    }
+    // Real time by choice: the input passes, and the count says so.
+    let cfg = write_config(&dir, &format!("{body}mode = \"realtime\"\n"));
+    let out = host(
+        &[EXE],
+        &cfg,
+        &dir,
+        &[
+            "ladspa",
+            "apply",
+            inp,
+            &out_of("rt.wav"),
+            "remote_lpf",
+            "1000",
+        ],
+    );
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(samples(&dir.join("rt.wav")), samples(&input));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "firmtime_proxy: remote_lpf: {frames} of {frames} frames (100.0 %) were NOT processed \
+             by the worker {addr} (late or away): they hold the dry input"
+        )),
         "{err}"
     );
 }
@@ -590,8 +743,13 @@ fn worker_crash_falls_back_to_dry_and_reconnects_when_it_is_back() {
     let key = key_file(&dir);
     let addr = format!("127.0.0.1:{}", free_port());
     let mut w = WorkerProc::start(&[], &addr, Some(&key), &[LADSPA]);
-    let mut cfg = entry(&addr, Some(&key), "amp_mono", 0);
-    cfg = cfg.replace("deadline_ms = 5000", "deadline_ms = 200");
+    // Real time by choice: this thread is not a real-time one, and offline
+    // mode would end the test process when the worker goes. deadline_ms =
+    // 5000 (the docs' example) must not make run() wait 5 s on a frozen worker.
+    let cfg = format!(
+        "{}mode = \"realtime\"\n",
+        entry(&addr, Some(&key), "amp_mono", 0)
+    );
     let cfg = write_config(&dir, &cfg);
     // The only test that loads the proxy into this process (it reads its config once).
     std::env::set_var("FIRMTIME_PROXY_CONFIG", &cfg);
@@ -609,7 +767,7 @@ fn worker_crash_falls_back_to_dry_and_reconnects_when_it_is_back() {
     inst.activate();
     inst.set_control(gain, 2.0).unwrap();
     // Runs periods until the output is `k` × the input (or gives up); returns the periods run.
-    let mut until = |k: f32, periods: usize| -> Option<usize> {
+    let until = |inst: &mut firmtime_ladspa::Instance, k: f32, periods: usize| -> Option<usize> {
         for n in 0..periods {
             for (i, x) in inst.audio_mut(inp).unwrap().iter_mut().enumerate() {
                 *x = (i + n) as f32 * 0.001;
@@ -624,16 +782,44 @@ fn worker_crash_falls_back_to_dry_and_reconnects_when_it_is_back() {
         }
         None
     };
-    assert!(until(2.0, 400).is_some(), "processed by the worker");
+    assert!(
+        until(&mut inst, 2.0, 400).is_some(),
+        "processed by the worker"
+    );
+    // Frozen (SIGSTOP): runs wait at most the block's duration (5.3 ms)
+    // once, then not at all until the worker answers; never deadline_ms.
+    // SAFETY: kill(2) on our own child's PID.
+    unsafe { libc::kill(w.0.id() as i32, libc::SIGSTOP) };
+    let mut slowest = Duration::ZERO;
+    let frozen = std::time::Instant::now();
+    for _ in 0..200 {
+        let t0 = std::time::Instant::now();
+        inst.run(256).unwrap();
+        slowest = slowest.max(t0.elapsed());
+    }
+    let frozen = frozen.elapsed();
+    assert!(
+        slowest < Duration::from_secs(1) && frozen < Duration::from_secs(4),
+        "frozen worker: slowest run {slowest:?}, 200 runs {frozen:?}"
+    );
+    let o = inst.audio(out).unwrap();
+    let i = inst.audio(inp).unwrap();
+    assert!(o.iter().zip(i).all(|(o, i)| o == i), "dry while frozen");
+    // SAFETY: as above.
+    unsafe { libc::kill(w.0.id() as i32, libc::SIGCONT) };
+    assert!(
+        until(&mut inst, 2.0, 2000).is_some(),
+        "processed again after SIGCONT"
+    );
     // SIGABRT: what a plugin that aborts does (Rust handles a sent SIGSEGV and carries on).
     w.kill(libc::SIGABRT);
     assert!(
-        until(1.0, 400).is_some(),
+        until(&mut inst, 1.0, 400).is_some(),
         "dry pass-through after the crash"
     );
     let _w = WorkerProc::start(&[], &addr, Some(&key), &[LADSPA]);
     assert!(
-        until(2.0, 2000).is_some(),
+        until(&mut inst, 2.0, 2000).is_some(),
         "processed again after the restart"
     );
 }
@@ -947,4 +1133,54 @@ fn lv2_bundle_refuses_a_library_without_lv2_descriptor() {
         "{err}"
     );
     assert!(!dir.exists());
+}
+
+/// An offline render whose worker dies half-way fails (exit 75) instead of
+/// finishing with the rest of the file unprocessed. The worker serves
+/// waste_time, which busy-waits half of each block's duration, so the
+/// render lasts long enough (3 s of audio: about 1.5 s) to kill it midway.
+#[test]
+fn an_offline_render_whose_worker_dies_midway_fails() {
+    let dir = tmp("midway");
+    let (_, waste) = plugin_libraries();
+    let lad = dir.join("lad");
+    std::fs::create_dir_all(&lad).unwrap();
+    std::fs::copy(&waste, lad.join("waste_time.so")).unwrap();
+    let key = key_file(&dir);
+    let addr = format!("127.0.0.1:{}", free_port());
+    let mut w = WorkerProc::start(&[], &addr, Some(&key), &[lad.to_str().unwrap()]);
+    let body = format!(
+        "{}offline_wait_ms = 3000\n",
+        entry(&addr, Some(&key), "waste_time", 0).replace("deadline_ms = 5000\n", "")
+    );
+    let cfg = write_config(&dir, &body);
+    let input = dir.join("in.wav");
+    wav(&input, 3 * 48_000);
+    let output = dir.join("out.wav");
+    let mut c = Command::new(EXE);
+    c.args(["ladspa", "apply"])
+        .arg(&input)
+        .arg(&output)
+        .args(["remote_waste_time", "0.5"])
+        .env("LADSPA_PATH", proxy_dir())
+        .env("FIRMTIME_PROXY_CONFIG", &cfg)
+        .env("FIRMTIME_PROXY_CACHE", dir.join("cache"))
+        .stderr(std::process::Stdio::piped());
+    let child = c.spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    w.kill(libc::SIGKILL);
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(75), "{err}");
+    let failed: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("offline render failed"))
+        .collect();
+    assert_eq!(failed.len(), 1, "{err}");
+    assert!(
+        failed[0].contains(&format!("the worker {addr} went away during the render"))
+            || failed[0].contains(&format!("no result from the worker {addr} within 3000 ms")),
+        "{}",
+        failed[0]
+    );
 }

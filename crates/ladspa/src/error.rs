@@ -22,6 +22,9 @@ pub enum ErrorKind {
     InvalidInput,
     /// Reading or writing an audio file failed.
     Io,
+    /// A library outside the allowed directories, or a file that fails the
+    /// checks made before loading ([`crate::allowed`]).
+    PermissionDenied,
 }
 
 firmtime_rt::define_error! {

@@ -1,5 +1,7 @@
 //! firmtime-ladspa: a LADSPA host.
 //!
+//! - [`allowed`]: loading for someone else (a worker): only checked files
+//!   in allowed directories, only the library asked for, the scan cached.
 //! - [`host`]: the search path (`LADSPA_PATH`), scanning directories, and
 //!   resolving `LABEL`, `ID` or `FILE:LABEL` to a plugin.
 //! - [`plugin`]: loaded [`Library`]s, owned descriptions ([`PluginInfo`],
@@ -45,6 +47,7 @@
 
 #![deny(missing_docs)]
 
+pub mod allowed;
 pub mod apply;
 pub mod bundle;
 pub mod chain;
@@ -55,6 +58,7 @@ pub mod host;
 pub mod lv2;
 pub mod plugin;
 
+pub use allowed::AllowedDirs;
 pub use apply::{apply, wav_sample_rate, ApplyOptions, ApplyReport, OutputFormat};
 pub use chain::{Chain, Stage};
 pub use error::{Error, ErrorKind, Result};

@@ -12,14 +12,14 @@
 //!
 //! Since a host trusts the Turtle for the port layout, a bundle written
 //! for other descriptors (the proxy's ports follow its configuration and
-//! the remote plugin, or its pass-through placeholder when the worker is
+//! the remote plugin, or its placeholder when the worker is
 //! away at load and nothing is cached) would make it hand a one-float
 //! control to a port the plugin reads as audio. So `instantiate` reads the
 //! marker line [`PORTS_MARKER`] of the plugin's `.ttl` in `bundle_path`;
 //! when it differs from the descriptor's [`port_signature`], the instance
 //! passes audio through with the bundle's ports (audio input k to audio
 //! output k, zeros for outputs without an input or for control outputs),
-//! as the proxy's own placeholder does, and says once on stderr to write
+//! as the proxy's placeholder does in real time, and says once on stderr to write
 //! the bundle again. Without a readable marker (not a bundle firmtime
 //! wrote) it returns NULL.
 //!

@@ -336,8 +336,11 @@ pub struct Library {
     path: PathBuf,
     entries: Vec<Entry>,
     skipped: Vec<String>,
-    // Declared last so it is dropped last: descriptors point into it.
+    // Declared after the descriptors' owners so it is dropped after them:
+    // descriptors point into it.
     _lib: libloading::Library,
+    // Closed after dlclose: see `load_as`.
+    _fd: Option<std::fs::File>,
 }
 
 // SAFETY: descriptors are immutable data owned by the loaded library; the
@@ -483,9 +486,24 @@ impl Library {
                 format!("no LADSPA library at {}", path.display()),
             ));
         }
+        Self::load_as(path, path, None)
+    }
+
+    /// Loads the file behind `open` (a path `dlopen` opens, e.g.
+    /// `/proc/self/fd/N` for a file already opened and checked) and names
+    /// it `path` in descriptions and messages. `fd`, the descriptor behind
+    /// such a name, stays open until the library is unloaded: glibc matches
+    /// a new `dlopen` by name first, so the number must not be reused while
+    /// the library is loaded under it.
+    pub(crate) fn load_as(
+        open: &Path,
+        path: &Path,
+        fd: Option<std::fs::File>,
+    ) -> Result<Arc<Library>> {
         // SAFETY: loading runs the library's initialisers; plugin libraries
-        // are trusted code by the host's choice of directories (documented).
-        let lib = unsafe { libloading::Library::new(path) }.map_err(|e| {
+        // are trusted code by the host's choice of directories (documented),
+        // and a worker checks them first (`crate::allowed`).
+        let lib = unsafe { libloading::Library::new(open) }.map_err(|e| {
             Error::new(
                 ErrorKind::LoadFailed,
                 format!(
@@ -530,6 +548,7 @@ impl Library {
             entries,
             skipped,
             _lib: lib,
+            _fd: fd,
         }))
     }
 

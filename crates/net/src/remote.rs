@@ -25,6 +25,10 @@
 //! Only masters that authenticate with the worker's key get plugins, and
 //! only plugins whose library lies in an allow-listed directory: a plugin
 //! named by path (`/x/lib.so:label`) is refused before anything is loaded.
+//! Every library file is checked before it is mapped (real path inside an
+//! allowed directory, regular file, sane owner and mode), only the library
+//! asked for is loaded, and the directory scan is cached
+//! ([`firmtime_ladspa::allowed`]).
 //!
 //! # RT contract
 //! [`PluginHost::new`] allocates and instantiates; [`PluginHost::run`] is
@@ -35,7 +39,7 @@ use crate::block::{BlockId, BlockSet, Direction as BlockDir, Layout};
 use crate::control::{refused, Conn, Reply, Request};
 use crate::error::{Error, ErrorKind, Result};
 use crate::wire::Key;
-use firmtime_ladspa::{Direction, Instance, Plugin, PluginInfo, PortKind, Scan};
+use firmtime_ladspa::{AllowedDirs, Direction, Instance, Plugin, PluginInfo, PortKind};
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -205,9 +209,15 @@ pub struct PluginBlocks {
 }
 
 /// The directories a worker loads plugins from, and nothing else.
+///
+/// Every file is checked before it is `dlopen`-ed (real path directly in an
+/// allowed directory, regular file, owned by root or the worker's user, not
+/// group- or world-writable), `LIBRARY:LABEL` loads only that library, and
+/// the index that labels and IDs need is built once and rebuilt only when a
+/// directory changes: see [`firmtime_ladspa::allowed`]. Clones share it.
 #[derive(Debug, Clone, Default)]
 pub struct PluginAllowList {
-    dirs: Vec<PathBuf>,
+    allowed: AllowedDirs,
 }
 
 impl PluginAllowList {
@@ -216,39 +226,36 @@ impl PluginAllowList {
     /// # Errors
     /// [`ErrorKind::InvalidInput`] naming a directory that does not exist.
     pub fn new(dirs: &[PathBuf]) -> Result<Self> {
-        let dirs = dirs
-            .iter()
-            .map(|d| {
-                d.canonicalize().map_err(|e| {
-                    Error::invalid(format!(
-                        "plugin directory {}: {e}; give an existing directory of LADSPA libraries",
-                        d.display()
-                    ))
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        Ok(Self { dirs })
+        let allowed = AllowedDirs::new(dirs).map_err(|e| Error::invalid(e.message()))?;
+        Ok(Self { allowed })
     }
 
     /// The directories (canonical).
     pub fn dirs(&self) -> &[PathBuf] {
-        &self.dirs
+        self.allowed.dirs()
     }
 
     /// Whether the list is empty (the worker serves no plugins).
     pub fn is_empty(&self) -> bool {
-        self.dirs.is_empty()
+        self.dirs().is_empty()
+    }
+
+    /// Libraries `dlopen`-ed so far (the scan is cached: requests for
+    /// plugins already indexed load nothing).
+    pub fn loads(&self) -> u64 {
+        self.allowed.loads()
     }
 
     /// Finds `spec` (label, ID, or `LIBRARY:LABEL`) in the allowed directories.
     ///
     /// # Errors
     /// [`ErrorKind::PermissionDenied`] for a spec naming a path (checked
-    /// before anything is loaded) or a library outside the directories;
+    /// before anything is loaded) or a library outside the directories or
+    /// failing a check (also before loading);
     /// [`ErrorKind::InvalidInput`] when no allowed library has it (the
-    /// message lists the directories).
+    /// message lists the directories and the files refused).
     pub fn find(&self, spec: &str) -> Result<Plugin> {
-        if self.dirs.is_empty() {
+        if self.is_empty() {
             return Err(Error::new(
                 ErrorKind::PermissionDenied,
                 "this worker serves no plugins: start it with --plugin-dir DIR".to_string(),
@@ -264,28 +271,24 @@ impl PluginAllowList {
                 ),
             ));
         }
-        let plugin = Scan::dirs(&self.dirs).find(spec).map_err(|e| {
-            Error::new(
+        self.allowed.find(spec).map_err(|e| match e.kind() {
+            firmtime_ladspa::ErrorKind::PermissionDenied => Error::new(
+                ErrorKind::PermissionDenied,
+                format!(
+                    "plugin '{spec}' is refused: {} (this worker's allow-listed directories: {})",
+                    e.message(),
+                    self.dirs_text()
+                ),
+            ),
+            _ => Error::new(
                 ErrorKind::InvalidInput,
                 format!(
                     "this worker has no plugin '{spec}' in its allow-listed directories ({}): {}",
                     self.dirs_text(),
                     e.message()
                 ),
-            )
-        })?;
-        let lib = plugin.library().path();
-        if !self.allows(lib) {
-            return Err(Error::new(
-                ErrorKind::PermissionDenied,
-                format!(
-                    "plugin '{spec}' is in {}, outside this worker's allow-listed directories ({})",
-                    lib.display(),
-                    self.dirs_text()
-                ),
-            ));
-        }
-        Ok(plugin)
+            ),
+        })
     }
 
     /// Whether `library` lies directly in an allowed directory (symlinks resolved).
@@ -294,11 +297,11 @@ impl PluginAllowList {
             .canonicalize()
             .ok()
             .and_then(|p| p.parent().map(Path::to_path_buf))
-            .is_some_and(|parent| self.dirs.contains(&parent))
+            .is_some_and(|parent| self.dirs().contains(&parent))
     }
 
     fn dirs_text(&self) -> String {
-        self.dirs
+        self.dirs()
             .iter()
             .map(|d| d.display().to_string())
             .collect::<Vec<_>>()

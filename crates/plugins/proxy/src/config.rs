@@ -11,6 +11,87 @@ pub const BASE_ID: u64 = 0xF0_0000;
 pub const DEFAULT_MAX_BLOCK: u32 = 4096;
 /// Describe/connect timeout unless `connect_timeout_ms` says otherwise.
 pub const DEFAULT_CONNECT_TIMEOUT_MS: u64 = 1000;
+/// Upper bound of `connect_timeout_ms` and `deadline_ms`.
+pub const MAX_TIMEOUT_MS: u64 = 60_000;
+/// How long an offline render waits for the worker unless `offline_wait_ms` says otherwise.
+pub const DEFAULT_OFFLINE_WAIT_MS: u64 = 10_000;
+/// Upper bound of `offline_wait_ms`.
+pub const MAX_OFFLINE_WAIT_MS: u64 = 600_000;
+/// Largest config file read (a config is a few hundred bytes).
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+/// Largest key file read (keys are 16 to a few hundred bytes).
+pub const MAX_KEY_BYTES: u64 = 4096;
+/// Largest cached description read.
+pub const MAX_CACHE_BYTES: u64 = 1 << 20;
+/// Exit status of a host whose offline render the proxy failed (EX_TEMPFAIL).
+pub const RENDER_FAILED_EXIT: i32 = 75;
+
+/// What run() does when the worker cannot deliver a result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// `realtime` when the thread calling run() has a real-time policy
+    /// (SCHED_FIFO, SCHED_RR, SCHED_DEADLINE: JACK, PipeWire), else `offline`.
+    #[default]
+    Auto,
+    /// A live host: never wait longer than the block lasts, fill what is
+    /// missing as `late` says, count it and report the count on stderr.
+    Realtime,
+    /// A file render: wait for the worker (bounded by `offline_wait_ms`);
+    /// when a result cannot be had, fail the render: one stderr line, and
+    /// the host process ends with exit status [`RENDER_FAILED_EXIT`].
+    Offline,
+}
+
+/// What a real-time host gets in place of a result that is missing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Late {
+    /// The input itself (audio input k to output k).
+    #[default]
+    Dry,
+    /// Silence.
+    Zeros,
+    /// The last result delivered (silence before the first).
+    Repeat,
+}
+
+/// Reads a small configuration file: a regular file only (a FIFO is
+/// refused without blocking, a device such as `/dev/zero` without reading
+/// it) of at most `max` bytes.
+///
+/// # Errors
+/// A message naming `what`, the file, and what is wrong with it.
+pub fn read_small_file(path: &Path, max: u64, what: &str) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let err = |why: String| format!("{what} {}: {why}", path.display());
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        // O_NONBLOCK: opening a FIFO for reading would wait for a writer.
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| err(e.to_string()))?;
+    let m = f.metadata().map_err(|e| err(e.to_string()))?;
+    if !m.file_type().is_file() {
+        return Err(err("not a regular file; give a regular file".into()));
+    }
+    if m.len() > max {
+        return Err(err(format!(
+            "{} bytes, more than the {max} a {what} may have",
+            m.len()
+        )));
+    }
+    let mut buf = Vec::new();
+    // `take`: the file may grow between fstat and read.
+    f.take(max + 1)
+        .read_to_end(&mut buf)
+        .map_err(|e| err(e.to_string()))?;
+    if buf.len() as u64 > max {
+        return Err(err(format!("more than the {max} bytes a {what} may have")));
+    }
+    Ok(buf)
+}
 
 /// One `[[remote]]` entry.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -32,6 +113,14 @@ pub struct RemoteEntry {
     pub max_block: Option<u32>,
     /// Timeout of describe and connect, in ms.
     pub connect_timeout_ms: Option<u64>,
+    /// `auto` (default), `realtime` or `offline`: see [`Mode`].
+    #[serde(default)]
+    pub mode: Mode,
+    /// Real-time hosts: `dry` (default), `zeros` or `repeat`: see [`Late`].
+    #[serde(default)]
+    pub late: Late,
+    /// Offline renders: how long to wait for the worker before failing, in ms.
+    pub offline_wait_ms: Option<u64>,
 }
 
 impl RemoteEntry {
@@ -44,8 +133,22 @@ impl RemoteEntry {
             return Err(format!("window = {}: use 0, 1 or 2", self.window));
         }
         if let Some(d) = self.deadline_ms {
-            if !(d > 0.0 && d <= 60_000.0) {
-                return Err(format!("deadline_ms = {d}: give 0 < ms ≤ 60000"));
+            if !(d > 0.0 && d <= MAX_TIMEOUT_MS as f64) {
+                return Err(format!("deadline_ms = {d}: give 0 < ms ≤ {MAX_TIMEOUT_MS}"));
+            }
+        }
+        if let Some(t) = self.connect_timeout_ms {
+            if !(1..=MAX_TIMEOUT_MS).contains(&t) {
+                return Err(format!(
+                    "connect_timeout_ms = {t}: give 1 to {MAX_TIMEOUT_MS}"
+                ));
+            }
+        }
+        if let Some(t) = self.offline_wait_ms {
+            if !(1..=MAX_OFFLINE_WAIT_MS).contains(&t) {
+                return Err(format!(
+                    "offline_wait_ms = {t}: give 1 to {MAX_OFFLINE_WAIT_MS}"
+                ));
             }
         }
         if let Some(m) = self.max_block {
@@ -65,6 +168,19 @@ impl RemoteEntry {
     /// `max_block` or its default.
     pub fn max_frames(&self) -> u32 {
         self.max_block.unwrap_or(DEFAULT_MAX_BLOCK)
+    }
+
+    /// `connect_timeout_ms` or its default.
+    pub fn connect_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(
+            self.connect_timeout_ms
+                .unwrap_or(DEFAULT_CONNECT_TIMEOUT_MS),
+        )
+    }
+
+    /// `offline_wait_ms` or its default.
+    pub fn offline_wait(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.offline_wait_ms.unwrap_or(DEFAULT_OFFLINE_WAIT_MS))
     }
 }
 
@@ -203,8 +319,8 @@ pub fn cache_file(entry: &RemoteEntry) -> Option<PathBuf> {
 
 /// Reads a cached description.
 pub fn read_cache(entry: &RemoteEntry) -> Option<PluginDescription> {
-    let text = std::fs::read_to_string(cache_file(entry)?).ok()?;
-    serde_json::from_str(&text).ok()
+    let bytes = read_small_file(&cache_file(entry)?, MAX_CACHE_BYTES, "cached description").ok()?;
+    serde_json::from_slice(&bytes).ok()
 }
 
 /// Writes a description to the cache (atomically); failures are ignored:
@@ -301,5 +417,87 @@ colour = "red"
         assert!(parse("remote = 3").unwrap_err().contains("[[remote]]"));
         assert!(parse("other = 1").unwrap_err().contains("unknown key"));
         assert!(parse("").unwrap().is_empty());
+    }
+
+    #[test]
+    fn modes_late_policies_and_timeouts_are_checked() {
+        let base = "[[remote]]\nworker = \"h:1\"\nlabel = \"lpf\"\n";
+        let one = |extra: &str| parse(&format!("{base}{extra}")).unwrap().remove(0);
+        let Parsed::Entry(e) = one("") else { panic!() };
+        assert_eq!((e.mode, e.late), (Mode::Auto, Late::Dry));
+        assert_eq!(
+            e.offline_wait().as_millis(),
+            u128::from(DEFAULT_OFFLINE_WAIT_MS)
+        );
+        let Parsed::Entry(e) =
+            one("mode = \"offline\"\nlate = \"repeat\"\noffline_wait_ms = 500\n")
+        else {
+            panic!()
+        };
+        assert_eq!((e.mode, e.late), (Mode::Offline, Late::Repeat));
+        assert_eq!(e.offline_wait().as_millis(), 500);
+        for (extra, want) in [
+            ("mode = \"live\"\n", "unknown variant `live`"),
+            ("late = \"nan\"\n", "unknown variant `nan`"),
+            (
+                "connect_timeout_ms = 0\n",
+                "connect_timeout_ms = 0: give 1 to 60000",
+            ),
+            ("connect_timeout_ms = 3600000\n", "give 1 to 60000"),
+            (
+                "offline_wait_ms = 0\n",
+                "offline_wait_ms = 0: give 1 to 600000",
+            ),
+            (
+                "deadline_ms = nan\n",
+                "deadline_ms = NaN: give 0 < ms ≤ 60000",
+            ),
+            ("deadline_ms = 1e9\n", "give 0 < ms ≤ 60000"),
+        ] {
+            match one(extra) {
+                Parsed::Bad { message, .. } => {
+                    assert!(message.contains(want), "{extra}: {message}")
+                }
+                other => panic!("{extra}: {other:?}"),
+            }
+        }
+    }
+
+    /// Regression test for issue 20 item 6: a FIFO as config hung the host
+    /// in `ladspa_descriptor`, and `/dev/zero` was read until memory ran out.
+    #[test]
+    fn only_small_regular_files_are_read() {
+        let dir = std::env::temp_dir().join(format!("ftproxy-cfg-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        // No writer ever opens it: a blocking open would never return.
+        let e = read_small_file(&fifo, 100, "config").unwrap_err();
+        assert!(e.contains("not a regular file"), "{e}");
+        let e = read_small_file(Path::new("/dev/zero"), 100, "key file").unwrap_err();
+        assert_eq!(
+            e,
+            "key file /dev/zero: not a regular file; give a regular file"
+        );
+        let e = read_small_file(&dir, 100, "config").unwrap_err();
+        assert!(e.contains("not a regular file"), "{e}");
+        let big = dir.join("big");
+        std::fs::write(&big, vec![b'#'; 101]).unwrap();
+        let e = read_small_file(&big, 100, "config").unwrap_err();
+        assert!(
+            e.contains("101 bytes, more than the 100 a config may have"),
+            "{e}"
+        );
+        std::fs::write(&big, b"[[remote]]\n").unwrap();
+        assert_eq!(
+            read_small_file(&big, 100, "config").unwrap(),
+            b"[[remote]]\n"
+        );
+        let e = read_small_file(&dir.join("none"), 100, "config").unwrap_err();
+        assert!(e.contains("No such file"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -14,22 +14,34 @@
 //! If a worker cannot describe its plugin at load (away, wrong key, no such
 //! plugin, not allowed), the proxy says why in one line on stderr and
 //! presents the description cached from the last successful load; without
-//! one, a placeholder (`Input`, `Output`, `latency`) that passes audio
-//! through, named `remote: <label> (unavailable)`. A host's list never
-//! silently loses an entry.
+//! one, a placeholder (`Input`, `Output`, `latency`) that cannot process
+//! audio, named `remote: <label> (unavailable)`. A host's list never
+//! silently loses an entry. The config, key and cache files are read only
+//! when they are small regular files ([`config::read_small_file`]).
 //!
 //! Each instance sets up its own session (a background thread connects and
-//! reconnects; run() never waits for it). run(n) splits `n` into exchanges
-//! of at most `max_block` frames; each sends the audio and control inputs
-//! and writes the result of the exchange `window` exchanges earlier, or —
-//! worker away, late, or before the first `window` results — the input
-//! itself (dry pass-through).
+//! reconnects). run(n) splits `n` into exchanges of at most `max_block`
+//! frames; each sends the audio and control inputs and writes the result
+//! of the exchange `window` exchanges earlier. What happens when a result
+//! cannot be had depends on the entry's [`config::Mode`]:
+//!
+//! - real time (a live host): the late policy ([`config::Late`]: dry,
+//!   zeros, repeat) fills the block, the frames are counted, and the count
+//!   goes to stderr every 5 s while it grows and at cleanup;
+//! - offline (a file render): the host process ends with exit status
+//!   [`config::RENDER_FAILED_EXIT`] after one line on stderr — LADSPA gives
+//!   run() no error to return, and ecasound ignores a refused instantiate;
+//! - auto (default): real time when the thread calling run() has a
+//!   real-time scheduling policy, else offline.
 //!
 //! # Real-time contract
-//! instantiate allocates everything. run() does not allocate, lock or
-//! print; it waits for a result no longer than the deadline (`deadline_ms`,
-//! default half the block's duration) and not at all while the worker is
-//! known to be away. The C entry points come from
+//! instantiate allocates everything. In real time run() does not allocate,
+//! lock or print; it waits for a result no longer than the deadline
+//! (`deadline_ms`, default half the block) nor the block's own duration,
+//! not at all while the worker is known to be away, and not after a late
+//! result until the worker answers again. Offline, run() may wait (up to
+//! `offline_wait_ms` / `deadline_ms`) and, to fail the render, prints and
+//! ends the process. The C entry points come from
 //! [`firmtime_ladspa::export_plugin!`]: every one checks its pointers and
 //! runs inside `catch_unwind`, so a panic never crosses into the C host.
 //!
@@ -42,18 +54,20 @@
 
 pub mod config;
 
-use config::{Parsed, RemoteEntry};
+use config::{Late, Mode, Parsed, RemoteEntry};
 use firmtime_ladspa::export::{entry_points, ExportedPlugin};
 use firmtime_ladspa::ffi::*;
 use firmtime_net::remote::{describe, PluginBlocks, PluginDescription, PluginSetup, RemotePort};
-use firmtime_net::{connect, Deadline, Key, LatePolicy, Link, Master, Outcome, SessionConfig};
+use firmtime_net::{
+    connect, Deadline, DropReason, Key, LatePolicy, Link, Master, Outcome, SessionConfig,
+};
 use std::ffi::CString;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::os::raw::{c_char, c_int, c_ulong, c_void};
-use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// One line on stderr: the only channel a plugin has to its user.
 fn say(msg: &str) {
@@ -64,6 +78,8 @@ fn say(msg: &str) {
 /// One presented plugin. Leaked at load: descriptors live as long as the process.
 struct Entry {
     descriptor: LADSPA_Descriptor,
+    /// The label presented (`remote_lpf`), for messages.
+    label: String,
     cfg: Option<RemoteEntry>,
     /// The remote plugin's description (`None` for a placeholder).
     remote: Option<PluginDescription>,
@@ -163,6 +179,7 @@ fn build(
             ImplementationData: std::ptr::null_mut(),
             ..entry_points::<Proxy>()
         },
+        label,
         cfg,
         remote,
         ports,
@@ -186,7 +203,10 @@ fn resolve(worker: &str) -> Result<SocketAddr, String> {
 fn key_of(e: &RemoteEntry) -> Result<Option<Key>, String> {
     e.key_file
         .as_ref()
-        .map(|p| Key::from_file(p).map_err(|err| err.to_string()))
+        .map(|p| {
+            let bytes = config::read_small_file(p, config::MAX_KEY_BYTES, "key file")?;
+            Key::new(&bytes).map_err(|err| format!("key file {}: {}", p.display(), err.message()))
+        })
         .transpose()
 }
 
@@ -194,29 +214,26 @@ fn key_of(e: &RemoteEntry) -> Result<Option<Key>, String> {
 fn fetch(e: &RemoteEntry) -> Result<PluginDescription, String> {
     let addr = resolve(&e.worker)?;
     let key = key_of(e)?;
-    let t = Duration::from_millis(
-        e.connect_timeout_ms
-            .unwrap_or(config::DEFAULT_CONNECT_TIMEOUT_MS),
-    );
-    describe(addr, key, &e.label, t).map_err(|err| err.to_string())
+    describe(addr, key, &e.label, e.connect_timeout()).map_err(|err| err.to_string())
 }
 
 fn load() -> Entries {
     let Some((path, named)) = config::config_path() else {
         return Entries(Vec::new());
     };
-    let text = match std::fs::read_to_string(&path) {
-        Ok(t) => t,
-        Err(e) => {
-            if named || path.exists() {
-                say(&format!(
-                    "cannot read config {}: {e}; no remote plugins are presented",
-                    path.display()
-                ));
+    if !named && std::fs::symlink_metadata(&path).is_err() {
+        return Entries(Vec::new());
+    }
+    let text =
+        match config::read_small_file(&path, config::MAX_CONFIG_BYTES, "config").and_then(|b| {
+            String::from_utf8(b).map_err(|_| format!("config {}: not UTF-8 text", path.display()))
+        }) {
+            Ok(t) => t,
+            Err(e) => {
+                say(&format!("cannot read {e}; no remote plugins are presented"));
+                return Entries(Vec::new());
             }
-            return Entries(Vec::new());
-        }
-    };
+        };
     let parsed = match config::parse(&text) {
         Ok(p) => p,
         Err(e) => {
@@ -260,8 +277,8 @@ fn load() -> Entries {
                 Err(why) => match config::read_cache(&e) {
                     Some(d) => {
                         say(&format!(
-                            "{} on {}: {why}; presenting its cached description: audio passes \
-                             through until the worker serves it",
+                            "{} on {}: {why}; presenting its cached description until the worker \
+                             serves it",
                             e.label, e.worker
                         ));
                         let (l, n, i) = (
@@ -273,14 +290,15 @@ fn load() -> Entries {
                     }
                     None => {
                         say(&format!(
-                            "{} on {}: {why}; no cached description, presenting a pass-through \
-                             placeholder (1 in, 1 out)",
+                            "{} on {}: {why}; no cached description, presenting a placeholder \
+                             (1 in, 1 out) that cannot process audio",
                             e.label, e.worker
                         ));
                         let l = e.label.clone();
                         let n = format!("remote: {l} (unavailable)");
                         let i = config::placeholder_id(&l);
-                        (None, None, l, n, i)
+                        // The entry stays: its mode and late policy apply to the placeholder.
+                        (Some(e), None, l, n, i)
                     }
                 },
             },
@@ -300,9 +318,16 @@ struct Remote {
     link: Link,
 }
 
+/// What run() and the instance's background thread share.
 struct Handoff {
     ready: AtomicPtr<Remote>,
     stop: AtomicBool,
+    /// Frames run() was asked for.
+    frames: AtomicU64,
+    /// Of those, frames the worker did not process (the late policy filled them).
+    unprocessed: AtomicU64,
+    /// The mode run() settled on: 0 not yet, 1 realtime, 2 offline.
+    mode: AtomicU8,
 }
 
 impl Drop for Handoff {
@@ -314,6 +339,11 @@ impl Drop for Handoff {
         }
     }
 }
+
+const MODE_REALTIME: u8 = 1;
+const MODE_OFFLINE: u8 = 2;
+/// The background thread repeats the count of unprocessed frames at most this often.
+const REPORT_EVERY: Duration = Duration::from_secs(5);
 
 struct Proxy {
     entry: &'static Entry,
@@ -327,6 +357,15 @@ struct Proxy {
     window: u64,
     max_frames: usize,
     deadline_ns: Option<u64>,
+    /// `Auto` until the first run() decides.
+    mode: Mode,
+    late: Late,
+    gate: WaitGate,
+    /// Offline: the link's loss count when the render began; a loss after
+    /// that fails the render (the remote plugin's state went with it).
+    losses_at_start: Option<u64>,
+    frames: u64,
+    unprocessed: u64,
     remote: Option<Box<Remote>>,
     handoff: Arc<Handoff>,
     thread: Option<JoinHandle<()>>,
@@ -342,7 +381,79 @@ fn default_of(p: &RemotePort, rate: f32) -> f32 {
     .unwrap_or(0.0)
 }
 
+/// Real time: whether an exchange may wait for its result. After a late
+/// result it does not, until the worker answers again (a result in time or
+/// late), so a frozen worker costs one wait, not one per run(). Pure: no I/O.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct WaitGate {
+    /// A result was late and the worker has not answered since.
+    probing: bool,
+    /// [`answers`] when probing began.
+    answers_at_miss: u64,
+}
+
+impl WaitGate {
+    /// The wait for the next exchange: `full`, or 0 while probing. **RT-safe.**
+    fn wait(&self, full: u64) -> u64 {
+        if self.probing {
+            0
+        } else {
+            full
+        }
+    }
+
+    /// Takes an exchange's outcome and the [`answers`] count after it. **RT-safe.**
+    fn after(&mut self, outcome: Outcome, answers: u64) {
+        match outcome {
+            Outcome::Delivered => self.probing = false,
+            Outcome::Late if !self.probing => {
+                self.probing = true;
+                self.answers_at_miss = answers;
+            }
+            // It answers, if late: the next exchange waits again.
+            Outcome::Late => self.probing = answers == self.answers_at_miss,
+            Outcome::Priming => {}
+        }
+    }
+}
+
+/// Packets of the worker's taken in so far, in time or not: when this
+/// moves, the worker is answering. **RT-safe.**
+fn answers(m: &Master) -> u64 {
+    let s = m.stats();
+    s.delivered + s.drops.get(DropReason::AfterDeadline) + s.drops.get(DropReason::Stale)
+}
+
+/// Whether the calling thread runs under a real-time policy. **RT-safe** (one syscall).
+fn thread_is_realtime() -> bool {
+    const SCHED_DEADLINE: i32 = 6;
+    // SAFETY: sched_getscheduler(0) asks about the calling thread; no pointers.
+    let p = unsafe { libc::sched_getscheduler(0) } & !libc::SCHED_RESET_ON_FORK;
+    p == libc::SCHED_FIFO || p == libc::SCHED_RR || p == SCHED_DEADLINE
+}
+
+fn late_text(late: Late) -> &'static str {
+    match late {
+        Late::Dry => "they hold the dry input",
+        Late::Zeros => "they hold silence",
+        Late::Repeat => "they repeat the last result",
+    }
+}
+
+fn count_text(unprocessed: u64, frames: u64) -> String {
+    let pct = if frames == 0 {
+        0.0
+    } else {
+        unprocessed as f64 * 100.0 / frames as f64
+    };
+    format!("{unprocessed} of {frames} frames ({pct:.1} %)")
+}
+
+/// The instance's background thread: sets the session up (retrying every
+/// second) and hands it to run(); meanwhile and after, repeats on stderr
+/// how many frames the worker did not process while the count grows.
 fn connector(
+    label: &'static str,
     cfg: RemoteEntry,
     desc: PluginDescription,
     rate: u32,
@@ -350,57 +461,74 @@ fn connector(
 ) -> impl FnOnce() {
     move || {
         let mut last: Option<String> = None;
+        let mut handed = false;
+        let mut next_try = Instant::now();
+        let mut next_report = Instant::now() + REPORT_EVERY;
+        let mut reported = 0u64;
         while !handoff.stop.load(Ordering::Acquire) {
-            let r = (|| -> Result<Remote, String> {
-                let addr = resolve(&cfg.worker)?;
-                let max = cfg.max_frames();
-                let period_ns = (f64::from(max) / f64::from(rate) * 1e9) as u64;
-                let mut sc = SessionConfig::new(addr, period_ns.max(1));
-                sc.key = key_of(&cfg)?;
-                sc.window = cfg.window;
-                sc.late_policy = Some(LatePolicy::Dry);
-                sc.timeout = Duration::from_millis(
-                    cfg.connect_timeout_ms
-                        .unwrap_or(config::DEFAULT_CONNECT_TIMEOUT_MS),
-                );
-                sc.plugin = Some(PluginSetup {
-                    plugin: cfg.label.clone(),
-                    sample_rate: rate,
-                    max_frames: max,
-                    ports: desc.ports.clone(),
-                });
-                let (blocks, _) = desc.blocks(max);
-                let (master, link) = connect(sc, blocks).map_err(|e| e.to_string())?;
-                Ok(Remote { master, link })
-            })();
-            match r {
-                Ok(remote) => {
-                    if last.is_some() {
-                        say(&format!(
-                            "{} on {}: connected; processing remotely",
-                            cfg.label, cfg.worker
-                        ));
-                    }
-                    let p = Box::into_raw(Box::new(remote));
-                    handoff.ready.store(p, Ordering::Release);
-                    return;
-                }
-                Err(why) => {
-                    if last.as_deref() != Some(why.as_str()) {
-                        say(&format!(
-                            "{} on {}: {why}; passing audio through (dry) and retrying every second",
-                            cfg.label, cfg.worker
-                        ));
-                        last = Some(why);
-                    }
-                    for _ in 0..20 {
-                        if handoff.stop.load(Ordering::Acquire) {
-                            return;
+            if !handed && Instant::now() >= next_try {
+                let r = (|| -> Result<Remote, String> {
+                    let addr = resolve(&cfg.worker)?;
+                    let max = cfg.max_frames();
+                    let period_ns = (f64::from(max) / f64::from(rate) * 1e9) as u64;
+                    let mut sc = SessionConfig::new(addr, period_ns.max(1));
+                    sc.key = key_of(&cfg)?;
+                    sc.window = cfg.window;
+                    sc.late_policy = Some(match cfg.late {
+                        Late::Dry => LatePolicy::Dry,
+                        Late::Zeros => LatePolicy::Zeros,
+                        Late::Repeat => LatePolicy::RepeatLast,
+                    });
+                    sc.timeout = cfg.connect_timeout();
+                    sc.plugin = Some(PluginSetup {
+                        plugin: cfg.label.clone(),
+                        sample_rate: rate,
+                        max_frames: max,
+                        ports: desc.ports.clone(),
+                    });
+                    let (blocks, _) = desc.blocks(max);
+                    let (master, link) = connect(sc, blocks).map_err(|e| e.to_string())?;
+                    Ok(Remote { master, link })
+                })();
+                match r {
+                    Ok(remote) => {
+                        if last.is_some() {
+                            say(&format!(
+                                "{} on {}: connected; processing remotely",
+                                cfg.label, cfg.worker
+                            ));
                         }
-                        std::thread::sleep(Duration::from_millis(50));
+                        let p = Box::into_raw(Box::new(remote));
+                        handoff.ready.store(p, Ordering::Release);
+                        handed = true;
+                    }
+                    Err(why) => {
+                        if last.as_deref() != Some(why.as_str()) {
+                            say(&format!(
+                                "{} on {}: {why}; the worker cannot process audio until this is \
+                                 fixed (retrying every second)",
+                                cfg.label, cfg.worker
+                            ));
+                            last = Some(why);
+                        }
+                        next_try = Instant::now() + Duration::from_secs(1);
                     }
                 }
             }
+            if Instant::now() >= next_report {
+                next_report = Instant::now() + REPORT_EVERY;
+                let u = handoff.unprocessed.load(Ordering::Relaxed);
+                if u > reported && handoff.mode.load(Ordering::Relaxed) == MODE_REALTIME {
+                    say(&format!(
+                        "{label}: {} not processed by the worker {} so far (late or away): {}",
+                        count_text(u, handoff.frames.load(Ordering::Relaxed)),
+                        cfg.worker,
+                        late_text(cfg.late)
+                    ));
+                    reported = u;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
 }
@@ -410,6 +538,9 @@ impl Proxy {
         let handoff = Arc::new(Handoff {
             ready: AtomicPtr::new(std::ptr::null_mut()),
             stop: AtomicBool::new(false),
+            frames: AtomicU64::new(0),
+            unprocessed: AtomicU64::new(0),
+            mode: AtomicU8::new(0),
         });
         let (ids, max_frames, window, deadline_ns) = match (&entry.cfg, &entry.remote) {
             (Some(c), Some(d)) => (
@@ -423,20 +554,28 @@ impl Proxy {
         let thread = match (&entry.cfg, &entry.remote) {
             (Some(c), Some(d)) => std::thread::Builder::new()
                 .name("ft-proxy-connect".into())
-                .spawn(connector(c.clone(), d.clone(), rate, handoff.clone()))
+                .spawn(connector(
+                    &entry.label,
+                    c.clone(),
+                    d.clone(),
+                    rate,
+                    handoff.clone(),
+                ))
                 .ok(),
             _ => None,
         };
+        let mode = entry.cfg.as_ref().map_or(Mode::Auto, |c| c.mode);
         // instantiate may block (ladspa.h): give the first connection its
-        // timeout, so that offline hosts process from the first frame.
+        // timeout (an offline render: offline_wait_ms), so that offline
+        // hosts process from the first frame.
         if let (Some(c), Some(_)) = (&entry.cfg, &thread) {
-            let t = c
-                .connect_timeout_ms
-                .unwrap_or(config::DEFAULT_CONNECT_TIMEOUT_MS)
-                + 100;
-            let end = std::time::Instant::now() + Duration::from_millis(t);
-            while handoff.ready.load(Ordering::Acquire).is_null() && std::time::Instant::now() < end
-            {
+            let t = if mode == Mode::Offline {
+                c.offline_wait()
+            } else {
+                c.connect_timeout() + Duration::from_millis(100)
+            };
+            let end = Instant::now() + t;
+            while handoff.ready.load(Ordering::Acquire).is_null() && Instant::now() < end {
                 std::thread::sleep(Duration::from_millis(2));
             }
         }
@@ -454,6 +593,12 @@ impl Proxy {
             window,
             max_frames,
             deadline_ns,
+            mode,
+            late: entry.cfg.as_ref().map_or(Late::Dry, |c| c.late),
+            gate: WaitGate::default(),
+            losses_at_start: None,
+            frames: 0,
+            unprocessed: 0,
             remote: None,
             handoff,
             thread,
@@ -476,7 +621,7 @@ impl Proxy {
                 continue;
             }
             match ins.next() {
-                Some(inp) if !inp.is_null() => {
+                Some(inp) if !inp.is_null() && self.late == Late::Dry => {
                     // SAFETY: the host connected both to ≥ off + n samples; ptr::copy allows overlap.
                     unsafe { std::ptr::copy(inp.add(off), out.add(off), n) }
                 }
@@ -486,16 +631,33 @@ impl Proxy {
         }
     }
 
-    /// **RT-safe.**
-    fn run(&mut self, n: usize) {
-        let lat = self.ports[self.latency_port];
-        if !lat.is_null() {
-            // The delay is `window` exchanges, and a run longer than
-            // max_block is split into exchanges of max_block frames.
-            let frames = n.min(self.max_frames) as u64;
-            // SAFETY: the host connected the latency port to one f32.
-            unsafe { lat.write((self.window * frames) as f32) };
-        }
+    /// Counts frames the worker did not process. **RT-safe.**
+    fn missed(&mut self, n: usize) {
+        self.unprocessed += n as u64;
+        self.handoff
+            .unprocessed
+            .store(self.unprocessed, Ordering::Relaxed);
+    }
+
+    /// Ends an offline render that cannot be the remote plugin's output:
+    /// LADSPA gives run() no error to return, and some hosts ignore a
+    /// refused instantiate (ecasound 2.9 then writes the input unprocessed
+    /// and exits 0), so the process ends with a status a script sees.
+    fn fail(&self, why: &str) -> ! {
+        say(&format!(
+            "{}: offline render failed: {why}; the output would not be the remote plugin's, so \
+             this process ends now with exit status {} (mode = \"realtime\" in the proxy's \
+             config passes audio through instead, counted)",
+            self.entry.label,
+            config::RENDER_FAILED_EXIT
+        ));
+        // SAFETY: _exit ends the process at once, without running the host's
+        // atexit handlers from this (foreign) thread.
+        unsafe { libc::_exit(config::RENDER_FAILED_EXIT) }
+    }
+
+    /// Takes the session once the background thread has set it up. **RT-safe.**
+    fn take_remote(&mut self) {
         if self.remote.is_none() {
             let p = self
                 .handoff
@@ -506,21 +668,126 @@ impl Proxy {
                 self.remote = Some(unsafe { Box::from_raw(p) });
             }
         }
+    }
+
+    /// **RT-safe** in real-time mode (and in auto mode on a real-time thread).
+    fn run(&mut self, n: usize) {
+        let lat = self.ports[self.latency_port];
+        if !lat.is_null() {
+            // The delay is `window` exchanges, and a run longer than
+            // max_block is split into exchanges of max_block frames.
+            let frames = n.min(self.max_frames) as u64;
+            // SAFETY: the host connected the latency port to one f32.
+            unsafe { lat.write((self.window * frames) as f32) };
+        }
+        if self.mode == Mode::Auto {
+            self.mode = if thread_is_realtime() {
+                Mode::Realtime
+            } else {
+                Mode::Offline
+            };
+        }
+        self.handoff.mode.store(
+            if self.mode == Mode::Offline {
+                MODE_OFFLINE
+            } else {
+                MODE_REALTIME
+            },
+            Ordering::Relaxed,
+        );
+        self.frames += n as u64;
+        self.handoff.frames.store(self.frames, Ordering::Relaxed);
+        self.take_remote();
+        if self.mode == Mode::Offline {
+            return self.run_offline(n);
+        }
         let connected = self.remote.as_ref().is_some_and(|r| r.link.connected());
-        if !connected || self.max_frames == 0 {
-            return self.dry(0, n);
+        if self.max_frames == 0
+            || (!connected && (self.remote.is_none() || self.late != Late::Repeat))
+        {
+            // No session (yet), or the worker is known to be away: no exchange, no wait.
+            self.dry(0, n);
+            return self.missed(n);
         }
         let mut off = 0;
         while off < n {
             let c = (n - off).min(self.max_frames);
-            self.exchange(off, c);
+            // Waiting longer than the block lasts is an xrun anyway; after
+            // a late result, no wait until the worker answers again.
+            let block_ns = (c as f64 / self.rate * 1e9) as u64;
+            let full = self.deadline_ns.unwrap_or(block_ns / 2).min(block_ns);
+            let wait = if connected { self.gate.wait(full) } else { 0 };
+            let outcome = self.exchange(off, c, wait);
+            if outcome == Outcome::Late {
+                self.missed(c);
+            }
+            let a = self.remote.as_ref().map_or(0, |r| answers(&r.master));
+            self.gate.after(outcome, a);
             off += c;
         }
     }
 
-    fn exchange(&mut self, off: usize, c: usize) {
+    /// Offline: every frame processed by the worker, or the render fails.
+    fn run_offline(&mut self, n: usize) {
+        let Some(cfg) = self
+            .entry
+            .cfg
+            .as_ref()
+            .filter(|_| self.entry.remote.is_some())
+        else {
+            self.fail(
+                "the worker did not describe the plugin when the proxy was loaded (the reason \
+                 is on the line above), so nothing can process the audio",
+            )
+        };
+        let wait = cfg.offline_wait();
+        let end = Instant::now() + wait;
+        loop {
+            self.take_remote();
+            if let Some(r) = self.remote.as_ref() {
+                let losses = r.link.status().losses;
+                let start = *self.losses_at_start.get_or_insert(losses);
+                if losses > start {
+                    self.fail(&format!(
+                        "the worker {} went away during the render (and the remote plugin's \
+                         state with it)",
+                        cfg.worker
+                    ))
+                }
+                if r.link.connected() {
+                    break;
+                }
+            }
+            if Instant::now() >= end {
+                self.fail(&format!(
+                    "no session with the worker {} within offline_wait_ms = {} ms",
+                    cfg.worker,
+                    wait.as_millis()
+                ))
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let deadline = self
+            .deadline_ns
+            .unwrap_or(wait.as_nanos().min(u128::from(u64::MAX)) as u64);
+        let mut off = 0;
+        while off < n {
+            let c = (n - off).min(self.max_frames);
+            if self.exchange(off, c, deadline) == Outcome::Late {
+                self.missed(c);
+                self.fail(&format!(
+                    "no result from the worker {} within {} ms",
+                    cfg.worker,
+                    deadline / 1_000_000
+                ))
+            }
+            off += c;
+        }
+    }
+
+    fn exchange(&mut self, off: usize, c: usize, wait_ns: u64) -> Outcome {
         let Some(r) = self.remote.as_mut() else {
-            return;
+            return Outcome::Late;
         };
         let ids = &self.ids;
         let b = r.master.blocks_mut();
@@ -548,10 +815,7 @@ impl Proxy {
                 };
             }
         }
-        let deadline = self
-            .deadline_ns
-            .unwrap_or((c as f64 / self.rate * 0.5e9) as u64);
-        let rep = r.master.process(Deadline::After(deadline));
+        let rep = r.master.process(Deadline::After(wait_ns));
         let b = r.master.blocks();
         let done = match (rep.outcome, ids.frames_out) {
             (Outcome::Delivered, Some(f)) => (b.get(f)[0].max(0) as usize).min(c),
@@ -578,6 +842,7 @@ impl Proxy {
                 }
             }
         }
+        rep.outcome
     }
 }
 
@@ -586,6 +851,18 @@ impl Drop for Proxy {
         self.handoff.stop.store(true, Ordering::Release);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
+        }
+        if self.unprocessed > 0 {
+            let from = self.entry.cfg.as_ref().map_or_else(
+                || "(no worker: the plugin was not described at load)".to_string(),
+                |c| c.worker.clone(),
+            );
+            say(&format!(
+                "{}: {} were NOT processed by the worker {from} (late or away): {}",
+                self.entry.label,
+                count_text(self.unprocessed, self.frames),
+                late_text(self.late)
+            ));
         }
     }
 }
@@ -652,6 +929,8 @@ mod tests {
         let e = build(None, None, "remote_x".into(), "remote: x".into(), 0xF0_0001);
         assert_eq!(e.descriptor.PortCount, 3);
         let mut p = Proxy::new(e, 48_000);
+        // Offline (what auto picks on this thread) would end the test process.
+        p.mode = Mode::Realtime;
         let mut buf = [1.0f32, -2.0, 3.0, 0.5];
         let mut out = [9.0f32; 4];
         let mut lat = 7.0f32;
@@ -665,6 +944,57 @@ mod tests {
         p.ports[1] = buf.as_mut_ptr();
         p.run(4);
         assert_eq!(buf, [1.0, -2.0, 3.0, 0.5]);
+        assert_eq!(
+            (p.frames, p.unprocessed),
+            (8, 8),
+            "every frame counted as unprocessed"
+        );
+        assert_eq!(p.handoff.unprocessed.load(Ordering::Relaxed), 8);
+    }
+
+    #[test]
+    fn zeros_fill_what_the_worker_did_not_process() {
+        let e = build(None, None, "remote_z".into(), "remote: z".into(), 0xF0_0002);
+        let mut p = Proxy::new(e, 48_000);
+        p.mode = Mode::Realtime;
+        p.late = Late::Zeros;
+        let mut buf = [1.0f32, -2.0, 3.0, 0.5];
+        let mut out = [9.0f32; 4];
+        p.ports[0] = buf.as_mut_ptr();
+        p.ports[1] = out.as_mut_ptr();
+        assert_no_alloc::assert_no_alloc(|| p.run(4));
+        assert_eq!(out, [0.0; 4]);
+        assert_eq!(p.unprocessed, 4);
+    }
+
+    #[test]
+    fn after_a_late_result_exchanges_do_not_wait_until_the_worker_answers() {
+        let full = 5_000_000_000; // deadline_ms = 5000, the docs' example
+        let mut g = WaitGate::default();
+        assert_eq!(g.wait(full), full);
+        g.after(Outcome::Priming, 0);
+        g.after(Outcome::Delivered, 1);
+        assert_eq!(g.wait(full), full);
+        // Frozen: one late result, then no waiting however many exchanges follow.
+        g.after(Outcome::Late, 1);
+        for _ in 0..1000 {
+            assert_eq!(g.wait(full), 0);
+            g.after(Outcome::Late, 1);
+        }
+        // A late answer arrives (counted while not waiting): wait again.
+        g.after(Outcome::Late, 2);
+        assert_eq!(g.wait(full), full);
+        g.after(Outcome::Late, 2);
+        assert_eq!(g.wait(full), 0);
+        // A result in time ends probing too.
+        g.after(Outcome::Delivered, 3);
+        assert_eq!(g.wait(full), full);
+    }
+
+    #[test]
+    fn this_test_thread_is_not_realtime() {
+        // What auto mode relies on: a plain thread is SCHED_OTHER.
+        assert!(!thread_is_realtime());
     }
 }
 
