@@ -26,6 +26,7 @@ use std::time::SystemTime;
 
 use crate::error::{Error, ErrorKind, Result};
 use firmtime_rt::system::{PreemptModel, SystemInfo};
+use serde::Serialize;
 
 /// One thread's (or one condition's) latency histogram in cyclictest's
 /// model: 1 µs buckets `0..len`, larger values counted as overflows with
@@ -439,15 +440,27 @@ const SYSNAME: &str = "Linux";
 /// `sysname`, `nodename` (host name), `release`, `version`, `machine`
 /// (`uname -s/-n/-r/-v/-m`) and `realtime` (1 on a PREEMPT_RT kernel, as
 /// `/sys/kernel/realtime` says).
-fn rt_tests_sysinfo(si: &SystemInfo) -> [String; 6] {
-    [
-        json_str(SYSNAME),
-        json_str(si.hostname.as_deref().unwrap_or("")),
-        json_str(&si.kernel_release),
-        json_str(&si.kernel_version),
-        json_str(&si.arch),
-        u8::from(si.preempt_model == PreemptModel::Rt).to_string(),
-    ]
+#[derive(Serialize)]
+struct RtTestsSysinfo<'a> {
+    sysname: &'static str,
+    nodename: &'a str,
+    release: &'a str,
+    version: &'a str,
+    machine: &'a str,
+    realtime: u8,
+}
+
+impl<'a> RtTestsSysinfo<'a> {
+    fn of(si: &'a SystemInfo) -> Self {
+        RtTestsSysinfo {
+            sysname: SYSNAME,
+            nodename: si.hostname.as_deref().unwrap_or(""),
+            release: &si.kernel_release,
+            version: &si.kernel_version,
+            machine: &si.arch,
+            realtime: u8::from(si.preempt_model == PreemptModel::Rt),
+        }
+    }
 }
 
 /// A time in rt-tests' JSON format: local time, RFC 2822
@@ -499,8 +512,83 @@ pub struct RtTestsHeader {
     pub sysinfo: SystemInfo,
 }
 
-fn json_str(s: &str) -> String {
-    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".to_owned())
+/// An rt-tests JSON v1 file, in cyclictest's key order.
+#[derive(Serialize)]
+struct RtTestsFile<'a> {
+    file_version: u32,
+    #[serde(rename = "cmdline:")]
+    cmdline: &'a str,
+    #[serde(rename = "rt_test_version:")]
+    version: &'a str,
+    start_time: &'a str,
+    end_time: &'a str,
+    return_code: i32,
+    sysinfo: RtTestsSysinfo<'a>,
+    num_threads: usize,
+    resolution_in_ns: u32,
+    thread: RtTestsThreads<'a>,
+}
+
+/// `"thread": {"0": {…}, "1": {…}}`.
+struct RtTestsThreads<'a>(&'a [ThreadHist]);
+
+impl Serialize for RtTestsThreads<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (i, t) in self.0.iter().enumerate() {
+            let t = RtTestsThread::of(t).map_err(serde::ser::Error::custom)?;
+            m.serialize_entry(&i.to_string(), &t)?;
+        }
+        m.end()
+    }
+}
+
+/// One thread: cyclictest writes `avg` with 2 decimals, `underflows` only
+/// when non-zero.
+#[derive(Serialize)]
+struct RtTestsThread<'a> {
+    histogram: RtTestsHistogram<'a>,
+    cycles: u64,
+    min: i64,
+    max: i64,
+    avg: Box<serde_json::value::RawValue>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    underflows: Option<u64>,
+    cpu: i32,
+    node: i32,
+}
+
+impl<'a> RtTestsThread<'a> {
+    fn of(t: &'a ThreadHist) -> serde_json::Result<Self> {
+        let a = t.avg_us();
+        let a = if a.is_finite() { a } else { 0.0 };
+        let avg = serde_json::value::RawValue::from_string(format!("{a:.2}"))?;
+        Ok(RtTestsThread {
+            histogram: RtTestsHistogram(&t.buckets),
+            cycles: t.cycles,
+            min: t.min_us,
+            max: t.max_us,
+            avg,
+            underflows: (t.underflows > 0).then_some(t.underflows),
+            cpu: t.cpu,
+            node: t.node,
+        })
+    }
+}
+
+/// `"histogram": {"<µs>": count}` for the non-empty buckets, in µs order.
+struct RtTestsHistogram<'a>(&'a [u64]);
+
+impl Serialize for RtTestsHistogram<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(None)?;
+        for (us, &c) in self.0.iter().enumerate().filter(|(_, &c)| c != 0) {
+            m.serialize_entry(&us.to_string(), &c)?;
+        }
+        m.end()
+    }
 }
 
 /// Writes an rt-tests JSON v1 file (the layout of `cyclictest --json`):
@@ -517,67 +605,22 @@ pub fn write_rt_tests_json(
     header: &RtTestsHeader,
     threads: &[ThreadHist],
 ) -> Result<()> {
-    use fmt::Write as _;
-    let mut s = String::new();
-    let [sysname, nodename, release, version, machine, realtime] =
-        rt_tests_sysinfo(&header.sysinfo);
-    let _ = write!(
-        s,
-        "{{\n  \"file_version\": 1,\n  \"cmdline:\": {},\n  \"rt_test_version:\": {},\n  \
-         \"start_time\": {},\n  \"end_time\": {},\n  \"return_code\": {},\n  \"sysinfo\": {{\n    \
-         \"sysname\": {},\n    \"nodename\": {},\n    \"release\": {},\n    \"version\": {},\n    \
-         \"machine\": {},\n    \"realtime\": {}\n  }},\n",
-        json_str(&header.cmdline),
-        json_str(&header.version),
-        json_str(&header.start_time),
-        json_str(&header.end_time),
-        header.return_code,
-        sysname,
-        nodename,
-        release,
-        version,
-        machine,
-        realtime,
-    );
-    let _ = write!(
-        s,
-        "  \"num_threads\": {},\n  \"resolution_in_ns\": 0,\n  \"thread\": {{\n",
-        threads.len()
-    );
-    for (i, t) in threads.iter().enumerate() {
-        let _ = write!(s, "    \"{i}\": {{\n      \"histogram\": {{");
-        let mut comma = false;
-        for (us, &c) in t.buckets.iter().enumerate() {
-            if c != 0 {
-                if comma {
-                    s.push(',');
-                }
-                let _ = write!(s, "\n        \"{us}\": {c}");
-                comma = true;
-            }
-        }
-        let _ = write!(
-            s,
-            "\n      }},\n      \"cycles\": {},\n      \"min\": {},\n      \"max\": {},\n      \
-             \"avg\": {:.2},\n",
-            t.cycles,
-            t.min_us,
-            t.max_us,
-            t.avg_us()
-        );
-        if t.underflows > 0 {
-            let _ = writeln!(s, "      \"underflows\": {},", t.underflows);
-        }
-        let _ = write!(
-            s,
-            "      \"cpu\": {},\n      \"node\": {}\n    }}{}\n",
-            t.cpu,
-            t.node,
-            if i + 1 == threads.len() { "" } else { "," }
-        );
-    }
-    s.push_str("  }\n}\n");
-    w.write_all(s.as_bytes()).map_err(output_err)
+    let file = RtTestsFile {
+        file_version: 1,
+        cmdline: &header.cmdline,
+        version: &header.version,
+        start_time: &header.start_time,
+        end_time: &header.end_time,
+        return_code: header.return_code,
+        sysinfo: RtTestsSysinfo::of(&header.sysinfo),
+        num_threads: threads.len(),
+        resolution_in_ns: 0,
+        thread: RtTestsThreads(threads),
+    };
+    let mut out =
+        serde_json::to_vec_pretty(&file).map_err(|e| output_err(std::io::Error::other(e)))?;
+    out.push(b'\n');
+    w.write_all(&out).map_err(output_err)
 }
 
 /// One cyclictest status line; [`fmt::Display`] renders it exactly as
