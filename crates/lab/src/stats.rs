@@ -114,15 +114,8 @@ impl Summary {
 /// Quantiles reported in a [`Summary`], in field order.
 const SUMMARY_QUANTILES: [f64; 5] = [0.50, 0.90, 0.95, 0.99, 0.999];
 
-/// 1-based nearest rank of quantile `q` among `n` samples (`n > 0`).
-fn nearest_rank(q: f64, n: u64) -> u64 {
-    let q = if q.is_nan() { 0.0 } else { q.clamp(0.0, 1.0) };
-    // Products like 0.29 * 100 land a hair above the integer; trim that
-    // float noise so ranks of exact fractions are exact.
-    let x = q * n as f64;
-    let r = (x - x * 1e-15).ceil();
-    (r as u64).clamp(1, n)
-}
+/// Every quantile here is the nearest rank ([`firmtime_rt::quantile`]).
+use firmtime_rt::quantile::nearest_rank;
 
 /// Exact moments kept beside the buckets: count, sum, sum of squares, min
 /// and max. Integer accumulators make them exact and merge-associative.
@@ -586,17 +579,6 @@ pub fn median_in_place(v: &mut [f64]) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn nearest_rank_of_exact_fractions_is_exact() {
-        assert_eq!(nearest_rank(0.5, 100), 50);
-        assert_eq!(nearest_rank(0.29, 100), 29);
-        assert_eq!(nearest_rank(0.999, 100), 100);
-        assert_eq!(nearest_rank(0.999, 1000), 999);
-        assert_eq!(nearest_rank(0.0, 10), 1);
-        assert_eq!(nearest_rank(1.0, 10), 10);
-        assert_eq!(nearest_rank(f64::NAN, 10), 1);
-    }
 
     #[test]
     fn moments_mean_rounds_half_away_from_zero() {

@@ -280,12 +280,10 @@ struct Remote {
     sent: [Sent; 4],
 }
 
+/// Quantile `p` of `sorted` by nearest rank, as every firmtime figure
+/// ([`firmtime_rt::quantile`]); 0 when empty.
 fn percentile(sorted: &[u64], p: f64) -> u64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
+    firmtime_rt::quantile::of_sorted(sorted, p).unwrap_or(0)
 }
 
 fn thread_cpu_ns() -> u64 {

@@ -82,6 +82,7 @@ pub mod periodic;
 pub mod privileges;
 pub mod probe;
 pub mod process;
+pub mod quantile;
 pub mod rng;
 pub mod runaway;
 pub mod sched;
