@@ -16,6 +16,7 @@
 //! - [`master`] and [`worker`]: the two ends of the data plane.
 //!
 //! The control plane runs off the RT path: [`control`] (the TCP protocol),
+//! [`gate`] (the bounds a stranger meets before authenticating),
 //! [`server`] (the worker daemon), [`session`] (set up a remote stream,
 //! heartbeat, reconnect), [`discovery`] (find workers on the LAN),
 //! [`processor`] (the worker's built-in transform and work hold), [`remote`]
@@ -73,6 +74,7 @@ pub mod block;
 pub mod control;
 pub mod discovery;
 pub mod error;
+pub mod gate;
 pub mod late;
 pub mod master;
 pub mod processor;
@@ -92,6 +94,7 @@ pub use master::{
 pub use processor::{Processor, Transform, Work, WorkMode};
 pub use reassembly::{Accepted, Reassembler};
 pub use sample::{Sample, SampleType};
+pub use gate::{GateConfig, GateStats, Startups};
 pub use server::{ServerConfig, ServerEvent, WorkerServer};
 pub use session::{connect, Link, LinkStatus, SessionConfig};
 pub use wire::{decode, DropCounts, DropReason, Encoder, Header, Key, Packet};
