@@ -9,5 +9,6 @@ mod bench;
 mod common;
 mod exchange;
 mod late;
+mod preauth;
 mod session;
 mod streams;
