@@ -558,7 +558,10 @@ mod tests {
     #[test]
     fn bad_worker_bounds_are_usage_errors_naming_the_flag_and_range() {
         let e = parse(&["--max-startups", "20:30:10"]).unwrap_err();
-        assert!(e.contains("--max-startups") && e.contains("START ≤ FULL"), "{e}");
+        assert!(
+            e.contains("--max-startups") && e.contains("START ≤ FULL"),
+            "{e}"
+        );
         let e = parse(&["--max-memory", "1KiB"]).unwrap_err();
         assert!(e.contains("--max-memory") && e.contains("64KiB"), "{e}");
         let e = parse(&["--max-sessions", "0"]).unwrap_err();
@@ -573,7 +576,10 @@ mod tests {
     fn a_keyless_worker_on_a_non_loopback_address_needs_insecure_no_key() {
         for listen in ["0.0.0.0:7700", "10.1.2.3:7700", "[::]:7700"] {
             let e = limits(&["--listen", listen], None).unwrap_err();
-            assert!(e.contains("--key FILE") && e.contains("--insecure-no-key"), "{e}");
+            assert!(
+                e.contains("--key FILE") && e.contains("--insecure-no-key"),
+                "{e}"
+            );
             assert!(e.contains(listen), "{e}");
             limits(&["--listen", listen, "--insecure-no-key"], None).unwrap();
             limits(&["--listen", listen], Some(Key::new(&[1; 32]).unwrap())).unwrap();

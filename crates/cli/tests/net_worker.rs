@@ -27,7 +27,9 @@ impl Drop for Kill {
 }
 
 fn fds(pid: u32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().count()
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count()
 }
 
 /// Our own soft fd limit raised to hold `n` sockets and the rest.
@@ -134,7 +136,10 @@ fn a_keyed_worker_at_ulimit_1024_serves_a_master_while_1000_slow_peers_are_held(
     // At most 100 strangers (--max-startups 10:30:100) and a few of its own:
     // far from the 1,024 the peers used to take.
     assert!(held_fds <= 100 + 20, "{held_fds} fds while held");
-    assert!(during_fds <= 100 + 30, "{during_fds} fds during the session");
+    assert!(
+        during_fds <= 100 + 30,
+        "{during_fds} fds during the session"
+    );
     let _ = std::fs::remove_file(&key_path);
 }
 
@@ -188,7 +193,11 @@ fn a_silent_stranger_is_dropped_at_the_login_grace_deadline() {
     s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     let mut got = String::new();
     std::io::Read::read_to_string(&mut s, &mut got).unwrap();
-    assert!(t0.elapsed() >= Duration::from_millis(450), "{:?}", t0.elapsed());
+    assert!(
+        t0.elapsed() >= Duration::from_millis(450),
+        "{:?}",
+        t0.elapsed()
+    );
     assert_eq!(
         got,
         "firmtime-net-ctl 1 refused no authenticated first message within 500ms of \

@@ -230,7 +230,8 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 fn unhex(text: &str) -> Option<Vec<u8>> {
-    if text.len() % 2 != 0 || !text.is_ascii() {
+    // Hex digits only: from_str_radix alone would take "+a" as 0x0a.
+    if text.len() % 2 != 0 || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
     }
     (0..text.len())
@@ -660,6 +661,7 @@ mod tests {
         assert_eq!(unhex("0001abff").unwrap(), b);
         assert!(unhex("abc").is_none());
         assert!(unhex("zz").is_none());
+        assert!(unhex("+a").is_none(), "a sign is not a hex digit");
     }
 
     #[test]
@@ -673,6 +675,58 @@ mod tests {
         assert_eq!(j, r#"{"type":"error","message":"x"}"#);
         let back: Request = serde_json::from_str(r#"{"type":"stats"}"#).unwrap();
         assert_eq!(back, Request::Stats);
+    }
+
+    #[test]
+    fn greeting_and_refusal_parsers_accept_only_their_exact_form() {
+        let n = [0xabu8; 32];
+        let g = format!("{GREETING} {PROTOCOL} {}", hex(&n));
+        assert_eq!(master_greeting(&g), Some(n));
+        let w = worker_greeting(&n, true);
+        assert_eq!(w, format!("{g} key\n"));
+        for bad in [
+            format!("{GREETING} 2 {}", hex(&n)),
+            format!("{GREETING} {PROTOCOL} {}", hex(&n[..31])),
+            format!("{GREETING} {PROTOCOL} {} x", hex(&n)),
+            format!("{GREETING} {PROTOCOL} {}zz", &hex(&n)[2..]),
+            format!("{GREETING} {PROTOCOL} {}é", &hex(&n)[1..]),
+            String::new(),
+        ] {
+            assert_eq!(master_greeting(&bad), None, "{bad:?}");
+        }
+        let r = refusal_line("too many");
+        assert_eq!(refusal(r.trim_end()), Some("too many"));
+        assert_eq!(refusal(&g), None);
+        assert_eq!(refusal("firmtime-net-ctl 1 refusedx"), None);
+        // Random and mutated lines: never a panic, never a false accept.
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for i in 0..100_000 {
+            let mut b = if i % 2 == 0 {
+                g.clone().into_bytes()
+            } else {
+                Vec::new()
+            };
+            for _ in 0..(next() % 8) {
+                let at = (next() as usize) % (b.len() + 1);
+                b.insert(at, next() as u8);
+            }
+            if !b.is_empty() && i % 3 == 0 {
+                let at = (next() as usize) % b.len();
+                b.remove(at);
+            }
+            let line = String::from_utf8_lossy(&b);
+            if let Some(got) = master_greeting(&line) {
+                assert_eq!(line.split_whitespace().count(), 3, "{line:?}");
+                assert!(line.to_lowercase().contains(&hex(&got)), "{line:?}");
+            }
+            let _ = refusal(&line);
+        }
     }
 
     #[test]

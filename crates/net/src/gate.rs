@@ -159,7 +159,7 @@ pub struct GateStats {
     pub malformed: u64,
     /// Strangers whose first message's MAC failed (no key or another key).
     pub refused: u64,
-    /// Strangers that closed their connection before authenticating.
+    /// Strangers that closed their connection (or whose socket failed) before authenticating.
     pub abandoned: u64,
 }
 
@@ -434,6 +434,7 @@ fn accept_some(
                     }
                 }
                 if stream.set_nonblocking(true).is_err() {
+                    counters.abandoned.fetch_add(1, Ordering::Relaxed);
                     continue;
                 }
                 pending.push_back(Pending {
@@ -472,11 +473,13 @@ fn authenticate(p: Pending, key: Option<&Key>, counters: &GateCounters) -> Optio
         nonces,
         ..
     } = p;
-    let nonces = nonces?;
-    if stream.set_nonblocking(false).is_err() {
+    let conn = nonces
+        .filter(|_| stream.set_nonblocking(false).is_ok())
+        .and_then(|nonces| Conn::from_greeted(stream, key.cloned(), peer, nonces, buf).ok());
+    let Some(mut conn) = conn else {
+        counters.abandoned.fetch_add(1, Ordering::Relaxed);
         return None;
-    }
-    let mut conn = Conn::from_greeted(stream, key.cloned(), peer, nonces, buf).ok()?;
+    };
     // The first line is in the read-ahead: this reads no socket; the timeout bounds the error's write.
     let _ = conn.set_timeout(Some(Duration::from_secs(1)));
     match conn.recv::<Request>() {

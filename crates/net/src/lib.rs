@@ -88,13 +88,13 @@ pub mod worker;
 
 pub use block::{BlockId, BlockSet, BlockSpec, Direction, Flow, Layout};
 pub use error::{Error, ErrorKind, Result};
+pub use gate::{GateConfig, GateStats, Startups};
 pub use master::{
     Deadline, LatePolicy, Master, MasterConfig, MasterStats, Outcome, PeriodReport, WaitMode,
 };
 pub use processor::{Processor, Transform, Work, WorkMode};
 pub use reassembly::{Accepted, Reassembler};
 pub use sample::{Sample, SampleType};
-pub use gate::{GateConfig, GateStats, Startups};
 pub use server::{ServerConfig, ServerEvent, WorkerServer};
 pub use session::{connect, Link, LinkStatus, SessionConfig};
 pub use wire::{decode, DropCounts, DropReason, Encoder, Header, Key, Packet};

@@ -682,18 +682,18 @@ impl<'a> Grant<'a> {
             .map_err(|_| Error::invalid("the worker's session budget is poisoned"))?;
         if b.0 >= sh.max_sessions {
             return Err(Error::invalid(format!(
-                    "this worker serves at most {} sessions at once (its --max-sessions) and all \
+                "this worker serves at most {} sessions at once (its --max-sessions) and all \
                      are in use: try again later or use another worker",
-                    sh.max_sessions
+                sh.max_sessions
             )));
         }
         if b.1 + bytes > sh.max_memory {
             return Err(Error::invalid(format!(
-                    "this session needs {} KiB of buffers and the worker has {} KiB left of its \
+                "this session needs {} KiB of buffers and the worker has {} KiB left of its \
                      {} KiB (its --max-memory): use a smaller layout or another worker",
-                    bytes.div_ceil(1024),
-                    (sh.max_memory - b.1) / 1024,
-                    sh.max_memory / 1024
+                bytes.div_ceil(1024),
+                (sh.max_memory - b.1) / 1024,
+                sh.max_memory / 1024
             )));
         }
         b.0 += 1;

@@ -146,9 +146,15 @@ fn a_slow_loris_is_dropped_at_the_handshake_deadline_however_often_it_sends() {
     );
     let held = closed - t0;
     assert!(sent >= 4 && sent < greeting.len(), "sent {sent} bytes");
-    assert!(held >= grace - Duration::from_millis(50), "dropped after {held:?}");
+    assert!(
+        held >= grace - Duration::from_millis(50),
+        "dropped after {held:?}"
+    );
     // Generous: the VM may stall, but not for the old "forever".
-    assert!(held < grace + Duration::from_secs(5), "dropped after {held:?}");
+    assert!(
+        held < grace + Duration::from_secs(5),
+        "dropped after {held:?}"
+    );
     // A stranger that greeted fast but trickles its first message is dropped too.
     let t0 = Instant::now();
     let mut raw = Raw::greet(srv.local_addr(), Some(&KEY));
@@ -162,7 +168,11 @@ fn a_slow_loris_is_dropped_at_the_handshake_deadline_however_often_it_sends() {
     assert!(held >= grace - Duration::from_millis(50), "{held:?}");
     assert!(held < grace + Duration::from_secs(5), "{held:?}");
     let g = srv.gate_stats();
-    assert_eq!((g.timed_out, g.authenticated, g.pending), (2, 0, 0), "{g:?}");
+    assert_eq!(
+        (g.timed_out, g.authenticated, g.pending),
+        (2, 0, 0),
+        "{g:?}"
+    );
 }
 
 #[test]
@@ -202,7 +212,10 @@ fn the_unauthenticated_cap_drops_the_oldest_strangers_and_never_holds_more_than_
     }
     let g = srv.gate_stats();
     assert_eq!(g.accepted, 40, "{g:?}");
-    assert!(most <= 8 && g.pending <= 8 && g.pending >= 4, "{g:?}, most {most}");
+    assert!(
+        most <= 8 && g.pending <= 8 && g.pending >= 4,
+        "{g:?}, most {most}"
+    );
     assert_eq!(g.early_dropped, 40 - g.pending, "{g:?}");
     // The first (oldest) were dropped with a reason; the last 4 are still pending.
     let (said, eof) = read_to_eof(&mut held[0], Duration::from_secs(5));
@@ -283,9 +296,16 @@ fn a_bad_mac_or_an_overlong_first_line_is_refused_before_any_thread() {
     junk.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
     let (said, eof) = read_to_eof(&mut junk, Duration::from_secs(5));
     assert!(eof.is_some());
-    assert!(said.contains("refused not a firmtime-net-ctl 1 greeting"), "{said:?}");
+    assert!(
+        said.contains("refused not a firmtime-net-ctl 1 greeting"),
+        "{said:?}"
+    );
     let g = srv.gate_stats();
-    assert_eq!((g.refused, g.malformed, g.authenticated), (2, 2, 0), "{g:?}");
+    assert_eq!(
+        (g.refused, g.malformed, g.authenticated),
+        (2, 2, 0),
+        "{g:?}"
+    );
     assert_eq!(srv.connections(), 0);
 }
 
@@ -369,4 +389,54 @@ fn a_keyless_worker_refuses_a_non_loopback_address_unless_told_it_is_insecure() 
     c.insecure_no_key = false;
     c.key = Some(Key::new(&KEY).unwrap());
     WorkerServer::start(c).unwrap().stop();
+}
+
+#[test]
+fn random_bytes_from_many_strangers_leave_the_gate_serving_and_accounted() {
+    let srv = server(|c| c.gate.login_grace = Duration::from_secs(2));
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let greeting = format!("firmtime-net-ctl 1 {}\n", hex(&[9; 32]));
+    for i in 0..200u64 {
+        let mut s = TcpStream::connect(srv.local_addr()).unwrap();
+        let mut b: Vec<u8> = match i % 4 {
+            0 => Vec::new(),
+            1 => greeting.clone().into_bytes(),
+            2 => greeting.as_bytes()[..(next() % 80) as usize].to_vec(),
+            _ => format!("{greeting}- ").into_bytes(),
+        };
+        let n = next() % 6000;
+        b.extend((0..n).map(|_| next() as u8));
+        if next() % 2 == 0 {
+            b.push(b'\n');
+        }
+        let _ = s.write_all(&b);
+    }
+    // Every stranger has left the gate one way or another.
+    let t = Instant::now();
+    let done = |g: GateStats| {
+        g.accepted == 200
+            && g.pending == 0
+            && g.timed_out
+                + g.early_dropped
+                + g.malformed
+                + g.refused
+                + g.abandoned
+                + g.authenticated
+                == 200
+    };
+    while !done(srv.gate_stats()) && t.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let g = srv.gate_stats();
+    assert!(done(g), "{g:?}");
+    assert_eq!(g.authenticated, 0, "{g:?}");
+    let mut m = Raw::greet(srv.local_addr(), Some(&KEY));
+    m.send(r#"{"type":"ping","n":0}"#);
+    assert_eq!(m.recv(), r#"{"type":"pong","n":0}"#);
 }
