@@ -18,6 +18,7 @@ Usage: scripts/net-slowloris.py            (builds the release binary)
 
 import json
 import os
+import re
 import resource
 import select
 import socket
@@ -201,9 +202,15 @@ def run(ft, label, extra):
         a.stop()
         time.sleep(2)
         row("2 s after the attacker closed everything", w.figures())
-        dropped = [l.strip() for l in w.log if l.startswith("dropped unauthenticated")]
-        if dropped:
-            print(f"  worker log: {len(dropped)} drop summaries, last: {dropped[-1]}")
+        sums = [0, 0, 0]
+        for line in w.log:
+            m = re.match(r"dropped unauthenticated connections: (\d+) at .*?, (\d+) early .*?, "
+                         r"(\d+) not the protocol", line)
+            if m:
+                sums = [a + int(b) for a, b in zip(sums, m.groups())]
+        if any(sums):
+            print(f"  worker log: dropped {sums[0]} at the deadline, {sums[1]} early, "
+                  f"{sums[2]} not the protocol")
         w.stop()
     os.unlink(key)
 

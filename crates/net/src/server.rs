@@ -3,7 +3,7 @@
 //!
 //! [`WorkerServer::start`] binds both, then runs three kinds of threads:
 //! the data thread owns the [`Worker`] and serves every stream (it may run
-//! under SCHED_FIFO); the accept thread is the [`gate`](crate::gate), which
+//! under SCHED_FIFO); the accept thread is the [`gate`](mod@crate::gate), which
 //! holds every unauthenticated connection within its bounds (a handshake
 //! deadline and a cap with early drop, no thread per stranger); one thread
 //! per authenticated connection (at most [`ServerConfig::max_connections`])
