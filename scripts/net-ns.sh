@@ -28,9 +28,11 @@ ns_down() {
 
 # ns_start_worker I: (re)starts the worker in namespace I; prints nothing.
 ns_start_worker() {
-    local i=$1
+    local i=$1 open=()
+    # Keyless only on the namespaces' private bridge, which nothing else reaches.
+    [ -n "${NS_KEY:-}" ] || open=(--insecure-no-key)
     ip netns exec "${NS_WORKERS[$i]}" "$FT" net worker --listen "0.0.0.0:$NS_PORT" \
-        ${NS_KEY:+--key "$NS_KEY"} 2>>"${NS_LOG:-/dev/null}" &
+        ${NS_KEY:+--key "$NS_KEY"} "${open[@]}" 2>>"${NS_LOG:-/dev/null}" &
     NS_PIDS[$i]=$!
 }
 

@@ -4,10 +4,11 @@
 use crate::args::{self, UsageError};
 use crate::Outcome;
 use anyhow::Context;
+use clap::builder::TypedValueParser;
 use clap::{Args, Subcommand};
 use firmtime_net::bench::{self, BenchConfig, BenchReport, Ramp};
 use firmtime_net::{
-    discovery, Key, ServerConfig, ServerEvent, WaitMode, Work, WorkMode, WorkerServer,
+    discovery, Key, ServerConfig, ServerEvent, Startups, WaitMode, Work, WorkMode, WorkerServer,
 };
 use firmtime_rt::outliers::Notes;
 use firmtime_rt::sched::Policy;
@@ -23,6 +24,16 @@ pub enum NetCommand {
     /// Serve sessions: TCP control and UDP data on one address and port.
     ///
     /// Runs until SIGINT, SIGTERM or SIGHUP. Logs sessions to stderr.
+    ///
+    /// Before a connection authenticates (its first message's MAC verified)
+    /// it gets no thread and a few KiB: one thread reads every pending
+    /// handshake, each must finish within --login-grace, and at most
+    /// --max-startups FULL are pending (the oldest dropped early, as sshd's
+    /// MaxStartups). Authenticated connections, sessions and their buffer
+    /// memory are capped too (--max-connections, --max-sessions,
+    /// --max-memory), with or without a key. Without --key the worker
+    /// listens only on loopback unless given --insecure-no-key.
+    /// See docs/NET.md, "Before authentication".
     Worker(WorkerArgs),
     /// Drive one master per worker from a periodic SCHED_FIFO loop and report late periods.
     ///
@@ -50,9 +61,39 @@ pub struct WorkerArgs {
     /// Address and port for both TCP control and UDP data (0.0.0.0 receives discovery broadcasts).
     #[arg(long, default_value = "0.0.0.0:7700")]
     listen: SocketAddr,
-    /// Pre-shared key file (at least 16 random bytes). Without it the worker is unauthenticated.
+    /// Pre-shared key file (at least 16 random bytes). Without it the worker is
+    /// unauthenticated and listens only on a loopback address (see --insecure-no-key).
     #[arg(long)]
     key: Option<PathBuf>,
+    /// Without --key, listen on a non-loopback address anyway: anyone who
+    /// reaches the port can then run sessions on this machine.
+    #[arg(long)]
+    insecure_no_key: bool,
+    /// Whole-handshake deadline: a connection that has not sent its greeting
+    /// and an authenticated first message this long after connecting is
+    /// dropped, however many bytes it trickles (sshd's LoginGraceTime, 120s there).
+    #[arg(long, default_value = "10s", value_parser = args::duration)]
+    login_grace: Duration,
+    /// Cap on unauthenticated connections, START:RATE:FULL (sshd's
+    /// MaxStartups): from START pending, each new connection drops the oldest
+    /// pending one with probability RATE %, rising to 100 % at FULL.
+    /// One number N means N:100:N.
+    #[arg(long, default_value = "10:30:100", value_parser = startups)]
+    max_startups: Startups,
+    /// Authenticated control connections at once (sessions, stats, describe);
+    /// one more is refused with an error.
+    #[arg(long, default_value_t = firmtime_net::server::DEFAULT_MAX_CONNECTIONS,
+          value_parser = clap::value_parser!(u32).range(1..=100_000).map(|v| v as usize))]
+    max_connections: usize,
+    /// Sessions (streams) at once; one more setup is refused with an error.
+    #[arg(long, default_value_t = firmtime_net::server::DEFAULT_MAX_SESSIONS,
+          value_parser = clap::value_parser!(u32).range(1..=100_000).map(|v| v as usize))]
+    max_sessions: usize,
+    /// Stream buffer memory of all sessions together (64KiB…; a 64-frame
+    /// stereo f32 session needs about 66 KiB, the largest layout ~450 MiB);
+    /// a setup that would exceed it is refused with an error.
+    #[arg(long, default_value = "256MiB", value_parser = max_memory)]
+    max_memory: u64,
     /// Scheduling policy of the data thread, e.g. fifo:70 or other.
     #[arg(long, default_value = "fifo:70")]
     priority: Policy,
@@ -150,6 +191,32 @@ pub struct StatsArgs {
     key: Option<PathBuf>,
 }
 
+/// The worker's bounds from its flags; refuses a keyless worker on a
+/// non-loopback address without --insecure-no-key.
+fn set_limits(cfg: &mut ServerConfig, a: &WorkerArgs) -> Result<(), UsageError> {
+    cfg.insecure_no_key = a.insecure_no_key;
+    cfg.gate.login_grace = a.login_grace;
+    cfg.gate.startups = a.max_startups;
+    cfg.max_connections = a.max_connections;
+    cfg.max_sessions = a.max_sessions;
+    cfg.max_memory = a.max_memory;
+    cfg.validate().map_err(|e| UsageError(e.to_string()))
+}
+
+/// clap value parser for `--max-startups`.
+fn startups(text: &str) -> Result<Startups, String> {
+    text.parse::<Startups>().map_err(|e| e.to_string())
+}
+
+/// clap value parser for `--max-memory`: a size from 64 KiB.
+fn max_memory(text: &str) -> Result<u64, String> {
+    let n = args::size(text)?;
+    if n < 64 << 10 {
+        return Err(format!("{text} is less than 64KiB (one small session)"));
+    }
+    Ok(n)
+}
+
 fn key(path: &Option<PathBuf>) -> anyhow::Result<Option<Key>> {
     path.as_ref()
         .map(|p| Key::from_file(p).map_err(anyhow::Error::from))
@@ -177,6 +244,7 @@ pub fn run(c: NetCommand) -> anyhow::Result<Outcome> {
 fn worker(a: WorkerArgs) -> anyhow::Result<Outcome> {
     let mut cfg = ServerConfig::new(a.listen);
     cfg.key = key(&a.key)?;
+    set_limits(&mut cfg, &a)?;
     cfg.mtu = a.mtu;
     cfg.data_policy = Some(a.priority);
     if !a.plugin_dirs.is_empty() {
@@ -237,6 +305,11 @@ fn worker(a: WorkerArgs) -> anyhow::Result<Outcome> {
             } => eprintln!("session from {peer}: stream {stream_id} ended: {reason}"),
             ServerEvent::Refused { peer, message } => eprintln!("refused {peer}: {message}"),
             ServerEvent::DataError { message } => eprintln!("data socket: {message}"),
+            ServerEvent::PreAuthDropped(g) => eprintln!(
+                "dropped unauthenticated connections: {} at the --login-grace deadline, {} early \
+                 (--max-startups), {} not the protocol; {} pending",
+                g.timed_out, g.early_dropped, g.malformed, g.pending
+            ),
         }
     }
     server.stop();
@@ -423,4 +496,97 @@ fn stats(a: StatsArgs) -> anyhow::Result<Outcome> {
     let r = firmtime_net::control::query_stats(addr, key(&a.key)?, Duration::from_secs(2))?;
     println!("{}", serde_json::to_string_pretty(&r)?);
     Ok(Outcome::Ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Worker {
+        #[command(flatten)]
+        a: WorkerArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<WorkerArgs, String> {
+        Worker::try_parse_from(std::iter::once("worker").chain(args.iter().copied()))
+            .map(|w| w.a)
+            .map_err(|e| e.to_string())
+    }
+
+    fn limits(args: &[&str], key: Option<Key>) -> Result<ServerConfig, String> {
+        let a = parse(args)?;
+        let mut cfg = ServerConfig::new(a.listen);
+        cfg.key = key;
+        set_limits(&mut cfg, &a).map_err(|e| e.0)?;
+        Ok(cfg)
+    }
+
+    #[test]
+    fn worker_bounds_default_to_sshd_like_values() {
+        let c = limits(&["--listen", "127.0.0.1:7700"], None).unwrap();
+        assert_eq!(c.gate.login_grace, Duration::from_secs(10));
+        assert_eq!(c.gate.startups, Startups::DEFAULT);
+        assert_eq!(c.max_connections, 128);
+        assert_eq!(c.max_sessions, 64);
+        assert_eq!(c.max_memory, 256 << 20);
+        assert!(!c.insecure_no_key);
+        let c = limits(
+            &[
+                "--listen",
+                "127.0.0.1:7700",
+                "--login-grace",
+                "2s",
+                "--max-startups",
+                "5:50:20",
+                "--max-connections",
+                "3",
+                "--max-sessions",
+                "2",
+                "--max-memory",
+                "1MiB",
+            ],
+            None,
+        )
+        .unwrap();
+        assert_eq!(c.gate.login_grace, Duration::from_secs(2));
+        assert_eq!(c.gate.startups.to_string(), "5:50:20");
+        assert_eq!((c.max_connections, c.max_sessions), (3, 2));
+        assert_eq!(c.max_memory, 1 << 20);
+    }
+
+    #[test]
+    fn bad_worker_bounds_are_usage_errors_naming_the_flag_and_range() {
+        let e = parse(&["--max-startups", "20:30:10"]).unwrap_err();
+        assert!(
+            e.contains("--max-startups") && e.contains("START ≤ FULL"),
+            "{e}"
+        );
+        let e = parse(&["--max-memory", "1KiB"]).unwrap_err();
+        assert!(e.contains("--max-memory") && e.contains("64KiB"), "{e}");
+        let e = parse(&["--max-sessions", "0"]).unwrap_err();
+        assert!(e.contains("--max-sessions"), "{e}");
+        let e = parse(&["--max-connections", "0"]).unwrap_err();
+        assert!(e.contains("--max-connections"), "{e}");
+        let e = limits(&["--listen", "127.0.0.1:1", "--login-grace", "0s"], None).unwrap_err();
+        assert!(e.contains("login-grace"), "{e}");
+    }
+
+    #[test]
+    fn a_keyless_worker_on_a_non_loopback_address_needs_insecure_no_key() {
+        for listen in ["0.0.0.0:7700", "10.1.2.3:7700", "[::]:7700"] {
+            let e = limits(&["--listen", listen], None).unwrap_err();
+            assert!(
+                e.contains("--key FILE") && e.contains("--insecure-no-key"),
+                "{e}"
+            );
+            assert!(e.contains(listen), "{e}");
+            limits(&["--listen", listen, "--insecure-no-key"], None).unwrap();
+            limits(&["--listen", listen], Some(Key::new(&[1; 32]).unwrap())).unwrap();
+        }
+        for listen in ["127.0.0.1:7700", "127.9.9.9:7700", "[::1]:7700"] {
+            limits(&["--listen", listen], None).unwrap();
+        }
+    }
 }

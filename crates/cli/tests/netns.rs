@@ -79,6 +79,8 @@ impl Net {
         let child = Command::new("ip")
             .args(["netns", "exec", &self.workers[i], EXE, "net", "worker"])
             .args(["--listen", &format!("0.0.0.0:{PORT}")])
+            // Keyless on the namespaces' private bridge (nothing else reaches it).
+            .arg("--insecure-no-key")
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

@@ -21,6 +21,14 @@
 //! (itself without a MAC, since the master's key is not to be trusted) and
 //! closes the connection.
 //!
+//! A master's first message is a [`Request::Ping`] (sent by
+//! [`Conn::connect`]): a worker with a key treats the connection as a
+//! stranger's until that short first line's MAC is verified, and bounds
+//! everything before it (see [`gate`](crate::gate)). A worker that drops a
+//! stranger before authentication may say why in one clear-text line,
+//! `firmtime-net-ctl 1 refused <reason>`, in place of its greeting or of
+//! the first reply.
+//!
 //! One connection is one session (at most one [`Request::Setup`]); the
 //! stream lives while the connection does. See docs/NET.md.
 //!
@@ -34,7 +42,7 @@ use crate::processor::{Transform, Work};
 use crate::remote::{PluginDescription, PluginSetup};
 use crate::wire::{DropCounts, Key, MAC_LEN};
 use serde::{Deserialize, Serialize};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Chain, Cursor, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
@@ -44,6 +52,13 @@ pub const PROTOCOL: u32 = 1;
 pub const GREETING: &str = "firmtime-net-ctl";
 /// Longest line accepted (a layout of thousands of blocks fits).
 pub const MAX_LINE: usize = 1 << 20;
+/// Longest greeting line a worker reads from a stranger (a master's is 84 bytes).
+pub const MAX_GREETING: usize = 256;
+/// Longest first message a worker reads before it is authenticated (a
+/// master's first message, a ping, is about 60 bytes).
+pub const MAX_FIRST_LINE: usize = 4096;
+/// Second word of the clear-text line with which a worker drops a stranger.
+pub const REFUSED: &str = "refused";
 
 /// What a master asks of a worker.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -175,7 +190,8 @@ impl Role {
 /// One authenticated control connection.
 #[derive(Debug)]
 pub struct Conn {
-    reader: BufReader<TcpStream>,
+    /// Bytes a worker's gate read ahead of the first message, then the socket.
+    reader: BufReader<Chain<Cursor<Vec<u8>>, TcpStream>>,
     writer: TcpStream,
     key: Option<Key>,
     role: Role,
@@ -214,7 +230,8 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 fn unhex(text: &str) -> Option<Vec<u8>> {
-    if text.len() % 2 != 0 || !text.is_ascii() {
+    // Hex digits only: from_str_radix alone would take "+a" as 0x0a.
+    if text.len() % 2 != 0 || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
     }
     (0..text.len())
@@ -257,6 +274,9 @@ impl Conn {
         let greet = format!("{GREETING} {PROTOCOL} {}\n", hex(&conn.master_nonce));
         conn.write_raw(greet.as_bytes())?;
         let line = conn.read_line()?;
+        if let Some(why) = refusal(&line) {
+            return Err(refused(addr, why));
+        }
         let words: Vec<&str> = line.split_whitespace().collect();
         let nonce = match words.as_slice() {
             [g, v, n, k] if *g == GREETING && *v == PROTOCOL.to_string() => {
@@ -278,6 +298,40 @@ impl Conn {
                 ),
             ));
         }
+        // A short first message, so that the worker authenticates this
+        // connection before it gives it more than a stranger's bounds.
+        conn.send(&Request::Ping { n: 0 })?;
+        let line = conn.read_line()?;
+        if let Some(why) = refusal(&line) {
+            return Err(refused(addr, why));
+        }
+        match conn.decode::<Reply>(&line)? {
+            Reply::Pong { n: 0 } => Ok(conn),
+            Reply::Error { message } => Err(refused(addr, &message)),
+            other => Err(protocol_error(
+                addr,
+                &format!("unexpected answer to the first ping: {other:?}"),
+            )),
+        }
+    }
+
+    /// Wraps a master's connection whose greetings a worker's gate has
+    /// exchanged: `read_ahead` holds what the master sent after its
+    /// greeting (its first message, perhaps more).
+    ///
+    /// # Errors
+    /// The socket cannot be duplicated.
+    pub fn from_greeted(
+        stream: TcpStream,
+        key: Option<Key>,
+        peer: SocketAddr,
+        nonces: Nonces,
+        read_ahead: Vec<u8>,
+    ) -> Result<Self> {
+        let _ = stream.set_nodelay(true);
+        let mut conn = Self::wrap_with(stream, key, Role::Worker, peer, read_ahead)?;
+        conn.worker_nonce = nonces.worker;
+        conn.master_nonce = nonces.master;
         Ok(conn)
     }
 
@@ -293,33 +347,32 @@ impl Conn {
         let mut conn = Self::wrap(stream, key, Role::Worker, peer)?;
         conn.set_timeout(Some(timeout))?;
         let line = conn.read_line()?;
-        let words: Vec<&str> = line.split_whitespace().collect();
-        let nonce = match words.as_slice() {
-            [g, v, n] if *g == GREETING && *v == PROTOCOL.to_string() => {
-                unhex(n).filter(|n| n.len() == 32)
-            }
-            _ => None,
-        };
-        let Some(nonce) = nonce else {
+        let Some(master) = master_greeting(&line) else {
             return Err(protocol_error(peer, "bad greeting"));
         };
-        conn.master_nonce.copy_from_slice(&nonce);
+        conn.master_nonce = master;
         conn.worker_nonce = nonce_or_zero();
-        let greet = format!(
-            "{GREETING} {PROTOCOL} {} {}\n",
-            hex(&conn.worker_nonce),
-            if conn.key.is_some() { "key" } else { "nokey" }
-        );
+        let greet = worker_greeting(&conn.worker_nonce, conn.key.is_some());
         conn.write_raw(greet.as_bytes())?;
         Ok(conn)
     }
 
     fn wrap(stream: TcpStream, key: Option<Key>, role: Role, peer: SocketAddr) -> Result<Self> {
+        Self::wrap_with(stream, key, role, peer, Vec::new())
+    }
+
+    fn wrap_with(
+        stream: TcpStream,
+        key: Option<Key>,
+        role: Role,
+        peer: SocketAddr,
+        read_ahead: Vec<u8>,
+    ) -> Result<Self> {
         let writer = stream
             .try_clone()
             .map_err(|e| Error::io("duplicating the control socket", e))?;
         Ok(Self {
-            reader: BufReader::new(stream),
+            reader: BufReader::new(Cursor::new(read_ahead).chain(stream)),
             writer,
             key,
             role,
@@ -330,6 +383,16 @@ impl Conn {
             peer,
             peer_has_key: false,
         })
+    }
+
+    /// Another handle on the socket (to shut the connection down from another thread).
+    ///
+    /// # Errors
+    /// The socket cannot be duplicated.
+    pub fn try_clone_stream(&self) -> Result<TcpStream> {
+        self.writer
+            .try_clone()
+            .map_err(|e| Error::io("duplicating the control socket", e))
     }
 
     /// The peer's address.
@@ -438,6 +501,10 @@ impl Conn {
     /// [`Reply::Error`] is returned as `Ok` so that the master can report it.
     pub fn recv<T: for<'de> Deserialize<'de>>(&mut self) -> Result<T> {
         let line = self.read_line()?;
+        self.decode(&line)
+    }
+
+    fn decode<T: for<'de> Deserialize<'de>>(&mut self, line: &str) -> Result<T> {
         let Some((tag, json)) = line.split_once(' ') else {
             return Err(protocol_error(self.peer, "a line without a MAC field"));
         };
@@ -474,6 +541,60 @@ impl Conn {
         }
         Ok(msg)
     }
+}
+
+/// The nonces of a connection's greetings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Nonces {
+    /// The worker's.
+    pub worker: [u8; 32],
+    /// The master's.
+    pub master: [u8; 32],
+}
+
+/// The master's nonce from its greeting line (without the newline), or
+/// `None` if the line is not a greeting of this protocol.
+pub fn master_greeting(line: &str) -> Option<[u8; 32]> {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    match words.as_slice() {
+        [g, v, n] if *g == GREETING && *v == PROTOCOL.to_string() => {
+            unhex(n).filter(|n| n.len() == 32).map(|n| {
+                let mut a = [0u8; 32];
+                a.copy_from_slice(&n);
+                a
+            })
+        }
+        _ => None,
+    }
+}
+
+/// A worker's greeting line, newline included.
+pub fn worker_greeting(worker_nonce: &[u8; 32], keyed: bool) -> String {
+    format!(
+        "{GREETING} {PROTOCOL} {} {}\n",
+        hex(worker_nonce),
+        if keyed { "key" } else { "nokey" }
+    )
+}
+
+/// The clear-text line with which a worker drops a stranger, newline included.
+pub fn refusal_line(why: &str) -> String {
+    format!("{GREETING} {PROTOCOL} {REFUSED} {why}\n")
+}
+
+/// The reason of a worker's refusal line, or `None` if `line` is not one.
+pub fn refusal(line: &str) -> Option<&str> {
+    line.strip_prefix(GREETING)?
+        .strip_prefix(' ')?
+        .strip_prefix(PROTOCOL.to_string().as_str())?
+        .strip_prefix(' ')?
+        .strip_prefix(REFUSED)?
+        .strip_prefix(' ')
+}
+
+/// A fresh worker nonce.
+pub fn worker_nonce() -> [u8; 32] {
+    nonce_or_zero()
 }
 
 fn nonce_or_zero() -> [u8; 32] {
@@ -540,6 +661,7 @@ mod tests {
         assert_eq!(unhex("0001abff").unwrap(), b);
         assert!(unhex("abc").is_none());
         assert!(unhex("zz").is_none());
+        assert!(unhex("+a").is_none(), "a sign is not a hex digit");
     }
 
     #[test]
@@ -553,6 +675,58 @@ mod tests {
         assert_eq!(j, r#"{"type":"error","message":"x"}"#);
         let back: Request = serde_json::from_str(r#"{"type":"stats"}"#).unwrap();
         assert_eq!(back, Request::Stats);
+    }
+
+    #[test]
+    fn greeting_and_refusal_parsers_accept_only_their_exact_form() {
+        let n = [0xabu8; 32];
+        let g = format!("{GREETING} {PROTOCOL} {}", hex(&n));
+        assert_eq!(master_greeting(&g), Some(n));
+        let w = worker_greeting(&n, true);
+        assert_eq!(w, format!("{g} key\n"));
+        for bad in [
+            format!("{GREETING} 2 {}", hex(&n)),
+            format!("{GREETING} {PROTOCOL} {}", hex(&n[..31])),
+            format!("{GREETING} {PROTOCOL} {} x", hex(&n)),
+            format!("{GREETING} {PROTOCOL} {}zz", &hex(&n)[2..]),
+            format!("{GREETING} {PROTOCOL} {}é", &hex(&n)[1..]),
+            String::new(),
+        ] {
+            assert_eq!(master_greeting(&bad), None, "{bad:?}");
+        }
+        let r = refusal_line("too many");
+        assert_eq!(refusal(r.trim_end()), Some("too many"));
+        assert_eq!(refusal(&g), None);
+        assert_eq!(refusal("firmtime-net-ctl 1 refusedx"), None);
+        // Random and mutated lines: never a panic, never a false accept.
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for i in 0..100_000 {
+            let mut b = if i % 2 == 0 {
+                g.clone().into_bytes()
+            } else {
+                Vec::new()
+            };
+            for _ in 0..(next() % 8) {
+                let at = (next() as usize) % (b.len() + 1);
+                b.insert(at, next() as u8);
+            }
+            if !b.is_empty() && i % 3 == 0 {
+                let at = (next() as usize) % b.len();
+                b.remove(at);
+            }
+            let line = String::from_utf8_lossy(&b);
+            if let Some(got) = master_greeting(&line) {
+                assert_eq!(line.split_whitespace().count(), 3, "{line:?}");
+                assert!(line.to_lowercase().contains(&hex(&got)), "{line:?}");
+            }
+            let _ = refusal(&line);
+        }
     }
 
     #[test]

@@ -16,6 +16,7 @@
 //! - [`master`] and [`worker`]: the two ends of the data plane.
 //!
 //! The control plane runs off the RT path: [`control`] (the TCP protocol),
+//! [`gate`] (the bounds a stranger meets before authenticating),
 //! [`server`] (the worker daemon), [`session`] (set up a remote stream,
 //! heartbeat, reconnect), [`discovery`] (find workers on the LAN),
 //! [`processor`] (the worker's built-in transform and work hold), [`remote`]
@@ -73,6 +74,7 @@ pub mod block;
 pub mod control;
 pub mod discovery;
 pub mod error;
+pub mod gate;
 pub mod late;
 pub mod master;
 pub mod processor;
@@ -86,6 +88,7 @@ pub mod worker;
 
 pub use block::{BlockId, BlockSet, BlockSpec, Direction, Flow, Layout};
 pub use error::{Error, ErrorKind, Result};
+pub use gate::{GateConfig, GateStats, Startups};
 pub use master::{
     Deadline, LatePolicy, Master, MasterConfig, MasterStats, Outcome, PeriodReport, WaitMode,
 };

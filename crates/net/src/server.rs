@@ -3,8 +3,13 @@
 //!
 //! [`WorkerServer::start`] binds both, then runs three kinds of threads:
 //! the data thread owns the [`Worker`] and serves every stream (it may run
-//! under SCHED_FIFO); the accept thread takes control connections; one
-//! thread per connection runs the [`control`](crate::control) protocol. A
+//! under SCHED_FIFO); the accept thread is the [`gate`](mod@crate::gate), which
+//! holds every unauthenticated connection within its bounds (a handshake
+//! deadline and a cap with early drop, no thread per stranger); one thread
+//! per authenticated connection (at most [`ServerConfig::max_connections`])
+//! runs the [`control`](crate::control) protocol. Sessions are capped in
+//! number and in buffer memory ([`ServerConfig::max_sessions`],
+//! [`ServerConfig::max_memory`]) with or without a key. A
 //! session's stream is added when its [`Setup`] is accepted and removed
 //! when its connection ends — closed, broken, or silent for longer than
 //! [`ServerConfig::heartbeat_timeout`]. What happens is reported as
@@ -19,13 +24,14 @@ use crate::block::Layout;
 use crate::control::{Conn, Reply, Request, Setup, WorkerReport};
 use crate::discovery;
 use crate::error::{Error, ErrorKind, Result};
+use crate::gate::{self, GateConfig, GateCounters, GateStats, Passed};
 use crate::processor::{Processor, WorkHandle};
 use crate::remote::{PluginAllowList, PluginDescription, PluginHost};
 use crate::wire::{Key, DEFAULT_MTU};
 use crate::worker::{StreamSpec, Worker, WorkerConfig};
 use firmtime_rt::sched::Policy;
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -47,6 +53,36 @@ pub struct ServerConfig {
     /// Directories of LADSPA plugins that authenticated masters may run
     /// (empty: none). Plugins are refused to every master when `key` is `None`.
     pub plugins: PluginAllowList,
+    /// Bounds before authentication: handshake deadline, cap on strangers.
+    pub gate: GateConfig,
+    /// Authenticated control connections served at once (sessions, stats,
+    /// describe); one more is refused with an `error`.
+    pub max_connections: usize,
+    /// Sessions served at once; one more `setup` is refused with an `error`.
+    pub max_sessions: usize,
+    /// Bytes of stream buffers all sessions together may hold (see
+    /// [`session_memory`]); a `setup` that would exceed it is refused.
+    pub max_memory: u64,
+    /// Without a key, listen on a non-loopback address anyway (anyone who
+    /// reaches the port can run sessions). Otherwise [`WorkerServer::start`]
+    /// refuses that.
+    pub insecure_no_key: bool,
+}
+
+/// Default of [`ServerConfig::max_connections`].
+pub const DEFAULT_MAX_CONNECTIONS: usize = 128;
+/// Default of [`ServerConfig::max_sessions`].
+pub const DEFAULT_MAX_SESSIONS: usize = 64;
+/// Default of [`ServerConfig::max_memory`]: 256 MiB.
+pub const DEFAULT_MAX_MEMORY: u64 = 256 << 20;
+
+/// The bytes a worker allocates for a stream of `layout`: its block set,
+/// 4 reassembly slots of the input payload and the result payload (at most
+/// 5 × input + 2 × result), plus 64 KiB for the rest.
+pub fn session_memory(layout: &Layout) -> u64 {
+    let input = layout.payload_len(crate::block::Flow::ToWorker) as u64;
+    let output = layout.payload_len(crate::block::Flow::FromWorker) as u64;
+    5 * input + 2 * output + (64 << 10)
 }
 
 impl ServerConfig {
@@ -59,7 +95,56 @@ impl ServerConfig {
             heartbeat_timeout: Duration::from_secs(3),
             data_policy: None,
             plugins: PluginAllowList::default(),
+            gate: GateConfig::default(),
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_sessions: DEFAULT_MAX_SESSIONS,
+            max_memory: DEFAULT_MAX_MEMORY,
+            insecure_no_key: false,
         }
+    }
+
+    /// Checks the bounds, and that a keyless worker listens on loopback
+    /// only unless [`Self::insecure_no_key`] says otherwise.
+    ///
+    /// # Errors
+    /// A cap is 0 or the handshake deadline is 0 or over an hour; no key on
+    /// a non-loopback address without `insecure_no_key`
+    /// ([`ErrorKind::PermissionDenied`], naming `--key` and `--insecure-no-key`).
+    pub fn validate(&self) -> Result<()> {
+        if self.key.is_none() && !self.insecure_no_key && !self.listen.ip().is_loopback() {
+            return Err(Error::new(
+                ErrorKind::PermissionDenied,
+                format!(
+                    "refusing to listen on {} without a key: anyone who reaches that address \
+                     could run sessions on this machine. Give the worker --key FILE (the same \
+                     key as its masters), listen on a loopback address (127.0.0.1), or pass \
+                     --insecure-no-key to accept that risk",
+                    self.listen
+                ),
+            ));
+        }
+        self.gate.startups.validate()?;
+        if self.gate.login_grace.is_zero() || self.gate.login_grace > Duration::from_secs(3600) {
+            return Err(Error::invalid(format!(
+                "login-grace {:?}: use a duration from 1 ms to 1 h (default 10 s)",
+                self.gate.login_grace
+            )));
+        }
+        for (name, v) in [
+            ("max-connections", self.max_connections),
+            ("max-sessions", self.max_sessions),
+        ] {
+            if v == 0 {
+                return Err(Error::invalid(format!("{name} 0: use at least 1")));
+            }
+        }
+        if self.max_memory < 64 << 10 {
+            return Err(Error::invalid(format!(
+                "max-memory {} bytes: use at least 64 KiB (one small session)",
+                self.max_memory
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -103,6 +188,10 @@ pub enum ServerEvent {
         /// The error.
         message: String,
     },
+    /// Unauthenticated connections were dropped (at most one such event a
+    /// second): `timed_out`, `early_dropped`, `malformed` and `abandoned`
+    /// count those since the last one, `pending` is the number now.
+    PreAuthDropped(GateStats),
 }
 
 /// What a stream's callback runs.
@@ -134,6 +223,13 @@ struct Shared {
     plugins: PluginAllowList,
     events: Mutex<Sender<ServerEvent>>,
     conns: Mutex<Vec<(u64, TcpStream)>>,
+    gate: GateCounters,
+    max_connections: usize,
+    connections: AtomicUsize,
+    max_sessions: usize,
+    max_memory: u64,
+    /// Sessions admitted and the buffer bytes they reserved.
+    budget: Mutex<(usize, u64)>,
 }
 
 impl Shared {
@@ -183,8 +279,10 @@ impl WorkerServer {
     /// # Errors
     /// A port cannot be bound (in use, or below 1024 without
     /// CAP_NET_BIND_SERVICE); the data thread's policy was refused (the
-    /// message says how to grant it); a thread cannot be spawned.
+    /// message says how to grant it); a thread cannot be spawned; the
+    /// configuration is refused by [`ServerConfig::validate`].
     pub fn start(config: ServerConfig) -> Result<Self> {
+        config.validate()?;
         let (tcp, udp) = bind_pair(config.listen)?;
         let addr = tcp
             .local_addr()
@@ -207,6 +305,12 @@ impl WorkerServer {
             plugins: config.plugins.clone(),
             events: Mutex::new(etx),
             conns: Mutex::new(Vec::new()),
+            gate: GateCounters::default(),
+            max_connections: config.max_connections,
+            connections: AtomicUsize::new(0),
+            max_sessions: config.max_sessions,
+            max_memory: config.max_memory,
+            budget: Mutex::new((0, 0)),
         });
         let sh = shared.clone();
         worker.add_stream(
@@ -247,7 +351,7 @@ impl WorkerServer {
         let sh = shared.clone();
         let accept = std::thread::Builder::new()
             .name("ft-net-accept".into())
-            .spawn(move || accept_loop(&tcp, &ctx, &sh))
+            .spawn(move || accept_loop(&tcp, config.gate, &ctx, &sh))
             .map_err(|e| Error::io("spawning the accept thread", e))?;
         shared.emit(ServerEvent::Listening {
             addr,
@@ -274,6 +378,16 @@ impl WorkerServer {
     /// Sessions being served.
     pub fn sessions(&self) -> u64 {
         self.shared.sessions.load(Ordering::Relaxed)
+    }
+
+    /// What the pre-authentication gate did so far, and strangers pending now.
+    pub fn gate_stats(&self) -> GateStats {
+        self.shared.gate.snapshot()
+    }
+
+    /// Authenticated control connections open now.
+    pub fn connections(&self) -> usize {
+        self.shared.connections.load(Ordering::Relaxed)
     }
 
     /// Stops every thread and ends every session.
@@ -371,60 +485,76 @@ pub fn kernel_rcvbuf_errors() -> Option<u64> {
     values.split_whitespace().nth(i)?.parse().ok()
 }
 
-fn accept_loop(tcp: &TcpListener, commands: &Sender<Command>, sh: &Arc<Shared>) {
+fn accept_loop(tcp: &TcpListener, gate: GateConfig, commands: &Sender<Command>, sh: &Arc<Shared>) {
     let mut conns: Vec<JoinHandle<()>> = Vec::new();
     let mut next_id = 0u64;
-    while !sh.stop.load(Ordering::Relaxed) {
-        match tcp.accept() {
-            Ok((stream, _)) => {
-                let _ = stream.set_nonblocking(false);
-                let id = next_id;
-                next_id += 1;
-                // Kept to shut the connection down on stop; removed when the session ends.
-                if let (Ok(c), Ok(mut list)) = (stream.try_clone(), sh.conns.lock()) {
-                    list.push((id, c));
-                }
-                let sh = sh.clone();
-                let tx = commands.clone();
-                if let Ok(h) = std::thread::Builder::new()
-                    .name("ft-net-session".into())
-                    .spawn(move || {
-                        session(stream, &tx, &sh);
-                        if let Ok(mut list) = sh.conns.lock() {
-                            list.retain(|(i, _)| *i != id);
-                        }
-                    })
-                {
-                    conns.push(h);
-                }
-                conns.retain(|h| !h.is_finished());
+    gate::run(tcp, gate, sh.key.as_ref(), &sh.stop, &sh.gate, |passed| {
+        let (mut conn, first) = match passed {
+            Passed::Authenticated(conn, first) => (conn, first),
+            Passed::Refused { peer, message } => {
+                return sh.emit(ServerEvent::Refused { peer, message })
             }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            Err(_) => std::thread::sleep(Duration::from_millis(10)),
+            Passed::Dropped(stats) => return sh.emit(ServerEvent::PreAuthDropped(stats)),
+        };
+        conns.retain(|h| !h.is_finished());
+        let peer = conn.peer();
+        if sh.connections.load(Ordering::Relaxed) >= sh.max_connections {
+            let message = format!(
+                "this worker serves at most {} control connections at once (its \
+                 --max-connections) and all are in use: try again later or use another worker",
+                sh.max_connections
+            );
+            let _ = conn.send(&Reply::Error {
+                message: message.clone(),
+            });
+            return sh.emit(ServerEvent::Refused { peer, message });
         }
-    }
+        let id = next_id;
+        next_id += 1;
+        // Kept to shut the connection down on stop; removed when the session ends.
+        if let (Ok(c), Ok(mut list)) = (conn.try_clone_stream(), sh.conns.lock()) {
+            list.push((id, c));
+        }
+        sh.connections.fetch_add(1, Ordering::Relaxed);
+        let sh2 = sh.clone();
+        let tx = commands.clone();
+        let spawned = std::thread::Builder::new()
+            .name("ft-net-session".into())
+            .spawn(move || {
+                session(*conn, first, &tx, &sh2);
+                if let Ok(mut list) = sh2.conns.lock() {
+                    list.retain(|(i, _)| *i != id);
+                }
+                sh2.connections.fetch_sub(1, Ordering::Relaxed);
+            });
+        match spawned {
+            Ok(h) => conns.push(h),
+            Err(_) => {
+                sh.connections.fetch_sub(1, Ordering::Relaxed);
+                if let Ok(mut list) = sh.conns.lock() {
+                    list.retain(|(i, _)| *i != id);
+                }
+            }
+        }
+    });
     for h in conns {
         let _ = h.join();
     }
 }
 
-fn session(stream: TcpStream, commands: &Sender<Command>, sh: &Shared) {
-    let peer = stream.peer_addr().unwrap_or(SocketAddr::from(([0; 4], 0)));
-    let mut conn = match Conn::accept(stream, sh.key.clone(), Duration::from_secs(5)) {
-        Ok(c) => c,
-        Err(e) => {
-            return sh.emit(ServerEvent::Refused {
-                peer,
-                message: e.to_string(),
-            })
-        }
-    };
+/// Serves an authenticated connection whose first request is `first`.
+fn session(mut conn: Conn, first: Request, commands: &Sender<Command>, sh: &Shared) {
+    let peer = conn.peer();
     let _ = conn.set_timeout(Some(sh.heartbeat_timeout));
     let mut stream: Option<(u32, SocketAddr, WorkHandle)> = None;
+    let mut grant: Option<Grant> = None;
+    let mut first = Some(first);
     let reason = loop {
-        let req = match conn.recv::<Request>() {
+        let next = match first.take() {
+            Some(r) => Ok(r),
+            None => conn.recv::<Request>(),
+        };
+        let req = match next {
             Ok(r) => r,
             Err(e) => {
                 if e.kind() == ErrorKind::PermissionDenied {
@@ -449,8 +579,11 @@ fn session(stream: TcpStream, commands: &Sender<Command>, sh: &Shared) {
             }
         };
         let reply = match req {
-            Request::Setup(s) if stream.is_none() => match setup(&s, peer, commands, sh) {
-                Ok((data_peer, handle)) => {
+            Request::Setup(s) if stream.is_none() => match Grant::take(&s.layout, sh)
+                .and_then(|g| setup(&s, peer, commands, sh).map(|r| (g, r)))
+            {
+                Ok((g, (data_peer, handle))) => {
+                    grant = Some(g);
                     stream = Some((s.stream_id, data_peer, handle));
                     sh.sessions.fetch_add(1, Ordering::Relaxed);
                     sh.emit(ServerEvent::SessionOpened {
@@ -528,6 +661,53 @@ fn session(stream: TcpStream, commands: &Sender<Command>, sh: &Shared) {
             stream_id,
             reason,
         });
+    }
+    drop(grant);
+}
+
+/// A session's share of [`ServerConfig::max_sessions`] and
+/// [`ServerConfig::max_memory`], given back when dropped.
+struct Grant<'a> {
+    sh: &'a Shared,
+    bytes: u64,
+}
+
+impl<'a> Grant<'a> {
+    /// Reserves a session and the buffers of `layout`, or says which cap refuses it.
+    fn take(layout: &Layout, sh: &'a Shared) -> Result<Self> {
+        let bytes = session_memory(layout);
+        let mut b = sh
+            .budget
+            .lock()
+            .map_err(|_| Error::invalid("the worker's session budget is poisoned"))?;
+        if b.0 >= sh.max_sessions {
+            return Err(Error::invalid(format!(
+                "this worker serves at most {} sessions at once (its --max-sessions) and all \
+                     are in use: try again later or use another worker",
+                sh.max_sessions
+            )));
+        }
+        if b.1 + bytes > sh.max_memory {
+            return Err(Error::invalid(format!(
+                "this session needs {} KiB of buffers and the worker has {} KiB left of its \
+                     {} KiB (its --max-memory): use a smaller layout or another worker",
+                bytes.div_ceil(1024),
+                (sh.max_memory - b.1) / 1024,
+                sh.max_memory / 1024
+            )));
+        }
+        b.0 += 1;
+        b.1 += bytes;
+        Ok(Self { sh, bytes })
+    }
+}
+
+impl Drop for Grant<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut b) = self.sh.budget.lock() {
+            b.0 -= 1;
+            b.1 -= self.bytes;
+        }
     }
 }
 

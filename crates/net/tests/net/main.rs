@@ -10,5 +10,6 @@ mod common;
 mod exchange;
 mod late;
 mod plugins;
+mod preauth;
 mod session;
 mod streams;
