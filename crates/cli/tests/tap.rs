@@ -552,8 +552,7 @@ fn export_ftap_writes_abs_files_for_a_trial_just_run() {
         let abs = t.with_extension("abs");
         assert!(out.contains(&format!("wrote {}", abs.display())), "{out}");
         let text = std::fs::read_to_string(&abs).unwrap();
-        let events =
-            firmtime_tap::data::read_csv(&std::fs::read_to_string(t).unwrap()).unwrap();
+        let events = firmtime_tap::data::read_csv(&std::fs::read_to_string(t).unwrap()).unwrap();
         let rows = firmtime_tap::ftap_out::parse_rows(&text).unwrap();
         assert_eq!(rows.len() + 1, events.len(), "{text}");
         for (r, ev) in rows.iter().zip(&events) {
@@ -564,7 +563,10 @@ fn export_ftap_writes_abs_files_for_a_trial_just_run() {
         assert_eq!(rows.iter().filter(|r| r.on == 1).count(), 4, "{text}");
         assert!(text.contains("\n# MSPB 50\n"), "{text}");
         assert!(text.contains("\n# TRIGGER 1 T 300 END_EXP 0\n"), "{text}");
-        assert!(text.contains("\n# ms type on chan note vel seq sched_ms\n"), "{text}");
+        assert!(
+            text.contains("\n# ms type on chan note vel seq sched_ms\n"),
+            "{text}"
+        );
     }
     // --out DIR: the same file there.
     let o2 = d.join("ftap");
@@ -596,7 +598,12 @@ fn export_ftap_without_the_sidecar_names_the_missing_file() {
     let t2 = d.join("K9-s01-t002.csv");
     std::fs::remove_file(t2.with_extension("json")).unwrap();
     let err = assert_exit(
-        &firmtime(&["tap", "export-ftap", t1.to_str().unwrap(), t2.to_str().unwrap()]),
+        &firmtime(&[
+            "tap",
+            "export-ftap",
+            t1.to_str().unwrap(),
+            t2.to_str().unwrap(),
+        ]),
         1,
         &[&format!(
             "cannot read {}, the sidecar of {}",

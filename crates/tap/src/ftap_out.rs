@@ -349,7 +349,10 @@ fn setting_words(s: &Setting) -> String {
         Setting::FeedbackVelocity(w, _) => format!("{}.velocity", v(w)),
         Setting::FeedbackDuration(w, _) => format!("{}.duration", v(w)),
         Setting::FeedbackDelay(w, _) => {
-            format!("{}.delay (only a fixed delay under a fixed-delay file is one FTAP keyword)", v(w))
+            format!(
+                "{}.delay (only a fixed delay under a fixed-delay file is one FTAP keyword)",
+                v(w)
+            )
         }
         Setting::MetronomeAccentVelocity(a) => {
             format!("metronome.accent_velocity = {}", a.get())

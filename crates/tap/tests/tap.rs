@@ -707,10 +707,7 @@ fn ftap_export_of_a_recorded_trial_is_exactly_the_hand_checked_file() {
 fn ftap_rows_match_the_csv_events_one_for_one() {
     let check = |events: &[Event], text: &str| {
         let rows = ftap_out::parse_rows(text).unwrap();
-        let kept: Vec<&Event> = events
-            .iter()
-            .filter(|e| e.kind != EventKind::End)
-            .collect();
+        let kept: Vec<&Event> = events.iter().filter(|e| e.kind != EventKind::End).collect();
         assert_eq!(rows.len(), kept.len(), "one row per event but the end");
         assert_eq!(
             rows.len() + 1,
@@ -785,10 +782,9 @@ fn ftap_rows_match_the_csv_events_one_for_one() {
         ev(EventKind::Trigger, 4, Some(20_999), 21_000, None),
         ev(EventKind::End, 0, Some(300_000), 300_000, None),
     ];
-    let side: data::Sidecar = serde_json::from_str(
-        &std::fs::read_to_string(data("ftap-demo-trial.json")).unwrap(),
-    )
-    .unwrap();
+    let side: data::Sidecar =
+        serde_json::from_str(&std::fs::read_to_string(data("ftap-demo-trial.json")).unwrap())
+            .unwrap();
     let text = ftap_out::write(&events, &side, "made.csv").unwrap();
     check(&events, &text);
     let rows = ftap_out::parse_rows(&text).unwrap();
@@ -886,14 +882,21 @@ fn ftap_export_without_the_sidecar_names_the_missing_file() {
     assert_eq!(e.kind(), ErrorKind::Io);
     let json = dir.join("S-s01-t001.json");
     assert!(
-        e.message()
-            .contains(&format!("cannot read {}, the sidecar of {}", json.display(), csv.display())),
+        e.message().contains(&format!(
+            "cannot read {}, the sidecar of {}",
+            json.display(),
+            csv.display()
+        )),
         "{e}"
     );
     // A sidecar that is not one: named too.
     std::fs::write(&json, "{\"subject\": 1}").unwrap();
     let e = ftap_out::export_trial(&csv).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Format);
-    assert!(e.message().contains(&format!("{}: not a trial sidecar", json.display())), "{e}");
+    assert!(
+        e.message()
+            .contains(&format!("{}: not a trial sidecar", json.display())),
+        "{e}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
