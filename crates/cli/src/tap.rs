@@ -137,7 +137,7 @@ fn export_ftap(a: ExportFtapArgs) -> anyhow::Result<Outcome> {
     }
     for (path, text) in done {
         data::write_atomic(&path, text.as_bytes()).map_err(|e| anyhow::anyhow!("{e}"))?;
-        println!("wrote {}", path.display());
+        eprintln!("firmtime: wrote {}", path.display());
     }
     Ok(Outcome::Ok)
 }

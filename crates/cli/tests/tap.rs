@@ -542,15 +542,21 @@ fn export_ftap_writes_abs_files_for_a_trial_just_run() {
     assert_ok(&firmtime(&run_args(e, o, "1", "1x2")));
     let t1 = d.join("K9-s01-t001.csv");
     let t2 = d.join("K9-s01-t002.csv");
-    let out = assert_ok(&firmtime(&[
+    let run = firmtime(&[
         "tap",
         "export-ftap",
         t1.to_str().unwrap(),
         t2.to_str().unwrap(),
-    ]));
+    ]);
+    assert_ok(&run);
+    // Like import-ftap, what was written is said on stderr.
+    let out = common::text(&run.stderr);
     for t in [&t1, &t2] {
         let abs = t.with_extension("abs");
-        assert!(out.contains(&format!("wrote {}", abs.display())), "{out}");
+        assert!(
+            out.contains(&format!("firmtime: wrote {}", abs.display())),
+            "{out}"
+        );
         let text = std::fs::read_to_string(&abs).unwrap();
         let events = firmtime_tap::data::read_csv(&std::fs::read_to_string(t).unwrap()).unwrap();
         let rows = firmtime_tap::ftap_out::parse_rows(&text).unwrap();

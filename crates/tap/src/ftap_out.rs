@@ -81,7 +81,7 @@ pub fn ms_of(us: i64) -> i64 {
 }
 
 /// The data rows of a trial's events, in their order; the `end` row is left
-/// out (see [`write`]).
+/// out (see [`write()`]).
 pub fn rows(events: &[Event]) -> Vec<Row> {
     events
         .iter()
@@ -458,7 +458,7 @@ pub fn write(events: &[Event], sidecar: &Sidecar, source: &str) -> Result<String
     Ok(s)
 }
 
-/// Reads the data rows back from an FTAP-form file as [`write`] writes it
+/// Reads the data rows back from an FTAP-form file as [`write()`] writes it
 /// (`#` lines skipped).
 ///
 /// # Errors
