@@ -900,3 +900,65 @@ fn ftap_export_without_the_sidecar_names_the_missing_file() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The synchronization–continuation example of FTAP's Reference Manual
+/// (2.1.05, §5; docs/TAP.md §2 "What is verified"): with its array count
+/// removed it imports to what the example describes — a fixed 76 at
+/// velocity 90 for 100 ms, 275 ms late, switched on at beat 32 when the
+/// 250-ms metronome stops; as printed (count first) and with the
+/// split-keyboard example's `FEED_ON 3` it is refused, naming the line.
+#[test]
+fn ftap_manual_example_imports_as_it_describes_and_its_differences_are_refused() {
+    let manual = "FEED_ON 0\nFEED_CHAN 1\nFEED_NOTE 76\nFEED_VMODE 1\nFEED_VEL 90\nFEED_LEN 100\n\
+                  FEED_PMODE 1\nFEED_DMODE 1\nFEED_DVAL 275\nMETRON_ON 1\nMSPB 250\nMET_CHAN 1\n\
+                  MET_NOTE 86\nMET_VEL 100\nMET_LEN 30\nMET_PATTERN_ARRAY 8 1 1 1 1 0 1 1 0\n\
+                  TRIGGER 1 M 32 FEED_ON 1\nTRIGGER 2 M 32 METRON_ON 0\nTRIGGER 3 M 92 END_EXP 0\n";
+    let e = ftap::import(manual, "manual").unwrap_err();
+    assert_eq!(e.line(), Some(16), "{e}");
+    assert!(e.message().contains("got `8`"), "{e}");
+
+    let fixed = manual.replace("MET_PATTERN_ARRAY 8 ", "MET_PATTERN_ARRAY ");
+    let x = ftap::import(&fixed, "manual").unwrap().experiment;
+    let f = x.feedback;
+    assert!(!f.on);
+    assert_eq!(
+        f.pitch,
+        Pitch::Fixed {
+            note: firmtime_tap::params::Note::new(76).unwrap()
+        }
+    );
+    assert_eq!(
+        f.velocity,
+        VelocityMode::Fixed {
+            velocity: firmtime_tap::params::Velocity::new(90).unwrap()
+        }
+    );
+    assert_eq!(
+        f.duration,
+        NoteLength::Fixed {
+            ms: Ms::from_ms(100)
+        }
+    );
+    let mut rng = Rng::new(1);
+    for k in 0..4 {
+        assert_eq!(f.delay.sample_us(k, &mut rng), 275_000, "keystroke {k}");
+    }
+    assert_eq!(x.metronome.mspb, Ms::from_ms(250));
+    let steps: Vec<Step> = x.metronome.pattern.as_slice().to_vec();
+    use Step::{Beat as B, Rest as R};
+    assert_eq!(steps, [B, B, B, B, R, B, B, R]);
+    assert_eq!(x.triggers.len(), 3);
+    assert_eq!(x.triggers[0].at, TriggerAt::Beat(32));
+    assert_eq!(
+        x.triggers[0].settings.as_slice(),
+        &[Setting::FeedbackOn(Voice::First, true)]
+    );
+    assert!(x.triggers[2].end);
+
+    let e = ftap::import("FEED_ON 3\nFEED2_ON 2\n", "split").unwrap_err();
+    assert_eq!(e.line(), Some(1), "{e}");
+    assert!(
+        e.message().contains("expected 0 (off) or 1 (on), got `3`"),
+        "{e}"
+    );
+}
