@@ -2,8 +2,9 @@
 //! own CSV and sidecar, for analysis scripts written for FTAP.
 //!
 //! What FTAP's own documentation fixes, and what is firmtime's choice, is
-//! listed in `docs/TAP.md` (§2 "What is verified, and against what"; the format in §9). In short: the `.abs` suffix, one line per
-//! MIDI input and output event with millisecond times, the event classes
+//! listed in `docs/TAP.md` (§2 "What is verified, and against what"; the
+//! format in §9). In short: the `.abs` suffix, one line per MIDI input and
+//! output event with millisecond times, the event classes
 //! keystroke/feedback/metronome/trigger/junk (masking) and trigger lines
 //! without channel or note are documented (Finney 2001; the FTAP 2.1
 //! distribution's `utils/playftap/README`); the column order, the letters
