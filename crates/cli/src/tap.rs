@@ -8,7 +8,7 @@ use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use firmtime_lab::plot::{chart_png, Mark, Series};
 use firmtime_tap::analysis::{self, AnalysisConfig, Phase, TrialAnalysis};
-use firmtime_tap::{data, ftap, Experiment};
+use firmtime_tap::{data, ftap, ftap_out, Experiment};
 
 mod run;
 
@@ -29,6 +29,16 @@ enum TapCommand {
     /// Unknown keywords and unparseable TRIGGER lines are errors with their
     /// line number. Remarks (e.g. a missing END_EXP) go to stderr.
     ImportFtap(ImportArgs),
+    /// Write recorded trials in FTAP's output form (`TRIAL.abs`) for FTAP
+    /// analysis scripts.
+    ///
+    /// One `#` header (parameters as FTAP keywords, self-checks, how the
+    /// trial ended) and one row per MIDI event: `ms type on chan note vel
+    /// seq sched_ms`, type K keystroke, F feedback, M metronome, T trigger,
+    /// J masking. Needs each trial's JSON sidecar beside its CSV. Which
+    /// parts follow FTAP's documentation and which are firmtime's choice:
+    /// docs/TAP.md §9.
+    ExportFtap(ExportFtapArgs),
     /// Validate an experiment file and print what the trial will do.
     ///
     /// Errors name the line and column. Exit status 1 if the file is invalid.
@@ -68,6 +78,16 @@ struct ImportArgs {
 }
 
 #[derive(Debug, Args)]
+struct ExportFtapArgs {
+    /// Trial CSV files written by `firmtime tap run` (each with its `.json` sidecar).
+    #[arg(required = true, value_name = "TRIAL.csv")]
+    trials: Vec<PathBuf>,
+    /// Write `TRIAL.abs` into DIR (default: beside each CSV).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
 struct CheckArgs {
     /// The experiment file.
     experiment: PathBuf,
@@ -96,11 +116,30 @@ struct AnalyzeArgs {
 pub fn run(a: TapArgs) -> anyhow::Result<Outcome> {
     match a.command {
         TapCommand::ImportFtap(a) => import(a),
+        TapCommand::ExportFtap(a) => export_ftap(a),
         TapCommand::Check(a) => check(a),
         TapCommand::Analyze(a) => analyze(a),
         TapCommand::Run(a) => run::run(a),
         TapCommand::Replay(a) => run::replay(a),
     }
+}
+
+fn export_ftap(a: ExportFtapArgs) -> anyhow::Result<Outcome> {
+    if let Some(d) = &a.out {
+        std::fs::create_dir_all(d).with_context(|| format!("cannot create {}", d.display()))?;
+    }
+    // Every trial is converted before any file is written: one bad trial
+    // leaves no half-done set behind.
+    let mut done = Vec::with_capacity(a.trials.len());
+    for csv in &a.trials {
+        let text = ftap_out::export_trial(csv).map_err(|e| anyhow::anyhow!("{e}"))?;
+        done.push((ftap_out::output_path(csv, a.out.as_deref()), text));
+    }
+    for (path, text) in done {
+        data::write_atomic(&path, text.as_bytes()).map_err(|e| anyhow::anyhow!("{e}"))?;
+        eprintln!("firmtime: wrote {}", path.display());
+    }
+    Ok(Outcome::Ok)
 }
 
 fn import(a: ImportArgs) -> anyhow::Result<Outcome> {

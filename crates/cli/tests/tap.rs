@@ -1,4 +1,4 @@
-//! Runs `firmtime tap …`: check, import-ftap, analyze; exit codes and files.
+//! Runs `firmtime tap …`: check, import-ftap, export-ftap, analyze; exit codes and files.
 
 mod common;
 
@@ -527,5 +527,98 @@ fn each_stop_signal_keeps_the_running_trial_flagged_and_named() {
         // The session stopped: trial 2 never started.
         assert!(!d.join(format!("SG-s{session:0>2}-t002.csv")).exists());
     }
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// A trial run through the loopback backend, written in FTAP's output form
+/// beside its CSV and into `--out`: one row per CSV event but the `end`
+/// row, in order, times in whole ms (docs/TAP.md §9).
+#[test]
+fn export_ftap_writes_abs_files_for_a_trial_just_run() {
+    let d = tmpdir("export-ftap");
+    let exp = d.join("short.toml");
+    std::fs::write(&exp, SHORT_TRIAL).unwrap();
+    let (e, o) = (exp.to_str().unwrap(), d.to_str().unwrap());
+    assert_ok(&firmtime(&run_args(e, o, "1", "1x2")));
+    let t1 = d.join("K9-s01-t001.csv");
+    let t2 = d.join("K9-s01-t002.csv");
+    let run = firmtime(&[
+        "tap",
+        "export-ftap",
+        t1.to_str().unwrap(),
+        t2.to_str().unwrap(),
+    ]);
+    assert_ok(&run);
+    // Like import-ftap, what was written is said on stderr.
+    let out = common::text(&run.stderr);
+    for t in [&t1, &t2] {
+        let abs = t.with_extension("abs");
+        assert!(
+            out.contains(&format!("firmtime: wrote {}", abs.display())),
+            "{out}"
+        );
+        let text = std::fs::read_to_string(&abs).unwrap();
+        let events = firmtime_tap::data::read_csv(&std::fs::read_to_string(t).unwrap()).unwrap();
+        let rows = firmtime_tap::ftap_out::parse_rows(&text).unwrap();
+        assert_eq!(rows.len() + 1, events.len(), "{text}");
+        for (r, ev) in rows.iter().zip(&events) {
+            assert_eq!(r.ms, ev.actual_us.div_euclid(1000));
+            assert_eq!(r.kind, 'M', "SHORT_TRIAL has only the metronome: {text}");
+        }
+        // 4 beats, each on and off; the parameters name the 50-ms metronome.
+        assert_eq!(rows.iter().filter(|r| r.on == 1).count(), 4, "{text}");
+        assert!(text.contains("\n# MSPB 50\n"), "{text}");
+        assert!(text.contains("\n# TRIGGER 1 T 300 END_EXP 0\n"), "{text}");
+        assert!(
+            text.contains("\n# ms type on chan note vel seq sched_ms\n"),
+            "{text}"
+        );
+    }
+    // --out DIR: the same file there.
+    let o2 = d.join("ftap");
+    assert_ok(&firmtime(&[
+        "tap",
+        "export-ftap",
+        t1.to_str().unwrap(),
+        "--out",
+        o2.to_str().unwrap(),
+    ]));
+    assert_eq!(
+        std::fs::read_to_string(o2.join("K9-s01-t001.abs")).unwrap(),
+        std::fs::read_to_string(t1.with_extension("abs")).unwrap()
+    );
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// Without its sidecar a trial cannot be exported (the header comes from
+/// it): exit 1, the missing file named, and nothing written — not even for
+/// the good trial given with it.
+#[test]
+fn export_ftap_without_the_sidecar_names_the_missing_file() {
+    let d = tmpdir("export-ftap-nosidecar");
+    let exp = d.join("short.toml");
+    std::fs::write(&exp, SHORT_TRIAL).unwrap();
+    let (e, o) = (exp.to_str().unwrap(), d.to_str().unwrap());
+    assert_ok(&firmtime(&run_args(e, o, "1", "1x2")));
+    let t1 = d.join("K9-s01-t001.csv");
+    let t2 = d.join("K9-s01-t002.csv");
+    std::fs::remove_file(t2.with_extension("json")).unwrap();
+    let err = assert_exit(
+        &firmtime(&[
+            "tap",
+            "export-ftap",
+            t1.to_str().unwrap(),
+            t2.to_str().unwrap(),
+        ]),
+        1,
+        &[&format!(
+            "cannot read {}, the sidecar of {}",
+            t2.with_extension("json").display(),
+            t2.display()
+        )],
+    );
+    assert!(!err.contains("{ "), "no debug form: {err}");
+    assert!(!t1.with_extension("abs").exists(), "nothing written");
+    assert!(!t2.with_extension("abs").exists(), "nothing written");
     std::fs::remove_dir_all(&d).unwrap();
 }

@@ -3,7 +3,8 @@
 //! - [`experiment`]: the TOML experiment file → [`Experiment`], with errors
 //!   at line and column; [`params`]: the `Copy` parameter block the engine
 //!   runs on and the [`Setting`]s triggers apply.
-//! - [`ftap`]: import of FTAP parameter files.
+//! - [`ftap`]: import of FTAP parameter files; [`ftap_out`]: a trial
+//!   written in FTAP's output form (`.abs`) for FTAP analysis scripts.
 //! - [`data`]: the trial CSV (every event) and JSON sidecar, written atomically.
 //! - [`engine`]: the trial loop over a MIDI backend (feedback, metronome,
 //!   triggers, end, FTAP's scheduling diagnostic); [`session`]: trial
@@ -46,6 +47,7 @@ pub mod engine;
 pub mod error;
 pub mod experiment;
 pub mod ftap;
+pub mod ftap_out;
 pub mod late;
 pub mod params;
 pub mod replay;

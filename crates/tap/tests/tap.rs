@@ -5,7 +5,7 @@ use firmtime_tap::analysis::{self, AnalysisConfig, Phase};
 use firmtime_tap::data::{self, Event, EventKind, NoteData};
 use firmtime_tap::experiment::TriggerAt;
 use firmtime_tap::params::{Delay, Ms, NoteLength, Pitch, Setting, Step, VelocityMode, Voice};
-use firmtime_tap::{ftap, ErrorKind, Experiment, Rng};
+use firmtime_tap::{ftap, ftap_out, ErrorKind, Experiment, Rng};
 use std::path::{Path, PathBuf};
 
 fn data(name: &str) -> PathBuf {
@@ -623,4 +623,342 @@ fn drift_recovers_a_linear_tempo_change() {
     }
     let a = analysis::analyze(&ev, &AnalysisConfig::default());
     assert!((a.phases[1].drift_us_per_iti.unwrap() - 100.0).abs() < 1e-6);
+}
+
+// --- FTAP's output form (docs/TAP.md §9) -----------------------------------
+
+/// The `.abs` file of the recorded trial `tests/data/ftap-demo-trial.*`
+/// (`tap run --backend loopback --input-channel 1`: the metronome on
+/// channel 1 comes back as keystrokes, feedback on channel 2 30 ms later,
+/// 60 ms after the trigger at keystroke 1). Written by hand from the CSV:
+/// ms = floor(actual_us / 1000), sched_ms = floor(intended_us / 1000)
+/// (= ms for K), the `end` row as the `# end` line.
+const FTAP_DEMO_ABS: &str = "\
+# FTAP-form output of ftap-demo-trial.csv, written by firmtime 0.1.0 (docs/TAP.md §9)
+# subject S session 1 trial 1 experiment ftap-demo.toml (ftap-demo) seed 7
+# started 2026-11-26T07:34:25.781Z ended 2026-11-26T07:34:26.124Z
+# parameters (FTAP parameter-file keywords, as firmtime tap import-ftap numbers them):
+# FEED_ON 1
+# FEED_CHAN 2
+# FEED_PMODE 0
+# FEED_VMODE 0
+# FEED_LEN 0
+# FEED_DMODE 0
+# FEED_DVAL 30
+# FEED2_ON 0
+# FEED2_CHAN 2
+# FEED2_PMODE 0
+# FEED2_VMODE 0
+# FEED2_LEN 0
+# FEED2_DMODE 0
+# FEED2_DVAL 0
+# METRON_ON 1
+# MSPB 100
+# MET_CHAN 1
+# MET_NOTE 76
+# MET_VEL 100
+# MET_LEN 20
+# MASK_ON 1
+# MASK_CHAN 16
+# MASK_NOTE 60
+# MASK_VEL 100
+# TRIGGER 1 K 1 FEED_DVAL 60
+# TRIGGER 2 T 250 END_EXP 0
+# not expressible in FTAP keywords: feedback.keys = [0, 100]
+# self-checks: output_interval_mean_ms 0.610 output_interval_max_ms 3.696 late_outputs 0 xruns 0 input_overruns 0 events_dropped 0
+# end 250 ms (last output 280 ms), by its end condition or a trigger
+# ms type on chan note vel seq sched_ms
+0 J 1 16 60 100 0 0
+100 M 1 1 76 100 1 100
+100 K 1 1 76 100 1 100
+100 T 0 0 0 0 1 100
+120 M 0 1 76 0 1 120
+120 K 0 1 76 0 1 120
+130 F 1 2 76 100 1 130
+150 F 0 2 76 0 1 150
+200 M 1 1 76 100 2 200
+200 K 1 1 76 100 2 200
+220 M 0 1 76 0 2 220
+220 K 0 1 76 0 2 220
+250 J 0 16 60 0 0 250
+260 F 1 2 76 100 2 260
+280 F 0 2 76 0 2 280
+";
+
+#[test]
+fn ftap_export_of_a_recorded_trial_is_exactly_the_hand_checked_file() {
+    let got = ftap_out::export_trial(&data("ftap-demo-trial.csv")).unwrap();
+    // Line by line first, so a difference names its line.
+    for (i, (g, w)) in got.lines().zip(FTAP_DEMO_ABS.lines()).enumerate() {
+        assert_eq!(g, w, "line {}", i + 1);
+    }
+    assert_eq!(got, FTAP_DEMO_ABS);
+    // The trigger's 100 108 µs and the masking off's 250 073 µs are read as
+    // a millisecond clock reads them: 100 and 250.
+    let csv = std::fs::read_to_string(data("ftap-demo-trial.csv")).unwrap();
+    assert!(csv.contains("trigger,1,100000,100108,"), "fixture changed");
+    assert!(csv.contains("masking,0,250073,250073,"), "fixture changed");
+}
+
+/// Our CSV events ↔ FTAP rows: one row per non-`end` event, same order,
+/// times in whole ms, the same channel, note, velocity and index; checked
+/// on the recorded trial and on events with sub-ms and negative times.
+#[test]
+fn ftap_rows_match_the_csv_events_one_for_one() {
+    let check = |events: &[Event], text: &str| {
+        let rows = ftap_out::parse_rows(text).unwrap();
+        let kept: Vec<&Event> = events.iter().filter(|e| e.kind != EventKind::End).collect();
+        assert_eq!(rows.len(), kept.len(), "one row per event but the end");
+        assert_eq!(
+            rows.len() + 1,
+            events.len(),
+            "the end row is the only one left out"
+        );
+        for (r, e) in rows.iter().zip(&kept) {
+            let letter = match e.kind {
+                EventKind::Input => 'K',
+                EventKind::Feedback | EventKind::Feedback2 => 'F',
+                EventKind::Metronome => 'M',
+                EventKind::Trigger => 'T',
+                EventKind::Masking => 'J',
+                EventKind::End => unreachable!(),
+            };
+            assert_eq!(r.kind, letter, "{e:?}");
+            assert_eq!(r.ms, e.actual_us.div_euclid(1000), "{e:?}");
+            assert_eq!(
+                r.sched_ms,
+                e.intended_us.unwrap_or(e.actual_us).div_euclid(1000),
+                "{e:?}"
+            );
+            assert_eq!(r.seq, e.index, "{e:?}");
+            match e.note {
+                Some(n) => assert_eq!(
+                    (r.on, r.chan, r.note, r.vel),
+                    (u8::from(n.on), n.channel, n.note, n.velocity),
+                    "{e:?}"
+                ),
+                None => assert_eq!((r.on, r.chan, r.note, r.vel), (0, 0, 0, 0), "{e:?}"),
+            }
+        }
+        // Order: the rows' times are the events' times in the same sequence.
+        let t_rows: Vec<i64> = rows.iter().map(|r| r.ms).collect();
+        let t_events: Vec<i64> = kept.iter().map(|e| e.actual_us.div_euclid(1000)).collect();
+        assert_eq!(t_rows, t_events);
+    };
+
+    let csv = std::fs::read_to_string(data("ftap-demo-trial.csv")).unwrap();
+    let events = data::read_csv(&csv).unwrap();
+    check(
+        &events,
+        &ftap_out::export_trial(&data("ftap-demo-trial.csv")).unwrap(),
+    );
+
+    // Sub-ms and negative times, the second feedback channel, a trigger.
+    let note = |channel, note, velocity, on| {
+        Some(NoteData {
+            channel,
+            note,
+            velocity,
+            on,
+        })
+    };
+    let ev = |kind, index, intended_us, actual_us, note| Event {
+        kind,
+        index,
+        intended_us,
+        actual_us,
+        note,
+    };
+    let events = vec![
+        ev(EventKind::Input, 1, None, -1_500, note(1, 60, 80, true)),
+        ev(EventKind::Feedback2, 1, Some(0), 999, note(3, 62, 80, true)),
+        ev(
+            EventKind::Metronome,
+            1,
+            Some(100_000),
+            100_999,
+            note(10, 76, 100, true),
+        ),
+        ev(EventKind::Trigger, 4, Some(20_999), 21_000, None),
+        ev(EventKind::End, 0, Some(300_000), 300_000, None),
+    ];
+    let side: data::Sidecar =
+        serde_json::from_str(&std::fs::read_to_string(data("ftap-demo-trial.json")).unwrap())
+            .unwrap();
+    let text = ftap_out::write(&events, &side, "made.csv").unwrap();
+    check(&events, &text);
+    let rows = ftap_out::parse_rows(&text).unwrap();
+    assert_eq!(rows[0].line(), "-2 K 1 1 60 80 1 -2");
+    assert_eq!(rows[1].line(), "0 F 1 3 62 80 1 0");
+    assert_eq!(rows[2].line(), "100 M 1 10 76 100 1 100");
+    assert_eq!(rows[3].line(), "21 T 0 0 0 0 4 20");
+}
+
+/// The header's parameter lines are FTAP keywords in import-ftap's
+/// numbering: imported back, they give the same feedback, metronome and
+/// masking, for each pitch, velocity and delay mode FTAP keywords can say.
+#[test]
+fn ftap_parameter_lines_import_back_to_the_same_parameters() {
+    let cases = [
+        r#"[feedback]
+channel = 3
+pitch = { mode = "fixed", note = 72 }
+velocity = { mode = "fixed", velocity = 90 }
+duration = { mode = "fixed", ms = 100 }
+delay = { mode = "fixed", ms = 275 }
+[end]
+keystrokes = 40"#,
+        r#"[feedback]
+pitch = { mode = "transpose", semitones = -12 }
+delay = { mode = "list", ms = [0, 0, 200.5] }
+[feedback2]
+channel = 5
+pitch = { mode = "random", notes = [60, 62, 64] }
+delay = { mode = "uniform", min_ms = 100, max_ms = 300 }
+[metronome]
+mspb = 450
+channel = 9
+note = 80
+velocity = 70
+length_ms = 25
+pattern = ["beat", "rest", "accent", "beat"]
+pattern_channels = [9, 9, 10, 9]
+[masking]
+channel = 15
+note = 40
+velocity = 30
+[end]
+beats = 16"#,
+        r#"[feedback]
+delay = { mode = "normal", mean_ms = 200, sd_ms = 20, min_ms = 150, max_ms = 250 }
+[metronome]
+on = false
+[end]
+duration_ms = 60000"#,
+    ];
+    for toml in cases {
+        let e = Experiment::from_toml(toml).unwrap();
+        let (lines, cannot) = ftap_out::parameter_lines(&e);
+        assert!(cannot.is_empty(), "{toml}: {cannot:?}");
+        let imp = ftap::import(&lines.join("\n"), "back").unwrap();
+        let b = imp.experiment;
+        assert_eq!(b.feedback, e.feedback, "{toml}\n{lines:#?}");
+        assert_eq!(b.feedback2, e.feedback2, "{toml}\n{lines:#?}");
+        assert_eq!(b.metronome, e.metronome, "{toml}\n{lines:#?}");
+        assert_eq!(b.masking, e.masking, "{toml}\n{lines:#?}");
+        // The [end] condition comes back as an END_EXP trigger.
+        assert!(b.triggers.iter().any(|t| t.end), "{lines:#?}");
+        assert!(imp.notes.is_empty(), "{:?}", imp.notes);
+    }
+    // What FTAP keywords cannot say is listed, not dropped.
+    let e = Experiment::from_toml(
+        r#"[feedback]
+keys = [0, 59]
+velocity = { mode = "scaled", factor = 0.5 }
+[metronome]
+accent_velocity = 120
+[end]
+keystrokes = 4"#,
+    )
+    .unwrap();
+    let (_, cannot) = ftap_out::parameter_lines(&e);
+    assert_eq!(
+        cannot,
+        [
+            "feedback.velocity mode \"scaled\" (factor = 0.5)",
+            "feedback.keys = [0, 59]",
+            "metronome.accent_velocity = 120"
+        ]
+    );
+}
+
+#[test]
+fn ftap_export_without_the_sidecar_names_the_missing_file() {
+    let dir = std::env::temp_dir().join(format!("ft-ftap-nosidecar-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let csv = dir.join("S-s01-t001.csv");
+    std::fs::copy(data("ftap-demo-trial.csv"), &csv).unwrap();
+    let e = ftap_out::export_trial(&csv).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Io);
+    let json = dir.join("S-s01-t001.json");
+    assert!(
+        e.message().contains(&format!(
+            "cannot read {}, the sidecar of {}",
+            json.display(),
+            csv.display()
+        )),
+        "{e}"
+    );
+    // A sidecar that is not one: named too.
+    std::fs::write(&json, "{\"subject\": 1}").unwrap();
+    let e = ftap_out::export_trial(&csv).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Format);
+    assert!(
+        e.message()
+            .contains(&format!("{}: not a trial sidecar", json.display())),
+        "{e}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The synchronization–continuation example of FTAP's Reference Manual
+/// (2.1.05, §5; docs/TAP.md §2 "What is verified"): with its array count
+/// removed it imports to what the example describes — a fixed 76 at
+/// velocity 90 for 100 ms, 275 ms late, switched on at beat 32 when the
+/// 250-ms metronome stops; as printed (count first) and with the
+/// split-keyboard example's `FEED_ON 3` it is refused, naming the line.
+#[test]
+fn ftap_manual_example_imports_as_it_describes_and_its_differences_are_refused() {
+    let manual = "FEED_ON 0\nFEED_CHAN 1\nFEED_NOTE 76\nFEED_VMODE 1\nFEED_VEL 90\nFEED_LEN 100\n\
+                  FEED_PMODE 1\nFEED_DMODE 1\nFEED_DVAL 275\nMETRON_ON 1\nMSPB 250\nMET_CHAN 1\n\
+                  MET_NOTE 86\nMET_VEL 100\nMET_LEN 30\nMET_PATTERN_ARRAY 8 1 1 1 1 0 1 1 0\n\
+                  TRIGGER 1 M 32 FEED_ON 1\nTRIGGER 2 M 32 METRON_ON 0\nTRIGGER 3 M 92 END_EXP 0\n";
+    let e = ftap::import(manual, "manual").unwrap_err();
+    assert_eq!(e.line(), Some(16), "{e}");
+    assert!(e.message().contains("got `8`"), "{e}");
+
+    let fixed = manual.replace("MET_PATTERN_ARRAY 8 ", "MET_PATTERN_ARRAY ");
+    let x = ftap::import(&fixed, "manual").unwrap().experiment;
+    let f = x.feedback;
+    assert!(!f.on);
+    assert_eq!(
+        f.pitch,
+        Pitch::Fixed {
+            note: firmtime_tap::params::Note::new(76).unwrap()
+        }
+    );
+    assert_eq!(
+        f.velocity,
+        VelocityMode::Fixed {
+            velocity: firmtime_tap::params::Velocity::new(90).unwrap()
+        }
+    );
+    assert_eq!(
+        f.duration,
+        NoteLength::Fixed {
+            ms: Ms::from_ms(100)
+        }
+    );
+    let mut rng = Rng::new(1);
+    for k in 0..4 {
+        assert_eq!(f.delay.sample_us(k, &mut rng), 275_000, "keystroke {k}");
+    }
+    assert_eq!(x.metronome.mspb, Ms::from_ms(250));
+    let steps: Vec<Step> = x.metronome.pattern.as_slice().to_vec();
+    use Step::{Beat as B, Rest as R};
+    assert_eq!(steps, [B, B, B, B, R, B, B, R]);
+    assert_eq!(x.triggers.len(), 3);
+    assert_eq!(x.triggers[0].at, TriggerAt::Beat(32));
+    assert_eq!(
+        x.triggers[0].settings.as_slice(),
+        &[Setting::FeedbackOn(Voice::First, true)]
+    );
+    assert!(x.triggers[2].end);
+
+    let e = ftap::import("FEED_ON 3\nFEED2_ON 2\n", "split").unwrap_err();
+    assert_eq!(e.line(), Some(1), "{e}");
+    assert!(
+        e.message().contains("expected 0 (off) or 1 (on), got `3`"),
+        "{e}"
+    );
 }
