@@ -46,6 +46,7 @@ pub mod client;
 pub mod clock;
 pub mod error;
 pub mod pipewire;
+pub mod roundtrip;
 pub mod server;
 pub mod test_server;
 
