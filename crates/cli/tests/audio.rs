@@ -74,7 +74,14 @@ fn roundtrip_through_a_cable_adds_its_frames_and_an_open_loop_names_the_ports() 
         return;
     };
     let cable = Cable::start("ft-cable", Some(srv.name()), 500).unwrap();
-    let mut args = vec!["audio", "roundtrip", "--bursts", "3", "--max-latency", "50ms"];
+    let mut args = vec![
+        "audio",
+        "roundtrip",
+        "--bursts",
+        "3",
+        "--max-latency",
+        "50ms",
+    ];
     args.extend(through(&srv, &cable));
     args.extend(["--json", "-"]);
     let out = firmtime(&args);
@@ -209,9 +216,9 @@ fn tap_run_measures_the_feedback_paths_round_trip_and_records_it() {
 /// The first value under `key` anywhere in `v`.
 fn find<'a>(v: &'a serde_json::Value, key: &str) -> Option<&'a serde_json::Value> {
     match v {
-        serde_json::Value::Object(m) => m
-            .get(key)
-            .or_else(|| m.values().find_map(|x| find(x, key))),
+        serde_json::Value::Object(m) => {
+            m.get(key).or_else(|| m.values().find_map(|x| find(x, key)))
+        }
         serde_json::Value::Array(a) => a.iter().find_map(|x| find(x, key)),
         _ => None,
     }

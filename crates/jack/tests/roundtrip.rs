@@ -70,9 +70,7 @@ fn check(rt: &RoundTrip, expected: u64) {
     assert!(rt.agreeing >= 1 && rt.agreeing <= rt.detected, "{why}");
     assert_eq!(
         rt.extra_frames,
-        expected as i64
-            - i64::from(rt.playback_latency.max)
-            - i64::from(rt.capture_latency.max)
+        expected as i64 - i64::from(rt.playback_latency.max) - i64::from(rt.capture_latency.max)
     );
     println!(
         "round trip {} frames ({:.3} ms), {} of {} bursts agree, {} xruns, {} disturbed",
@@ -88,8 +86,14 @@ fn own_out_to_own_in_arrives_one_period_later() {
     o.self_loop = true;
     let rt = measure(&o, &|| false).unwrap();
     check(&rt, u64::from(PERIOD));
-    assert_eq!(rt.out_connections, vec!["firmtime-roundtrip:in".to_string()]);
-    assert_eq!(rt.in_connections, vec!["firmtime-roundtrip:out".to_string()]);
+    assert_eq!(
+        rt.out_connections,
+        vec!["firmtime-roundtrip:in".to_string()]
+    );
+    assert_eq!(
+        rt.in_connections,
+        vec!["firmtime-roundtrip:out".to_string()]
+    );
     // Nothing but our own ports in the loop: JACK reports no latency.
     assert_eq!((rt.playback_latency.max, rt.capture_latency.max), (0, 0));
     assert_eq!(rt.extra_frames, i64::from(PERIOD));
@@ -209,8 +213,7 @@ fn jack_iodelay_frames(srv: &DummyServer, cable: &Cable) -> Option<f64> {
     assert!(connected, "could not connect jack_delay's ports");
     let text = String::from_utf8_lossy(&out.stdout);
     text.lines()
-        .filter(|l| l.contains("total roundtrip latency"))
-        .last()
+        .rfind(|l| l.contains("total roundtrip latency"))
         .and_then(|l| l.split_whitespace().next()?.parse().ok())
 }
 
@@ -228,8 +231,15 @@ fn the_round_trip_equals_jack_iodelays_on_the_same_loop() {
     o.connect_out = vec![cable.in_port().to_string()];
     o.connect_in = vec![cable.out_port().to_string()];
     let ours = measure(&o, &|| false).unwrap();
-    println!("jack_iodelay {theirs:.3} frames, firmtime {} frames", ours.frames);
+    println!(
+        "jack_iodelay {theirs:.3} frames, firmtime {} frames",
+        ours.frames
+    );
     check(&ours, u64::from(PERIOD + delay));
     // jack_iodelay's phase method is fractional: within a frame of ours.
-    assert!((theirs - ours.frames as f64).abs() < 1.0, "{theirs} vs {}", ours.frames);
+    assert!(
+        (theirs - ours.frames as f64).abs() < 1.0,
+        "{theirs} vs {}",
+        ours.frames
+    );
 }

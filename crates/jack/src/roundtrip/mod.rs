@@ -351,13 +351,15 @@ fn amplitude(dbfs: f64) -> f64 {
 pub fn measure(options: &RoundTripOptions, stop: &dyn Fn() -> bool) -> Result<RoundTrip, Error> {
     options.check()?;
     let client = open_client(&options.client_name, options.server.as_deref())?;
-    let rate = client.sample_rate() as u32;
+    let rate = client.sample_rate();
     let period = client.buffer_size();
     let reg = |e: jack::Error| Error::new(ErrorKind::Port, format!("cannot register a port: {e}"));
     let out = client
         .register_port("out", AudioOut::default())
         .map_err(reg)?;
-    let inp = client.register_port("in", AudioIn::default()).map_err(reg)?;
+    let inp = client
+        .register_port("in", AudioIn::default())
+        .map_err(reg)?;
     let (out_name, in_name) = (port_name(&out)?, port_name(&inp)?);
     let max_lag = (options.max_latency.as_secs_f64() * f64::from(rate)).ceil() as usize;
     let spacing = (max_lag + MLS_LEN) as u32;
@@ -478,6 +480,7 @@ pub fn measure(options: &RoundTripOptions, stop: &dyn Fn() -> bool) -> Result<Ro
         frame_gaps,
         per_burst,
         bursts: options.bursts,
+        max_latency: options.max_latency,
     })
 }
 
@@ -558,6 +561,7 @@ struct AnalysisInput {
     frame_gaps: u64,
     per_burst: Vec<Burst>,
     bursts: u32,
+    max_latency: Duration,
 }
 
 /// The round trip from the bursts: the lag most undisturbed bursts agree
@@ -590,11 +594,7 @@ fn analyse(a: AnalysisInput) -> Result<RoundTrip, Error> {
                 a.bursts,
                 a.out_name,
                 a.in_name,
-                (a.per_burst.get(1).map_or(0, |b| b.played_at) as f64
-                    - signal::MLS_LEN as f64)
-                    .max(0.0)
-                    * 1000.0
-                    / f64::from(a.rate.max(1)),
+                a.max_latency.as_secs_f64() * 1000.0,
                 a.out_name,
                 list_or_nothing(&a.out_connections),
                 list_or_nothing(&a.in_connections),
@@ -614,8 +614,16 @@ fn analyse(a: AnalysisInput) -> Result<RoundTrip, Error> {
         frames,
         ms: frames as f64 * 1000.0 / f64::from(a.rate.max(1)),
         sub_frame: agreeing.iter().map(|d| d.sub_frame).sum::<f64>() / n,
-        min_frames: detected.iter().map(|(d, _)| d.frames).min().unwrap_or(frames),
-        max_frames: detected.iter().map(|(d, _)| d.frames).max().unwrap_or(frames),
+        min_frames: detected
+            .iter()
+            .map(|(d, _)| d.frames)
+            .min()
+            .unwrap_or(frames),
+        max_frames: detected
+            .iter()
+            .map(|(d, _)| d.frames)
+            .max()
+            .unwrap_or(frames),
         bursts: a.bursts,
         detected: detected.len() as u32,
         agreeing: agreeing.len() as u32,
@@ -700,7 +708,9 @@ impl Cable {
         let client = open_client(name, server)?;
         let reg =
             |e: jack::Error| Error::new(ErrorKind::Port, format!("cannot register a port: {e}"));
-        let inp = client.register_port("in", AudioIn::default()).map_err(reg)?;
+        let inp = client
+            .register_port("in", AudioIn::default())
+            .map_err(reg)?;
         let out = client
             .register_port("out", AudioOut::default())
             .map_err(reg)?;
@@ -780,6 +790,7 @@ mod tests {
             frame_gaps: 1,
             bursts: per_burst.len() as u32,
             per_burst,
+            max_latency: Duration::from_millis(500),
         }
     }
 
@@ -817,7 +828,12 @@ mod tests {
         let e = analyse(input(vec![burst(None, false), burst(None, true)])).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::NoSignal);
         let m = e.message();
-        assert!(m.contains("none of 2 test bursts played on rt:out came back on rt:in"), "{m}");
+        assert!(
+            m.contains(
+                "none of 2 test bursts played on rt:out came back on rt:in within the 500 ms"
+            ),
+            "{m}"
+        );
         assert!(m.contains("rt:out connected to system:playback_1"), "{m}");
         assert!(m.contains("nothing connected to rt:in"), "{m}");
     }

@@ -349,7 +349,10 @@ mod tests {
         let d = c.detect(&w, 0.25).unwrap();
         assert_eq!(d.frames, 700);
         assert!(d.inverted);
-        assert!((d.gain_db - 20.0 * (0.05f64 / 0.25).log10()).abs() < 0.5, "{d:?}");
+        assert!(
+            (d.gain_db - 20.0 * (0.05f64 / 0.25).log10()).abs() < 0.5,
+            "{d:?}"
+        );
         assert!(d.correlation > DETECTION_THRESHOLD && d.correlation < 1.0);
     }
 
