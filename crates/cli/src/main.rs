@@ -33,6 +33,7 @@ macro_rules! eprintln {
 }
 
 mod args;
+mod audio;
 mod backend;
 mod doctor;
 mod lab;
@@ -92,6 +93,8 @@ enum Command {
     Lab(lab::LabCommand),
     /// MIDI: list ports, monitor timed input, run FTAP's loop test.
     Midi(midi::MidiArgs),
+    /// Audio: the round-trip latency of an audio path through a loopback (like jack_iodelay).
+    Audio(audio::AudioArgs),
     /// LADSPA plugins: list, describe, apply a chain to a WAV file (like applyplugin).
     Ladspa(ladspa::LadspaArgs),
     /// Tapping experiments (FTAP): run sessions of trials, replay a trial,
@@ -120,6 +123,7 @@ fn main() -> ExitCode {
         Command::Load(a) => load::run(a),
         Command::Lab(c) => lab::run(c),
         Command::Midi(a) => midi::run(a),
+        Command::Audio(a) => audio::run(a),
         Command::Ladspa(a) => ladspa::run(a),
         Command::Tap(a) => tap::run(a),
         Command::Net(c) => net::run(c),

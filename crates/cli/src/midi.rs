@@ -638,6 +638,42 @@ struct LoopOut {
     hops: Option<LoopHops>,
     /// JACK: what the relay client did.
     relay: Option<RelayOut>,
+    /// JACK: the intervals in frames (the wire ratio means nothing there).
+    jack_intervals: Option<JackIntervals>,
+}
+
+/// The loop's intervals over JACK in frames at the server's rate: a JACK
+/// loop is paced by its periods, not by a 31.25 kbaud wire, so these
+/// replace the ratio to the wire limit in the human output.
+#[derive(Serialize)]
+struct JackIntervals {
+    sample_rate: u32,
+    period: u32,
+    mean_interval_frames: f64,
+    sd_interval_frames: f64,
+    min_interval_frames: f64,
+    max_interval_frames: f64,
+    /// Mean interval in periods.
+    mean_interval_periods: f64,
+}
+
+impl JackIntervals {
+    /// From the JACK backend's `detail` (sample_rate, buffer_size); `None`
+    /// for other backends.
+    fn of(r: &LoopResult, detail: &serde_json::Value) -> Option<Self> {
+        let get = |k: &str| detail.get(k)?.as_u64().and_then(|v| u32::try_from(v).ok());
+        let (rate, period) = (get("sample_rate")?, get("buffer_size")?);
+        let f = |ns: f64| ns * f64::from(rate) / 1e9;
+        Some(JackIntervals {
+            sample_rate: rate,
+            period,
+            mean_interval_frames: f(r.mean_interval_ns),
+            sd_interval_frames: f(r.sd_interval_ns),
+            min_interval_frames: f(r.min_interval_ns as f64),
+            max_interval_frames: f(r.max_interval_ns as f64),
+            mean_interval_periods: f(r.mean_interval_ns) / f64::from(period.max(1)),
+        })
+    }
 }
 
 #[derive(Serialize)]
@@ -724,11 +760,19 @@ impl MidiBackend for Recorder<'_> {
     }
 }
 
-fn render_hops(h: &LoopHops) -> String {
+fn render_hops(h: &LoopHops, rate: Option<u32>) -> String {
+    let ms = |frames: f64| match rate {
+        Some(r) if r > 0 => format!(" = {:.3} ms", frames * 1000.0 / f64::from(r)),
+        _ => String::new(),
+    };
     let one = |name: &str, s: &Option<jack::HopSummary>| match s {
         Some(s) => format!(
-            "{name:<16} mean {:.2} frames, min {}, max {} ({} events)\n",
-            s.mean, s.min, s.max, s.count
+            "{name:<16} mean {:.2} frames{}, min {}, max {} ({} events)\n",
+            s.mean,
+            ms(s.mean),
+            s.min,
+            s.max,
+            s.count
         ),
         None => format!("{name:<16} (not measured)\n"),
     };
@@ -848,9 +892,17 @@ fn run_loop(a: LoopArgs) -> anyhow::Result<Outcome> {
         .map(|rr| LoopHops::compute(&sent_frames, &rr.frames, &received_frames, 2));
     let loop_stats = looper.map(PacedLoopback::stop);
     provenance.finish();
+    let jack_intervals = if a.open.backend == BackendChoice::Jack {
+        JackIntervals::of(&r, &opened.detail)
+    } else {
+        None
+    };
     if !to_stdout && relay.is_some() {
         match &hops {
-            Some(h) => print!("{}", render_hops(h)),
+            Some(h) => print!(
+                "{}",
+                render_hops(h, jack_intervals.as_ref().map(|j| j.sample_rate))
+            ),
             None => println!(
                 "frames per hop: not computed: {xruns} xruns or frame gaps (JACK skips or repeats a cycle's \
                  buffers then, so events can no longer be paired by order)"
@@ -858,7 +910,7 @@ fn run_loop(a: LoopArgs) -> anyhow::Result<Outcome> {
         }
     }
     if !to_stdout {
-        print!("{}", render_loop(&r, a.events));
+        print!("{}", render_loop(&r, a.events, jack_intervals.as_ref()));
     }
     let failed = r.events_received < a.events || r.lost > 0 || r.disconnected || interrupted;
     let out = LoopOut {
@@ -881,6 +933,7 @@ fn run_loop(a: LoopArgs) -> anyhow::Result<Outcome> {
             xruns: rr.xruns,
             frame_gaps: rr.frame_gaps,
         }),
+        jack_intervals,
     };
     if let Some(p) = &a.json {
         args::write_json(p, &out)?;
@@ -911,27 +964,47 @@ fn run_loop(a: LoopArgs) -> anyhow::Result<Outcome> {
     Ok(Outcome::Ok)
 }
 
-fn render_loop(r: &LoopResult, asked: u64) -> String {
+/// The loop's result; over JACK (`jack`) in frames and ms, elsewhere
+/// beside the MIDI wire limit.
+fn render_loop(r: &LoopResult, asked: u64, jack: Option<&JackIntervals>) -> String {
     let ms = |ns: f64| ns / 1e6;
+    let interval = match jack {
+        Some(j) => format!(
+            "mean interval    {:.4} ms = {:.1} frames ({:.2} periods of {} at {} Hz)\n\
+             sd               {:.4} ms = {:.1} frames\n\
+             min / max        {:.4} / {:.4} ms = {:.1} / {:.1} frames\n\
+             events/s         {:.1}\n",
+            ms(r.mean_interval_ns),
+            j.mean_interval_frames,
+            j.mean_interval_periods,
+            j.period,
+            j.sample_rate,
+            ms(r.sd_interval_ns),
+            j.sd_interval_frames,
+            ms(r.min_interval_ns as f64),
+            ms(r.max_interval_ns as f64),
+            j.min_interval_frames,
+            j.max_interval_frames,
+            r.events_per_second,
+        ),
+        None => format!(
+            "mean interval    {:.4} ms   wire limit {:.3} ms ({}-byte messages at 31.25 kbaud), ratio {:.4}\n\
+             sd               {:.4} ms\n\
+             min / max        {:.4} / {:.4} ms\n\
+             events/s         {:.1}   (wire: {:.1})\n",
+            ms(r.mean_interval_ns),
+            ms(r.wire_limit_ns as f64),
+            r.wire_bytes_per_message,
+            r.ratio_to_wire,
+            ms(r.sd_interval_ns),
+            ms(r.min_interval_ns as f64),
+            ms(r.max_interval_ns as f64),
+            r.events_per_second,
+            1e9 / r.wire_limit_ns as f64,
+        ),
+    };
     format!(
-        "events received  {} of {asked}\n\
-         mean interval    {:.4} ms   wire limit {:.3} ms ({}-byte messages at 31.25 kbaud), ratio {:.4}\n\
-         sd               {:.4} ms\n\
-         min / max        {:.4} / {:.4} ms\n\
-         events/s         {:.1}   (wire: {:.1})\n\
-         lost             {}   (sent {}, refused {})\n",
-        r.events_received,
-        ms(r.mean_interval_ns),
-        ms(r.wire_limit_ns as f64),
-        r.wire_bytes_per_message,
-        r.ratio_to_wire,
-        ms(r.sd_interval_ns),
-        ms(r.min_interval_ns as f64),
-        ms(r.max_interval_ns as f64),
-        r.events_per_second,
-        1e9 / r.wire_limit_ns as f64,
-        r.lost,
-        r.sent,
-        r.send_refused,
+        "events received  {} of {asked}\n{interval}lost             {}   (sent {}, refused {})\n",
+        r.events_received, r.lost, r.sent, r.send_refused,
     )
 }

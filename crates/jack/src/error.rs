@@ -26,6 +26,10 @@ pub enum ErrorKind {
     Backend,
     /// An operating-system error (e.g. creating the dummy server's log).
     Io,
+    /// A measurement's test signal did not come back (the audio round trip
+    /// with nothing, or a muted path, between its ports); the message names
+    /// the ports and how to connect them.
+    NoSignal,
 }
 
 firmtime_rt::define_error! {

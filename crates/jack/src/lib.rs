@@ -12,6 +12,9 @@
 //!   counter extended to 64 bits ([`FrameExtender`]), and which clock JACK's
 //!   microseconds are on ([`jack_clock_offset`], [`JackClock`]), and dropped
 //!   cycles seen in the frame counter ([`FrameGaps`]).
+//! - [`roundtrip`]: the audio round trip through a loopback, jack_iodelay's
+//!   job ([`roundtrip::measure`]), and [`roundtrip::Cable`], a client of
+//!   known delay that stands in for a cable on a dummy server.
 //! - [`server`]: a private `jackd -d dummy` ([`DummyServer`]) for tests and
 //!   for `--jack-dummy`, so nothing depends on (or touches) a user's server.
 //! - [`pipewire`]: a private headless PipeWire ([`PipeWireServer`]) and
@@ -35,7 +38,8 @@
 //! forks jackd, talks to the server) except what is marked **RT-safe.**:
 //! [`read_cycle_times`], the [`CycleTimes`] conversions,
 //! [`FrameExtender::extend`], [`FrameGaps::observe`] and [`XrunNotifier`]'s xrun callback, which a
-//! process callback may call every cycle: no allocation, no lock, no
+//! process callback may call every cycle, and the process callbacks of
+//! [`roundtrip`] (preallocated buffers and atomics only): no allocation, no lock, no
 //! printing. Callers measure the clock offset ([`jack_clock_offset`]) when
 //! their client opens, never in the callback.
 
@@ -46,6 +50,7 @@ pub mod client;
 pub mod clock;
 pub mod error;
 pub mod pipewire;
+pub mod roundtrip;
 pub mod server;
 pub mod test_server;
 

@@ -116,6 +116,12 @@ pub struct RunArgs {
     /// Pin the engine's loop to this CPU (default: not pinned).
     #[arg(long, value_name = "N")]
     cpu: Option<usize>,
+    /// JACK, audio output: before the first trial, measure the feedback
+    /// path's round trip: a test signal to the --audio-out ports, back
+    /// through a loopback cable on PORT (e.g. system:capture_1). Printed,
+    /// and recorded in every sidecar (backend.audio_roundtrip); see docs/AUDIO.md.
+    #[arg(long, value_name = "PORT")]
+    measure_roundtrip: Option<String>,
     #[command(flatten)]
     explain: args::ExplainArgs,
     #[command(flatten)]
@@ -372,6 +378,9 @@ fn session(a: RunArgs) -> anyhow::Result<Outcome> {
     }
     let synth = audio::session_synth(exps.iter().map(|(_, _, e)| e))?;
     let mut opened = open(&a.open, "firmtime-tap", synth)?;
+    if let Some(port) = &a.measure_roundtrip {
+        opened.detail["audio_roundtrip"] = crate::audio::measure_feedback(&opened.detail, port)?;
+    }
     firmtime_rt::sched::set_current_thread_name(ENGINE_COMM)
         .context("naming the engine's thread")?;
     for (path, _, e) in &exps {
