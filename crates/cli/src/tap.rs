@@ -11,6 +11,7 @@ use firmtime_tap::analysis::{self, AnalysisConfig, Phase, TrialAnalysis};
 use firmtime_tap::{data, ftap, Experiment};
 
 mod run;
+mod status;
 
 use crate::args::{self, Outcome, UsageError};
 use run::{ReplayArgs, RunArgs};

@@ -47,6 +47,7 @@ pub mod error;
 pub mod experiment;
 pub mod ftap;
 pub mod late;
+pub mod live;
 pub mod params;
 pub mod replay;
 pub mod session;

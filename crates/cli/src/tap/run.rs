@@ -488,6 +488,9 @@ fn session(a: RunArgs) -> anyhow::Result<Outcome> {
         };
         engines.push(Engine::new(e, o)?);
     }
+    // Started before this thread takes real-time priority and its CPU,
+    // which the drawing thread would inherit.
+    let status = super::status::StatusLine::start();
     let mut request = rt_request(&a.open, a.open.priority, true);
     request.cpus = pin;
     let rt = setup::apply(&request)
@@ -563,9 +566,10 @@ fn session(a: RunArgs) -> anyhow::Result<Outcome> {
         if let Some(w) = &watch {
             engine.set_notes(w.notes(engine.options().pause_ns));
         }
-        let outcome = engine
-            .run(opened.backend.as_mut(), signals::flag())
-            .map_err(|e| anyhow::anyhow!("trial {trial}: {e}"))?;
+        status.show(trial, n as u32, &e.name, e.end, engine.live());
+        let outcome = engine.run(opened.backend.as_mut(), signals::flag());
+        status.clear();
+        let outcome = outcome.map_err(|e| anyhow::anyhow!("trial {trial}: {e}"))?;
         provenance.finish();
         let late = late_report(engine, &outcome, &opened.timing, watch.map(|w| (w, thread)));
         let meta = TrialMeta {
