@@ -423,10 +423,17 @@ fn ports(a: PortsArgs) -> anyhow::Result<Outcome> {
     // and its server did not answer: the listing is not what was asked.
     if let Some(j) = out.jack.as_ref().filter(|j| j.error.is_some()) {
         if a.backend == Some(BackendChoice::Jack) || !j.not_installed {
-            eprintln!(
-                "firmtime: error: no JACK ports listed: {}",
-                j.error.as_deref().unwrap_or_default()
-            );
+            if to_stdout {
+                eprintln!(
+                    "firmtime: error: no JACK ports listed: {}",
+                    j.error.as_deref().unwrap_or_default()
+                );
+            } else {
+                eprintln!(
+                    "firmtime: error: no JACK ports listed from server \"{}\" (why: above)",
+                    j.server
+                );
+            }
             return Ok(Outcome::Failed);
         }
     }
