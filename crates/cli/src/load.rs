@@ -169,10 +169,7 @@ fn spec(a: &LoadArgs) -> anyhow::Result<LoadSpec> {
     ];
     for (flag, set, kinds) in given {
         if set && !kinds.contains(&a.kind) {
-            let names: Vec<String> = kinds
-                .iter()
-                .map(|&k| kind_name(k))
-                .collect();
+            let names: Vec<String> = kinds.iter().map(|&k| kind_name(k)).collect();
             return Err(usage(format!(
                 "{flag} does not apply to '{kind}' (only to {})",
                 names.join(" and ")

@@ -38,6 +38,9 @@ pub struct MidiArgs {
 #[derive(Debug, Subcommand)]
 enum MidiCommand {
     /// List the MIDI ports each backend sees.
+    ///
+    /// Exit status 1 when JACK is listed (asked for, or by default with
+    /// libjack installed) and no server answers; the other listings still print.
     Ports(PortsArgs),
     /// Print incoming MIDI with µs timestamps relative to the start (like
     /// aseqdump, but timed).
@@ -596,8 +599,10 @@ fn monitor(a: MonitorArgs) -> anyhow::Result<Outcome> {
     if !to_stdout {
         eprintln!(
             "monitoring ({}); Ctrl-C to stop",
-            a.duration
-                .map_or("until Ctrl-C".to_string(), |d| format!("for {}", firmtime_rt::units::format_duration(d)))
+            a.duration.map_or("until Ctrl-C".to_string(), |d| format!(
+                "for {}",
+                firmtime_rt::units::format_duration(d)
+            ))
         );
         println!("{:>14}  {:<9} message", "time (µs)", "bytes");
     }

@@ -182,11 +182,7 @@ impl Lines {
         } else {
             String::new()
         };
-        let text = format!(
-            "firmtime:   {}: {:.0}% done{left}",
-            p.label,
-            share * 100.0
-        );
+        let text = format!("firmtime:   {}: {:.0}% done{left}", p.label, share * 100.0);
         self.line(&text);
     }
 }

@@ -239,6 +239,10 @@ fn port_list<S: AsRef<str>>(ports: &[S]) -> String {
     if ports.is_empty() {
         "none".to_string()
     } else {
-        ports.iter().map(AsRef::as_ref).collect::<Vec<_>>().join(", ")
+        ports
+            .iter()
+            .map(AsRef::as_ref)
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }

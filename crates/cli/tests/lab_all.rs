@@ -98,14 +98,20 @@ fn piped_lab_all_prints_a_line_per_step_with_the_time_left() {
     // Three steps are enough to see the lines and the estimate; then stop.
     let mut lines = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(300);
-    while !lines.iter().any(|l: &String| l.starts_with("firmtime: step 3/")) {
+    while !lines
+        .iter()
+        .any(|l: &String| l.starts_with("firmtime: step 3/"))
+    {
         let left = deadline.saturating_duration_since(Instant::now());
         match rx.recv_timeout(left) {
             Ok(l) => lines.push(l),
             Err(_) => {
                 let _ = common::kill(child.id(), libc::SIGKILL);
                 let _ = child.wait();
-                panic!("no third step line within 300 s; stderr so far:\n{}", lines.join("\n"));
+                panic!(
+                    "no third step line within 300 s; stderr so far:\n{}",
+                    lines.join("\n")
+                );
             }
         }
     }
@@ -126,18 +132,25 @@ fn piped_lab_all_prints_a_line_per_step_with_the_time_left() {
         .unwrap_or_else(|| panic!("first step line: {}", steps[0]));
     assert!(of >= 10, "quick runs at least 10 steps, said {of}");
     for (i, l) in steps.iter().enumerate() {
-        assert!(l.starts_with(&format!("firmtime: step {}/{of}: ", i + 1)), "{l}");
+        assert!(
+            l.starts_with(&format!("firmtime: step {}/{of}: ", i + 1)),
+            "{l}"
+        );
         assert!(l.contains(" so far, "), "{l}");
         if i > 0 {
             assert!(l.contains(" left)"), "no estimate in {l}");
         }
     }
     assert!(
-        lines.last().is_some_and(|l| l.starts_with("firmtime: interrupted")),
+        lines
+            .last()
+            .is_some_and(|l| l.starts_with("firmtime: interrupted")),
         "{lines:#?}"
     );
     assert!(
-        lines.iter().any(|l| l.starts_with("firmtime: lab all stopped in ")),
+        lines
+            .iter()
+            .any(|l| l.starts_with("firmtime: lab all stopped in ")),
         "{lines:#?}"
     );
     let _ = std::fs::remove_dir_all(&dir);

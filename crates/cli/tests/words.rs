@@ -62,8 +62,24 @@ fn debug_forms_in(s: &str, json_docs: bool) -> Vec<String> {
 /// and ending the value (`output: Audio`, `order Fixed;`).
 fn enum_name(line: &str) -> Option<&'static str> {
     const NAMES: [&str; 18] = [
-        "Fixed", "Random", "Audio", "Midi", "Same", "Transpose", "Map", "Uniform", "Normal",
-        "List", "AsPlayed", "Jack", "Raw", "Loopback", "Click", "Tone", "White", "Pink",
+        "Fixed",
+        "Random",
+        "Audio",
+        "Midi",
+        "Same",
+        "Transpose",
+        "Map",
+        "Uniform",
+        "Normal",
+        "List",
+        "AsPlayed",
+        "Jack",
+        "Raw",
+        "Loopback",
+        "Click",
+        "Tone",
+        "White",
+        "Pink",
     ];
     NAMES.into_iter().find(|n| {
         [": ", "order "].iter().any(|p| {
@@ -71,7 +87,7 @@ fn enum_name(line: &str) -> Option<&'static str> {
                 line[i + m.len()..]
                     .chars()
                     .next()
-                    .is_none_or(|c| !c.is_alphanumeric())
+                    .map_or(true, |c| !c.is_alphanumeric())
             })
         })
     })
@@ -135,7 +151,11 @@ fn the_checker_catches_debug_forms_and_lets_words_through() {
         "write stage.port = value, e.g. gain.Gain = 0.5",
         "pitch = { mode = \"same\" } in the file",
     ] {
-        assert_eq!(debug_forms(good), Vec::<String>::new(), "false alarm: {good}");
+        assert_eq!(
+            debug_forms(good),
+            Vec::<String>::new(),
+            "false alarm: {good}"
+        );
     }
 }
 
@@ -272,8 +292,18 @@ fn error_paths_speak_words() {
         vec!["tap".into(), "analyze".into(), "/nonexistent.csv".into()],
         vec!["ladspa".into(), "describe".into(), "no_such_plugin".into()],
         vec!["load".into(), "cpu".into(), "--size".into(), "1M".into()],
-        vec!["midi".into(), "monitor".into(), "--device".into(), "/nonexistent".into()],
-        vec!["lab".into(), "cyclic".into(), "--duration".into(), "0s".into()],
+        vec![
+            "midi".into(),
+            "monitor".into(),
+            "--device".into(),
+            "/nonexistent".into(),
+        ],
+        vec![
+            "lab".into(),
+            "cyclic".into(),
+            "--duration".into(),
+            "0s".into(),
+        ],
         vec!["frobnicate".into()],
     ];
     for c in &cases {
@@ -333,7 +363,9 @@ fn tap_run_names_the_jack_server_it_tried() {
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(
-        err.contains(&format!("the JACK server \"{name}\" (named by $JACK_DEFAULT_SERVER)")),
+        err.contains(&format!(
+            "the JACK server \"{name}\" (named by $JACK_DEFAULT_SERVER)"
+        )),
         "{err}"
     );
     assert!(err.contains("no server of that name answered"), "{err}");
@@ -344,7 +376,10 @@ fn tap_run_names_the_jack_server_it_tried() {
     let out = with_default_server(&name, &args);
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("the JACK server \"firmtime-other-name\":"), "{err}");
+    assert!(
+        err.contains("the JACK server \"firmtime-other-name\":"),
+        "{err}"
+    );
     let _ = std::fs::remove_dir_all(&d);
 }
 
@@ -363,7 +398,15 @@ fn midi_ports_without_a_jack_server_exits_1_naming_it() {
     // JACK alone, named by flag; JSON keeps the reason in its error field.
     let out = with_default_server(
         &name,
-        &["midi", "ports", "--backend", "jack", "--jack-server", "firmtime-flag-name", "--json"],
+        &[
+            "midi",
+            "ports",
+            "--backend",
+            "jack",
+            "--jack-server",
+            "firmtime-flag-name",
+            "--json",
+        ],
     );
     assert_eq!(out.status.code(), Some(1));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
@@ -417,7 +460,9 @@ fn a_mistyped_port_gets_the_closest_names_on_a_real_server() {
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(
-        err.contains("there is no source port \"firmtime-tap:outt\"; did you mean \"firmtime-tap:out\"?"),
+        err.contains(
+            "there is no source port \"firmtime-tap:outt\"; did you mean \"firmtime-tap:out\"?"
+        ),
         "{err}"
     );
     assert!(err.contains("`firmtime midi ports`"), "{err}");

@@ -114,17 +114,38 @@ pub fn server_description(named: Option<&str>, env: Option<&str>) -> String {
 /// What libjack's status bits of a failed open mean, in words.
 pub fn status_words(st: ClientStatus) -> String {
     let words: [(ClientStatus, &str); 11] = [
-        (ClientStatus::SERVER_FAILED, "no server of that name answered"),
-        (ClientStatus::SERVER_ERROR, "the server did not answer properly"),
+        (
+            ClientStatus::SERVER_FAILED,
+            "no server of that name answered",
+        ),
+        (
+            ClientStatus::SERVER_ERROR,
+            "the server did not answer properly",
+        ),
         (ClientStatus::INVALID_OPTION, "the server refused an option"),
         (ClientStatus::NAME_NOT_UNIQUE, "the client name is taken"),
         (ClientStatus::NO_SUCH_CLIENT, "no such client"),
-        (ClientStatus::LOAD_FAILURE, "an internal client could not be loaded"),
-        (ClientStatus::INIT_FAILURE, "an internal client could not be initialized"),
-        (ClientStatus::SHM_FAILURE, "JACK's shared memory could not be reached"),
-        (ClientStatus::VERSION_ERROR, "client and server speak different protocol versions"),
+        (
+            ClientStatus::LOAD_FAILURE,
+            "an internal client could not be loaded",
+        ),
+        (
+            ClientStatus::INIT_FAILURE,
+            "an internal client could not be initialized",
+        ),
+        (
+            ClientStatus::SHM_FAILURE,
+            "JACK's shared memory could not be reached",
+        ),
+        (
+            ClientStatus::VERSION_ERROR,
+            "client and server speak different protocol versions",
+        ),
         (ClientStatus::BACKEND_ERROR, "the server's backend failed"),
-        (ClientStatus::CLIENT_ZOMBIE, "the client was dropped by the server"),
+        (
+            ClientStatus::CLIENT_ZOMBIE,
+            "the client was dropped by the server",
+        ),
     ];
     let said: Vec<&str> = words
         .iter()
@@ -289,7 +310,8 @@ pub fn closest<'a>(wanted: &str, names: &'a [String], n: usize) -> Vec<&'a str> 
             let limit = (w.chars().count().max(l.chars().count()) / 3).max(2);
             // Holding the other counts as close, behind any near spelling.
             let contains = !w.is_empty() && (l.contains(&w) || w.contains(&l));
-            (d <= limit || contains).then_some((if d <= limit { d } else { limit + d }, name.as_str()))
+            (d <= limit || contains)
+                .then_some((if d <= limit { d } else { limit + d }, name.as_str()))
         })
         .collect();
     scored.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(b.1)));

@@ -452,7 +452,10 @@ impl Experiment {
             match (k.on, k.source) {
                 (false, _) => "off".to_string(),
                 (true, crate::params::MaskSource::Audio) => {
-                    format!("{} noise rendered as audio at {} dBFS", k.noise, k.level_dbfs)
+                    format!(
+                        "{} noise rendered as audio at {} dBFS",
+                        k.noise, k.level_dbfs
+                    )
                 }
                 (true, crate::params::MaskSource::Midi) => format!(
                     "{} (channel {}, note {}, velocity {})",

@@ -303,10 +303,8 @@ fn backend_words(opened: &backend::Opened) -> String {
                     s,
                     "; audio: {} at {} dBFS{}{}, to {}",
                     match y.sound {
-                        firmtime_midi::jack::Sound::Click => format!(
-                            "{} ms clicks of {} Hz",
-                            y.click_ms, y.click_hz
-                        ),
+                        firmtime_midi::jack::Sound::Click =>
+                            format!("{} ms clicks of {} Hz", y.click_ms, y.click_hz),
                         firmtime_midi::jack::Sound::Tone => "tones at each note's pitch".into(),
                     },
                     y.level_dbfs,
