@@ -157,7 +157,7 @@ fn size_in(flag: &str, kind: &str, v: u64, r: &RangeInclusive<u64>) -> anyhow::R
 
 /// Builds the spec, refusing flags that do not apply to the chosen kind.
 fn spec(a: &LoadArgs) -> anyhow::Result<LoadSpec> {
-    let kind = format!("{:?}", a.kind).to_lowercase();
+    let kind = kind_name(a.kind);
     let given: [(&str, bool, &[Kind]); 7] = [
         ("--hogs", a.hogs.is_some(), &[Kind::Cpu]),
         ("--percent", a.percent.is_some(), &[Kind::Duty]),
@@ -169,10 +169,7 @@ fn spec(a: &LoadArgs) -> anyhow::Result<LoadSpec> {
     ];
     for (flag, set, kinds) in given {
         if set && !kinds.contains(&a.kind) {
-            let names: Vec<String> = kinds
-                .iter()
-                .map(|k| format!("{k:?}").to_lowercase())
-                .collect();
+            let names: Vec<String> = kinds.iter().map(|&k| kind_name(k)).collect();
             return Err(usage(format!(
                 "{flag} does not apply to '{kind}' (only to {})",
                 names.join(" and ")
@@ -300,4 +297,9 @@ pub fn run(a: LoadArgs) -> anyhow::Result<Outcome> {
         args::write_json(p, &report)?;
     }
     Ok(Outcome::Ok)
+}
+
+/// A kind as its flag value spells it (`cpu`, `stress`, …).
+fn kind_name(k: Kind) -> String {
+    clap::ValueEnum::to_possible_value(&k).map_or_else(String::new, |v| v.get_name().to_string())
 }

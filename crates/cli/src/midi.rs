@@ -38,6 +38,9 @@ pub struct MidiArgs {
 #[derive(Debug, Subcommand)]
 enum MidiCommand {
     /// List the MIDI ports each backend sees.
+    ///
+    /// Exit status 1 when JACK is listed (asked for, or by default with
+    /// libjack installed) and no server answers; the other listings still print.
     Ports(PortsArgs),
     /// Print incoming MIDI with µs timestamps relative to the start (like
     /// aseqdump, but timed).
@@ -292,6 +295,9 @@ struct JackPortsOut {
     dummy_server_started: bool,
     /// The reason no ports could be listed (no server, no libjack), or null.
     error: Option<String>,
+    /// libjack is not installed (then a listing of every backend does not fail).
+    #[serde(skip)]
+    not_installed: bool,
     ports: Vec<firmtime_jack::JackPort>,
 }
 
@@ -308,6 +314,9 @@ fn jack_ports(j: &JackArgs) -> anyhow::Result<JackPortsOut> {
         server: backend::server_label(server_name.as_deref()),
         dummy_server_started: server.is_some(),
         error: listed.as_ref().err().map(|e| e.to_string()),
+        not_installed: listed
+            .as_ref()
+            .is_err_and(|e| e.kind() == firmtime_jack::ErrorKind::NotInstalled),
         ports: listed.unwrap_or_default(),
     };
     drop(server);
@@ -369,7 +378,7 @@ fn ports(a: PortsArgs) -> anyhow::Result<Outcome> {
         }
         if let Some(j) = &out.jack {
             println!(
-                "jack (--backend jack --connect PORT), server {:?}{}:",
+                "jack (--backend jack --connect PORT), server \"{}\"{}:",
                 j.server,
                 if j.dummy_server_started {
                     " (dummy, started for this listing)"
@@ -412,6 +421,24 @@ fn ports(a: PortsArgs) -> anyhow::Result<Outcome> {
     }
     if let Some(p) = &a.json {
         args::write_json(p, &out)?;
+    }
+    // JACK was asked for (or listed by default, libjack being installed)
+    // and its server did not answer: the listing is not what was asked.
+    if let Some(j) = out.jack.as_ref().filter(|j| j.error.is_some()) {
+        if a.backend == Some(BackendChoice::Jack) || !j.not_installed {
+            if to_stdout {
+                eprintln!(
+                    "firmtime: error: no JACK ports listed: {}",
+                    j.error.as_deref().unwrap_or_default()
+                );
+            } else {
+                eprintln!(
+                    "firmtime: error: no JACK ports listed from server \"{}\" (why: above)",
+                    j.server
+                );
+            }
+            return Ok(Outcome::Failed);
+        }
     }
     Ok(Outcome::Ok)
 }
@@ -488,7 +515,35 @@ fn describe(msg: &MidiMessage) -> String {
                 if truncated { " (truncated)" } else { "" }
             )
         }
-        other => format!("{other:?}"),
+        M::PolyPressure {
+            channel,
+            note,
+            pressure,
+        } => format!(
+            "Poly press ch {:>2} note {note:>3} val {pressure:>3}",
+            channel + 1
+        ),
+        M::ProgramChange { channel, program } => {
+            format!("Program    ch {:>2} prog {program:>3}", channel + 1)
+        }
+        M::ChannelPressure { channel, pressure } => {
+            format!("Ch press   ch {:>2} val {pressure:>3}", channel + 1)
+        }
+        M::PitchBend { channel, value } => format!(
+            "Pitch bend ch {:>2} val {:>+5}",
+            channel + 1,
+            i32::from(value) - 8192
+        ),
+        M::MtcQuarterFrame(b) => format!("MTC quarter frame {b:#04x}"),
+        M::SongPosition(p) => format!("Song position {p}"),
+        M::SongSelect(s) => format!("Song select {s}"),
+        M::TuneRequest => "Tune request".into(),
+        M::Clock => "Clock".into(),
+        M::Start => "Start".into(),
+        M::Continue => "Continue".into(),
+        M::Stop => "Stop".into(),
+        M::ActiveSensing => "Active sensing".into(),
+        M::Reset => "System reset".into(),
     }
 }
 
@@ -544,8 +599,10 @@ fn monitor(a: MonitorArgs) -> anyhow::Result<Outcome> {
     if !to_stdout {
         eprintln!(
             "monitoring ({}); Ctrl-C to stop",
-            a.duration
-                .map_or("until Ctrl-C".to_string(), |d| format!("for {d:?}"))
+            a.duration.map_or("until Ctrl-C".to_string(), |d| format!(
+                "for {}",
+                firmtime_rt::units::format_duration(d)
+            ))
         );
         println!("{:>14}  {:<9} message", "time (µs)", "bytes");
     }
@@ -854,11 +911,17 @@ fn run_loop(a: LoopArgs) -> anyhow::Result<Outcome> {
             if a.pty_loopback {
                 "a pty paced like a 31.25 kbaud cable".to_string()
             } else if a.open.backend == BackendChoice::Jack {
-                format!("JACK ({})", opened.detail["server"])
+                format!(
+                    "JACK (server \"{}\")",
+                    opened.detail["server"].as_str().unwrap_or("default")
+                )
             } else if a.open.backend == BackendChoice::Alsa {
                 "the ALSA sequencer".to_string()
             } else {
-                format!("{:?}", opened.detail["device"])
+                opened.detail["device"]
+                    .as_str()
+                    .unwrap_or("the device")
+                    .to_string()
             }
         );
     }

@@ -104,12 +104,12 @@ pub fn run(a: RackArgs) -> anyhow::Result<Outcome> {
     };
     let mut host = RackHost::start(&file, &scan, &opts)?;
     eprintln!(
-        "firmtime rack: {} Hz, {} frames ({:.2} ms); inputs {:?}, outputs {:?}",
+        "firmtime rack: {} Hz, {} frames ({:.2} ms); inputs {}, outputs {}",
         host.sample_rate(),
         host.block_size(),
         host.block_size() as f64 * 1000.0 / f64::from(host.sample_rate()),
-        host.input_ports(),
-        host.output_ports()
+        port_list(host.input_ports()),
+        port_list(host.output_ports())
     );
     let rate = f64::from(host.sample_rate());
     for s in host.control().stages() {
@@ -232,4 +232,17 @@ pub fn run(a: RackArgs) -> anyhow::Result<Outcome> {
         ));
     }
     Ok(if shut { Outcome::Failed } else { Outcome::Ok })
+}
+
+/// Port names for a message: `a, b` or `none`.
+fn port_list<S: AsRef<str>>(ports: &[S]) -> String {
+    if ports.is_empty() {
+        "none".to_string()
+    } else {
+        ports
+            .iter()
+            .map(AsRef::as_ref)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
 }

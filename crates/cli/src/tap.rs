@@ -11,6 +11,7 @@ use firmtime_tap::analysis::{self, AnalysisConfig, Phase, TrialAnalysis};
 use firmtime_tap::{data, ftap, ftap_out, Experiment};
 
 mod run;
+mod status;
 
 use crate::args::{self, Outcome, UsageError};
 use run::{ReplayArgs, RunArgs};
@@ -56,6 +57,10 @@ enum TapCommand {
     /// backend's minimum, an output due at once), the engine woken late
     /// (named, where tracefs is usable — root —: a task, an interrupt, the
     /// VM…) or the backend side (a late JACK cycle). See docs/TAP.md §5.
+    ///
+    /// On a terminal a status line is redrawn during each trial (trial n/N,
+    /// elapsed and time left, taps heard, beats, late outputs, xruns); piped,
+    /// only the lines before and after each trial.
     Run(RunArgs),
     /// Play a recorded trial back through a MIDI backend (FTAP's playftap).
     Replay(ReplayArgs),

@@ -177,7 +177,8 @@ fn midi_monitor_on_a_missing_device_fails_with_a_fix() {
 
 #[test]
 fn midi_ports_json_lists_raw_devices() {
-    let out = firmtime(&["midi", "ports", "--json", "-"]);
+    // Raw alone: a listing of every backend exits 1 when no JACK server runs.
+    let out = firmtime(&["midi", "ports", "--backend", "raw", "--json", "-"]);
     assert_eq!(out.status.code(), Some(0));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     for p in v["raw"].as_array().expect("raw array") {

@@ -70,3 +70,88 @@ fn quick_and_full_exclude_each_other() {
         &["--full", "--quick"],
     );
 }
+
+/// Piped, `lab all` said nothing for minutes: each step is a line on
+/// stderr, with the time so far and an estimate of the time left.
+#[test]
+fn piped_lab_all_prints_a_line_per_step_with_the_time_left() {
+    use std::io::{BufRead, BufReader};
+    let dir = std::env::temp_dir().join(format!("firmtime-lab-all-lines-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut child = Command::new(EXE)
+        .args(["lab", "all", "--quick", "--no-explain", "--out"])
+        .arg(&dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start firmtime");
+    let err = child.stderr.take().expect("stderr");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(err).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    // Three steps are enough to see the lines and the estimate; then stop.
+    let mut lines = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while !lines
+        .iter()
+        .any(|l: &String| l.starts_with("firmtime: step 3/"))
+    {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(l) => lines.push(l),
+            Err(_) => {
+                let _ = common::kill(child.id(), libc::SIGKILL);
+                let _ = child.wait();
+                panic!(
+                    "no third step line within 300 s; stderr so far:\n{}",
+                    lines.join("\n")
+                );
+            }
+        }
+    }
+    assert_eq!(common::kill(child.id(), libc::SIGINT), 0);
+    let status = child.wait().expect("wait");
+    reader.join().expect("reader");
+    lines.extend(rx.try_iter());
+    assert_eq!(status.code(), Some(1), "interrupted: partial, exit 1");
+    let steps: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.starts_with("firmtime: step "))
+        .collect();
+    assert!(steps.len() >= 3, "{lines:#?}");
+    let of = steps[0]
+        .strip_prefix("firmtime: step 1/")
+        .and_then(|r| r.split(':').next())
+        .and_then(|n| n.parse::<usize>().ok())
+        .unwrap_or_else(|| panic!("first step line: {}", steps[0]));
+    assert!(of >= 10, "quick runs at least 10 steps, said {of}");
+    for (i, l) in steps.iter().enumerate() {
+        assert!(
+            l.starts_with(&format!("firmtime: step {}/{of}: ", i + 1)),
+            "{l}"
+        );
+        assert!(l.contains(" so far, "), "{l}");
+        if i > 0 {
+            assert!(l.contains(" left)"), "no estimate in {l}");
+        }
+    }
+    assert!(
+        lines
+            .last()
+            .is_some_and(|l| l.starts_with("firmtime: interrupted")),
+        "{lines:#?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("firmtime: lab all stopped in ")),
+        "{lines:#?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

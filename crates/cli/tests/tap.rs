@@ -65,7 +65,10 @@ fn import_ftap_writes_a_valid_experiment_file() {
     assert_ok(&out);
     let out = firmtime(&["tap", "check", out_file.to_str().unwrap()]);
     let text = assert_ok(&out);
-    assert!(text.contains("trigger 5 at keystroke 60: end"), "{text}");
+    assert!(
+        text.contains("trigger 5 at keystroke 60: the trial ends"),
+        "{text}"
+    );
 
     let bad = root().join("crates/tap/tests/data/unknown-keyword.ftap");
     let out = firmtime(&["tap", "import-ftap", bad.to_str().unwrap()]);
@@ -366,7 +369,7 @@ fn check_shows_pink_masking_noise_and_rejects_an_unknown_colour_with_line_and_co
     let out = firmtime(&["tap", "check", pink.to_str().unwrap()]);
     let text = assert_ok(&out);
     assert!(
-        text.contains("masking: audio, pink noise at -20 dBFS"),
+        text.contains("masking: pink noise rendered as audio at -20 dBFS"),
         "{text}"
     );
     assert_check_refuses(

@@ -316,8 +316,9 @@ impl ServerProcess {
             if Instant::now() >= deadline {
                 self.stop();
                 return Err(self.failed(&format!(
-                    "{} did not accept clients within {timeout:?}",
-                    self.program
+                    "{} did not accept clients within {:.1} s",
+                    self.program,
+                    timeout.as_secs_f64()
                 )));
             }
             std::thread::sleep(Duration::from_millis(50));

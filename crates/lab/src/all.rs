@@ -142,6 +142,17 @@ struct Run<'a> {
     failures: Vec<(String, String)>,
     kept: Kept,
     cyclic: Vec<(&'static str, &'static str, cyclic::CyclicResult)>,
+    /// Steps begun, and how many this preset runs ([`Progress::step`]).
+    step: usize,
+    steps: usize,
+}
+
+impl Run<'_> {
+    /// Tells `progress` that the next step, `name`, begins.
+    fn next_step(&mut self, progress: &mut dyn Progress, name: &str) {
+        self.step += 1;
+        progress.step(self.step, self.steps, name);
+    }
 }
 
 /// One step of `lab all`, whatever its measurement's types.
@@ -151,6 +162,27 @@ trait Step {
     /// Runs the step, writing its files and its section into `run`. A
     /// measurement's own error is a failure in `run`, not an error here.
     fn run(&self, run: &mut Run<'_>, progress: &mut dyn Progress) -> Result<()>;
+    /// The measurements it runs, each a step of the progress shown.
+    fn parts(&self) -> usize {
+        1
+    }
+}
+
+/// A measurement's name as its step is shown (`clock: clock reads`).
+fn step_name(name: &str) -> String {
+    let what = match name {
+        "clock" => "the clocks' read cost",
+        "sleep" => "sleep overshoot",
+        "tails" => "timer tails (Etsion et al. Table 6)",
+        "overhead" => "kernel costs (Table 2)",
+        "ticks" => "the idle CPUs' timer ticks",
+        "frames" => "frame pacing",
+        "interrupts" => "timer-interrupt overhead",
+        "trace" => "the scheduler trace",
+        "trace overhead" => "what tracing costs",
+        _ => return name.to_string(),
+    };
+    format!("{name}: {what}")
 }
 
 /// A [`Measurement`] as a step: one JSON file, its section, what it keeps.
@@ -164,6 +196,7 @@ impl<M: Measurement> Step for Each<M> {
     fn run(&self, run: &mut Run<'_>, progress: &mut dyn Progress) -> Result<()> {
         let m = &self.0;
         let c = m.config(run.cfg.preset, &run.cfg.exe);
+        run.next_step(progress, &step_name(m.name()));
         let p = run.w.provenance();
         match m.run(&c, progress) {
             Ok(r) => {
@@ -193,6 +226,10 @@ impl Step for CyclicConditions {
         true
     }
 
+    fn parts(&self) -> usize {
+        cyclic_conditions().len()
+    }
+
     fn run(&self, run: &mut Run<'_>, progress: &mut dyn Progress) -> Result<()> {
         let explain = if run.cfg.explain {
             crate::explain::available()
@@ -203,6 +240,7 @@ impl Step for CyclicConditions {
             if stop_requested() {
                 break;
             }
+            run.next_step(progress, &format!("periodic wake-ups, {label}"));
             let mut c = Cyclic.config(run.cfg.preset, &run.cfg.exe);
             c.policy = policy;
             c.load = load;
@@ -325,6 +363,8 @@ pub fn run(cfg: &Config, progress: &mut dyn Progress) -> Result<Outcome> {
         failures: Vec::new(),
         kept: Kept::default(),
         cyclic: Vec::new(),
+        step: 0,
+        steps: 0,
     };
     let started = run.w.provenance();
 
@@ -351,6 +391,11 @@ pub fn run(cfg: &Config, progress: &mut dyn Progress) -> Result<Outcome> {
         &Each(Trace),
         &Each(TraceOverhead),
     ];
+    run.steps = steps
+        .iter()
+        .filter(|s| s.in_preset(cfg.preset))
+        .map(|s| s.parts())
+        .sum();
     for step in steps {
         if stop_requested() {
             break;

@@ -152,6 +152,9 @@ pub trait Progress {
     fn advance(&mut self, n: u64);
     /// The phase ended.
     fn end(&mut self);
+    /// Step `n` (from 1) of `of` of a run of several measurements (`lab
+    /// all`) begins; its phases follow. Default: nothing.
+    fn step(&mut self, _n: usize, _of: usize, _name: &str) {}
 }
 
 /// Progress that shows nothing (piped output, tests).

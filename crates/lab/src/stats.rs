@@ -259,7 +259,7 @@ impl LatencyHistogram {
                 Error::new(
                     ErrorKind::InvalidInput,
                     format!(
-                        "histogram range of {max_ns} ns is not usable ({e:?}); \
+                        "histogram range of {max_ns} ns is not usable ({e}); \
                          choose a maximum between 2 ns and 2^62 ns"
                     ),
                 )
@@ -476,7 +476,7 @@ impl LatencyHistogram {
         let err = |e| {
             Error::new(
                 ErrorKind::InvalidInput,
-                format!("merging histograms failed: {e:?}"),
+                format!("merging histograms failed: {e}"),
             )
         };
         self.pos.add(&other.pos).map_err(err)?;

@@ -203,21 +203,12 @@ impl RackHost {
             &opts.connect_out
         };
         let c = host.client.as_ref().expect("active").as_client();
+        // firmtime-jack's connect names the closest ports when one is mistyped.
         for (src, dst) in cin.iter().zip(&host.inputs) {
-            c.connect_ports_by_name(src, dst).map_err(|e| {
-                jack_err(
-                    e,
-                    format!("cannot connect {src:?} to {dst:?} (check names with jack_lsp)"),
-                )
-            })?;
+            firmtime_jack::connect(c, src, dst).map_err(jack_error)?;
         }
         for (src, dst) in host.outputs.iter().zip(cout) {
-            c.connect_ports_by_name(src, dst).map_err(|e| {
-                jack_err(
-                    e,
-                    format!("cannot connect {src:?} to {dst:?} (check names with jack_lsp)"),
-                )
-            })?;
+            firmtime_jack::connect(c, src, dst).map_err(jack_error)?;
         }
         Ok(host)
     }

@@ -570,7 +570,8 @@ impl TscClock {
         }
         if duration < Duration::from_millis(1) {
             return Err(Error::invalid(format!(
-                "TSC calibration time {duration:?} is too short: use at least 1ms"
+                "TSC calibration time {} is too short: use at least 1ms",
+                crate::units::format_duration(duration)
             )));
         }
         let (t0, n0) = paired_read();

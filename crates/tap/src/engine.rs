@@ -54,6 +54,7 @@
 //! events ([`Engine::data_events`]) runs after the trial.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use firmtime_midi::diag::{DiagReport, SchedDiag, DEFAULT_LIMIT_NS};
 use firmtime_midi::{
@@ -65,6 +66,7 @@ use firmtime_rt::clock::monotonic_ns;
 use crate::data::{self, EventKind, NoteData, SelfChecks};
 use crate::experiment::{Experiment, TrialEnd, Trigger, TriggerAt, MAX_TRIGGERS};
 use crate::late::{Handover, LateOutput};
+use crate::live::LiveStatus;
 use crate::params::{MaskSource, NoteLength, Params, Setting};
 use firmtime_rt::outliers::Notes;
 use firmtime_rt::rng::Rng;
@@ -322,7 +324,14 @@ pub struct Engine {
     pass_wake_ns: u64,
     /// The stamp of the input whose feedback is being sent.
     answering: Option<u64>,
+    /// What a watcher shows while the trial runs ([`Engine::live`]).
+    live: Arc<LiveStatus>,
+    /// When the live counters are next published.
+    live_next_ns: u64,
 }
+
+/// How often the live counters are published.
+const LIVE_EVERY_NS: u64 = 50_000_000;
 
 fn bits_contains(mask: u16, channel0: u8) -> bool {
     channel0 < 16 && mask & (1 << channel0) != 0
@@ -437,7 +446,16 @@ impl Engine {
             pass_due_ns: 0,
             pass_wake_ns: 0,
             answering: None,
+            live: Arc::new(LiveStatus::default()),
+            live_next_ns: 0,
         })
+    }
+
+    /// The counters of the running trial, for a watcher on another thread
+    /// (the live status line); the engine stores into them with relaxed
+    /// atomics, at most every 50 ms.
+    pub fn live(&self) -> Arc<LiveStatus> {
+        Arc::clone(&self.live)
     }
 
     /// The options the engine runs with.
@@ -944,6 +962,8 @@ impl Engine {
         b.poll_sent(&mut |_| {});
         let t0 = monotonic_ns();
         self.reset(t0);
+        self.live.begin(t0);
+        self.live_next_ns = t0;
         self.update_masking(b, t0);
         let dur_end = self.dur_end_ns;
         loop {
@@ -961,6 +981,10 @@ impl Engine {
                 break;
             }
             let now = monotonic_ns();
+            if now >= self.live_next_ns {
+                self.publish(b, stats0);
+                self.live_next_ns = now + LIVE_EVERY_NS;
+            }
             self.fire_due(b, |a| matches!(a, TriggerAt::Elapsed(_)), now);
             self.schedule_metronome(b, now);
             if let Some(d) = dur_end {
@@ -1024,6 +1048,8 @@ impl Engine {
             note: None,
         });
         let backend_stats = sub_stats(b.stats(), stats0);
+        self.publish(b, stats0);
+        self.live.end();
         Ok(TrialOutcome {
             start_ns: t0,
             end_ns,
@@ -1040,6 +1066,13 @@ impl Engine {
             backend: backend_stats,
             diag: self.diag.report(),
         })
+    }
+
+    /// Publishes the live counters. **RT-safe.**
+    fn publish(&self, b: &dyn MidiBackend, stats0: BackendStats) {
+        let xruns = b.stats().xruns.saturating_sub(stats0.xruns);
+        self.live
+            .update(self.keystrokes, self.beats, self.late, xruns);
     }
 
     /// Note-offs for every feedback note still held, and the masking note.
@@ -1189,10 +1222,18 @@ set.feedback.delay = { mode = "none" }
         let mut eng = Engine::new(&e, o).unwrap();
         let mut lb = Loopback::new(LoopbackOptions::default());
         let taps = queue_taps(&mut lb, 30_000_000, 40_000_000, &[60, 80, 60, 60, 60]);
+        let live = eng.live();
         let stop = AtomicBool::new(false);
         let out = assert_no_alloc::assert_no_alloc(|| eng.run(&mut lb, &stop)).unwrap();
         assert_eq!(out.reason, EndReason::Condition);
         assert_eq!(out.keystrokes, 5);
+        // The watcher's counters end as the outcome does (published at the
+        // end under the same no-allocation check).
+        let seen = live.read();
+        assert!(!seen.running);
+        assert_eq!(seen.keystrokes, 5);
+        assert_eq!(seen.start_ns, out.start_ns);
+        assert_eq!(seen.late_outputs, out.late_outputs);
         let ev = eng.events();
         let inputs: Vec<(u32, u64)> = ev
             .iter()

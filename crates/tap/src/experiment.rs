@@ -403,7 +403,8 @@ impl Experiment {
         }
     }
 
-    /// A few lines describing the trial for `firmtime tap check`.
+    /// A few lines describing the trial for `firmtime tap check`, in words
+    /// (no file syntax, no program names).
     pub fn summary(&self) -> String {
         let mut s = String::new();
         let name = if self.name.is_empty() {
@@ -414,18 +415,15 @@ impl Experiment {
         let _ = writeln!(s, "experiment: {name}");
         for (label, f) in [("feedback", &self.feedback), ("feedback2", &self.feedback2)] {
             if f.on {
-                let v = |x: toml::Value| x.to_string();
-                let t = |x: &dyn erased::Ser| v(x.to_value());
                 let _ = writeln!(
                     s,
-                    "{label}: channel {}, keys {}–{}, pitch {}, velocity {}, duration {}, delay {}",
+                    "{label}: channel {}, answers {}; pitch {}; velocity {}; length {}; delay {}",
                     f.channel.get(),
-                    f.keys.low.get(),
-                    f.keys.high.get(),
-                    t(&f.pitch),
-                    t(&f.velocity),
-                    t(&f.duration),
-                    t(&f.delay)
+                    f.keys,
+                    f.pitch,
+                    f.velocity,
+                    f.duration,
+                    f.delay
                 );
             } else {
                 let _ = writeln!(s, "{label}: off");
@@ -435,34 +433,54 @@ impl Experiment {
         if m.on {
             let _ = writeln!(
                 s,
-                "metronome: {} per beat ({:.1} bpm), channel {}, note {}, velocity {}, length {}, pattern {}",
+                "metronome: {} per beat ({:.1} bpm), channel {}, note {}, velocity {}, length {}, pattern: {}",
                 m.mspb,
                 60_000.0 / m.mspb.ms_f64(),
                 m.channel.get(),
                 m.note.get(),
                 m.velocity.get(),
                 m.length_ms,
-                if m.pattern.is_empty() { "every beat".to_string() } else { erased::Ser::to_value(&m.pattern).to_string() }
+                crate::params::pattern_words(m.pattern.as_slice())
             );
         } else {
             let _ = writeln!(s, "metronome: off at start");
         }
+        let k = &self.masking;
         let _ = writeln!(
             s,
             "masking: {}",
-            if self.masking.on && self.masking.source == crate::params::MaskSource::Audio {
-                format!(
-                    "audio, {} noise at {} dBFS",
-                    format!("{:?}", self.masking.noise).to_lowercase(),
-                    self.masking.level_dbfs
-                )
-            } else if self.masking.on {
-                format!("{:?}", self.masking.source).to_lowercase()
-            } else {
-                "off".into()
+            match (k.on, k.source) {
+                (false, _) => "off".to_string(),
+                (true, crate::params::MaskSource::Audio) => {
+                    format!(
+                        "{} noise rendered as audio at {} dBFS",
+                        k.noise, k.level_dbfs
+                    )
+                }
+                (true, crate::params::MaskSource::Midi) => format!(
+                    "{} (channel {}, note {}, velocity {})",
+                    k.source,
+                    k.channel.get(),
+                    k.note.get(),
+                    k.velocity.get()
+                ),
             }
         );
-        let _ = writeln!(s, "output: {:?}", self.output.device);
+        let _ = writeln!(
+            s,
+            "output: {}",
+            match self.output.device {
+                Device::Midi => "MIDI messages to a tone generator".to_string(),
+                Device::Audio => format!(
+                    "audio rendered by firmtime ({} at {} dBFS for a velocity-127 note)",
+                    match self.output.sound {
+                        Sound::Click => "clicks",
+                        Sound::Tone => "tones at each note's pitch",
+                    },
+                    self.output.level_dbfs
+                ),
+            }
+        );
         let mut ends = Vec::new();
         if let Some(n) = self.end.keystrokes {
             ends.push(format!("{n} keystrokes"));
@@ -471,7 +489,7 @@ impl Experiment {
             ends.push(format!("{n} beats"));
         }
         if let Some(d) = self.end.duration_ms {
-            ends.push(format!("{d}"));
+            ends.push(span(d));
         }
         for t in self.triggers.iter().filter(|t| t.end) {
             ends.push(format!("trigger {}", t.id));
@@ -480,39 +498,65 @@ impl Experiment {
         for t in &self.triggers {
             let at = match t.at {
                 TriggerAt::Keystroke(n) => format!("keystroke {n}"),
-                TriggerAt::Elapsed(d) => format!("{d}"),
+                TriggerAt::Elapsed(d) => span(d),
                 TriggerAt::Beat(n) => format!("beat {n}"),
             };
             let mut what: Vec<String> = t
                 .settings
                 .as_slice()
                 .iter()
-                .map(|x| format!("{} = {}", x.path(), x.value()))
+                .map(ToString::to_string)
                 .collect();
             if t.end {
-                what.push("end".into());
+                what.push("the trial ends".into());
             }
-            let _ = writeln!(s, "trigger {} at {at}: {}", t.id, what.join(", "));
+            let _ = writeln!(s, "trigger {} at {at}: {}", t.id, what.join("; "));
         }
         s
     }
 }
 
-mod erased {
-    // A tiny object-safe bridge so the summary can format each field as TOML.
-    pub trait Ser {
-        fn to_value(&self) -> toml::Value;
+/// A time in words: whole seconds as `60 s` (or `2 min 30 s` from two
+/// minutes on), anything else in ms.
+fn span(d: Ms) -> String {
+    let us = d.us();
+    if us < 1_000_000 || us % 1_000_000 != 0 {
+        return d.to_string();
     }
-    impl<T: serde::Serialize> Ser for T {
-        fn to_value(&self) -> toml::Value {
-            toml::Value::try_from(self).unwrap_or(toml::Value::String("?".into()))
-        }
+    let s = us / 1_000_000;
+    match (s / 60, s % 60) {
+        (m, 0) if m >= 2 => format!("{m} min"),
+        (m, r) if m >= 2 => format!("{m} min {r} s"),
+        _ => format!("{s} s"),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_summary_speaks_words_not_file_syntax() {
+        let text = "name = \"x\"\n[feedback]\npitch = { mode = \"same\" }\n\
+                    delay = { mode = \"uniform\", min_ms = 100, max_ms = 300 }\n\
+                    [output]\ndevice = \"audio\"\n[masking]\nsource = \"audio\"\n\
+                    [end]\nduration_ms = 150000\n[[trigger]]\nkeystroke = 5\n\
+                    set.feedback.delay = { mode = \"none\" }\nset.metronome.on = false\n";
+        let s = Experiment::from_toml(text).unwrap().summary();
+        for words in [
+            "pitch the key played",
+            "delay random, uniform between 100 ms and 300 ms",
+            "output: audio rendered by firmtime (clicks",
+            "masking: white noise rendered as audio",
+            "ends at: 2 min 30 s",
+            "trigger 1 at keystroke 5: feedback delay → none (at once); metronome → stops",
+        ] {
+            assert!(s.contains(words), "{words:?} missing from:\n{s}");
+        }
+        for syntax in ["{", "mode =", "Audio", "Some(", "None"] {
+            assert!(!s.contains(syntax), "{syntax:?} in:\n{s}");
+        }
+    }
 
     #[test]
     fn minimal_file_parses_and_round_trips() {

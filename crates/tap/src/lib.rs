@@ -49,6 +49,7 @@ pub mod experiment;
 pub mod ftap;
 pub mod ftap_out;
 pub mod late;
+pub mod live;
 pub mod params;
 pub mod replay;
 pub mod session;

@@ -1171,6 +1171,181 @@ impl Params {
     }
 }
 
+// ---------------------------------------------------------------- in words
+//
+// What `firmtime tap check` and `tap run` print: each setting as a
+// behavioural scientist would say it, not as the file spells it.
+
+fn list<T>(items: &[T], each: impl Fn(&T) -> String) -> String {
+    items.iter().map(each).collect::<Vec<_>>().join(", ")
+}
+
+impl fmt::Display for KeyRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.low.0 == 0 && self.high.0 == 127 {
+            write!(f, "every key")
+        } else {
+            write!(f, "keys {}–{}", self.low.0, self.high.0)
+        }
+    }
+}
+
+impl fmt::Display for Pitch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Pitch::Same => write!(f, "the key played"),
+            Pitch::Fixed { note } => write!(f, "always note {}", note.0),
+            Pitch::Transpose { semitones } => {
+                write!(f, "the key played moved {semitones:+} semitone(s)")
+            }
+            Pitch::Map { ref map } => {
+                let moved: Vec<String> = (0u8..128)
+                    .filter(|&k| map.get(k) != k)
+                    .map(|k| format!("{k}→{}", map.get(k)))
+                    .collect();
+                if moved.is_empty() {
+                    write!(f, "the key played (empty key map)")
+                } else {
+                    write!(f, "the key played, mapped {}", moved.join(", "))
+                }
+            }
+            Pitch::Random { ref notes } => write!(
+                f,
+                "a random one of notes {}",
+                list(notes.as_slice(), |n| n.0.to_string())
+            ),
+        }
+    }
+}
+
+impl fmt::Display for VelocityMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            VelocityMode::Same => write!(f, "as played"),
+            VelocityMode::Fixed { velocity } => write!(f, "always {}", velocity.0),
+            VelocityMode::Scaled { factor } => write!(f, "as played × {factor}"),
+        }
+    }
+}
+
+impl fmt::Display for NoteLength {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            NoteLength::AsPlayed => write!(f, "as long as the key is held"),
+            NoteLength::Fixed { ms } => write!(f, "{ms}"),
+        }
+    }
+}
+
+impl fmt::Display for Delay {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Delay::None => write!(f, "none (at once)"),
+            Delay::Fixed { ms } => write!(f, "{ms}"),
+            Delay::List { ref ms } => write!(
+                f,
+                "per keystroke in turn: {}",
+                list(ms.as_slice(), ToString::to_string)
+            ),
+            Delay::Uniform { min_ms, max_ms } => {
+                write!(f, "random, uniform between {min_ms} and {max_ms}")
+            }
+            Delay::Normal {
+                mean_ms,
+                sd_ms,
+                min_ms,
+                max_ms,
+            } => write!(
+                f,
+                "random, normal with mean {mean_ms} and sd {sd_ms}, kept between {min_ms} and {max_ms}"
+            ),
+        }
+    }
+}
+
+impl fmt::Display for Step {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Step::Beat => "beat",
+            Step::Accent => "accent",
+            Step::Rest => "rest",
+        })
+    }
+}
+
+impl fmt::Display for MaskSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            MaskSource::Midi => "a held note on a MIDI noise patch",
+            MaskSource::Audio => "noise rendered as audio",
+        })
+    }
+}
+
+impl fmt::Display for MaskNoise {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            MaskNoise::White => "white",
+            MaskNoise::Pink => "pink",
+        })
+    }
+}
+
+/// A metronome pattern in words: `every beat sounds` or `accent, beat, rest`.
+pub fn pattern_words(p: &[Step]) -> String {
+    if p.is_empty() {
+        "every beat sounds".to_string()
+    } else {
+        list(p, ToString::to_string)
+    }
+}
+
+impl fmt::Display for Setting {
+    /// `feedback delay → 200 ms`, `metronome → stops`, …
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let on = |b: bool| if b { "on" } else { "off" };
+        match *self {
+            Setting::FeedbackOn(w, x) => write!(f, "{} → {}", w.table(), on(x)),
+            Setting::FeedbackChannel(w, x) => write!(f, "{} channel → {}", w.table(), x.0),
+            Setting::FeedbackKeys(w, x) => write!(f, "{} keys → {x}", w.table()),
+            Setting::FeedbackPitch(w, x) => write!(f, "{} pitch → {x}", w.table()),
+            Setting::FeedbackVelocity(w, x) => write!(f, "{} velocity → {x}", w.table()),
+            Setting::FeedbackDuration(w, x) => write!(f, "{} length → {x}", w.table()),
+            Setting::FeedbackDelay(w, x) => write!(f, "{} delay → {x}", w.table()),
+            Setting::MetronomeOn(x) => {
+                write!(f, "metronome → {}", if x { "starts" } else { "stops" })
+            }
+            Setting::MetronomeMspb(x) => write!(
+                f,
+                "metronome tempo → {x} per beat ({:.1} bpm)",
+                60_000.0 / x.ms_f64().max(1e-3)
+            ),
+            Setting::MetronomeChannel(x) => write!(f, "metronome channel → {}", x.0),
+            Setting::MetronomeNote(x) => write!(f, "metronome note → {}", x.0),
+            Setting::MetronomeVelocity(x) => write!(f, "metronome velocity → {}", x.0),
+            Setting::MetronomeAccentVelocity(x) => {
+                write!(f, "metronome accent velocity → {}", x.0)
+            }
+            Setting::MetronomeLength(x) => write!(f, "metronome note length → {x}"),
+            Setting::MetronomePattern(ref x) => {
+                write!(f, "metronome pattern → {}", pattern_words(x.as_slice()))
+            }
+            Setting::MetronomePatternChannels(ref x) => write!(
+                f,
+                "metronome channels per step → {}",
+                if x.is_empty() {
+                    "all on the metronome's channel".to_string()
+                } else {
+                    list(x.as_slice(), |c| c.0.to_string())
+                }
+            ),
+            Setting::MaskingOn(x) => write!(f, "masking noise → {}", on(x)),
+            Setting::MaskingVelocity(x) => write!(f, "masking velocity → {}", x.0),
+            Setting::MaskingLevel(x) => write!(f, "masking level → {x} dBFS"),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

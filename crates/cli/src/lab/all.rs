@@ -65,8 +65,13 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         },
         args.out.display()
     );
-    let mut bars = Bars::new();
+    let mut bars = Bars::with_piped_lines();
     let outcome = all::run(&cfg, &mut bars)?;
+    bars.finish(if outcome.partial {
+        "lab all stopped"
+    } else {
+        "lab all done"
+    });
 
     {
         // A bare `--json` (or `--json -`) puts the JSON alone on stdout.

@@ -132,8 +132,13 @@ fn prediction_line(p: &TickPrediction, this: bool) -> String {
             String::new()
         } else {
             format!(
-                " (worst: frames {:?} of every {} dropped)",
-                p.worst_dropped_in_cycle, p.cycle_frames
+                " (worst: frames {} of every {} dropped)",
+                p.worst_dropped_in_cycle
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                p.cycle_frames
             )
         }
     )

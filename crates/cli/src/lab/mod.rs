@@ -236,6 +236,10 @@ impl<'a, M: Measurement> Runner<'a, M> {
 pub enum LabCommand {
     /// Every measurement in one go: report.md with each paper's table beside this machine's
     /// numbers and a verdict, plus JSON, PNG plots and cyclictest histograms.
+    ///
+    /// Progress: bars on a terminal; piped, one line per step on stderr with
+    /// the time so far and an estimate of the time left, a line every 30 s
+    /// within a long step, and the total at the end.
     All(all::Args),
     /// Successive clock reads under Finney's priority × load conditions (Finney 2001, Table 1).
     Clock(clock::Args),

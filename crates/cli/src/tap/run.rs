@@ -1,5 +1,6 @@
 //! `firmtime tap run` (sessions of trials) and `firmtime tap replay`.
 
+use std::fmt::Write as _;
 use std::io::{IsTerminal, Write as _};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -151,6 +152,8 @@ pub struct ReplayArgs {
 struct Opened {
     backend: Box<dyn MidiBackend>,
     detail: serde_json::Value,
+    /// What was opened, in words (the session's first line).
+    words: String,
     /// The MIDI output port (`None`: the backend has none).
     midi_port: Option<PortIndex>,
     /// The JACK synth's port, when audio was asked for.
@@ -207,14 +210,14 @@ fn open(o: &BackendArgs, client: &str, synth: Option<SynthOptions>) -> anyhow::R
             audio_port = j.audio_port;
             let audio_detail = j.audio.as_ref().map(|a| {
                 serde_json::json!({
-                    "sound": format!("{:?}", a.synth.sound).to_lowercase(),
+                    "sound": sound_name(a.synth.sound),
                     "level_dbfs": a.synth.level_dbfs,
                     "click_ms": a.synth.click_ms,
                     "click_hz": a.synth.click_hz,
                     "ramp_ms": a.synth.ramp_ms,
                     "voices": a.synth.voices,
                     "noise_channel": a.synth.noise_channel.map(|c| c + 1),
-                    "noise": format!("{:?}", a.synth.noise).to_lowercase(),
+                    "noise": noise_name(a.synth.noise),
                     "noise_level_dbfs": a.synth.noise_level_dbfs,
                     "connect": a.connect,
                 })
@@ -237,14 +240,106 @@ fn open(o: &BackendArgs, client: &str, synth: Option<SynthOptions>) -> anyhow::R
         #[cfg(feature = "alsa")]
         backend::Facts::Alsa(_) => unreachable!("firmtime tap has no ALSA backend"),
     };
+    let words = backend_words(&opened);
     Ok(Opened {
         backend: opened.backend,
         detail,
+        words,
         midi_port: Some(0),
         audio_port,
         timing,
         _server: opened.server,
     })
+}
+
+/// The synth's sound as the sidecar names it.
+fn sound_name(s: firmtime_midi::jack::Sound) -> &'static str {
+    match s {
+        firmtime_midi::jack::Sound::Click => "click",
+        firmtime_midi::jack::Sound::Tone => "tone",
+    }
+}
+
+/// The masking noise's colour as the sidecar names it.
+fn noise_name(n: firmtime_midi::jack::NoiseColor) -> &'static str {
+    match n {
+        firmtime_midi::jack::NoiseColor::White => "white",
+        firmtime_midi::jack::NoiseColor::Pink => "pink",
+    }
+}
+
+/// Port names for a message: `a, b`, or `none`.
+fn names(ports: &[String]) -> String {
+    if ports.is_empty() {
+        "none".to_string()
+    } else {
+        ports.join(", ")
+    }
+}
+
+/// What was opened, in words, for the session's first lines.
+fn backend_words(opened: &backend::Opened) -> String {
+    match &opened.facts {
+        backend::Facts::Loopback => {
+            "in-process loopback (no device: outputs come back as input)".to_string()
+        }
+        backend::Facts::Raw { device, info } => format!(
+            "raw MIDI bytes on {}{}",
+            device.display(),
+            info.baud.map_or(String::new(), |b| format!(" at {b} baud"))
+        ),
+        backend::Facts::Jack(j) => {
+            let mut s = format!(
+                "JACK server \"{}\"{}: {} Hz, {} frames per period ({:.2} ms); MIDI in from {}, MIDI out to {}",
+                backend::server_label(j.server.as_deref()),
+                if opened.server.is_some() {
+                    " (a dummy started for this session)"
+                } else {
+                    ""
+                },
+                j.sample_rate,
+                j.buffer_size,
+                f64::from(j.buffer_size) * 1000.0 / f64::from(j.sample_rate.max(1)),
+                names(&j.inputs),
+                names(&j.outputs),
+            );
+            if let Some(a) = &j.audio {
+                let y = &a.synth;
+                let _ = write!(
+                    s,
+                    "; audio: {} at {} dBFS{}{}, to {}",
+                    match y.sound {
+                        firmtime_midi::jack::Sound::Click =>
+                            format!("{} ms clicks of {} Hz", y.click_ms, y.click_hz),
+                        firmtime_midi::jack::Sound::Tone => "tones at each note's pitch".into(),
+                    },
+                    y.level_dbfs,
+                    if y.voices > 0 {
+                        format!(", {} voices", y.voices)
+                    } else {
+                        String::new()
+                    },
+                    match y.noise_channel {
+                        Some(c) => format!(
+                            ", {} masking noise at {} dBFS on MIDI channel {}",
+                            noise_name(y.noise),
+                            y.noise_level_dbfs,
+                            c + 1
+                        ),
+                        None => String::new(),
+                    },
+                    if a.connect.is_empty() {
+                        "no port (connect one yourself)".to_string()
+                    } else {
+                        a.connect.join(", ")
+                    }
+                );
+            }
+            s
+        }
+        #[cfg(feature = "alsa")]
+        backend::Facts::Alsa(_) => "the ALSA sequencer".to_string(),
+    }
 }
 
 /// Waits for Enter (true) or `q`/EOF/a stop signal (false), polling so
@@ -400,6 +495,9 @@ fn session(a: RunArgs) -> anyhow::Result<Outcome> {
         };
         engines.push(Engine::new(e, o)?);
     }
+    // Started before this thread takes real-time priority and its CPU,
+    // which the drawing thread would inherit.
+    let status = super::status::StatusLine::start();
     let mut request = rt_request(&a.open, a.open.priority, true);
     request.cpus = pin;
     let rt = setup::apply(&request)
@@ -427,9 +525,15 @@ fn session(a: RunArgs) -> anyhow::Result<Outcome> {
     let n = list.len();
     let mut failed = false;
     eprintln!(
-        "firmtime: session {} of {}: {n} trial(s), seed {seed}, order {:?}; backend {}",
-        a.session, a.subject, a.order, opened.detail
+        "firmtime: session {} of subject {}: {n} trial(s) {}, seed {seed}",
+        a.session,
+        a.subject,
+        match a.order {
+            TrialOrder::Fixed => "in the order given",
+            TrialOrder::Random => "in random order",
+        },
     );
+    eprintln!("firmtime: backend: {}", opened.words);
     for (i, &x) in list.iter().enumerate() {
         let trial = i as u32 + 1;
         let (path, text, e) = &exps[x];
@@ -469,9 +573,10 @@ fn session(a: RunArgs) -> anyhow::Result<Outcome> {
         if let Some(w) = &watch {
             engine.set_notes(w.notes(engine.options().pause_ns));
         }
-        let outcome = engine
-            .run(opened.backend.as_mut(), signals::flag())
-            .map_err(|e| anyhow::anyhow!("trial {trial}: {e}"))?;
+        status.show(trial, n as u32, &e.name, e.end, engine.live());
+        let outcome = engine.run(opened.backend.as_mut(), signals::flag());
+        status.clear();
+        let outcome = outcome.map_err(|e| anyhow::anyhow!("trial {trial}: {e}"))?;
         provenance.finish();
         let late = late_report(engine, &outcome, &opened.timing, watch.map(|w| (w, thread)));
         let meta = TrialMeta {

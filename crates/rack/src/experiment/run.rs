@@ -142,10 +142,14 @@ pub fn run_point(
     let baseline_per_s = base.xruns as f64 / base.seconds.max(1e-3);
     let baseline_overruns_per_s = base.overruns as f64 / base.seconds.max(1e-3);
     progress(&format!(
-        "fig {} {:.2} ms {:?}: idle {} xruns, {} overruns in {:.1} s",
+        "fig {} {:.2} ms {}: idle {} xruns, {} overruns in {:.1} s",
         spec.figure,
         spec.period_ms(),
-        spec.placement,
+        match spec.placement {
+            crate::experiment::Placement::Local => "local".to_string(),
+            crate::experiment::Placement::Remote { workers, window } =>
+                format!("{workers} worker(s), window {window}"),
+        },
         base.xruns,
         base.overruns,
         base.seconds
