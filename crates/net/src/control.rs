@@ -38,8 +38,9 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
-/// Protocol version spoken in the greeting.
-pub const PROTOCOL: u32 = 1;
+/// Protocol version spoken in the greeting (2: the data packets of a session
+/// are keyed by [`Conn::data_key`], derived from this handshake's nonces).
+pub const PROTOCOL: u32 = 2;
 /// First word of a greeting.
 pub const GREETING: &str = "firmtime-net-ctl";
 /// Longest line accepted (a layout of thousands of blocks fits).
@@ -97,6 +98,65 @@ pub struct Setup {
     pub plugin: Option<PluginSetup>,
 }
 
+impl Setup {
+    /// Range-checks every field that came off the network, as a worker does
+    /// before acting on a setup. Each refusal names the field and its range.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidInput`] for stream id 0 (discovery's), data port
+    /// 0, a window above 2, a period outside
+    /// [`MIN_PERIOD_NS`](crate::processor::MIN_PERIOD_NS)..=[`MAX_PERIOD_NS`](crate::processor::MAX_PERIOD_NS),
+    /// a work out of range for the period ([`Work::validate_for`]), an
+    /// invalid layout, or a plugin's sample rate or frames out of range.
+    pub fn validate(&self) -> Result<()> {
+        use crate::processor::{MAX_PERIOD_NS, MIN_PERIOD_NS};
+        use crate::remote::{MAX_FRAMES, MAX_SAMPLE_RATE, MIN_SAMPLE_RATE};
+        if self.stream_id == crate::discovery::DISCOVERY_STREAM {
+            return Err(Error::invalid(
+                "setup: stream_id 0 is reserved for discovery: pick another (1 to 4294967295)",
+            ));
+        }
+        if self.data_port == 0 {
+            return Err(Error::invalid(
+                "setup: data_port 0: send the master's UDP port (1 to 65535)",
+            ));
+        }
+        if self.window > 2 {
+            return Err(Error::invalid(format!(
+                "setup: window {} is not supported: use 0, 1 or 2",
+                self.window
+            )));
+        }
+        if !(MIN_PERIOD_NS..=MAX_PERIOD_NS).contains(&self.period_ns) {
+            return Err(Error::invalid(format!(
+                "setup: period_ns {} is out of range: give {MIN_PERIOD_NS} to {MAX_PERIOD_NS} \
+                 (1 µs to 1 s)",
+                self.period_ns
+            )));
+        }
+        self.work.validate_for(self.period_ns)?;
+        self.layout
+            .validate()
+            .map_err(|e| Error::invalid(format!("setup: layout: {}", e.message())))?;
+        if let Some(p) = &self.plugin {
+            if !(MIN_SAMPLE_RATE..=MAX_SAMPLE_RATE).contains(&p.sample_rate) {
+                return Err(Error::invalid(format!(
+                    "setup: plugin.sample_rate {} is out of range: give {MIN_SAMPLE_RATE} to \
+                     {MAX_SAMPLE_RATE} Hz",
+                    p.sample_rate
+                )));
+            }
+            if !(1..=MAX_FRAMES).contains(&p.max_frames) {
+                return Err(Error::invalid(format!(
+                    "setup: plugin.max_frames {} is out of range: give 1 to {MAX_FRAMES}",
+                    p.max_frames
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// What a worker answers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -140,6 +200,28 @@ pub struct WorkerReport {
     /// UDP datagrams the kernel dropped in this network namespace
     /// (`RcvbufErrors` of /proc/net/snmp), if readable.
     pub kernel_rcvbuf_errors: Option<u64>,
+    /// Discovery probes answered.
+    #[serde(default)]
+    pub probes: u64,
+    /// Periods abandoned incomplete (a later period took their slot).
+    #[serde(default)]
+    pub incomplete: u64,
+    /// Complete periods given up because their session was still busy (a
+    /// held result, a plugin still running) or had been cut off.
+    #[serde(default)]
+    pub busy: u64,
+    /// Control values refused (not finite, or outside the port's bounds).
+    #[serde(default)]
+    pub bad_controls: u64,
+    /// Sessions cut off by the watchdog (a plugin run over its budget).
+    #[serde(default)]
+    pub cut_off: u64,
+    /// `recv` errors on the data socket (e.g. ICMP port unreachable).
+    #[serde(default)]
+    pub recv_errors: u64,
+    /// Result datagrams whose `send` failed.
+    #[serde(default)]
+    pub send_errors: u64,
 }
 
 impl WorkerReport {
@@ -257,18 +339,11 @@ impl Conn {
         let greet = format!("{GREETING} {PROTOCOL} {}\n", hex(&conn.master_nonce));
         conn.write_raw(greet.as_bytes())?;
         let line = conn.read_line()?;
-        let words: Vec<&str> = line.split_whitespace().collect();
-        let nonce = match words.as_slice() {
-            [g, v, n, k] if *g == GREETING && *v == PROTOCOL.to_string() => {
-                conn.peer_has_key = *k == "key";
-                unhex(n).filter(|n| n.len() == 32)
-            }
-            _ => None,
-        };
-        let Some(nonce) = nonce else {
+        let Some((nonce, has_key)) = parse_worker_greeting(&line) else {
             return Err(protocol_error(addr, "bad greeting"));
         };
-        conn.worker_nonce.copy_from_slice(&nonce);
+        conn.peer_has_key = has_key;
+        conn.worker_nonce = nonce;
         if conn.key.is_some() && !conn.peer_has_key {
             return Err(Error::new(
                 ErrorKind::PermissionDenied,
@@ -293,17 +368,10 @@ impl Conn {
         let mut conn = Self::wrap(stream, key, Role::Worker, peer)?;
         conn.set_timeout(Some(timeout))?;
         let line = conn.read_line()?;
-        let words: Vec<&str> = line.split_whitespace().collect();
-        let nonce = match words.as_slice() {
-            [g, v, n] if *g == GREETING && *v == PROTOCOL.to_string() => {
-                unhex(n).filter(|n| n.len() == 32)
-            }
-            _ => None,
-        };
-        let Some(nonce) = nonce else {
+        let Some(nonce) = parse_master_greeting(&line) else {
             return Err(protocol_error(peer, "bad greeting"));
         };
-        conn.master_nonce.copy_from_slice(&nonce);
+        conn.master_nonce = nonce;
         conn.worker_nonce = nonce_or_zero();
         let greet = format!(
             "{GREETING} {PROTOCOL} {} {}\n",
@@ -337,6 +405,14 @@ impl Conn {
         self.peer
     }
 
+    /// The key of this session's data packets: the pre-shared key bound to
+    /// both nonces of this connection ([`Key::session`]); `None` without a key.
+    pub fn data_key(&self) -> Option<Key> {
+        self.key
+            .as_ref()
+            .map(|k| k.session(&self.worker_nonce, &self.master_nonce))
+    }
+
     /// Whether messages are authenticated (a key is set on this side).
     pub fn authenticated(&self) -> bool {
         self.key.is_some()
@@ -354,14 +430,7 @@ impl Conn {
     }
 
     fn mac_input(&self, from: Role, n: u64, json: &[u8]) -> Vec<u8> {
-        let mut d = Vec::with_capacity(18 + 1 + 64 + 8 + json.len());
-        d.extend_from_slice(b"firmtime-net-ctl/1");
-        d.push(from.byte());
-        d.extend_from_slice(&self.worker_nonce);
-        d.extend_from_slice(&self.master_nonce);
-        d.extend_from_slice(&n.to_le_bytes());
-        d.extend_from_slice(json);
-        d
+        mac_input(from, &self.worker_nonce, &self.master_nonce, n, json)
     }
 
     fn write_raw(&mut self, bytes: &[u8]) -> Result<()> {
@@ -438,7 +507,7 @@ impl Conn {
     /// [`Reply::Error`] is returned as `Ok` so that the master can report it.
     pub fn recv<T: for<'de> Deserialize<'de>>(&mut self) -> Result<T> {
         let line = self.read_line()?;
-        let Some((tag, json)) = line.split_once(' ') else {
+        let Some((tag, json)) = split_message(&line) else {
             return Err(protocol_error(self.peer, "a line without a MAC field"));
         };
         let from = match self.role {
@@ -447,12 +516,11 @@ impl Conn {
         };
         let n = self.received;
         self.received += 1;
-        let ok = match &self.key {
-            None => true,
-            Some(k) => unhex(tag).is_some_and(|t| {
-                t.len() == MAC_LEN && k.verify(&self.mac_input(from, n, json.as_bytes()), &t)
-            }),
-        };
+        let ok = message_mac_ok(
+            self.key.as_ref(),
+            tag,
+            &self.mac_input(from, n, json.as_bytes()),
+        );
         let msg: T = serde_json::from_str(json)
             .map_err(|e| protocol_error(self.peer, &format!("undecodable message: {e}")))?;
         if !ok {
@@ -474,6 +542,84 @@ impl Conn {
         }
         Ok(msg)
     }
+}
+
+/// The bytes a control message's MAC covers: `"firmtime-net-ctl/1" ‖ sender
+/// ‖ worker nonce ‖ master nonce ‖ n (u64 LE) ‖ json`.
+pub fn mac_input(
+    from: Role,
+    worker_nonce: &[u8; 32],
+    master_nonce: &[u8; 32],
+    n: u64,
+    json: &[u8],
+) -> Vec<u8> {
+    let mut d = Vec::with_capacity(18 + 1 + 64 + 8 + json.len());
+    d.extend_from_slice(b"firmtime-net-ctl/1");
+    d.push(from.byte());
+    d.extend_from_slice(worker_nonce);
+    d.extend_from_slice(master_nonce);
+    d.extend_from_slice(&n.to_le_bytes());
+    d.extend_from_slice(json);
+    d
+}
+
+/// Parses a master's greeting `firmtime-net-ctl <PROTOCOL> <64 hex>` into
+/// its nonce. Pure; never panics.
+pub fn parse_master_greeting(line: &str) -> Option<[u8; 32]> {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    match words.as_slice() {
+        [g, v, n] if *g == GREETING && *v == PROTOCOL.to_string() => nonce_of(n),
+        _ => None,
+    }
+}
+
+/// Parses a worker's greeting `firmtime-net-ctl <PROTOCOL> <64 hex> key|nokey`
+/// into its nonce and whether it has a key. Pure; never panics.
+pub fn parse_worker_greeting(line: &str) -> Option<([u8; 32], bool)> {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    match words.as_slice() {
+        [g, v, n, k] if *g == GREETING && *v == PROTOCOL.to_string() => {
+            Some((nonce_of(n)?, *k == "key"))
+        }
+        _ => None,
+    }
+}
+
+fn nonce_of(text: &str) -> Option<[u8; 32]> {
+    let b = unhex(text).filter(|b| b.len() == 32)?;
+    let mut n = [0u8; 32];
+    n.copy_from_slice(&b);
+    Some(n)
+}
+
+/// Splits a message line (without its newline) into the MAC field and the JSON.
+pub fn split_message(line: &str) -> Option<(&str, &str)> {
+    line.split_once(' ')
+}
+
+/// Whether a message's MAC field is right for `input` (see [`mac_input`]);
+/// always true without a key. Compared in constant time.
+pub fn message_mac_ok(key: Option<&Key>, tag: &str, input: &[u8]) -> bool {
+    match key {
+        None => true,
+        Some(k) => unhex(tag).is_some_and(|t| t.len() == MAC_LEN && k.verify(input, &t)),
+    }
+}
+
+/// Parses and range-checks a request's JSON, as a worker does before acting
+/// on it. Pure; never panics, whatever the bytes.
+///
+/// # Errors
+/// Undecodable JSON, or a [`Setup`] out of range ([`Setup::validate`]).
+pub fn parse_request(json: &str) -> Result<Request> {
+    let r: Request = serde_json::from_str(json)
+        .map_err(|e| Error::invalid(format!("undecodable request: {e}")))?;
+    match &r {
+        Request::Setup(s) => s.validate()?,
+        Request::SetWork { work } => work.validate()?,
+        _ => {}
+    }
+    Ok(r)
 }
 
 fn nonce_or_zero() -> [u8; 32] {
