@@ -236,6 +236,16 @@ fn worker(a: WorkerArgs) -> anyhow::Result<Outcome> {
             } => eprintln!("session from {peer}: stream {stream_id} ended: {reason}"),
             ServerEvent::Refused { peer, message } => eprintln!("refused {peer}: {message}"),
             ServerEvent::DataError { message } => eprintln!("data socket: {message}"),
+            ServerEvent::SessionCutOff {
+                peer,
+                stream_id,
+                message,
+            } => eprintln!("session from {peer}: stream {stream_id}: {message}"),
+            ServerEvent::ControlRefused {
+                peer,
+                stream_id,
+                message,
+            } => eprintln!("session from {peer}: stream {stream_id}: {message}"),
         }
     }
     server.stop();

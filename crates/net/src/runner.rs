@@ -179,6 +179,10 @@ impl Runner {
                         break; // cut off
                     }
                     blocks.decode(Flow::ToWorker, &job.input);
+                    // The input buffer is free again: the next period may queue behind this run.
+                    if free_tx.send(job.input).is_err() {
+                        break;
+                    }
                     host.run(&mut blocks);
                     if sh
                         .state
@@ -191,9 +195,6 @@ impl Runner {
                     for i in 0..encoder.fragments(n) {
                         let len = encoder.encode(&mut datagram, job.seq, &out[..n], i);
                         let _ = socket.send_to(&datagram[..len], job.to);
-                    }
-                    if free_tx.send(job.input).is_err() {
-                        break;
                     }
                 }
             })

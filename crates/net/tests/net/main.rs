@@ -9,5 +9,6 @@ mod bench;
 mod common;
 mod exchange;
 mod late;
+mod hostile;
 mod session;
 mod streams;
