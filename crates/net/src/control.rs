@@ -701,6 +701,114 @@ mod tests {
         assert_eq!(back, Request::Stats);
     }
 
+    fn setup_json() -> String {
+        serde_json::to_string(&Request::Setup(Setup {
+            stream_id: 7,
+            data_port: 9000,
+            layout: crate::discovery::layout(),
+            window: 1,
+            period_ns: 1_000_000,
+            transform: crate::processor::Transform::Copy,
+            work: Work {
+                fraction: 0.5,
+                mode: crate::processor::WorkMode::Sleep,
+            },
+            plugin: None,
+        }))
+        .unwrap()
+    }
+
+    /// Every prefix of a valid greeting and request, random bytes and
+    /// random mutations go through the parsers without a panic; only the
+    /// whole lines are accepted.
+    #[test]
+    fn the_control_parser_survives_random_and_truncated_input() {
+        let greeting = format!("{GREETING} {PROTOCOL} {}", hex(&[0xab; 32]));
+        let worker = format!("{greeting} key");
+        let setup = setup_json();
+        assert!(parse_master_greeting(&greeting).is_some());
+        assert_eq!(parse_worker_greeting(&worker), Some(([0xab; 32], true)));
+        assert!(parse_request(&setup).is_ok());
+        for cut in 0..greeting.len() {
+            assert!(parse_master_greeting(&greeting[..cut]).is_none(), "{cut}");
+        }
+        for cut in 0..worker.len() {
+            let _ = parse_worker_greeting(&worker[..cut]);
+        }
+        for cut in 0..setup.len() {
+            assert!(parse_request(&setup[..cut]).is_err(), "{}", &setup[..cut]);
+        }
+        let key = Key::new(&[3u8; 32]).unwrap();
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for i in 0..20_000 {
+            let mut bytes = if i % 2 == 0 {
+                setup.clone().into_bytes()
+            } else {
+                (0..next() % 200).map(|_| next() as u8).collect()
+            };
+            for _ in 0..1 + next() % 4 {
+                if !bytes.is_empty() {
+                    let at = (next() as usize) % bytes.len();
+                    bytes[at] = next() as u8;
+                }
+            }
+            let line = String::from_utf8_lossy(&bytes);
+            let _ = parse_master_greeting(&line);
+            let _ = parse_worker_greeting(&line);
+            if let Some((tag, json)) = split_message(&line) {
+                let input = mac_input(Role::Master, &[1; 32], &[2; 32], i, json.as_bytes());
+                assert!(!message_mac_ok(Some(&key), tag, &input));
+                assert!(message_mac_ok(None, tag, &input));
+            }
+            if let Ok(Request::Setup(s)) = parse_request(&line) {
+                s.validate().unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn a_setup_is_refused_naming_each_field_out_of_range() {
+        let ok: Setup = match parse_request(&setup_json()).unwrap() {
+            Request::Setup(s) => s,
+            _ => unreachable!(),
+        };
+        let refused = |f: &dyn Fn(&mut Setup)| {
+            let mut s = ok.clone();
+            f(&mut s);
+            s.validate().unwrap_err().message().to_string()
+        };
+        assert!(refused(&|s| s.period_ns = u64::MAX).contains("period_ns 18446744073709551615"));
+        assert!(refused(&|s| s.period_ns = 999).contains("give 1000 to 1000000000"));
+        assert!(refused(&|s| s.work.fraction = f64::NAN).contains("work fraction NaN"));
+        assert!(refused(&|s| s.work.fraction = f64::INFINITY).contains("work fraction inf"));
+        assert!(refused(&|s| s.work.fraction = 1e30).contains("give 0 to 4"));
+        assert!(refused(&|s| {
+            s.period_ns = 100_000_000;
+            s.work.fraction = 0.6;
+            s.work.mode = crate::processor::WorkMode::Spin;
+        })
+        .contains("spin hold of 60000000 ns"));
+        assert!(refused(&|s| s.stream_id = 0).contains("stream_id 0"));
+        assert!(refused(&|s| s.data_port = 0).contains("data_port 0"));
+        assert!(refused(&|s| s.window = 3).contains("window 3"));
+        assert!(refused(&|s| s.layout.blocks[0].len = u32::MAX).contains("setup: layout:"));
+        assert!(refused(&|s| {
+            s.plugin = Some(PluginSetup {
+                plugin: "amp".into(),
+                sample_rate: 48_000,
+                max_frames: 0,
+                ports: Vec::new(),
+            })
+        })
+        .contains("plugin.max_frames 0 is out of range: give 1 to 65536"));
+    }
+
     #[test]
     fn nonces_differ() {
         assert_ne!(nonce().unwrap(), nonce().unwrap());
