@@ -59,9 +59,16 @@ fn start_worker(plugin_dir: Option<&Path>) -> (Child, SocketAddr) {
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let key = key_file();
     let mut cmd = Command::new(EXE);
-    cmd.args(["net", "worker", "--listen", &addr.to_string(), "--priority", "other"])
-        .arg("--key")
-        .arg(&key);
+    cmd.args([
+        "net",
+        "worker",
+        "--listen",
+        &addr.to_string(),
+        "--priority",
+        "other",
+    ])
+    .arg("--key")
+    .arg(&key);
     if let Some(d) = plugin_dir {
         cmd.arg("--plugin-dir").arg(d);
     }
@@ -88,7 +95,10 @@ fn sigterm(mut child: Child) -> Duration {
 }
 
 fn check(state: &str, took: Duration) {
-    println!("SIGTERM to exit, {state}: {:.1} ms", took.as_secs_f64() * 1e3);
+    println!(
+        "SIGTERM to exit, {state}: {:.1} ms",
+        took.as_secs_f64() * 1e3
+    );
     assert!(took < Duration::from_secs(1), "{state}: {took:?}");
 }
 
@@ -133,7 +143,10 @@ fn sigterm_ends_a_worker_serving_sessions_within_a_second() {
     std::thread::sleep(Duration::from_millis(300));
     let took = sigterm(w);
     stop.store(true, Ordering::Relaxed);
-    assert!(streaming.join().unwrap() > 0, "the streaming session was served");
+    assert!(
+        streaming.join().unwrap() > 0,
+        "the streaming session was served"
+    );
     check("two sessions, one holding its block for 4 s", took);
 }
 

@@ -5,8 +5,8 @@
 //! clear text:
 //!
 //! ```text
-//! master → worker:  firmtime-net-ctl 1 <master nonce, 64 hex digits>
-//! worker → master:  firmtime-net-ctl 1 <worker nonce, 64 hex digits> key|nokey
+//! master → worker:  firmtime-net-ctl 2 <master nonce, 64 hex digits>
+//! worker → master:  firmtime-net-ctl 2 <worker nonce, 64 hex digits> key|nokey
 //! ```
 //!
 //! Every following line is `<mac> <json>`: the JSON of a [`Request`]
@@ -22,7 +22,10 @@
 //! closes the connection.
 //!
 //! One connection is one session (at most one [`Request::Setup`]); the
-//! stream lives while the connection does. See docs/NET.md.
+//! stream lives while the connection does. Its data packets are keyed by
+//! both nonces ([`Conn::data_key`]), so a packet of one session is refused
+//! by every other. A worker range-checks each request before acting on it
+//! ([`parse_request`], [`Setup::validate`]). See docs/NET.md.
 //!
 //! # RT contract
 //! None of this runs on the RT path: it allocates, blocks on TCP and uses

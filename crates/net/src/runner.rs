@@ -44,9 +44,7 @@ const CUT: u8 = 2;
 /// `sample_rate`), clamped to [`MIN_BUDGET_NS`]..=[`MAX_BUDGET_NS`].
 pub fn budget_ns(max_frames: u32, sample_rate: u32) -> u64 {
     let period = u64::from(max_frames) * 1_000_000_000 / u64::from(sample_rate.max(1));
-    period
-        .saturating_mul(2)
-        .clamp(MIN_BUDGET_NS, MAX_BUDGET_NS)
+    period.saturating_mul(2).clamp(MIN_BUDGET_NS, MAX_BUDGET_NS)
 }
 
 struct Job {

@@ -34,7 +34,9 @@ use crate::processor::{Processor, WorkHandle};
 use crate::remote::{ControlRefusals, PluginAllowList, PluginDescription, PluginHost};
 use crate::runner::{Check, Feed, Runner};
 use crate::wire::{DropCounts, Key, DEFAULT_MTU};
-use crate::worker::{Answer, StreamOptions, StreamSpec, StreamStats, Worker, WorkerConfig, WorkerStats};
+use crate::worker::{
+    Answer, StreamOptions, StreamSpec, StreamStats, Worker, WorkerConfig, WorkerStats,
+};
 use firmtime_rt::sched::Policy;
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -664,32 +666,34 @@ fn session(stream: TcpStream, commands: &Sender<Command>, sh: &Shared) {
             }
         };
         let reply = match req {
-            Request::Setup(s) if stream.is_none() => match setup(&s, peer, conn.data_key(), commands, sh) {
-                Ok((data_peer, handle, watched)) => {
-                    stream = Some((s.stream_id, data_peer, handle));
-                    watch = watched;
-                    sh.sessions.fetch_add(1, Ordering::Relaxed);
-                    sh.emit(ServerEvent::SessionOpened {
-                        peer,
-                        stream_id: s.stream_id,
-                        layout: s.layout.clone(),
-                    });
-                    Reply::Ready {
-                        stream_id: s.stream_id,
-                    }
-                }
-                Err(e) => {
-                    if s.plugin.is_some() {
-                        sh.emit(ServerEvent::Refused {
+            Request::Setup(s) if stream.is_none() => {
+                match setup(&s, peer, conn.data_key(), commands, sh) {
+                    Ok((data_peer, handle, watched)) => {
+                        stream = Some((s.stream_id, data_peer, handle));
+                        watch = watched;
+                        sh.sessions.fetch_add(1, Ordering::Relaxed);
+                        sh.emit(ServerEvent::SessionOpened {
                             peer,
-                            message: e.to_string(),
+                            stream_id: s.stream_id,
+                            layout: s.layout.clone(),
                         });
+                        Reply::Ready {
+                            stream_id: s.stream_id,
+                        }
                     }
-                    Reply::Error {
-                        message: e.message().to_string(),
+                    Err(e) => {
+                        if s.plugin.is_some() {
+                            sh.emit(ServerEvent::Refused {
+                                peer,
+                                message: e.to_string(),
+                            });
+                        }
+                        Reply::Error {
+                            message: e.message().to_string(),
+                        }
                     }
                 }
-            },
+            }
             Request::Setup(_) => Reply::Error {
                 message: "this connection already has a session: open another connection".into(),
             },

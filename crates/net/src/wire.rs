@@ -681,7 +681,11 @@ pub(crate) mod tests {
                 DropReason::Truncated,
             ),
             ("magic", Box::new(|p| p[0] = b'X'), DropReason::BadMagic),
-            ("version 1 (before session keys)", Box::new(|p| p[4] = 1), DropReason::BadVersion),
+            (
+                "version 1 (before session keys)",
+                Box::new(|p| p[4] = 1),
+                DropReason::BadVersion,
+            ),
             ("flags", Box::new(|p| p[5] |= 0x80), DropReason::BadFlags),
             (
                 "no mac flag",

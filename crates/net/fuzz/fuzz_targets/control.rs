@@ -35,7 +35,13 @@ fuzz_target!(|data: &[u8]| {
         let Some((tag, json)) = split_message(line) else {
             continue;
         };
-        let input = mac_input(Role::Master, &nonces.0, &nonces.1, n as u64, json.as_bytes());
+        let input = mac_input(
+            Role::Master,
+            &nonces.0,
+            &nonces.1,
+            n as u64,
+            json.as_bytes(),
+        );
         let ok = message_mac_ok(key.as_ref(), tag, &input);
         if key.is_none() {
             assert!(ok);

@@ -116,7 +116,11 @@ impl Ctl {
     fn data_key(&self) -> [u8; 32] {
         hmac(
             &self.key,
-            &[b"firmtime-net-data/2", &self.worker_nonce, &self.master_nonce],
+            &[
+                b"firmtime-net-data/2",
+                &self.worker_nonce,
+                &self.master_nonce,
+            ],
         )
     }
 }
@@ -174,7 +178,11 @@ fn result(sock: &UdpSocket, data_key: &[u8], wait: Duration) -> Option<(u64, Vec
         let total = u32::from_le_bytes(d[24..28].try_into().unwrap()) as usize;
         let off = u32::from_le_bytes(d[28..32].try_into().unwrap()) as usize;
         let tag = hmac(data_key, &[&d[..32 + len]]);
-        assert_eq!(&d[32 + len..], &tag[..16], "result MAC under the session key");
+        assert_eq!(
+            &d[32 + len..],
+            &tag[..16],
+            "result MAC under the session key"
+        );
         payload.resize(total, 0);
         payload[off..off + len].copy_from_slice(&d[32..32 + len]);
         got += 1;
@@ -216,7 +224,11 @@ fn error_of(reply: &Value) -> &str {
     reply["message"].as_str().unwrap()
 }
 
-fn wait_event(srv: &WorkerServer, within: Duration, f: impl Fn(&ServerEvent) -> bool) -> Option<ServerEvent> {
+fn wait_event(
+    srv: &WorkerServer,
+    within: Duration,
+    f: impl Fn(&ServerEvent) -> bool,
+) -> Option<ServerEvent> {
     let end = Instant::now() + within;
     while let Some(left) = end.checked_duration_since(Instant::now()) {
         if let Ok(e) = srv.events().recv_timeout(left) {
@@ -238,13 +250,34 @@ fn setups_out_of_range_are_refused_naming_the_field_and_the_range() {
     let sleep_all = json!({"fraction": 1.0, "mode": "sleep"});
     let m = c.ask(&copy_setup(5, 9, json!(u64::MAX), sleep_all.clone()));
     let m = error_of(&m);
-    assert!(m.contains("period_ns 18446744073709551615") && m.contains("1000 to 1000000000"), "{m}");
+    assert!(
+        m.contains("period_ns 18446744073709551615") && m.contains("1000 to 1000000000"),
+        "{m}"
+    );
     let m = c.ask(&copy_setup(5, 9, json!(0), sleep_all.clone()));
     assert!(error_of(&m).contains("period_ns 0 is out of range"), "{m}");
-    let m = c.ask(&copy_setup(5, 9, json!(1_000_000), json!({"fraction": 1e30, "mode": "sleep"})));
-    assert!(error_of(&m).contains("work fraction 1000000000000000000000000000000 is out of range: give 0 to 4"), "{m}");
-    let m = c.ask(&copy_setup(5, 9, json!(1_000_000_000), json!({"fraction": 4.0, "mode": "spin"})));
-    assert!(error_of(&m).contains("spin hold of 4000000000 ns") && error_of(&m).contains("cap of 50000000 ns"), "{m}");
+    let m = c.ask(&copy_setup(
+        5,
+        9,
+        json!(1_000_000),
+        json!({"fraction": 1e30, "mode": "sleep"}),
+    ));
+    assert!(
+        error_of(&m)
+            .contains("work fraction 1000000000000000000000000000000 is out of range: give 0 to 4"),
+        "{m}"
+    );
+    let m = c.ask(&copy_setup(
+        5,
+        9,
+        json!(1_000_000_000),
+        json!({"fraction": 4.0, "mode": "spin"}),
+    ));
+    assert!(
+        error_of(&m).contains("spin hold of 4000000000 ns")
+            && error_of(&m).contains("cap of 50000000 ns"),
+        "{m}"
+    );
     let mut s = copy_setup(5, 9, json!(1_000_000), sleep_all.clone());
     s["window"] = json!(7);
     assert!(error_of(&c.ask(&s)).contains("window 7"));
@@ -254,7 +287,10 @@ fn setups_out_of_range_are_refused_naming_the_field_and_the_range() {
     let mut s = copy_setup(5, 9, json!(1_000_000), sleep_all);
     s["plugin"] = json!({"plugin": "amp", "sample_rate": 0, "max_frames": 64, "ports": []});
     let m = c.ask(&s);
-    assert!(error_of(&m).contains("plugin.sample_rate 0 is out of range: give 1000 to 768000 Hz"), "{m}");
+    assert!(
+        error_of(&m).contains("plugin.sample_rate 0 is out of range: give 1000 to 768000 Hz"),
+        "{m}"
+    );
     // Nothing was set up, the data thread answers, and set_work is refused likewise.
     let m = c.ask(&json!({"type": "set_work", "work": {"fraction": -1.0, "mode": "spin"}}));
     assert!(error_of(&m).contains("before setup"), "{m}");
@@ -315,14 +351,20 @@ fn a_long_sleep_hold_does_not_stall_other_sessions() {
         }
         std::thread::sleep(Duration::from_micros(500));
     }
-    assert!(held_at.elapsed() < Duration::from_secs(4), "the legitimate run outlasted the hold");
+    assert!(
+        held_at.elapsed() < Duration::from_secs(4),
+        "the legitimate run outlasted the hold"
+    );
     // Generous: this VM stalls; without the fix every period after the hold began was late.
     assert!(delivered >= 400, "delivered {delivered}, late {late}");
     println!("during a 4 s hold of another session: {delivered} of 499 delivered, {late} late");
     // The held result still comes, after its hold, under the session's key.
     let mut held = None;
     for n in 0..6 {
-        assert_eq!(c.ask(&json!({"type": "ping", "n": 1000 + n}))["type"], "pong");
+        assert_eq!(
+            c.ask(&json!({"type": "ping", "n": 1000 + n}))["type"],
+            "pong"
+        );
         held = result(&udp, &dk, Duration::from_secs(1));
         if held.is_some() {
             break;
@@ -331,7 +373,11 @@ fn a_long_sleep_hold_does_not_stall_other_sessions() {
     let (seq, payload) = held.expect("the held result");
     assert_eq!(seq, 0);
     assert_eq!(payload, f32s(&input));
-    assert!(held_at.elapsed() >= Duration::from_millis(3_900), "{:?}", held_at.elapsed());
+    assert!(
+        held_at.elapsed() >= Duration::from_millis(3_900),
+        "{:?}",
+        held_at.elapsed()
+    );
 }
 
 /// Regression: a data packet of an old session was accepted by a new
@@ -342,7 +388,12 @@ fn a_data_packet_of_an_earlier_session_is_refused_by_a_later_one() {
     let srv = server(&[]);
     let udp = UdpSocket::bind(localhost()).unwrap();
     let port = udp.local_addr().unwrap().port();
-    let setup = copy_setup(77, port, json!(1_000_000), json!({"fraction": 0.0, "mode": "none"}));
+    let setup = copy_setup(
+        77,
+        port,
+        json!(1_000_000),
+        json!({"fraction": 0.0, "mode": "none"}),
+    );
     let input: Vec<f32> = (0..16).map(|i| i as f32 - 3.0).collect();
     let mut c1 = Ctl::connect(srv.local_addr(), &KEY);
     assert_eq!(c1.ask(&setup)["type"], "ready");
@@ -381,7 +432,11 @@ fn a_data_packet_of_an_earlier_session_is_refused_by_a_later_one() {
     );
     let after = stats(srv.local_addr());
     let mac = |r: &control::WorkerReport| r.drops.get("bad_mac").copied().unwrap_or(0);
-    assert_eq!(mac(&after) - mac(&stats_before), captured.len() as u64, "{after:?}");
+    assert_eq!(
+        mac(&after) - mac(&stats_before),
+        captured.len() as u64,
+        "{after:?}"
+    );
     // The same period under session 2's key is served.
     for d in datagrams(&k2, 77, 5, &f32s(&input)) {
         udp.send_to(&d, srv.local_addr()).unwrap();
@@ -493,11 +548,21 @@ fn nan_and_huge_control_values_are_refused_and_the_last_value_kept() {
         assert!((g - six).abs() < 1e-3, "{bad} dB was applied: gain {g}");
     }
     assert!((gain_of(5, 0.0) - 1.0).abs() < 1e-3);
-    let e = wait_event(&srv, Duration::from_secs(3), |e| matches!(e, ServerEvent::ControlRefused { .. }))
-        .expect("a ControlRefused event");
-    let ServerEvent::ControlRefused { stream_id, message, .. } = e else { unreachable!() };
+    let e = wait_event(&srv, Duration::from_secs(3), |e| {
+        matches!(e, ServerEvent::ControlRefused { .. })
+    })
+    .expect("a ControlRefused event");
+    let ServerEvent::ControlRefused {
+        stream_id, message, ..
+    } = e
+    else {
+        unreachable!()
+    };
     assert_eq!(stream_id, 9);
-    assert!(message.contains("'Amps gain (dB)'") && message.contains("from -70 to 70"), "{message}");
+    assert!(
+        message.contains("'Amps gain (dB)'") && message.contains("from -70 to 70"),
+        "{message}"
+    );
     let mut r = stats(srv.local_addr());
     for _ in 0..100 {
         if r.bad_controls == 4 {
@@ -523,7 +588,12 @@ fn waste_time_dir() -> PathBuf {
         assert!(st.success(), "building firmtime-plugin-waste-time");
         // tests/…/deps/net-HASH → the profile directory.
         let exe = std::env::current_exe().unwrap();
-        let lib = exe.parent().unwrap().parent().unwrap().join("libfirmtime_waste_time.so");
+        let lib = exe
+            .parent()
+            .unwrap()
+            .parent()
+            .unwrap()
+            .join("libfirmtime_waste_time.so");
         let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("hostile-waste-time");
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::copy(&lib, dir.join("libfirmtime_waste_time.so")).unwrap();
@@ -535,9 +605,7 @@ fn waste_time_dir() -> PathBuf {
 /// waste_time at 8 kHz with 8192-frame periods and start fraction 1: one
 /// run spins 1.024 s, over the 500 ms budget cap.
 fn waste_setup(stream_id: u32, data_port: u16) -> Value {
-    let port = |name: &str, input: bool, audio: bool| {
-        json!({"name": name, "input": input, "audio": audio, "hint": 0, "lower": 0.0, "upper": 0.0})
-    };
+    let port = |name: &str, input: bool, audio: bool| json!({"name": name, "input": input, "audio": audio, "hint": 0, "lower": 0.0, "upper": 0.0});
     json!({
         "type": "setup", "stream_id": stream_id, "data_port": data_port,
         "layout": {"blocks": [
@@ -603,8 +671,9 @@ fn an_overrunning_plugin_is_cut_off_while_another_session_keeps_its_deadlines() 
         }
         periods += 1;
         if cut.is_none() {
-            if let Ok(ServerEvent::SessionCutOff { stream_id, message, .. }) =
-                srv.events().try_recv()
+            if let Ok(ServerEvent::SessionCutOff {
+                stream_id, message, ..
+            }) = srv.events().try_recv()
             {
                 cut = Some((sent.elapsed(), stream_id, message));
             }
@@ -612,11 +681,15 @@ fn an_overrunning_plugin_is_cut_off_while_another_session_keeps_its_deadlines() 
         std::thread::sleep(Duration::from_micros(500));
     }
     let cut = cut.or_else(|| {
-        wait_event(&srv, Duration::from_secs(1), |e| matches!(e, ServerEvent::SessionCutOff { .. }))
-            .map(|e| match e {
-                ServerEvent::SessionCutOff { stream_id, message, .. } => (sent.elapsed(), stream_id, message),
-                _ => unreachable!(),
-            })
+        wait_event(&srv, Duration::from_secs(1), |e| {
+            matches!(e, ServerEvent::SessionCutOff { .. })
+        })
+        .map(|e| match e {
+            ServerEvent::SessionCutOff {
+                stream_id, message, ..
+            } => (sent.elapsed(), stream_id, message),
+            _ => unreachable!(),
+        })
     });
     let (after, stream_id, message) = cut.expect("a SessionCutOff event");
     assert_eq!(stream_id, 21);
@@ -631,7 +704,10 @@ fn an_overrunning_plugin_is_cut_off_while_another_session_keeps_its_deadlines() 
     // No result of the cut run, and the cut session's next request is refused with the reason.
     assert!(result(&udp, &c.data_key(), Duration::from_millis(800)).is_none());
     let r = c.ask(&json!({"type": "ping", "n": 1}));
-    assert!(error_of(&r).contains("cut off by the worker's watchdog"), "{r}");
+    assert!(
+        error_of(&r).contains("cut off by the worker's watchdog"),
+        "{r}"
+    );
     let s = stats(srv.local_addr());
     assert_eq!(s.cut_off, 1, "{s:?}");
 }
