@@ -4,12 +4,16 @@
 //! (a control value it was not built for, a bug, a hostile library) and
 //! nothing can interrupt it. So a worker never runs a plugin on its shared
 //! data thread. The data thread hands each complete period to the session's
-//! runner thread ([`Feed::offer`], never waiting) and goes on serving the
+//! runner thread ([`Feed::offer`], never waiting; up to 4 periods queue
+//! there) and goes on serving the
 //! other streams; the runner runs the plugin and sends the result itself.
 //! [`Runner::check`], called by the worker's watchdog thread, cuts a session
-//! off when one run has lasted longer than its budget
+//! off when one run has used more CPU time than its budget
 //! ([`budget_ns`]: twice the period, at least [`MIN_BUDGET_NS`], at most
-//! [`MAX_BUDGET_NS`]): the session's periods are dropped from then on, the
+//! [`MAX_BUDGET_NS`]), or lasted longer than [`MAX_RUN_WALL_NS`] whatever
+//! it used (a plugin blocked in a call). CPU time, not wall time, so that a
+//! runner kept off the CPU by a loaded machine is not taken for a runaway.
+//! The session's periods are dropped from then on, the
 //! runner thread is demoted to `SCHED_IDLE` (it cannot be killed; if the run
 //! ever ends, the thread ends too) and the worker reports it.
 //!
@@ -33,8 +37,14 @@ use std::time::Duration;
 
 /// Shortest run budget (10 ms), whatever the period.
 pub const MIN_BUDGET_NS: u64 = 10_000_000;
-/// Longest run budget (500 ms), whatever the period: the hard cap.
+/// Longest run budget (500 ms of CPU), whatever the period: the hard cap.
 pub const MAX_BUDGET_NS: u64 = 500_000_000;
+/// Longest one run may last in wall time (2 s), whatever CPU it used.
+pub const MAX_RUN_WALL_NS: u64 = 2_000_000_000;
+
+/// Periods a runner holds at once (one running, the rest queued): a
+/// master's window of 2 keeps at most 3 in flight.
+const QUEUE: usize = 4;
 
 const IDLE: u8 = 0;
 const RUNNING: u8 = 1;
@@ -58,6 +68,10 @@ struct Job {
 struct Shared {
     state: AtomicU8,
     started_ns: AtomicU64,
+    /// The runner thread's CPU time at the start of the current run.
+    started_cpu_ns: AtomicU64,
+    /// The runner thread's CPU clock (`pthread_getcpuclockid`); 0 = unknown.
+    cpu_clock: AtomicI32,
     budget_ns: u64,
     tid: AtomicI32,
     stop: AtomicBool,
@@ -112,8 +126,13 @@ pub struct Runner {
 pub enum Check {
     /// Within budget (or idle).
     Ok,
-    /// This check cut the session off: the run had lasted this many ns.
-    CutOff(u64),
+    /// This check cut the session off.
+    CutOff {
+        /// CPU time the run had used, ns.
+        cpu_ns: u64,
+        /// Wall time it had lasted, ns.
+        wall_ns: u64,
+    },
     /// Cut off earlier.
     WasCut,
 }
@@ -141,21 +160,30 @@ impl Runner {
         let shared = Arc::new(Shared {
             state: AtomicU8::new(IDLE),
             started_ns: AtomicU64::new(0),
+            started_cpu_ns: AtomicU64::new(0),
+            cpu_clock: AtomicI32::new(0),
             budget_ns,
             tid: AtomicI32::new(0),
             stop: AtomicBool::new(false),
             dropped: AtomicU64::new(0),
             cut_after_ns: AtomicU64::new(0),
         });
-        let (jobs_tx, jobs_rx) = sync_channel::<Job>(1);
-        let (free_tx, free_rx) = sync_channel::<Vec<u8>>(1);
-        let _ = free_tx.send(vec![0u8; in_len]);
+        let (jobs_tx, jobs_rx) = sync_channel::<Job>(QUEUE);
+        let (free_tx, free_rx) = sync_channel::<Vec<u8>>(QUEUE);
+        for _ in 0..QUEUE {
+            let _ = free_tx.send(vec![0u8; in_len]);
+        }
         let sh = shared.clone();
         std::thread::Builder::new()
             .name("ft-net-plugin".into())
             .spawn(move || {
                 // SAFETY: gettid has no preconditions.
                 sh.tid.store(unsafe { libc::gettid() }, Ordering::Relaxed);
+                let mut clock: libc::clockid_t = 0;
+                // SAFETY: `clock` is a valid out-pointer; pthread_self is this live thread.
+                if unsafe { libc::pthread_getcpuclockid(libc::pthread_self(), &mut clock) } == 0 {
+                    sh.cpu_clock.store(clock, Ordering::Relaxed);
+                }
                 if let Some(p) = policy {
                     // Refused only if the data thread's own policy was; it runs as it can.
                     let _ = firmtime_rt::sched::set_current_thread(&p);
@@ -169,6 +197,8 @@ impl Runner {
                         Err(RecvTimeoutError::Disconnected) => break,
                     };
                     sh.started_ns.store(monotonic_ns(), Ordering::Relaxed);
+                    sh.started_cpu_ns
+                        .store(cpu_ns_of(libc::CLOCK_THREAD_CPUTIME_ID), Ordering::Relaxed);
                     if sh
                         .state
                         .compare_exchange(IDLE, RUNNING, Ordering::AcqRel, Ordering::Acquire)
@@ -218,8 +248,14 @@ impl Runner {
             RUNNING => {}
             _ => return Check::Ok,
         }
-        let ran = monotonic_ns().saturating_sub(sh.started_ns.load(Ordering::Relaxed));
-        if ran <= sh.budget_ns {
+        let wall_ns = monotonic_ns().saturating_sub(sh.started_ns.load(Ordering::Relaxed));
+        let clock = sh.cpu_clock.load(Ordering::Relaxed);
+        let cpu_ns = if clock == 0 {
+            wall_ns // no CPU clock: wall time is the best bound there is
+        } else {
+            cpu_ns_of(clock).saturating_sub(sh.started_cpu_ns.load(Ordering::Relaxed))
+        };
+        if cpu_ns <= sh.budget_ns && wall_ns <= MAX_RUN_WALL_NS {
             return Check::Ok;
         }
         if sh
@@ -230,7 +266,7 @@ impl Runner {
             // The run ended just now.
             return Check::Ok;
         }
-        sh.cut_after_ns.store(ran, Ordering::Relaxed);
+        sh.cut_after_ns.store(wall_ns, Ordering::Relaxed);
         let tid = sh.tid.load(Ordering::Relaxed);
         if tid > 0 {
             let param = libc::sched_param { sched_priority: 0 };
@@ -238,7 +274,7 @@ impl Runner {
             // has exited only makes the call fail.
             let _ = unsafe { libc::sched_setscheduler(tid, libc::SCHED_IDLE, &param) };
         }
-        Check::CutOff(ran)
+        Check::CutOff { cpu_ns, wall_ns }
     }
 
     /// The budget of one run, in ns.
@@ -250,6 +286,19 @@ impl Runner {
     pub fn dropped(&self) -> u64 {
         self.shared.dropped.load(Ordering::Relaxed)
     }
+}
+
+/// A clock's time in ns (0 if it cannot be read, e.g. a thread that ended).
+fn cpu_ns_of(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid out-pointer for the call.
+    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 impl Drop for Runner {

@@ -336,7 +336,17 @@ impl WorkerServer {
         let sh = shared.clone();
         let watchdog = std::thread::Builder::new()
             .name("ft-net-watchdog".into())
-            .spawn(move || watchdog_loop(&sh))
+            .spawn(move || {
+                // One RT priority above the data thread (and the runners at its
+                // policy), so that a runaway plugin cannot keep it from looking.
+                if let Some(Policy::Fifo { priority } | Policy::Rr { priority }) = policy {
+                    let p = Policy::Fifo {
+                        priority: priority.saturating_add(1).min(99),
+                    };
+                    let _ = firmtime_rt::sched::set_current_thread(&p);
+                }
+                watchdog_loop(&sh)
+            })
             .map_err(|e| Error::io("spawning the watchdog thread", e))?;
         let sh = shared.clone();
         let accept = std::thread::Builder::new()
@@ -542,14 +552,16 @@ fn watchdog_loop(sh: &Shared) {
     while !sh.stop.load(Ordering::Relaxed) {
         if let Ok(mut list) = sh.watched.lock() {
             for w in list.iter_mut() {
-                if let Check::CutOff(ran) = w.runner.check() {
+                if let Check::CutOff { cpu_ns, wall_ns } = w.runner.check() {
                     let budget = w.runner.budget_ns();
                     let message = format!(
-                        "session cut off by the worker's watchdog: one run of its plugin lasted \
-                         {:.1} ms, over its budget of {:.1} ms (twice the period, at least 10 ms, \
-                         at most 500 ms); its periods are no longer served: set the session up \
-                         again",
-                        ran as f64 / 1e6,
+                        "session cut off by the worker's watchdog: one run of its plugin used \
+                         {:.1} ms of CPU in {:.1} ms, over its budget of {:.1} ms of CPU (twice \
+                         the period, at least 10 ms, at most 500 ms; a run may last 2 s at most \
+                         whatever it uses); its periods are no longer served: set the session \
+                         up again",
+                        cpu_ns as f64 / 1e6,
+                        wall_ns as f64 / 1e6,
                         budget as f64 / 1e6
                     );
                     let _ = w.cut.set(message.clone());
