@@ -694,9 +694,13 @@ fn an_overrunning_plugin_is_cut_off_while_another_session_keeps_its_deadlines() 
     let (after, stream_id, message) = cut.expect("a SessionCutOff event");
     assert_eq!(stream_id, 21);
     assert!(message.contains("over its budget of 500.0 ms"), "{message}");
+    let used = message
+        .split_once("used ")
+        .and_then(|(_, m)| m.split_once(", over"))
+        .map_or("?", |(u, _)| u);
     println!(
-        "overrun cut off {:.0} ms after the period was sent (budget 500 ms); the other session: \
-         {delivered} of {periods} delivered, {late} late",
+        "overrun cut off {:.0} ms after the period was sent (budget 500 ms of CPU; the run had \
+         used {used}); the other session: {delivered} of {periods} delivered, {late} late",
         after.as_secs_f64() * 1e3
     );
     // Generous bounds for this VM; without runner threads every period during the run was late.
