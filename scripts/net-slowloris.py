@@ -93,7 +93,7 @@ class Worker:
 class Attacker:
     """PEERS connections, each sending one greeting byte every 2 s."""
 
-    GREETING = b"firmtime-net-ctl 1 " + b"ab" * 32 + b"\n"
+    GREETING = b"firmtime-net-ctl 2 " + b"ab" * 32 + b"\n"
 
     def __init__(self, addr, reconnect):
         host, port = addr.rsplit(":", 1)

@@ -310,6 +310,16 @@ fn worker(a: WorkerArgs) -> anyhow::Result<Outcome> {
                  (--max-startups), {} not the protocol; {} pending",
                 g.timed_out, g.early_dropped, g.malformed, g.pending
             ),
+            ServerEvent::SessionCutOff {
+                peer,
+                stream_id,
+                message,
+            } => eprintln!("session from {peer}: stream {stream_id}: {message}"),
+            ServerEvent::ControlRefused {
+                peer,
+                stream_id,
+                message,
+            } => eprintln!("session from {peer}: stream {stream_id}: {message}"),
         }
     }
     server.stop();

@@ -91,7 +91,7 @@ fn a_keyed_worker_at_ulimit_1024_serves_a_master_while_1000_slow_peers_are_held(
     let stop = Arc::new(AtomicBool::new(false));
     let s = stop.clone();
     let trickler = std::thread::spawn(move || {
-        let greeting = b"firmtime-net-ctl 1 ";
+        let greeting = b"firmtime-net-ctl 2 ";
         let mut i = 0;
         while !s.load(Ordering::Relaxed) {
             for p in &mut peers {
@@ -200,7 +200,7 @@ fn a_silent_stranger_is_dropped_at_the_login_grace_deadline() {
     );
     assert_eq!(
         got,
-        "firmtime-net-ctl 1 refused no authenticated first message within 500ms of \
+        "firmtime-net-ctl 2 refused no authenticated first message within 500ms of \
          connecting (the worker's --login-grace)\n"
     );
 }

@@ -5,8 +5,8 @@
 //! clear text:
 //!
 //! ```text
-//! master → worker:  firmtime-net-ctl 1 <master nonce, 64 hex digits>
-//! worker → master:  firmtime-net-ctl 1 <worker nonce, 64 hex digits> key|nokey
+//! master → worker:  firmtime-net-ctl 2 <master nonce, 64 hex digits>
+//! worker → master:  firmtime-net-ctl 2 <worker nonce, 64 hex digits> key|nokey
 //! ```
 //!
 //! Every following line is `<mac> <json>`: the JSON of a [`Request`]
@@ -26,11 +26,14 @@
 //! stranger's until that short first line's MAC is verified, and bounds
 //! everything before it (see [`gate`](crate::gate)). A worker that drops a
 //! stranger before authentication may say why in one clear-text line,
-//! `firmtime-net-ctl 1 refused <reason>`, in place of its greeting or of
+//! `firmtime-net-ctl 2 refused <reason>`, in place of its greeting or of
 //! the first reply.
 //!
 //! One connection is one session (at most one [`Request::Setup`]); the
-//! stream lives while the connection does. See docs/NET.md.
+//! stream lives while the connection does. Its data packets are keyed by
+//! both nonces ([`Conn::data_key`]), so a packet of one session is refused
+//! by every other. A worker range-checks each request before acting on it
+//! ([`parse_request`], [`Setup::validate`]). See docs/NET.md.
 //!
 //! # RT contract
 //! None of this runs on the RT path: it allocates, blocks on TCP and uses
@@ -46,8 +49,9 @@ use std::io::{BufRead, BufReader, Chain, Cursor, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
-/// Protocol version spoken in the greeting.
-pub const PROTOCOL: u32 = 1;
+/// Protocol version spoken in the greeting (2: the data packets of a session
+/// are keyed by [`Conn::data_key`], derived from this handshake's nonces).
+pub const PROTOCOL: u32 = 2;
 /// First word of a greeting.
 pub const GREETING: &str = "firmtime-net-ctl";
 /// Longest line accepted (a layout of thousands of blocks fits).
@@ -112,6 +116,65 @@ pub struct Setup {
     pub plugin: Option<PluginSetup>,
 }
 
+impl Setup {
+    /// Range-checks every field that came off the network, as a worker does
+    /// before acting on a setup. Each refusal names the field and its range.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidInput`] for stream id 0 (discovery's), data port
+    /// 0, a window above 2, a period outside
+    /// [`MIN_PERIOD_NS`](crate::processor::MIN_PERIOD_NS)..=[`MAX_PERIOD_NS`](crate::processor::MAX_PERIOD_NS),
+    /// a work out of range for the period ([`Work::validate_for`]), an
+    /// invalid layout, or a plugin's sample rate or frames out of range.
+    pub fn validate(&self) -> Result<()> {
+        use crate::processor::{MAX_PERIOD_NS, MIN_PERIOD_NS};
+        use crate::remote::{MAX_FRAMES, MAX_SAMPLE_RATE, MIN_SAMPLE_RATE};
+        if self.stream_id == crate::discovery::DISCOVERY_STREAM {
+            return Err(Error::invalid(
+                "setup: stream_id 0 is reserved for discovery: pick another (1 to 4294967295)",
+            ));
+        }
+        if self.data_port == 0 {
+            return Err(Error::invalid(
+                "setup: data_port 0: send the master's UDP port (1 to 65535)",
+            ));
+        }
+        if self.window > 2 {
+            return Err(Error::invalid(format!(
+                "setup: window {} is not supported: use 0, 1 or 2",
+                self.window
+            )));
+        }
+        if !(MIN_PERIOD_NS..=MAX_PERIOD_NS).contains(&self.period_ns) {
+            return Err(Error::invalid(format!(
+                "setup: period_ns {} is out of range: give {MIN_PERIOD_NS} to {MAX_PERIOD_NS} \
+                 (1 µs to 1 s)",
+                self.period_ns
+            )));
+        }
+        self.work.validate_for(self.period_ns)?;
+        self.layout
+            .validate()
+            .map_err(|e| Error::invalid(format!("setup: layout: {}", e.message())))?;
+        if let Some(p) = &self.plugin {
+            if !(MIN_SAMPLE_RATE..=MAX_SAMPLE_RATE).contains(&p.sample_rate) {
+                return Err(Error::invalid(format!(
+                    "setup: plugin.sample_rate {} is out of range: give {MIN_SAMPLE_RATE} to \
+                     {MAX_SAMPLE_RATE} Hz",
+                    p.sample_rate
+                )));
+            }
+            if !(1..=MAX_FRAMES).contains(&p.max_frames) {
+                return Err(Error::invalid(format!(
+                    "setup: plugin.max_frames {} is out of range: give 1 to {MAX_FRAMES}",
+                    p.max_frames
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// What a worker answers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -155,6 +218,28 @@ pub struct WorkerReport {
     /// UDP datagrams the kernel dropped in this network namespace
     /// (`RcvbufErrors` of /proc/net/snmp), if readable.
     pub kernel_rcvbuf_errors: Option<u64>,
+    /// Discovery probes answered.
+    #[serde(default)]
+    pub probes: u64,
+    /// Periods abandoned incomplete (a later period took their slot).
+    #[serde(default)]
+    pub incomplete: u64,
+    /// Complete periods given up because their session was still busy (a
+    /// held result, a plugin still running) or had been cut off.
+    #[serde(default)]
+    pub busy: u64,
+    /// Control values refused (not finite, or outside the port's bounds).
+    #[serde(default)]
+    pub bad_controls: u64,
+    /// Sessions cut off by the watchdog (a plugin run over its budget).
+    #[serde(default)]
+    pub cut_off: u64,
+    /// `recv` errors on the data socket (e.g. ICMP port unreachable).
+    #[serde(default)]
+    pub recv_errors: u64,
+    /// Result datagrams whose `send` failed.
+    #[serde(default)]
+    pub send_errors: u64,
 }
 
 impl WorkerReport {
@@ -277,18 +362,11 @@ impl Conn {
         if let Some(why) = refusal(&line) {
             return Err(refused(addr, why));
         }
-        let words: Vec<&str> = line.split_whitespace().collect();
-        let nonce = match words.as_slice() {
-            [g, v, n, k] if *g == GREETING && *v == PROTOCOL.to_string() => {
-                conn.peer_has_key = *k == "key";
-                unhex(n).filter(|n| n.len() == 32)
-            }
-            _ => None,
-        };
-        let Some(nonce) = nonce else {
+        let Some((nonce, has_key)) = parse_worker_greeting(&line) else {
             return Err(protocol_error(addr, "bad greeting"));
         };
-        conn.worker_nonce.copy_from_slice(&nonce);
+        conn.peer_has_key = has_key;
+        conn.worker_nonce = nonce;
         if conn.key.is_some() && !conn.peer_has_key {
             return Err(Error::new(
                 ErrorKind::PermissionDenied,
@@ -347,7 +425,7 @@ impl Conn {
         let mut conn = Self::wrap(stream, key, Role::Worker, peer)?;
         conn.set_timeout(Some(timeout))?;
         let line = conn.read_line()?;
-        let Some(master) = master_greeting(&line) else {
+        let Some(master) = parse_master_greeting(&line) else {
             return Err(protocol_error(peer, "bad greeting"));
         };
         conn.master_nonce = master;
@@ -400,6 +478,14 @@ impl Conn {
         self.peer
     }
 
+    /// The key of this session's data packets: the pre-shared key bound to
+    /// both nonces of this connection ([`Key::session`]); `None` without a key.
+    pub fn data_key(&self) -> Option<Key> {
+        self.key
+            .as_ref()
+            .map(|k| k.session(&self.worker_nonce, &self.master_nonce))
+    }
+
     /// Whether messages are authenticated (a key is set on this side).
     pub fn authenticated(&self) -> bool {
         self.key.is_some()
@@ -417,14 +503,7 @@ impl Conn {
     }
 
     fn mac_input(&self, from: Role, n: u64, json: &[u8]) -> Vec<u8> {
-        let mut d = Vec::with_capacity(18 + 1 + 64 + 8 + json.len());
-        d.extend_from_slice(b"firmtime-net-ctl/1");
-        d.push(from.byte());
-        d.extend_from_slice(&self.worker_nonce);
-        d.extend_from_slice(&self.master_nonce);
-        d.extend_from_slice(&n.to_le_bytes());
-        d.extend_from_slice(json);
-        d
+        mac_input(from, &self.worker_nonce, &self.master_nonce, n, json)
     }
 
     fn write_raw(&mut self, bytes: &[u8]) -> Result<()> {
@@ -505,7 +584,7 @@ impl Conn {
     }
 
     fn decode<T: for<'de> Deserialize<'de>>(&mut self, line: &str) -> Result<T> {
-        let Some((tag, json)) = line.split_once(' ') else {
+        let Some((tag, json)) = split_message(line) else {
             return Err(protocol_error(self.peer, "a line without a MAC field"));
         };
         let from = match self.role {
@@ -514,12 +593,11 @@ impl Conn {
         };
         let n = self.received;
         self.received += 1;
-        let ok = match &self.key {
-            None => true,
-            Some(k) => unhex(tag).is_some_and(|t| {
-                t.len() == MAC_LEN && k.verify(&self.mac_input(from, n, json.as_bytes()), &t)
-            }),
-        };
+        let ok = message_mac_ok(
+            self.key.as_ref(),
+            tag,
+            &self.mac_input(from, n, json.as_bytes()),
+        );
         let msg: T = serde_json::from_str(json)
             .map_err(|e| protocol_error(self.peer, &format!("undecodable message: {e}")))?;
         if !ok {
@@ -552,17 +630,42 @@ pub struct Nonces {
     pub master: [u8; 32],
 }
 
-/// The master's nonce from its greeting line (without the newline), or
-/// `None` if the line is not a greeting of this protocol.
-pub fn master_greeting(line: &str) -> Option<[u8; 32]> {
+/// The bytes a control message's MAC covers: `"firmtime-net-ctl/1" ‖ sender
+/// ‖ worker nonce ‖ master nonce ‖ n (u64 LE) ‖ json`.
+pub fn mac_input(
+    from: Role,
+    worker_nonce: &[u8; 32],
+    master_nonce: &[u8; 32],
+    n: u64,
+    json: &[u8],
+) -> Vec<u8> {
+    let mut d = Vec::with_capacity(18 + 1 + 64 + 8 + json.len());
+    d.extend_from_slice(b"firmtime-net-ctl/1");
+    d.push(from.byte());
+    d.extend_from_slice(worker_nonce);
+    d.extend_from_slice(master_nonce);
+    d.extend_from_slice(&n.to_le_bytes());
+    d.extend_from_slice(json);
+    d
+}
+
+/// Parses a master's greeting `firmtime-net-ctl <PROTOCOL> <64 hex>` into
+/// its nonce. Pure; never panics.
+pub fn parse_master_greeting(line: &str) -> Option<[u8; 32]> {
     let words: Vec<&str> = line.split_whitespace().collect();
     match words.as_slice() {
-        [g, v, n] if *g == GREETING && *v == PROTOCOL.to_string() => {
-            unhex(n).filter(|n| n.len() == 32).map(|n| {
-                let mut a = [0u8; 32];
-                a.copy_from_slice(&n);
-                a
-            })
+        [g, v, n] if *g == GREETING && *v == PROTOCOL.to_string() => nonce_of(n),
+        _ => None,
+    }
+}
+
+/// Parses a worker's greeting `firmtime-net-ctl <PROTOCOL> <64 hex> key|nokey`
+/// into its nonce and whether it has a key. Pure; never panics.
+pub fn parse_worker_greeting(line: &str) -> Option<([u8; 32], bool)> {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    match words.as_slice() {
+        [g, v, n, k] if *g == GREETING && *v == PROTOCOL.to_string() => {
+            Some((nonce_of(n)?, *k == "key"))
         }
         _ => None,
     }
@@ -595,6 +698,43 @@ pub fn refusal(line: &str) -> Option<&str> {
 /// A fresh worker nonce.
 pub fn worker_nonce() -> [u8; 32] {
     nonce_or_zero()
+}
+
+fn nonce_of(text: &str) -> Option<[u8; 32]> {
+    let b = unhex(text).filter(|b| b.len() == 32)?;
+    let mut n = [0u8; 32];
+    n.copy_from_slice(&b);
+    Some(n)
+}
+
+/// Splits a message line (without its newline) into the MAC field and the JSON.
+pub fn split_message(line: &str) -> Option<(&str, &str)> {
+    line.split_once(' ')
+}
+
+/// Whether a message's MAC field is right for `input` (see [`mac_input`]);
+/// always true without a key. Compared in constant time.
+pub fn message_mac_ok(key: Option<&Key>, tag: &str, input: &[u8]) -> bool {
+    match key {
+        None => true,
+        Some(k) => unhex(tag).is_some_and(|t| t.len() == MAC_LEN && k.verify(input, &t)),
+    }
+}
+
+/// Parses and range-checks a request's JSON, as a worker does before acting
+/// on it. Pure; never panics, whatever the bytes.
+///
+/// # Errors
+/// Undecodable JSON, or a [`Setup`] out of range ([`Setup::validate`]).
+pub fn parse_request(json: &str) -> Result<Request> {
+    let r: Request = serde_json::from_str(json)
+        .map_err(|e| Error::invalid(format!("undecodable request: {e}")))?;
+    match &r {
+        Request::Setup(s) => s.validate()?,
+        Request::SetWork { work } => work.validate()?,
+        _ => {}
+    }
+    Ok(r)
 }
 
 fn nonce_or_zero() -> [u8; 32] {
@@ -677,27 +817,135 @@ mod tests {
         assert_eq!(back, Request::Stats);
     }
 
+    fn setup_json() -> String {
+        serde_json::to_string(&Request::Setup(Setup {
+            stream_id: 7,
+            data_port: 9000,
+            layout: crate::discovery::layout(),
+            window: 1,
+            period_ns: 1_000_000,
+            transform: crate::processor::Transform::Copy,
+            work: Work {
+                fraction: 0.5,
+                mode: crate::processor::WorkMode::Sleep,
+            },
+            plugin: None,
+        }))
+        .unwrap()
+    }
+
+    /// Every prefix of a valid greeting and request, random bytes and
+    /// random mutations go through the parsers without a panic; only the
+    /// whole lines are accepted.
+    #[test]
+    fn the_control_parser_survives_random_and_truncated_input() {
+        let greeting = format!("{GREETING} {PROTOCOL} {}", hex(&[0xab; 32]));
+        let worker = format!("{greeting} key");
+        let setup = setup_json();
+        assert!(parse_master_greeting(&greeting).is_some());
+        assert_eq!(parse_worker_greeting(&worker), Some(([0xab; 32], true)));
+        assert!(parse_request(&setup).is_ok());
+        for cut in 0..greeting.len() {
+            assert!(parse_master_greeting(&greeting[..cut]).is_none(), "{cut}");
+        }
+        for cut in 0..worker.len() {
+            let _ = parse_worker_greeting(&worker[..cut]);
+        }
+        for cut in 0..setup.len() {
+            assert!(parse_request(&setup[..cut]).is_err(), "{}", &setup[..cut]);
+        }
+        let key = Key::new(&[3u8; 32]).unwrap();
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for i in 0..20_000 {
+            let mut bytes = if i % 2 == 0 {
+                setup.clone().into_bytes()
+            } else {
+                (0..next() % 200).map(|_| next() as u8).collect()
+            };
+            for _ in 0..1 + next() % 4 {
+                if !bytes.is_empty() {
+                    let at = (next() as usize) % bytes.len();
+                    bytes[at] = next() as u8;
+                }
+            }
+            let line = String::from_utf8_lossy(&bytes);
+            let _ = parse_master_greeting(&line);
+            let _ = parse_worker_greeting(&line);
+            if let Some((tag, json)) = split_message(&line) {
+                let input = mac_input(Role::Master, &[1; 32], &[2; 32], i, json.as_bytes());
+                assert!(!message_mac_ok(Some(&key), tag, &input));
+                assert!(message_mac_ok(None, tag, &input));
+            }
+            if let Ok(Request::Setup(s)) = parse_request(&line) {
+                s.validate().unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn a_setup_is_refused_naming_each_field_out_of_range() {
+        let ok: Setup = match parse_request(&setup_json()).unwrap() {
+            Request::Setup(s) => s,
+            _ => unreachable!(),
+        };
+        let refused = |f: &dyn Fn(&mut Setup)| {
+            let mut s = ok.clone();
+            f(&mut s);
+            s.validate().unwrap_err().message().to_string()
+        };
+        assert!(refused(&|s| s.period_ns = u64::MAX).contains("period_ns 18446744073709551615"));
+        assert!(refused(&|s| s.period_ns = 999).contains("give 1000 to 1000000000"));
+        assert!(refused(&|s| s.work.fraction = f64::NAN).contains("work fraction NaN"));
+        assert!(refused(&|s| s.work.fraction = f64::INFINITY).contains("work fraction inf"));
+        assert!(refused(&|s| s.work.fraction = 1e30).contains("give 0 to 4"));
+        assert!(refused(&|s| {
+            s.period_ns = 100_000_000;
+            s.work.fraction = 0.6;
+            s.work.mode = crate::processor::WorkMode::Spin;
+        })
+        .contains("spin hold of 60000000 ns"));
+        assert!(refused(&|s| s.stream_id = 0).contains("stream_id 0"));
+        assert!(refused(&|s| s.data_port = 0).contains("data_port 0"));
+        assert!(refused(&|s| s.window = 3).contains("window 3"));
+        assert!(refused(&|s| s.layout.blocks[0].len = u32::MAX).contains("setup: layout:"));
+        assert!(refused(&|s| {
+            s.plugin = Some(PluginSetup {
+                plugin: "amp".into(),
+                sample_rate: 48_000,
+                max_frames: 0,
+                ports: Vec::new(),
+            })
+        })
+        .contains("plugin.max_frames 0 is out of range: give 1 to 65536"));
+    }
+
     #[test]
     fn greeting_and_refusal_parsers_accept_only_their_exact_form() {
         let n = [0xabu8; 32];
         let g = format!("{GREETING} {PROTOCOL} {}", hex(&n));
-        assert_eq!(master_greeting(&g), Some(n));
+        assert_eq!(parse_master_greeting(&g), Some(n));
         let w = worker_greeting(&n, true);
         assert_eq!(w, format!("{g} key\n"));
         for bad in [
-            format!("{GREETING} 2 {}", hex(&n)),
+            format!("{GREETING} {} {}", PROTOCOL + 1, hex(&n)),
             format!("{GREETING} {PROTOCOL} {}", hex(&n[..31])),
             format!("{GREETING} {PROTOCOL} {} x", hex(&n)),
             format!("{GREETING} {PROTOCOL} {}zz", &hex(&n)[2..]),
             format!("{GREETING} {PROTOCOL} {}é", &hex(&n)[1..]),
             String::new(),
         ] {
-            assert_eq!(master_greeting(&bad), None, "{bad:?}");
+            assert_eq!(parse_master_greeting(&bad), None, "{bad:?}");
         }
         let r = refusal_line("too many");
         assert_eq!(refusal(r.trim_end()), Some("too many"));
         assert_eq!(refusal(&g), None);
-        assert_eq!(refusal("firmtime-net-ctl 1 refusedx"), None);
+        assert_eq!(refusal(&format!("{GREETING} {PROTOCOL} refusedx")), None);
         // Random and mutated lines: never a panic, never a false accept.
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
         let mut next = || {
@@ -721,7 +969,7 @@ mod tests {
                 b.remove(at);
             }
             let line = String::from_utf8_lossy(&b);
-            if let Some(got) = master_greeting(&line) {
+            if let Some(got) = parse_master_greeting(&line) {
                 assert_eq!(line.split_whitespace().count(), 3, "{line:?}");
                 assert!(line.to_lowercase().contains(&hex(&got)), "{line:?}");
             }

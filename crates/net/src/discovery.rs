@@ -6,7 +6,8 @@
 //! reserved stream [`DISCOVERY_STREAM`] carrying 16 random bytes; the worker
 //! serves that stream like any other, answering 32 bytes: `FTWK`, the
 //! probe's bytes and the number of sessions it serves (u64 LE), plus
-//! padding. With a key, probe and answer carry a MAC, so only holders of the
+//! padding. The worker keeps no sequence state for probes: each is answered
+//! whatever its sequence number. With a key, probe and answer carry a MAC, so only holders of the
 //! key find the workers. A worker listening on one address (not `0.0.0.0`)
 //! does not receive broadcasts: probe it by unicast.
 //!

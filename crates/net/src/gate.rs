@@ -238,7 +238,7 @@ impl Pending {
                     return Step::Ready;
                 }
                 let line = String::from_utf8_lossy(&self.buf[..i]).into_owned();
-                let Some(master) = control::master_greeting(&line) else {
+                let Some(master) = control::parse_master_greeting(&line) else {
                     return Step::Malformed(format!(
                         "not a {} {} greeting",
                         control::GREETING,

@@ -80,6 +80,7 @@ pub mod master;
 pub mod processor;
 pub mod reassembly;
 pub mod remote;
+pub mod runner;
 pub mod sample;
 pub mod server;
 pub mod session;
@@ -98,7 +99,9 @@ pub use sample::{Sample, SampleType};
 pub use server::{ServerConfig, ServerEvent, WorkerServer};
 pub use session::{connect, Link, LinkStatus, SessionConfig};
 pub use wire::{decode, DropCounts, DropReason, Encoder, Header, Key, Packet};
-pub use worker::{Polled, StreamSpec, StreamStats, Worker, WorkerConfig, WorkerStats};
+pub use worker::{
+    Answer, Polled, StreamOptions, StreamSpec, StreamStats, Worker, WorkerConfig, WorkerStats,
+};
 
 // Unit tests run RT code under `assert_no_alloc`: any allocation aborts.
 #[cfg(all(test, debug_assertions))]

@@ -35,6 +35,8 @@ use firmtime_rt::clock::monotonic_ns;
 use std::io::ErrorKind as IoKind;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// How [`Master::process`] waits for a result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -216,6 +218,26 @@ pub struct Master {
     rtt: Vec<u64>,
     rtt_head: usize,
     worker: SocketAddr,
+    key_cell: Option<(Arc<KeyCell>, u64)>,
+}
+
+/// A data key handed to a running [`Master`] by another thread: the link
+/// that set the session up again puts the new session's key here
+/// ([`Key::session`]); the master takes it at the start of its next period.
+#[derive(Debug, Default)]
+pub struct KeyCell {
+    gen: AtomicU64,
+    key: Mutex<Option<Key>>,
+}
+
+impl KeyCell {
+    /// Hands `key` to the master(s) following this cell. Not RT-safe (locks).
+    pub fn set(&self, key: Option<Key>) {
+        if let Ok(mut k) = self.key.lock() {
+            *k = key;
+        }
+        self.gen.fetch_add(1, Ordering::Release);
+    }
 }
 
 impl Master {
@@ -291,6 +313,7 @@ impl Master {
             max_seen: None,
             stats: MasterStats::default(),
             worker: config.worker,
+            key_cell: None,
         })
     }
 
@@ -373,7 +396,32 @@ impl Master {
         firmtime_rt::assert_rt::no_alloc(|| self.process_period(deadline))
     }
 
+    /// Takes the data key from `cell` whenever it changes (checked at the
+    /// start of each period, without waiting: a contended cell is read the
+    /// period after).
+    pub fn follow_key(&mut self, cell: Arc<KeyCell>) {
+        self.key_cell = Some((cell, u64::MAX));
+        self.take_key();
+    }
+
+    /// **RT-safe**: an atomic load, and on a change a `try_lock` and a key copy.
+    fn take_key(&mut self) {
+        let Some((cell, seen)) = &mut self.key_cell else {
+            return;
+        };
+        let gen = cell.gen.load(Ordering::Acquire);
+        if gen == *seen {
+            return;
+        }
+        if let Ok(k) = cell.key.try_lock() {
+            self.key.clone_from(&k);
+            self.encoder.set_key(k.clone());
+            *seen = gen;
+        }
+    }
+
     fn process_period(&mut self, deadline: Deadline) -> PeriodReport {
+        self.take_key();
         let start = monotonic_ns();
         let deadline = match deadline {
             Deadline::At(t) => t,

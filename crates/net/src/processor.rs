@@ -16,6 +16,7 @@
 use crate::block::{BlockSet, Direction, Layout};
 use crate::error::{Error, Result};
 use crate::sample::{Sample, SampleType};
+use crate::worker::Answer;
 use firmtime_rt::clock::monotonic_ns;
 use firmtime_rt::sleep::clock_nanosleep_abs;
 use serde::{Deserialize, Serialize};
@@ -87,7 +88,46 @@ impl Work {
         }
         Ok(())
     }
+
+    /// Checks the fraction ([`Self::validate`]) and the hold it makes with a
+    /// period of `period_ns`: a spin hold runs on the worker's shared data
+    /// thread, so it may last at most [`MAX_SPIN_HOLD_NS`].
+    ///
+    /// # Errors
+    /// As [`Self::validate`]; a spin hold above [`MAX_SPIN_HOLD_NS`].
+    pub fn validate_for(&self, period_ns: u64) -> Result<()> {
+        self.validate()?;
+        let hold = self.hold_ns(period_ns);
+        if self.mode == WorkMode::Spin && hold > MAX_SPIN_HOLD_NS {
+            return Err(Error::invalid(format!(
+                "work: a spin hold of {hold} ns (fraction {} × period {period_ns} ns) is above the \
+                 worker's cap of {MAX_SPIN_HOLD_NS} ns (spin holds run on its shared data thread): \
+                 give a smaller fraction or use mode sleep",
+                self.fraction
+            )));
+        }
+        Ok(())
+    }
+
+    /// The hold per block for a period of `period_ns`, in ns (0 for mode none).
+    pub fn hold_ns(&self, period_ns: u64) -> u64 {
+        match self.mode {
+            WorkMode::None => 0,
+            // Saturating float-to-int cast; the fraction is checked finite and ≤ 4.
+            _ => (self.fraction * period_ns as f64) as u64,
+        }
+    }
 }
+
+/// Shortest period a session may set up (1 µs).
+pub const MIN_PERIOD_NS: u64 = 1_000;
+/// Longest period a session may set up (1 s).
+pub const MAX_PERIOD_NS: u64 = 1_000_000_000;
+/// Longest spin hold per block (50 ms): spin holds run on the worker's one
+/// data thread, so this bounds what one session can take from the others.
+/// Sleep holds never occupy the data thread (the result is sent when the
+/// hold is over) and are bounded by 4 × [`MAX_PERIOD_NS`].
+pub const MAX_SPIN_HOLD_NS: u64 = 50_000_000;
 
 /// A worker's processing of one stream: transform, then hold. The work can
 /// be changed from another thread through [`WorkHandle`].
@@ -127,15 +167,15 @@ impl AtomicWork {
 
 /// Changes a [`Processor`]'s work from another thread.
 #[derive(Debug, Clone)]
-pub struct WorkHandle(Arc<AtomicWork>);
+pub struct WorkHandle(Arc<AtomicWork>, u64);
 
 impl WorkHandle {
     /// Sets the hold for the following blocks.
     ///
     /// # Errors
-    /// As [`Work::validate`].
+    /// As [`Work::validate_for`] with the processor's period.
     pub fn set(&self, work: Work) -> Result<()> {
-        work.validate()?;
+        work.validate_for(self.1)?;
         self.0.store(work);
         Ok(())
     }
@@ -172,7 +212,7 @@ impl Processor {
 
     /// A handle that changes the work of this processor.
     pub fn work_handle(&self) -> WorkHandle {
-        WorkHandle(self.work.clone())
+        WorkHandle(self.work.clone(), self.period_ns)
     }
 
     /// Transforms the blocks, then holds for the work fraction of the period
@@ -194,6 +234,28 @@ impl Processor {
             WorkMode::Sleep => {
                 let _ = clock_nanosleep_abs(until);
             }
+        }
+    }
+
+    /// As [`Self::run`], for the worker's shared data thread: a sleep hold
+    /// is not slept but returned as the time to send the result
+    /// ([`Answer::At`]); a spin hold spins, at most [`MAX_SPIN_HOLD_NS`].
+    /// **RT-safe.**
+    pub fn run_held(&self, blocks: &mut BlockSet) -> Answer {
+        let start = monotonic_ns();
+        self.transform(blocks);
+        let work = self.work.load();
+        let hold = work.hold_ns(self.period_ns);
+        match work.mode {
+            WorkMode::None => Answer::Now,
+            WorkMode::Spin => {
+                let until = start.saturating_add(hold.min(MAX_SPIN_HOLD_NS));
+                while monotonic_ns() < until {
+                    std::hint::spin_loop();
+                }
+                Answer::Now
+            }
+            WorkMode::Sleep => Answer::At(start.saturating_add(hold)),
         }
     }
 

@@ -47,6 +47,10 @@ use std::time::Duration;
 
 /// Largest block a plugin stream may carry per period, in frames.
 pub const MAX_FRAMES: u32 = 65_536;
+/// Lowest sample rate a plugin stream may be set up at, in Hz.
+pub const MIN_SAMPLE_RATE: u32 = 1_000;
+/// Highest sample rate a plugin stream may be set up at, in Hz.
+pub const MAX_SAMPLE_RATE: u32 = 768_000;
 
 /// One port of a remote plugin, as the worker describes it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -315,6 +319,42 @@ pub struct PluginHost {
     instance: Instance,
     ids: PluginBlocks,
     max_frames: usize,
+    /// (lowest, highest) accepted value of each control input, in block order.
+    bounds: Vec<(f32, f32)>,
+    refusals: std::sync::Arc<ControlRefusals>,
+}
+
+/// Control values a [`PluginHost`] refused: not finite, or outside the
+/// port's LADSPA bounds. The data thread counts them; another thread reads
+/// them (atomics only).
+#[derive(Debug)]
+pub struct ControlRefusals {
+    count: std::sync::atomic::AtomicU64,
+    last_index: std::sync::atomic::AtomicUsize,
+    last_bits: std::sync::atomic::AtomicU32,
+    /// (port name, lowest, highest) of each control input, in block order.
+    ports: Vec<(String, f32, f32)>,
+}
+
+impl ControlRefusals {
+    /// Values refused so far.
+    pub fn count(&self) -> u64 {
+        self.count.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The latest refusal in words: which port, the value, the valid range.
+    pub fn last_text(&self) -> Option<String> {
+        use std::sync::atomic::Ordering::Relaxed;
+        if self.count() == 0 {
+            return None;
+        }
+        let (name, lo, hi) = self.ports.get(self.last_index.load(Relaxed))?;
+        let v = f32::from_bits(self.last_bits.load(Relaxed));
+        Some(format!(
+            "control input '{name}' = {v} refused (the previous value is kept): the valid \
+             range is a finite number from {lo} to {hi}"
+        ))
+    }
 }
 
 impl PluginHost {
@@ -362,14 +402,42 @@ impl PluginHost {
             .instantiate(setup.sample_rate, setup.max_frames as usize)
             .map_err(|e| Error::invalid(e.message().to_string()))?;
         instance.activate();
+        let rate = setup.sample_rate as f32;
+        let ports: Vec<(String, f32, f32)> = ids
+            .control_in_ports
+            .iter()
+            .map(|&p| {
+                let info = &plugin.info().ports[p];
+                let (lo, hi) = info.hints.bounds(rate);
+                (
+                    info.name.clone(),
+                    lo.filter(|v| v.is_finite()).unwrap_or(f32::MIN),
+                    hi.filter(|v| v.is_finite()).unwrap_or(f32::MAX),
+                )
+            })
+            .collect();
         Ok(Self {
             instance,
+            bounds: ports.iter().map(|&(_, lo, hi)| (lo, hi)).collect(),
+            refusals: std::sync::Arc::new(ControlRefusals {
+                count: Default::default(),
+                last_index: Default::default(),
+                last_bits: Default::default(),
+                ports,
+            }),
             ids,
             max_frames: setup.max_frames as usize,
         })
     }
 
-    /// Runs the plugin on one period's blocks: sets the control inputs,
+    /// The control values this host refused (shared with the reporting thread).
+    pub fn refusals(&self) -> std::sync::Arc<ControlRefusals> {
+        self.refusals.clone()
+    }
+
+    /// Runs the plugin on one period's blocks: sets the control inputs
+    /// (a value that is not finite or lies outside the port's LADSPA bounds
+    /// is refused and counted, and the port keeps its previous value),
     /// copies the audio in, runs `frames` (clamped to the max), copies the
     /// audio and control outputs back (zeros past `frames`). **RT-safe.**
     pub fn run(&mut self, b: &mut BlockSet) {
@@ -380,7 +448,17 @@ impl PluginHost {
             .clamp(0, self.max_frames as i32) as usize;
         if let Some(c) = ids.control_in {
             for (k, &port) in ids.control_in_ports.iter().enumerate() {
-                let _ = self.instance.set_control(port, b.get(c)[k]);
+                let v = b.get(c)[k];
+                let (lo, hi) = self.bounds[k];
+                // NaN fails both comparisons; ±inf lies outside every finite range.
+                if v.is_finite() && v >= lo && v <= hi {
+                    let _ = self.instance.set_control(port, v);
+                } else {
+                    use std::sync::atomic::Ordering::Relaxed;
+                    self.refusals.last_index.store(k, Relaxed);
+                    self.refusals.last_bits.store(v.to_bits(), Relaxed);
+                    self.refusals.count.fetch_add(1, Relaxed);
+                }
             }
         }
         for &(port, id) in &ids.audio_in {

@@ -15,10 +15,21 @@
 //! [`ServerConfig::heartbeat_timeout`]. What happens is reported as
 //! [`ServerEvent`]s on a channel; the server itself never prints.
 //!
+//! Everything a setup carries is range-checked before use
+//! ([`Setup::validate`]). The data thread never waits on a session's
+//! behalf: a sleep hold is a time to send the result at
+//! ([`Processor::run_held`]), a spin hold is capped
+//! ([`MAX_SPIN_HOLD_NS`](crate::processor::MAX_SPIN_HOLD_NS)), and a plugin
+//! runs on a runner thread of its session ([`crate::runner`]) that a
+//! watchdog thread cuts off when one run overruns its budget. The data
+//! thread's waits are bounded (20 ms), so [`WorkerServer::stop`] ends every
+//! thread it has to wait for within [`STOP_WITHIN`].
+//!
 //! # RT contract
 //! Control threads allocate and block; only the data thread's loop is
 //! meant to be real-time (see [`Worker`]'s contract). Commands reach it
-//! through a channel it polls between datagrams.
+//! through a channel it polls between datagrams; it answers a stats request
+//! with a copy of its counters, never reading /proc or building the report.
 
 use crate::block::Layout;
 use crate::control::{Conn, Reply, Request, Setup, WorkerReport};
@@ -26,16 +37,25 @@ use crate::discovery;
 use crate::error::{Error, ErrorKind, Result};
 use crate::gate::{self, GateConfig, GateCounters, GateStats, Passed};
 use crate::processor::{Processor, WorkHandle};
-use crate::remote::{PluginAllowList, PluginDescription, PluginHost};
-use crate::wire::{Key, DEFAULT_MTU};
-use crate::worker::{StreamSpec, Worker, WorkerConfig};
+use crate::remote::{ControlRefusals, PluginAllowList, PluginDescription, PluginHost};
+use crate::runner::{Check, Feed, Runner};
+use crate::wire::{DropCounts, Key, DEFAULT_MTU};
+use crate::worker::{
+    Answer, StreamOptions, StreamSpec, StreamStats, Worker, WorkerConfig, WorkerStats,
+};
 use firmtime_rt::sched::Policy;
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// [`WorkerServer::stop`] waits at most this long for its threads; a thread
+/// still busy then (a plugin run that never ends) is left to the process's exit.
+pub const STOP_WITHIN: Duration = Duration::from_millis(500);
+/// How often the watchdog looks at the plugin runners.
+pub const WATCHDOG_INTERVAL: Duration = Duration::from_millis(5);
 
 /// Settings of a [`WorkerServer`].
 #[derive(Debug, Clone)]
@@ -192,17 +212,37 @@ pub enum ServerEvent {
     /// second): `timed_out`, `early_dropped`, `malformed` and `abandoned`
     /// count those since the last one, `pending` is the number now.
     PreAuthDropped(GateStats),
+    /// The watchdog cut a session off: its plugin run overran its budget.
+    /// Its periods are dropped and the session ends at the master's next request.
+    SessionCutOff {
+        /// The master's control address.
+        peer: SocketAddr,
+        /// The stream id.
+        stream_id: u32,
+        /// What overran, for how long, and the budget.
+        message: String,
+    },
+    /// A session sent control values its plugin does not accept (at most one event a second).
+    ControlRefused {
+        /// The master's control address.
+        peer: SocketAddr,
+        /// The stream id.
+        stream_id: u32,
+        /// The latest value refused, the port, the valid range, and the count.
+        message: String,
+    },
 }
 
 /// What a stream's callback runs.
 enum StreamWork {
     Builtin(Processor),
-    Plugin(Box<PluginHost>),
+    Plugin(Feed),
 }
 
 enum Command {
     Add {
         spec: StreamSpec,
+        data_key: Option<Box<Key>>,
         processor: StreamWork,
         reply: Sender<Result<()>>,
     },
@@ -211,8 +251,32 @@ enum Command {
         peer: SocketAddr,
     },
     Stats {
-        reply: Sender<WorkerReport>,
+        reply: Sender<DataCounters>,
     },
+}
+
+/// The data thread's counters, copied for a stats request.
+#[derive(Debug, Clone, Copy, Default)]
+struct DataCounters {
+    worker: WorkerStats,
+    /// Every session stream's counters, summed.
+    streams: StreamStats,
+    /// The discovery stream's counters.
+    discovery: StreamStats,
+    sessions: u64,
+}
+
+/// A plugin session the watchdog looks after.
+struct Watched {
+    id: u64,
+    peer: SocketAddr,
+    stream_id: u32,
+    runner: Runner,
+    refusals: Arc<ControlRefusals>,
+    cut: Arc<OnceLock<String>>,
+    counted_refusals: u64,
+    counted_dropped: u64,
+    reported_at: Option<Instant>,
 }
 
 struct Shared {
@@ -230,6 +294,15 @@ struct Shared {
     max_memory: u64,
     /// Sessions admitted and the buffer bytes they reserved.
     budget: Mutex<(usize, u64)>,
+    /// Sends plugin results (a clone of the data socket).
+    data_socket: UdpSocket,
+    chunk: usize,
+    data_policy: Option<Policy>,
+    watched: Mutex<Vec<Watched>>,
+    next_watch: AtomicU64,
+    cut_off: AtomicU64,
+    bad_controls: AtomicU64,
+    plugin_dropped: AtomicU64,
 }
 
 impl Shared {
@@ -311,15 +384,31 @@ impl WorkerServer {
             max_sessions: config.max_sessions,
             max_memory: config.max_memory,
             budget: Mutex::new((0, 0)),
+            data_socket: worker.try_clone_socket()?,
+            chunk: worker.chunk(),
+            data_policy: config.data_policy,
+            watched: Mutex::new(Vec::new()),
+            next_watch: AtomicU64::new(0),
+            cut_off: AtomicU64::new(0),
+            bad_controls: AtomicU64::new(0),
+            plugin_dropped: AtomicU64::new(0),
         });
         let sh = shared.clone();
-        worker.add_stream(
+        // Probes come from any master with any sequence number: no state between them.
+        worker.add_stream_with(
             crate::worker::StreamSpec {
                 stream_id: discovery::DISCOVERY_STREAM,
                 layout: discovery::layout(),
                 peer: None,
             },
-            move |b, _| discovery::answer(b, &sh.sessions),
+            StreamOptions {
+                data_key: None,
+                stateless: true,
+            },
+            move |b, _, _| {
+                discovery::answer(b, &sh.sessions);
+                Answer::Now
+            },
         )?;
         let (ctx, crx) = channel::<Command>();
         let (ready_tx, ready_rx) = channel::<Result<()>>();
@@ -349,6 +438,21 @@ impl WorkerServer {
             return Err(e);
         }
         let sh = shared.clone();
+        let watchdog = std::thread::Builder::new()
+            .name("ft-net-watchdog".into())
+            .spawn(move || {
+                // One RT priority above the data thread (and the runners at its
+                // policy), so that a runaway plugin cannot keep it from looking.
+                if let Some(Policy::Fifo { priority } | Policy::Rr { priority }) = policy {
+                    let p = Policy::Fifo {
+                        priority: priority.saturating_add(1).min(99),
+                    };
+                    let _ = firmtime_rt::sched::set_current_thread(&p);
+                }
+                watchdog_loop(&sh)
+            })
+            .map_err(|e| Error::io("spawning the watchdog thread", e))?;
+        let sh = shared.clone();
         let accept = std::thread::Builder::new()
             .name("ft-net-accept".into())
             .spawn(move || accept_loop(&tcp, config.gate, &ctx, &sh))
@@ -361,7 +465,7 @@ impl WorkerServer {
             addr,
             shared,
             events: erx,
-            threads: vec![data, accept],
+            threads: vec![data, watchdog, accept],
         })
     }
 
@@ -390,20 +494,34 @@ impl WorkerServer {
         self.shared.connections.load(Ordering::Relaxed)
     }
 
-    /// Stops every thread and ends every session.
+    /// Stops every thread and ends every session, waiting at most
+    /// [`STOP_WITHIN`] (a thread still busy then is left to the process's exit).
     pub fn stop(mut self) {
         self.shutdown();
     }
 
-    fn shutdown(&mut self) {
+    /// Asks every thread to stop and ends every session, without waiting:
+    /// safe to call from a thread that watches for signals. [`Self::stop`]
+    /// (or dropping the server) then waits for the threads.
+    pub fn request_stop(&self) {
         self.shared.stop.store(true, Ordering::Relaxed);
         if let Ok(conns) = self.shared.conns.lock() {
             for (_, c) in conns.iter() {
                 let _ = c.shutdown(std::net::Shutdown::Both);
             }
         }
+    }
+
+    fn shutdown(&mut self) {
+        self.request_stop();
+        let deadline = Instant::now() + STOP_WITHIN;
         for t in self.threads.drain(..) {
-            let _ = t.join();
+            while !t.is_finished() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            if t.is_finished() {
+                let _ = t.join();
+            }
         }
     }
 }
@@ -427,6 +545,7 @@ fn data_loop(worker: &mut Worker, commands: &Receiver<Command>, sh: &Shared) {
             match cmd {
                 Command::Add {
                     spec,
+                    data_key,
                     processor,
                     reply,
                 } => {
@@ -434,9 +553,20 @@ fn data_loop(worker: &mut Worker, commands: &Receiver<Command>, sh: &Shared) {
                         spec.stream_id,
                         spec.peer.unwrap_or(SocketAddr::from(([0; 4], 0))),
                     );
+                    let options = StreamOptions {
+                        data_key: data_key.map(|k| *k),
+                        stateless: false,
+                    };
                     let r = match processor {
-                        StreamWork::Builtin(p) => worker.add_stream(spec, move |b, _| p.run(b)),
-                        StreamWork::Plugin(mut h) => worker.add_stream(spec, move |b, _| h.run(b)),
+                        StreamWork::Builtin(p) => {
+                            worker.add_stream_with(spec, options, move |b, _, _| p.run_held(b))
+                        }
+                        StreamWork::Plugin(feed) => {
+                            worker.add_stream_with(spec, options, move |b, seq, to| {
+                                feed.offer(b, seq, to);
+                                Answer::Elsewhere
+                            })
+                        }
                     };
                     if r.is_ok() && !active.contains(&key) {
                         active.push(key);
@@ -448,31 +578,119 @@ fn data_loop(worker: &mut Worker, commands: &Receiver<Command>, sh: &Shared) {
                     active.retain(|k| *k != (stream_id, peer));
                 }
                 Command::Stats { reply } => {
-                    let _ = reply.send(report(worker, &active));
+                    let _ = reply.send(counters(worker, &active));
                 }
             }
         }
     }
 }
 
-fn report(worker: &Worker, active: &[(u32, SocketAddr)]) -> WorkerReport {
-    let mut r = WorkerReport {
-        datagrams: worker.stats().datagrams,
+/// The data thread's counters (copies only: no allocation, no /proc). **RT-safe.**
+fn counters(worker: &Worker, active: &[(u32, SocketAddr)]) -> DataCounters {
+    let mut c = DataCounters {
+        worker: *worker.stats(),
         sessions: active.len() as u64,
+        ..DataCounters::default()
+    };
+    for (id, s) in worker.streams_stats() {
+        let sum = if id == discovery::DISCOVERY_STREAM {
+            &mut c.discovery
+        } else {
+            &mut c.streams
+        };
+        sum.periods += s.periods;
+        sum.reordered += s.reordered;
+        sum.incomplete += s.incomplete;
+        sum.send_errors += s.send_errors;
+        sum.busy += s.busy;
+        sum.drops.merge(&s.drops);
+    }
+    c
+}
+
+/// The stats answer, built off the data thread.
+fn report(c: &DataCounters, sh: &Shared) -> WorkerReport {
+    let mut drops = DropCounts::default();
+    drops.merge(&c.worker.drops);
+    drops.merge(&c.streams.drops);
+    drops.merge(&c.discovery.drops);
+    let mut r = WorkerReport {
+        datagrams: c.worker.datagrams,
+        periods: c.streams.periods,
+        sessions: c.sessions,
         kernel_rcvbuf_errors: kernel_rcvbuf_errors(),
+        probes: c.discovery.periods,
+        incomplete: c.streams.incomplete + c.discovery.incomplete,
+        busy: c.streams.busy + sh.plugin_dropped.load(Ordering::Relaxed),
+        bad_controls: sh.bad_controls.load(Ordering::Relaxed),
+        cut_off: sh.cut_off.load(Ordering::Relaxed),
+        recv_errors: c.worker.recv_errors,
+        send_errors: c.streams.send_errors + c.discovery.send_errors,
         ..WorkerReport::default()
     };
-    r.set_drops(&worker.stats().drops);
-    for (id, _) in active {
-        if let Some(s) = worker.stream_stats(*id) {
-            r.periods += s.periods;
-            for (reason, n) in s.drops.iter().filter(|(_, n)| *n > 0) {
-                *r.drops.entry(reason.name().to_string()).or_default() += n;
-                r.dropped += n;
+    r.set_drops(&drops);
+    r
+}
+
+/// Brings a watched session's counts into the worker's totals; reports
+/// refused control values at most once a second.
+fn account(w: &mut Watched, sh: &Shared, final_flush: bool) {
+    let dropped = w.runner.dropped();
+    sh.plugin_dropped
+        .fetch_add(dropped - w.counted_dropped, Ordering::Relaxed);
+    w.counted_dropped = dropped;
+    let refused = w.refusals.count();
+    if refused > w.counted_refusals {
+        let due = w
+            .reported_at
+            .map_or(true, |t| t.elapsed() >= Duration::from_secs(1));
+        if due || final_flush {
+            sh.bad_controls
+                .fetch_add(refused - w.counted_refusals, Ordering::Relaxed);
+            w.counted_refusals = refused;
+            w.reported_at = Some(Instant::now());
+            if let Some(text) = w.refusals.last_text() {
+                sh.emit(ServerEvent::ControlRefused {
+                    peer: w.peer,
+                    stream_id: w.stream_id,
+                    message: format!("{text} ({refused} refused in this session)"),
+                });
             }
         }
     }
-    r
+}
+
+/// Looks at every plugin runner every [`WATCHDOG_INTERVAL`]; cuts off a
+/// session whose run overran its budget.
+fn watchdog_loop(sh: &Shared) {
+    while !sh.stop.load(Ordering::Relaxed) {
+        if let Ok(mut list) = sh.watched.lock() {
+            for w in list.iter_mut() {
+                if let Check::CutOff { cpu_ns, wall_ns } = w.runner.check() {
+                    let budget = w.runner.budget_ns();
+                    let message = format!(
+                        "session cut off by the worker's watchdog: one run of its plugin used \
+                         {:.1} ms of CPU in {:.1} ms, over its budget of {:.1} ms of CPU (twice \
+                         the period, at least 10 ms, at most 500 ms; a run may last 2 s at most \
+                         whatever it uses); its periods are no longer served: set the session \
+                         up again",
+                        cpu_ns as f64 / 1e6,
+                        wall_ns as f64 / 1e6,
+                        budget as f64 / 1e6
+                    );
+                    let _ = w.cut.set(message.clone());
+                    sh.cut_off.fetch_add(1, Ordering::Relaxed);
+                    sh.emit(ServerEvent::SessionCutOff {
+                        peer: w.peer,
+                        stream_id: w.stream_id,
+                        message,
+                    });
+                }
+                account(w, sh, false);
+            }
+        }
+        std::thread::sleep(WATCHDOG_INTERVAL);
+    }
 }
 
 /// `RcvbufErrors` of the `Udp:` lines of /proc/net/snmp (this network namespace).
@@ -547,6 +765,7 @@ fn session(mut conn: Conn, first: Request, commands: &Sender<Command>, sh: &Shar
     let peer = conn.peer();
     let _ = conn.set_timeout(Some(sh.heartbeat_timeout));
     let mut stream: Option<(u32, SocketAddr, WorkHandle)> = None;
+    let mut watch: Option<(u64, Arc<OnceLock<String>>)> = None;
     let mut grant: Option<Grant> = None;
     let mut first = Some(first);
     let reason = loop {
@@ -555,6 +774,16 @@ fn session(mut conn: Conn, first: Request, commands: &Sender<Command>, sh: &Shar
             None => conn.recv::<Request>(),
         };
         let req = match next {
+            Ok(_) if watch.as_ref().is_some_and(|(_, c)| c.get().is_some()) => {
+                let message = watch
+                    .as_ref()
+                    .and_then(|(_, c)| c.get().cloned())
+                    .unwrap_or_default();
+                let _ = conn.send(&Reply::Error {
+                    message: message.clone(),
+                });
+                break message;
+            }
             Ok(r) => r,
             Err(e) => {
                 if e.kind() == ErrorKind::PermissionDenied {
@@ -579,34 +808,37 @@ fn session(mut conn: Conn, first: Request, commands: &Sender<Command>, sh: &Shar
             }
         };
         let reply = match req {
-            Request::Setup(s) if stream.is_none() => match Grant::take(&s.layout, sh)
-                .and_then(|g| setup(&s, peer, commands, sh).map(|r| (g, r)))
-            {
-                Ok((g, (data_peer, handle))) => {
-                    grant = Some(g);
-                    stream = Some((s.stream_id, data_peer, handle));
-                    sh.sessions.fetch_add(1, Ordering::Relaxed);
-                    sh.emit(ServerEvent::SessionOpened {
-                        peer,
-                        stream_id: s.stream_id,
-                        layout: s.layout.clone(),
-                    });
-                    Reply::Ready {
-                        stream_id: s.stream_id,
-                    }
-                }
-                Err(e) => {
-                    if s.plugin.is_some() {
-                        sh.emit(ServerEvent::Refused {
+            Request::Setup(s) if stream.is_none() => {
+                match Grant::take(&s.layout, sh)
+                    .and_then(|g| setup(&s, peer, conn.data_key(), commands, sh).map(|r| (g, r)))
+                {
+                    Ok((g, (data_peer, handle, watched))) => {
+                        grant = Some(g);
+                        stream = Some((s.stream_id, data_peer, handle));
+                        watch = watched;
+                        sh.sessions.fetch_add(1, Ordering::Relaxed);
+                        sh.emit(ServerEvent::SessionOpened {
                             peer,
-                            message: e.to_string(),
+                            stream_id: s.stream_id,
+                            layout: s.layout.clone(),
                         });
+                        Reply::Ready {
+                            stream_id: s.stream_id,
+                        }
                     }
-                    Reply::Error {
-                        message: e.message().to_string(),
+                    Err(e) => {
+                        if s.plugin.is_some() {
+                            sh.emit(ServerEvent::Refused {
+                                peer,
+                                message: e.to_string(),
+                            });
+                        }
+                        Reply::Error {
+                            message: e.message().to_string(),
+                        }
                     }
                 }
-            },
+            }
             Request::Setup(_) => Reply::Error {
                 message: "this connection already has a session: open another connection".into(),
             },
@@ -638,7 +870,7 @@ fn session(mut conn: Conn, first: Request, commands: &Sender<Command>, sh: &Shar
                 let (tx, rx) = channel();
                 let _ = commands.send(Command::Stats { reply: tx });
                 match rx.recv_timeout(Duration::from_secs(2)) {
-                    Ok(r) => Reply::Stats(r),
+                    Ok(c) => Reply::Stats(report(&c, sh)),
                     Err(_) => Reply::Error {
                         message: "the data thread did not answer".into(),
                     },
@@ -650,6 +882,14 @@ fn session(mut conn: Conn, first: Request, commands: &Sender<Command>, sh: &Shar
             break e.to_string();
         }
     };
+    if let Some((id, _)) = watch {
+        if let Ok(mut list) = sh.watched.lock() {
+            if let Some(i) = list.iter().position(|w| w.id == id) {
+                let mut w = list.swap_remove(i);
+                account(&mut w, sh, true);
+            }
+        }
+    }
     if let Some((stream_id, data_peer, _)) = stream {
         let _ = commands.send(Command::Remove {
             stream_id,
@@ -723,36 +963,41 @@ fn find_plugin(spec: &str, sh: &Shared) -> Result<firmtime_ladspa::Plugin> {
     sh.plugins.find(spec)
 }
 
+/// A session's stream: where its results go, its work handle, and (for a
+/// plugin) its watchdog entry and cut-off flag.
+type SetUp = (SocketAddr, WorkHandle, Option<(u64, Arc<OnceLock<String>>)>);
+
 fn setup(
     s: &Setup,
     peer: SocketAddr,
+    data_key: Option<Key>,
     commands: &Sender<Command>,
     sh: &Shared,
-) -> Result<(SocketAddr, WorkHandle)> {
-    if s.stream_id == discovery::DISCOVERY_STREAM {
-        return Err(Error::invalid(
-            "stream id 0 is reserved for discovery: pick another",
-        ));
-    }
-    if s.window > 2 {
-        return Err(Error::invalid(format!(
-            "window {} is not supported: use 0, 1 or 2",
-            s.window
-        )));
-    }
-    if s.period_ns == 0 {
-        return Err(Error::invalid("the period must be greater than 0 ns"));
-    }
-    if s.data_port == 0 {
-        return Err(Error::invalid("data port 0: send the master's UDP port"));
-    }
+) -> Result<SetUp> {
+    s.validate()?;
     let builtin = Processor::new(&s.layout, s.transform, s.work, s.period_ns)?;
     let handle = builtin.work_handle();
-    let processor = match &s.plugin {
-        None => StreamWork::Builtin(builtin),
+    let (processor, runner) = match &s.plugin {
+        None => (StreamWork::Builtin(builtin), None),
         Some(ps) => {
             let plugin = find_plugin(&ps.plugin, sh)?;
-            StreamWork::Plugin(Box::new(PluginHost::new(&plugin, ps, &s.layout)?))
+            let host = PluginHost::new(&plugin, ps, &s.layout)?;
+            let refusals = host.refusals();
+            let socket = sh
+                .data_socket
+                .try_clone()
+                .map_err(|e| Error::io("duplicating the data socket", e))?;
+            let (runner, feed) = Runner::start(
+                host,
+                crate::block::BlockSet::from_layout(&s.layout)?,
+                s.stream_id,
+                socket,
+                sh.chunk,
+                data_key.clone().or_else(|| sh.key.clone()),
+                crate::runner::budget_ns(ps.max_frames, ps.sample_rate),
+                sh.data_policy,
+            )?;
+            (StreamWork::Plugin(feed), Some((runner, refusals)))
         }
     };
     let data_peer = SocketAddr::new(peer.ip(), s.data_port);
@@ -764,11 +1009,30 @@ fn setup(
                 layout: s.layout.clone(),
                 peer: Some(data_peer),
             },
+            data_key: data_key.map(Box::new),
             processor,
             reply: tx,
         })
         .map_err(|_| Error::invalid("the worker's data thread has stopped"))?;
     rx.recv_timeout(Duration::from_secs(5))
         .map_err(|_| Error::invalid("the worker's data thread did not answer within 5 s"))??;
-    Ok((data_peer, handle))
+    let watch = runner.map(|(runner, refusals)| {
+        let id = sh.next_watch.fetch_add(1, Ordering::Relaxed);
+        let cut = Arc::new(OnceLock::new());
+        if let Ok(mut list) = sh.watched.lock() {
+            list.push(Watched {
+                id,
+                peer,
+                stream_id: s.stream_id,
+                runner,
+                refusals,
+                cut: cut.clone(),
+                counted_refusals: 0,
+                counted_dropped: 0,
+                reported_at: None,
+            });
+        }
+        (id, cut)
+    });
+    Ok((data_peer, handle, watch))
 }

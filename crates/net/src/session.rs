@@ -19,7 +19,7 @@
 use crate::block::BlockSet;
 use crate::control::{refused, Conn, Reply, Request, Setup, WorkerReport};
 use crate::error::{Error, Result};
-use crate::master::{LatePolicy, Master, MasterConfig, WaitMode};
+use crate::master::{KeyCell, LatePolicy, Master, MasterConfig, WaitMode};
 use crate::processor::{Transform, Work};
 use crate::remote::PluginSetup;
 use crate::wire::{Key, DEFAULT_MTU};
@@ -202,6 +202,11 @@ pub fn connect(cfg: SessionConfig, blocks: BlockSet) -> Result<(Master, Link)> {
     };
     cfg.work.validate()?;
     let conn = open(&cfg, &setup)?;
+    // The session's packets are keyed by this connection's nonces.
+    let keys = Arc::new(KeyCell::default());
+    keys.set(conn.data_key());
+    let mut master = master;
+    master.follow_key(keys.clone());
     let shared = Arc::new(Shared {
         stop: AtomicBool::new(false),
         connected: AtomicBool::new(true),
@@ -218,7 +223,7 @@ pub fn connect(cfg: SessionConfig, blocks: BlockSet) -> Result<(Master, Link)> {
     let worker = cfg.worker;
     let thread = std::thread::Builder::new()
         .name("ft-net-link".into())
-        .spawn(move || link_loop(cfg, setup, conn, &sh))
+        .spawn(move || link_loop(cfg, setup, conn, &keys, &sh))
         .map_err(|e| Error::io("spawning the link thread", e))?;
     Ok((
         master,
@@ -280,7 +285,7 @@ fn exchange(c: &mut Conn, sh: &Shared, sent_gen: &mut u64, ping: &mut u64) -> Re
     }
 }
 
-fn link_loop(cfg: SessionConfig, mut setup: Setup, conn: Conn, sh: &Shared) {
+fn link_loop(cfg: SessionConfig, mut setup: Setup, conn: Conn, keys: &KeyCell, sh: &Shared) {
     let mut conn = Some(conn);
     let mut sent_gen = 0u64;
     let mut ping = 0u64;
@@ -302,6 +307,7 @@ fn link_loop(cfg: SessionConfig, mut setup: Setup, conn: Conn, sh: &Shared) {
                 setup.work = work;
                 match open(&cfg, &setup) {
                     Ok(c) => {
+                        keys.set(c.data_key());
                         conn = Some(c);
                         sent_gen = gen;
                         sh.work_acked.store(gen, Ordering::Release);

@@ -6,7 +6,7 @@
 //! | offset | size | field |
 //! |---|---|---|
 //! | 0 | 4 | magic `FTNB` |
-//! | 4 | 1 | version (1) |
+//! | 4 | 1 | version (2) |
 //! | 5 | 1 | flags: bit 0 = result (worker → master), bit 1 = MAC present |
 //! | 6 | 2 | fragment index |
 //! | 8 | 2 | fragment count (≥ 1) |
@@ -34,8 +34,9 @@ use std::fmt;
 
 /// The first four bytes of every packet.
 pub const MAGIC: [u8; 4] = *b"FTNB";
-/// The wire format version this crate speaks.
-pub const VERSION: u8 = 1;
+/// The wire format version this crate speaks (2: a session's packets are
+/// keyed by its [`Key::session`] key, bound to the control handshake's nonces).
+pub const VERSION: u8 = 2;
 /// Header length in bytes.
 pub const HEADER_LEN: usize = 32;
 /// Length of the truncated HMAC-SHA256 tag that follows the payload when a key is set.
@@ -58,6 +59,9 @@ pub const FLAG_MAC: u8 = 0x02;
 const KNOWN_FLAGS: u8 = FLAG_RESULT | FLAG_MAC;
 
 type HmacSha256 = Hmac<Sha256>;
+
+/// What [`Key::session`] puts before the nonces.
+pub const SESSION_LABEL: &[u8] = b"firmtime-net-data/2";
 
 /// A pre-shared key. Every packet then carries HMAC-SHA256 over header and
 /// payload, truncated to [`MAC_LEN`] bytes. `Debug` never shows the key.
@@ -113,6 +117,21 @@ impl Key {
         let mut out = [0u8; MAC_LEN];
         out.copy_from_slice(&full[..MAC_LEN]);
         out
+    }
+
+    /// The data-plane key of one control session: `HMAC-SHA256(key,
+    /// "firmtime-net-data/2" ‖ worker nonce ‖ master nonce)` (all 32 bytes)
+    /// used as a key of its own. A packet of one session fails the MAC of
+    /// any other, even with the same stream id and ports.
+    pub fn session(&self, worker_nonce: &[u8; 32], master_nonce: &[u8; 32]) -> Key {
+        let mut m = self.mac.clone();
+        m.update(SESSION_LABEL);
+        m.update(worker_nonce);
+        m.update(master_nonce);
+        let full = m.finalize().into_bytes();
+        Self {
+            mac: HmacSha256::new_from_slice(&full).unwrap_or_else(|_| self.mac.clone()),
+        }
     }
 
     /// Whether `tag` is the truncated tag of `data`, compared in constant time. **RT-safe.**
@@ -231,6 +250,13 @@ impl DropCounts {
         self.counts[reason.index()] += 1;
     }
 
+    /// Adds every count of `other`. **RT-safe.**
+    pub fn merge(&mut self, other: &DropCounts) {
+        for (a, b) in self.counts.iter_mut().zip(other.counts.iter()) {
+            *a += b;
+        }
+    }
+
     /// Drops counted for `reason`.
     pub fn get(&self, reason: DropReason) -> u64 {
         self.counts[reason.index()]
@@ -321,6 +347,12 @@ impl Encoder {
             max_chunk,
             key,
         })
+    }
+
+    /// Replaces the key (a new session's [`Key::session`]); the MAC flag
+    /// follows whether one is set. **RT-safe** (no allocation).
+    pub fn set_key(&mut self, key: Option<Key>) {
+        self.key = key;
     }
 
     /// Number of fragments a payload of `total` bytes is sent in.
@@ -605,7 +637,7 @@ pub(crate) mod tests {
         let n = enc.encode(&mut out, 0x1122_3344_5566_7788, &payload, 1);
         assert_eq!(n, HEADER_LEN + 75);
         assert_eq!(&out[0..4], b"FTNB");
-        assert_eq!(out[4], 1);
+        assert_eq!(out[4], 2);
         assert_eq!(out[5], FLAG_RESULT);
         assert_eq!(&out[6..12], &[1, 0, 2, 0, 75, 0]);
         assert_eq!(&out[12..16], &[1, 2, 3, 4]);
@@ -649,7 +681,11 @@ pub(crate) mod tests {
                 DropReason::Truncated,
             ),
             ("magic", Box::new(|p| p[0] = b'X'), DropReason::BadMagic),
-            ("version", Box::new(|p| p[4] = 2), DropReason::BadVersion),
+            (
+                "version 1 (before session keys)",
+                Box::new(|p| p[4] = 1),
+                DropReason::BadVersion,
+            ),
             ("flags", Box::new(|p| p[5] |= 0x80), DropReason::BadFlags),
             (
                 "no mac flag",

@@ -11,6 +11,14 @@
 //! [`Worker::poll_once`] handles one datagram (a step function for tests and
 //! for callers with their own loop); [`Worker::run`] loops until a flag is set.
 //!
+//! A callback added with [`Worker::add_stream_with`] says when its result
+//! goes out ([`Answer`]): at once, at a later time (a sleep hold: the
+//! worker keeps serving other streams meanwhile and sends the result when
+//! the hold is over, so no stream's hold ever puts the worker to sleep), or
+//! not at all because another thread answers (a plugin run watched by a
+//! watchdog). Such a stream may also carry its own data key
+//! ([`StreamOptions::data_key`]: the session's, see [`Key::session`]).
+//!
 //! # RT contract
 //! [`Worker::bind`] and [`Worker::add_stream`] allocate. After that
 //! [`Worker::poll_once`] allocates nothing itself (the callback is the
@@ -21,9 +29,10 @@ use crate::block::{BlockSet, Flow, Layout};
 use crate::error::{Error, Result};
 use crate::reassembly::{Accepted, Reassembler};
 use crate::wire::{
-    decode, max_chunk, DropCounts, DropReason, Encoder, Key, DEFAULT_MTU, IPV4_UDP_OVERHEAD,
-    IPV6_UDP_OVERHEAD, MAX_DATAGRAM,
+    decode, max_chunk, DropCounts, DropReason, Encoder, Key, DEFAULT_MTU, HEADER_LEN,
+    IPV4_UDP_OVERHEAD, IPV6_UDP_OVERHEAD, MAX_DATAGRAM,
 };
+use firmtime_rt::clock::monotonic_ns;
 use std::fmt;
 use std::io::ErrorKind as IoKind;
 use std::net::{SocketAddr, UdpSocket};
@@ -74,6 +83,9 @@ pub struct StreamStats {
     pub incomplete: u64,
     /// Reply datagrams whose `send_to` failed.
     pub send_errors: u64,
+    /// Complete periods given up because the stream was still busy with
+    /// earlier ones (a held result with a full queue behind it).
+    pub busy: u64,
     /// Packets dropped after they were found to belong to this stream, by reason.
     pub drops: DropCounts,
 }
@@ -110,19 +122,70 @@ pub enum Polled {
         /// Period.
         seq: u64,
     },
+    /// A period was complete and its result goes out later: held
+    /// ([`Answer::At`]), queued behind a held one, or answered by another
+    /// thread ([`Answer::Elsewhere`]).
+    Held {
+        /// Stream id.
+        stream_id: u32,
+        /// Period.
+        seq: u64,
+    },
+}
+
+/// When a stream's result goes out (the return of an [`Worker::add_stream_with`] callback).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    /// Send the result blocks now.
+    Now,
+    /// Send the result blocks (as they are now) when CLOCK_MONOTONIC reaches
+    /// this many ns. The worker serves other streams meanwhile; this
+    /// stream's later periods wait, up to the slots it has.
+    At(u64),
+    /// Send nothing: the callback handed the period to someone who answers
+    /// it (or drops it) on their own.
+    Elsewhere,
+}
+
+/// Options of a stream added with [`Worker::add_stream_with`].
+#[derive(Debug, Clone, Default)]
+pub struct StreamOptions {
+    /// The key of this stream's packets, both ways (a session's
+    /// [`Key::session`]); `None` = the worker's key.
+    pub data_key: Option<Key>,
+    /// Keep no sequence state between periods: every period is served,
+    /// whatever its number (discovery probes come from many masters).
+    pub stateless: bool,
+}
+
+/// A result waiting for its hold to end.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    seq: u64,
+    at: u64,
+    to: SocketAddr,
+    len: usize,
 }
 
 /// A stream's callback: the blocks (inputs decoded, outputs to fill) and the period's sequence number.
 pub type Callback = Box<dyn FnMut(&mut BlockSet, u64) + Send>;
+
+/// A stream's callback with its answer: blocks, sequence number, the
+/// address the result goes to.
+pub type AnswerCallback = Box<dyn FnMut(&mut BlockSet, u64, SocketAddr) -> Answer + Send>;
 
 struct Stream {
     spec: StreamSpec,
     blocks: BlockSet,
     reasm: Reassembler,
     encoder: Encoder,
-    callback: Callback,
+    key: Option<Key>,
+    stateless: bool,
+    callback: AnswerCallback,
     out_payload: Vec<u8>,
     highest: Option<u64>,
+    pending: Option<Pending>,
+    queue: [Option<(u64, SocketAddr)>; WORKER_SLOTS],
     stats: StreamStats,
 }
 
@@ -207,15 +270,34 @@ impl Worker {
     pub fn add_stream(
         &mut self,
         spec: StreamSpec,
-        callback: impl FnMut(&mut BlockSet, u64) + Send + 'static,
+        mut callback: impl FnMut(&mut BlockSet, u64) + Send + 'static,
     ) -> Result<()> {
+        self.add_stream_with(spec, StreamOptions::default(), move |b, seq, _| {
+            callback(b, seq);
+            Answer::Now
+        })
+    }
+
+    /// As [`Self::add_stream`], with options and a callback that says when
+    /// its result goes out ([`Answer`]).
+    ///
+    /// # Errors
+    /// As [`Self::add_stream`]; a data key given to a worker without a key
+    /// (or none to one with a key).
+    pub fn add_stream_with(
+        &mut self,
+        spec: StreamSpec,
+        options: StreamOptions,
+        callback: impl FnMut(&mut BlockSet, u64, SocketAddr) -> Answer + Send + 'static,
+    ) -> Result<()> {
+        if options.data_key.is_some() && self.key.is_none() {
+            return Err(Error::invalid(
+                "a stream's data key needs a worker with a key (the MAC flag would differ)",
+            ));
+        }
+        let key = options.data_key.or_else(|| self.key.clone());
         let blocks = BlockSet::from_layout(&spec.layout)?;
-        let encoder = Encoder::new(
-            spec.stream_id,
-            Flow::FromWorker,
-            self.chunk,
-            self.key.clone(),
-        )?;
+        let encoder = Encoder::new(spec.stream_id, Flow::FromWorker, self.chunk, key.clone())?;
         let out_len = blocks.payload_len(Flow::FromWorker);
         if encoder.fragments(out_len) > usize::from(u16::MAX) {
             return Err(Error::invalid(format!(
@@ -232,8 +314,12 @@ impl Worker {
             out_payload: vec![0; out_len],
             blocks,
             encoder,
+            key,
+            stateless: options.stateless,
             callback: Box::new(callback),
             highest: None,
+            pending: None,
+            queue: [None; WORKER_SLOTS],
             stats: StreamStats::default(),
             spec,
         };
@@ -255,6 +341,27 @@ impl Worker {
         &self.stats
     }
 
+    /// A socket sending from the worker's data port (for a thread that
+    /// answers periods handed to it, [`Answer::Elsewhere`]).
+    ///
+    /// # Errors
+    /// The OS refused to duplicate the socket.
+    pub fn try_clone_socket(&self) -> Result<UdpSocket> {
+        self.socket
+            .try_clone()
+            .map_err(|e| Error::io("duplicating the worker's UDP socket", e))
+    }
+
+    /// Largest result fragment, in payload bytes (for an [`Encoder`] of the same size).
+    pub fn chunk(&self) -> usize {
+        self.chunk
+    }
+
+    /// Counters of every stream, in the order they were added (the id with each).
+    pub fn streams_stats(&self) -> impl Iterator<Item = (u32, &StreamStats)> + '_ {
+        self.streams.iter().map(|s| (s.spec.stream_id, &s.stats))
+    }
+
     /// A stream's counters (the first stream with that id).
     pub fn stream_stats(&self, stream_id: u32) -> Option<&StreamStats> {
         self.streams
@@ -263,19 +370,29 @@ impl Worker {
             .map(|s| &s.stats)
     }
 
-    /// Waits up to `timeout` (`None` = forever) for one datagram and handles it.
+    /// Waits up to `timeout` (`None` = forever) for one datagram and handles
+    /// it. Held results whose time has come are sent first; the wait ends
+    /// early (as [`Polled::Idle`]) when the next one is due.
     ///
     /// # Errors
     /// A socket error other than "nothing there", an interruption or an ICMP
     /// error from an earlier reply (those are counted, not returned).
     pub fn poll_once(&mut self, timeout: Option<Duration>) -> Result<Polled> {
+        self.flush_due();
         let (len, from) = loop {
             match self.socket.recv_from(&mut self.recv_buf) {
                 Ok(r) => break r,
                 Err(e) if e.kind() == IoKind::WouldBlock => {
-                    if !self.wait(timeout) {
+                    let wait = match (timeout, self.next_due()) {
+                        (t, None) => t,
+                        (None, Some(d)) => Some(d),
+                        (Some(t), Some(d)) => Some(t.min(d)),
+                    };
+                    if !self.wait(wait) {
+                        self.flush_due();
                         return Ok(Polled::Idle);
                     }
+                    self.flush_due();
                 }
                 Err(e) if e.kind() == IoKind::Interrupted => {}
                 Err(e)
@@ -304,6 +421,49 @@ impl Worker {
         Ok(())
     }
 
+    /// Time until the earliest held result is due (zero if one is late).
+    fn next_due(&self) -> Option<Duration> {
+        let at = self
+            .streams
+            .iter()
+            .filter_map(|s| s.pending.map(|p| p.at))
+            .min()?;
+        Some(Duration::from_nanos(at.saturating_sub(monotonic_ns())))
+    }
+
+    /// Sends every held result whose time has come, then serves the
+    /// periods queued behind it. **RT-safe** (the callbacks are the application's).
+    fn flush_due(&mut self) {
+        let now = monotonic_ns();
+        for stream in &mut self.streams {
+            loop {
+                match stream.pending {
+                    Some(p) if p.at <= now => {
+                        stream.pending = None;
+                        send_result(&self.socket, &mut self.send_buf, stream, p.seq, p.len, p.to);
+                    }
+                    Some(_) => break,
+                    None => {}
+                }
+                // The earliest queued period; its payload may have been recycled meanwhile.
+                let Some((seq, to)) = stream
+                    .queue
+                    .iter_mut()
+                    .filter(|q| q.is_some())
+                    .min_by_key(|q| q.map_or(u64::MAX, |(seq, _)| seq))
+                    .and_then(Option::take)
+                else {
+                    break;
+                };
+                if stream.reasm.complete(seq).is_some() {
+                    serve(&self.socket, &mut self.send_buf, stream, seq, to);
+                } else {
+                    stream.stats.busy += 1;
+                }
+            }
+        }
+    }
+
     /// Waits for the socket to be readable; false on timeout.
     fn wait(&self, timeout: Option<Duration>) -> bool {
         let ts = timeout.map(|t| libc::timespec {
@@ -324,7 +484,19 @@ impl Worker {
     }
 
     fn handle(&mut self, len: usize, from: SocketAddr) -> Polled {
-        let pkt = match decode(&self.recv_buf[..len], self.key.as_ref()) {
+        // A stream's packets carry its own data key: find it by the (not yet
+        // authenticated) stream id and peer; the MAC decides.
+        let buf = &self.recv_buf[..len];
+        let key = if buf.len() >= HEADER_LEN {
+            let id = u32::from_le_bytes([buf[12], buf[13], buf[14], buf[15]]);
+            self.streams
+                .iter()
+                .find(|s| s.spec.stream_id == id && s.spec.peer.map_or(true, |p| p == from))
+                .map_or(self.key.as_ref(), |s| s.key.as_ref())
+        } else {
+            self.key.as_ref()
+        };
+        let pkt = match decode(buf, key) {
             Ok(p) => p,
             Err(r) => {
                 self.stats.drops.add(r);
@@ -367,31 +539,90 @@ impl Worker {
                         seq,
                     },
                     Accepted::Complete { seq } => {
-                        let payload = stream.reasm.complete(seq).unwrap_or(&[]);
-                        stream.blocks.decode(Flow::ToWorker, payload);
-                        (stream.callback)(&mut stream.blocks, seq);
-                        stream.stats.periods += 1;
-                        let n = stream
-                            .blocks
-                            .encode(Flow::FromWorker, &mut stream.out_payload);
-                        for i in 0..stream.encoder.fragments(n) {
-                            let len = stream.encoder.encode(
-                                &mut self.send_buf,
+                        if stream.pending.is_some() {
+                            // Wait behind the held result; a full queue gives up its oldest.
+                            let slot = match stream.queue.iter().position(Option::is_none) {
+                                Some(i) => i,
+                                None => {
+                                    stream.stats.busy += 1;
+                                    (0..WORKER_SLOTS)
+                                        .min_by_key(|&i| stream.queue[i].map_or(0, |(s, _)| s))
+                                        .unwrap_or(0)
+                                }
+                            };
+                            stream.queue[slot] = Some((seq, from));
+                            return Polled::Held {
+                                stream_id: h.stream_id,
                                 seq,
-                                &stream.out_payload[..n],
-                                i,
-                            );
-                            if self.socket.send_to(&self.send_buf[..len], from).is_err() {
-                                stream.stats.send_errors += 1;
-                            }
+                            };
                         }
-                        Polled::Served {
-                            stream_id: h.stream_id,
-                            seq,
+                        match serve(&self.socket, &mut self.send_buf, stream, seq, from) {
+                            Answer::Now => Polled::Served {
+                                stream_id: h.stream_id,
+                                seq,
+                            },
+                            _ => Polled::Held {
+                                stream_id: h.stream_id,
+                                seq,
+                            },
                         }
                     }
                 }
             }
+        }
+    }
+}
+
+/// Runs a stream's callback on complete period `seq` and sends or holds
+/// its result as the callback answers. **RT-safe** (the callback is the application's).
+fn serve(
+    socket: &UdpSocket,
+    send_buf: &mut [u8],
+    stream: &mut Stream,
+    seq: u64,
+    to: SocketAddr,
+) -> Answer {
+    let payload = stream.reasm.complete(seq).unwrap_or(&[]);
+    stream.blocks.decode(Flow::ToWorker, payload);
+    let answer = (stream.callback)(&mut stream.blocks, seq, to);
+    stream.stats.periods += 1;
+    if stream.stateless {
+        // Nothing carries over: the next period may have any number.
+        stream.reasm.reset();
+        stream.highest = None;
+    }
+    match answer {
+        Answer::Elsewhere => {}
+        Answer::Now | Answer::At(_) => {
+            let len = stream
+                .blocks
+                .encode(Flow::FromWorker, &mut stream.out_payload);
+            match answer {
+                Answer::At(at) if at > monotonic_ns() => {
+                    stream.pending = Some(Pending { seq, at, to, len });
+                }
+                _ => send_result(socket, send_buf, stream, seq, len, to),
+            }
+        }
+    }
+    answer
+}
+
+/// Sends the first `len` bytes of the stream's result payload as period `seq`. **RT-safe.**
+fn send_result(
+    socket: &UdpSocket,
+    send_buf: &mut [u8],
+    stream: &mut Stream,
+    seq: u64,
+    len: usize,
+    to: SocketAddr,
+) {
+    for i in 0..stream.encoder.fragments(len) {
+        let n = stream
+            .encoder
+            .encode(send_buf, seq, &stream.out_payload[..len], i);
+        if socket.send_to(&send_buf[..n], to).is_err() {
+            stream.stats.send_errors += 1;
         }
     }
 }

@@ -40,7 +40,7 @@ impl Raw {
         w.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         let mut r = BufReader::new(w.try_clone().unwrap());
         let master_nonce = [0x33u8; 32];
-        (&w).write_all(format!("firmtime-net-ctl 1 {}\n", hex(&master_nonce)).as_bytes())
+        (&w).write_all(format!("firmtime-net-ctl 2 {}\n", hex(&master_nonce)).as_bytes())
             .unwrap();
         let mut line = String::new();
         r.read_line(&mut line).unwrap();
@@ -135,7 +135,7 @@ fn a_slow_loris_is_dropped_at_the_handshake_deadline_however_often_it_sends() {
     let grace = Duration::from_millis(1500);
     let srv = server(|c| c.gate.login_grace = grace);
     // One byte every 200 ms: a per-read timeout would never fire.
-    let greeting = format!("firmtime-net-ctl 1 {}\n", hex(&[1; 32]));
+    let greeting = format!("firmtime-net-ctl 2 {}\n", hex(&[1; 32]));
     let t0 = Instant::now();
     let mut s = TcpStream::connect(srv.local_addr()).unwrap();
     let (sent, closed) = trickle(
@@ -182,7 +182,7 @@ fn a_stranger_dropped_at_the_deadline_is_told_why_and_a_master_still_gets_in() {
     let (said, eof) = read_to_eof(&mut silent, Duration::from_secs(10));
     assert!(eof.is_some());
     assert!(
-        said.starts_with("firmtime-net-ctl 1 refused no authenticated first message within 300ms"),
+        said.starts_with("firmtime-net-ctl 2 refused no authenticated first message within 300ms"),
         "{said:?}"
     );
     assert!(said.contains("--login-grace"), "{said:?}");
@@ -297,7 +297,7 @@ fn a_bad_mac_or_an_overlong_first_line_is_refused_before_any_thread() {
     let (said, eof) = read_to_eof(&mut junk, Duration::from_secs(5));
     assert!(eof.is_some());
     assert!(
-        said.contains("refused not a firmtime-net-ctl 1 greeting"),
+        said.contains("refused not a firmtime-net-ctl 2 greeting"),
         "{said:?}"
     );
     let g = srv.gate_stats();
@@ -401,7 +401,7 @@ fn random_bytes_from_many_strangers_leave_the_gate_serving_and_accounted() {
         x ^= x << 17;
         x
     };
-    let greeting = format!("firmtime-net-ctl 1 {}\n", hex(&[9; 32]));
+    let greeting = format!("firmtime-net-ctl 2 {}\n", hex(&[9; 32]));
     for i in 0..200u64 {
         let mut s = TcpStream::connect(srv.local_addr()).unwrap();
         let mut b: Vec<u8> = match i % 4 {

@@ -158,3 +158,104 @@ fn worker_reassembles_any_order_and_counts_drops() {
         Polled::Idle
     );
 }
+
+/// A held result (a sleep hold) leaves the worker serving other streams;
+/// periods that complete meanwhile are served in order after it, each with
+/// its own hold; nothing allocates. A stream with its own data key refuses
+/// packets under the worker's key.
+#[test]
+fn held_results_go_out_in_order_while_other_streams_are_served() {
+    const HOLD_NS: u64 = 60_000_000;
+    let key = Key::new(&[5u8; 32]).unwrap();
+    let session = key.session(&[1; 32], &[2; 32]);
+    let mut set = BlockSet::new();
+    let x = set.add::<i32>(Direction::Both, 4).unwrap();
+    let mut worker = Worker::bind(
+        localhost(),
+        WorkerConfig {
+            key: Some(key.clone()),
+            ..WorkerConfig::default()
+        },
+    )
+    .unwrap();
+    let options = StreamOptions {
+        data_key: Some(session.clone()),
+        stateless: false,
+    };
+    worker
+        .add_stream_with(spec(1, set.layout()), options, move |b, seq, _| {
+            b.get_mut(x)[0] = seq as i32;
+            Answer::At(firmtime_rt::clock::monotonic_ns() + HOLD_NS)
+        })
+        .unwrap();
+    worker
+        .add_stream(spec(2, set.layout()), move |b, seq| {
+            b.get_mut(x)[0] = -(seq as i32)
+        })
+        .unwrap();
+    let waddr = worker.local_addr().unwrap();
+    let master = UdpSocket::bind(localhost()).unwrap();
+    master
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .unwrap();
+    let send = |stream: u32, k: &Key, seq: u64| {
+        let enc = Encoder::new(stream, Flow::ToWorker, 1000, Some(k.clone())).unwrap();
+        let mut d = vec![0u8; enc.max_datagram()];
+        let len = enc.encode(&mut d, seq, &[0u8; 16], 0);
+        master.send_to(&d[..len], waddr).unwrap();
+    };
+    let poll = |w: &mut Worker| {
+        assert_no_alloc::assert_no_alloc(|| w.poll_once(Some(Duration::from_millis(5)))).unwrap()
+    };
+    let t0 = std::time::Instant::now();
+    send(1, &key, 0); // the worker's key: not this stream's
+    send(1, &session, 0);
+    send(1, &session, 1);
+    send(2, &key, 7);
+    assert_eq!(poll(&mut worker), Polled::Dropped(DropReason::BadMac));
+    assert_eq!(
+        poll(&mut worker),
+        Polled::Held {
+            stream_id: 1,
+            seq: 0
+        }
+    );
+    assert_eq!(
+        poll(&mut worker),
+        Polled::Held {
+            stream_id: 1,
+            seq: 1
+        }
+    );
+    assert_eq!(
+        poll(&mut worker),
+        Polled::Served {
+            stream_id: 2,
+            seq: 7
+        }
+    );
+    let mut got = Vec::new();
+    let mut buf = [0u8; 200];
+    while got.len() < 3 {
+        poll(&mut worker);
+        let Ok((n, _)) = master.recv_from(&mut buf) else {
+            continue;
+        };
+        let (stream, k) = match u32::from_le_bytes(buf[12..16].try_into().unwrap()) {
+            1 => (1, &session),
+            s => (s, &key),
+        };
+        let pkt = decode(&buf[..n], Some(k)).unwrap();
+        let v = i32::from_le_bytes(pkt.payload[..4].try_into().unwrap());
+        got.push((stream, pkt.header.seq, v, t0.elapsed()));
+        master.set_nonblocking(true).unwrap();
+    }
+    assert_eq!(
+        got.iter().map(|g| (g.0, g.1, g.2)).collect::<Vec<_>>(),
+        [(2, 7, -7), (1, 0, 0), (1, 1, 1)]
+    );
+    // Serial holds: the second result a hold after the first.
+    assert!(got[1].3 >= Duration::from_nanos(HOLD_NS), "{got:?}");
+    assert!(got[2].3 >= Duration::from_nanos(2 * HOLD_NS), "{got:?}");
+    assert_eq!(worker.stream_stats(1).unwrap().periods, 2);
+}
