@@ -809,7 +809,11 @@ fn session(mut conn: Conn, first: Request, commands: &Sender<Command>, sh: &Shar
         };
         let reply = match req {
             Request::Setup(s) if stream.is_none() => {
-                match Grant::take(&s.layout, sh)
+                // Range-checked before anything is reserved: an out-of-range
+                // setup is told which field is wrong, not that memory ran out.
+                match s
+                    .validate()
+                    .and_then(|()| Grant::take(&s.layout, sh))
                     .and_then(|g| setup(&s, peer, conn.data_key(), commands, sh).map(|r| (g, r)))
                 {
                     Ok((g, (data_peer, handle, watched))) => {

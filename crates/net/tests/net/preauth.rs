@@ -46,7 +46,7 @@ impl Raw {
         r.read_line(&mut line).unwrap();
         let words: Vec<&str> = line.split_whitespace().collect();
         assert_eq!(words.len(), 4, "greeting {line:?}");
-        assert_eq!(&words[..2], ["firmtime-net-ctl", "1"]);
+        assert_eq!(&words[..2], ["firmtime-net-ctl", "2"]);
         Raw {
             w,
             r,
