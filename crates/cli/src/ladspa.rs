@@ -74,9 +74,10 @@ struct ApplyArgs {
     /// Frames per run() call (1–65536).
     #[arg(long, default_value_t = 2048, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=MAX_BLOCK))]
     block: usize,
-    /// Seconds of silence to run after the input ends (applyplugin -s): 0–60 s.
-    #[arg(short = 's', long, default_value_t = 0.0, value_parser = args::float_in(0.0, MAX_DECAY_S, " s"))]
-    decay: f64,
+    /// Silence to run after the input ends (applyplugin -s), e.g. 2s or 500ms: 0s to 60s
+    /// (a bare number is seconds, as applyplugin takes it).
+    #[arg(short = 's', long, value_name = "D", default_value = "0s", value_parser = decay)]
+    decay: std::time::Duration,
     /// Output format: same (16-bit for integer input, float for float input), int16, float.
     #[arg(long, value_enum, default_value_t = Format::Same)]
     format: Format,
@@ -93,6 +94,15 @@ const MAX_BLOCK: u64 = 65_536;
 /// The longest `-s`/`--decay`, seconds: longer than any reverb's tail, and a
 /// bound on what a typo can write (1e9 s once wrote 1.67 GB before failing).
 const MAX_DECAY_S: f64 = 60.0;
+
+/// clap value parser of `--decay`: a duration up to [`MAX_DECAY_S`].
+fn decay(text: &str) -> Result<std::time::Duration, String> {
+    let d = args::duration_or_secs(text)?;
+    if d.as_secs_f64() > MAX_DECAY_S {
+        return Err(format!("{text} is out of range; give 0s to {MAX_DECAY_S}s"));
+    }
+    Ok(d)
+}
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 enum Format {
@@ -354,7 +364,7 @@ fn apply(a: ApplyArgs) -> anyhow::Result<Outcome> {
     }
     let opts = ApplyOptions {
         block_size: a.block,
-        decay_seconds: a.decay as f32,
+        decay_seconds: a.decay.as_secs_f32(),
         format: match a.format {
             Format::Same => OutputFormat::Same,
             Format::Int16 => OutputFormat::Int16,

@@ -72,7 +72,7 @@ pub struct WorkerArgs {
     /// Whole-handshake deadline: a connection that has not sent its greeting
     /// and an authenticated first message this long after connecting is
     /// dropped, however many bytes it trickles (sshd's LoginGraceTime, 120s there).
-    #[arg(long, default_value = "10s", value_parser = args::duration)]
+    #[arg(long, value_name = "D", default_value = "10s", value_parser = args::duration)]
     login_grace: Duration,
     /// Cap on unauthenticated connections, START:RATE:FULL (sshd's
     /// MaxStartups): from START pending, each new connection drops the oldest
@@ -94,8 +94,10 @@ pub struct WorkerArgs {
     /// a setup that would exceed it is refused with an error.
     #[arg(long, default_value = "256MiB", value_parser = max_memory)]
     max_memory: u64,
-    /// Scheduling policy of the data thread, e.g. fifo:70 or other.
-    #[arg(long, default_value = "fifo:70")]
+    /// Scheduling of the data thread: fifo:P, rr:P or other; a bare P means fifo:P.
+    /// 70, below the 80 of the loops that drive a worker (net bench, a JACK client)
+    /// when both run on one machine.
+    #[arg(long, value_name = "PRIORITY", default_value = "fifo:70", value_parser = args::priority)]
     priority: Policy,
     /// Path MTU for results, bytes (68–65535; the smallest usable depends on --key).
     #[arg(long, default_value_t = 1500, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(68..=65_535))]
@@ -133,7 +135,7 @@ pub struct BenchArgs {
     #[arg(long, default_value = "sleep")]
     work_mode: String,
     /// Counted time without --ramp.
-    #[arg(long, default_value = "10s", value_parser = args::duration)]
+    #[arg(long, value_name = "D", default_value = "10s", value_parser = args::duration)]
     duration: Duration,
     /// Raise the work fraction step by step, from --work to --ramp-to.
     #[arg(long)]
@@ -145,7 +147,7 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 0.05, value_parser = args::float_above(0.0, 4.0, ""))]
     ramp_step: f64,
     /// Counted time per step of the ramp.
-    #[arg(long, default_value = "3s", value_parser = args::duration)]
+    #[arg(long, value_name = "D", default_value = "3s", value_parser = args::duration)]
     step_duration: Duration,
     /// Deadline inside the period, as a fraction of it: 0.05–1.
     #[arg(long, default_value_t = 1.0, value_parser = args::float_in(0.05, 1.0, ""))]
@@ -153,8 +155,8 @@ pub struct BenchArgs {
     /// How the master waits for results: poll (sleeps) or spin.
     #[arg(long, default_value = "poll")]
     wait: String,
-    /// Scheduling policy of the loop.
-    #[arg(long, default_value = "fifo:80")]
+    /// Scheduling of the loop: fifo:P, rr:P or other; a bare P means fifo:P.
+    #[arg(long, value_name = "PRIORITY", default_value = "fifo:80", value_parser = args::priority)]
     priority: Policy,
     /// Pin the loop to this CPU (default: not pinned).
     #[arg(long, value_name = "N")]
@@ -176,7 +178,7 @@ pub struct DiscoverArgs {
     #[arg(long)]
     key: Option<PathBuf>,
     /// How long to collect answers.
-    #[arg(long, default_value = "500ms", value_parser = args::duration)]
+    #[arg(long, value_name = "D", default_value = "500ms", value_parser = args::duration)]
     wait: Duration,
 }
 

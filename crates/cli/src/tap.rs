@@ -103,13 +103,25 @@ struct AnalyzeArgs {
     /// TRIAL-asynchrony.png (tap − beat) into DIR.
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
-    /// Taps closer than this to the previous one are double taps, ms (0–10000).
-    #[arg(long, default_value_t = 50.0, value_name = "MS", value_parser = args::float_in(0.0, 10_000.0, " ms"))]
-    debounce_ms: f64,
+    /// Taps closer than this to the previous one are double taps, 0s to 10s [default: 50ms].
+    #[arg(long, value_name = "D", value_parser = debounce, conflicts_with = "debounce_ms")]
+    debounce: Option<std::time::Duration>,
+    /// The older spelling of --debounce: milliseconds as a bare number (0–10000).
+    #[arg(long, value_name = "MS", hide = true, value_parser = args::float_in(0.0, 10_000.0, " ms"))]
+    debounce_ms: Option<f64>,
     /// A continuation interval above this multiple of the beat interval is a
     /// gap (missing taps): 1–100.
     #[arg(long, default_value_t = 1.5, value_name = "X", value_parser = args::float_in(1.0, 100.0, ""))]
     gap_factor: f64,
+}
+
+/// clap value parser of `--debounce`: a duration of 0 to 10 s.
+fn debounce(text: &str) -> Result<std::time::Duration, String> {
+    let d = args::duration_or_secs(text)?;
+    if d > std::time::Duration::from_secs(10) {
+        return Err(format!("{text} is out of range; give 0s to 10s"));
+    }
+    Ok(d)
 }
 
 /// Runs `firmtime tap …`.
@@ -218,13 +230,11 @@ fn self_check_note(csv: &Path) -> Option<String> {
 }
 
 fn analyze(a: AnalyzeArgs) -> anyhow::Result<Outcome> {
-    if !(a.debounce_ms >= 0.0 && a.debounce_ms.is_finite()) {
-        return Err(UsageError(format!(
-            "--debounce-ms must be 0 or more, got {}",
-            a.debounce_ms
-        ))
-        .into());
-    }
+    let debounce_us = match (a.debounce, a.debounce_ms) {
+        (Some(d), _) => i64::try_from(d.as_micros()).unwrap_or(i64::MAX),
+        (None, Some(ms)) => (ms * 1000.0).round() as i64,
+        (None, None) => 50_000,
+    };
     if !(a.gap_factor > 1.0 && a.gap_factor.is_finite()) {
         return Err(UsageError(format!(
             "--gap-factor must be more than 1, got {}",
@@ -233,7 +243,7 @@ fn analyze(a: AnalyzeArgs) -> anyhow::Result<Outcome> {
         .into());
     }
     let cfg = AnalysisConfig {
-        debounce_us: (a.debounce_ms * 1000.0).round() as i64,
+        debounce_us,
         gap_factor: a.gap_factor,
     };
     let mut results = Vec::new();

@@ -73,8 +73,9 @@ pub struct BackendArgs {
     /// Raw: baud rate of a serial tty (31250 for a MIDI interface).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     baud: Option<u32>,
-    /// SCHED_FIFO priority of the engine (the backend's threads get +5).
-    #[arg(long, default_value_t = 70, value_parser = clap::value_parser!(u8).range(1..=94))]
+    /// SCHED_FIFO priority of the engine: fifo:P or P, 1 to 94 (the backend's threads
+    /// get +5; --no-rt: none).
+    #[arg(long, value_name = "PRIORITY", default_value = "fifo:70", value_parser = args::fifo_priority(94))]
     priority: u8,
     /// Run without real-time scheduling and memory locking (recorded in the
     /// sidecar; the timing is then not trustworthy).
