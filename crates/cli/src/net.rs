@@ -153,7 +153,7 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 1.0, value_parser = args::float_in(0.05, 1.0, ""))]
     deadline: f64,
     /// How the master waits for results: poll (sleeps) or spin.
-    #[arg(long, default_value = "poll")]
+    #[arg(long = "wait-mode", alias = "wait", value_name = "MODE", default_value = "poll")]
     wait: String,
     /// Scheduling of the loop: fifo:P, rr:P or other; a bare P means fifo:P.
     #[arg(long, value_name = "PRIORITY", default_value = "fifo:80", value_parser = args::priority)]
