@@ -59,6 +59,10 @@ enum LadspaCommand {
         /// firmtime plugin libraries (built with their LV2 entry point).
         #[arg(required = true)]
         libraries: Vec<PathBuf>,
+        /// Write what was written (URIs, .ttl files, libraries) as JSON to PATH
+        /// (`-` or a bare --json: stdout).
+        #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "-")]
+        json: Option<PathBuf>,
     },
 }
 
@@ -117,12 +121,35 @@ pub fn run(a: LadspaArgs) -> anyhow::Result<Outcome> {
         LadspaCommand::List { json } => list(json),
         LadspaCommand::Info { plugin, rate, json } => info(&plugin, rate, json),
         LadspaCommand::Apply(a) => apply(a),
-        LadspaCommand::Lv2Bundle { dir, libraries } => lv2_bundle(&dir, &libraries),
+        LadspaCommand::Lv2Bundle {
+            dir,
+            libraries,
+            json,
+        } => lv2_bundle(&dir, &libraries, json.as_deref()),
     }
 }
 
-fn lv2_bundle(dir: &std::path::Path, libraries: &[PathBuf]) -> anyhow::Result<Outcome> {
+fn lv2_bundle(
+    dir: &std::path::Path,
+    libraries: &[PathBuf],
+    json: Option<&std::path::Path>,
+) -> anyhow::Result<Outcome> {
+    if let Some(p) = json {
+        args::check_output_file("--json", p)?;
+    }
     let r = firmtime_ladspa::bundle::write_bundle(dir, libraries)?;
+    if let Some(p) = json {
+        let plugins: Vec<_> = r
+            .plugins
+            .iter()
+            .map(|(uri, ttl)| serde_json::json!({"uri": uri, "ttl": ttl}))
+            .collect();
+        args::write_json(
+            p,
+            &serde_json::json!({"dir": r.dir, "plugins": plugins, "libraries": r.binaries}),
+        )?;
+    }
+    let _redirect = args::StdoutToStderr::when_json_on_stdout(json)?;
     for (uri, file) in &r.plugins {
         println!("{uri}  {file}");
     }

@@ -49,7 +49,9 @@ pub enum NetCommand {
     Bench(BenchArgs),
     /// Find workers by a UDP probe (broadcast or unicast) to their port.
     Discover(DiscoverArgs),
-    /// Print a worker's counters as JSON (datagrams, drops by reason, sessions).
+    /// Print a worker's counters: datagrams, drops by reason, periods, sessions,
+    /// and the kernel's drops (at the worker's socket, and in its whole network
+    /// namespace). `--json` for the counters as JSON (see docs/NET.md).
     Stats(StatsArgs),
     /// Reproduce Lago's Figures 5–8 (waste_time, local and remote) on JACK's dummy backend.
     Experiment(crate::netexp::ExperimentArgs),
@@ -180,6 +182,9 @@ pub struct DiscoverArgs {
     /// How long to collect answers.
     #[arg(long, value_name = "D", default_value = "500ms", value_parser = args::duration)]
     wait: Duration,
+    /// Write the workers that answered as JSON to PATH (`-` or a bare --json: stdout).
+    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "-")]
+    json: Option<PathBuf>,
 }
 
 /// `firmtime net stats`
@@ -191,6 +196,9 @@ pub struct StatsArgs {
     /// Pre-shared key file.
     #[arg(long)]
     key: Option<PathBuf>,
+    /// Write the counters as JSON to PATH (`-` or a bare --json: stdout) instead of the table.
+    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "-")]
+    json: Option<PathBuf>,
 }
 
 /// The worker's bounds from its flags; refuses a keyless worker on a
@@ -477,7 +485,24 @@ fn usable_text(r: &bench::BenchReport, ramp: bool) -> String {
 }
 
 fn discover(a: DiscoverArgs) -> anyhow::Result<Outcome> {
+    if let Some(p) = &a.json {
+        args::check_output_file("--json", p)?;
+    }
     let found = discovery::discover(&a.to, key(&a.key)?, a.wait)?;
+    if let Some(p) = &a.json {
+        let workers: Vec<_> = found
+            .iter()
+            .map(|f| {
+                serde_json::json!({
+                    "addr": f.addr,
+                    "sessions": f.sessions,
+                    "rtt_ns": u64::try_from(f.rtt.as_nanos()).unwrap_or(u64::MAX),
+                })
+            })
+            .collect();
+        args::write_json(p, &serde_json::json!({ "workers": workers }))?;
+    }
+    let _redirect = args::StdoutToStderr::when_json_on_stdout(a.json.as_deref())?;
     for f in &found {
         println!(
             "{}  sessions {}  rtt {:.3} ms",
@@ -496,8 +521,41 @@ fn discover(a: DiscoverArgs) -> anyhow::Result<Outcome> {
 fn stats(a: StatsArgs) -> anyhow::Result<Outcome> {
     let addr = resolve(&a.worker)?;
     let r = firmtime_net::control::query_stats(addr, key(&a.key)?, Duration::from_secs(2))?;
-    println!("{}", serde_json::to_string_pretty(&r)?);
+    match &a.json {
+        Some(p) => args::write_json(p, &r)?,
+        None => print!("{}", stats_text(&a.worker, &r)),
+    }
     Ok(Outcome::Ok)
+}
+
+/// `net stats` for a reader: one counter a line, the drops by reason
+/// indented under their sum, the kernel's two counts told apart.
+fn stats_text(worker: &str, r: &firmtime_net::control::WorkerReport) -> String {
+    let na = |v: Option<u64>| v.map_or_else(|| "not readable".to_string(), |n| n.to_string());
+    let mut rows = vec![
+        ("datagrams received".to_string(), r.datagrams.to_string()),
+        ("periods processed".to_string(), r.periods.to_string()),
+        ("sessions".to_string(), r.sessions.to_string()),
+        ("dropped by the worker".to_string(), r.dropped.to_string()),
+    ];
+    rows.extend(r.drops.iter().map(|(reason, n)| (format!("  {reason}"), n.to_string())));
+    rows.push((
+        "dropped by the kernel at this worker's socket".to_string(),
+        format!("{} (its receive buffer was full)", na(r.socket_drops)),
+    ));
+    rows.push((
+        "dropped by the kernel in its network namespace".to_string(),
+        format!(
+            "{} (RcvbufErrors: every UDP socket of the host or container, not this worker's alone)",
+            na(r.kernel_rcvbuf_errors)
+        ),
+    ));
+    let width = rows.iter().map(|(l, _)| l.chars().count()).max().unwrap_or(0);
+    let mut s = format!("worker {worker}\n");
+    for (label, value) in rows {
+        s += &format!("  {label:<width$}  {value}\n");
+    }
+    s
 }
 
 #[cfg(test)]

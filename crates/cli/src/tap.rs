@@ -75,6 +75,10 @@ struct ImportArgs {
     /// Where to write the experiment file (`-` or absent: stdout).
     #[arg(short, long, value_name = "OUT.toml")]
     out: Option<PathBuf>,
+    /// Write the experiment and the import's notes as JSON to PATH (`-` or a bare --json: stdout); the TOML then goes
+    /// to stderr unless --out names a file.
+    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "-")]
+    json: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -85,12 +89,18 @@ struct ExportFtapArgs {
     /// Write `TRIAL.abs` into DIR (default: beside each CSV).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
+    /// Write the list of files written as JSON to PATH (`-` or a bare --json: stdout).
+    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "-")]
+    json: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
 struct CheckArgs {
     /// The experiment file.
     experiment: PathBuf,
+    /// Write the verdict and the experiment as read as JSON to PATH (`-` or a bare --json: stdout).
+    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "-")]
+    json: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -113,6 +123,9 @@ struct AnalyzeArgs {
     /// gap (missing taps): 1–100.
     #[arg(long, default_value_t = 1.5, value_name = "X", value_parser = args::float_in(1.0, 100.0, ""))]
     gap_factor: f64,
+    /// Write every trial's analysis (phases, taps, Wing–Kristofferson) as JSON to PATH (`-` or a bare --json: stdout); see docs/TAP.md.
+    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "-")]
+    json: Option<PathBuf>,
 }
 
 /// clap value parser of `--debounce`: a duration of 0 to 10 s.
@@ -137,6 +150,9 @@ pub fn run(a: TapArgs) -> anyhow::Result<Outcome> {
 }
 
 fn export_ftap(a: ExportFtapArgs) -> anyhow::Result<Outcome> {
+    if let Some(p) = &a.json {
+        args::check_output_file("--json", p)?;
+    }
     if let Some(d) = &a.out {
         std::fs::create_dir_all(d).with_context(|| format!("cannot create {}", d.display()))?;
     }
@@ -147,14 +163,22 @@ fn export_ftap(a: ExportFtapArgs) -> anyhow::Result<Outcome> {
         let text = ftap_out::export_trial(csv).map_err(|e| anyhow::anyhow!("{e}"))?;
         done.push((ftap_out::output_path(csv, a.out.as_deref()), text));
     }
-    for (path, text) in done {
+    let mut written = Vec::with_capacity(done.len());
+    for ((path, text), csv) in done.into_iter().zip(&a.trials) {
         data::write_atomic(&path, text.as_bytes()).map_err(|e| anyhow::anyhow!("{e}"))?;
         eprintln!("firmtime: wrote {}", path.display());
+        written.push(serde_json::json!({"trial": csv, "abs": path}));
+    }
+    if let Some(p) = &a.json {
+        args::write_json(p, &serde_json::json!({ "written": written }))?;
     }
     Ok(Outcome::Ok)
 }
 
 fn import(a: ImportArgs) -> anyhow::Result<Outcome> {
+    if let Some(p) = &a.json {
+        args::check_output_file("--json", p)?;
+    }
     let text = std::fs::read_to_string(&a.file)
         .with_context(|| format!("cannot read {}", a.file.display()))?;
     let name = a
@@ -171,29 +195,63 @@ fn import(a: ImportArgs) -> anyhow::Result<Outcome> {
         a.file.display(),
         imp.experiment.to_toml()?
     );
-    match a.out {
+    let written = match &a.out {
         Some(p) if p.as_os_str() != "-" => {
-            data::write_atomic(&p, toml.as_bytes())?;
+            data::write_atomic(p, toml.as_bytes())?;
             eprintln!("firmtime: wrote {}", p.display());
+            Some(p.clone())
         }
-        _ => print!("{toml}"),
+        _ => {
+            // With the JSON on stdout, the TOML goes to stderr.
+            let _redirect = args::StdoutToStderr::when_json_on_stdout(a.json.as_deref())?;
+            print!("{toml}");
+            None
+        }
+    };
+    if let Some(p) = &a.json {
+        args::write_json(
+            p,
+            &serde_json::json!({
+                "source": a.file,
+                "written": written,
+                "notes": imp.notes,
+                "experiment": imp.experiment,
+            }),
+        )?;
     }
     Ok(Outcome::Ok)
 }
 
 fn check(a: CheckArgs) -> anyhow::Result<Outcome> {
-    match Experiment::load(&a.experiment) {
+    if let Some(p) = &a.json {
+        args::check_output_file("--json", p)?;
+    }
+    let redirect = args::StdoutToStderr::when_json_on_stdout(a.json.as_deref())?;
+    let (outcome, experiment, error) = match Experiment::load(&a.experiment) {
         Ok(e) => {
             print!("{}", e.summary());
             println!("{}: ok", a.experiment.display());
-            Ok(Outcome::Ok)
+            (Outcome::Ok, Some(e), None)
         }
         Err(e) if e.kind() == firmtime_tap::ErrorKind::Io => bail!("{e}"),
         Err(e) => {
             eprintln!("{}: {e}", a.experiment.display());
-            Ok(Outcome::Failed)
+            (Outcome::Failed, None, Some(e.to_string()))
         }
+    };
+    drop(redirect);
+    if let Some(p) = &a.json {
+        args::write_json(
+            p,
+            &serde_json::json!({
+                "file": a.experiment,
+                "valid": experiment.is_some(),
+                "error": error,
+                "experiment": experiment,
+            }),
+        )?;
     }
+    Ok(outcome)
 }
 
 fn fmt_ms(v: Option<f64>) -> String {
@@ -230,6 +288,9 @@ fn self_check_note(csv: &Path) -> Option<String> {
 }
 
 fn analyze(a: AnalyzeArgs) -> anyhow::Result<Outcome> {
+    if let Some(p) = &a.json {
+        args::check_output_file("--json", p)?;
+    }
     let debounce_us = match (a.debounce, a.debounce_ms) {
         (Some(d), _) => i64::try_from(d.as_micros()).unwrap_or(i64::MAX),
         (None, Some(ms)) => (ms * 1000.0).round() as i64,
@@ -246,15 +307,19 @@ fn analyze(a: AnalyzeArgs) -> anyhow::Result<Outcome> {
         debounce_us,
         gap_factor: a.gap_factor,
     };
+    let redirect = args::StdoutToStderr::when_json_on_stdout(a.json.as_deref())?;
+    let mut notes = Vec::new();
     let mut results = Vec::new();
     for path in &a.trials {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read {}", path.display()))?;
         let events =
             data::read_csv(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-        if let Some(note) = self_check_note(path) {
+        let note = self_check_note(path);
+        if let Some(note) = &note {
             eprintln!("{}: {note}", trial_name(path));
         }
+        notes.push(note);
         results.push((trial_name(path), analysis::analyze(&events, &cfg)));
     }
     println!(
@@ -325,6 +390,29 @@ fn analyze(a: AnalyzeArgs) -> anyhow::Result<Outcome> {
             dir.display(),
             results.len()
         );
+    }
+    drop(redirect);
+    if let Some(p) = &a.json {
+        let trials: Vec<_> = results
+            .iter()
+            .zip(&a.trials)
+            .zip(&notes)
+            .map(|(((name, r), file), note)| {
+                serde_json::json!({
+                    "trial": name,
+                    "file": file,
+                    "self_check_note": note,
+                    "analysis": r,
+                })
+            })
+            .collect();
+        args::write_json(
+            p,
+            &serde_json::json!({
+                "config": {"debounce_us": cfg.debounce_us, "gap_factor": cfg.gap_factor},
+                "trials": trials,
+            }),
+        )?;
     }
     Ok(Outcome::Ok)
 }
