@@ -188,22 +188,19 @@ fn list(json: Option<PathBuf>) -> anyhow::Result<Outcome> {
         let infos: Vec<&PluginInfo> = plugins.iter().map(|p| p.info()).collect();
         args::write_json(&p, &infos)?;
     } else {
-        println!(
-            "{:>8}  {:<28} {:<22} {:<20} NAME",
-            "ID", "LABEL", "PORTS", "LIBRARY"
-        );
+        let mut t = crate::table::new(&["ID", "LABEL", "PORTS", "LIBRARY", "NAME"], &[0]);
         for p in &plugins {
             let i = p.info();
             let lib = i.library.file_name().unwrap_or_default().to_string_lossy();
-            println!(
-                "{:>8}  {:<28} {:<22} {:<20} {}",
-                i.unique_id,
-                i.label,
+            t.add_row([
+                i.unique_id.to_string(),
+                i.label.clone(),
                 counts(i),
-                lib,
-                i.name
-            );
+                lib.into_owned(),
+                i.name.clone(),
+            ]);
         }
+        print!("{}", crate::table::render(&t));
     }
     if plugins.is_empty() {
         eprintln!(

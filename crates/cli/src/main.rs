@@ -35,6 +35,7 @@ macro_rules! eprintln {
 mod args;
 mod audio;
 mod backend;
+mod colour;
 mod doctor;
 mod lab;
 mod ladspa;
@@ -46,6 +47,7 @@ mod output;
 mod progress;
 mod rack;
 mod signals;
+mod table;
 mod tap;
 
 use clap::{Parser, Subcommand};

@@ -230,7 +230,11 @@ fn check(a: CheckArgs) -> anyhow::Result<Outcome> {
     let (outcome, experiment, error) = match Experiment::load(&a.experiment) {
         Ok(e) => {
             print!("{}", e.summary());
-            println!("{}: ok", a.experiment.display());
+            println!(
+                "{}: {}",
+                a.experiment.display(),
+                crate::colour::paint("ok", crate::colour::Hue::Green, crate::colour::stdout())
+            );
             (Outcome::Ok, Some(e), None)
         }
         Err(e) if e.kind() == firmtime_tap::ErrorKind::Io => bail!("{e}"),
@@ -322,20 +326,12 @@ fn analyze(a: AnalyzeArgs) -> anyhow::Result<Outcome> {
         notes.push(note);
         results.push((trial_name(path), analysis::analyze(&events, &cfg)));
     }
-    println!(
-        "{:<24} {:<15} {:>5} {:>4} {:>4} {:>9} {:>8} {:>9} {:>8} {:>9} {:>10} {:>10}",
-        "trial",
-        "phase",
-        "taps",
-        "dbl",
-        "miss",
-        "ITI ms",
-        "sd ms",
-        "async ms",
-        "sd ms",
-        "drift ms",
-        "clock sd",
-        "motor sd"
+    let mut table = crate::table::new(
+        &[
+            "trial", "phase", "taps", "dbl", "miss", "ITI ms", "sd ms", "async ms", "sd ms",
+            "drift ms", "clock sd", "motor sd",
+        ],
+        &[2, 3, 4, 5, 6, 7, 8, 9, 10, 11],
     );
     for (name, r) in &results {
         for p in &r.phases {
@@ -347,13 +343,12 @@ fn analyze(a: AnalyzeArgs) -> anyhow::Result<Outcome> {
                 Some(_) => ("(model)".into(), "(model)".into()),
                 None => ("-".into(), "-".into()),
             };
-            println!(
-                "{:<24} {:<15} {:>5} {:>4} {:>4} {:>9} {:>8} {:>9} {:>8} {:>9} {:>10} {:>10}",
-                name,
-                p.phase.as_str(),
-                p.taps,
-                p.double_taps,
-                p.missing,
+            table.add_row([
+                name.clone(),
+                p.phase.as_str().to_string(),
+                p.taps.to_string(),
+                p.double_taps.to_string(),
+                p.missing.to_string(),
                 fmt_ms(p.iti_mean_us),
                 fmt_ms(p.iti_sd_us),
                 fmt_ms(p.async_mean_us),
@@ -361,10 +356,11 @@ fn analyze(a: AnalyzeArgs) -> anyhow::Result<Outcome> {
                 p.drift_us_per_iti
                     .map_or("-".into(), |d| format!("{:.3}", d / 1000.0)),
                 c,
-                m
-            );
+                m,
+            ]);
         }
     }
+    print!("{}", crate::table::render(&table));
     if results.iter().any(|(_, r)| {
         r.phases
             .iter()
