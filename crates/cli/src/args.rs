@@ -143,17 +143,42 @@ pub fn float_above(
     }
 }
 
-/// clap value parser for a duration that takes units (`1s`, `500ms`) and,
-/// for the flags that took bare seconds before (`rack --status-every 1`,
-/// `ladspa apply --decay 2`), a bare number of seconds too.
-pub fn duration_or_secs(text: &str) -> Result<Duration, String> {
-    let t = text.trim();
-    match t.parse::<f64>() {
-        Ok(s) if s.is_finite() && s >= 0.0 => {
-            Duration::try_from_secs_f64(s).map_err(|e| format!("{t}: {e}"))
+/// clap value parser for a duration with units of 0 to `max` (`max_text` in
+/// the messages); a bare number is refused (its unit would be a guess).
+pub fn duration_upto(
+    max: Duration,
+    max_text: &'static str,
+) -> impl Fn(&str) -> Result<Duration, String> + Clone + Send + Sync + 'static {
+    move |text| {
+        let range = || format!("give 0s to {max_text}, e.g. 50ms");
+        match duration(text.trim()) {
+            Ok(d) if d <= max => Ok(d),
+            Ok(_) => Err(format!("out of range; {}", range())),
+            Err(e) => Err(format!("{e}; {}", range())),
         }
-        Ok(_) => Err(format!("{t}: give a duration of 0 or more, e.g. 1s or 500ms")),
-        Err(_) => duration(t),
+    }
+}
+
+/// clap value parser for a duration of 0 to `max` (`max_text` in the
+/// messages) that takes units (`1s`, `500ms`) and, for the flags that took
+/// bare seconds before (`rack --status-every 1`, `ladspa apply --decay 2`),
+/// a bare number of seconds too. Every refusal gives the valid range.
+pub fn duration_or_secs_upto(
+    max: Duration,
+    max_text: &'static str,
+) -> impl Fn(&str) -> Result<Duration, String> + Clone + Send + Sync + 'static {
+    move |text| {
+        let t = text.trim();
+        let range = || format!("give 0s to {max_text}, e.g. 2s or 500ms");
+        let d = match t.parse::<f64>() {
+            Ok(s) if s.is_finite() && s >= 0.0 => Duration::try_from_secs_f64(s).ok(),
+            Ok(_) => None,
+            Err(_) => Some(duration(t).map_err(|e| format!("{e}; {}", range()))?),
+        };
+        match d {
+            Some(d) if d <= max => Ok(d),
+            _ => Err(format!("out of range; {}", range())),
+        }
     }
 }
 
@@ -387,13 +412,19 @@ mod tests {
 
     #[test]
     fn durations_take_units_and_bare_seconds_where_they_did() {
-        assert_eq!(duration_or_secs("1"), Ok(Duration::from_secs(1)));
-        assert_eq!(duration_or_secs("0.5"), Ok(Duration::from_millis(500)));
-        assert_eq!(duration_or_secs("250ms"), Ok(Duration::from_millis(250)));
-        assert_eq!(duration_or_secs("0"), Ok(Duration::ZERO));
-        assert!(duration_or_secs("-1").is_err());
-        assert!(duration_or_secs("nan").is_err());
-        assert!(duration_or_secs("soon").is_err());
+        let p = duration_or_secs_upto(Duration::from_secs(60), "60s");
+        assert_eq!(p("1"), Ok(Duration::from_secs(1)));
+        assert_eq!(p("0.5"), Ok(Duration::from_millis(500)));
+        assert_eq!(p("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(p("0"), Ok(Duration::ZERO));
+        assert_eq!(p("1min"), Ok(Duration::from_secs(60)));
+        for bad in ["-1", "nan", "inf", "61", "2min", "soon", "1e400"] {
+            assert!(p(bad).unwrap_err().contains("give 0s to 60s"), "{bad}");
+        }
+        let q = duration_upto(Duration::from_secs(10), "10s");
+        assert_eq!(q("50ms"), Ok(Duration::from_millis(50)));
+        assert!(q("50").unwrap_err().contains("add a unit"), "a bare number");
+        assert!(q("11s").unwrap_err().contains("give 0s to 10s"));
     }
 
     #[test]

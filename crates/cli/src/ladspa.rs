@@ -80,7 +80,7 @@ struct ApplyArgs {
     block: usize,
     /// Silence to run after the input ends (applyplugin -s), e.g. 2s or 500ms: 0s to 60s
     /// (a bare number is seconds, as applyplugin takes it).
-    #[arg(short = 's', long, value_name = "D", default_value = "0s", value_parser = decay)]
+    #[arg(short = 's', long, value_name = "D", default_value = "0s", value_parser = args::duration_or_secs_upto(MAX_DECAY, "60s"))]
     decay: std::time::Duration,
     /// Output format: same (16-bit for integer input, float for float input), int16, float.
     #[arg(long, value_enum, default_value_t = Format::Same)]
@@ -95,18 +95,10 @@ struct ApplyArgs {
 
 /// The longest `--block`, frames.
 const MAX_BLOCK: u64 = 65_536;
-/// The longest `-s`/`--decay`, seconds: longer than any reverb's tail, and a
+/// The longest `-s`/`--decay`: longer than any reverb's tail, and a
 /// bound on what a typo can write (1e9 s once wrote 1.67 GB before failing).
-const MAX_DECAY_S: f64 = 60.0;
+const MAX_DECAY: std::time::Duration = std::time::Duration::from_secs(60);
 
-/// clap value parser of `--decay`: a duration up to [`MAX_DECAY_S`].
-fn decay(text: &str) -> Result<std::time::Duration, String> {
-    let d = args::duration_or_secs(text)?;
-    if d.as_secs_f64() > MAX_DECAY_S {
-        return Err(format!("{text} is out of range; give 0s to {MAX_DECAY_S}s"));
-    }
-    Ok(d)
-}
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 enum Format {

@@ -143,3 +143,38 @@ fn main() -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// clap's own checks of every command's definition (duplicate names or
+    /// aliases, bad defaults, conflicts naming unknown flags).
+    #[test]
+    fn every_command_definition_passes_claps_checks() {
+        Cli::command().debug_assert();
+    }
+
+    /// Old spellings (docs/VOCABULARY.md) parse into the new flags.
+    #[test]
+    fn old_spellings_parse_in_process() {
+        for line in [
+            "firmtime lab cyclic --cpus 0-1 --priority 70",
+            "firmtime lab clock --fifo-priority 70 --calls 1000",
+            "firmtime lab sleep --mechanisms nanosleep --intervals 1ms",
+            "firmtime lab frames --sleepers poll --policies other",
+            "firmtime lab overhead --reps 3",
+            "firmtime lab interrupts --cell 1s",
+            "firmtime lab trace --overhead --pairs 3",
+            "firmtime rack x.toml --server s --connect-in a,b --period 64 --status-every 1",
+            "firmtime tap analyze x.csv --debounce-ms 20",
+            "firmtime net bench --workers 127.0.0.1:1 --wait spin --priority 80",
+            "firmtime ladspa apply -s 2 in.wav out.wav amp",
+        ] {
+            if let Err(e) = Cli::try_parse_from(line.split(' ')) {
+                panic!("{line}: {e}");
+            }
+        }
+    }
+}

@@ -48,7 +48,7 @@ pub struct RackArgs {
     #[arg(long, value_name = "D", value_parser = args::duration)]
     duration: Option<Duration>,
     /// Time between status lines on stderr, e.g. 1s or 500ms (0s = none; up to 24h).
-    #[arg(long, value_name = "D", default_value = "1s", value_parser = status_every)]
+    #[arg(long, value_name = "D", default_value = "1s", value_parser = args::duration_or_secs_upto(Duration::from_secs(86_400), "24h"))]
     status_every: Duration,
     /// Write the final counters as JSON here (`-` or a bare --json: stdout).
     #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "-")]
@@ -237,12 +237,3 @@ pub fn run(a: RackArgs) -> anyhow::Result<Outcome> {
     Ok(if shut { Outcome::Failed } else { Outcome::Ok })
 }
 
-/// clap value parser of `--status-every`: a duration up to 24 h (a bare
-/// number is seconds, as the flag took before).
-fn status_every(text: &str) -> Result<Duration, String> {
-    let d = args::duration_or_secs(text)?;
-    if d > Duration::from_secs(86_400) {
-        return Err(format!("{text} is out of range; give 0s to 24h"));
-    }
-    Ok(d)
-}

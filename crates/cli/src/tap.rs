@@ -114,7 +114,8 @@ struct AnalyzeArgs {
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
     /// Taps closer than this to the previous one are double taps, 0s to 10s [default: 50ms].
-    #[arg(long, value_name = "D", value_parser = debounce, conflicts_with = "debounce_ms")]
+    #[arg(long, value_name = "D", value_parser = args::duration_upto(std::time::Duration::from_secs(10), "10s"),
+          conflicts_with = "debounce_ms")]
     debounce: Option<std::time::Duration>,
     /// The older spelling of --debounce: milliseconds as a bare number (0–10000).
     #[arg(long, value_name = "MS", hide = true, value_parser = args::float_in(0.0, 10_000.0, " ms"))]
@@ -126,15 +127,6 @@ struct AnalyzeArgs {
     /// Write every trial's analysis (phases, taps, Wing–Kristofferson) as JSON to PATH (`-` or a bare --json: stdout); see docs/TAP.md.
     #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "-")]
     json: Option<PathBuf>,
-}
-
-/// clap value parser of `--debounce`: a duration of 0 to 10 s.
-fn debounce(text: &str) -> Result<std::time::Duration, String> {
-    let d = args::duration_or_secs(text)?;
-    if d > std::time::Duration::from_secs(10) {
-        return Err(format!("{text} is out of range; give 0s to 10s"));
-    }
-    Ok(d)
 }
 
 /// Runs `firmtime tap …`.

@@ -560,19 +560,19 @@ fn nan_huge_and_zero_values_are_refused_naming_the_flag_and_range() {
         &[
             (
                 "ladspa apply -s nan in.wav out.wav amp",
-                &["--decay", "give 0 to 60 s"],
+                &["--decay", "give 0s to 60s"],
             ),
             (
                 "ladspa apply -s 1e9 in.wav out.wav amp",
-                &["--decay", "give 0 to 60 s"],
+                &["--decay", "give 0s to 60s"],
             ),
             (
                 "ladspa apply -s inf in.wav out.wav amp",
-                &["--decay", "give 0 to 60 s"],
+                &["--decay", "give 0s to 60s"],
             ),
             (
                 "ladspa apply --decay=-1 in.wav out.wav amp",
-                &["--decay", "give 0 to 60 s"],
+                &["--decay", "give 0s to 60s"],
             ),
             (
                 "ladspa apply --block 0 in.wav out.wav amp",
@@ -612,7 +612,7 @@ fn nan_huge_and_zero_values_are_refused_naming_the_flag_and_range() {
             ("rack x.toml --period-frames 16777216", &["--period-frames", "16..=8192"]),
             (
                 "rack x.toml --status-every nan",
-                &["--status-every", "give a duration of 0 or more"],
+                &["--status-every", "give 0s to 24h"],
             ),
             ("rack x.toml --status-every 25h", &["--status-every", "0s to 24h"]),
             (

@@ -484,3 +484,38 @@ fn print_table(r: &CyclicResult) {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn priority_alone_or_completing_policy_gives_one_policy() {
+        let fifo = |p| Policy::Fifo { priority: p };
+        assert_eq!(policy(None, None).unwrap(), fifo(80));
+        assert_eq!(policy(None, Some(fifo(70))).unwrap(), fifo(70));
+        assert_eq!(
+            policy(None, Some(Policy::Rr { priority: 50 })).unwrap(),
+            Policy::Rr { priority: 50 }
+        );
+        let rr: PolicyArg = "rr".parse().unwrap();
+        assert_eq!(
+            policy(Some(rr), Some(fifo(60))).unwrap(),
+            Policy::Rr { priority: 60 },
+            "the old `--policy rr --priority 60`"
+        );
+        let other: PolicyArg = "other".parse().unwrap();
+        assert!(policy(Some(other), Some(fifo(5))).is_err());
+        let e = policy(Some(rr), Some(Policy::Other { nice: 0 })).unwrap_err();
+        assert!(e.0.contains("--priority other"), "{e}");
+    }
+
+    #[test]
+    fn dma_latency_takes_microseconds_bare_or_with_units() {
+        assert_eq!(dma_latency("0"), Ok(0));
+        assert_eq!(dma_latency("0us"), Ok(0));
+        assert_eq!(dma_latency("1ms"), Ok(1000));
+        assert!(dma_latency("1500ns").is_err());
+        assert!(dma_latency("soon").is_err());
+    }
+}
