@@ -55,7 +55,10 @@ mod tests {
     fn colour_only_on_a_terminal_without_no_color_or_a_dumb_term() {
         let xterm = Some(OsStr::new("xterm-256color"));
         assert!(decide(true, None, xterm));
-        assert!(decide(true, Some(OsStr::new("")), xterm), "empty NO_COLOR is unset");
+        assert!(
+            decide(true, Some(OsStr::new("")), xterm),
+            "empty NO_COLOR is unset"
+        );
         assert!(!decide(true, Some(OsStr::new("1")), xterm));
         assert!(!decide(false, None, xterm), "a pipe or a file");
         assert!(!decide(true, None, Some(OsStr::new("dumb"))));

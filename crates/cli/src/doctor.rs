@@ -82,7 +82,12 @@ fn render(r: &Report, colour: bool) -> String {
 }
 
 fn line(c: &Check, width: usize, colour: bool) -> String {
-    let mut s = format!("{} {:width$}  {}\n", tag(c.status, colour), c.title, c.value);
+    let mut s = format!(
+        "{} {:width$}  {}\n",
+        tag(c.status, colour),
+        c.title,
+        c.value
+    );
     if c.status != Status::Pass && !c.fix.is_empty() {
         let _ = writeln!(s, "{:indent$}fix: {}", "", c.fix, indent = 9);
     }

@@ -99,7 +99,6 @@ const MAX_BLOCK: u64 = 65_536;
 /// bound on what a typo can write (1e9 s once wrote 1.67 GB before failing).
 const MAX_DECAY: std::time::Duration = std::time::Duration::from_secs(60);
 
-
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 enum Format {
     Same,

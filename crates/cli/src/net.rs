@@ -155,7 +155,12 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 1.0, value_parser = args::float_in(0.05, 1.0, ""))]
     deadline: f64,
     /// How the master waits for results: poll (sleeps) or spin.
-    #[arg(long = "wait-mode", alias = "wait", value_name = "MODE", default_value = "poll")]
+    #[arg(
+        long = "wait-mode",
+        alias = "wait",
+        value_name = "MODE",
+        default_value = "poll"
+    )]
     wait: String,
     /// Scheduling of the loop: fifo:P, rr:P or other; a bare P means fifo:P.
     #[arg(long, value_name = "PRIORITY", default_value = "fifo:80", value_parser = args::priority)]
@@ -538,7 +543,11 @@ fn stats_text(worker: &str, r: &firmtime_net::control::WorkerReport) -> String {
         ("sessions".to_string(), r.sessions.to_string()),
         ("dropped by the worker".to_string(), r.dropped.to_string()),
     ];
-    rows.extend(r.drops.iter().map(|(reason, n)| (format!("  {reason}"), n.to_string())));
+    rows.extend(
+        r.drops
+            .iter()
+            .map(|(reason, n)| (format!("  {reason}"), n.to_string())),
+    );
     rows.push((
         "dropped by the kernel at this worker's socket".to_string(),
         format!("{} (its receive buffer was full)", na(r.socket_drops)),
@@ -550,7 +559,11 @@ fn stats_text(worker: &str, r: &firmtime_net::control::WorkerReport) -> String {
             na(r.kernel_rcvbuf_errors)
         ),
     ));
-    let width = rows.iter().map(|(l, _)| l.chars().count()).max().unwrap_or(0);
+    let width = rows
+        .iter()
+        .map(|(l, _)| l.chars().count())
+        .max()
+        .unwrap_or(0);
     let mut s = format!("worker {worker}\n");
     for (label, value) in rows {
         s += &format!("  {label:<width$}  {value}\n");

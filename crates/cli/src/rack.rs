@@ -35,7 +35,12 @@ pub struct RackArgs {
     client: Option<String>,
     /// Connect this port to the rack's next input, in channel order; repeatable
     /// (or comma-separated).
-    #[arg(long = "connect", alias = "connect-in", value_name = "PORT", value_delimiter = ',')]
+    #[arg(
+        long = "connect",
+        alias = "connect-in",
+        value_name = "PORT",
+        value_delimiter = ','
+    )]
     connect_in: Vec<String>,
     /// Connect the rack's next output to this port, in channel order; repeatable
     /// (or comma-separated).
@@ -236,4 +241,3 @@ pub fn run(a: RackArgs) -> anyhow::Result<Outcome> {
     }
     Ok(if shut { Outcome::Failed } else { Outcome::Ok })
 }
-

@@ -42,7 +42,10 @@ mod tests {
         assert_eq!(col(lines[0], "NAME"), col(lines[1], "short"), "{text}");
         assert_eq!(col(lines[0], "NAME"), col(lines[2], "x"), "{text}");
         assert_eq!(col(lines[0], "LABEL"), col(lines[2], "a_label"), "{text}");
-        assert!(lines[1].starts_with("    1  "), "numbers right-aligned: {text}");
+        assert!(
+            lines[1].starts_with("    1  "),
+            "numbers right-aligned: {text}"
+        );
         assert!(text.lines().all(|l| !l.ends_with(' ')), "{text:?}");
     }
 }

@@ -609,12 +609,18 @@ fn nan_huge_and_zero_values_are_refused_naming_the_flag_and_range() {
             ("net worker --mtu 99999999999", &["--mtu", "68..=65535"]),
             ("net worker --mtu 0", &["--mtu", "68..=65535"]),
             ("rack x.toml --rate 0", &["--rate", "1000..=768000"]),
-            ("rack x.toml --period-frames 16777216", &["--period-frames", "16..=8192"]),
+            (
+                "rack x.toml --period-frames 16777216",
+                &["--period-frames", "16..=8192"],
+            ),
             (
                 "rack x.toml --status-every nan",
                 &["--status-every", "give 0s to 24h"],
             ),
-            ("rack x.toml --status-every 25h", &["--status-every", "0s to 24h"]),
+            (
+                "rack x.toml --status-every 25h",
+                &["--status-every", "0s to 24h"],
+            ),
             (
                 "tap analyze x.csv --debounce 11s",
                 &["--debounce", "give 0s to 10s"],

@@ -47,7 +47,10 @@ fn tap_check_json_says_valid_or_why_not_and_keeps_stdout_json_only() {
     let ok = firmtime(&[
         "tap",
         "check",
-        root().join("examples/sync-continuation.toml").to_str().unwrap(),
+        root()
+            .join("examples/sync-continuation.toml")
+            .to_str()
+            .unwrap(),
         "--json",
     ]);
     assert_eq!(ok.status.code(), Some(0), "{}", text(&ok.stderr));
@@ -89,7 +92,11 @@ fn tap_import_ftap_json_has_the_experiment_and_its_notes() {
     assert_keys(&v, &["source", "written", "notes", "experiment"]);
     assert!(v["written"].is_null(), "no -o: nothing written");
     assert!(v["notes"].is_array());
-    assert_eq!(v["experiment"]["trigger"].as_array().unwrap().len(), 5, "{v}");
+    assert_eq!(
+        v["experiment"]["trigger"].as_array().unwrap().len(),
+        5,
+        "{v}"
+    );
     // The TOML went to stderr, beside the JSON on stdout.
     assert!(
         text(&out.stderr).contains("# Imported from"),
@@ -102,13 +109,18 @@ fn tap_import_ftap_json_has_the_experiment_and_its_notes() {
 fn tap_analyze_json_has_each_trials_phases_and_the_settings() {
     let trial = root().join("crates/tap/tests/data/trial-small.csv");
     let t = trial.to_str().unwrap();
-    let v = stdout_json(&assert_ok_output(firmtime(&["tap", "analyze", t, "--json"])));
+    let v = stdout_json(&assert_ok_output(firmtime(&[
+        "tap", "analyze", t, "--json",
+    ])));
     assert_keys(&v, &["config", "trials"]);
     assert_eq!(v["config"]["debounce_us"], 50_000);
     assert_eq!(v["config"]["gap_factor"], 1.5);
     let trials = v["trials"].as_array().unwrap();
     assert_eq!(trials.len(), 1);
-    assert_keys(&trials[0], &["trial", "file", "self_check_note", "analysis"]);
+    assert_keys(
+        &trials[0],
+        &["trial", "file", "self_check_note", "analysis"],
+    );
     assert_eq!(trials[0]["trial"], "trial-small");
     let phases = trials[0]["analysis"]["phases"].as_array().unwrap();
     assert_eq!(phases.len(), 2);
@@ -183,7 +195,15 @@ fn tap_run_replay_and_export_json_summarise_what_they_did() {
     }
 
     let csv = trials[0]["csv"].as_str().unwrap();
-    let out = firmtime(&["tap", "replay", csv, "--backend", "loopback", "--no-rt", "--json"]);
+    let out = firmtime(&[
+        "tap",
+        "replay",
+        csv,
+        "--backend",
+        "loopback",
+        "--no-rt",
+        "--json",
+    ]);
     let v = stdout_json(&assert_ok_output(out));
     assert_keys(
         &v,
@@ -244,7 +264,10 @@ fn net_discover_and_stats_json_and_the_human_stats() {
 
     let out = firmtime(&["net", "stats", "--worker", &w.1]);
     let human = text(&assert_ok_output(out).stdout);
-    assert!(!human.trim_start().starts_with('{'), "human by default: {human}");
+    assert!(
+        !human.trim_start().starts_with('{'),
+        "human by default: {human}"
+    );
     for needle in [
         &format!("worker {}", w.1) as &str,
         "datagrams received",

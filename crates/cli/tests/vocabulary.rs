@@ -29,7 +29,13 @@ const CONCEPTS: &[Concept] = &[
         concept: "scheduling (policy and real-time priority) of the command's thread",
         flag: "--priority",
         values: &["PRIORITY"],
-        synonyms: &["--fifo-priority", "--rr-priority", "--rt-priority", "--prio", "--sched"],
+        synonyms: &[
+            "--fifo-priority",
+            "--rr-priority",
+            "--rt-priority",
+            "--prio",
+            "--sched",
+        ],
     },
     Concept {
         concept: "scheduling policy measured as a condition",
@@ -175,14 +181,23 @@ const OLD_SPELLINGS: &[(&str, &[&str])] = &[
     ("lab trace", &["--pairs", "30"]),
     ("midi monitor", &["--priority", "80"]),
     ("midi loop", &["--priority", "80"]),
-    ("tap run x.toml --subject s --session 1", &["--priority", "70"]),
+    (
+        "tap run x.toml --subject s --session 1",
+        &["--priority", "70"],
+    ),
     ("tap replay x.csv", &["--priority", "70"]),
     ("tap analyze x.csv", &["--debounce-ms", "50"]),
     ("net worker", &["--priority", "fifo:70"]),
-    ("net bench --workers 127.0.0.1:7700", &["--priority", "fifo:80"]),
+    (
+        "net bench --workers 127.0.0.1:7700",
+        &["--priority", "fifo:80"],
+    ),
     ("net bench --workers 127.0.0.1:7700", &["--wait", "spin"]),
     ("rack x.toml", &["--server", "default"]),
-    ("rack x.toml", &["--connect-in", "system:capture_1,system:capture_2"]),
+    (
+        "rack x.toml",
+        &["--connect-in", "system:capture_1,system:capture_2"],
+    ),
     ("rack x.toml", &["--period", "256"]),
     ("rack x.toml", &["--status-every", "1"]),
     ("ladspa apply in.wav out.wav", &["-s", "2"]),
@@ -197,14 +212,23 @@ const NEW_FORMS: &[(&str, &[&str])] = &[
     ("lab cyclic", &["--dma-latency", "0us"]),
     ("lab clock", &["--priority", "fifo:80"]),
     ("lab sleep", &["--priority", "fifo:80"]),
-    ("lab sleep", &["--sleeper", "nanosleep", "--sleeper", "timerfd"]),
+    (
+        "lab sleep",
+        &["--sleeper", "nanosleep", "--sleeper", "timerfd"],
+    ),
     ("lab interrupts", &["--priority", "fifo:80"]),
     ("lab tails", &["--priority", "rr:50"]),
     ("lab overhead", &["--priority", "80"]),
     ("midi monitor", &["--priority", "fifo:80"]),
-    ("tap run x.toml --subject s --session 1", &["--priority", "fifo:70"]),
+    (
+        "tap run x.toml --subject s --session 1",
+        &["--priority", "fifo:70"],
+    ),
     ("net worker", &["--priority", "70"]),
-    ("net bench --workers 127.0.0.1:7700", &["--priority", "rr:80"]),
+    (
+        "net bench --workers 127.0.0.1:7700",
+        &["--priority", "rr:80"],
+    ),
     ("rack x.toml", &["--jack-server", "default"]),
     ("rack x.toml", &["--connect", "a", "--connect", "b"]),
     ("rack x.toml", &["--period-frames", "256"]),
@@ -387,7 +411,11 @@ fn parses(cmd: &str, args: &[&str]) -> (bool, String, String) {
 fn every_old_spelling_still_parses_and_stays_hidden() {
     for (cmd, args) in OLD_SPELLINGS {
         let (ok, stdout, stderr) = parses(cmd, args);
-        assert!(ok, "`firmtime {cmd} {}` no longer parses:\n{stderr}", args.join(" "));
+        assert!(
+            ok,
+            "`firmtime {cmd} {}` no longer parses:\n{stderr}",
+            args.join(" ")
+        );
         let flag = args[0];
         let shown = flags(&stdout).iter().any(|(n, _)| n == flag);
         let renamed = !["--priority", "--decay", "--dma-latency", "--status-every"].contains(&flag);
@@ -406,7 +434,11 @@ fn every_old_spelling_still_parses_and_stays_hidden() {
 fn every_new_form_parses() {
     for (cmd, args) in NEW_FORMS {
         let (ok, _, stderr) = parses(cmd, args);
-        assert!(ok, "`firmtime {cmd} {}` does not parse:\n{stderr}", args.join(" "));
+        assert!(
+            ok,
+            "`firmtime {cmd} {}` does not parse:\n{stderr}",
+            args.join(" ")
+        );
     }
 }
 

@@ -819,8 +819,14 @@ mod tests {
              \x20 12: 00000000:1E14 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 111 2 0000000000000000 5\n\
              \x20 13: {ip4:08X}:1E14 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 222 2 0000000000000000 42\n"
         );
-        assert_eq!(udp_drops_in(&text, "127.0.0.1:7700".parse().unwrap()), Some(42));
-        assert_eq!(udp_drops_in(&text, "0.0.0.0:7700".parse().unwrap()), Some(5));
+        assert_eq!(
+            udp_drops_in(&text, "127.0.0.1:7700".parse().unwrap()),
+            Some(42)
+        );
+        assert_eq!(
+            udp_drops_in(&text, "0.0.0.0:7700".parse().unwrap()),
+            Some(5)
+        );
         assert_eq!(udp_drops_in(&text, "127.0.0.1:7701".parse().unwrap()), None);
     }
 

@@ -32,11 +32,21 @@ pub struct Args {
     duration: Option<Duration>,
     /// Sleep mechanisms, comma-separated or repeated [default:
     /// clock_nanosleep,nanosleep,timerfd,poll,hybrid; --quick: clock_nanosleep,poll].
-    #[arg(long = "sleeper", alias = "sleepers", value_name = "LIST", value_delimiter = ',')]
+    #[arg(
+        long = "sleeper",
+        alias = "sleepers",
+        value_name = "LIST",
+        value_delimiter = ','
+    )]
     sleepers: Vec<Mechanism>,
     /// Policies of the player thread, comma-separated or repeated: other, other:NICE, fifo:P,
     /// rr:P (default: other,fifo:80).
-    #[arg(long = "policy", alias = "policies", value_name = "LIST", value_delimiter = ',')]
+    #[arg(
+        long = "policy",
+        alias = "policies",
+        value_name = "LIST",
+        value_delimiter = ','
+    )]
     policies: Vec<Policy>,
     /// Loads, one condition per --load (repeatable; each is a row of its own): none, cpu:N,
     /// duty:P%@T, disk, memory, net, stress [default: none,cpu:2; --quick: cpu:2].

@@ -68,7 +68,9 @@ fn priority(s: &str) -> Result<Priority, String> {
             .and_then(|p| p.parse::<u8>().ok())
             .filter(|p| (1..=99).contains(p))
             .map(Priority::Fifo)
-            .ok_or_else(|| "valid is user (other), setpriority, fifo, fifo:1 to fifo:99 or 1 to 99".to_string()),
+            .ok_or_else(|| {
+                "valid is user (other), setpriority, fifo, fifo:1 to fifo:99 or 1 to 99".to_string()
+            }),
     }
 }
 

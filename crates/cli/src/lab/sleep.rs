@@ -26,7 +26,12 @@ pub struct Args {
     intervals: Vec<Duration>,
     /// Sleep mechanisms, comma-separated or repeated [default: all]: nanosleep, clock_nanosleep,
     /// timerfd, setitimer, posix-timer, poll, epoll, select, spin, hybrid, hybrid:MARGIN, rtc.
-    #[arg(long = "sleeper", alias = "mechanisms", value_name = "LIST", value_delimiter = ',')]
+    #[arg(
+        long = "sleeper",
+        alias = "mechanisms",
+        value_name = "LIST",
+        value_delimiter = ','
+    )]
     mechanisms: Vec<Mechanism>,
     /// Samples per mechanism × interval cell, 1 to 1000000 [default: 100; 30 with --quick].
     #[arg(long, value_name = "N")]
