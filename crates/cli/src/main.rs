@@ -66,8 +66,10 @@ pub use args::Outcome;
 ///
 /// Measures what this machine's clocks, sleeps and timers really do, runs
 /// timed MIDI experiments, and spreads audio block processing over a LAN.
-/// Human tables go to stdout, diagnostics to stderr; `--json PATH` writes
-/// machine-readable output. Exit status: 0 ok, 1 a failed check or run,
+/// Human tables go to stdout, diagnostics to stderr; every command that
+/// prints a result takes `--json PATH` for machine-readable output. Status
+/// words are coloured on a terminal only (not in a pipe; NO_COLOR turns it
+/// off). Every command spells a flag alike: docs/VOCABULARY.md. Exit status: 0 ok, 1 a failed check or run,
 /// 2 a usage error. A reader closing stdout (`| head`) ends the program
 /// quietly with status 0. Long runs stop alike on SIGINT (Ctrl-C), SIGTERM
 /// and SIGHUP, and keep what they gathered.
