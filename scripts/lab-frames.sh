@@ -24,7 +24,7 @@ while [ "$i" -lt "$RUNS" ]; do
     i=$((i + 1))
     # `lab frames` exits 1 on a partial run or a sleeper error; the target line says why.
     out=$("${CARGO_TARGET_DIR:-target}"/release/firmtime lab frames --fps 60 --duration "$DURATION" \
-        --sleepers clock_nanosleep --policies fifo:80 --load cpu:2 --json "$json") || true
+        --sleeper clock_nanosleep --policy fifo:80 --load cpu:2 --json "$json") || true
     printf 'run %d/%d: %s\n' "$i" "$RUNS" "$(printf '%s\n' "$out" | grep '^target: ' | sed 's/^target: .*over [0-9]* s: //')"
     jq -r '.result as $r | $r.cells[0].result
         | "\(.achieved_fps // "nan") \(.steal_percent // "nan") \($r.config.duration_ns)"' "$json" >>"$fps"

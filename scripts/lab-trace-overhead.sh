@@ -23,7 +23,7 @@ cargo build --release -q -p firmtime
 OUT=$(mktemp /tmp/firmtime-trace-overhead.XXXXXX.json)
 trap 'rm -f "$OUT"' EXIT
 # shellcheck disable=SC2086 # EXTRA is a list of flags
-"$TARGET/release/firmtime" lab trace --overhead $EXTRA --pairs "$PAIRS" --slice "$SLICE" \
+"$TARGET/release/firmtime" lab trace --overhead $EXTRA --repeats "$PAIRS" --slice "$SLICE" \
     --rates "$RATES" --json "$OUT"
 LABEL=${LABEL:-} python3 - "$OUT" <<'PY'
 import json, os, sys

@@ -71,7 +71,7 @@ run() { # label, ecasound chain args… → xrun count during DURATION s
   sleep 1 # let ecasound connect before counting
   "$TMP/xruns" "$DURATION" >"$TMP/xr-$name"
   # Periods the worker processed for the live session (proves the audio went remote).
-  "$FT" net stats --worker "127.0.0.1:$PORT" --key "$TMP/key" 2>/dev/null |
+  "$FT" net stats --worker "127.0.0.1:$PORT" --key "$TMP/key" --json 2>/dev/null |
     sed -n 's/.*"periods": \([0-9]*\).*/\1/p' >"$TMP/periods-$name" || true
   kill "$eca" 2>/dev/null; wait "$eca" 2>/dev/null || true
   cat "$TMP/xr-$name"

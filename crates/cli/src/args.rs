@@ -143,6 +143,99 @@ pub fn float_above(
     }
 }
 
+/// clap value parser for a duration with units of 0 to `max` (`max_text` in
+/// the messages); a bare number is refused (its unit would be a guess).
+pub fn duration_upto(
+    max: Duration,
+    max_text: &'static str,
+) -> impl Fn(&str) -> Result<Duration, String> + Clone + Send + Sync + 'static {
+    move |text| {
+        let range = || format!("give 0s to {max_text}, e.g. 50ms");
+        match duration(text.trim()) {
+            Ok(d) if d <= max => Ok(d),
+            Ok(_) => Err(format!("out of range; {}", range())),
+            Err(e) => Err(format!("{e}; {}", range())),
+        }
+    }
+}
+
+/// clap value parser for a duration of 0 to `max` (`max_text` in the
+/// messages) that takes units (`1s`, `500ms`) and, for the flags that took
+/// bare seconds before (`rack --status-every 1`, `ladspa apply --decay 2`),
+/// a bare number of seconds too. Every refusal gives the valid range.
+pub fn duration_or_secs_upto(
+    max: Duration,
+    max_text: &'static str,
+) -> impl Fn(&str) -> Result<Duration, String> + Clone + Send + Sync + 'static {
+    move |text| {
+        let t = text.trim();
+        let range = || format!("give 0s to {max_text}, e.g. 2s or 500ms");
+        let d = match t.parse::<f64>() {
+            Ok(s) if s.is_finite() && s >= 0.0 => Duration::try_from_secs_f64(s).ok(),
+            Ok(_) => None,
+            Err(_) => Some(duration(t).map_err(|e| format!("{e}; {}", range()))?),
+        };
+        match d {
+            Some(d) if d <= max => Ok(d),
+            _ => Err(format!("out of range; {}", range())),
+        }
+    }
+}
+
+/// clap value parser for `--priority` where the command's thread can take any
+/// policy: `fifo:P`, `rr:P`, `other`, `other:NICE` (see [`Policy`]), and a bare
+/// `P` meaning `fifo:P`, the form the MIDI and lab commands took.
+pub fn priority(text: &str) -> Result<Policy, String> {
+    let t = text.trim();
+    if let Ok(p) = t.parse::<i64>() {
+        return fifo_number(p);
+    }
+    t.parse::<Policy>().map_err(|e| e.to_string())
+}
+
+fn fifo_number(p: i64) -> Result<Policy, String> {
+    u8::try_from(p)
+        .ok()
+        .filter(|p| (1..=99).contains(p))
+        .map(|priority| Policy::Fifo { priority })
+        .ok_or_else(|| format!("real-time priority {p} is out of range: give 1-99 or fifo:P"))
+}
+
+/// clap value parser for `--priority` of a command whose thread always runs
+/// SCHED_FIFO (`lab sleep`, `lab clock`, `lab interrupts`, `midi`, `tap`):
+/// `fifo:P` or a bare `P`, 1 to `max`; another policy is refused with why.
+pub fn fifo_priority(
+    max: u8,
+) -> impl Fn(&str) -> Result<u8, String> + Clone + Send + Sync + 'static {
+    move |text| fixed_policy_priority(text, "fifo", max)
+}
+
+/// As [`fifo_priority`], for a command whose threads run SCHED_RR (`lab tails`).
+pub fn rr_priority(text: &str) -> Result<u8, String> {
+    fixed_policy_priority(text, "rr", 99)
+}
+
+fn fixed_policy_priority(text: &str, policy: &str, max: u8) -> Result<u8, String> {
+    let t = text.trim();
+    let number = match t.split_once(':') {
+        Some((name, n)) if name.trim().eq_ignore_ascii_case(policy) => n.trim(),
+        Some(_) => {
+            return Err(format!(
+                "{t}: this command's thread runs SCHED_{}; give {policy}:P or P, 1 to {max}",
+                policy.to_ascii_uppercase()
+            ))
+        }
+        None => t,
+    };
+    let bad = || format!("{t}: give {policy}:P or P, a priority 1 to {max}");
+    let p: u8 = number.parse().map_err(|_| bad())?;
+    if (1..=max).contains(&p) {
+        Ok(p)
+    } else {
+        Err(bad())
+    }
+}
+
 /// The sample rates the binary accepts, Hz (JACK's and ALSA's range).
 pub const SAMPLE_RATES: std::ops::RangeInclusive<i64> = 1000..=768_000;
 /// The period sizes the binary accepts, frames (jackd's `-p` range).
@@ -291,6 +384,48 @@ impl PolicyArg {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn priority_takes_a_policy_or_a_bare_number_meaning_fifo() {
+        assert_eq!(priority("80"), Ok(Policy::Fifo { priority: 80 }));
+        assert_eq!(priority("fifo:70"), Ok(Policy::Fifo { priority: 70 }));
+        assert_eq!(priority("rr:50"), Ok(Policy::Rr { priority: 50 }));
+        assert_eq!(priority("other"), Ok(Policy::Other { nice: 0 }));
+        assert!(priority("0").unwrap_err().contains("1-99"));
+        assert!(priority("100").unwrap_err().contains("1-99"));
+        assert!(priority("sometimes").is_err());
+    }
+
+    #[test]
+    fn a_fixed_policy_priority_takes_p_or_policy_p_and_names_the_policy() {
+        let fifo = fifo_priority(99);
+        assert_eq!(fifo("80"), Ok(80));
+        assert_eq!(fifo("fifo:80"), Ok(80));
+        assert_eq!(fifo(" FIFO:7 "), Ok(7));
+        assert!(fifo("rr:80").unwrap_err().contains("SCHED_FIFO"));
+        assert!(fifo("other").unwrap_err().contains("fifo:P"));
+        assert!(fifo("0").is_err());
+        assert!(fifo_priority(94)("95").unwrap_err().contains("1 to 94"));
+        assert_eq!(rr_priority("rr:50"), Ok(50));
+        assert!(rr_priority("fifo:50").unwrap_err().contains("SCHED_RR"));
+    }
+
+    #[test]
+    fn durations_take_units_and_bare_seconds_where_they_did() {
+        let p = duration_or_secs_upto(Duration::from_secs(60), "60s");
+        assert_eq!(p("1"), Ok(Duration::from_secs(1)));
+        assert_eq!(p("0.5"), Ok(Duration::from_millis(500)));
+        assert_eq!(p("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(p("0"), Ok(Duration::ZERO));
+        assert_eq!(p("1min"), Ok(Duration::from_secs(60)));
+        for bad in ["-1", "nan", "inf", "61", "2min", "soon", "1e400"] {
+            assert!(p(bad).unwrap_err().contains("give 0s to 60s"), "{bad}");
+        }
+        let q = duration_upto(Duration::from_secs(10), "10s");
+        assert_eq!(q("50ms"), Ok(Duration::from_millis(50)));
+        assert!(q("50").unwrap_err().contains("add a unit"), "a bare number");
+        assert!(q("11s").unwrap_err().contains("give 0s to 10s"));
+    }
 
     #[test]
     fn float_flags_refuse_nan_infinities_and_out_of_range_with_the_range() {

@@ -62,7 +62,7 @@ struct RoundtripArgs {
     bursts: u32,
     /// The longest round trip looked for (1ms..=5s); each burst takes this
     /// plus 4095 frames.
-    #[arg(long, default_value = "500ms", value_parser = max_latency)]
+    #[arg(long, value_name = "D", default_value = "500ms", value_parser = max_latency)]
     max_latency: Duration,
     /// Level of the test signal, dBFS (-60..=0).
     #[arg(long, default_value_t = -12.0, allow_negative_numbers = true,
@@ -70,7 +70,7 @@ struct RoundtripArgs {
     level_dbfs: f64,
     /// Wait this long for connections made elsewhere (jack_connect,
     /// qjackctl) before giving up on an open loop.
-    #[arg(long, default_value = "0s", value_parser = args::duration)]
+    #[arg(long, value_name = "D", default_value = "0s", value_parser = args::duration)]
     wait: Duration,
     /// Write the result as JSON to PATH (`-` or a bare --json: stdout); see docs/AUDIO.md.
     #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "-")]

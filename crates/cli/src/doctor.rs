@@ -25,7 +25,7 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<Outcome> {
     let report = doctor::run_with_jack(doctor::STEAL_SAMPLE, Some(jack_up));
     let json_to_stdout = crate::args::is_stdout(args.json.as_deref());
     if !json_to_stdout {
-        print!("{}", render(&report));
+        print!("{}", render(&report, crate::colour::stdout()));
     }
     if let Some(p) = &args.json {
         crate::args::write_json(p, &report)?;
@@ -37,18 +37,20 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<Outcome> {
     })
 }
 
-fn tag(s: Status) -> &'static str {
+fn tag(s: Status, colour: bool) -> String {
+    use crate::colour::{paint, Hue};
     match s {
-        Status::Pass => "[pass]",
-        Status::Warn => "[warn]",
-        Status::Fail => "[FAIL]",
-        Status::Unknown => "[ ?? ]",
+        Status::Pass => paint("[pass]", Hue::Green, colour),
+        Status::Warn => paint("[warn]", Hue::Yellow, colour),
+        Status::Fail => paint("[FAIL]", Hue::Red, colour),
+        Status::Unknown => "[ ?? ]".to_string(),
     }
 }
 
 /// The human table: a header naming the machine, one line per check (fix on
-/// the next line when not pass), then a one-line summary.
-fn render(r: &Report) -> String {
+/// the next line when not pass), then a one-line summary; status words in
+/// colour when `colour`.
+fn render(r: &Report, colour: bool) -> String {
     let s = &r.system;
     let mut out = String::new();
     let _ = writeln!(
@@ -66,7 +68,7 @@ fn render(r: &Report) -> String {
     out.push('\n');
     let width = r.checks.iter().map(|c| c.title.len()).max().unwrap_or(0);
     for c in &r.checks {
-        out.push_str(&line(c, width));
+        out.push_str(&line(c, width, colour));
     }
     let _ = writeln!(
         out,
@@ -79,8 +81,13 @@ fn render(r: &Report) -> String {
     out
 }
 
-fn line(c: &Check, width: usize) -> String {
-    let mut s = format!("{} {:width$}  {}\n", tag(c.status), c.title, c.value);
+fn line(c: &Check, width: usize, colour: bool) -> String {
+    let mut s = format!(
+        "{} {:width$}  {}\n",
+        tag(c.status, colour),
+        c.title,
+        c.value
+    );
     if c.status != Status::Pass && !c.fix.is_empty() {
         let _ = writeln!(s, "{:indent$}fix: {}", "", c.fix, indent = 9);
     }
@@ -103,11 +110,13 @@ mod tests {
 
     #[test]
     fn line_shows_tag_title_value_and_fix_only_when_not_pass() {
-        let p = line(&check("a", Status::Pass, ""), 8);
+        let p = line(&check("a", Status::Pass, ""), 8, false);
         assert_eq!(p, "[pass] Title a   value a\n");
-        let f = line(&check("b", Status::Fail, "do this"), 7);
+        let f = line(&check("b", Status::Fail, "do this"), 7, false);
         assert_eq!(f, "[FAIL] Title b  value b\n         fix: do this\n");
-        assert!(line(&check("c", Status::Unknown, "x"), 7).starts_with("[ ?? ] "));
-        assert!(line(&check("d", Status::Warn, "x"), 7).starts_with("[warn] "));
+        assert!(line(&check("c", Status::Unknown, "x"), 7, false).starts_with("[ ?? ] "));
+        assert!(line(&check("d", Status::Warn, "x"), 7, false).starts_with("[warn] "));
+        let f = line(&check("e", Status::Fail, "do this"), 7, true);
+        assert!(f.starts_with("\x1b[1;31m[FAIL]\x1b[0m Title e"), "{f:?}");
     }
 }

@@ -59,6 +59,10 @@ enum LadspaCommand {
         /// firmtime plugin libraries (built with their LV2 entry point).
         #[arg(required = true)]
         libraries: Vec<PathBuf>,
+        /// Write what was written (URIs, .ttl files, libraries) as JSON to PATH
+        /// (`-` or a bare --json: stdout).
+        #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "-")]
+        json: Option<PathBuf>,
     },
 }
 
@@ -74,9 +78,10 @@ struct ApplyArgs {
     /// Frames per run() call (1–65536).
     #[arg(long, default_value_t = 2048, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=MAX_BLOCK))]
     block: usize,
-    /// Seconds of silence to run after the input ends (applyplugin -s): 0–60 s.
-    #[arg(short = 's', long, default_value_t = 0.0, value_parser = args::float_in(0.0, MAX_DECAY_S, " s"))]
-    decay: f64,
+    /// Silence to run after the input ends (applyplugin -s), e.g. 2s or 500ms: 0s to 60s
+    /// (a bare number is seconds, as applyplugin takes it).
+    #[arg(short = 's', long, value_name = "D", default_value = "0s", value_parser = args::duration_or_secs_upto(MAX_DECAY, "60s"))]
+    decay: std::time::Duration,
     /// Output format: same (16-bit for integer input, float for float input), int16, float.
     #[arg(long, value_enum, default_value_t = Format::Same)]
     format: Format,
@@ -90,9 +95,9 @@ struct ApplyArgs {
 
 /// The longest `--block`, frames.
 const MAX_BLOCK: u64 = 65_536;
-/// The longest `-s`/`--decay`, seconds: longer than any reverb's tail, and a
+/// The longest `-s`/`--decay`: longer than any reverb's tail, and a
 /// bound on what a typo can write (1e9 s once wrote 1.67 GB before failing).
-const MAX_DECAY_S: f64 = 60.0;
+const MAX_DECAY: std::time::Duration = std::time::Duration::from_secs(60);
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 enum Format {
@@ -107,12 +112,35 @@ pub fn run(a: LadspaArgs) -> anyhow::Result<Outcome> {
         LadspaCommand::List { json } => list(json),
         LadspaCommand::Info { plugin, rate, json } => info(&plugin, rate, json),
         LadspaCommand::Apply(a) => apply(a),
-        LadspaCommand::Lv2Bundle { dir, libraries } => lv2_bundle(&dir, &libraries),
+        LadspaCommand::Lv2Bundle {
+            dir,
+            libraries,
+            json,
+        } => lv2_bundle(&dir, &libraries, json.as_deref()),
     }
 }
 
-fn lv2_bundle(dir: &std::path::Path, libraries: &[PathBuf]) -> anyhow::Result<Outcome> {
+fn lv2_bundle(
+    dir: &std::path::Path,
+    libraries: &[PathBuf],
+    json: Option<&std::path::Path>,
+) -> anyhow::Result<Outcome> {
+    if let Some(p) = json {
+        args::check_output_file("--json", p)?;
+    }
     let r = firmtime_ladspa::bundle::write_bundle(dir, libraries)?;
+    if let Some(p) = json {
+        let plugins: Vec<_> = r
+            .plugins
+            .iter()
+            .map(|(uri, ttl)| serde_json::json!({"uri": uri, "ttl": ttl}))
+            .collect();
+        args::write_json(
+            p,
+            &serde_json::json!({"dir": r.dir, "plugins": plugins, "libraries": r.binaries}),
+        )?;
+    }
+    let _redirect = args::StdoutToStderr::when_json_on_stdout(json)?;
     for (uri, file) in &r.plugins {
         println!("{uri}  {file}");
     }
@@ -151,22 +179,19 @@ fn list(json: Option<PathBuf>) -> anyhow::Result<Outcome> {
         let infos: Vec<&PluginInfo> = plugins.iter().map(|p| p.info()).collect();
         args::write_json(&p, &infos)?;
     } else {
-        println!(
-            "{:>8}  {:<28} {:<22} {:<20} NAME",
-            "ID", "LABEL", "PORTS", "LIBRARY"
-        );
+        let mut t = crate::table::new(&["ID", "LABEL", "PORTS", "LIBRARY", "NAME"], &[0]);
         for p in &plugins {
             let i = p.info();
             let lib = i.library.file_name().unwrap_or_default().to_string_lossy();
-            println!(
-                "{:>8}  {:<28} {:<22} {:<20} {}",
-                i.unique_id,
-                i.label,
+            t.add_row([
+                i.unique_id.to_string(),
+                i.label.clone(),
                 counts(i),
-                lib,
-                i.name
-            );
+                lib.into_owned(),
+                i.name.clone(),
+            ]);
         }
+        print!("{}", crate::table::render(&t));
     }
     if plugins.is_empty() {
         eprintln!(
@@ -354,7 +379,7 @@ fn apply(a: ApplyArgs) -> anyhow::Result<Outcome> {
     }
     let opts = ApplyOptions {
         block_size: a.block,
-        decay_seconds: a.decay as f32,
+        decay_seconds: a.decay.as_secs_f32(),
         format: match a.format {
             Format::Same => OutputFormat::Same,
             Format::Int16 => OutputFormat::Int16,

@@ -35,6 +35,7 @@ macro_rules! eprintln {
 mod args;
 mod audio;
 mod backend;
+mod colour;
 mod doctor;
 mod lab;
 mod ladspa;
@@ -46,6 +47,7 @@ mod output;
 mod progress;
 mod rack;
 mod signals;
+mod table;
 mod tap;
 
 use clap::{Parser, Subcommand};
@@ -64,8 +66,10 @@ pub use args::Outcome;
 ///
 /// Measures what this machine's clocks, sleeps and timers really do, runs
 /// timed MIDI experiments, and spreads audio block processing over a LAN.
-/// Human tables go to stdout, diagnostics to stderr; `--json PATH` writes
-/// machine-readable output. Exit status: 0 ok, 1 a failed check or run,
+/// Human tables go to stdout, diagnostics to stderr; every command that
+/// prints a result takes `--json PATH` for machine-readable output. Status
+/// words are coloured on a terminal only (not in a pipe; NO_COLOR turns it
+/// off). Every command spells a flag alike: docs/VOCABULARY.md. Exit status: 0 ok, 1 a failed check or run,
 /// 2 a usage error. A reader closing stdout (`| head`) ends the program
 /// quietly with status 0. Long runs stop alike on SIGINT (Ctrl-C), SIGTERM
 /// and SIGHUP, and keep what they gathered.
@@ -138,6 +142,41 @@ fn main() -> ExitCode {
                 eprintln!("  caused by: {cause}");
             }
             ExitCode::from(if e.is::<args::UsageError>() { 2 } else { 1 })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// clap's own checks of every command's definition (duplicate names or
+    /// aliases, bad defaults, conflicts naming unknown flags).
+    #[test]
+    fn every_command_definition_passes_claps_checks() {
+        Cli::command().debug_assert();
+    }
+
+    /// Old spellings (docs/VOCABULARY.md) parse into the new flags.
+    #[test]
+    fn old_spellings_parse_in_process() {
+        for line in [
+            "firmtime lab cyclic --cpus 0-1 --priority 70",
+            "firmtime lab clock --fifo-priority 70 --calls 1000",
+            "firmtime lab sleep --mechanisms nanosleep --intervals 1ms",
+            "firmtime lab frames --sleepers poll --policies other",
+            "firmtime lab overhead --reps 3",
+            "firmtime lab interrupts --cell 1s",
+            "firmtime lab trace --overhead --pairs 3",
+            "firmtime rack x.toml --server s --connect-in a,b --period 64 --status-every 1",
+            "firmtime tap analyze x.csv --debounce-ms 20",
+            "firmtime net bench --workers 127.0.0.1:1 --wait spin --priority 80",
+            "firmtime ladspa apply -s 2 in.wav out.wav amp",
+        ] {
+            if let Err(e) = Cli::try_parse_from(line.split(' ')) {
+                panic!("{line}: {e}");
+            }
         }
     }
 }

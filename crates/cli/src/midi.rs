@@ -97,8 +97,8 @@ struct OpenArgs {
     /// Raw: set this baud rate on a serial tty (31250 for a MIDI serial interface).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     baud: Option<u32>,
-    /// SCHED_FIFO priority of the MIDI threads (1..=99).
-    #[arg(long, default_value_t = 80, value_parser = clap::value_parser!(u8).range(1..=99))]
+    /// SCHED_FIFO priority of the MIDI threads: fifo:P or P, 1 to 99 (--no-rt: none).
+    #[arg(long, value_name = "PRIORITY", default_value = "fifo:80", value_parser = args::fifo_priority(99))]
     priority: u8,
     /// Run the MIDI threads at SCHED_OTHER without memory locking (recorded
     /// in the output; timing is then not real-time).
@@ -125,7 +125,7 @@ struct MonitorArgs {
     #[command(flatten)]
     open: OpenArgs,
     /// Stop after this long (`10s`, `2min`); default: until Ctrl-C or the device goes away.
-    #[arg(long, value_parser = args::duration)]
+    #[arg(long, value_name = "D", value_parser = args::duration)]
     duration: Option<Duration>,
     /// Write every event as JSON to PATH (`-` or a bare --json: stdout); see docs/MIDI.md.
     #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "-")]
@@ -145,7 +145,7 @@ struct LoopArgs {
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(2..=10_000_000))]
     events: u64,
     /// Give up after this long.
-    #[arg(long, default_value = "60s", value_parser = args::duration)]
+    #[arg(long, value_name = "D", default_value = "60s", value_parser = args::duration)]
     timeout: Duration,
     /// Write the result as JSON to PATH (`-` or a bare --json: stdout); see docs/MIDI.md.
     #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "-")]

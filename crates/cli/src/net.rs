@@ -49,7 +49,9 @@ pub enum NetCommand {
     Bench(BenchArgs),
     /// Find workers by a UDP probe (broadcast or unicast) to their port.
     Discover(DiscoverArgs),
-    /// Print a worker's counters as JSON (datagrams, drops by reason, sessions).
+    /// Print a worker's counters: datagrams, drops by reason, periods, sessions,
+    /// and the kernel's drops (at the worker's socket, and in its whole network
+    /// namespace). `--json` for the counters as JSON (see docs/NET.md).
     Stats(StatsArgs),
     /// Reproduce Lago's Figures 5–8 (waste_time, local and remote) on JACK's dummy backend.
     Experiment(crate::netexp::ExperimentArgs),
@@ -72,7 +74,7 @@ pub struct WorkerArgs {
     /// Whole-handshake deadline: a connection that has not sent its greeting
     /// and an authenticated first message this long after connecting is
     /// dropped, however many bytes it trickles (sshd's LoginGraceTime, 120s there).
-    #[arg(long, default_value = "10s", value_parser = args::duration)]
+    #[arg(long, value_name = "D", default_value = "10s", value_parser = args::duration)]
     login_grace: Duration,
     /// Cap on unauthenticated connections, START:RATE:FULL (sshd's
     /// MaxStartups): from START pending, each new connection drops the oldest
@@ -94,8 +96,10 @@ pub struct WorkerArgs {
     /// a setup that would exceed it is refused with an error.
     #[arg(long, default_value = "256MiB", value_parser = max_memory)]
     max_memory: u64,
-    /// Scheduling policy of the data thread, e.g. fifo:70 or other.
-    #[arg(long, default_value = "fifo:70")]
+    /// Scheduling of the data thread: fifo:P, rr:P or other; a bare P means fifo:P.
+    /// 70, below the 80 of the loops that drive a worker (net bench, a JACK client)
+    /// when both run on one machine.
+    #[arg(long, value_name = "PRIORITY", default_value = "fifo:70", value_parser = args::priority)]
     priority: Policy,
     /// Path MTU for results, bytes (68–65535; the smallest usable depends on --key).
     #[arg(long, default_value_t = 1500, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(68..=65_535))]
@@ -133,7 +137,7 @@ pub struct BenchArgs {
     #[arg(long, default_value = "sleep")]
     work_mode: String,
     /// Counted time without --ramp.
-    #[arg(long, default_value = "10s", value_parser = args::duration)]
+    #[arg(long, value_name = "D", default_value = "10s", value_parser = args::duration)]
     duration: Duration,
     /// Raise the work fraction step by step, from --work to --ramp-to.
     #[arg(long)]
@@ -145,16 +149,21 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 0.05, value_parser = args::float_above(0.0, 4.0, ""))]
     ramp_step: f64,
     /// Counted time per step of the ramp.
-    #[arg(long, default_value = "3s", value_parser = args::duration)]
+    #[arg(long, value_name = "D", default_value = "3s", value_parser = args::duration)]
     step_duration: Duration,
     /// Deadline inside the period, as a fraction of it: 0.05–1.
     #[arg(long, default_value_t = 1.0, value_parser = args::float_in(0.05, 1.0, ""))]
     deadline: f64,
     /// How the master waits for results: poll (sleeps) or spin.
-    #[arg(long, default_value = "poll")]
+    #[arg(
+        long = "wait-mode",
+        alias = "wait",
+        value_name = "MODE",
+        default_value = "poll"
+    )]
     wait: String,
-    /// Scheduling policy of the loop.
-    #[arg(long, default_value = "fifo:80")]
+    /// Scheduling of the loop: fifo:P, rr:P or other; a bare P means fifo:P.
+    #[arg(long, value_name = "PRIORITY", default_value = "fifo:80", value_parser = args::priority)]
     priority: Policy,
     /// Pin the loop to this CPU (default: not pinned).
     #[arg(long, value_name = "N")]
@@ -176,8 +185,11 @@ pub struct DiscoverArgs {
     #[arg(long)]
     key: Option<PathBuf>,
     /// How long to collect answers.
-    #[arg(long, default_value = "500ms", value_parser = args::duration)]
+    #[arg(long, value_name = "D", default_value = "500ms", value_parser = args::duration)]
     wait: Duration,
+    /// Write the workers that answered as JSON to PATH (`-` or a bare --json: stdout).
+    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "-")]
+    json: Option<PathBuf>,
 }
 
 /// `firmtime net stats`
@@ -189,6 +201,9 @@ pub struct StatsArgs {
     /// Pre-shared key file.
     #[arg(long)]
     key: Option<PathBuf>,
+    /// Write the counters as JSON to PATH (`-` or a bare --json: stdout) instead of the table.
+    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "-")]
+    json: Option<PathBuf>,
 }
 
 /// The worker's bounds from its flags; refuses a keyless worker on a
@@ -485,7 +500,24 @@ fn usable_text(r: &bench::BenchReport, ramp: bool) -> String {
 }
 
 fn discover(a: DiscoverArgs) -> anyhow::Result<Outcome> {
+    if let Some(p) = &a.json {
+        args::check_output_file("--json", p)?;
+    }
     let found = discovery::discover(&a.to, key(&a.key)?, a.wait)?;
+    if let Some(p) = &a.json {
+        let workers: Vec<_> = found
+            .iter()
+            .map(|f| {
+                serde_json::json!({
+                    "addr": f.addr,
+                    "sessions": f.sessions,
+                    "rtt_ns": u64::try_from(f.rtt.as_nanos()).unwrap_or(u64::MAX),
+                })
+            })
+            .collect();
+        args::write_json(p, &serde_json::json!({ "workers": workers }))?;
+    }
+    let _redirect = args::StdoutToStderr::when_json_on_stdout(a.json.as_deref())?;
     for f in &found {
         println!(
             "{}  sessions {}  rtt {:.3} ms",
@@ -504,8 +536,49 @@ fn discover(a: DiscoverArgs) -> anyhow::Result<Outcome> {
 fn stats(a: StatsArgs) -> anyhow::Result<Outcome> {
     let addr = resolve(&a.worker)?;
     let r = firmtime_net::control::query_stats(addr, key(&a.key)?, Duration::from_secs(2))?;
-    println!("{}", serde_json::to_string_pretty(&r)?);
+    match &a.json {
+        Some(p) => args::write_json(p, &r)?,
+        None => print!("{}", stats_text(&a.worker, &r)),
+    }
     Ok(Outcome::Ok)
+}
+
+/// `net stats` for a reader: one counter a line, the drops by reason
+/// indented under their sum, the kernel's two counts told apart.
+fn stats_text(worker: &str, r: &firmtime_net::control::WorkerReport) -> String {
+    let na = |v: Option<u64>| v.map_or_else(|| "not readable".to_string(), |n| n.to_string());
+    let mut rows = vec![
+        ("datagrams received".to_string(), r.datagrams.to_string()),
+        ("periods processed".to_string(), r.periods.to_string()),
+        ("sessions".to_string(), r.sessions.to_string()),
+        ("dropped by the worker".to_string(), r.dropped.to_string()),
+    ];
+    rows.extend(
+        r.drops
+            .iter()
+            .map(|(reason, n)| (format!("  {reason}"), n.to_string())),
+    );
+    rows.push((
+        "dropped by the kernel at this worker's socket".to_string(),
+        format!("{} (its receive buffer was full)", na(r.socket_drops)),
+    ));
+    rows.push((
+        "dropped by the kernel in its network namespace".to_string(),
+        format!(
+            "{} (RcvbufErrors: every UDP socket of the host or container, not this worker's alone)",
+            na(r.kernel_rcvbuf_errors)
+        ),
+    ));
+    let width = rows
+        .iter()
+        .map(|(l, _)| l.chars().count())
+        .max()
+        .unwrap_or(0);
+    let mut s = format!("worker {worker}\n");
+    for (label, value) in rows {
+        s += &format!("  {label:<width$}  {value}\n");
+    }
+    s
 }
 
 #[cfg(test)]

@@ -25,6 +25,9 @@ pub struct ExperimentArgs {
     /// More plugin directories to search for waste_time (comma-separated).
     #[arg(long, value_delimiter = ',')]
     ladspa_path: Vec<PathBuf>,
+    /// Also write results.json's content as JSON to PATH (`-` or a bare --json: stdout).
+    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "-")]
+    json: Option<PathBuf>,
 }
 
 /// `firmtime net worker` children on loopback, stopped (SIGTERM, then
@@ -81,6 +84,9 @@ fn spawn_workers(
 
 /// Runs `firmtime net experiment`.
 pub fn run(a: ExperimentArgs) -> anyhow::Result<Outcome> {
+    if let Some(p) = &a.json {
+        crate::args::check_output_file("--json", p)?;
+    }
     std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
     let scan = Scan::dirs(&plugin_dirs(&a.ladspa_path));
     if scan.find("waste_time").is_err() {
@@ -119,6 +125,10 @@ pub fn run(a: ExperimentArgs) -> anyhow::Result<Outcome> {
     })?;
     drop(workers);
     experiment::write_report(&report, &a.out)?;
+    if let Some(p) = &a.json {
+        crate::args::write_json(p, &report)?;
+    }
+    let _redirect = crate::args::StdoutToStderr::when_json_on_stdout(a.json.as_deref())?;
     println!(
         "| Figure | Rate | Period | Placement | Idle xruns | Usable | Central user | Central sys |"
     );

@@ -24,29 +24,37 @@ pub struct RackArgs {
     #[arg(long, default_value_t = 48_000, value_parser = clap::value_parser!(u32).range(args::SAMPLE_RATES))]
     rate: u32,
     /// Frames per period of the --jack-dummy server (16–8192).
-    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(args::PERIOD_FRAMES))]
+    #[arg(long = "period-frames", alias = "period", value_name = "FRAMES", default_value_t = 256,
+          value_parser = clap::value_parser!(u32).range(args::PERIOD_FRAMES))]
     period: u32,
-    /// JACK server name (default: the default server).
-    #[arg(long)]
+    /// JACK: the server name (default: $JACK_DEFAULT_SERVER or "default").
+    #[arg(long = "jack-server", alias = "server", value_name = "NAME")]
     server: Option<String>,
     /// JACK client name (default: the file's `client`).
     #[arg(long)]
     client: Option<String>,
-    /// Ports to connect the rack's inputs from, comma-separated, in channel order.
-    #[arg(long, value_delimiter = ',')]
+    /// Connect this port to the rack's next input, in channel order; repeatable
+    /// (or comma-separated).
+    #[arg(
+        long = "connect",
+        alias = "connect-in",
+        value_name = "PORT",
+        value_delimiter = ','
+    )]
     connect_in: Vec<String>,
-    /// Ports to connect the rack's outputs to, comma-separated, in channel order.
-    #[arg(long, value_delimiter = ',')]
+    /// Connect the rack's next output to this port, in channel order; repeatable
+    /// (or comma-separated).
+    #[arg(long, value_name = "PORT", value_delimiter = ',')]
     connect_out: Vec<String>,
     /// More plugin directories to search before LADSPA_PATH (comma-separated).
     #[arg(long, value_delimiter = ',')]
     ladspa_path: Vec<PathBuf>,
     /// Stop after this long (default: run until SIGINT, SIGTERM or SIGHUP).
-    #[arg(long, value_parser = args::duration)]
+    #[arg(long, value_name = "D", value_parser = args::duration)]
     duration: Option<Duration>,
-    /// Seconds between status lines on stderr (0 = none; up to 86400).
-    #[arg(long, default_value_t = 1.0, value_parser = args::float_in(0.0, 86_400.0, " s"))]
-    status_every: f64,
+    /// Time between status lines on stderr, e.g. 1s or 500ms (0s = none; up to 24h).
+    #[arg(long, value_name = "D", default_value = "1s", value_parser = args::duration_or_secs_upto(Duration::from_secs(86_400), "24h"))]
+    status_every: Duration,
     /// Write the final counters as JSON here (`-` or a bare --json: stdout).
     #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "-")]
     json: Option<PathBuf>,
@@ -158,7 +166,7 @@ pub fn run(a: RackArgs) -> anyhow::Result<Outcome> {
                 }
             }
         }
-        if a.status_every > 0.0 && last_status.elapsed().as_secs_f64() >= a.status_every {
+        if !a.status_every.is_zero() && last_status.elapsed() >= a.status_every {
             last_status = Instant::now();
             let st = host.control().stats();
             let stages: Vec<String> = st

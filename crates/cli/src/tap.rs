@@ -80,6 +80,10 @@ struct ImportArgs {
     /// Where to write the experiment file (`-` or absent: stdout).
     #[arg(short, long, value_name = "OUT.toml")]
     out: Option<PathBuf>,
+    /// Write the experiment and the import's notes as JSON to PATH (`-` or a bare --json: stdout); the TOML then goes
+    /// to stderr unless --out names a file.
+    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "-")]
+    json: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -90,12 +94,18 @@ struct ExportFtapArgs {
     /// Write `TRIAL.abs` into DIR (default: beside each CSV).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
+    /// Write the list of files written as JSON to PATH (`-` or a bare --json: stdout).
+    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "-")]
+    json: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
 struct CheckArgs {
     /// The experiment file.
     experiment: PathBuf,
+    /// Write the verdict and the experiment as read as JSON to PATH (`-` or a bare --json: stdout).
+    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "-")]
+    json: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -108,13 +118,20 @@ struct AnalyzeArgs {
     /// TRIAL-asynchrony.png (tap − beat) into DIR.
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
-    /// Taps closer than this to the previous one are double taps, ms (0–10000).
-    #[arg(long, default_value_t = 50.0, value_name = "MS", value_parser = args::float_in(0.0, 10_000.0, " ms"))]
-    debounce_ms: f64,
+    /// Taps closer than this to the previous one are double taps, 0s to 10s [default: 50ms].
+    #[arg(long, value_name = "D", value_parser = args::duration_upto(std::time::Duration::from_secs(10), "10s"),
+          conflicts_with = "debounce_ms")]
+    debounce: Option<std::time::Duration>,
+    /// The older spelling of --debounce: milliseconds as a bare number (0–10000).
+    #[arg(long, value_name = "MS", hide = true, value_parser = args::float_in(0.0, 10_000.0, " ms"))]
+    debounce_ms: Option<f64>,
     /// A continuation interval above this multiple of the beat interval is a
     /// gap (missing taps): 1–100.
     #[arg(long, default_value_t = 1.5, value_name = "X", value_parser = args::float_in(1.0, 100.0, ""))]
     gap_factor: f64,
+    /// Write every trial's analysis (phases, taps, Wing–Kristofferson) as JSON to PATH (`-` or a bare --json: stdout); see docs/TAP.md.
+    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "-")]
+    json: Option<PathBuf>,
 }
 
 /// Runs `firmtime tap …`.
@@ -130,6 +147,9 @@ pub fn run(a: TapArgs) -> anyhow::Result<Outcome> {
 }
 
 fn export_ftap(a: ExportFtapArgs) -> anyhow::Result<Outcome> {
+    if let Some(p) = &a.json {
+        args::check_output_file("--json", p)?;
+    }
     if let Some(d) = &a.out {
         std::fs::create_dir_all(d).with_context(|| format!("cannot create {}", d.display()))?;
     }
@@ -140,14 +160,22 @@ fn export_ftap(a: ExportFtapArgs) -> anyhow::Result<Outcome> {
         let text = ftap_out::export_trial(csv).map_err(|e| anyhow::anyhow!("{e}"))?;
         done.push((ftap_out::output_path(csv, a.out.as_deref()), text));
     }
-    for (path, text) in done {
+    let mut written = Vec::with_capacity(done.len());
+    for ((path, text), csv) in done.into_iter().zip(&a.trials) {
         data::write_atomic(&path, text.as_bytes()).map_err(|e| anyhow::anyhow!("{e}"))?;
         eprintln!("firmtime: wrote {}", path.display());
+        written.push(serde_json::json!({"trial": csv, "abs": path}));
+    }
+    if let Some(p) = &a.json {
+        args::write_json(p, &serde_json::json!({ "written": written }))?;
     }
     Ok(Outcome::Ok)
 }
 
 fn import(a: ImportArgs) -> anyhow::Result<Outcome> {
+    if let Some(p) = &a.json {
+        args::check_output_file("--json", p)?;
+    }
     let text = std::fs::read_to_string(&a.file)
         .with_context(|| format!("cannot read {}", a.file.display()))?;
     let name = a
@@ -164,29 +192,67 @@ fn import(a: ImportArgs) -> anyhow::Result<Outcome> {
         a.file.display(),
         imp.experiment.to_toml()?
     );
-    match a.out {
+    let written = match &a.out {
         Some(p) if p.as_os_str() != "-" => {
-            data::write_atomic(&p, toml.as_bytes())?;
+            data::write_atomic(p, toml.as_bytes())?;
             eprintln!("firmtime: wrote {}", p.display());
+            Some(p.clone())
         }
-        _ => print!("{toml}"),
+        _ => {
+            // With the JSON on stdout, the TOML goes to stderr.
+            let _redirect = args::StdoutToStderr::when_json_on_stdout(a.json.as_deref())?;
+            print!("{toml}");
+            None
+        }
+    };
+    if let Some(p) = &a.json {
+        args::write_json(
+            p,
+            &serde_json::json!({
+                "source": a.file,
+                "written": written,
+                "notes": imp.notes,
+                "experiment": imp.experiment,
+            }),
+        )?;
     }
     Ok(Outcome::Ok)
 }
 
 fn check(a: CheckArgs) -> anyhow::Result<Outcome> {
-    match Experiment::load(&a.experiment) {
+    if let Some(p) = &a.json {
+        args::check_output_file("--json", p)?;
+    }
+    let redirect = args::StdoutToStderr::when_json_on_stdout(a.json.as_deref())?;
+    let (outcome, experiment, error) = match Experiment::load(&a.experiment) {
         Ok(e) => {
             print!("{}", e.summary());
-            println!("{}: ok", a.experiment.display());
-            Ok(Outcome::Ok)
+            println!(
+                "{}: {}",
+                a.experiment.display(),
+                crate::colour::paint("ok", crate::colour::Hue::Green, crate::colour::stdout())
+            );
+            (Outcome::Ok, Some(e), None)
         }
         Err(e) if e.kind() == firmtime_tap::ErrorKind::Io => bail!("{e}"),
         Err(e) => {
             eprintln!("{}: {e}", a.experiment.display());
-            Ok(Outcome::Failed)
+            (Outcome::Failed, None, Some(e.to_string()))
         }
+    };
+    drop(redirect);
+    if let Some(p) = &a.json {
+        args::write_json(
+            p,
+            &serde_json::json!({
+                "file": a.experiment,
+                "valid": experiment.is_some(),
+                "error": error,
+                "experiment": experiment,
+            }),
+        )?;
     }
+    Ok(outcome)
 }
 
 fn fmt_ms(v: Option<f64>) -> String {
@@ -223,13 +289,14 @@ fn self_check_note(csv: &Path) -> Option<String> {
 }
 
 fn analyze(a: AnalyzeArgs) -> anyhow::Result<Outcome> {
-    if !(a.debounce_ms >= 0.0 && a.debounce_ms.is_finite()) {
-        return Err(UsageError(format!(
-            "--debounce-ms must be 0 or more, got {}",
-            a.debounce_ms
-        ))
-        .into());
+    if let Some(p) = &a.json {
+        args::check_output_file("--json", p)?;
     }
+    let debounce_us = match (a.debounce, a.debounce_ms) {
+        (Some(d), _) => i64::try_from(d.as_micros()).unwrap_or(i64::MAX),
+        (None, Some(ms)) => (ms * 1000.0).round() as i64,
+        (None, None) => 50_000,
+    };
     if !(a.gap_factor > 1.0 && a.gap_factor.is_finite()) {
         return Err(UsageError(format!(
             "--gap-factor must be more than 1, got {}",
@@ -238,34 +305,30 @@ fn analyze(a: AnalyzeArgs) -> anyhow::Result<Outcome> {
         .into());
     }
     let cfg = AnalysisConfig {
-        debounce_us: (a.debounce_ms * 1000.0).round() as i64,
+        debounce_us,
         gap_factor: a.gap_factor,
     };
+    let redirect = args::StdoutToStderr::when_json_on_stdout(a.json.as_deref())?;
+    let mut notes = Vec::new();
     let mut results = Vec::new();
     for path in &a.trials {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read {}", path.display()))?;
         let events =
             data::read_csv(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-        if let Some(note) = self_check_note(path) {
+        let note = self_check_note(path);
+        if let Some(note) = &note {
             eprintln!("{}: {note}", trial_name(path));
         }
+        notes.push(note);
         results.push((trial_name(path), analysis::analyze(&events, &cfg)));
     }
-    println!(
-        "{:<24} {:<15} {:>5} {:>4} {:>4} {:>9} {:>8} {:>9} {:>8} {:>9} {:>10} {:>10}",
-        "trial",
-        "phase",
-        "taps",
-        "dbl",
-        "miss",
-        "ITI ms",
-        "sd ms",
-        "async ms",
-        "sd ms",
-        "drift ms",
-        "clock sd",
-        "motor sd"
+    let mut table = crate::table::new(
+        &[
+            "trial", "phase", "taps", "dbl", "miss", "ITI ms", "sd ms", "async ms", "sd ms",
+            "drift ms", "clock sd", "motor sd",
+        ],
+        &[2, 3, 4, 5, 6, 7, 8, 9, 10, 11],
     );
     for (name, r) in &results {
         for p in &r.phases {
@@ -277,13 +340,12 @@ fn analyze(a: AnalyzeArgs) -> anyhow::Result<Outcome> {
                 Some(_) => ("(model)".into(), "(model)".into()),
                 None => ("-".into(), "-".into()),
             };
-            println!(
-                "{:<24} {:<15} {:>5} {:>4} {:>4} {:>9} {:>8} {:>9} {:>8} {:>9} {:>10} {:>10}",
-                name,
-                p.phase.as_str(),
-                p.taps,
-                p.double_taps,
-                p.missing,
+            table.add_row([
+                name.clone(),
+                p.phase.as_str().to_string(),
+                p.taps.to_string(),
+                p.double_taps.to_string(),
+                p.missing.to_string(),
                 fmt_ms(p.iti_mean_us),
                 fmt_ms(p.iti_sd_us),
                 fmt_ms(p.async_mean_us),
@@ -291,10 +353,11 @@ fn analyze(a: AnalyzeArgs) -> anyhow::Result<Outcome> {
                 p.drift_us_per_iti
                     .map_or("-".into(), |d| format!("{:.3}", d / 1000.0)),
                 c,
-                m
-            );
+                m,
+            ]);
         }
     }
+    print!("{}", crate::table::render(&table));
     if results.iter().any(|(_, r)| {
         r.phases
             .iter()
@@ -320,6 +383,29 @@ fn analyze(a: AnalyzeArgs) -> anyhow::Result<Outcome> {
             dir.display(),
             results.len()
         );
+    }
+    drop(redirect);
+    if let Some(p) = &a.json {
+        let trials: Vec<_> = results
+            .iter()
+            .zip(&a.trials)
+            .zip(&notes)
+            .map(|(((name, r), file), note)| {
+                serde_json::json!({
+                    "trial": name,
+                    "file": file,
+                    "self_check_note": note,
+                    "analysis": r,
+                })
+            })
+            .collect();
+        args::write_json(
+            p,
+            &serde_json::json!({
+                "config": {"debounce_us": cfg.debounce_us, "gap_factor": cfg.gap_factor},
+                "trials": trials,
+            }),
+        )?;
     }
     Ok(Outcome::Ok)
 }

@@ -418,7 +418,7 @@ fn bare_json_flag_writes_only_json_to_stdout() {
             "30ms",
             "--policy",
             "other",
-            "--cpus",
+            "--cpu",
             "0",
             "--json",
         ],
@@ -561,19 +561,19 @@ fn nan_huge_and_zero_values_are_refused_naming_the_flag_and_range() {
         &[
             (
                 "ladspa apply -s nan in.wav out.wav amp",
-                &["--decay", "give 0 to 60 s"],
+                &["--decay", "give 0s to 60s"],
             ),
             (
                 "ladspa apply -s 1e9 in.wav out.wav amp",
-                &["--decay", "give 0 to 60 s"],
+                &["--decay", "give 0s to 60s"],
             ),
             (
                 "ladspa apply -s inf in.wav out.wav amp",
-                &["--decay", "give 0 to 60 s"],
+                &["--decay", "give 0s to 60s"],
             ),
             (
                 "ladspa apply --decay=-1 in.wav out.wav amp",
-                &["--decay", "give 0 to 60 s"],
+                &["--decay", "give 0s to 60s"],
             ),
             (
                 "ladspa apply --block 0 in.wav out.wav amp",
@@ -610,10 +610,21 @@ fn nan_huge_and_zero_values_are_refused_naming_the_flag_and_range() {
             ("net worker --mtu 99999999999", &["--mtu", "68..=65535"]),
             ("net worker --mtu 0", &["--mtu", "68..=65535"]),
             ("rack x.toml --rate 0", &["--rate", "1000..=768000"]),
-            ("rack x.toml --period 16777216", &["--period", "16..=8192"]),
+            (
+                "rack x.toml --period-frames 16777216",
+                &["--period-frames", "16..=8192"],
+            ),
             (
                 "rack x.toml --status-every nan",
-                &["--status-every", "give 0 to 86400 s"],
+                &["--status-every", "give 0s to 24h"],
+            ),
+            (
+                "rack x.toml --status-every 25h",
+                &["--status-every", "0s to 24h"],
+            ),
+            (
+                "tap analyze x.csv --debounce 11s",
+                &["--debounce", "give 0s to 10s"],
             ),
             (
                 "tap analyze x.csv --debounce-ms nan",

@@ -16,7 +16,7 @@ fn clock_tiny_run_writes_six_rows() {
         "clock",
         "--clock",
         "monotonic",
-        "--calls",
+        "--samples",
         "2000",
         "--hogs",
         "1",
@@ -48,10 +48,10 @@ fn bad_flags_exit_2_naming_the_flag() {
     assert_usage_errors(
         "lab clock",
         &[
-            ("--calls 1", &["--calls", "2 to 100000000"]),
+            ("--calls 1", &["--samples", "2 to 100000000"]),
             ("--hogs 300", &["--hogs", "0 to 256"]),
             ("--clock sundial", &["--clock", "monotonic"]),
-            ("--fifo-priority 0", &["--fifo-priority", "1..=99"]),
+            ("--priority 0", &["--priority", "1 to 99"]),
             ("--load disk", &["--load", "cpu:N"]),
             ("--load cpu:0", &["--load", "1 to 256"]),
             ("--load cpu --hogs 2", &["--load", "--hogs"]),
@@ -60,7 +60,7 @@ fn bad_flags_exit_2_naming_the_flag() {
     assert_usage_errors(
         "lab overhead",
         &[
-            ("--reps 0", &["--reps", "1 to 1000"]),
+            ("--repeats 0", &["--repeats", "1 to 1000"]),
             ("--memcpy-size 1", &["--memcpy-size", "4KiB to 4GiB"]),
             ("--priority fifo:100", &["--priority", "fifo:1 to fifo:99"]),
         ],
@@ -73,7 +73,7 @@ fn overhead_tiny_run_writes_every_figure() {
     let out = firmtime(&[
         "lab",
         "overhead",
-        "--reps",
+        "--repeats",
         "2",
         "--round-trips",
         "100",
@@ -120,7 +120,7 @@ fn ctrl_c_during_a_load_row_writes_partial_and_reaps_hogs() {
             "clock",
             "--clock",
             "monotonic",
-            "--calls",
+            "--samples",
             "2000000",
             "--hogs",
             "1",

@@ -103,7 +103,7 @@ fn bad_flags_exit_2_naming_the_flag() {
             ("trace --workload emacs", &["--workload", "valid"]),
             ("trace --buffer-kb 1", &["--buffer-kb", "valid"]),
             ("trace --pids 999999999", &["--pids", "valid"]),
-            ("trace --overhead --pairs 0", &["--pairs", "valid"]),
+            ("trace --overhead --repeats 0", &["--repeats", "valid"]),
             ("trace --overhead --slice 1ms", &["--slice", "valid"]),
             ("trace --overhead --rates 0,500000", &["--rates", "valid"]),
             ("trace --overhead --cpu 4096", &["--cpu", "valid"]),

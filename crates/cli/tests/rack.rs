@@ -57,7 +57,7 @@ fn a_local_chain_runs_on_a_dummy_server() {
         "rack",
         p.to_str().unwrap(),
         "--jack-dummy",
-        "--period",
+        "--period-frames",
         "512",
         "--duration",
         "500ms",

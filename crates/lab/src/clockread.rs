@@ -88,12 +88,12 @@ pub fn paper_row(priority: Priority, loaded: bool) -> Option<PaperRow> {
 pub struct Config {
     /// The clock to read (`--clock`); Finney read `gettimeofday`.
     pub clock: ClockKind,
-    /// Successive reads per cell (`--calls`), in [`Config::CALLS`].
+    /// Successive reads per cell (`--samples`), in [`Config::CALLS`].
     pub calls: u64,
     /// CPU hogs in the load cells (`--hogs`), in [`Config::HOGS`]; 0 runs
     /// the idle cells only.
     pub hogs: u32,
-    /// SCHED_FIFO priority of the FIFO rows (`--fifo-priority`), 1..=99.
+    /// SCHED_FIFO priority of the FIFO rows (`--priority`), 1..=99.
     pub fifo_priority: u8,
     /// The firmtime executable that runs `firmtime load cpu:N` for the load
     /// cells (the CLI passes `std::env::current_exe()`). Required when
@@ -109,7 +109,7 @@ impl Default for Config {
 }
 
 impl Config {
-    /// Valid `--calls`.
+    /// Valid `--samples`.
     pub const CALLS: RangeInclusive<u64> = 2..=100_000_000;
     /// Valid `--hogs` (0 = no load cells).
     pub const HOGS: RangeInclusive<u32> = 0..=256;
@@ -152,9 +152,9 @@ impl Config {
     /// [`ErrorKind::InvalidInput`] naming the flag and its valid range, or
     /// saying that load cells need `load_exe`.
     pub fn validate(&self) -> Result<()> {
-        check::in_range("--calls", self.calls, &Self::CALLS)?;
+        check::in_range("--samples", self.calls, &Self::CALLS)?;
         check::in_range_note("--hogs", self.hogs, &Self::HOGS, " (0 = idle cells only)")?;
-        check::in_range("--fifo-priority", self.fifo_priority, &(1..=99))?;
+        check::in_range("--priority", self.fifo_priority, &(1..=99))?;
         if self.hogs > 0 && self.load_exe.is_none() {
             return Err(Error::new(
                 ErrorKind::InvalidInput,

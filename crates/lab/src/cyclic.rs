@@ -70,7 +70,7 @@ pub struct Config {
     pub duration_ns: u64,
     /// Scheduling policy of the measuring threads (`--policy`), default `fifo:80`.
     pub policy: Policy,
-    /// CPUs to measure on, one pinned thread each (`--cpus`); `None` = all online.
+    /// CPUs to measure on, one pinned thread each (`--cpu`); `None` = all online.
     pub cpus: Option<Vec<usize>>,
     /// Lock all memory (`--mlock`), default on.
     pub mlock: bool,
@@ -184,11 +184,11 @@ impl Config {
         if let Some(cpus) = &self.cpus {
             if cpus.is_empty() {
                 return Err(invalid(format!(
-                    "--cpus is empty: valid are online CPUs {}",
+                    "--cpu is empty: valid are online CPUs {}",
                     sched::format_cpu_list(&sched::online_cpus())
                 )));
             }
-            check::online("--cpus: CPU", cpus.iter().copied())?;
+            check::online("--cpu: CPU", cpus.iter().copied())?;
         }
         if self.runaway_limit_ns < 1_000_000 {
             return Err(invalid(format!(

@@ -132,10 +132,10 @@ pub struct Config {
     pub fps: f64,
     /// Length of each cell (`--duration`), default 30 s.
     pub duration_ns: u64,
-    /// Sleep mechanisms (`--sleepers`), default clock_nanosleep, nanosleep,
+    /// Sleep mechanisms (`--sleeper`), default clock_nanosleep, nanosleep,
     /// timerfd, poll, hybrid.
     pub sleepers: Vec<Mechanism>,
-    /// Policies of the player thread (`--policies`), default other, fifo:80.
+    /// Policies of the player thread (`--policy`), default other, fifo:80.
     pub policies: Vec<Policy>,
     /// Loads (`--load`; `None` = no load), default none and cpu:2.
     pub loads: Vec<Option<LoadSpec>>,
@@ -207,12 +207,12 @@ impl Config {
         check::ns_in_range("--alarm", self.alarm_ns, &ALARM_NS)?;
         if self.sleepers.is_empty() {
             return Err(invalid(
-                "--sleepers is empty: give at least one (e.g. clock_nanosleep)",
+                "--sleeper is empty: give at least one (e.g. clock_nanosleep)",
             ));
         }
         if self.policies.is_empty() {
             return Err(invalid(
-                "--policies is empty: give at least one (e.g. other or fifo:80)",
+                "--policy is empty: give at least one (e.g. other or fifo:80)",
             ));
         }
         if self.loads.is_empty() {
@@ -232,7 +232,7 @@ impl Config {
         }
         for p in &self.policies {
             p.validate()
-                .map_err(|e| invalid(format!("--policies {p}: {}", e.message())))?;
+                .map_err(|e| invalid(format!("--policy {p}: {}", e.message())))?;
         }
         for l in self.loads.iter().flatten() {
             l.validate()
@@ -886,7 +886,7 @@ fn run_cell(config: &Config, mech: Mechanism, policy: Policy, frames: u64) -> Re
         if e.kind() == ErrorKind::Realtime {
             Error::new(
                 ErrorKind::Realtime,
-                format!("--policies {policy}: {}", e.message()),
+                format!("--policy {policy}: {}", e.message()),
             )
         } else {
             e

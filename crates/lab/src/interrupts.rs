@@ -74,7 +74,7 @@ pub const PAPER_L2_BYTES: u64 = 256 * 1024;
 pub const RATE_HZ: RangeInclusive<u32> = 1..=100_000;
 /// Valid `--levels` range (sort threads).
 pub const LEVEL: RangeInclusive<u32> = 1..=64;
-/// Valid `--cell` range, ns: 100 ms … 60 s.
+/// Valid `--duration` range, ns: 100 ms … 60 s.
 pub const CELL_NS: RangeInclusive<u64> = 100_000_000..=60_000_000_000;
 /// Valid `--repeats` range.
 pub const REPEATS: RangeInclusive<u32> = 1..=100;
@@ -91,7 +91,7 @@ pub struct Config {
     pub rates_hz: Vec<u32>,
     /// Multiprogramming levels (`--levels`), default 1, 2, 4, 8.
     pub levels: Vec<u32>,
-    /// Length of each cell (`--cell`), default 1 s.
+    /// Length of each cell (`--duration`), default 1 s.
     pub cell_ns: u64,
     /// Repeats of the whole interleaved matrix (`--repeats`), default 3.
     pub repeats: u32,
@@ -161,7 +161,7 @@ impl Config {
         for &l in &self.levels {
             check::in_range("--levels", l, &LEVEL)?;
         }
-        check::ns_in_range("--cell", self.cell_ns, &CELL_NS)?;
+        check::ns_in_range("--duration", self.cell_ns, &CELL_NS)?;
         check::in_range("--repeats", self.repeats, &REPEATS)?;
         check::in_range("--priority", self.timer_priority, &(1..=99))?;
         if let Some(b) = self.array_bytes {

@@ -132,7 +132,7 @@ pub const ETSION_TABLE2: [PaperRow; 7] = [
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Config {
-    /// Repetitions of each figure (`--reps`), in [`Config::REPETITIONS`].
+    /// Repetitions of each figure (`--repeats`), in [`Config::REPETITIONS`].
     pub repetitions: u32,
     /// Pipe round trips per repetition (`--round-trips`), in [`Config::COUNT`].
     pub round_trips: u32,
@@ -153,7 +153,7 @@ impl Default for Config {
 }
 
 impl Config {
-    /// Valid `--reps`.
+    /// Valid `--repeats`.
     pub const REPETITIONS: RangeInclusive<u32> = 1..=1000;
     /// Valid `--round-trips`, `--traps` and `--clock-reads`.
     pub const COUNT: RangeInclusive<u32> = 1..=100_000_000;
@@ -190,7 +190,7 @@ impl Config {
     /// # Errors
     /// [`ErrorKind::InvalidInput`] naming the flag and its valid range.
     pub fn validate(&self) -> Result<()> {
-        check::in_range("--reps", self.repetitions, &Self::REPETITIONS)?;
+        check::in_range("--repeats", self.repetitions, &Self::REPETITIONS)?;
         check::in_range("--round-trips", self.round_trips, &Self::COUNT)?;
         check::in_range("--traps", self.traps, &Self::COUNT)?;
         check::in_range("--clock-reads", self.clock_reads, &Self::COUNT)?;

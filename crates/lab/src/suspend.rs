@@ -61,9 +61,9 @@ pub const SAMPLES: std::ops::RangeInclusive<u64> = 1..=1_000_000;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Config {
-    /// Mechanisms (`--mechanisms`), default all of [`Mechanism::ALL`].
+    /// Mechanisms (`--sleeper`), default all of [`Mechanism::ALL`].
     pub mechanisms: Vec<Mechanism>,
-    /// Requested intervals (`--intervals`), default 50 µs … 20 ms.
+    /// Requested intervals (`--interval`), default 50 µs … 20 ms.
     pub intervals_ns: Vec<u64>,
     /// Samples per cell (`--samples`), default 100.
     pub samples: u64,
@@ -109,17 +109,17 @@ impl Config {
     pub fn validate(&self) -> Result<()> {
         if self.intervals_ns.is_empty() {
             return Err(invalid(format!(
-                "--intervals is empty: give at least one interval from {} to {}",
+                "--interval is empty: give at least one interval from {} to {}",
                 fmt_ns(*INTERVAL_NS.start()),
                 fmt_ns(*INTERVAL_NS.end())
             )));
         }
         for &i in &self.intervals_ns {
-            check::ns_in_range("--intervals", i, &INTERVAL_NS)?;
+            check::ns_in_range("--interval", i, &INTERVAL_NS)?;
         }
         if self.mechanisms.is_empty() {
             return Err(invalid(
-                "--mechanisms is empty: give at least one (e.g. clock_nanosleep)",
+                "--sleeper is empty: give at least one (e.g. clock_nanosleep)",
             ));
         }
         check::in_range("--samples", self.samples, &SAMPLES)?;

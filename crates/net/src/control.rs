@@ -215,9 +215,16 @@ pub struct WorkerReport {
     pub periods: u64,
     /// Sessions (streams) being served.
     pub sessions: u64,
-    /// UDP datagrams the kernel dropped in this network namespace
-    /// (`RcvbufErrors` of /proc/net/snmp), if readable.
+    /// UDP datagrams the kernel dropped for want of receive-buffer space in
+    /// the worker's whole network namespace (the host's, or its container's):
+    /// `RcvbufErrors` of /proc/net/snmp, every UDP socket of every process
+    /// together, not this worker's alone (see `socket_drops`); if readable.
     pub kernel_rcvbuf_errors: Option<u64>,
+    /// Datagrams the kernel dropped at this worker's own data socket (its
+    /// receive buffer was full): the `drops` column of /proc/net/udp (udp6)
+    /// on the socket's line; `None` where not found (or from an older worker).
+    #[serde(default)]
+    pub socket_drops: Option<u64>,
     /// Discovery probes answered.
     #[serde(default)]
     pub probes: u64,

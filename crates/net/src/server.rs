@@ -626,6 +626,7 @@ fn report(c: &DataCounters, sh: &Shared) -> WorkerReport {
         cut_off: sh.cut_off.load(Ordering::Relaxed),
         recv_errors: c.worker.recv_errors,
         send_errors: c.streams.send_errors + c.discovery.send_errors,
+        socket_drops: sh.data_socket.local_addr().ok().and_then(udp_socket_drops),
         ..WorkerReport::default()
     };
     r.set_drops(&drops);
@@ -701,6 +702,39 @@ pub fn kernel_rcvbuf_errors() -> Option<u64> {
     let values = lines.next()?;
     let i = names.split_whitespace().position(|w| w == "RcvbufErrors")?;
     values.split_whitespace().nth(i)?.parse().ok()
+}
+
+/// The `drops` column of the /proc/net/udp (IPv4) or /proc/net/udp6 line of
+/// the UDP socket bound to `addr`: datagrams the kernel dropped at that one
+/// socket, as its receive buffer was full.
+pub fn udp_socket_drops(addr: SocketAddr) -> Option<u64> {
+    let file = if addr.is_ipv4() {
+        "/proc/net/udp"
+    } else {
+        "/proc/net/udp6"
+    };
+    udp_drops_in(&std::fs::read_to_string(file).ok()?, addr)
+}
+
+/// [`udp_socket_drops`] on the text of /proc/net/udp or udp6. The kernel
+/// prints each address as native-endian 32-bit words of the network-order
+/// bytes, in hex, then `:PORT` in hex.
+fn udp_drops_in(text: &str, addr: SocketAddr) -> Option<u64> {
+    let octets: Vec<u8> = match addr.ip() {
+        std::net::IpAddr::V4(ip) => ip.octets().to_vec(),
+        std::net::IpAddr::V6(ip) => ip.octets().to_vec(),
+    };
+    let hex: String = octets
+        .chunks(4)
+        .map(|w| format!("{:08X}", u32::from_ne_bytes([w[0], w[1], w[2], w[3]])))
+        .collect();
+    let local = format!("{hex}:{:04X}", addr.port());
+    text.lines().skip(1).find_map(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        (f.len() >= 13 && f[1].eq_ignore_ascii_case(&local))
+            .then(|| f[12].parse().ok())
+            .flatten()
+    })
 }
 
 fn accept_loop(tcp: &TcpListener, gate: GateConfig, commands: &Sender<Command>, sh: &Arc<Shared>) {
@@ -1039,4 +1073,44 @@ fn setup(
         (id, cut)
     });
     Ok((data_peer, handle, watch))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sockets_own_drops_are_read_from_its_proc_net_udp_line() {
+        let ip4 = u32::from_ne_bytes([127, 0, 0, 1]);
+        let text = format!(
+            "   sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops\n\
+             \x20 12: 00000000:1E14 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 111 2 0000000000000000 5\n\
+             \x20 13: {ip4:08X}:1E14 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 222 2 0000000000000000 42\n"
+        );
+        assert_eq!(
+            udp_drops_in(&text, "127.0.0.1:7700".parse().unwrap()),
+            Some(42)
+        );
+        assert_eq!(
+            udp_drops_in(&text, "0.0.0.0:7700".parse().unwrap()),
+            Some(5)
+        );
+        assert_eq!(udp_drops_in(&text, "127.0.0.1:7701".parse().unwrap()), None);
+    }
+
+    #[test]
+    fn an_unread_socket_counts_its_overflow_and_only_its_own() {
+        let full = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let other = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let to = full.local_addr().unwrap();
+        assert_eq!(udp_socket_drops(to), Some(0));
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        // About 4 MB into a receive buffer of a few hundred KiB, never read.
+        for _ in 0..4000 {
+            tx.send_to(&[0u8; 1000], to).unwrap();
+        }
+        let drops = udp_socket_drops(to).unwrap();
+        assert!(drops > 0, "no drops counted on the full socket");
+        assert_eq!(udp_socket_drops(other.local_addr().unwrap()), Some(0));
+    }
 }

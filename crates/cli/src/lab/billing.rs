@@ -18,7 +18,7 @@ pub struct Args {
     #[command(flatten)]
     common: Common,
     /// How long to trace, 100ms to 1h (default 10s; --quick 4s).
-    #[arg(long, value_parser = args::duration)]
+    #[arg(long, value_name = "D", value_parser = args::duration)]
     duration: Option<Duration>,
     /// Workloads: typist, player, sorter, xserver or all (default: all four).
     #[arg(long, value_name = "LIST")]

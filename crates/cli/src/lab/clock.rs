@@ -24,7 +24,7 @@ pub struct Args {
     #[arg(long, value_name = "CLOCK", value_parser = clock_kind)]
     clock: Option<ClockKind>,
     /// Successive reads per condition, 2 to 100000000 [default: 1000000; --quick: 200000].
-    #[arg(long, value_name = "N", value_parser = calls)]
+    #[arg(long = "samples", alias = "calls", value_name = "N", value_parser = calls)]
     calls: Option<u64>,
     /// CPU hogs in the load rows, 0 to 256 (0 = idle rows only) [default: 3, like the paper].
     #[arg(long, value_name = "N", value_parser = hogs)]
@@ -33,8 +33,9 @@ pub struct Args {
     /// several add up); the same as --hogs N.
     #[arg(long, value_name = "SPEC", value_parser = cpu_load, conflicts_with = "hogs")]
     load: Vec<u32>,
-    /// SCHED_FIFO priority of the SCHED_FIFO rows, 1 to 99 [default: 80].
-    #[arg(long, value_name = "P", value_parser = clap::value_parser!(u8).range(1..=99))]
+    /// SCHED_FIFO priority of the SCHED_FIFO rows: fifo:P or P, 1 to 99 [default: fifo:80].
+    #[arg(long = "priority", alias = "fifo-priority", value_name = "PRIORITY",
+          value_parser = crate::args::fifo_priority(99))]
     fifo_priority: Option<u8>,
 }
 

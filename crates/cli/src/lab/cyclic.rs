@@ -12,7 +12,7 @@ use firmtime_lab::measurement::Cyclic;
 use firmtime_lab::output::{self, RtTestsHeader, StatusLine, ThreadHist};
 use firmtime_lab::plot::{self, Unit};
 use firmtime_lab::stats::Summary;
-use firmtime_rt::sched;
+use firmtime_rt::sched::{self, Policy};
 use firmtime_rt::sleep::Mechanism;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -21,7 +21,7 @@ use std::time::{Duration, SystemTime};
 /// Arguments of `firmtime lab cyclic`.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:\n  \
-    firmtime lab cyclic --interval 1ms --duration 10s --policy fifo:80 --cpus 1\n  \
+    firmtime lab cyclic --interval 1ms --duration 10s --priority fifo:80 --cpu 1\n  \
     firmtime lab cyclic --sleeper hybrid --margin 50us --load stress\n  \
     firmtime lab cyclic --histogram hist.txt --rt-tests-json rt.json --plots plots/")]
 pub struct Args {
@@ -33,15 +33,17 @@ pub struct Args {
     /// Length of the run, 10ms to 24h [default: 10s, 5s with --quick].
     #[arg(long, value_name = "D", value_parser = args::duration)]
     duration: Option<Duration>,
-    /// Scheduling policy: other, other:NICE, batch, idle, fifo:P, rr:P, deadline:R/D/P.
-    #[arg(long, value_name = "POLICY", default_value = "fifo:80")]
-    policy: PolicyArg,
-    /// Real-time priority 1-99: supplies the priority of `--policy fifo` or `rr`, overrides
-    /// that of fifo:P or rr:P.
-    #[arg(long, value_name = "P", value_parser = clap::value_parser!(u8).range(1..=99))]
-    priority: Option<u8>,
-    /// CPUs to measure on, one pinned thread each (e.g. 1 or 0-3) [default: all online].
-    #[arg(long, value_name = "LIST")]
+    /// Scheduling policy: other, other:NICE, batch, idle, fifo:P, rr:P, deadline:R/D/P
+    /// [default: fifo:80]. `--priority` alone sets it too.
+    #[arg(long, value_name = "POLICY")]
+    policy: Option<PolicyArg>,
+    /// Scheduling of the measuring threads: fifo:P, rr:P or other; a bare P means fifo:P
+    /// [default: fifo:80]. Beside --policy fifo or rr, its priority supplies or overrides
+    /// that policy's.
+    #[arg(long, value_name = "PRIORITY", value_parser = args::priority)]
+    priority: Option<Policy>,
+    /// CPUs to measure on, one pinned thread each: a CPU list (1, 0-3, 0,2) [default: all online].
+    #[arg(long = "cpu", alias = "cpus", value_name = "LIST")]
     cpus: Option<String>,
     /// Lock all memory (the default).
     #[arg(long, overrides_with = "no_mlock")]
@@ -60,8 +62,9 @@ pub struct Args {
     /// All of them run at once.
     #[arg(long, value_name = "SPEC")]
     load: Vec<LoadSpec>,
-    /// Hold /dev/cpu_dma_latency at US microseconds while measuring (cyclictest holds 0).
-    #[arg(long, value_name = "US")]
+    /// Hold /dev/cpu_dma_latency at D while measuring, e.g. 0us (cyclictest holds 0);
+    /// a bare number is microseconds, as cyclictest takes it.
+    #[arg(long, value_name = "D", value_parser = dma_latency)]
     dma_latency: Option<u32>,
     /// Timer slack of the measuring threads, e.g. `1ns` (SCHED_FIFO/RR threads have 0 on
     /// recent kernels whatever is asked); default: leave as is.
@@ -104,6 +107,44 @@ pub struct Args {
     explain_max_events: usize,
 }
 
+/// clap value parser of `--dma-latency`: a duration, or a bare number of
+/// microseconds; whole microseconds up to u32::MAX.
+fn dma_latency(text: &str) -> Result<u32, String> {
+    let t = text.trim();
+    let us = match t.parse::<u64>() {
+        Ok(us) => us,
+        Err(_) => {
+            let d = args::duration(t)?;
+            if d.subsec_nanos() % 1000 != 0 {
+                return Err(format!("{t}: give whole microseconds, e.g. 0us or 10us"));
+            }
+            u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+        }
+    };
+    u32::try_from(us).map_err(|_| format!("{t}: give 0us to {}us", u32::MAX))
+}
+
+/// The policy of `--policy` and `--priority`: either alone, or `--priority`'s
+/// number completing or overriding a fifo or rr `--policy`.
+fn policy(policy: Option<PolicyArg>, priority: Option<Policy>) -> Result<Policy, UsageError> {
+    let number = |p: Policy| match p {
+        Policy::Fifo { priority } | Policy::Rr { priority } => Some(priority),
+        _ => None,
+    };
+    match (policy, priority) {
+        (None, None) => Ok(Policy::Fifo { priority: 80 }),
+        (None, Some(p)) => Ok(p),
+        (Some(policy), None) => policy.resolve(None),
+        (Some(policy), Some(p)) => match number(p) {
+            Some(n) => policy.resolve(Some(n)),
+            None => Err(UsageError(format!(
+                "--priority {p} is a policy of its own; give it alone, or a number 1-99 \
+                 beside --policy"
+            ))),
+        },
+    }
+}
+
 fn config(a: &Args) -> anyhow::Result<Config> {
     if let Some(p) = &a.histogram {
         args::check_output_file("--histogram", p)?;
@@ -115,11 +156,11 @@ fn config(a: &Args) -> anyhow::Result<Config> {
         args::check_output_dir("--plots", p)?;
     }
     let base = a.common.preset(Config::quick, Config::default);
-    let policy = a.policy.resolve(a.priority)?;
+    let policy = policy(a.policy, a.priority)?;
     let cpus = match &a.cpus {
         Some(text) => Some(sched::parse_cpu_list(text).map_err(|e| {
             UsageError(format!(
-                "--cpus {text}: {} (valid: online CPUs {})",
+                "--cpu {text}: {} (valid: online CPUs {})",
                 e.message(),
                 sched::format_cpu_list(&sched::online_cpus())
             ))
@@ -441,5 +482,40 @@ fn print_table(r: &CyclicResult) {
             fmt_dur(rw.limit_ns),
             rw.demotions
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn priority_alone_or_completing_policy_gives_one_policy() {
+        let fifo = |p| Policy::Fifo { priority: p };
+        assert_eq!(policy(None, None).unwrap(), fifo(80));
+        assert_eq!(policy(None, Some(fifo(70))).unwrap(), fifo(70));
+        assert_eq!(
+            policy(None, Some(Policy::Rr { priority: 50 })).unwrap(),
+            Policy::Rr { priority: 50 }
+        );
+        let rr: PolicyArg = "rr".parse().unwrap();
+        assert_eq!(
+            policy(Some(rr), Some(fifo(60))).unwrap(),
+            Policy::Rr { priority: 60 },
+            "the old `--policy rr --priority 60`"
+        );
+        let other: PolicyArg = "other".parse().unwrap();
+        assert!(policy(Some(other), Some(fifo(5))).is_err());
+        let e = policy(Some(rr), Some(Policy::Other { nice: 0 })).unwrap_err();
+        assert!(e.0.contains("--priority other"), "{e}");
+    }
+
+    #[test]
+    fn dma_latency_takes_microseconds_bare_or_with_units() {
+        assert_eq!(dma_latency("0"), Ok(0));
+        assert_eq!(dma_latency("0us"), Ok(0));
+        assert_eq!(dma_latency("1ms"), Ok(1000));
+        assert!(dma_latency("1500ns").is_err());
+        assert!(dma_latency("soon").is_err());
     }
 }

@@ -17,7 +17,7 @@ use std::time::Duration;
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:\n  \
     firmtime lab frames --quick\n  \
-    firmtime lab frames --sleepers clock_nanosleep --policies fifo:80 --load cpu:2 --duration 30s\n  \
+    firmtime lab frames --sleeper clock_nanosleep --policy fifo:80 --load cpu:2 --duration 30s\n  \
     firmtime lab frames --fps 50 --alarm 4ms --json frames.json\n\n\
     Xine's rules: a frame is never shown early, and dropped when late by more than half a frame.\n\
     The tick model is the paper's: alarms that expire only on ticks of 1/HZ.")]
@@ -30,12 +30,23 @@ pub struct Args {
     /// Length of each cell, 100ms to 1h [default: 30s, 5s with --quick].
     #[arg(long, value_name = "D", value_parser = args::duration)]
     duration: Option<Duration>,
-    /// Sleep mechanisms, comma-separated [default: clock_nanosleep,nanosleep,timerfd,poll,hybrid;
-    /// --quick: clock_nanosleep,poll].
-    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    /// Sleep mechanisms, comma-separated or repeated [default:
+    /// clock_nanosleep,nanosleep,timerfd,poll,hybrid; --quick: clock_nanosleep,poll].
+    #[arg(
+        long = "sleeper",
+        alias = "sleepers",
+        value_name = "LIST",
+        value_delimiter = ','
+    )]
     sleepers: Vec<Mechanism>,
-    /// Policies of the player thread, comma-separated: other, other:NICE, fifo:P, rr:P (default: other,fifo:80).
-    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    /// Policies of the player thread, comma-separated or repeated: other, other:NICE, fifo:P,
+    /// rr:P (default: other,fifo:80).
+    #[arg(
+        long = "policy",
+        alias = "policies",
+        value_name = "LIST",
+        value_delimiter = ','
+    )]
     policies: Vec<Policy>,
     /// Loads, one condition per --load (repeatable; each is a row of its own): none, cpu:N,
     /// duty:P%@T, disk, memory, net, stress [default: none,cpu:2; --quick: cpu:2].

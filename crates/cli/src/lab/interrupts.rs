@@ -13,7 +13,7 @@ use std::time::Duration;
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:\n  \
     firmtime lab interrupts --quick\n  \
-    firmtime lab interrupts --rates 1000,10000 --levels 1,8 --cell 2s --repeats 5\n\n\
+    firmtime lab interrupts --rates 1000,10000 --levels 1,8 --duration 2s --repeats 5\n\n\
     overhead = 1 - throughput / throughput without the extra timer (same repeat), median over repeats;\n\
     direct = the timer thread's own CPU time / cell; indirect = overhead - direct.")]
 pub struct Args {
@@ -27,16 +27,16 @@ pub struct Args {
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     levels: Vec<u32>,
     /// Length of each cell, 100ms to 60s [default: 1s; --quick: 500ms].
-    #[arg(long, value_name = "D", value_parser = args::duration)]
+    #[arg(long = "duration", alias = "cell", value_name = "D", value_parser = args::duration)]
     cell: Option<Duration>,
     /// Repeats of the interleaved matrix, 1 to 100 [default: 3].
     #[arg(long, value_name = "N")]
     repeats: Option<u32>,
     /// The measured CPU [default: the last online CPU].
-    #[arg(long, value_name = "CPU")]
+    #[arg(long, value_name = "N")]
     cpu: Option<usize>,
-    /// SCHED_FIFO priority of the timer thread, 1 to 99.
-    #[arg(long, value_name = "P", default_value_t = 80)]
+    /// SCHED_FIFO priority of the timer thread: fifo:P or P, 1 to 99.
+    #[arg(long, value_name = "PRIORITY", default_value = "fifo:80", value_parser = args::fifo_priority(99))]
     priority: u8,
     /// Bytes of each sorter's array, 4KiB to 256MiB [default: half the L2 cache].
     #[arg(long, value_name = "S", value_parser = args::size)]

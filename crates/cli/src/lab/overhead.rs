@@ -11,14 +11,14 @@ use firmtime_lab::overhead::{Config, Cost, OverheadResult, Spread, ETSION_TABLE2
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:\n  \
     firmtime lab overhead --quick\n  \
-    firmtime lab overhead --reps 21 --json overhead.json\n\n\
-    Each figure is the median of --reps repetitions, with min, p90 and max;\n\
+    firmtime lab overhead --repeats 21 --json overhead.json\n\n\
+    Each figure is the median of --repeats repetitions, with min, p90 and max;\n\
     cycles are ns × the calibrated TSC frequency (only with an invariant TSC).")]
 pub struct Args {
     #[command(flatten)]
     common: Common,
     /// Repetitions of each figure, 1 to 1000 [default: 11; --quick: 5].
-    #[arg(long, value_name = "N", value_parser = count(1, 1000))]
+    #[arg(long = "repeats", alias = "reps", value_name = "N", value_parser = count(1, 1000))]
     reps: Option<u32>,
     /// Pipe round trips per repetition, 1 to 100000000 [default: 20000; --quick: 5000].
     #[arg(long, value_name = "N", value_parser = count(1, 100_000_000))]
@@ -32,9 +32,10 @@ pub struct Args {
     /// Bytes per memcpy, 4KiB to 4GiB; larger than the caches [default: 64MiB].
     #[arg(long, value_name = "S", value_parser = memcpy_size)]
     memcpy_size: Option<u64>,
-    /// Scheduling of the measuring thread: user, setpriority (nice -20 +
-    /// mlockall), fifo (SCHED_FIFO 80) or fifo:P (P 1 to 99), both + mlockall [default: user].
-    #[arg(long, value_name = "P", value_parser = priority)]
+    /// Scheduling of the measuring thread: user (or other), setpriority (nice -20 +
+    /// mlockall), fifo (SCHED_FIFO 80) or fifo:P (or a bare P, 1 to 99), both + mlockall
+    /// [default: user].
+    #[arg(long, value_name = "PRIORITY", value_parser = priority)]
     priority: Option<Priority>,
 }
 
@@ -58,15 +59,18 @@ fn memcpy_size(s: &str) -> Result<u64, String> {
 
 fn priority(s: &str) -> Result<Priority, String> {
     match s {
-        "user" => Ok(Priority::User),
+        "user" | "other" => Ok(Priority::User),
         "setpriority" => Ok(Priority::Setpriority),
         "fifo" => Ok(Priority::Fifo(80)),
         _ => s
             .strip_prefix("fifo:")
+            .or(Some(s))
             .and_then(|p| p.parse::<u8>().ok())
             .filter(|p| (1..=99).contains(p))
             .map(Priority::Fifo)
-            .ok_or_else(|| "valid is user, setpriority, fifo or fifo:1 to fifo:99".to_string()),
+            .ok_or_else(|| {
+                "valid is user (other), setpriority, fifo, fifo:1 to fifo:99 or 1 to 99".to_string()
+            }),
     }
 }
 

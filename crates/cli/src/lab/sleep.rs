@@ -15,23 +15,29 @@ use std::time::Duration;
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:\n  \
     firmtime lab sleep --quick\n  \
-    firmtime lab sleep --mechanisms clock_nanosleep,nanosleep,setitimer --intervals 100us,1ms --samples 500")]
+    firmtime lab sleep --sleeper clock_nanosleep,nanosleep,setitimer --interval 100us,1ms --samples 500")]
 pub struct Args {
     #[command(flatten)]
     common: Common,
     /// Comma-separated intervals, each 1us to 1s
     /// [default: 50us,100us,500us,1ms,2ms,5ms,10ms,20ms; with --quick 100us,1ms,10ms].
-    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = args::duration)]
+    #[arg(long = "interval", alias = "intervals", value_name = "LIST", value_delimiter = ',',
+          value_parser = args::duration)]
     intervals: Vec<Duration>,
-    /// Comma-separated mechanisms [default: all]: nanosleep, clock_nanosleep, timerfd,
-    /// setitimer, posix-timer, poll, epoll, select, spin, hybrid, hybrid:MARGIN, rtc.
-    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    /// Sleep mechanisms, comma-separated or repeated [default: all]: nanosleep, clock_nanosleep,
+    /// timerfd, setitimer, posix-timer, poll, epoll, select, spin, hybrid, hybrid:MARGIN, rtc.
+    #[arg(
+        long = "sleeper",
+        alias = "mechanisms",
+        value_name = "LIST",
+        value_delimiter = ','
+    )]
     mechanisms: Vec<Mechanism>,
     /// Samples per mechanism × interval cell, 1 to 1000000 [default: 100; 30 with --quick].
     #[arg(long, value_name = "N")]
     samples: Option<u64>,
-    /// SCHED_FIFO priority of the real-time condition, 1 to 99.
-    #[arg(long, value_name = "P", default_value_t = 80)]
+    /// SCHED_FIFO priority of the real-time condition: fifo:P or P, 1 to 99.
+    #[arg(long, value_name = "PRIORITY", default_value = "fifo:80", value_parser = args::fifo_priority(99))]
     priority: u8,
 }
 

@@ -47,16 +47,17 @@ pub struct Args {
     #[arg(long)]
     alarms: Option<u32>,
     /// Longest alarm delay; delays are uniform from 1ms to it, 2ms to 10s (paper: 1s; --quick: 50ms).
-    #[arg(long = "max-delay", value_parser = args::duration)]
+    #[arg(long = "max-delay", value_name = "D", value_parser = args::duration)]
     max_delay: Option<Duration>,
-    /// SCHED_RR priority of the timer-setting processes, 1 to 99.
-    #[arg(long, default_value_t = tails::DEFAULT_PRIORITY)]
+    /// SCHED_RR priority of the timer-setting processes: rr:P or P, 1 to 99 [default: rr:50].
+    #[arg(long, value_name = "PRIORITY", value_parser = crate::args::rr_priority,
+          default_value_t = tails::DEFAULT_PRIORITY, hide_default_value = true)]
     priority: u8,
     /// Seed of the delays' PRNG (recorded in the JSON).
     #[arg(long, default_value_t = tails::DEFAULT_SEED)]
     seed: u64,
     /// CPU every process is pinned to (default: the last online CPU), like the paper's uniprocessor.
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     cpu: Option<usize>,
 }
 

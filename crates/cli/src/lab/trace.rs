@@ -20,7 +20,7 @@ pub struct Args {
     #[command(flatten)]
     common: Common,
     /// How long to trace, 100ms to 1h (default 10s; --quick 4s); a command is stopped after it.
-    #[arg(long, value_parser = args::duration)]
+    #[arg(long, value_name = "D", value_parser = args::duration)]
     duration: Option<Duration>,
     /// Built-in applications: typist, player, sorter, xserver or all (comma-separated).
     #[arg(long, value_name = "LIST")]
@@ -40,14 +40,15 @@ pub struct Args {
     /// Instead of tracing: measure what tracing costs (sort throughput, tracing on vs off).
     #[arg(long)]
     overhead: bool,
-    /// --overhead: pairs of slices (one traced, one not), 1 to 10000, per rate (default 100; --quick 30).
-    #[arg(long)]
+    /// --overhead: repeats of the pair of slices (one traced, one not), 1 to 10000, per rate
+    /// (default 100; --quick 30).
+    #[arg(long = "repeats", alias = "pairs", value_name = "N")]
     pairs: Option<u32>,
     /// --overhead: length of each slice, 50ms to 1min (default 100ms).
-    #[arg(long, value_parser = args::duration)]
+    #[arg(long, value_name = "D", value_parser = args::duration)]
     slice: Option<Duration>,
     /// --overhead: the CPU the sorter, typist, player and drainer are pinned to (default: the last online CPU).
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     cpu: Option<usize>,
     /// --overhead: bytes of the sorter's array, 4KiB to 256MiB (default: half the L2 cache).
     #[arg(long = "array-size", value_name = "S", value_parser = args::size)]

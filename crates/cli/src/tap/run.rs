@@ -74,8 +74,9 @@ pub struct BackendArgs {
     /// Raw: baud rate of a serial tty (31250 for a MIDI interface).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     baud: Option<u32>,
-    /// SCHED_FIFO priority of the engine (the backend's threads get +5).
-    #[arg(long, default_value_t = 70, value_parser = clap::value_parser!(u8).range(1..=94))]
+    /// SCHED_FIFO priority of the engine: fifo:P or P, 1 to 94 (the backend's threads
+    /// get +5; --no-rt: none).
+    #[arg(long, value_name = "PRIORITY", default_value = "fifo:70", value_parser = args::fifo_priority(94))]
     priority: u8,
     /// Run without real-time scheduling and memory locking (recorded in the
     /// sidecar; the timing is then not trustworthy).
@@ -123,6 +124,10 @@ pub struct RunArgs {
     /// and recorded in every sidecar (backend.audio_roundtrip); see docs/AUDIO.md.
     #[arg(long, value_name = "PORT")]
     measure_roundtrip: Option<String>,
+    /// Write the session's summary as JSON to PATH (`-` or a bare --json: stdout):
+    /// each trial's files, counts, how it ended and its self-checks (docs/TAP.md).
+    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "-")]
+    json: Option<PathBuf>,
     #[command(flatten)]
     explain: args::ExplainArgs,
     #[command(flatten)]
@@ -144,6 +149,9 @@ pub struct ReplayArgs {
     /// one). MIDI output goes on as well.
     #[arg(long)]
     audio: bool,
+    /// Write the replay's counts as JSON to PATH (`-` or a bare --json: stdout).
+    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "-")]
+    json: Option<PathBuf>,
     #[command(flatten)]
     open: BackendArgs,
 }
@@ -434,6 +442,10 @@ fn late_report(
 /// The session of `firmtime tap run`, on the engine's thread.
 fn session(a: RunArgs) -> anyhow::Result<Outcome> {
     session::check_subject(&a.subject).map_err(|e| UsageError(e.to_string()))?;
+    if let Some(p) = &a.json {
+        args::check_output_file("--json", p)?;
+    }
+    let mut summary = Vec::new();
     let pin = a.cpu.map(args::pin_to).transpose()?;
     let mut exps = Vec::new();
     for p in &a.experiments {
@@ -615,6 +627,18 @@ fn session(a: RunArgs) -> anyhow::Result<Outcome> {
         if c.late_outputs > 0 {
             eprintln!("  {}", c.late_summary());
         }
+        summary.push(serde_json::json!({
+            "trial": trial,
+            "experiment_file": path,
+            "csv": stem.with_extension("csv"),
+            "sidecar": stem.with_extension("json"),
+            "keystrokes": outcome.keystrokes,
+            "beats": outcome.beats,
+            "ended": end_word(outcome.reason),
+            "incomplete": outcome.incomplete(),
+            "unreported": outcome.unreported,
+            "self_checks": c,
+        }));
         engine_causes.extend(traced_engine_causes(&c.late_causes));
         if outcome.incomplete() {
             failed = outcome.reason == EndReason::Disconnected;
@@ -630,7 +654,29 @@ fn session(a: RunArgs) -> anyhow::Result<Outcome> {
         }
     }
     print_advice(&engine_causes);
+    if let Some(p) = &a.json {
+        args::write_json(
+            p,
+            &serde_json::json!({
+                "subject": a.subject,
+                "session": a.session,
+                "seed": seed,
+                "out": a.out,
+                "trials": summary,
+            }),
+        )?;
+    }
     Ok(if failed { Outcome::Failed } else { Outcome::Ok })
+}
+
+/// How a trial ended, as the JSON summary's `ended`.
+fn end_word(r: EndReason) -> String {
+    match r {
+        EndReason::Condition => "condition".into(),
+        EndReason::Trigger(id) => format!("trigger {id}"),
+        EndReason::Interrupted => "interrupted".into(),
+        EndReason::Disconnected => "disconnected".into(),
+    }
 }
 
 /// The engine-side late outputs the trace named, as the explaining trace's
@@ -708,6 +754,9 @@ fn replay_experiment(trial: &std::path::Path) -> anyhow::Result<Option<Experimen
 
 /// Runs `firmtime tap replay`.
 pub fn replay(a: ReplayArgs) -> anyhow::Result<Outcome> {
+    if let Some(p) = &a.json {
+        args::check_output_file("--json", p)?;
+    }
     let text = std::fs::read_to_string(&a.trial)
         .with_context(|| format!("cannot read {}", a.trial.display()))?;
     let events =
@@ -764,6 +813,7 @@ pub fn replay(a: ReplayArgs) -> anyhow::Result<Outcome> {
         signals::flag(),
     );
     let per_port = ports.len().max(1) as u64;
+    let redirect = args::StdoutToStderr::when_json_on_stdout(a.json.as_deref())?;
     println!(
         "replayed {} of {} notes{}: {} reported sent, {} refused, {} late (> 1 ms), max lateness {:.3} ms{}",
         r.sent / per_port,
@@ -779,6 +829,24 @@ pub fn replay(a: ReplayArgs) -> anyhow::Result<Outcome> {
         r.max_late_ns as f64 / 1e6,
         if r.interrupted { " (interrupted)" } else { "" }
     );
+    drop(redirect);
+    if let Some(p) = &a.json {
+        args::write_json(
+            p,
+            &serde_json::json!({
+                "trial": a.trial,
+                "source": if a.inputs { "inputs" } else { "outputs" },
+                "notes": items.len(),
+                "played": r.sent / per_port,
+                "ports": ports.len(),
+                "reported_sent": r.reported,
+                "refused": r.failed,
+                "late_over_1ms": r.late,
+                "max_late_ns": r.max_late_ns,
+                "interrupted": r.interrupted,
+            }),
+        )?;
+    }
     Ok(if r.failed > 0 || r.reported < r.sent {
         Outcome::Failed
     } else {

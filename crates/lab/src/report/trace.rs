@@ -219,7 +219,7 @@ pub fn trace_overhead_section(r: &crate::trace::overhead::OverheadResult) -> Str
             .to_string(),
         Some((_, None)) if base.is_some_and(|m| m.pairs.len() as u32 == r.config.pairs) => {
             format!(
-                "nothing to judge: {} pairs were asked for (`--pairs`); an interval needs 6 or more.",
+                "nothing to judge: {} pairs were asked for (`--repeats`); an interval needs 6 or more.",
                 r.config.pairs
             )
         }
@@ -256,7 +256,7 @@ pub fn trace_overhead_section(r: &crate::trace::overhead::OverheadResult) -> Str
             None => format!(
                 "undecided: the sort benchmark lost {} of its throughput to tracing, but the \
                  95 % interval ({} to {}) straddles {OVERHEAD_TARGET_PERCENT} %: run more \
-                 pairs (`--pairs`), on a quieter machine.",
+                 pairs (`--repeats`), on a quieter machine.",
                 pct(o),
                 pct(lo),
                 pct(hi)

@@ -33,7 +33,7 @@ use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
-/// Valid `--pairs` range.
+/// Valid `--repeats` range.
 pub const PAIRS: std::ops::RangeInclusive<u32> = 1..=10_000;
 /// Valid `--slice` range, ns (50 ms … 1 min).
 pub const SLICE_NS: std::ops::RangeInclusive<u64> = 50_000_000..=60_000_000_000;
@@ -73,7 +73,7 @@ const IDLE: u32 = u32::MAX;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Config {
-    /// Pairs of slices per rate (`--pairs`), default 100.
+    /// Pairs of slices per rate (`--repeats`), default 100.
     pub pairs: u32,
     /// Length of each slice, ns (`--slice`), default 100 ms: short slices
     /// keep both halves of a pair in the same state of a noisy host.
@@ -137,7 +137,7 @@ impl Config {
     /// # Errors
     /// [`ErrorKind::InvalidInput`] naming the flag.
     pub fn validate(&self) -> Result<()> {
-        check::in_range("--pairs", self.pairs, &PAIRS)?;
+        check::in_range("--repeats", self.pairs, &PAIRS)?;
         if !SLICE_NS.contains(&self.slice_ns) {
             // Whole ms, as --slice takes it.
             return Err(invalid(format!(

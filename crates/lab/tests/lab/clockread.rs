@@ -238,7 +238,7 @@ fn bad_config_names_the_flag_and_range() {
             calls: 1,
             ..tiny(ClockKind::Monotonic)
         },
-        "--calls 1 is out of range: valid is 2 to 100000000",
+        "--samples 1 is out of range: valid is 2 to 100000000",
     );
     check(
         Config {
@@ -252,7 +252,7 @@ fn bad_config_names_the_flag_and_range() {
             fifo_priority: 0,
             ..tiny(ClockKind::Monotonic)
         },
-        "--fifo-priority 0",
+        "--priority 0",
     );
     check(
         Config {
@@ -271,7 +271,7 @@ fn bad_config_names_the_flag_and_range() {
         &mut Silent,
     )
     .unwrap_err();
-    assert!(e.message().contains("--calls"), "{e}");
+    assert!(e.message().contains("--samples"), "{e}");
 }
 
 #[test]

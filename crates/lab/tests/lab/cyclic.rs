@@ -78,7 +78,7 @@ fn bad_values_are_refused_naming_the_flag_and_range() {
         cpus: Some(vec![100_000]),
         ..Config::default()
     });
-    assert!(m.contains("--cpus") && m.contains("not online"), "{m}");
+    assert!(m.contains("--cpu") && m.contains("not online"), "{m}");
     let m = invalid_message(&Config {
         policy: Policy::Fifo { priority: 0 },
         ..Config::default()

@@ -234,12 +234,12 @@ fn bad_values_name_the_flag_and_the_range() {
         sleepers: vec![],
         ..Config::default()
     });
-    assert!(m.contains("--sleepers"), "{m}");
+    assert!(m.contains("--sleeper"), "{m}");
     let m = invalid_message(&Config {
         policies: vec![],
         ..Config::default()
     });
-    assert!(m.contains("--policies"), "{m}");
+    assert!(m.contains("--policy"), "{m}");
     let m = invalid_message(&Config {
         loads: vec![Some(LoadSpec::Cpu { hogs: 0 })],
         ..Config::default()

@@ -139,7 +139,7 @@ fn bad_values_name_the_flag_and_the_range() {
                 cell_ns: 1,
                 ..Config::default()
             },
-            "--cell",
+            "--duration",
             "100ms",
         ),
         (

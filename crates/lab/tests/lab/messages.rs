@@ -78,7 +78,7 @@ fn cyclic_messages() {
             ..d()
         }
         .validate(),
-        &format!("--cpus is empty: valid are online CPUs {}", online()),
+        &format!("--cpu is empty: valid are online CPUs {}", online()),
     );
     expect(
         cyclic::Config {
@@ -86,7 +86,7 @@ fn cyclic_messages() {
             ..d()
         }
         .validate(),
-        &format!("--cpus: CPU 9999 is not online: valid are {}", online()),
+        &format!("--cpu: CPU 9999 is not online: valid are {}", online()),
     );
     expect(
         cyclic::Config {
@@ -176,7 +176,7 @@ fn interrupts_messages() {
     );
     expect(
         interrupts::Config { cell_ns: 1, ..d() }.validate(),
-        "--cell 1ns is out of range: valid is 100ms to 60s",
+        "--duration 1ns is out of range: valid is 100ms to 60s",
     );
     expect(
         interrupts::Config { repeats: 0, ..d() }.validate(),
@@ -217,7 +217,7 @@ fn suspend_messages() {
             ..d()
         }
         .validate(),
-        "--intervals is empty: give at least one interval from 1us to 1s",
+        "--interval is empty: give at least one interval from 1us to 1s",
     );
     expect(
         suspend::Config {
@@ -225,7 +225,7 @@ fn suspend_messages() {
             ..d()
         }
         .validate(),
-        "--intervals 1ns is out of range: valid is 1us to 1s",
+        "--interval 1ns is out of range: valid is 1us to 1s",
     );
     expect(
         suspend::Config {
@@ -233,7 +233,7 @@ fn suspend_messages() {
             ..d()
         }
         .validate(),
-        "--mechanisms is empty: give at least one (e.g. clock_nanosleep)",
+        "--sleeper is empty: give at least one (e.g. clock_nanosleep)",
     );
     expect(
         suspend::Config { samples: 0, ..d() }.validate(),
@@ -257,7 +257,7 @@ fn clockread_messages() {
     };
     expect(
         clockread::Config { calls: 1, ..d() }.validate(),
-        "--calls 1 is out of range: valid is 2 to 100000000",
+        "--samples 1 is out of range: valid is 2 to 100000000",
     );
     expect(
         clockread::Config { hogs: 257, ..d() }.validate(),
@@ -269,7 +269,7 @@ fn clockread_messages() {
             ..d()
         }
         .validate(),
-        "--fifo-priority 0 is out of range: valid is 1 to 99",
+        "--priority 0 is out of range: valid is 1 to 99",
     );
     expect(
         clockread::Config {
@@ -291,7 +291,7 @@ fn overhead_messages() {
             ..d()
         }
         .validate(),
-        "--reps 0 is out of range: valid is 1 to 1000",
+        "--repeats 0 is out of range: valid is 1 to 1000",
     );
     expect(
         overhead::Config {
@@ -411,7 +411,7 @@ fn trace_overhead_messages() {
     let d = Config::default;
     expect(
         Config { pairs: 0, ..d() }.validate(),
-        "--pairs 0 is out of range: valid is 1 to 10000",
+        "--repeats 0 is out of range: valid is 1 to 10000",
     );
     expect(
         Config {

@@ -162,7 +162,7 @@ fn bad_config_names_the_flag_and_range() {
             repetitions: 0,
             ..tiny()
         },
-        "--reps 0 is out of range: valid is 1 to 1000",
+        "--repeats 0 is out of range: valid is 1 to 1000",
     );
     check(
         Config {

@@ -426,7 +426,7 @@ fn live_trace_of_a_command_follows_its_children() {
 fn overhead_configs_name_the_flag_and_range() {
     let d = overhead::Config::default;
     let cases: Vec<(overhead::Config, &str)> = vec![
-        (overhead::Config { pairs: 0, ..d() }, "--pairs"),
+        (overhead::Config { pairs: 0, ..d() }, "--repeats"),
         (
             overhead::Config {
                 slice_ns: 1_000_000,
