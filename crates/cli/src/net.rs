@@ -558,6 +558,17 @@ fn stats_text(worker: &str, r: &firmtime_net::control::WorkerReport) -> String {
             .iter()
             .map(|(reason, n)| (format!("  {reason}"), n.to_string())),
     );
+    for (label, n) in [
+        ("discovery probes answered", r.probes),
+        ("periods abandoned incomplete", r.incomplete),
+        ("periods given up, session busy or cut off", r.busy),
+        ("control values refused", r.bad_controls),
+        ("sessions cut off by the watchdog", r.cut_off),
+        ("receive errors on the data socket", r.recv_errors),
+        ("results that could not be sent", r.send_errors),
+    ] {
+        rows.push((label.to_string(), n.to_string()));
+    }
     rows.push((
         "dropped by the kernel at this worker's socket".to_string(),
         format!("{} (its receive buffer was full)", na(r.socket_drops)),

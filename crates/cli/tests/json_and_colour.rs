@@ -255,8 +255,16 @@ fn net_discover_and_stats_json_and_the_human_stats() {
             "sessions",
             "kernel_rcvbuf_errors",
             "socket_drops",
+            "probes",
+            "incomplete",
+            "busy",
+            "bad_controls",
+            "cut_off",
+            "recv_errors",
+            "send_errors",
         ],
     );
+    assert_eq!(v["probes"], 1, "discover's probe was answered: {v}");
     // The worker's own socket is found, and its drops are its own: none here.
     assert_eq!(v["socket_drops"], 0, "{v}");
     // The probe of discover was one datagram on the data port.
@@ -271,6 +279,7 @@ fn net_discover_and_stats_json_and_the_human_stats() {
     for needle in [
         &format!("worker {}", w.1) as &str,
         "datagrams received",
+        "sessions cut off by the watchdog",
         "dropped by the kernel at this worker's socket",
         "not this worker's alone",
     ] {

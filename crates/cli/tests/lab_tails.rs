@@ -116,7 +116,10 @@ fn bad_flags_exit_2_naming_the_flag_and_range() {
             ),
             (
                 "--priority 0",
-                &["--priority 0 is out of range: valid is 1 to 99"],
+                &[
+                    "'--priority <PRIORITY>'",
+                    "give rr:P or P, a priority 1 to 99",
+                ],
             ),
             (
                 "--procs 0",
