@@ -101,10 +101,13 @@ impl Key {
     /// A key read from a file (its raw bytes, as `head -c 32 /dev/urandom` writes them).
     ///
     /// # Errors
-    /// The file cannot be read, or holds fewer than [`Key::MIN_LEN`] bytes.
+    /// The file cannot be read, is not a regular file (a FIFO, a device),
+    /// is larger than 4 KiB, or holds fewer than [`Key::MIN_LEN`] bytes.
     pub fn from_file(path: &std::path::Path) -> Result<Self> {
-        let bytes = std::fs::read(path)
-            .map_err(|e| Error::io(&format!("reading key file {}", path.display()), e))?;
+        // A regular file of at most 4 KiB: a FIFO must not hang a worker or
+        // host at start, /dev/zero must not eat its memory.
+        let bytes =
+            firmtime_rt::fs::read_small_file(path, 4096, "key file").map_err(Error::invalid)?;
         Self::new(&bytes)
             .map_err(|e| Error::invalid(format!("key file {}: {}", path.display(), e.message())))
     }
@@ -492,6 +495,29 @@ pub fn decode<'a>(buf: &'a [u8], key: Option<&Key>) -> Result<Packet<'a>, DropRe
 
 #[cfg(test)]
 pub(crate) mod tests {
+    #[test]
+    fn a_key_file_must_be_a_small_regular_file() {
+        let dir = std::env::temp_dir().join(format!("ft-keyfile-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let good = dir.join("good.key");
+        std::fs::write(&good, [7u8; 32]).unwrap();
+        assert!(super::Key::from_file(&good).is_ok());
+        let big = dir.join("big.key");
+        std::fs::write(&big, vec![7u8; 5000]).unwrap();
+        let e = super::Key::from_file(&big).unwrap_err();
+        assert!(e.message().contains("more than the 4096"), "{e}");
+        let fifo = dir.join("fifo.key");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        // Refused at once: no writer is waited for.
+        let e = super::Key::from_file(&fifo).unwrap_err();
+        assert!(e.message().contains("not a regular file"), "{e}");
+        let e = super::Key::from_file(std::path::Path::new("/dev/zero")).unwrap_err();
+        assert!(e.message().contains("not a regular file"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     use super::*;
     use crate::block::{BlockSet, Direction};
     use crate::reassembly::{Accepted, Reassembler};
