@@ -142,7 +142,11 @@ impl Layout {
             let n = self.payload_len(flow);
             if n > MAX_PAYLOAD {
                 return Err(Error::invalid(format!(
-                    "the {flow:?} blocks total {n} bytes per period; at most {MAX_PAYLOAD} are allowed"
+                    "the {} blocks total {n} bytes per period; at most {MAX_PAYLOAD} are allowed",
+                    match flow {
+                        Flow::ToWorker => "input (to the worker)",
+                        Flow::FromWorker => "result (from the worker)",
+                    }
                 )));
             }
         }

@@ -202,6 +202,21 @@ pub enum Reply {
     },
 }
 
+impl std::fmt::Display for Reply {
+    /// The reply as the docs name it (`ready`, `pong`, `stats`…; an error
+    /// with its message), for messages about an unexpected answer.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Reply::Ready { stream_id } => write!(f, "`ready` (stream {stream_id})"),
+            Reply::Ok => f.write_str("`ok`"),
+            Reply::Pong { n } => write!(f, "`pong` {n}"),
+            Reply::Stats(_) => f.write_str("`stats`"),
+            Reply::Plugin(p) => write!(f, "`plugin` ({})", p.label),
+            Reply::Error { message } => write!(f, "`error`: {message}"),
+        }
+    }
+}
+
 /// A worker's counters, as [`Request::Stats`] returns them.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkerReport {
@@ -395,7 +410,7 @@ impl Conn {
             Reply::Error { message } => Err(refused(addr, &message)),
             other => Err(protocol_error(
                 addr,
-                &format!("unexpected answer to the first ping: {other:?}"),
+                &format!("unexpected answer to the first ping: {other}"),
             )),
         }
     }
@@ -793,7 +808,7 @@ pub fn query_stats(addr: SocketAddr, key: Option<Key>, timeout: Duration) -> Res
             Ok(r)
         }
         Reply::Error { message } => Err(refused(addr, &message)),
-        other => Err(protocol_error(addr, &format!("unexpected reply {other:?}"))),
+        other => Err(protocol_error(addr, &format!("unexpected reply {other}"))),
     }
 }
 

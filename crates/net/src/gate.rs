@@ -318,7 +318,7 @@ pub(crate) fn run(
     let mut fds: Vec<libc::pollfd> = Vec::new();
     let mut reported = counters.snapshot();
     let mut last_report = Instant::now();
-    let grace_text = format!("{:?}", cfg.login_grace);
+    let grace_text = firmtime_rt::units::format_duration(cfg.login_grace);
     while !stop.load(Ordering::Relaxed) {
         let now = Instant::now();
         let wait = pending

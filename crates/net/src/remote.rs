@@ -507,7 +507,7 @@ pub fn describe(
         Reply::Plugin(d) => Ok(d),
         Reply::Error { message } => Err(refused(addr, &message)),
         other => Err(Error::invalid(format!(
-            "the worker at {addr} answered describe with {other:?}"
+            "the worker at {addr} answered describe with {other}"
         ))),
     };
     let _ = c.send(&Request::Close);

@@ -146,8 +146,8 @@ impl ServerConfig {
         self.gate.startups.validate()?;
         if self.gate.login_grace.is_zero() || self.gate.login_grace > Duration::from_secs(3600) {
             return Err(Error::invalid(format!(
-                "login-grace {:?}: use a duration from 1 ms to 1 h (default 10 s)",
-                self.gate.login_grace
+                "login-grace {}: use a duration from 1 ms to 1 h (default 10 s)",
+                firmtime_rt::units::format_duration(self.gate.login_grace)
             )));
         }
         for (name, v) in [
@@ -833,8 +833,8 @@ fn session(mut conn: Conn, first: Request, commands: &Sender<Command>, sh: &Shar
                     "the worker is stopping".to_string()
                 } else if matches!(e.errno(), Some(libc::EAGAIN)) {
                     format!(
-                        "no heartbeat for {:?}: the master is gone",
-                        sh.heartbeat_timeout
+                        "no heartbeat for {}: the master is gone",
+                        firmtime_rt::units::format_duration(sh.heartbeat_timeout)
                     )
                 } else {
                     e.to_string()

@@ -166,7 +166,7 @@ fn open(cfg: &SessionConfig, setup: &Setup) -> Result<Conn> {
         Reply::Ready { stream_id } if stream_id == setup.stream_id => Ok(c),
         Reply::Error { message } => Err(refused(cfg.worker, &message)),
         other => Err(Error::invalid(format!(
-            "the worker at {} answered setup with {other:?}",
+            "the worker at {} answered setup with {other}",
             cfg.worker
         ))),
     }
@@ -262,7 +262,7 @@ fn exchange(c: &mut Conn, sh: &Shared, sent_gen: &mut u64, ping: &mut u64) -> Re
         match c.recv::<Reply>()? {
             Reply::Ok => {}
             Reply::Error { message } => return Err(refused(peer, &message)),
-            other => return Err(Error::invalid(format!("unexpected reply {other:?}"))),
+            other => return Err(Error::invalid(format!("unexpected reply {other}"))),
         }
         *sent_gen = gen;
         sh.work_acked.store(gen, Ordering::Release);
@@ -280,7 +280,7 @@ fn exchange(c: &mut Conn, sh: &Shared, sent_gen: &mut u64, ping: &mut u64) -> Re
     match c.recv::<Reply>()? {
         Reply::Pong { n } if n == *ping => Ok(()),
         other => Err(Error::invalid(format!(
-            "the worker at {peer} answered a ping with {other:?}"
+            "the worker at {peer} answered a ping with {other}"
         ))),
     }
 }
@@ -391,8 +391,9 @@ impl Link {
                 return Err(Error::new(
                     crate::ErrorKind::Io,
                     format!(
-                        "the worker at {} did not confirm the new work within {timeout:?}: {}",
+                        "the worker at {} did not confirm the new work within {}: {}",
                         self.worker,
+                        firmtime_rt::units::format_duration(timeout),
                         self.status()
                             .last_error
                             .unwrap_or_else(|| "no answer".into())
@@ -425,8 +426,9 @@ impl Link {
                 return Err(Error::new(
                     crate::ErrorKind::Io,
                     format!(
-                        "the worker at {} sent no counters within {timeout:?}",
-                        self.worker
+                        "the worker at {} sent no counters within {}",
+                        self.worker,
+                        firmtime_rt::units::format_duration(timeout)
                     ),
                 ));
             }
