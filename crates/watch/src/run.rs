@@ -376,7 +376,7 @@ pub fn run(
     barrier.wait();
     let mut conditions: Vec<(usize, RtConditions)> = Vec::new();
     let mut refused: Option<Error> = None;
-    for (i, r) in crx.iter() {
+    for (i, r) in crx.iter().take(cpus.len()) {
         match r {
             Ok(c) => {
                 lanes[i].tid = c.obtained.tid;
