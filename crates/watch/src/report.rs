@@ -307,8 +307,24 @@ impl Answer {
     }
 }
 
-fn dur_words(ns: i64) -> String {
-    firmtime_rt::units::format_duration(Duration::from_nanos(ns.max(0) as u64))
+/// A duration as a user types it: the largest unit that divides it
+/// (`30d`, `1h`, `90s`, `500µs`), else firmtime's usual form (`1.5ms`).
+pub fn dur_words(ns: i64) -> String {
+    let ns = ns.max(0) as u64;
+    const UNITS: [(u64, &str); 6] = [
+        (86_400_000_000_000, "d"),
+        (3_600_000_000_000, "h"),
+        (60_000_000_000, "min"),
+        (1_000_000_000, "s"),
+        (1_000_000, "ms"),
+        (1_000, "µs"),
+    ];
+    for (u, name) in UNITS {
+        if ns >= u && ns % u == 0 {
+            return format!("{}{name}", ns / u);
+        }
+    }
+    firmtime_rt::units::format_duration(Duration::from_nanos(ns))
 }
 
 /// "Was this machine fine?": fine when the period holds data, its worst
@@ -349,7 +365,7 @@ pub fn verdict(p: &Period, max_latency_ns: i64, max_missed: u64) -> (Answer, Str
             why.push(format!(
                 "worst wake-up {} late{at}{cause} > {}",
                 fmt_ns(max),
-                fmt_ns(max_latency_ns)
+                dur_words(max_latency_ns)
             ));
         }
         if p.missed > max_missed {
@@ -374,7 +390,7 @@ pub fn verdict(p: &Period, max_latency_ns: i64, max_missed: u64) -> (Answer, Str
                 "fine: {} wake-ups, worst {} ≤ {}, p99.9 {p999}, {} missed deadlines; {coverage}",
                 p.count,
                 fmt_ns(max),
-                fmt_ns(max_latency_ns),
+                dur_words(max_latency_ns),
                 p.missed
             ),
         )

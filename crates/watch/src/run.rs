@@ -93,7 +93,7 @@ fn range_err<T: std::fmt::Display>(flag: &str, v: T, lo: T, hi: T) -> Error {
 }
 
 fn fmt_ns(ns: u64) -> String {
-    firmtime_rt::units::format_duration(Duration::from_nanos(ns))
+    crate::report::dur_words(ns as i64)
 }
 
 impl Config {
