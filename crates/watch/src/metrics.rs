@@ -347,11 +347,46 @@ pub fn serve(
     })
 }
 
+/// The Prometheus text format's content type (0.0.4), served to clients
+/// that do not ask for OpenMetrics (curl, `promtool check metrics`).
+pub const TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// The Prometheus text format (0.0.4) of an OpenMetrics text: counters'
+/// `# HELP`/`# TYPE` lines take the `_total` name their samples have, and
+/// the `# EOF` line goes. Everything else is the same in both formats.
+pub fn to_prometheus_text(openmetrics: &str) -> String {
+    let counters: std::collections::BTreeSet<&str> = openmetrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(openmetrics.len());
+    for l in openmetrics.lines() {
+        if l == "# EOF" {
+            continue;
+        }
+        let renamed = ["# HELP ", "# TYPE "].iter().find_map(|p| {
+            let rest = l.strip_prefix(p)?;
+            let (name, tail) = rest.split_once(' ')?;
+            counters
+                .contains(name)
+                .then(|| format!("{p}{name}_total {tail}"))
+        });
+        match renamed {
+            Some(r) => out.push_str(&r),
+            None => out.push_str(l),
+        }
+        out.push('\n');
+    }
+    out
+}
+
 /// What a request head asks for.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Request {
-    /// `GET /metrics` (with the token when one is needed).
-    Metrics,
+    /// `GET /metrics` (with the token when one is needed); `true` when the
+    /// client accepts OpenMetrics (Prometheus does), else the text format.
+    Metrics(bool),
     /// Missing or wrong bearer token.
     Unauthorized,
     /// Another path.
@@ -381,21 +416,24 @@ pub fn parse_request(head: &str, token: Option<&str>) -> Request {
     if path != "/metrics" {
         return Request::NotFound;
     }
+    let headers: Vec<&str> = lines.collect();
+    let header = |name: &'static str| {
+        headers.iter().filter_map(move |l| {
+            let (k, v) = l.split_once(':')?;
+            k.trim().eq_ignore_ascii_case(name).then_some(v.trim())
+        })
+    };
+    let openmetrics = header("accept").any(|v| v.contains("application/openmetrics-text"));
     if let Some(t) = token {
-        let ok = lines.any(|l| {
-            let Some((k, v)) = l.split_once(':') else {
-                return false;
-            };
-            k.trim().eq_ignore_ascii_case("authorization")
-                && v.trim()
-                    .strip_prefix("Bearer ")
-                    .is_some_and(|got| ct_eq(got.trim().as_bytes(), t.as_bytes()))
+        let ok = header("authorization").any(|v| {
+            v.strip_prefix("Bearer ")
+                .is_some_and(|got| ct_eq(got.trim().as_bytes(), t.as_bytes()))
         });
         if !ok {
             return Request::Unauthorized;
         }
     }
-    Request::Metrics
+    Request::Metrics(openmetrics)
 }
 
 fn handle(
@@ -413,7 +451,8 @@ fn handle(
             break None;
         }
         c.set_read_timeout(Some(left))?;
-        let r = c.read(&mut buf[n..])?;
+        // A timeout or a reset ends the request as incomplete (400).
+        let r = c.read(&mut buf[n..]).unwrap_or(0);
         if r == 0 {
             break None;
         }
@@ -427,7 +466,8 @@ fn handle(
         None => Request::Bad,
     };
     let (status, ctype, body) = match req {
-        Request::Metrics => ("200 OK", CONTENT_TYPE, render()),
+        Request::Metrics(true) => ("200 OK", CONTENT_TYPE, render()),
+        Request::Metrics(false) => ("200 OK", TEXT_CONTENT_TYPE, to_prometheus_text(&render())),
         Request::Unauthorized => (
             "401 Unauthorized",
             "text/plain",
@@ -462,7 +502,9 @@ mod tests {
     #[test]
     fn requests_are_parsed_with_and_without_a_token() {
         let get = "GET /metrics HTTP/1.1\r\nHost: x";
-        assert_eq!(parse_request(get, None), Request::Metrics);
+        assert_eq!(parse_request(get, None), Request::Metrics(false));
+        let om = "GET /metrics HTTP/1.1\r\nAccept: application/openmetrics-text;version=1.0.0,text/plain;q=0.5";
+        assert_eq!(parse_request(om, None), Request::Metrics(true));
         assert_eq!(
             parse_request(get, Some("0123456789abcdef")),
             Request::Unauthorized
@@ -470,7 +512,7 @@ mod tests {
         let auth = "GET /metrics HTTP/1.1\r\nauthorization: Bearer 0123456789abcdef";
         assert_eq!(
             parse_request(auth, Some("0123456789abcdef")),
-            Request::Metrics
+            Request::Metrics(false)
         );
         assert_eq!(
             parse_request(auth, Some("0123456789abcdeX")),
@@ -482,5 +524,14 @@ mod tests {
             Request::MethodNotAllowed
         );
         assert_eq!(parse_request("hello", None), Request::Bad);
+    }
+
+    #[test]
+    fn the_text_format_names_counters_as_their_samples() {
+        let om = "# HELP a_b Wake-ups.\n# TYPE a_b counter\na_b_total{cpu=\"0\"} 3\n# TYPE g gauge\ng 1\n# EOF\n";
+        assert_eq!(
+            to_prometheus_text(om),
+            "# HELP a_b_total Wake-ups.\n# TYPE a_b_total counter\na_b_total{cpu=\"0\"} 3\n# TYPE g gauge\ng 1\n"
+        );
     }
 }
