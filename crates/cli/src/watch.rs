@@ -256,7 +256,12 @@ fn watch(a: RunArgs) -> anyhow::Result<Outcome> {
         None => None,
     };
     let stop = crate::signals::catch(crate::signals::Repeat::Ends)?;
-    let totals = Arc::new(Mutex::new(Totals::default()));
+    let mut t0 = Totals::default();
+    for c in cfg.selected_cpus() {
+        // Served at 0 from the first scrape on.
+        t0.cpus.entry(c).or_default();
+    }
+    let totals = Arc::new(Mutex::new(t0));
     let _server = match a.metrics_listen {
         Some(addr) => {
             let t = Arc::clone(&totals);

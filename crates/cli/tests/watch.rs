@@ -541,3 +541,376 @@ fn bad_watch_flags_are_usage_errors_naming_the_flag() {
     );
     assert!(!Path::new("/tmp/never-written.db").exists());
 }
+
+fn promtool(args: &[&str]) -> Option<std::process::Output> {
+    match Command::new("promtool").args(args).output() {
+        Ok(o) => Some(o),
+        Err(_) => {
+            firmtime_rt::testing::skip("promtool not installed (Debian: prometheus)");
+            None
+        }
+    }
+}
+
+fn contrib(p: &str) -> String {
+    format!("{}/../../contrib/{p}", env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn shipped_alert_rules_pass_promtool_check_and_their_unit_tests() {
+    let rules = contrib("prometheus/firmtime-watch.rules.yml");
+    let Some(out) = promtool(&["check", "rules", &rules]) else {
+        return;
+    };
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    assert!(
+        text(&out.stdout).contains("SUCCESS: 3 rules found"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = promtool(&[
+        "test",
+        "rules",
+        &contrib("prometheus/firmtime-watch.rules.test.yml"),
+    ])
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn the_grafana_dashboard_queries_only_metrics_watch_serves() {
+    let d: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(contrib("grafana/firmtime-watch.json")).unwrap(),
+    )
+    .unwrap();
+    let served = [
+        "firmtime_watch_latency_seconds_bucket",
+        "firmtime_watch_last_max_latency_seconds",
+        "firmtime_watch_missed_deadlines_total",
+        "firmtime_watch_worst_wakeups_by_cause_total",
+        "firmtime_watch_steal_seconds_total",
+        "firmtime_watch_intervals_total",
+        "firmtime_watch_wakeups_total",
+    ];
+    let panels = d["panels"].as_array().unwrap();
+    assert_eq!(panels.len(), 6);
+    let mut exprs: Vec<String> = panels
+        .iter()
+        .flat_map(|p| p["targets"].as_array().unwrap().iter())
+        .map(|t| t["expr"].as_str().unwrap().to_string())
+        .collect();
+    exprs.push(
+        d["templating"]["list"][1]["definition"]
+            .as_str()
+            .unwrap()
+            .into(),
+    );
+    for e in &exprs {
+        let names: Vec<&str> = e
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .filter(|w| w.starts_with("firmtime_"))
+            .collect();
+        assert!(!names.is_empty(), "{e}");
+        for n in names {
+            assert!(served.contains(&n), "{n} in {e} is not served");
+        }
+    }
+}
+
+/// A free loopback port (bound, then released).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn http_get(addr: &str, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(addr).ok()?;
+    c.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    write!(c, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
+    let mut s = String::new();
+    c.read_to_string(&mut s).ok()?;
+    let (head, body) = s.split_once("\r\n\r\n")?;
+    head.starts_with("HTTP/1.0 200")
+        .then(|| body.to_string())
+        .or_else(|| head.starts_with("HTTP/1.1 200").then(|| body.to_string()))
+}
+
+fn encode(q: &str) -> String {
+    q.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The value of a PromQL instant query at Unix time `t` (one series expected).
+fn prom_query(addr: &str, q: &str, t: f64) -> f64 {
+    let body = http_get(
+        addr,
+        &format!("/api/v1/query?query={}&time={t:.3}", encode(q)),
+    )
+    .unwrap_or_else(|| panic!("query {q} failed"));
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["status"], "success", "{q}: {body}");
+    let r = v["data"]["result"].as_array().unwrap();
+    assert_eq!(r.len(), 1, "{q}: one series expected: {body}");
+    r[0]["value"][1].as_str().unwrap().parse().unwrap()
+}
+
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = kill(self.0.id(), libc::SIGTERM);
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(10) {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `watch ARGS` (with a `--metrics-listen`); returns it and the
+/// address it serves on. Its stderr lines go to `lines`.
+fn start_watch_serving(args: &[&str]) -> (Killed, String, std::sync::mpsc::Receiver<String>) {
+    let mut child = Command::new(EXE)
+        .arg("watch")
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = BufReader::new(child.stderr.take().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for l in err.lines() {
+            let Ok(l) = l else { break };
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    let child = Killed(child);
+    let addr = loop {
+        let l = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("watch did not start serving");
+        if let Some(rest) = l.strip_prefix("watch: serving OpenMetrics on http://") {
+            break rest.trim_end_matches("/metrics").to_string();
+        }
+    };
+    (child, addr, rx)
+}
+
+#[test]
+fn prometheus_scrapes_watch_and_agrees_with_its_database() {
+    if !root("prometheus_scrapes_watch") {
+        return;
+    }
+    if Command::new("prometheus")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        firmtime_rt::testing::skip("prometheus not installed (Debian: prometheus)");
+        return;
+    }
+    let dir = TestDir::new("watch-prom");
+    let db = db_arg(&dir);
+    // Prometheus first, so that it scrapes watch from its first moment:
+    // each counter's first sample is 0 and increase() sees all of it.
+    let target = format!("127.0.0.1:{}", free_port());
+    let prom_addr = format!("127.0.0.1:{}", free_port());
+    let cfg = dir.0.join("prometheus.yml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "global:\n  scrape_interval: 500ms\n  scrape_timeout: 400ms\nscrape_configs:\n  - job_name: firmtime-watch\n    static_configs:\n      - targets: ['{target}']\n"
+        ),
+    )
+    .unwrap();
+    let prom = Killed(
+        Command::new("prometheus")
+            .arg(format!("--config.file={}", cfg.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.0.join("tsdb").display()
+            ))
+            .arg(format!("--web.listen-address={prom_addr}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let t0 = Instant::now();
+    while http_get(&prom_addr, "/-/ready").is_none() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "prometheus not ready"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Prometheus applies new targets after a few seconds: wait for its
+    // first scrape (`up` 0: nothing listens yet), then start watch.
+    let t0 = Instant::now();
+    loop {
+        let body = http_get(&prom_addr, &format!("/api/v1/query?query={}", encode("up")))
+            .unwrap_or_default();
+        if body.contains("firmtime-watch") {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "prometheus never scraped: {body}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let (watch, served_on, lines) = start_watch_serving(&[
+        "--db",
+        &db,
+        "--cpus",
+        "0",
+        "--interval",
+        "2s",
+        "--explain",
+        "off",
+        "--metrics-listen",
+        &target,
+    ]);
+    assert_eq!(served_on, target);
+    // What we serve passes promtool (text format) and is OpenMetrics for Prometheus.
+    let served = http_get(&target, "/metrics").unwrap();
+    assert!(
+        served.contains("firmtime_watch_missed_deadlines_total{cpu=\"0\"} 0"),
+        "{served}"
+    );
+    let mut pt = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        pt.stdin
+            .take()
+            .unwrap()
+            .write_all(served.as_bytes())
+            .unwrap();
+    }
+    let out = pt.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool: {}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    // Let watch store 4 intervals (8 s) while Prometheus scrapes.
+    let mut stored = 0;
+    while stored < 4 {
+        let l = lines
+            .recv_timeout(Duration::from_secs(30))
+            .expect("no interval stored");
+        if l.starts_with("watch: interval ") {
+            stored += 1;
+        }
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    let t = (now_ns() as f64 / 1e9) - 0.2;
+    let q = |e: &str| prom_query(&prom_addr, e, t);
+    let n = q("firmtime_watch_intervals_total{cpu=\"0\"}") as usize;
+    assert!(n >= 3, "scraped after {n} intervals");
+    let wakeups = q("firmtime_watch_wakeups_total{cpu=\"0\"}");
+    let missed = q("firmtime_watch_missed_deadlines_total{cpu=\"0\"}");
+    let count = q("firmtime_watch_latency_seconds_count{cpu=\"0\"}");
+    let p999 = q("histogram_quantile(0.999, firmtime_watch_latency_seconds_bucket{cpu=\"0\"})");
+    let inc = q("increase(firmtime_watch_missed_deadlines_total{cpu=\"0\"}[1h])");
+    // The same intervals from the database.
+    let s = Store::open_existing(Path::new(&db)).unwrap();
+    let rows: Vec<CpuInterval> = s
+        .intervals_since(0)
+        .unwrap()
+        .into_iter()
+        .map(|r| r.interval)
+        .take(n)
+        .collect();
+    assert_eq!(rows.len(), n);
+    let db_count: u64 = rows.iter().map(|r| r.count).sum();
+    let db_missed: u64 = rows.iter().map(|r| r.missed).sum();
+    assert_eq!(wakeups as u64, db_count, "wake-ups");
+    assert_eq!(count as u64, db_count, "histogram count");
+    assert_eq!(missed as u64, db_missed, "missed deadlines");
+    // increase() extrapolates past the first and last samples (by up to
+    // half a scrape interval each side, and not below zero at the start):
+    // with a first sample of 0, at least the stored misses; 0 without any.
+    if db_missed == 0 {
+        assert_eq!(inc, 0.0);
+    } else {
+        let raw = http_get(
+            &prom_addr,
+            &format!(
+                "/api/v1/query?query={}&time={t:.3}",
+                encode("firmtime_watch_missed_deadlines_total{cpu=\"0\"}[1h]")
+            ),
+        );
+        assert!(
+            inc >= db_missed as f64 * 0.99 && inc <= db_missed as f64 * 1.5,
+            "increase {inc} vs {db_missed} stored; samples: {raw:?}"
+        );
+    }
+    // histogram_quantile interpolates inside a bucket: it lies in the
+    // Prometheus bucket that holds firmtime's nearest-rank p99.9 of the
+    // same intervals.
+    let mut h = firmtime_watch::hist::Hist::new();
+    for r in &rows {
+        h.add_sparse(&r.histogram);
+    }
+    let total = h.total();
+    let rank = firmtime_rt::quantile::nearest_rank(0.999, total);
+    let edges = firmtime_watch::metrics::BUCKET_EDGES_NS;
+    let k = edges
+        .iter()
+        .position(|&e| h.at_or_below(e) >= rank)
+        .unwrap_or(edges.len());
+    let lo = if k == 0 {
+        0.0
+    } else {
+        edges[k - 1] as f64 / 1e9
+    };
+    let hi = edges.get(k).map_or(f64::INFINITY, |&e| e as f64 / 1e9);
+    // Prometheus ranks at q·n (not rounded up): at a bucket boundary it may
+    // take the bucket below, whose upper edge is `lo`.
+    assert!(
+        p999 >= lo && p999 <= hi,
+        "histogram_quantile {p999} outside [{lo}, {hi}]"
+    );
+    eprintln!(
+        "prometheus at {t:.1}: {n} intervals, {wakeups} wake-ups, {missed} missed, increase {inc:.2}; \
+         histogram_quantile(0.999) {p999:.6} s in [{lo}, {hi}] (firmtime p99.9 {:?} ns)",
+        h.quantile(0.999, rows.iter().filter_map(|r| r.max_ns).max().unwrap_or(0))
+    );
+    drop(prom);
+    drop(watch);
+}

@@ -413,6 +413,14 @@ pub fn run(
     let offset = unix_now_ns() - monotonic_ns() as i64;
     start_at.store(t0, Ordering::SeqCst);
     barrier.wait();
+    if let Some(t) = &totals {
+        // Every watched CPU's series exist from the start, at 0, so that a
+        // scraper sees each counter rise from zero.
+        let mut t = t.lock().unwrap_or_else(|p| p.into_inner());
+        for &c in &cpus {
+            t.cpus.entry(c).or_default();
+        }
+    }
     events(Event::Started {
         conditions: conditions.clone(),
         explain: explain_ok.clone(),
