@@ -95,6 +95,9 @@ impl Totals {
     }
 }
 
+/// Reads one counter's value from a CPU's totals.
+type Getter = fn(&CpuTotals) -> f64;
+
 /// A prometheus-client collector over shared [`Totals`].
 #[derive(Debug, Clone)]
 pub struct WatchCollector {
@@ -155,7 +158,7 @@ impl prometheus_client::collector::Collector for WatchCollector {
                 f.encode_histogram::<()>(c.sum_ns as f64 / 1e9, h.total(), &buckets, None)?;
             }
         }
-        let counters: [(&str, &str, fn(&CpuTotals) -> f64); 3] = [
+        let counters: [(&str, &str, Getter); 3] = [
             ("firmtime_watch_wakeups", "Wake-ups measured", |c| {
                 c.count as f64
             }),

@@ -181,7 +181,7 @@ impl Period {
                 tp.max_ns = tp.max_ns.max(m);
                 tp.p999_ns = tp.p999_ns.max(r.p999_ns.unwrap_or(0));
                 tp.missed += r.missed;
-                if max.as_ref().is_none_or(|(x, _, _)| m > *x) {
+                if max.as_ref().map_or(true, |(x, _, _)| m > *x) {
                     let w = r.wakeups.iter().find(|w| w.latency_ns == m);
                     let at = w.map_or(r.start_unix_ns, |w| w.deadline_unix_ns);
                     let cause = w.and_then(|w| {

@@ -220,6 +220,8 @@ struct Lane {
     cpu: usize,
     free: Producer<Box<Interval>>,
     full: Consumer<Box<Interval>>,
+    // Boxed: the buffers travel through the rings as pointers.
+    #[allow(clippy::vec_box)]
     spare: Vec<Box<Interval>>,
     tid: i32,
     slack_ns: u64,

@@ -178,6 +178,10 @@ pub struct StoredInterval {
     pub interval: CpuInterval,
 }
 
+/// A run as listed by [`Store::runs`]: `(id, started Unix ns, ended Unix
+/// ns, end reason)`.
+pub type RunRow = (i64, i64, Option<i64>, Option<String>);
+
 /// The database.
 #[derive(Debug)]
 pub struct Store {
@@ -554,7 +558,7 @@ impl Store {
     ///
     /// # Errors
     /// [`ErrorKind::Database`].
-    pub fn runs(&self) -> Result<Vec<(i64, i64, Option<i64>, Option<String>)>> {
+    pub fn runs(&self) -> Result<Vec<RunRow>> {
         let mut st = self.conn.prepare(
             "SELECT id, started_unix_ns, ended_unix_ns, end_reason FROM runs ORDER BY id",
         )?;
