@@ -32,9 +32,11 @@ trap cleanup EXIT
 
 HZ=$(getconf CLK_TCK)
 calc() { awk "BEGIN { printf \"%.3f\", $1 }"; }
+calc0() { awk "BEGIN { printf \"%.0f\", $1 }"; }
 ticks() { awk '{print $14 + $15}' "/proc/$PID/stat"; }
 rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$PID/status"; }
-db_bytes() { cat "$DB" "$DB-wal" 2>/dev/null | wc -c; }
+# The WAL file is gone once watch has closed the database.
+db_bytes() { { du -cb "$DB" "$DB-wal" 2>/dev/null || true; } | awk 'END { print $1 }'; }
 rows() { sqlite3 "$DB" 'SELECT COUNT(DISTINCT run_id || "-" || seq) FROM intervals' 2>/dev/null || echo 0; }
 
 sleep 2
@@ -70,9 +72,15 @@ echo "CPU: $(calc "100 * ($C - $C0) / $HZ / ($T - $T0)") % of one CPU on average
 echo "RSS: $RSS0 KiB at start, $R KiB at the end, $RSSMAX KiB at most"
 echo "database: $N intervals in $FILE bytes after checkpoint ($BYTES with the WAL before it); integrity: $OK"
 echo "interval rows explained by the trace: $EXPLAINED"
-if [ "$N" -gt 1 ]; then
-  PER=$(calc "$FILE / $N")
-  echo "bytes per interval: $PER (all CPUs; the file's fixed pages included); at 1-min intervals: $(calc "$PER * 1440 / 1024") KiB per day, $(calc "$PER * 1440 * 30 / 1048576") MiB for --keep 30d"
+if [ "$N" -gt 0 ]; then
+  # What the intervals themselves take: the database compacted, with and
+  # without them (the difference leaves out the schema's fixed pages).
+  sqlite3 "$DB" "VACUUM INTO '$DIR/full.db'"
+  cp "$DIR/full.db" "$DIR/empty.db"
+  sqlite3 "$DIR/empty.db" 'DELETE FROM wakeups; DELETE FROM intervals; VACUUM;'
+  FULLB=$(wc -c < "$DIR/full.db"); EMPTYB=$(wc -c < "$DIR/empty.db")
+  PER=$(calc0 "($FULLB - $EMPTYB) / $N")
+  echo "bytes per interval (all CPUs, compacted, schema's $EMPTYB bytes left out): $PER; at 1-min intervals: $(calc0 "$PER * 1440 / 1024") KiB per day, $(calc0 "$PER * 1440 * 30 / 1048576") MiB for --keep 30d"
 fi
 echo "Prometheus series served: $SERIES (interval ${INTERVAL_S} s)"
 rm -rf "$DIR"
