@@ -456,7 +456,7 @@ mod tests {
         let t = T::try_parse_from(["t", "--interval", "1500us"]).unwrap();
         let e = config(&t.w.run).unwrap_err().0;
         assert!(
-            e.starts_with("--interval 1.5ms is out of range: valid is 1s to 1h"),
+            e.starts_with("--interval 1500µs is out of range: valid is 1s to 1h"),
             "{e}"
         );
         let t = T::try_parse_from(["t", "--policy", "other"]).unwrap();
