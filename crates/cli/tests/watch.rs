@@ -30,7 +30,7 @@ fn db_arg(dir: &TestDir) -> String {
     dir.0.join("w.db").display().to_string()
 }
 
-/// `(seq, count, missed, partial)` of every stored row, in order.
+/// `(seq, count + missed, merged, partial)` of every stored row, in order.
 fn rows(db: &Path) -> Vec<(u64, u64, u64, bool)> {
     let s = Store::open_existing(db).unwrap();
     s.integrity_check().unwrap();
@@ -39,7 +39,7 @@ fn rows(db: &Path) -> Vec<(u64, u64, u64, bool)> {
         .into_iter()
         .map(|r| {
             let i = r.interval;
-            (i.seq, i.count, i.missed, i.partial)
+            (i.seq, i.count + i.missed, i.merged, i.partial)
         })
         .collect()
 }
@@ -120,6 +120,7 @@ fn watch_stores_one_row_per_cpu_and_interval_and_every_deadline_once() {
         // Every deadline is a wake-up or a counted miss, in exactly one interval.
         assert_eq!(mine.iter().map(|i| i.count + i.missed).sum::<u64>(), 3500);
         for i in &mine[..3] {
+            assert_eq!(i.merged, 0, "the writer kept up: {i:?}");
             assert_eq!(i.count + i.missed, 1000, "a whole interval: {i:?}");
             assert!(!i.partial);
             let h: u64 = i.histogram.iter().map(|(_, c)| c).sum();
@@ -164,10 +165,17 @@ fn kill_9_loses_at_most_the_current_interval() {
     child.wait().unwrap();
     let r = rows(Path::new(&db));
     assert!(r.len() >= 3, "the 3 intervals reported are stored: {r:?}");
-    for (k, (seq, count, missed, partial)) in r.iter().enumerate() {
-        assert_eq!(*seq, k as u64, "contiguous from 0: {r:?}");
-        assert_eq!(count + missed, 1000, "each stored interval is whole: {r:?}");
+    let mut next = 0;
+    for (seq, deadlines, merged, partial) in &r {
+        assert_eq!(*seq, next, "contiguous from 0: {r:?}");
+        // A row spans 1 + merged intervals when the writer was late.
+        assert_eq!(
+            *deadlines,
+            1000 * (1 + merged),
+            "each stored interval is whole: {r:?}"
+        );
         assert!(!partial);
+        next = seq + 1 + merged;
     }
     let s = Store::open_existing(Path::new(&db)).unwrap();
     assert_eq!(s.runs().unwrap()[0].3, None, "the killed run has no end");
@@ -222,7 +230,7 @@ fn sigterm_stores_the_interval_being_measured() {
         last.3,
         "the interval cut short is stored, flagged partial: {r:?}"
     );
-    assert!(last.1 > 0 && last.1 + last.2 < 1000, "{r:?}");
+    assert!(last.1 > 0 && last.1 < 1000 * (1 + last.2), "{r:?}");
     let s = Store::open_existing(Path::new(&db)).unwrap();
     assert_eq!(s.runs().unwrap()[0].3.as_deref(), Some("stopped"));
 }
