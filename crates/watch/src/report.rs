@@ -548,7 +548,15 @@ pub fn write(p: &Period, db: &Path, out: &Path, max_latency_ns: i64) -> Result<W
     if !p.over_time.is_empty() {
         let path = out.join("latency-over-time.png");
         let t0 = p.over_time[0].start_unix_ns;
-        let hours = |t: i64| (t - t0) as f64 / 3.6e12;
+        let span = p.over_time[p.over_time.len() - 1].start_unix_ns - t0;
+        // The x axis in the unit that suits the span.
+        let (unit_ns, x_label) = match span {
+            s if s > 3 * 86_400_000_000_000 => (8.64e13, "days"),
+            s if s > 3 * 3_600_000_000_000 => (3.6e12, "hours"),
+            s if s > 3 * 60_000_000_000 => (6e10, "minutes"),
+            _ => (1e9, "seconds"),
+        };
+        let hours = |t: i64| (t - t0) as f64 / unit_ns;
         let max: Vec<(f64, f64)> = p
             .over_time
             .iter()
@@ -563,7 +571,7 @@ pub fn write(p: &Period, db: &Path, out: &Path, max_latency_ns: i64) -> Result<W
         match firmtime_lab::plot::series_png(
             &path,
             &title,
-            "hours",
+            x_label,
             "latency (µs)",
             &[("max", &max), ("p99.9", &p999)],
         ) {
