@@ -22,6 +22,8 @@ PACKAGES=(
   jq python3                  # the acceptance scripts in scripts/ read firmtime's JSON
   python3-pandas r-base-core  # START.md's pandas and R analysis snippets, run by the tests
   r-cran-readr                # readr::write_csv, one of the writers a trial CSV must survive (tests)
+  prometheus                  # watch's metrics scraped by a real Prometheus; promtool checks metrics and rules (tests)
+  sqlite3 libsqlite3-dev      # watch's database (rusqlite links the system SQLite); sqlite3 to query it
 )
 
 SUDO=""

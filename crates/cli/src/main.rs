@@ -49,6 +49,7 @@ mod rack;
 mod signals;
 mod table;
 mod tap;
+mod watch;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -112,6 +113,8 @@ enum Command {
     /// Counts xruns, reports DSP load and per-stage time; `stage.port = value`
     /// on stdin changes a control while it runs.
     Rack(rack::RackArgs),
+    /// Watch this machine for weeks: periodic RT wake-ups per CPU, each interval stored in SQLite (report, check, install, Prometheus).
+    Watch(watch::WatchArgs),
 }
 
 fn main() -> ExitCode {
@@ -132,6 +135,7 @@ fn main() -> ExitCode {
         Command::Tap(a) => tap::run(a),
         Command::Net(c) => net::run(c),
         Command::Rack(a) => rack::run(a),
+        Command::Watch(a) => watch::run(a),
     };
     match result {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,

@@ -1,0 +1,466 @@
+//! `firmtime watch`: the long-running monitor (run, report, check,
+//! install). See docs/WATCH.md.
+
+use crate::args::{self, UsageError};
+use crate::Outcome;
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use firmtime_rt::sched::{self, Policy};
+use firmtime_watch::metrics::{self, Totals, WatchCollector};
+use firmtime_watch::report::{self, Answer, Period};
+use firmtime_watch::run::{self, Config, Event, ExplainMode};
+use firmtime_watch::store::Store;
+use firmtime_watch::unit;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// `firmtime watch …`
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct WatchArgs {
+    #[command(subcommand)]
+    command: Option<WatchCommand>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+/// The subcommands of `watch`.
+#[derive(Debug, Subcommand)]
+enum WatchCommand {
+    /// Latency over a period as Markdown + JSON + PNG: over time, the histogram, the top causes.
+    Report(ReportArgs),
+    /// Was this machine fine? One line; exit 0 fine, 1 not fine, 2 no data.
+    Check(CheckArgs),
+    /// Write a systemd unit that runs `firmtime watch` with the flags given, and say how to enable it.
+    Install(InstallArgs),
+}
+
+/// The default database: /var/lib/firmtime/watch.db for root, else
+/// ~/.local/state/firmtime/watch.db.
+fn default_db() -> PathBuf {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return PathBuf::from("/var/lib/firmtime/watch.db");
+    }
+    let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("."), PathBuf::from);
+    home.join(".local/state/firmtime/watch.db")
+}
+
+/// `--keep` and `--since`: a duration with units, days as `d` too (`30d`).
+fn long_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    if let Some(n) = t.strip_suffix('d') {
+        if let Ok(days) = n.trim().parse::<f64>() {
+            if days.is_finite() && days > 0.0 && days <= 36_500.0 {
+                return Ok(Duration::from_secs_f64(days * 86_400.0));
+            }
+            return Err("out of range; give more than 0d, up to 36500d".into());
+        }
+    }
+    args::duration(t)
+}
+
+/// The flags of `firmtime watch` (run).
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// The database file (created if missing). Default /var/lib/firmtime/watch.db as root, else ~/.local/state/firmtime/watch.db.
+    #[arg(long, value_name = "PATH")]
+    db: Option<PathBuf>,
+    /// Period of the wake-ups (100us to 1s).
+    #[arg(long, value_name = "D", default_value = "1ms", value_parser = args::duration)]
+    period: Duration,
+    /// How often an interval is stored (1s to 1h; a whole number of --period).
+    #[arg(long, value_name = "D", default_value = "1min", value_parser = args::duration)]
+    interval: Duration,
+    /// Stop after this long (default: until SIGTERM or SIGINT).
+    #[arg(long, value_name = "D", value_parser = long_duration)]
+    duration: Option<Duration>,
+    /// Scheduling policy of the measuring threads: fifo:P or rr:P (never degraded: refused is an error).
+    #[arg(long, value_name = "POLICY", default_value = "fifo:80")]
+    policy: Policy,
+    /// CPUs to watch, one pinned thread each (e.g. 0,2-3); default every online CPU.
+    #[arg(long, value_name = "LIST")]
+    cpus: Option<String>,
+    /// Keep intervals this long, then delete them (e.g. 30d, 12h; at least 1min).
+    #[arg(long, value_name = "D", default_value = "30d", value_parser = long_duration)]
+    keep: Duration,
+    /// Worst wake-ups kept per CPU and interval, with their causes (1-1000).
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    worst: usize,
+    /// The explaining trace (needs root and tracefs): auto (when available), on (required), off.
+    #[arg(long, value_name = "MODE", default_value = "auto", value_parser = ["auto", "on", "off"])]
+    explain: String,
+    /// Serve OpenMetrics for Prometheus on this address (e.g. 127.0.0.1:9807); off by default.
+    #[arg(long, value_name = "ADDR")]
+    metrics_listen: Option<SocketAddr>,
+    /// File holding a bearer token (first line, at least 16 characters) that scrapes must send.
+    #[arg(long, value_name = "FILE", requires = "metrics_listen")]
+    metrics_token: Option<PathBuf>,
+}
+
+/// `firmtime watch report`
+#[derive(Debug, Args)]
+struct ReportArgs {
+    /// The period: the last D (e.g. 24h, 7d).
+    #[arg(long, value_name = "D", default_value = "24h", value_parser = long_duration)]
+    since: Duration,
+    /// The database file (as for `watch`).
+    #[arg(long, value_name = "PATH")]
+    db: Option<PathBuf>,
+    /// Directory for report.md, report.json and the PNGs.
+    #[arg(long, value_name = "DIR", default_value = "firmtime-watch-report")]
+    out: PathBuf,
+    /// The limit the report's first line judges the worst wake-up against.
+    #[arg(long, value_name = "D", default_value = "1ms", value_parser = args::duration)]
+    max_latency: Duration,
+}
+
+/// `firmtime watch check`
+#[derive(Debug, Args)]
+struct CheckArgs {
+    /// The period: the last D (e.g. 1h).
+    #[arg(long, value_name = "D", default_value = "1h", value_parser = long_duration)]
+    since: Duration,
+    /// The database file (as for `watch`).
+    #[arg(long, value_name = "PATH")]
+    db: Option<PathBuf>,
+    /// Fine only if every wake-up was at most this late.
+    #[arg(long, value_name = "D", default_value = "1ms", value_parser = args::duration)]
+    max_latency: Duration,
+    /// Fine only if at most this many deadlines were missed.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    max_missed: u64,
+    /// Also write the period's figures as JSON to PATH (`-`: stdout).
+    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "-")]
+    json: Option<PathBuf>,
+}
+
+/// `firmtime watch install`
+#[derive(Debug, Args)]
+struct InstallArgs {
+    /// Print the unit instead of writing it.
+    #[arg(long)]
+    print: bool,
+    /// Where to write the unit.
+    #[arg(long, value_name = "PATH", default_value = unit::UNIT_PATH)]
+    unit: PathBuf,
+    /// The `firmtime watch` flags the service runs with (after `--`), e.g. `-- --cpus 1 --keep 90d`.
+    #[arg(last = true, value_name = "WATCH-FLAGS")]
+    flags: Vec<String>,
+}
+
+/// Runs `firmtime watch …`.
+pub fn run(a: WatchArgs) -> anyhow::Result<Outcome> {
+    match a.command {
+        None => watch(a.run),
+        Some(WatchCommand::Report(r)) => report_cmd(r),
+        Some(WatchCommand::Check(c)) => check_cmd(c),
+        Some(WatchCommand::Install(i)) => install_cmd(i),
+    }
+}
+
+fn nanos(d: Duration) -> u64 {
+    args::nanos(d)
+}
+
+/// The run's config from its flags (usage errors name the flag).
+fn config(a: &RunArgs) -> Result<Config, UsageError> {
+    let cpus = match &a.cpus {
+        Some(text) => Some(sched::parse_cpu_list(text).map_err(|e| {
+            UsageError(format!(
+                "--cpus {text}: {} (valid: online CPUs {})",
+                e.message(),
+                sched::format_cpu_list(&sched::online_cpus())
+            ))
+        })?),
+        None => None,
+    };
+    let c = Config {
+        db: a.db.clone().unwrap_or_else(default_db),
+        period_ns: nanos(a.period),
+        interval_ns: nanos(a.interval),
+        duration_ns: a.duration.map(nanos),
+        policy: a.policy,
+        cpus,
+        keep_ns: nanos(a.keep),
+        worst: a.worst,
+        explain: match a.explain.as_str() {
+            "on" => ExplainMode::On,
+            "off" => ExplainMode::Off,
+            _ => ExplainMode::Auto,
+        },
+    };
+    c.validate()
+        .map_err(|e| UsageError(e.message().to_string()))?;
+    Ok(c)
+}
+
+fn now_unix_ns() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64)
+}
+
+fn interval_line(rows: &[firmtime_watch::store::CpuInterval]) -> String {
+    let Some(first) = rows.first() else {
+        return String::new();
+    };
+    let mut parts = Vec::new();
+    for r in rows {
+        let f = |v: Option<i64>| v.map_or("-".into(), report::fmt_ns);
+        let cause = r
+            .wakeups
+            .first()
+            .and_then(|w| {
+                let c = firmtime_trace::explain::Category::from_key(w.category.as_deref()?)?;
+                Some(format!(
+                    ", worst: {}",
+                    firmtime_trace::explain::cause_words(c, w.name.as_deref().unwrap_or(""))
+                ))
+            })
+            .unwrap_or_default();
+        parts.push(format!(
+            "CPU {}: {} wake-ups, p99.9 {}, max {}, {} missed{}{}",
+            r.cpu,
+            r.count,
+            f(r.p999_ns),
+            f(r.max_ns),
+            r.missed,
+            cause,
+            if r.partial { " (partial)" } else { "" }
+        ));
+    }
+    format!(
+        "interval {} from {}: {}",
+        first.seq,
+        report::utc(first.start_unix_ns),
+        parts.join("; ")
+    )
+}
+
+fn watch(a: RunArgs) -> anyhow::Result<Outcome> {
+    let cfg = config(&a)?;
+    if let Some(dir) = cfg.db.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            UsageError(format!(
+                "--db {}: cannot create {}: {e}",
+                cfg.db.display(),
+                dir.display()
+            ))
+        })?;
+    }
+    let token = match &a.metrics_token {
+        Some(p) => Some(metrics::read_token(p).map_err(|e| UsageError(e.message().to_string()))?),
+        None => None,
+    };
+    let stop = crate::signals::catch(crate::signals::Repeat::Ends)?;
+    let mut t0 = Totals::default();
+    for c in cfg.selected_cpus() {
+        // Served at 0 from the first scrape on.
+        t0.cpus.entry(c).or_default();
+    }
+    let totals = Arc::new(Mutex::new(t0));
+    let _server = match a.metrics_listen {
+        Some(addr) => {
+            let t = Arc::clone(&totals);
+            let s = metrics::serve(addr, token, move || WatchCollector::render(&t))?;
+            eprintln!("watch: serving OpenMetrics on http://{}/metrics", s.addr());
+            Some(s)
+        }
+        None => None,
+    };
+    let cmdline = std::env::args().collect::<Vec<_>>().join(" ");
+    let db = cfg.db.clone();
+    let summary = run::run(&cfg, &cmdline, stop, Some(totals), &mut |e| match e {
+        Event::Started {
+            conditions,
+            explain,
+        } => {
+            for (cpu, c) in &conditions {
+                eprintln!(
+                    "watch: CPU {cpu}: {} priority {}, memory locked {}, tid {}",
+                    c.obtained.policy,
+                    c.obtained.priority,
+                    c.obtained
+                        .memory_locked
+                        .map_or("unknown".into(), |b| b.to_string()),
+                    c.obtained.tid
+                );
+            }
+            match explain {
+                Ok(()) => eprintln!("watch: the explaining trace runs: the worst wake-ups get causes"),
+                Err(why) => eprintln!("watch: no explaining trace ({why}): the worst wake-ups are stored without causes"),
+            }
+            eprintln!(
+                "watch: storing into {} every {}",
+                db.display(),
+                firmtime_rt::units::format_duration(Duration::from_nanos(cfg.interval_ns))
+            );
+        }
+        Event::Stored(rows) => eprintln!("watch: {}", interval_line(&rows)),
+        Event::Pruned(n) => eprintln!("watch: deleted {n} interval rows older than --keep"),
+        Event::Notice(s) => eprintln!("watch: {s}"),
+    })?;
+    if summary.stopped {
+        eprintln!(
+            "watch: stopped by {}; {} intervals stored (run {})",
+            crate::signals::describe(),
+            summary.intervals,
+            summary.run_id
+        );
+    } else {
+        eprintln!(
+            "watch: --duration reached; {} intervals stored (run {})",
+            summary.intervals, summary.run_id
+        );
+    }
+    Ok(Outcome::Ok)
+}
+
+fn open_db(db: Option<PathBuf>) -> anyhow::Result<(PathBuf, Store)> {
+    let db = db.unwrap_or_else(default_db);
+    let s = Store::open_existing(&db)?;
+    Ok((db, s))
+}
+
+fn report_cmd(a: ReportArgs) -> anyhow::Result<Outcome> {
+    args::check_output_dir("--out", &a.out)?;
+    let (db, store) = open_db(a.db)?;
+    let p = Period::read(&store, nanos(a.since), now_unix_ns())?;
+    let max = nanos(a.max_latency) as i64;
+    let w = report::write(&p, &db, &a.out, max)?;
+    let (_, line) = report::verdict(&p, max, 0);
+    println!("{line}");
+    for e in &w.plot_errors {
+        eprintln!("watch report: plot not drawn: {e}");
+    }
+    println!("Report: {}", w.markdown.display());
+    Ok(Outcome::Ok)
+}
+
+/// `watch check`: exit 0 fine, 1 not fine, 2 no data (the process exits here).
+fn check_cmd(a: CheckArgs) -> anyhow::Result<Outcome> {
+    if let Some(p) = &a.json {
+        args::check_output_file("--json", p)?;
+    }
+    let db = a.db.clone().unwrap_or_else(default_db);
+    let (answer, line, period) = if db.is_file() {
+        let store = Store::open_existing(&db)?;
+        let p = Period::read(&store, nanos(a.since), now_unix_ns())?;
+        let (ans, line) = report::verdict(&p, nanos(a.max_latency) as i64, a.max_missed);
+        (ans, line, Some(p))
+    } else {
+        (
+            Answer::NoData,
+            format!("no data: database {} does not exist", db.display()),
+            None,
+        )
+    };
+    if let Some(path) = &a.json {
+        #[derive(serde::Serialize)]
+        struct Out<'a> {
+            answer: Answer,
+            line: &'a str,
+            period: Option<&'a Period>,
+        }
+        let _quiet = args::StdoutToStderr::when_json_on_stdout(Some(path))?;
+        drop(_quiet);
+        args::write_json(
+            path,
+            &Out {
+                answer,
+                line: &line,
+                period: period.as_ref(),
+            },
+        )?;
+    }
+    if !args::is_stdout(a.json.as_deref()) {
+        println!("{line}");
+    } else {
+        eprintln!("{line}");
+    }
+    std::process::exit(i32::from(answer.code()));
+}
+
+fn install_cmd(a: InstallArgs) -> anyhow::Result<Outcome> {
+    // Check the flags now, as `firmtime watch` would parse them.
+    #[derive(Debug, clap::Parser)]
+    struct Probe {
+        #[command(flatten)]
+        run: RunArgs,
+    }
+    let probe = <Probe as clap::Parser>::try_parse_from(
+        std::iter::once("firmtime watch".to_string()).chain(a.flags.iter().cloned()),
+    )
+    .map_err(|e| {
+        UsageError(format!(
+            "the watch flags given to install: {}",
+            e.render().to_string().trim()
+        ))
+    })?;
+    let cfg = config(&probe.run)?;
+    let exe = std::env::current_exe().context("cannot find this executable")?;
+    let mut flags = a.flags.clone();
+    if probe.run.db.is_none() {
+        // Pin the database the service uses (root's default).
+        flags.splice(0..0, ["--db".to_string(), cfg.db.display().to_string()]);
+    }
+    let text = unit::unit_text(&exe, &flags);
+    if a.print {
+        print!("{text}");
+        return Ok(Outcome::Ok);
+    }
+    write_unit(&a.unit, &text)?;
+    let name = a
+        .unit
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("firmtime-watch.service");
+    println!("Wrote {}. Enable and start it with:", a.unit.display());
+    println!("  systemctl daemon-reload && systemctl enable --now {name}");
+    println!("Follow it with `journalctl -u {name} -f`; check it with `firmtime watch check`.");
+    Ok(Outcome::Ok)
+}
+
+fn write_unit(path: &Path, text: &str) -> anyhow::Result<()> {
+    args::check_output_file("--unit", path)?;
+    firmtime_rt::fs::write_atomic(path, text.as_bytes())
+        .with_context(|| format!("--unit {}: cannot write", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct T {
+        #[command(flatten)]
+        w: WatchArgs,
+    }
+
+    #[test]
+    fn keep_takes_days_and_run_flags_become_a_config() {
+        assert_eq!(long_duration("30d"), Ok(Duration::from_secs(30 * 86_400)));
+        assert_eq!(long_duration("12h"), Ok(Duration::from_secs(12 * 3600)));
+        assert!(long_duration("0d").is_err());
+        let t = T::try_parse_from(["t", "--db", "/tmp/x.db", "--interval", "2s", "--keep", "1d"])
+            .unwrap();
+        let c = config(&t.w.run).unwrap();
+        assert_eq!(
+            (c.interval_ns, c.keep_ns, c.period_ns),
+            (2_000_000_000, 86_400_000_000_000, 1_000_000)
+        );
+        let t = T::try_parse_from(["t", "--interval", "1500us"]).unwrap();
+        let e = config(&t.w.run).unwrap_err().0;
+        assert!(
+            e.starts_with("--interval 1500µs is out of range: valid is 1s to 1h"),
+            "{e}"
+        );
+        let t = T::try_parse_from(["t", "--policy", "other"]).unwrap();
+        let e = config(&t.w.run).unwrap_err().0;
+        assert!(e.contains("--policy other"), "{e}");
+    }
+}

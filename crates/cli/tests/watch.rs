@@ -1,0 +1,924 @@
+//! `firmtime watch`: rows stored per interval, kill -9 and SIGTERM, retention,
+//! `check`'s exit codes, `report`'s files, `install`'s unit, usage errors.
+//! Runs the real binary with real SCHED_FIFO threads (root) on CPU 0.
+
+mod common;
+
+use common::*;
+use firmtime_watch::store::{CpuInterval, MachineState, RunInfo, Store};
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+fn root(test: &str) -> bool {
+    let ok = is_root();
+    if !ok {
+        firmtime_rt::testing::skip(format!("{test}: needs root (SCHED_FIFO, mlockall)"));
+    }
+    ok
+}
+
+fn now_ns() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as i64
+}
+
+fn db_arg(dir: &TestDir) -> String {
+    dir.0.join("w.db").display().to_string()
+}
+
+/// `(seq, count + missed, merged, partial)` of every stored row, in order.
+fn rows(db: &Path) -> Vec<(u64, u64, u64, bool)> {
+    let s = Store::open_existing(db).unwrap();
+    s.integrity_check().unwrap();
+    s.intervals_since(0)
+        .unwrap()
+        .into_iter()
+        .map(|r| {
+            let i = r.interval;
+            (i.seq, i.count + i.missed, i.merged, i.partial)
+        })
+        .collect()
+}
+
+/// Starts `firmtime watch ARGS` and waits until it has stored `n`
+/// intervals (its `watch: interval` lines); stderr is drained after that.
+fn start_watch(args: &[&str], n: usize) -> std::process::Child {
+    let mut child = Command::new(EXE)
+        .arg("watch")
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = 0;
+    let mut line = String::new();
+    let t0 = Instant::now();
+    while seen < n {
+        line.clear();
+        assert!(
+            err.read_line(&mut line).unwrap() > 0,
+            "watch ended early after {seen} intervals"
+        );
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "no interval stored"
+        );
+        if line.starts_with("watch: interval ") {
+            seen += 1;
+        }
+    }
+    std::thread::spawn(move || {
+        let mut sink = String::new();
+        while err.read_line(&mut sink).unwrap_or(0) > 0 {
+            sink.clear();
+        }
+    });
+    child
+}
+
+#[test]
+fn watch_stores_one_row_per_cpu_and_interval_and_every_deadline_once() {
+    if !root("watch_stores_one_row_per_cpu_and_interval") {
+        return;
+    }
+    let dir = TestDir::new("watch-rows");
+    let db = db_arg(&dir);
+    let out = firmtime(&[
+        "watch",
+        "--db",
+        &db,
+        "--cpus",
+        "0,1",
+        "--interval",
+        "1s",
+        "--duration",
+        "3500ms",
+        "--explain",
+        "off",
+    ]);
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("watch: --duration reached; 4 intervals stored (run 1)"),
+        "{err}"
+    );
+    let s = Store::open_existing(Path::new(&db)).unwrap();
+    let all = s.intervals_since(0).unwrap();
+    assert_eq!(all.len(), 8, "4 intervals × 2 CPUs");
+    for cpu in [0, 1] {
+        let mine: Vec<&CpuInterval> = all
+            .iter()
+            .map(|r| &r.interval)
+            .filter(|i| i.cpu == cpu)
+            .collect();
+        assert_eq!(mine.iter().map(|i| i.seq).collect::<Vec<_>>(), [0, 1, 2, 3]);
+        // Every deadline is a wake-up or a counted miss, in exactly one interval.
+        assert_eq!(mine.iter().map(|i| i.count + i.missed).sum::<u64>(), 3500);
+        for i in &mine[..3] {
+            assert_eq!(i.merged, 0, "the writer kept up: {i:?}");
+            assert_eq!(i.count + i.missed, 1000, "a whole interval: {i:?}");
+            assert!(!i.partial);
+            let h: u64 = i.histogram.iter().map(|(_, c)| c).sum();
+            assert_eq!(h, i.count, "the histogram holds every wake-up");
+            assert!(i.p999_ns <= i.max_ns && i.p99_ns <= i.p999_ns);
+            assert!(!i.wakeups.is_empty() && i.wakeups.len() <= 10);
+            assert_eq!(i.wakeups[0].latency_ns, i.max_ns.unwrap(), "worst first");
+            assert!(!i.explained);
+            assert_eq!(i.end_unix_ns - i.start_unix_ns, 1_000_000_000);
+        }
+        assert!(mine[3].partial, "the last half interval");
+    }
+    assert_eq!(s.count("states").unwrap(), 1, "the state did not change");
+    let runs = s.runs().unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].3.as_deref(), Some("duration reached"));
+}
+
+#[test]
+fn kill_9_loses_at_most_the_current_interval() {
+    if !root("kill_9_loses_at_most_the_current_interval") {
+        return;
+    }
+    let dir = TestDir::new("watch-kill9");
+    let db = db_arg(&dir);
+    let mut child = start_watch(
+        &[
+            "--db",
+            &db,
+            "--cpus",
+            "0",
+            "--interval",
+            "1s",
+            "--explain",
+            "off",
+        ],
+        3,
+    );
+    // Mid-interval.
+    std::thread::sleep(Duration::from_millis(400));
+    assert_eq!(kill(child.id(), libc::SIGKILL), 0);
+    child.wait().unwrap();
+    let r = rows(Path::new(&db));
+    assert!(r.len() >= 3, "the 3 intervals reported are stored: {r:?}");
+    let mut next = 0;
+    for (seq, deadlines, merged, partial) in &r {
+        assert_eq!(*seq, next, "contiguous from 0: {r:?}");
+        // A row spans 1 + merged intervals when the writer was late.
+        assert_eq!(
+            *deadlines,
+            1000 * (1 + merged),
+            "each stored interval is whole: {r:?}"
+        );
+        assert!(!partial);
+        next = seq + 1 + merged;
+    }
+    let s = Store::open_existing(Path::new(&db)).unwrap();
+    assert_eq!(s.runs().unwrap()[0].3, None, "the killed run has no end");
+    drop(s);
+    // The database takes a new run after the crash.
+    let out = firmtime(&[
+        "watch",
+        "--db",
+        &db,
+        "--cpus",
+        "0",
+        "--interval",
+        "1s",
+        "--duration",
+        "1s",
+        "--explain",
+        "off",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let s = Store::open_existing(Path::new(&db)).unwrap();
+    assert_eq!(s.runs().unwrap().len(), 2);
+    assert_eq!(s.count("intervals").unwrap(), r.len() as u64 + 1);
+}
+
+#[test]
+fn sigterm_stores_the_interval_being_measured() {
+    if !root("sigterm_stores_the_interval_being_measured") {
+        return;
+    }
+    let dir = TestDir::new("watch-term");
+    let db = db_arg(&dir);
+    let mut child = start_watch(
+        &[
+            "--db",
+            &db,
+            "--cpus",
+            "0",
+            "--interval",
+            "1s",
+            "--explain",
+            "off",
+        ],
+        1,
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(kill(child.id(), libc::SIGTERM), 0);
+    let st = child.wait().unwrap();
+    assert!(st.success(), "{st:?}");
+    let r = rows(Path::new(&db));
+    let last = r.last().unwrap();
+    assert!(
+        last.3,
+        "the interval cut short is stored, flagged partial: {r:?}"
+    );
+    assert!(last.1 > 0 && last.1 < 1000 * (1 + last.2), "{r:?}");
+    let s = Store::open_existing(Path::new(&db)).unwrap();
+    assert_eq!(s.runs().unwrap()[0].3.as_deref(), Some("stopped"));
+}
+
+fn fake_row(seq: u64, end_unix_ns: i64, max_ns: i64, missed: u64) -> CpuInterval {
+    CpuInterval {
+        seq,
+        cpu: 0,
+        start_unix_ns: end_unix_ns - 60_000_000_000,
+        end_unix_ns,
+        period_ns: 1_000_000,
+        count: 60_000 - missed,
+        missed,
+        min_ns: Some(2_000),
+        max_ns: Some(max_ns),
+        mean_ns: Some(5_000.0),
+        p99_ns: Some(9_000),
+        p999_ns: Some(12_000),
+        steal_ns: 0,
+        partial: false,
+        merged: 0,
+        explained: false,
+        histogram: vec![(5_000, 60_000 - missed - 1), (max_ns, 1)],
+        wakeups: vec![],
+    }
+}
+
+fn fake_db(path: &Path, rows: &[CpuInterval]) {
+    let mut s = Store::open(path).unwrap();
+    let run = s
+        .begin_run(&RunInfo {
+            started_unix_ns: 0,
+            firmtime_version: "test".into(),
+            command_line: "test".into(),
+            config: "{}".into(),
+            conditions: "[]".into(),
+        })
+        .unwrap();
+    for r in rows {
+        s.write_interval(
+            run,
+            r.end_unix_ns,
+            &MachineState::default(),
+            std::slice::from_ref(r),
+        )
+        .unwrap();
+    }
+}
+
+#[test]
+fn retention_deletes_intervals_older_than_keep() {
+    if !root("retention_deletes_intervals_older_than_keep") {
+        return;
+    }
+    let dir = TestDir::new("watch-keep");
+    let db = db_arg(&dir);
+    let day = 86_400_000_000_000;
+    fake_db(
+        Path::new(&db),
+        &[
+            fake_row(0, now_ns() - 2 * day, 50_000, 0),
+            fake_row(1, now_ns() - day / 2, 50_000, 0),
+        ],
+    );
+    let out = firmtime(&[
+        "watch",
+        "--db",
+        &db,
+        "--cpus",
+        "0",
+        "--interval",
+        "1s",
+        "--duration",
+        "2s",
+        "--keep",
+        "1d",
+        "--explain",
+        "off",
+    ]);
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("watch: deleted 1 interval rows older than --keep"),
+        "{err}"
+    );
+    let s = Store::open_existing(Path::new(&db)).unwrap();
+    let ends: Vec<i64> = s
+        .intervals_since(0)
+        .unwrap()
+        .iter()
+        .map(|r| r.interval.end_unix_ns)
+        .collect();
+    assert_eq!(ends.len(), 3, "the half-day-old one and the 2 new ones");
+    assert!(ends.iter().all(|&e| e > now_ns() - day));
+}
+
+#[test]
+fn check_exits_0_when_fine_1_when_not_2_without_data() {
+    let dir = TestDir::new("watch-check");
+    let db = db_arg(&dir);
+    let code = |args: &[&str]| {
+        let out = firmtime(args);
+        (out.status.code(), text(&out.stdout))
+    };
+    let (c, line) = code(&["watch", "check", "--db", &db]);
+    assert_eq!(c, Some(2), "{line}");
+    assert!(line.starts_with("no data: database"), "{line}");
+    let now = now_ns();
+    fake_db(
+        Path::new(&db),
+        &[
+            fake_row(0, now - 120_000_000_000, 300_000, 0),
+            fake_row(1, now - 60_000_000_000, 2_400_000, 2),
+        ],
+    );
+    let (c, line) = code(&["watch", "check", "--db", &db, "--since", "1h"]);
+    assert_eq!(c, Some(1), "{line}");
+    assert!(
+        line.starts_with("NOT fine: worst wake-up 2.4 ms late"),
+        "{line}"
+    );
+    assert!(line.contains("2 missed deadlines (allowed 0)"), "{line}");
+    let (c, line) = code(&[
+        "watch",
+        "check",
+        "--db",
+        &db,
+        "--max-latency",
+        "5ms",
+        "--max-missed",
+        "2",
+    ]);
+    assert_eq!(c, Some(0), "{line}");
+    assert!(
+        line.starts_with("fine: 119998 wake-ups, worst 2.4 ms ≤ 5ms"),
+        "{line}"
+    );
+    // Both intervals ended more than 30 s ago: a 30 s window holds nothing.
+    let (c, line) = code(&["watch", "check", "--db", &db, "--since", "30s"]);
+    assert_eq!(c, Some(2), "{line}");
+    let json = dir.0.join("check.json");
+    let (c, _) = code(&[
+        "watch",
+        "check",
+        "--db",
+        &db,
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(c, Some(1));
+    let v = read_json(&json);
+    assert_eq!(v["answer"], "not_fine");
+    assert_eq!(v["period"]["missed"], 2);
+}
+
+#[test]
+fn report_writes_markdown_json_and_plots() {
+    let dir = TestDir::new("watch-report");
+    let db = db_arg(&dir);
+    let now = now_ns();
+    let rows: Vec<CpuInterval> = (0..30)
+        .map(|k| {
+            fake_row(
+                k,
+                now - (30 - k as i64) * 60_000_000_000,
+                40_000 + k as i64 * 1000,
+                0,
+            )
+        })
+        .collect();
+    fake_db(Path::new(&db), &rows);
+    let out_dir = dir.0.join("rep");
+    let out = firmtime(&[
+        "watch",
+        "report",
+        "--db",
+        &db,
+        "--since",
+        "24h",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    let stdout = assert_ok(&out);
+    assert!(
+        stdout.starts_with("fine: 1800000 wake-ups, worst 69 µs"),
+        "{stdout}"
+    );
+    let md = std::fs::read_to_string(out_dir.join("report.md")).unwrap();
+    for needle in [
+        "## Latency over time",
+        "![latency over time](latency-over-time.png)",
+        "![histogram](histogram.png)",
+        "## Causes of the worst wake-ups",
+        "| CPU | intervals |",
+    ] {
+        assert!(md.contains(needle), "{needle} missing from {md}");
+    }
+    assert!(
+        std::fs::metadata(out_dir.join("latency-over-time.png"))
+            .unwrap()
+            .len()
+            > 1000
+    );
+    assert!(
+        std::fs::metadata(out_dir.join("histogram.png"))
+            .unwrap()
+            .len()
+            > 1000
+    );
+    let v = read_json(&out_dir.join("report.json"));
+    assert_eq!(v["count"], 1_800_000);
+    assert_eq!(v["over_time"].as_array().unwrap().len(), 30);
+    assert_eq!(v["max_ns"], 69_000);
+}
+
+#[test]
+fn install_prints_and_writes_a_unit_that_systemd_accepts() {
+    let out = firmtime(&[
+        "watch", "install", "--print", "--", "--cpus", "0", "--keep", "7d",
+    ]);
+    let unit = assert_ok(&out);
+    let exec = unit.lines().find(|l| l.starts_with("ExecStart=")).unwrap();
+    assert!(
+        exec.ends_with(" watch --db /var/lib/firmtime/watch.db --cpus 0 --keep 7d") || !is_root(),
+        "{exec}"
+    );
+    assert!(exec.contains(" watch "), "{exec}");
+    for l in [
+        "Restart=on-failure",
+        "StandardError=journal",
+        "KillSignal=SIGTERM",
+        "WantedBy=multi-user.target",
+    ] {
+        assert!(unit.lines().any(|x| x == l), "{l} missing: {unit}");
+    }
+    let dir = TestDir::new("watch-install");
+    let path = dir.0.join("firmtime-watch.service");
+    let out = firmtime(&[
+        "watch",
+        "install",
+        "--unit",
+        path.to_str().unwrap(),
+        "--",
+        "--interval",
+        "30s",
+    ]);
+    let said = assert_ok(&out);
+    assert!(
+        said.contains("systemctl daemon-reload && systemctl enable --now firmtime-watch.service"),
+        "{said}"
+    );
+    let written = std::fs::read_to_string(&path).unwrap();
+    assert!(written.contains("--interval 30s"), "{written}");
+    if Command::new("systemd-analyze")
+        .arg("--version")
+        .output()
+        .is_ok()
+    {
+        let v = Command::new("systemd-analyze")
+            .arg("verify")
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(
+            v.status.success(),
+            "systemd-analyze verify: {}{}",
+            text(&v.stdout),
+            text(&v.stderr)
+        );
+        let complaints = text(&v.stderr);
+        assert!(
+            !complaints.contains("firmtime-watch.service:"),
+            "{complaints}"
+        );
+    } else {
+        firmtime_rt::testing::skip(
+            "systemd-analyze not installed: the unit was checked as text only",
+        );
+    }
+    // Bad watch flags are refused before anything is written.
+    assert_usage_error(
+        &["watch", "install", "--print", "--", "--interval", "10ms"],
+        &["--interval 10ms is out of range: valid is 1s to 1h"],
+    );
+}
+
+#[test]
+fn bad_watch_flags_are_usage_errors_naming_the_flag() {
+    assert_usage_errors(
+        "watch --db /tmp/never-written.db",
+        &[
+            (
+                "--interval 500ms",
+                &["--interval 500ms is out of range: valid is 1s to 1h"],
+            ),
+            (
+                "--period 10us",
+                &["--period 10µs is out of range: valid is 100µs to 1s"],
+            ),
+            ("--keep 30s", &["--keep 30s is out of range"]),
+            (
+                "--interval 1s --period 3ms",
+                &["--interval 1s must be a whole number of --period (3ms)"],
+            ),
+            (
+                "--policy other",
+                &["--policy other: watch measures a real-time thread"],
+            ),
+            (
+                "--worst 0",
+                &["--worst 0 is out of range: valid is 1 to 1000"],
+            ),
+            ("--metrics-token /tmp/x", &["--metrics-listen"]),
+            ("--cpus 999", &["--cpus: CPU 999 is not online"]),
+        ],
+    );
+    assert!(!Path::new("/tmp/never-written.db").exists());
+}
+
+fn promtool(args: &[&str]) -> Option<std::process::Output> {
+    match Command::new("promtool").args(args).output() {
+        Ok(o) => Some(o),
+        Err(_) => {
+            firmtime_rt::testing::skip("promtool not installed (Debian: prometheus)");
+            None
+        }
+    }
+}
+
+fn contrib(p: &str) -> String {
+    format!("{}/../../contrib/{p}", env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn shipped_alert_rules_pass_promtool_check_and_their_unit_tests() {
+    let rules = contrib("prometheus/firmtime-watch.rules.yml");
+    let Some(out) = promtool(&["check", "rules", &rules]) else {
+        return;
+    };
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    assert!(
+        text(&out.stdout).contains("SUCCESS: 3 rules found"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = promtool(&[
+        "test",
+        "rules",
+        &contrib("prometheus/firmtime-watch.rules.test.yml"),
+    ])
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn the_grafana_dashboard_queries_only_metrics_watch_serves() {
+    let d: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(contrib("grafana/firmtime-watch.json")).unwrap(),
+    )
+    .unwrap();
+    let served = [
+        "firmtime_watch_latency_seconds_bucket",
+        "firmtime_watch_last_max_latency_seconds",
+        "firmtime_watch_missed_deadlines_total",
+        "firmtime_watch_worst_wakeups_by_cause_total",
+        "firmtime_watch_steal_seconds_total",
+        "firmtime_watch_intervals_total",
+        "firmtime_watch_wakeups_total",
+    ];
+    let panels = d["panels"].as_array().unwrap();
+    assert_eq!(panels.len(), 6);
+    let mut exprs: Vec<String> = panels
+        .iter()
+        .flat_map(|p| p["targets"].as_array().unwrap().iter())
+        .map(|t| t["expr"].as_str().unwrap().to_string())
+        .collect();
+    exprs.push(
+        d["templating"]["list"][1]["definition"]
+            .as_str()
+            .unwrap()
+            .into(),
+    );
+    for e in &exprs {
+        let names: Vec<&str> = e
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .filter(|w| w.starts_with("firmtime_"))
+            .collect();
+        assert!(!names.is_empty(), "{e}");
+        for n in names {
+            assert!(served.contains(&n), "{n} in {e} is not served");
+        }
+    }
+}
+
+/// A free loopback port (bound, then released).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn http_get(addr: &str, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(addr).ok()?;
+    c.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    write!(c, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
+    let mut s = String::new();
+    c.read_to_string(&mut s).ok()?;
+    let (head, body) = s.split_once("\r\n\r\n")?;
+    head.starts_with("HTTP/1.0 200")
+        .then(|| body.to_string())
+        .or_else(|| head.starts_with("HTTP/1.1 200").then(|| body.to_string()))
+}
+
+fn encode(q: &str) -> String {
+    q.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The value of a PromQL instant query at Unix time `t` (one series expected).
+fn prom_query(addr: &str, q: &str, t: f64) -> f64 {
+    let body = http_get(
+        addr,
+        &format!("/api/v1/query?query={}&time={t:.3}", encode(q)),
+    )
+    .unwrap_or_else(|| panic!("query {q} failed"));
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["status"], "success", "{q}: {body}");
+    let r = v["data"]["result"].as_array().unwrap();
+    assert_eq!(r.len(), 1, "{q}: one series expected: {body}");
+    r[0]["value"][1].as_str().unwrap().parse().unwrap()
+}
+
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = kill(self.0.id(), libc::SIGTERM);
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(10) {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `watch ARGS` (with a `--metrics-listen`); returns it and the
+/// address it serves on. Its stderr lines go to `lines`.
+fn start_watch_serving(args: &[&str]) -> (Killed, String, std::sync::mpsc::Receiver<String>) {
+    let mut child = Command::new(EXE)
+        .arg("watch")
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = BufReader::new(child.stderr.take().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for l in err.lines() {
+            let Ok(l) = l else { break };
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    let child = Killed(child);
+    let addr = loop {
+        let l = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("watch did not start serving");
+        if let Some(rest) = l.strip_prefix("watch: serving OpenMetrics on http://") {
+            break rest.trim_end_matches("/metrics").to_string();
+        }
+    };
+    (child, addr, rx)
+}
+
+#[test]
+fn prometheus_scrapes_watch_and_agrees_with_its_database() {
+    if !root("prometheus_scrapes_watch") {
+        return;
+    }
+    if Command::new("prometheus")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        firmtime_rt::testing::skip("prometheus not installed (Debian: prometheus)");
+        return;
+    }
+    let dir = TestDir::new("watch-prom");
+    let db = db_arg(&dir);
+    // Prometheus first, so that it scrapes watch from its first moment:
+    // each counter's first sample is 0 and increase() sees all of it.
+    let target = format!("127.0.0.1:{}", free_port());
+    let prom_addr = format!("127.0.0.1:{}", free_port());
+    let cfg = dir.0.join("prometheus.yml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "global:\n  scrape_interval: 500ms\n  scrape_timeout: 400ms\nscrape_configs:\n  - job_name: firmtime-watch\n    static_configs:\n      - targets: ['{target}']\n"
+        ),
+    )
+    .unwrap();
+    let prom = Killed(
+        Command::new("prometheus")
+            .arg(format!("--config.file={}", cfg.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.0.join("tsdb").display()
+            ))
+            .arg(format!("--web.listen-address={prom_addr}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let t0 = Instant::now();
+    while http_get(&prom_addr, "/-/ready").is_none() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "prometheus not ready"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Prometheus applies new targets after a few seconds: wait for its
+    // first scrape (`up` 0: nothing listens yet), then start watch.
+    let t0 = Instant::now();
+    loop {
+        let body = http_get(&prom_addr, &format!("/api/v1/query?query={}", encode("up")))
+            .unwrap_or_default();
+        if body.contains("firmtime-watch") {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "prometheus never scraped: {body}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let (watch, served_on, lines) = start_watch_serving(&[
+        "--db",
+        &db,
+        "--cpus",
+        "0",
+        "--interval",
+        "2s",
+        "--explain",
+        "off",
+        "--metrics-listen",
+        &target,
+    ]);
+    assert_eq!(served_on, target);
+    // What we serve passes promtool (text format) and is OpenMetrics for Prometheus.
+    let served = http_get(&target, "/metrics").unwrap();
+    assert!(
+        served.contains("firmtime_watch_missed_deadlines_total{cpu=\"0\"} 0"),
+        "{served}"
+    );
+    let mut pt = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        pt.stdin
+            .take()
+            .unwrap()
+            .write_all(served.as_bytes())
+            .unwrap();
+    }
+    let out = pt.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool: {}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    // Let watch store 4 intervals (8 s) while Prometheus scrapes.
+    let mut stored = 0;
+    while stored < 4 {
+        let l = lines
+            .recv_timeout(Duration::from_secs(30))
+            .expect("no interval stored");
+        if l.starts_with("watch: interval ") {
+            stored += 1;
+        }
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    let t = (now_ns() as f64 / 1e9) - 0.2;
+    let q = |e: &str| prom_query(&prom_addr, e, t);
+    let n = q("firmtime_watch_intervals_total{cpu=\"0\"}") as usize;
+    assert!(n >= 3, "scraped after {n} intervals");
+    let wakeups = q("firmtime_watch_wakeups_total{cpu=\"0\"}");
+    let missed = q("firmtime_watch_missed_deadlines_total{cpu=\"0\"}");
+    let count = q("firmtime_watch_latency_seconds_count{cpu=\"0\"}");
+    let p999 = q("histogram_quantile(0.999, firmtime_watch_latency_seconds_bucket{cpu=\"0\"})");
+    let inc = q("increase(firmtime_watch_missed_deadlines_total{cpu=\"0\"}[1h])");
+    // The same intervals from the database.
+    let s = Store::open_existing(Path::new(&db)).unwrap();
+    let rows: Vec<CpuInterval> = s
+        .intervals_since(0)
+        .unwrap()
+        .into_iter()
+        .map(|r| r.interval)
+        .take(n)
+        .collect();
+    assert_eq!(rows.len(), n);
+    let db_count: u64 = rows.iter().map(|r| r.count).sum();
+    let db_missed: u64 = rows.iter().map(|r| r.missed).sum();
+    assert_eq!(wakeups as u64, db_count, "wake-ups");
+    assert_eq!(count as u64, db_count, "histogram count");
+    assert_eq!(missed as u64, db_missed, "missed deadlines");
+    // increase() extrapolates past the first and last samples (by up to
+    // half a scrape interval each side, and not below zero at the start):
+    // with a first sample of 0, at least the stored misses; 0 without any.
+    if db_missed == 0 {
+        assert_eq!(inc, 0.0);
+    } else {
+        let raw = http_get(
+            &prom_addr,
+            &format!(
+                "/api/v1/query?query={}&time={t:.3}",
+                encode("firmtime_watch_missed_deadlines_total{cpu=\"0\"}[1h]")
+            ),
+        );
+        assert!(
+            inc >= db_missed as f64 * 0.99 && inc <= db_missed as f64 * 1.5,
+            "increase {inc} vs {db_missed} stored; samples: {raw:?}"
+        );
+    }
+    // histogram_quantile interpolates inside a bucket: it lies in the
+    // Prometheus bucket that holds firmtime's nearest-rank p99.9 of the
+    // same intervals.
+    let mut h = firmtime_watch::hist::Hist::new();
+    for r in &rows {
+        h.add_sparse(&r.histogram);
+    }
+    let total = h.total();
+    let rank = firmtime_rt::quantile::nearest_rank(0.999, total);
+    let edges = firmtime_watch::metrics::BUCKET_EDGES_NS;
+    let k = edges
+        .iter()
+        .position(|&e| h.at_or_below(e) >= rank)
+        .unwrap_or(edges.len());
+    let lo = if k == 0 {
+        0.0
+    } else {
+        edges[k - 1] as f64 / 1e9
+    };
+    let hi = edges.get(k).map_or(f64::INFINITY, |&e| e as f64 / 1e9);
+    // Prometheus ranks at q·n (not rounded up): at a bucket boundary it may
+    // take the bucket below, whose upper edge is `lo`.
+    assert!(
+        p999 >= lo && p999 <= hi,
+        "histogram_quantile {p999} outside [{lo}, {hi}]"
+    );
+    eprintln!(
+        "prometheus at {t:.1}: {n} intervals, {wakeups} wake-ups, {missed} missed, increase {inc:.2}; \
+         histogram_quantile(0.999) {p999:.6} s in [{lo}, {hi}] (firmtime p99.9 {:?} ns)",
+        h.quantile(0.999, rows.iter().filter_map(|r| r.max_ns).max().unwrap_or(0))
+    );
+    drop(prom);
+    drop(watch);
+}

@@ -1,0 +1,540 @@
+//! OpenMetrics for Prometheus: the exposition (prometheus-client) and a
+//! small HTTP endpoint that any long-running firmtime process can reuse.
+//!
+//! [`serve`] takes a closure that renders the OpenMetrics text; it knows
+//! nothing of `watch`. `watch` renders [`Totals`]: the sums of the
+//! intervals it has stored, so what Prometheus scrapes agrees with the
+//! database interval by interval (counters move once per interval).
+//!
+//! The endpoint answers `GET /metrics` only, with an optional bearer token
+//! (compared in constant time), a 2 s deadline per connection, a 8 KiB cap
+//! on the request head, and one connection at a time: nothing a stranger
+//! sends can grow memory or hold the process. It never runs in RT context.
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::hist::Hist;
+use prometheus_client::encoding::DescriptorEncoder;
+use prometheus_client::metrics::MetricType;
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The latency histogram's bucket edges, ns: 10 µs … 100 ms.
+pub const BUCKET_EDGES_NS: [i64; 13] = [
+    10_000,
+    20_000,
+    50_000,
+    100_000,
+    200_000,
+    500_000,
+    1_000_000,
+    2_000_000,
+    5_000_000,
+    10_000_000,
+    20_000_000,
+    50_000_000,
+    100_000_000,
+];
+
+/// What one CPU measured so far, summed over the stored intervals.
+#[derive(Debug, Clone, Default)]
+pub struct CpuTotals {
+    /// Wake-ups.
+    pub count: u64,
+    /// Deadlines missed.
+    pub missed: u64,
+    /// Sum of latencies, ns.
+    pub sum_ns: i128,
+    /// Steal, ns.
+    pub steal_ns: u64,
+    /// Intervals stored.
+    pub intervals: u64,
+    /// The latencies.
+    pub hist: Option<Hist>,
+    /// The last interval's max latency, ns.
+    pub last_max_ns: i64,
+}
+
+/// Everything `watch` exposes.
+#[derive(Debug, Clone, Default)]
+pub struct Totals {
+    /// Per CPU.
+    pub cpus: BTreeMap<usize, CpuTotals>,
+    /// Explained worst wake-ups by cause category (the bounded label set of
+    /// `firmtime_trace::explain::Category`).
+    pub causes: BTreeMap<&'static str, u64>,
+}
+
+impl Totals {
+    /// Adds one stored interval of `cpu`.
+    pub fn add(&mut self, row: &crate::store::CpuInterval) {
+        let t = self.cpus.entry(row.cpu).or_default();
+        t.count += row.count;
+        t.missed += row.missed;
+        if let Some(m) = row.mean_ns {
+            t.sum_ns += (m * row.count as f64).round() as i128;
+        }
+        t.steal_ns += row.steal_ns;
+        t.intervals += 1;
+        t.last_max_ns = row.max_ns.unwrap_or(0);
+        t.hist
+            .get_or_insert_with(Hist::new)
+            .add_sparse(&row.histogram);
+        for w in &row.wakeups {
+            if let Some(c) = w
+                .category
+                .as_deref()
+                .and_then(firmtime_trace::explain::Category::from_key)
+            {
+                *self.causes.entry(c.key()).or_default() += 1;
+            }
+        }
+    }
+}
+
+/// Reads one counter's value from a CPU's totals.
+type Getter = fn(&CpuTotals) -> f64;
+
+/// A prometheus-client collector over shared [`Totals`].
+#[derive(Debug, Clone)]
+pub struct WatchCollector {
+    totals: Arc<Mutex<Totals>>,
+}
+
+struct CpuLabel(String);
+
+impl prometheus_client::encoding::EncodeLabelSet for CpuLabel {
+    fn encode(
+        &self,
+        mut encoder: prometheus_client::encoding::LabelSetEncoder,
+    ) -> std::result::Result<(), std::fmt::Error> {
+        use prometheus_client::encoding::EncodeLabel;
+        ("cpu", self.0.as_str()).encode(encoder.encode_label())
+    }
+}
+
+struct CategoryLabel(&'static str);
+
+impl prometheus_client::encoding::EncodeLabelSet for CategoryLabel {
+    fn encode(
+        &self,
+        mut encoder: prometheus_client::encoding::LabelSetEncoder,
+    ) -> std::result::Result<(), std::fmt::Error> {
+        use prometheus_client::encoding::EncodeLabel;
+        ("category", self.0).encode(encoder.encode_label())
+    }
+}
+
+impl prometheus_client::collector::Collector for WatchCollector {
+    fn encode(&self, mut enc: DescriptorEncoder) -> std::result::Result<(), std::fmt::Error> {
+        let t = self
+            .totals
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        {
+            let mut m = enc.encode_descriptor(
+                "firmtime_watch_latency_seconds",
+                "Wake-up latency of the periodic real-time thread (wake time minus deadline)",
+                None,
+                MetricType::Histogram,
+            )?;
+            for (cpu, c) in &t.cpus {
+                let empty = Hist::new();
+                let h = c.hist.as_ref().unwrap_or(&empty);
+                let mut buckets = Vec::with_capacity(BUCKET_EDGES_NS.len() + 1);
+                let mut below = 0;
+                for e in BUCKET_EDGES_NS {
+                    let n = h.at_or_below(e);
+                    buckets.push((e as f64 / 1e9, n - below));
+                    below = n;
+                }
+                buckets.push((f64::MAX, h.total() - below));
+                let label = CpuLabel(cpu.to_string());
+                let mut f = m.encode_family(&label)?;
+                f.encode_histogram::<()>(c.sum_ns as f64 / 1e9, h.total(), &buckets, None)?;
+            }
+        }
+        let counters: [(&str, &str, Getter); 3] = [
+            ("firmtime_watch_wakeups", "Wake-ups measured", |c| {
+                c.count as f64
+            }),
+            (
+                "firmtime_watch_missed_deadlines",
+                "Deadlines that passed while the thread was still late",
+                |c| c.missed as f64,
+            ),
+            (
+                "firmtime_watch_steal_seconds",
+                "Time the hypervisor ran something else on the CPU (/proc/stat steal)",
+                |c| c.steal_ns as f64 / 1e9,
+            ),
+        ];
+        for (name, help, get) in counters {
+            let mut m = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
+            for (cpu, c) in &t.cpus {
+                let label = CpuLabel(cpu.to_string());
+                let f = m.encode_family(&label)?;
+                encode_counter(f, get(c))?;
+            }
+        }
+        {
+            let mut m = enc.encode_descriptor(
+                "firmtime_watch_intervals",
+                "Intervals stored in the database",
+                None,
+                MetricType::Counter,
+            )?;
+            for (cpu, c) in &t.cpus {
+                let label = CpuLabel(cpu.to_string());
+                encode_counter(m.encode_family(&label)?, c.intervals as f64)?;
+            }
+        }
+        {
+            let mut m = enc.encode_descriptor(
+                "firmtime_watch_worst_wakeups_by_cause",
+                "Worst wake-ups of each interval explained by the trace, by cause category",
+                None,
+                MetricType::Counter,
+            )?;
+            for cat in firmtime_trace::explain::Category::ALL {
+                let n = t.causes.get(cat.key()).copied().unwrap_or(0);
+                let label = CategoryLabel(cat.key());
+                encode_counter(m.encode_family(&label)?, n as f64)?;
+            }
+        }
+        {
+            let mut m = enc.encode_descriptor(
+                "firmtime_watch_last_max_latency_seconds",
+                "Largest wake-up latency of the last stored interval",
+                None,
+                MetricType::Gauge,
+            )?;
+            for (cpu, c) in &t.cpus {
+                let label = CpuLabel(cpu.to_string());
+                m.encode_family(&label)?
+                    .encode_gauge(&(c.last_max_ns as f64 / 1e9))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn encode_counter(
+    mut f: prometheus_client::encoding::MetricEncoder,
+    v: f64,
+) -> std::result::Result<(), std::fmt::Error> {
+    f.encode_counter::<(), f64, f64>(&v, None)
+}
+
+impl WatchCollector {
+    /// A collector over `totals`.
+    pub fn new(totals: Arc<Mutex<Totals>>) -> Self {
+        Self { totals }
+    }
+
+    /// The OpenMetrics text of `totals` (ends with `# EOF`).
+    pub fn render(totals: &Arc<Mutex<Totals>>) -> String {
+        let mut reg = prometheus_client::registry::Registry::default();
+        reg.register_collector(Box::new(WatchCollector::new(Arc::clone(totals))));
+        let mut s = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut s, &reg);
+        s
+    }
+}
+
+/// Largest request head read, bytes.
+pub const MAX_REQUEST: usize = 8192;
+/// Deadline for one connection (read and write).
+pub const CONN_DEADLINE: Duration = Duration::from_secs(2);
+/// The OpenMetrics content type.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// A running endpoint; dropping it stops it.
+#[derive(Debug)]
+pub struct Server {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Server {
+    /// The address it listens on (the port chosen when given port 0).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // Wake the accept loop.
+        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_millis(200));
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Reads a bearer token file: its first line, trimmed; at least 16 bytes.
+///
+/// # Errors
+/// [`ErrorKind::InvalidInput`] naming `--metrics-token` and the file.
+pub fn read_token(path: &std::path::Path) -> Result<String> {
+    let t = std::fs::read_to_string(path)
+        .map_err(|e| crate::error::invalid(format!("--metrics-token {}: {e}", path.display())))?;
+    let t = t.lines().next().unwrap_or("").trim().to_string();
+    if t.len() < 16 || t.chars().any(|c| !c.is_ascii_graphic()) {
+        return Err(crate::error::invalid(format!(
+            "--metrics-token {}: the token must be at least 16 printable ASCII characters on the first line",
+            path.display()
+        )));
+    }
+    Ok(t)
+}
+
+fn ct_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Serves `GET /metrics` on `addr` with `render`'s text, on a thread of its
+/// own, until the returned [`Server`] is dropped. With `token`, a request
+/// needs `Authorization: Bearer <token>` (401 otherwise).
+///
+/// # Errors
+/// [`ErrorKind::Io`] when the address cannot be bound (naming it and
+/// `--metrics-listen`).
+pub fn serve(
+    addr: SocketAddr,
+    token: Option<String>,
+    render: impl Fn() -> String + Send + 'static,
+) -> Result<Server> {
+    let listener = TcpListener::bind(addr).map_err(|e| {
+        Error::new(
+            ErrorKind::Io,
+            format!("--metrics-listen {addr}: cannot listen: {e}"),
+        )
+    })?;
+    let addr = listener.local_addr()?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let s2 = Arc::clone(&stop);
+    let thread = std::thread::Builder::new()
+        .name("ft-metrics".into())
+        .spawn(move || {
+            for conn in listener.incoming() {
+                if s2.load(Ordering::SeqCst) {
+                    break;
+                }
+                if let Ok(c) = conn {
+                    let _ = handle(c, token.as_deref(), &render);
+                }
+            }
+        })
+        .map_err(|e| {
+            Error::new(
+                ErrorKind::Io,
+                format!("cannot start the metrics thread: {e}"),
+            )
+        })?;
+    Ok(Server {
+        addr,
+        stop,
+        thread: Some(thread),
+    })
+}
+
+/// The Prometheus text format's content type (0.0.4), served to clients
+/// that do not ask for OpenMetrics (curl, `promtool check metrics`).
+pub const TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// The Prometheus text format (0.0.4) of an OpenMetrics text: counters'
+/// `# HELP`/`# TYPE` lines take the `_total` name their samples have, and
+/// the `# EOF` line goes. Everything else is the same in both formats.
+pub fn to_prometheus_text(openmetrics: &str) -> String {
+    let counters: std::collections::BTreeSet<&str> = openmetrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(openmetrics.len());
+    for l in openmetrics.lines() {
+        if l == "# EOF" {
+            continue;
+        }
+        let renamed = ["# HELP ", "# TYPE "].iter().find_map(|p| {
+            let rest = l.strip_prefix(p)?;
+            let (name, tail) = rest.split_once(' ')?;
+            counters
+                .contains(name)
+                .then(|| format!("{p}{name}_total {tail}"))
+        });
+        match renamed {
+            Some(r) => out.push_str(&r),
+            None => out.push_str(l),
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// What a request head asks for.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Request {
+    /// `GET /metrics` (with the token when one is needed); `true` when the
+    /// client accepts OpenMetrics (Prometheus does), else the text format.
+    Metrics(bool),
+    /// Missing or wrong bearer token.
+    Unauthorized,
+    /// Another path.
+    NotFound,
+    /// Another method.
+    MethodNotAllowed,
+    /// Not HTTP.
+    Bad,
+}
+
+/// Parses a request head (pure: unit-tested).
+pub fn parse_request(head: &str, token: Option<&str>) -> Request {
+    let mut lines = head.split("\r\n");
+    let first = lines.next().unwrap_or("");
+    let mut parts = first.split(' ');
+    let (Some(method), Some(target), Some(version)) = (parts.next(), parts.next(), parts.next())
+    else {
+        return Request::Bad;
+    };
+    if !version.starts_with("HTTP/1.") {
+        return Request::Bad;
+    }
+    if method != "GET" && method != "HEAD" {
+        return Request::MethodNotAllowed;
+    }
+    let path = target.split('?').next().unwrap_or("");
+    if path != "/metrics" {
+        return Request::NotFound;
+    }
+    let headers: Vec<&str> = lines.collect();
+    let header = |name: &'static str| {
+        headers.iter().filter_map(move |l| {
+            let (k, v) = l.split_once(':')?;
+            k.trim().eq_ignore_ascii_case(name).then_some(v.trim())
+        })
+    };
+    let openmetrics = header("accept").any(|v| v.contains("application/openmetrics-text"));
+    if let Some(t) = token {
+        let ok = header("authorization").any(|v| {
+            v.strip_prefix("Bearer ")
+                .is_some_and(|got| ct_eq(got.trim().as_bytes(), t.as_bytes()))
+        });
+        if !ok {
+            return Request::Unauthorized;
+        }
+    }
+    Request::Metrics(openmetrics)
+}
+
+fn handle(
+    mut c: TcpStream,
+    token: Option<&str>,
+    render: &dyn Fn() -> String,
+) -> std::io::Result<()> {
+    let deadline = std::time::Instant::now() + CONN_DEADLINE;
+    c.set_write_timeout(Some(CONN_DEADLINE))?;
+    let mut buf = vec![0u8; MAX_REQUEST];
+    let mut n = 0;
+    let head_end = loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() || n == buf.len() {
+            break None;
+        }
+        c.set_read_timeout(Some(left))?;
+        // A timeout or a reset ends the request as incomplete (400).
+        let r = c.read(&mut buf[n..]).unwrap_or(0);
+        if r == 0 {
+            break None;
+        }
+        n += r;
+        if let Some(p) = buf[..n].windows(4).position(|w| w == b"\r\n\r\n") {
+            break Some(p);
+        }
+    };
+    let req = match head_end {
+        Some(p) => parse_request(&String::from_utf8_lossy(&buf[..p]), token),
+        None => Request::Bad,
+    };
+    let (status, ctype, body) = match req {
+        Request::Metrics(true) => ("200 OK", CONTENT_TYPE, render()),
+        Request::Metrics(false) => ("200 OK", TEXT_CONTENT_TYPE, to_prometheus_text(&render())),
+        Request::Unauthorized => (
+            "401 Unauthorized",
+            "text/plain",
+            "bearer token required\n".to_string(),
+        ),
+        Request::NotFound => ("404 Not Found", "text/plain", "only /metrics\n".to_string()),
+        Request::MethodNotAllowed => (
+            "405 Method Not Allowed",
+            "text/plain",
+            "GET only\n".to_string(),
+        ),
+        Request::Bad => ("400 Bad Request", "text/plain", "bad request\n".to_string()),
+    };
+    let extra = if req == Request::Unauthorized {
+        "WWW-Authenticate: Bearer\r\n"
+    } else {
+        ""
+    };
+    let head = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\n{extra}Connection: close\r\n\r\n",
+        body.len()
+    );
+    c.write_all(head.as_bytes())?;
+    c.write_all(body.as_bytes())?;
+    c.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_are_parsed_with_and_without_a_token() {
+        let get = "GET /metrics HTTP/1.1\r\nHost: x";
+        assert_eq!(parse_request(get, None), Request::Metrics(false));
+        let om = "GET /metrics HTTP/1.1\r\nAccept: application/openmetrics-text;version=1.0.0,text/plain;q=0.5";
+        assert_eq!(parse_request(om, None), Request::Metrics(true));
+        assert_eq!(
+            parse_request(get, Some("0123456789abcdef")),
+            Request::Unauthorized
+        );
+        let auth = "GET /metrics HTTP/1.1\r\nauthorization: Bearer 0123456789abcdef";
+        assert_eq!(
+            parse_request(auth, Some("0123456789abcdef")),
+            Request::Metrics(false)
+        );
+        assert_eq!(
+            parse_request(auth, Some("0123456789abcdeX")),
+            Request::Unauthorized
+        );
+        assert_eq!(parse_request("GET / HTTP/1.1", None), Request::NotFound);
+        assert_eq!(
+            parse_request("POST /metrics HTTP/1.1", None),
+            Request::MethodNotAllowed
+        );
+        assert_eq!(parse_request("hello", None), Request::Bad);
+    }
+
+    #[test]
+    fn the_text_format_names_counters_as_their_samples() {
+        let om = "# HELP a_b Wake-ups.\n# TYPE a_b counter\na_b_total{cpu=\"0\"} 3\n# TYPE g gauge\ng 1\n# EOF\n";
+        assert_eq!(
+            to_prometheus_text(om),
+            "# HELP a_b_total Wake-ups.\n# TYPE a_b_total counter\na_b_total{cpu=\"0\"} 3\n# TYPE g gauge\ng 1\n"
+        );
+    }
+}

@@ -1,0 +1,717 @@
+//! Looking back: `watch check` (was this machine fine?) and `watch report`
+//! (Markdown + JSON + PNG over a period), from the database alone.
+//!
+//! The figures of a period are computed from the stored intervals by pure
+//! functions ([`Period::of`], [`verdict`]), unit-tested without a machine.
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::hist::{Hist, OVERFLOW_EDGE};
+use crate::store::{MachineState, Store, StoredInterval};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, UNIX_EPOCH};
+
+/// `2026-11-26 07:41:12 UTC`.
+pub fn utc(unix_ns: i64) -> String {
+    let t = UNIX_EPOCH + Duration::from_nanos(unix_ns.max(0) as u64);
+    let s = firmtime_rt::system::rfc3339_utc(t);
+    // `2026-11-26T07:41:12Z` (or with fractions): the readable form.
+    let s = s.trim_end_matches('Z').replacen('T', " ", 1);
+    let s = s.split('.').next().unwrap_or(&s).to_string();
+    format!("{s} UTC")
+}
+
+/// A latency in words: `45 µs`, `1.64 ms`.
+pub fn fmt_ns(ns: i64) -> String {
+    if ns == OVERFLOW_EDGE {
+        return "> 1 s".into();
+    }
+    firmtime_trace::explain::attribute::fmt_ns(ns.max(0) as u64)
+}
+
+/// One cause over the period.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CauseLine {
+    /// Category key (`vm`, `task`, …; `unexplained` when no trace ran).
+    pub category: String,
+    /// Name (task, interrupt, softirq).
+    pub name: String,
+    /// Worst wake-ups it made late.
+    pub wakeups: u64,
+    /// Deadlines missed in them.
+    pub missed: u64,
+    /// The latest of them, ns.
+    pub worst_latency_ns: i64,
+    /// When it first made a kept wake-up late (Unix ns).
+    pub first_unix_ns: i64,
+    /// When it last did.
+    pub last_unix_ns: i64,
+}
+
+/// One CPU over the period.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CpuLine {
+    /// The CPU.
+    pub cpu: usize,
+    /// Intervals stored.
+    pub intervals: u64,
+    /// Wake-ups.
+    pub count: u64,
+    /// Missed deadlines.
+    pub missed: u64,
+    /// p99 over the period (nearest rank, bucket edge), ns.
+    pub p99_ns: Option<i64>,
+    /// p99.9, ns.
+    pub p999_ns: Option<i64>,
+    /// Largest latency, ns.
+    pub max_ns: Option<i64>,
+    /// Steal, ns.
+    pub steal_ns: u64,
+}
+
+/// One point of the latency-over-time plot: an interval (all CPUs).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TimePoint {
+    /// Interval start, Unix ns.
+    pub start_unix_ns: i64,
+    /// Largest latency of any CPU, ns.
+    pub max_ns: i64,
+    /// Largest p99.9 of any CPU, ns.
+    pub p999_ns: i64,
+    /// Missed deadlines, all CPUs.
+    pub missed: u64,
+}
+
+/// What a period holds.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Period {
+    /// Start of the period asked for, Unix ns.
+    pub since_unix_ns: i64,
+    /// Its end (now), Unix ns.
+    pub until_unix_ns: i64,
+    /// Interval rows (one per CPU and interval).
+    pub rows: u64,
+    /// Time covered by stored intervals (the union over CPUs), ns.
+    pub covered_ns: i64,
+    /// Wake-ups, all CPUs.
+    pub count: u64,
+    /// Missed deadlines, all CPUs.
+    pub missed: u64,
+    /// Largest latency, ns.
+    pub max_ns: Option<i64>,
+    /// When it happened (its wake-up's deadline if kept, else its interval's start).
+    pub max_at_unix_ns: Option<i64>,
+    /// Its cause, when the trace ran.
+    pub max_cause: Option<String>,
+    /// p99 over all CPUs, ns.
+    pub p99_ns: Option<i64>,
+    /// p99.9 over all CPUs, ns.
+    pub p999_ns: Option<i64>,
+    /// Per CPU.
+    pub cpus: Vec<CpuLine>,
+    /// Latency over time.
+    pub over_time: Vec<TimePoint>,
+    /// The histogram of the period, non-empty buckets `(edge ns, count)`.
+    pub histogram: Vec<(i64, u64)>,
+    /// Causes of the kept worst wake-ups, most first.
+    pub causes: Vec<CauseLine>,
+    /// Intervals whose worst wake-ups were explained by the trace.
+    pub explained_rows: u64,
+    /// Machine states in force (the first one at the start of the period).
+    pub states: Vec<(i64, MachineState)>,
+}
+
+impl Period {
+    /// Sums `rows` (oldest first) over `[since, until]`.
+    pub fn of(
+        rows: &[StoredInterval],
+        states: Vec<(i64, MachineState)>,
+        since_unix_ns: i64,
+        until_unix_ns: i64,
+    ) -> Period {
+        let mut all = Hist::new();
+        let mut per: BTreeMap<usize, (Hist, CpuLine)> = BTreeMap::new();
+        let mut times: BTreeMap<i64, TimePoint> = BTreeMap::new();
+        let mut causes: BTreeMap<(String, String), CauseLine> = BTreeMap::new();
+        let (mut count, mut missed, mut explained_rows) = (0, 0, 0);
+        let mut max: Option<(i64, i64, Option<String>)> = None;
+        let mut spans: Vec<(i64, i64)> = Vec::new();
+        for s in rows {
+            let r = &s.interval;
+            count += r.count;
+            missed += r.missed;
+            explained_rows += u64::from(r.explained);
+            spans.push((
+                r.start_unix_ns.max(since_unix_ns),
+                r.end_unix_ns.min(until_unix_ns),
+            ));
+            let mut h = Hist::new();
+            h.add_sparse(&r.histogram);
+            all.merge(&h);
+            let e = per.entry(r.cpu).or_insert_with(|| {
+                (
+                    Hist::new(),
+                    CpuLine {
+                        cpu: r.cpu,
+                        intervals: 0,
+                        count: 0,
+                        missed: 0,
+                        p99_ns: None,
+                        p999_ns: None,
+                        max_ns: None,
+                        steal_ns: 0,
+                    },
+                )
+            });
+            e.0.merge(&h);
+            e.1.intervals += 1;
+            e.1.count += r.count;
+            e.1.missed += r.missed;
+            e.1.steal_ns += r.steal_ns;
+            e.1.max_ns = e.1.max_ns.max(r.max_ns);
+            if let Some(m) = r.max_ns {
+                let tp = times.entry(r.start_unix_ns).or_insert(TimePoint {
+                    start_unix_ns: r.start_unix_ns,
+                    max_ns: m,
+                    p999_ns: 0,
+                    missed: 0,
+                });
+                tp.max_ns = tp.max_ns.max(m);
+                tp.p999_ns = tp.p999_ns.max(r.p999_ns.unwrap_or(0));
+                tp.missed += r.missed;
+                if max.as_ref().map_or(true, |(x, _, _)| m > *x) {
+                    let w = r.wakeups.iter().find(|w| w.latency_ns == m);
+                    let at = w.map_or(r.start_unix_ns, |w| w.deadline_unix_ns);
+                    let cause = w.and_then(|w| {
+                        let c =
+                            firmtime_trace::explain::Category::from_key(w.category.as_deref()?)?;
+                        Some(firmtime_trace::explain::cause_words(
+                            c,
+                            w.name.as_deref().unwrap_or(""),
+                        ))
+                    });
+                    max = Some((m, at, cause));
+                }
+            }
+            for w in &r.wakeups {
+                let key = (
+                    w.category.clone().unwrap_or_else(|| "unexplained".into()),
+                    w.name.clone().unwrap_or_default(),
+                );
+                let c = causes.entry(key.clone()).or_insert(CauseLine {
+                    category: key.0,
+                    name: key.1,
+                    wakeups: 0,
+                    missed: 0,
+                    worst_latency_ns: w.latency_ns,
+                    first_unix_ns: w.deadline_unix_ns,
+                    last_unix_ns: w.deadline_unix_ns,
+                });
+                c.wakeups += 1;
+                c.missed += w.missed;
+                c.worst_latency_ns = c.worst_latency_ns.max(w.latency_ns);
+                c.first_unix_ns = c.first_unix_ns.min(w.deadline_unix_ns);
+                c.last_unix_ns = c.last_unix_ns.max(w.deadline_unix_ns);
+            }
+        }
+        let cpus = per
+            .into_values()
+            .map(|(h, mut l)| {
+                let m = l.max_ns.unwrap_or(0);
+                l.p99_ns = h.quantile(0.99, m);
+                l.p999_ns = h.quantile(0.999, m);
+                l
+            })
+            .collect();
+        let mut causes: Vec<CauseLine> = causes.into_values().collect();
+        causes.sort_by(|a, b| {
+            b.wakeups
+                .cmp(&a.wakeups)
+                .then(b.worst_latency_ns.cmp(&a.worst_latency_ns))
+        });
+        let m = max.as_ref().map_or(0, |x| x.0);
+        Period {
+            since_unix_ns,
+            until_unix_ns,
+            rows: rows.len() as u64,
+            covered_ns: union_ns(spans),
+            count,
+            missed,
+            max_ns: max.as_ref().map(|x| x.0),
+            max_at_unix_ns: max.as_ref().map(|x| x.1),
+            max_cause: max.and_then(|x| x.2),
+            p99_ns: all.quantile(0.99, m),
+            p999_ns: all.quantile(0.999, m),
+            cpus,
+            over_time: times.into_values().collect(),
+            histogram: all.sparse(),
+            causes,
+            explained_rows,
+            states,
+        }
+    }
+
+    /// Reads the period `[now − since, now]` from `store`.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Database`].
+    pub fn read(store: &Store, since_ns: u64, now_unix_ns: i64) -> Result<Period> {
+        let since = now_unix_ns - since_ns as i64;
+        let rows = store.intervals_since(since)?;
+        let states = store.states_since(since)?;
+        Ok(Period::of(&rows, states, since, now_unix_ns))
+    }
+}
+
+/// Total length of the union of `[a, b)` spans, ns.
+fn union_ns(mut spans: Vec<(i64, i64)>) -> i64 {
+    spans.retain(|(a, b)| b > a);
+    spans.sort_unstable();
+    let mut total = 0;
+    let mut cur: Option<(i64, i64)> = None;
+    for (a, b) in spans {
+        match cur {
+            Some((ca, cb)) if a <= cb => cur = Some((ca, cb.max(b))),
+            Some((ca, cb)) => {
+                total += cb - ca;
+                cur = Some((a, b));
+            }
+            None => cur = Some((a, b)),
+        }
+    }
+    total + cur.map_or(0, |(a, b)| b - a)
+}
+
+/// The answer of `watch check`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Answer {
+    /// Every wake-up within the limit, no missed deadline beyond the allowed.
+    Fine,
+    /// Not so.
+    NotFine,
+    /// No interval stored in the period.
+    NoData,
+}
+
+impl Answer {
+    /// The exit code: 0 fine, 1 not fine, 2 no data.
+    pub fn code(self) -> u8 {
+        match self {
+            Answer::Fine => 0,
+            Answer::NotFine => 1,
+            Answer::NoData => 2,
+        }
+    }
+}
+
+/// A duration as a user types it: the largest unit that divides it
+/// (`30d`, `1h`, `90s`, `500µs`), else firmtime's usual form (`1.5ms`).
+pub fn dur_words(ns: i64) -> String {
+    let ns = ns.max(0) as u64;
+    const UNITS: [(u64, &str); 6] = [
+        (86_400_000_000_000, "d"),
+        (3_600_000_000_000, "h"),
+        (60_000_000_000, "min"),
+        (1_000_000_000, "s"),
+        (1_000_000, "ms"),
+        (1_000, "µs"),
+    ];
+    for (u, name) in UNITS {
+        if ns >= u && ns % u == 0 {
+            return format!("{}{name}", ns / u);
+        }
+    }
+    firmtime_rt::units::format_duration(Duration::from_nanos(ns))
+}
+
+/// "Was this machine fine?": fine when the period holds data, its worst
+/// wake-up is at most `max_latency_ns` late and at most `max_missed`
+/// deadlines were missed. Returns the answer and one line saying why.
+pub fn verdict(p: &Period, max_latency_ns: i64, max_missed: u64) -> (Answer, String) {
+    let window = dur_words(p.until_unix_ns - p.since_unix_ns);
+    if p.rows == 0 || p.count == 0 {
+        return (
+            Answer::NoData,
+            format!(
+                "no data: no interval stored in the last {window} (since {})",
+                utc(p.since_unix_ns)
+            ),
+        );
+    }
+    let cpus: Vec<String> = p.cpus.iter().map(|c| c.cpu.to_string()).collect();
+    let max = p.max_ns.unwrap_or(0);
+    let coverage = format!(
+        "{} of the last {window} watched on CPU{} {}",
+        dur_words(p.covered_ns),
+        if cpus.len() == 1 { "" } else { "s" },
+        cpus.join(",")
+    );
+    let at = p
+        .max_at_unix_ns
+        .map(|t| format!(" at {}", utc(t)))
+        .unwrap_or_default();
+    let cause = p
+        .max_cause
+        .as_ref()
+        .map(|c| format!(" ({c})"))
+        .unwrap_or_default();
+    let p999 = p.p999_ns.map_or("-".into(), fmt_ns);
+    if max > max_latency_ns || p.missed > max_missed {
+        let mut why = Vec::new();
+        if max > max_latency_ns {
+            why.push(format!(
+                "worst wake-up {} late{at}{cause} > {}",
+                fmt_ns(max),
+                dur_words(max_latency_ns)
+            ));
+        }
+        if p.missed > max_missed {
+            why.push(format!(
+                "{} missed deadline{} (allowed {max_missed})",
+                p.missed,
+                if p.missed == 1 { "" } else { "s" }
+            ));
+        }
+        (
+            Answer::NotFine,
+            format!(
+                "NOT fine: {}; {} wake-ups, p99.9 {p999}; {coverage}",
+                why.join("; "),
+                p.count
+            ),
+        )
+    } else {
+        (
+            Answer::Fine,
+            format!(
+                "fine: {} wake-ups, worst {} ≤ {}, p99.9 {p999}, {} missed deadlines; {coverage}",
+                p.count,
+                fmt_ns(max),
+                dur_words(max_latency_ns),
+                p.missed
+            ),
+        )
+    }
+}
+
+/// Files `watch report` wrote.
+#[derive(Debug, Clone)]
+pub struct Written {
+    /// report.md.
+    pub markdown: PathBuf,
+    /// report.json.
+    pub json: PathBuf,
+    /// The PNGs (none when nothing to plot).
+    pub plots: Vec<PathBuf>,
+    /// Plots that could not be drawn, and why (no font, …).
+    pub plot_errors: Vec<String>,
+}
+
+/// The Markdown of a period (plots referenced by file name when drawn).
+pub fn markdown(p: &Period, db: &Path, plots: &[PathBuf], max_latency_ns: i64) -> String {
+    let mut s = String::new();
+    let (_, line) = verdict(p, max_latency_ns, 0);
+    let _ = writeln!(s, "# firmtime watch report\n");
+    let _ = writeln!(
+        s,
+        "Database `{}`, from {} to {}.\n",
+        db.display(),
+        utc(p.since_unix_ns),
+        utc(p.until_unix_ns)
+    );
+    let _ = writeln!(s, "**{line}**\n");
+    let _ = writeln!(s, "## Per CPU\n");
+    let _ = writeln!(
+        s,
+        "| CPU | intervals | wake-ups | missed | p99 | p99.9 | max | steal |\n|---|---|---|---|---|---|---|---|"
+    );
+    for c in &p.cpus {
+        let f = |v: Option<i64>| v.map_or("-".into(), fmt_ns);
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
+            c.cpu,
+            c.intervals,
+            c.count,
+            c.missed,
+            f(c.p99_ns),
+            f(c.p999_ns),
+            f(c.max_ns),
+            fmt_ns(c.steal_ns as i64)
+        );
+    }
+    let _ = writeln!(s, "\n## Latency over time\n");
+    for pl in plots {
+        let name = pl.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if name.starts_with("latency-over-time") {
+            let _ = writeln!(s, "![latency over time]({name})\n");
+        }
+    }
+    let mut worst: Vec<&TimePoint> = p.over_time.iter().collect();
+    worst.sort_by_key(|t| std::cmp::Reverse(t.max_ns));
+    let _ = writeln!(
+        s,
+        "The {} intervals with the latest wake-up:\n\n| interval start | max | p99.9 | missed |\n|---|---|---|---|",
+        worst.len().min(10)
+    );
+    for t in worst.iter().take(10) {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} |",
+            utc(t.start_unix_ns),
+            fmt_ns(t.max_ns),
+            fmt_ns(t.p999_ns),
+            t.missed
+        );
+    }
+    let _ = writeln!(s, "\n## Histogram of the period\n");
+    for pl in plots {
+        let name = pl.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if name.starts_with("histogram") {
+            let _ = writeln!(s, "![histogram]({name})\n");
+        }
+    }
+    let _ = writeln!(s, "| latency up to | wake-ups |\n|---|---|");
+    let mut h = Hist::new();
+    h.add_sparse(&p.histogram);
+    let mut below = 0;
+    for e in crate::metrics::BUCKET_EDGES_NS {
+        let n = h.at_or_below(e);
+        let _ = writeln!(s, "| {} | {} |", fmt_ns(e), n - below);
+        below = n;
+    }
+    let _ = writeln!(s, "| later | {} |", h.total() - below);
+    let _ = writeln!(s, "\n## Causes of the worst wake-ups\n");
+    if p.causes.is_empty() {
+        let _ = writeln!(s, "No wake-up kept in this period.");
+    } else {
+        let _ = writeln!(
+            s,
+            "Each interval keeps each CPU's worst wake-ups; {} of {} interval rows were explained by the trace.\n",
+            p.explained_rows, p.rows
+        );
+        let _ = writeln!(
+            s,
+            "| cause | wake-ups | missed | worst | first | last |\n|---|---|---|---|---|---|"
+        );
+        for c in p.causes.iter().take(20) {
+            let what = firmtime_trace::explain::Category::from_key(&c.category).map_or_else(
+                || "no trace (cause unknown)".to_string(),
+                |k| firmtime_trace::explain::cause_words(k, &c.name),
+            );
+            let _ = writeln!(
+                s,
+                "| {what} | {} | {} | {} | {} | {} |",
+                c.wakeups,
+                c.missed,
+                fmt_ns(c.worst_latency_ns),
+                utc(c.first_unix_ns),
+                utc(c.last_unix_ns)
+            );
+        }
+    }
+    let _ = writeln!(s, "\n## Machine state\n");
+    for (t, st) in &p.states {
+        let _ = writeln!(
+            s,
+            "- from {}: kernel {}, preempt {}, governors {}, clocksource {}, virtualization {}, tuned {}; cmdline `{}`",
+            utc(*t),
+            st.kernel_release,
+            st.preempt_model,
+            st.governors,
+            st.clocksource,
+            st.virtualization,
+            st.tuned_profile,
+            st.kernel_cmdline
+        );
+    }
+    s
+}
+
+/// Writes report.md, report.json and the plots into `out`.
+///
+/// # Errors
+/// [`ErrorKind::Io`] when `out` or a file cannot be written (a plot that
+/// cannot be drawn is listed in [`Written::plot_errors`] instead).
+pub fn write(p: &Period, db: &Path, out: &Path, max_latency_ns: i64) -> Result<Written> {
+    std::fs::create_dir_all(out).map_err(|e| {
+        Error::new(
+            ErrorKind::Io,
+            format!("--out {}: cannot create: {e}", out.display()),
+        )
+    })?;
+    let mut plots = Vec::new();
+    let mut plot_errors = Vec::new();
+    if !p.over_time.is_empty() {
+        let path = out.join("latency-over-time.png");
+        let t0 = p.over_time[0].start_unix_ns;
+        let span = p.over_time[p.over_time.len() - 1].start_unix_ns - t0;
+        // The x axis in the unit that suits the span.
+        let (unit_ns, x_label) = match span {
+            s if s > 3 * 86_400_000_000_000 => (8.64e13, "days"),
+            s if s > 3 * 3_600_000_000_000 => (3.6e12, "hours"),
+            s if s > 3 * 60_000_000_000 => (6e10, "minutes"),
+            _ => (1e9, "seconds"),
+        };
+        let hours = |t: i64| (t - t0) as f64 / unit_ns;
+        let max: Vec<(f64, f64)> = p
+            .over_time
+            .iter()
+            .map(|t| (hours(t.start_unix_ns), t.max_ns as f64 / 1000.0))
+            .collect();
+        let p999: Vec<(f64, f64)> = p
+            .over_time
+            .iter()
+            .map(|t| (hours(t.start_unix_ns), t.p999_ns as f64 / 1000.0))
+            .collect();
+        let title = format!("Wake-up latency per interval from {}", utc(t0));
+        match firmtime_lab::plot::series_png(
+            &path,
+            &title,
+            x_label,
+            "latency (µs)",
+            &[("max", &max), ("p99.9", &p999)],
+        ) {
+            Ok(()) => plots.push(path),
+            Err(e) => plot_errors.push(format!("{}: {}", path.display(), e.message())),
+        }
+    }
+    if !p.histogram.is_empty() {
+        let path = out.join("histogram.png");
+        let pts: Vec<(f64, f64)> = p
+            .histogram
+            .iter()
+            .filter(|(e, _)| *e != OVERFLOW_EDGE)
+            .map(|&(e, c)| (e as f64 / 1000.0, (c as f64).log10()))
+            .collect();
+        let series = [firmtime_lab::plot::Series {
+            mark: firmtime_lab::plot::Mark::Points,
+            ..firmtime_lab::plot::Series::new("wake-ups per bucket", &pts)
+        }];
+        match firmtime_lab::plot::chart_png(
+            &path,
+            "Histogram of the period",
+            "latency (µs, upper bucket edge)",
+            "log10(wake-ups)",
+            &series,
+        ) {
+            Ok(()) => plots.push(path),
+            Err(e) => plot_errors.push(format!("{}: {}", path.display(), e.message())),
+        }
+    }
+    let md = out.join("report.md");
+    firmtime_rt::fs::write_atomic(&md, markdown(p, db, &plots, max_latency_ns).as_bytes())?;
+    let json = out.join("report.json");
+    let text = serde_json::to_string_pretty(p)
+        .map_err(|e| Error::new(ErrorKind::Io, format!("report.json: {e}")))?;
+    firmtime_rt::fs::write_atomic(&json, text.as_bytes())?;
+    Ok(Written {
+        markdown: md,
+        json,
+        plots,
+        plot_errors,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{CpuInterval, Wakeup};
+
+    fn row(
+        cpu: usize,
+        start_s: i64,
+        max_us: i64,
+        missed: u64,
+        cat: Option<&str>,
+    ) -> StoredInterval {
+        let mut h = Hist::new();
+        for _ in 0..999 {
+            h.record(10_000);
+        }
+        h.record(max_us * 1000);
+        StoredInterval {
+            id: 0,
+            run_id: 1,
+            interval: CpuInterval {
+                seq: 0,
+                cpu,
+                start_unix_ns: start_s * 1_000_000_000,
+                end_unix_ns: (start_s + 60) * 1_000_000_000,
+                period_ns: 1_000_000,
+                count: 1000,
+                missed,
+                min_ns: Some(10_000),
+                max_ns: Some(max_us * 1000),
+                mean_ns: Some(10_000.0),
+                p99_ns: Some(10_000),
+                p999_ns: Some(10_000),
+                steal_ns: 0,
+                partial: false,
+                merged: 0,
+                explained: cat.is_some(),
+                histogram: h.sparse(),
+                wakeups: vec![Wakeup {
+                    deadline_unix_ns: (start_s + 7) * 1_000_000_000,
+                    latency_ns: max_us * 1000,
+                    missed,
+                    category: cat.map(str::to_string),
+                    name: cat.map(|_| "kworker/0:1".to_string()),
+                    cause_ns: cat.map(|_| 1000),
+                }],
+            },
+        }
+    }
+
+    #[test]
+    fn check_answers_fine_not_fine_and_no_data() {
+        let now = 3600 * 1_000_000_000;
+        let empty = Period::of(&[], vec![], 0, now);
+        assert_eq!(verdict(&empty, 1_000_000, 0).0, Answer::NoData);
+        assert_eq!(Answer::NoData.code(), 2);
+
+        let ok = Period::of(
+            &[row(0, 0, 300, 0, None), row(1, 0, 200, 0, None)],
+            vec![],
+            0,
+            now,
+        );
+        let (a, line) = verdict(&ok, 1_000_000, 0);
+        assert_eq!(a, Answer::Fine, "{line}");
+        assert!(
+            line.starts_with("fine: 2000 wake-ups, worst 300 µs"),
+            "{line}"
+        );
+        assert_eq!(ok.covered_ns, 60_000_000_000, "two CPUs, one minute");
+
+        let late = Period::of(
+            &[row(0, 0, 300, 0, None), row(0, 60, 2500, 2, Some("task"))],
+            vec![],
+            0,
+            now,
+        );
+        let (a, line) = verdict(&late, 1_000_000, 0);
+        assert_eq!((a, a.code()), (Answer::NotFine, 1));
+        assert!(
+            line.contains(
+                "worst wake-up 2.5 ms late at 1970-01-01 00:01:07 UTC (task kworker/0:1)"
+            ),
+            "{line}"
+        );
+        assert!(line.contains("2 missed deadlines"), "{line}");
+        assert_eq!(late.max_ns, Some(2_500_000));
+        assert_eq!(late.causes[0].category, "task");
+        assert_eq!(late.over_time.len(), 2);
+        // A higher limit and two allowed misses: fine.
+        assert_eq!(verdict(&late, 5_000_000, 2).0, Answer::Fine);
+    }
+
+    #[test]
+    fn union_of_spans_counts_overlaps_once() {
+        assert_eq!(union_ns(vec![(0, 10), (5, 15), (20, 30)]), 25);
+        assert_eq!(union_ns(vec![]), 0);
+    }
+}

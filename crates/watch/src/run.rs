@@ -1,0 +1,692 @@
+//! `firmtime watch`: the long-running monitor.
+//!
+//! One SCHED_FIFO thread per chosen CPU (pinned, memory locked, the
+//! requested policy or an error: never a silent downgrade) wakes every
+//! `period` ([`WatchLoop`]); every `interval` the writer (this thread)
+//! takes each CPU's buffer, attributes the worst wake-ups from the
+//! explaining trace when it runs, and stores the interval in the database
+//! in one transaction ([`Store`]), then prunes what is older than `keep`.
+
+use crate::error::{invalid, Error, ErrorKind, Result};
+use crate::interval::{rings, Interval, LoopEnd, WatchLoop};
+use crate::metrics::Totals;
+use crate::state;
+use crate::store::{CpuInterval, MachineState, RunInfo, Store, Wakeup};
+use firmtime_rt::clock::monotonic_ns;
+use firmtime_rt::outliers::Notes;
+use firmtime_rt::periodic::Periodic;
+use firmtime_rt::sched::{self, Policy};
+use firmtime_rt::setup::{self, RtConditions, RtRequest};
+use firmtime_rt::sleep::{self, Mechanism};
+use firmtime_trace::explain;
+use rtrb::{Consumer, Producer};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Barrier, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Valid `--period` range, ns (100 µs … 1 s).
+pub const PERIOD_NS: std::ops::RangeInclusive<u64> = 100_000..=1_000_000_000;
+/// Valid `--interval` range, ns (1 s … 1 h).
+pub const INTERVAL_NS: std::ops::RangeInclusive<u64> = 1_000_000_000..=3_600_000_000_000;
+/// Valid `--keep` range, ns (1 min … 10 years).
+pub const KEEP_NS: std::ops::RangeInclusive<u64> = 60_000_000_000..=315_360_000_000_000_000;
+/// Valid `--worst` range (wake-ups kept per CPU and interval).
+pub const WORST: std::ops::RangeInclusive<usize> = 1..=1000;
+
+/// Whether to run the explaining trace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ExplainMode {
+    /// When root and tracefs allow it; otherwise the worst wake-ups are
+    /// stored without causes, and the run says why once.
+    Auto,
+    /// Required: an error when it cannot run.
+    On,
+    /// Never.
+    Off,
+}
+
+/// What to watch.
+#[derive(Debug, Clone, Serialize)]
+pub struct Config {
+    /// The database file (`--db`).
+    pub db: PathBuf,
+    /// Period of the wake-ups (`--period`), default 1 ms.
+    pub period_ns: u64,
+    /// Storage interval (`--interval`), default 1 min.
+    pub interval_ns: u64,
+    /// Stop after this long (`--duration`); `None`: until stopped.
+    pub duration_ns: Option<u64>,
+    /// Policy of the measuring threads (`--policy`), default `fifo:80`.
+    pub policy: Policy,
+    /// CPUs to watch (`--cpus`); `None`: every online CPU.
+    pub cpus: Option<Vec<usize>>,
+    /// Retention (`--keep`), default 30 days.
+    pub keep_ns: u64,
+    /// Worst wake-ups kept per CPU and interval (`--worst`), default 10.
+    pub worst: usize,
+    /// The explaining trace (`--explain`), default auto.
+    pub explain: ExplainMode,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            db: PathBuf::from("/var/lib/firmtime/watch.db"),
+            period_ns: 1_000_000,
+            interval_ns: 60_000_000_000,
+            duration_ns: None,
+            policy: Policy::Fifo { priority: 80 },
+            cpus: None,
+            keep_ns: 30 * 86_400_000_000_000,
+            worst: 10,
+            explain: ExplainMode::Auto,
+        }
+    }
+}
+
+fn range_err<T: std::fmt::Display>(flag: &str, v: T, lo: T, hi: T) -> Error {
+    invalid(format!("{flag} {v} is out of range: valid is {lo} to {hi}"))
+}
+
+fn fmt_ns(ns: u64) -> String {
+    crate::report::dur_words(ns as i64)
+}
+
+impl Config {
+    /// Checks every parameter; errors name the flag and the valid range.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidInput`] naming the flag.
+    pub fn validate(&self) -> Result<()> {
+        let check = |flag: &str, v: u64, r: &std::ops::RangeInclusive<u64>| {
+            if r.contains(&v) {
+                Ok(())
+            } else {
+                Err(range_err(
+                    flag,
+                    fmt_ns(v),
+                    fmt_ns(*r.start()),
+                    fmt_ns(*r.end()),
+                ))
+            }
+        };
+        check("--period", self.period_ns, &PERIOD_NS)?;
+        check("--interval", self.interval_ns, &INTERVAL_NS)?;
+        check("--keep", self.keep_ns, &KEEP_NS)?;
+        if self.interval_ns % self.period_ns != 0 {
+            return Err(invalid(format!(
+                "--interval {} must be a whole number of --period ({})",
+                fmt_ns(self.interval_ns),
+                fmt_ns(self.period_ns)
+            )));
+        }
+        if self.keep_ns < self.interval_ns {
+            return Err(invalid(format!(
+                "--keep {} is shorter than one --interval ({})",
+                fmt_ns(self.keep_ns),
+                fmt_ns(self.interval_ns)
+            )));
+        }
+        if let Some(d) = self.duration_ns {
+            if d < self.period_ns {
+                return Err(invalid(format!(
+                    "--duration {} is shorter than one --period ({})",
+                    fmt_ns(d),
+                    fmt_ns(self.period_ns)
+                )));
+            }
+        }
+        if !WORST.contains(&self.worst) {
+            return Err(range_err("--worst", self.worst, 1, 1000));
+        }
+        if !self.policy.is_rt_or_deadline() || matches!(self.policy, Policy::Deadline { .. }) {
+            return Err(invalid(format!(
+                "--policy {}: watch measures a real-time thread: valid are fifo:1..99 and rr:1..99",
+                self.policy
+            )));
+        }
+        self.policy
+            .validate()
+            .map_err(|e| invalid(format!("--policy {}: {}", self.policy, e.message())))?;
+        if let Some(c) = &self.cpus {
+            let online = sched::online_cpus();
+            if c.is_empty() {
+                return Err(invalid("--cpus is empty"));
+            }
+            if let Some(bad) = c.iter().find(|c| !online.contains(c)) {
+                return Err(invalid(format!(
+                    "--cpus: CPU {bad} is not online: valid are {}",
+                    sched::format_cpu_list(&online)
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The CPUs watched.
+    pub fn selected_cpus(&self) -> Vec<usize> {
+        let mut v = self.cpus.clone().unwrap_or_else(sched::online_cpus);
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
+    fn deadlines(&self) -> u64 {
+        self.duration_ns.map_or(u64::MAX, |d| d / self.period_ns)
+    }
+}
+
+/// What the writer tells its caller (one line each in the journal).
+#[derive(Debug, Clone)]
+pub enum Event {
+    /// The threads run; the conditions obtained per CPU.
+    Started {
+        /// `(cpu, conditions)`.
+        conditions: Vec<(usize, RtConditions)>,
+        /// Whether the explaining trace runs, and if not why.
+        explain: std::result::Result<(), String>,
+    },
+    /// One interval stored.
+    Stored(Vec<CpuInterval>),
+    /// Intervals older than `--keep` were deleted.
+    Pruned(usize),
+    /// Something the user should know (the trace failed for an interval, …).
+    Notice(String),
+}
+
+/// How the run ended.
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    /// The run's id in the database.
+    pub run_id: i64,
+    /// Interval groups stored.
+    pub intervals: u64,
+    /// True when stopped by the stop flag.
+    pub stopped: bool,
+}
+
+fn unix_now_ns() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64)
+}
+
+/// Buffers, rings and the session tag of each buffer, per thread.
+struct Lane {
+    cpu: usize,
+    free: Producer<Box<Interval>>,
+    full: Consumer<Box<Interval>>,
+    // Boxed: the buffers travel through the rings as pointers.
+    #[allow(clippy::vec_box)]
+    spare: Vec<Box<Interval>>,
+    tid: i32,
+    slack_ns: u64,
+    ended: Arc<AtomicBool>,
+}
+
+/// One explaining session and the buffers bound to it still out.
+struct Traced {
+    session: explain::Session,
+    outstanding: usize,
+}
+
+fn start_session(worst: usize) -> Result<explain::Session> {
+    let cfg = explain::Config {
+        worst,
+        // Windows are short (a few periods); a modest store per interval.
+        max_events: 200_000,
+        buffer_kb: 1024,
+        ..explain::Config::default()
+    };
+    Ok(explain::Session::start(&cfg, "firmtime-watch*")?)
+}
+
+/// Runs the watch until `stop` is set or `--duration` is over (see the
+/// module docs). `events` is called from this (non-RT) thread.
+///
+/// # Errors
+/// [`ErrorKind::InvalidInput`] for a bad config; [`ErrorKind::Realtime`]
+/// when a thread's policy or memory locking is refused;
+/// [`ErrorKind::Database`] when the database cannot be opened or written
+/// (intervals already stored stay).
+pub fn run(
+    config: &Config,
+    command_line: &str,
+    stop: &'static AtomicBool,
+    totals: Option<Arc<Mutex<Totals>>>,
+    events: &mut dyn FnMut(Event),
+) -> Result<Summary> {
+    config.validate()?;
+    let cpus = config.selected_cpus();
+    let mut store = Store::open(&config.db)?;
+    let explain_ok: std::result::Result<(), String> = match config.explain {
+        ExplainMode::Off => Err("off (--explain off)".into()),
+        _ => explain::available(),
+    };
+    if let (ExplainMode::On, Err(why)) = (config.explain, &explain_ok) {
+        return Err(Error::new(ErrorKind::Io, format!("--explain on: {why}")));
+    }
+    let tracing = explain_ok.is_ok();
+    let sys = firmtime_rt::system::SystemInfo::collect();
+    let preempt0 = sys.preempt_model.name().to_string();
+    let virt = sys
+        .virtualization
+        .clone()
+        .unwrap_or_else(|| "unknown".into());
+    let machine = explain::this_machine();
+    let per_interval = config.interval_ns / config.period_ns;
+    let deadlines = config.deadlines();
+    let top = explain::flag_top(per_interval, config.worst);
+    let lookback = explain::lookback_ns(config.period_ns);
+
+    // Interval 0's session and buffers, before the threads start.
+    let mut sessions: BTreeMap<u64, Traced> = BTreeMap::new();
+    if tracing {
+        sessions.insert(
+            0,
+            Traced {
+                session: start_session(config.worst)?,
+                outstanding: cpus.len(),
+            },
+        );
+    }
+    let make_notes = |sessions: &BTreeMap<u64, Traced>, tag: u64, cpu: usize| -> Notes {
+        match sessions.get(&tag) {
+            Some(t) => {
+                Notes::flagging(config.worst, t.session.flags(), cpu, lookback).flag_only(top, None)
+            }
+            None => Notes::new(config.worst),
+        }
+    };
+
+    let start_at = Arc::new(AtomicU64::new(0));
+    let barrier = Arc::new(Barrier::new(cpus.len() + 1));
+    let mut lanes = Vec::new();
+    let mut handles = Vec::new();
+    let (ctx, crx) = std::sync::mpsc::channel::<(usize, Result<RtConditions>)>();
+    for (i, &cpu) in cpus.iter().enumerate() {
+        let (fp, fc, up, uc) = rings(4);
+        let mut first = Box::new(Interval::new(config.worst));
+        first.notes = make_notes(&sessions, 0, cpu);
+        first.tag = 0;
+        let spare = (0..3)
+            .map(|_| Box::new(Interval::new(config.worst)))
+            .collect();
+        let lp = WatchLoop::new(first, fc, up, per_interval);
+        let ended = Arc::new(AtomicBool::new(false));
+        lanes.push(Lane {
+            cpu,
+            free: fp,
+            full: uc,
+            spare,
+            tid: 0,
+            slack_ns: 0,
+            ended: Arc::clone(&ended),
+        });
+        let req = RtRequest {
+            policy: config.policy,
+            mlock: true,
+            prefault_stack: 256 * 1024,
+            cpus: Some(vec![cpu]),
+            dma_latency_us: None,
+            timer_slack_ns: None,
+            allow_downgrade: false,
+        };
+        let (b, s, tx) = (Arc::clone(&barrier), Arc::clone(&start_at), ctx.clone());
+        let period = config.period_ns;
+        let h = std::thread::Builder::new()
+            .name(format!("firmtime-watch-{cpu}"))
+            .spawn(move || {
+                let mut lp = lp;
+                let setup = setup::apply(&req).map_err(Error::from).and_then(|rt| {
+                    let sl = sleep::open(Mechanism::ClockNanosleep)?;
+                    Ok((rt, sl))
+                });
+                let (rt, mut sleeper) = match setup {
+                    Ok(v) => v,
+                    Err(e) => {
+                        let _ = tx.send((i, Err(e)));
+                        b.wait();
+                        b.wait();
+                        ended.store(true, Ordering::SeqCst);
+                        return LoopEnd::Stopped;
+                    }
+                };
+                let _ = tx.send((i, Ok(rt.conditions.clone())));
+                b.wait(); // all set up
+                b.wait(); // start time published (0: abort)
+                let t0 = s.load(Ordering::SeqCst);
+                if t0 == 0 {
+                    ended.store(true, Ordering::SeqCst);
+                    return LoopEnd::Stopped;
+                }
+                let mut p = Periodic::new(t0, period);
+                let end = firmtime_rt::assert_rt::no_alloc(|| {
+                    lp.run(&mut *sleeper, &mut p, deadlines, stop)
+                });
+                ended.store(true, Ordering::SeqCst);
+                end
+            })
+            .map_err(|e| Error::new(ErrorKind::Io, format!("cannot start a watch thread: {e}")))?;
+        handles.push(h);
+    }
+    drop(ctx);
+    barrier.wait();
+    let mut conditions: Vec<(usize, RtConditions)> = Vec::new();
+    let mut refused: Option<Error> = None;
+    for (i, r) in crx.iter().take(cpus.len()) {
+        match r {
+            Ok(c) => {
+                lanes[i].tid = c.obtained.tid;
+                lanes[i].slack_ns = c.obtained.timer_slack_ns;
+                conditions.push((cpus[i], c));
+            }
+            Err(e) => {
+                refused.get_or_insert(Error::new(
+                    ErrorKind::Realtime,
+                    format!("CPU {}: {}", cpus[i], e.message()),
+                ));
+            }
+        }
+    }
+    conditions.sort_by_key(|(c, _)| *c);
+    if let Some(e) = refused {
+        barrier.wait();
+        for h in handles {
+            let _ = h.join();
+        }
+        return Err(e);
+    }
+    let started_unix = unix_now_ns();
+    let run_id = store.begin_run(&RunInfo {
+        started_unix_ns: started_unix,
+        firmtime_version: env!("CARGO_PKG_VERSION").to_string(),
+        command_line: command_line.to_string(),
+        config: serde_json::to_string(config).unwrap_or_default(),
+        conditions: serde_json::to_string(&conditions).unwrap_or_default(),
+    })?;
+    // The grid starts at the next whole period; its Unix time is fixed
+    // here once (CLOCK_MONOTONIC → Unix offset).
+    let t0 = monotonic_ns() + config.period_ns;
+    let offset = unix_now_ns() - monotonic_ns() as i64;
+    start_at.store(t0, Ordering::SeqCst);
+    barrier.wait();
+    if let Some(t) = &totals {
+        // Every watched CPU's series exist from the start, at 0, so that a
+        // scraper sees each counter rise from zero.
+        let mut t = t.lock().unwrap_or_else(|p| p.into_inner());
+        for &c in &cpus {
+            t.cpus.entry(c).or_default();
+        }
+    }
+    events(Event::Started {
+        conditions: conditions.clone(),
+        explain: explain_ok.clone(),
+    });
+
+    let unix_of = |mono: u64| mono as i64 + offset;
+    let interval_start = |seq: u64| t0 + seq * config.interval_ns;
+    let lead = (config.interval_ns / 2).min(3_000_000_000);
+    let mut prepared = 0u64; // buffers for intervals ≤ prepared are out
+    let mut next_seq = 0u64;
+    let mut pending: Vec<BTreeMap<u64, Box<Interval>>> =
+        cpus.iter().map(|_| BTreeMap::new()).collect();
+    let mut steal_prev = state::steal_ns(&cpus);
+    let mut stored = 0u64;
+    let mut db_error: Option<Error> = None;
+    loop {
+        std::thread::sleep(Duration::from_millis(50));
+        // Prepare the next interval's buffers shortly before it starts.
+        let now = monotonic_ns();
+        let next = prepared + 1;
+        let all_ended = lanes.iter().all(|l| l.ended.load(Ordering::SeqCst));
+        if !all_ended
+            && now + lead >= interval_start(next)
+            && lanes.iter().all(|l| !l.spare.is_empty())
+        {
+            if tracing {
+                match start_session(config.worst) {
+                    Ok(s) => {
+                        sessions.insert(
+                            next,
+                            Traced {
+                                session: s,
+                                outstanding: lanes.len(),
+                            },
+                        );
+                    }
+                    Err(e) => events(Event::Notice(format!(
+                        "interval {next}: the explaining trace did not start: {}",
+                        e.message()
+                    ))),
+                }
+            }
+            for l in lanes.iter_mut() {
+                if let Some(mut b) = l.spare.pop() {
+                    b.clear();
+                    b.notes = make_notes(&sessions, next, l.cpu);
+                    b.tag = next;
+                    if let Err(rtrb::PushError::Full(b)) = l.free.push(b) {
+                        l.spare.push(b);
+                    }
+                }
+            }
+            prepared = next;
+        }
+        // Collect what the loops handed over.
+        for (i, l) in lanes.iter_mut().enumerate() {
+            while let Ok(b) = l.full.pop() {
+                pending[i].insert(b.seq, b);
+            }
+        }
+        // Write group `next_seq` once every lane has delivered it or moved past it.
+        loop {
+            let ready = lanes.iter().enumerate().all(|(i, l)| {
+                pending[i].range(next_seq..).next().is_some()
+                    || (l.ended.load(Ordering::SeqCst) && l.full.is_empty())
+            });
+            let any = pending.iter().any(|p| p.contains_key(&next_seq));
+            if !ready {
+                break;
+            }
+            if !any {
+                if lanes
+                    .iter()
+                    .all(|l| l.ended.load(Ordering::SeqCst) && l.full.is_empty())
+                    && pending.iter().all(|p| p.range(next_seq..).next().is_none())
+                {
+                    break;
+                }
+                next_seq += 1;
+                continue;
+            }
+            let mut group: Vec<(usize, Box<Interval>)> = Vec::new();
+            for (i, p) in pending.iter_mut().enumerate() {
+                if let Some(b) = p.remove(&next_seq) {
+                    group.push((i, b));
+                }
+            }
+            // Attribute with the session the buffers were bound to.
+            for (_, b) in &group {
+                if let Some(t) = sessions.get_mut(&b.tag) {
+                    t.outstanding = t.outstanding.saturating_sub(1);
+                }
+            }
+            let mut causes: BTreeMap<(usize, u64), Wakeup> = BTreeMap::new();
+            let mut explained: Vec<bool> = vec![false; group.len()];
+            let tags: Vec<u64> = group.iter().map(|(_, b)| b.tag).collect();
+            for tag in tags
+                .iter()
+                .copied()
+                .collect::<std::collections::BTreeSet<_>>()
+            {
+                let done = sessions.get(&tag).is_some_and(|t| t.outstanding == 0);
+                if !done {
+                    continue;
+                }
+                let Some(t) = sessions.remove(&tag) else {
+                    continue;
+                };
+                match t.session.finish() {
+                    Ok(rec) => {
+                        let targets: Vec<explain::Target> = group
+                            .iter()
+                            .enumerate()
+                            .filter(|(_, (_, b))| b.tag == tag)
+                            .map(|(k, (i, b))| {
+                                let max = b.max_ns.max(0);
+                                explain::Target {
+                                    thread: k,
+                                    cpu: lanes[*i].cpu,
+                                    tid: lanes[*i].tid,
+                                    period_ns: config.period_ns,
+                                    slack_ns: lanes[*i].slack_ns,
+                                    threshold_ns: b.hist.quantile(0.999, max).unwrap_or(0),
+                                    notes: b.notes.sorted(),
+                                    missing_not_kept: b.notes.missing_not_kept(),
+                                    missed: b.missed,
+                                }
+                            })
+                            .collect();
+                        for tg in &targets {
+                            explained[tg.thread] = true;
+                        }
+                        let ex = explain::explain(rec, &targets, &machine);
+                        for o in &ex.outliers {
+                            causes.insert(
+                                (o.thread, o.index),
+                                Wakeup {
+                                    deadline_unix_ns: unix_of(o.deadline_ns),
+                                    latency_ns: o.latency_ns,
+                                    missed: o.missed,
+                                    category: Some(o.cause.category.key().to_string()),
+                                    name: Some(o.cause.name.clone()),
+                                    cause_ns: Some(o.cause.ns),
+                                },
+                            );
+                        }
+                    }
+                    Err(e) => events(Event::Notice(format!(
+                        "interval {next_seq}: the explaining trace failed: {}",
+                        e.message()
+                    ))),
+                }
+            }
+            // Sessions of intervals already past that still wait for a
+            // merged buffer are dropped: their intervals go unexplained.
+            let stale: Vec<u64> = sessions.range(..next_seq).map(|(k, _)| *k).collect();
+            for k in stale {
+                sessions.remove(&k);
+            }
+            let steal_now = state::steal_ns(&cpus);
+            let mut rows = Vec::with_capacity(group.len());
+            for (k, (i, b)) in group.iter().enumerate() {
+                let cpu_pos = *i;
+                let steal = steal_now[cpu_pos].saturating_sub(steal_prev[cpu_pos]);
+                let max = (b.count > 0).then_some(b.max_ns);
+                let wakeups = b
+                    .notes
+                    .sorted()
+                    .into_iter()
+                    .map(|n| {
+                        causes.remove(&(k, n.index)).unwrap_or(Wakeup {
+                            deadline_unix_ns: unix_of(n.deadline_ns),
+                            latency_ns: n.latency_ns,
+                            missed: n.missed,
+                            category: None,
+                            name: None,
+                            cause_ns: None,
+                        })
+                    })
+                    .collect();
+                let start = b.first_index;
+                let end_mono = if b.partial {
+                    b.last_wake_ns.max(t0 + start * config.period_ns)
+                } else {
+                    t0 + (b.seq + 1 + b.merged) * config.interval_ns
+                };
+                rows.push(CpuInterval {
+                    seq: b.seq,
+                    cpu: lanes[*i].cpu,
+                    start_unix_ns: unix_of(t0 + start * config.period_ns),
+                    end_unix_ns: unix_of(end_mono),
+                    period_ns: config.period_ns,
+                    count: b.count,
+                    missed: b.missed,
+                    min_ns: (b.count > 0).then_some(b.min_ns),
+                    max_ns: max,
+                    mean_ns: (b.count > 0).then(|| b.sum_ns as f64 / b.count as f64),
+                    p99_ns: b.hist.quantile(0.99, b.max_ns),
+                    p999_ns: b.hist.quantile(0.999, b.max_ns),
+                    steal_ns: steal,
+                    partial: b.partial,
+                    merged: b.merged,
+                    explained: explained[k],
+                    histogram: b.hist.sparse(),
+                    wakeups,
+                });
+            }
+            steal_prev = steal_now;
+            let st: MachineState = state::read(&cpus, &preempt0, &virt);
+            match store.write_interval(run_id, unix_now_ns(), &st, &rows) {
+                Ok(_) => {
+                    stored += 1;
+                    if let Some(t) = &totals {
+                        let mut t = t.lock().unwrap_or_else(|p| p.into_inner());
+                        for r in &rows {
+                            t.add(r);
+                        }
+                    }
+                    events(Event::Stored(rows));
+                    match store.prune(unix_now_ns() - config.keep_ns as i64) {
+                        Ok(0) => {}
+                        Ok(n) => events(Event::Pruned(n)),
+                        Err(e) => events(Event::Notice(format!("pruning failed: {}", e.message()))),
+                    }
+                }
+                Err(e) => {
+                    // Stop measuring: what cannot be stored must not pile up.
+                    stop.store(true, Ordering::SeqCst);
+                    db_error.get_or_insert(e);
+                }
+            }
+            for (i, b) in group {
+                lanes[i].spare.push(b);
+            }
+            next_seq += 1;
+        }
+        let done = lanes
+            .iter()
+            .all(|l| l.ended.load(Ordering::SeqCst) && l.full.is_empty())
+            && pending.iter().all(BTreeMap::is_empty);
+        if done {
+            break;
+        }
+    }
+    let mut failed = None;
+    for h in handles {
+        if let Ok(LoopEnd::Failed(e)) = h.join() {
+            failed = Some(e);
+        }
+    }
+    let stopped = stop.load(Ordering::SeqCst);
+    let reason = match (&db_error, failed, stopped) {
+        (Some(e), _, _) => format!("database error: {}", e.message()),
+        (None, Some(e), _) => format!("the sleeper failed: {e}"),
+        (None, None, true) => "stopped".to_string(),
+        (None, None, false) => "duration reached".to_string(),
+    };
+    let _ = store.end_run(run_id, unix_now_ns(), &reason);
+    if let Some(e) = db_error {
+        return Err(e);
+    }
+    Ok(Summary {
+        run_id,
+        intervals: stored,
+        stopped,
+    })
+}

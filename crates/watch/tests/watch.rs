@@ -1,0 +1,334 @@
+//! firmtime-watch in process: a real run (root: SCHED_FIFO threads, and the
+//! explaining trace where tracefs is usable), the database's schema guard
+//! and retention, the OpenMetrics text (checked by `promtool check
+//! metrics`) and the endpoint's token, over loopback.
+//!
+//! With `--features assert-rt` the run's RT loops execute under
+//! `assert_no_alloc` (an allocation aborts the test).
+
+use firmtime_watch::metrics::{self, Totals, WatchCollector};
+use firmtime_watch::run::{self, Config, Event, ExplainMode};
+use firmtime_watch::store::{CpuInterval, MachineState, RunInfo, Store, Wakeup};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+
+#[cfg(feature = "assert-rt")]
+#[global_allocator]
+static A: firmtime_rt::assert_rt::AllocDisabler = firmtime_rt::assert_rt::AllocDisabler;
+
+fn scratch(name: &str) -> PathBuf {
+    let p = std::env::temp_dir().join(format!("firmtime-watch-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&p);
+    std::fs::create_dir_all(&p).unwrap();
+    p
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+#[test]
+fn a_run_stores_every_interval_and_explains_its_worst_wakeups() {
+    if !is_root() {
+        firmtime_rt::testing::skip("a_run_stores_every_interval: needs root (SCHED_FIFO)");
+        return;
+    }
+    assert_eq!(
+        firmtime_rt::assert_rt::ENABLED,
+        cfg!(all(feature = "assert-rt", debug_assertions))
+    );
+    let dir = scratch("run");
+    let tracing = firmtime_trace::explain::available().is_ok();
+    let cfg = Config {
+        db: dir.join("w.db"),
+        interval_ns: 1_000_000_000,
+        duration_ns: Some(3_000_000_000),
+        cpus: Some(vec![0]),
+        explain: if tracing {
+            ExplainMode::On
+        } else {
+            ExplainMode::Off
+        },
+        ..Config::default()
+    };
+    let totals = Arc::new(Mutex::new(Totals::default()));
+    let mut stored = Vec::new();
+    let mut started = false;
+    let s = run::run(
+        &cfg,
+        "test",
+        &STOP,
+        Some(Arc::clone(&totals)),
+        &mut |e| match e {
+            Event::Started { conditions, .. } => {
+                started = true;
+                assert_eq!(conditions.len(), 1);
+                assert_eq!(conditions[0].1.obtained.priority, 80, "never degraded");
+            }
+            Event::Stored(rows) => stored.push(rows),
+            Event::Pruned(_) | Event::Notice(_) => {}
+        },
+    )
+    .unwrap();
+    assert!(started);
+    assert_eq!((s.intervals, s.stopped), (3, false));
+    assert_eq!(stored.len(), 3);
+    let db = Store::open_existing(&cfg.db).unwrap();
+    let rows = db.intervals_since(0).unwrap();
+    assert_eq!(rows.len(), 3);
+    for (k, r) in rows.iter().enumerate() {
+        let i = &r.interval;
+        assert_eq!(i.seq, k as u64);
+        assert_eq!(i.count + i.missed, 1000);
+        assert_eq!(i.explained, tracing, "{i:?}");
+        if tracing {
+            assert!(
+                i.wakeups.iter().all(|w| w.category.is_some()),
+                "every kept wake-up has a cause category (unknown included): {:?}",
+                i.wakeups
+            );
+        }
+    }
+    let t = totals.lock().unwrap();
+    let c0 = &t.cpus[&0];
+    assert_eq!(c0.count, rows.iter().map(|r| r.interval.count).sum::<u64>());
+    assert_eq!(
+        c0.missed,
+        rows.iter().map(|r| r.interval.missed).sum::<u64>()
+    );
+    assert_eq!(c0.intervals, 3);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+fn row(end: i64, wakeups: Vec<Wakeup>) -> CpuInterval {
+    CpuInterval {
+        seq: 0,
+        cpu: 1,
+        start_unix_ns: end - 1_000_000_000,
+        end_unix_ns: end,
+        period_ns: 1_000_000,
+        count: 999,
+        missed: 1,
+        min_ns: Some(3_000),
+        max_ns: Some(1_500_000),
+        mean_ns: Some(10_000.0),
+        p99_ns: Some(20_000),
+        p999_ns: Some(150_000),
+        steal_ns: 20_000_000,
+        partial: false,
+        merged: 0,
+        explained: true,
+        histogram: vec![(9_000, 500), (10_000, 490), (150_000, 8), (1_500_000, 1)],
+        wakeups,
+    }
+}
+
+fn wakeup(cat: &str) -> Wakeup {
+    Wakeup {
+        deadline_unix_ns: 5,
+        latency_ns: 1_500_000,
+        missed: 1,
+        category: Some(cat.into()),
+        name: Some("x".into()),
+        cause_ns: Some(1_000_000),
+    }
+}
+
+fn new_db(path: &Path) -> (Store, i64) {
+    let mut s = Store::open(path).unwrap();
+    let id = s
+        .begin_run(&RunInfo {
+            started_unix_ns: 0,
+            firmtime_version: "t".into(),
+            command_line: "t".into(),
+            config: "{}".into(),
+            conditions: "[]".into(),
+        })
+        .unwrap();
+    (s, id)
+}
+
+#[test]
+fn prune_deletes_old_intervals_with_their_wakeups_and_keeps_the_state() {
+    let dir = scratch("prune");
+    let (mut s, run) = new_db(&dir.join("p.db"));
+    let st = MachineState {
+        kernel_release: "6.1".into(),
+        ..MachineState::default()
+    };
+    s.write_interval(
+        run,
+        100,
+        &st,
+        &[row(100, vec![wakeup("vm"), wakeup("task")])],
+    )
+    .unwrap();
+    let st2 = MachineState {
+        governors: "performance".into(),
+        ..st.clone()
+    };
+    s.write_interval(run, 200, &st2, &[row(200, vec![wakeup("irq")])])
+        .unwrap();
+    s.write_interval(run, 300, &st2, &[row(300, vec![])])
+        .unwrap();
+    assert_eq!(s.count("states").unwrap(), 2, "a row per change");
+    assert_eq!(s.count("wakeups").unwrap(), 3);
+    assert_eq!(s.prune(150).unwrap(), 1);
+    assert_eq!(s.count("intervals").unwrap(), 2);
+    assert_eq!(
+        s.count("wakeups").unwrap(),
+        1,
+        "deleted with their interval"
+    );
+    assert_eq!(
+        s.count("states").unwrap(),
+        1,
+        "the unreferenced old state goes"
+    );
+    assert_eq!(s.prune(1000).unwrap(), 2);
+    assert_eq!(s.count("states").unwrap(), 1, "the latest state stays");
+    s.integrity_check().unwrap();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_database_from_a_newer_schema_is_refused_by_name() {
+    let dir = scratch("schema");
+    let p = dir.join("n.db");
+    drop(Store::open(&p).unwrap());
+    let c = rusqlite::Connection::open(&p).unwrap();
+    c.execute("UPDATE meta SET value='99' WHERE key='schema_version'", [])
+        .unwrap();
+    drop(c);
+    let e = Store::open(&p).unwrap_err();
+    assert!(
+        e.message().contains("schema version 99 is newer"),
+        "{}",
+        e.message()
+    );
+    let e = Store::open_existing(&dir.join("missing.db")).unwrap_err();
+    assert!(e.message().contains("does not exist"), "{}", e.message());
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+fn totals() -> Arc<Mutex<Totals>> {
+    let mut t = Totals::default();
+    t.add(&row(1, vec![wakeup("vm"), wakeup("softirq")]));
+    t.add(&row(2, vec![wakeup("vm")]));
+    Arc::new(Mutex::new(t))
+}
+
+#[test]
+fn metrics_text_has_cumulative_buckets_and_passes_promtool() {
+    let text = WatchCollector::render(&totals());
+    for line in [
+        "# TYPE firmtime_watch_latency_seconds histogram",
+        "firmtime_watch_latency_seconds_count{cpu=\"1\"} 1998",
+        "firmtime_watch_latency_seconds_bucket{le=\"0.00001\",cpu=\"1\"} 1980",
+        "firmtime_watch_latency_seconds_bucket{le=\"0.0002\",cpu=\"1\"} 1996",
+        "firmtime_watch_latency_seconds_bucket{le=\"0.002\",cpu=\"1\"} 1998",
+        "firmtime_watch_latency_seconds_bucket{le=\"+Inf\",cpu=\"1\"} 1998",
+        "firmtime_watch_missed_deadlines_total{cpu=\"1\"} 2.0",
+        "firmtime_watch_steal_seconds_total{cpu=\"1\"} 0.04",
+        "firmtime_watch_worst_wakeups_by_cause_total{category=\"vm\"} 2.0",
+        "firmtime_watch_worst_wakeups_by_cause_total{category=\"softirq\"} 1.0",
+        "firmtime_watch_worst_wakeups_by_cause_total{category=\"unknown\"} 0.0",
+        "# EOF",
+    ] {
+        assert!(
+            text.lines().any(|l| l == line),
+            "{line} missing from:\n{text}"
+        );
+    }
+    match std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+    {
+        Ok(mut c) => {
+            // What the endpoint serves a client that does not ask for
+            // OpenMetrics (promtool reads the Prometheus text format).
+            let plain = metrics::to_prometheus_text(&text);
+            c.stdin.take().unwrap().write_all(plain.as_bytes()).unwrap();
+            let out = c.wait_with_output().unwrap();
+            assert!(
+                out.status.success(),
+                "promtool check metrics: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Err(_) => firmtime_rt::testing::skip(
+            "promtool not installed (Debian: prometheus): metrics checked as text only",
+        ),
+    }
+}
+
+fn get(addr: std::net::SocketAddr, req: &str) -> String {
+    let mut c = TcpStream::connect(addr).unwrap();
+    c.write_all(req.as_bytes()).unwrap();
+    let mut s = String::new();
+    c.read_to_string(&mut s).unwrap();
+    s
+}
+
+#[test]
+fn the_endpoint_serves_metrics_only_with_the_token() {
+    let dir = scratch("token");
+    let tf = dir.join("token");
+    std::fs::write(&tf, "s3cret-token-0123456789\n").unwrap();
+    let token = metrics::read_token(&tf).unwrap();
+    std::fs::write(dir.join("short"), "abc\n").unwrap();
+    let e = metrics::read_token(&dir.join("short")).unwrap_err();
+    assert!(
+        e.message().starts_with("--metrics-token"),
+        "{}",
+        e.message()
+    );
+    let t = totals();
+    let server = metrics::serve("127.0.0.1:0".parse().unwrap(), Some(token), move || {
+        WatchCollector::render(&t)
+    })
+    .unwrap();
+    let addr = server.addr();
+    let no = get(addr, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(no.starts_with("HTTP/1.1 401 Unauthorized\r\n"), "{no}");
+    assert!(!no.contains("firmtime_watch"), "{no}");
+    let yes = get(
+        addr,
+        "GET /metrics HTTP/1.1\r\nAuthorization: Bearer s3cret-token-0123456789\r\n\r\n",
+    );
+    assert!(yes.starts_with("HTTP/1.1 200 OK\r\n"), "{yes}");
+    assert!(yes.contains("firmtime_watch_missed_deadlines_total{cpu=\"1\"} 2.0"));
+    assert!(
+        yes.contains("Content-Type: text/plain; version=0.0.4"),
+        "{yes}"
+    );
+    let om = get(
+        addr,
+        "GET /metrics HTTP/1.1\r\nAccept: application/openmetrics-text\r\nAuthorization: Bearer s3cret-token-0123456789\r\n\r\n",
+    );
+    assert!(
+        om.contains("Content-Type: application/openmetrics-text; version=1.0.0"),
+        "{om}"
+    );
+    assert!(om.ends_with("# EOF\n"), "{om}");
+    let nf = get(addr, "GET /other HTTP/1.1\r\n\r\n");
+    assert!(nf.starts_with("HTTP/1.1 404"), "{nf}");
+    // A client that never finishes its request is dropped at the deadline.
+    let mut slow = TcpStream::connect(addr).unwrap();
+    slow.write_all(b"GET /metr").unwrap();
+    let mut s = String::new();
+    slow.read_to_string(&mut s).unwrap();
+    assert!(s.starts_with("HTTP/1.1 400"), "{s}");
+    drop(server);
+    let _ = std::fs::remove_dir_all(dir);
+}
