@@ -632,13 +632,24 @@ pub(super) fn waste_setup(stream_id: u32, data_port: u16) -> Value {
 pub(super) fn overrun(c: &mut Ctl, udp: &UdpSocket, worker: SocketAddr, id: u32) -> Instant {
     let r = c.ask(&waste_setup(id, udp.local_addr().unwrap().port()));
     assert_eq!(r["type"], "ready", "{r}");
+    overrun_again(c, udp, worker, id, 0)
+}
+
+/// Sends period `seq` of an overrunning waste_time stream set up by [`overrun`].
+pub(super) fn overrun_again(
+    c: &Ctl,
+    udp: &UdpSocket,
+    worker: SocketAddr,
+    id: u32,
+    seq: u64,
+) -> Instant {
     let mut p = f32s(&vec![0.5; 8192]);
     p.extend_from_slice(&8192i32.to_le_bytes());
     for v in [1.0f32, 0.0, 0.0] {
         p.extend_from_slice(&v.to_le_bytes());
     }
     let sent = Instant::now();
-    for d in datagrams(&c.data_key(), id, 0, &p) {
+    for d in datagrams(&c.data_key(), id, seq, &p) {
         udp.send_to(&d, worker).unwrap();
     }
     sent

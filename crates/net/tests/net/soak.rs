@@ -86,6 +86,8 @@ pub(super) struct Tally {
     overruns: AtomicU64,
     /// Of those, told `cut off by the worker's watchdog`.
     cut_off: AtomicU64,
+    /// The longest from sending an overrunning period to being told of the cut.
+    cut_ms_max: AtomicU64,
     probes_sent: AtomicU64,
     probes_answered: AtomicU64,
 }
@@ -104,7 +106,7 @@ impl Tally {
             "\nattackers: slow loris {} connections (at most {} held), {} random strangers, {} \
              wrong-key masters refused, {} junk datagrams, {} replayed datagrams, {} out-of-range \
              setups refused, {} NaN/huge controls refused ({} periods lost), {} overrunning \
-             waste_time sessions ({} cut off), {} seq 2^64-1 probes ({} answered)",
+             waste_time sessions ({} cut off, each within {} ms), {} seq 2^64-1 probes ({} answered)",
             get(&self.loris_connects),
             get(&self.loris_held),
             get(&self.random_strangers),
@@ -116,6 +118,7 @@ impl Tally {
             get(&self.amp_lost),
             get(&self.overruns),
             get(&self.cut_off),
+            get(&self.cut_ms_max),
             get(&self.probes_sent),
             get(&self.probes_answered),
         );
@@ -358,13 +361,20 @@ fn bad_controls(addr: SocketAddr, stop: &AtomicBool, t: &Tally) {
 fn overruns(addr: SocketAddr, stop: &AtomicBool, t: &Tally) {
     let udp = UdpSocket::bind(localhost()).unwrap();
     let mut id = 21;
-    while nap(stop, Duration::from_millis(200)) {
+    // One at least; a pause between them (the cut run spins on, demoted, until its call returns).
+    let mut first = true;
+    while std::mem::take(&mut first) || nap(stop, Duration::from_millis(700)) {
         let mut c = Ctl::connect(addr, &KEY);
-        hostile::overrun(&mut c, &udp, addr, id);
+        let mut sent = hostile::overrun(&mut c, &udp, addr, id);
+        let began = sent;
         add(&t.overruns, 1);
-        let end = Instant::now() + Duration::from_secs(10);
         let mut n = 0;
+        // Each is followed to its cut, after `stop` too: the watchdog must cut every one.
         loop {
+            // A fragment lost in the flood (the socket's buffer full): send the period again.
+            if sent.elapsed() > Duration::from_millis(1500) {
+                sent = hostile::overrun_again(&c, &udp, addr, id, n + 1);
+            }
             let r = c.ask(&json!({"type": "ping", "n": n}));
             if r["type"] == "error" {
                 assert!(
@@ -372,13 +382,13 @@ fn overruns(addr: SocketAddr, stop: &AtomicBool, t: &Tally) {
                     "{r}"
                 );
                 add(&t.cut_off, 1);
+                t.cut_ms_max
+                    .fetch_max(began.elapsed().as_millis() as u64, Ordering::Relaxed);
                 break;
             }
             assert_eq!(r["type"], "pong", "{r}");
-            assert!(Instant::now() < end, "no cut-off within 10 s");
-            if !nap(stop, Duration::from_millis(50)) {
-                break;
-            }
+            assert!(began.elapsed() < Duration::from_secs(15), "no cut-off within 15 s");
+            std::thread::sleep(Duration::from_millis(50));
             n += 1;
         }
         id += 1;
@@ -612,8 +622,9 @@ fn a_legitimate_session_stays_exact_while_every_attack_runs_at_once() {
 
     println!(
         "legitimate session ({attack_secs:.0} s, 2 ms periods, window 1, deadline 20 ms): \
-         {delivered} of {periods} delivered ({:.2} %), {late} late, all bytes exact; rtt p50 \
-         {:.3} ms, p99 {:.3} ms, max {:.3} ms; link losses {}",
+         {delivered} of {periods} delivered ({:.2} %), {late} late, all bytes exact; round trip \
+         as the master saw it (it reads in its next call) p50 {:.3} ms, p99 {:.3} ms, max {:.3} \
+         ms; link losses {}",
         delivered as f64 * 100.0 / periods.max(1) as f64,
         ms(pct(0.5)),
         ms(pct(0.99)),
@@ -692,11 +703,10 @@ fn a_legitimate_session_stays_exact_while_every_attack_runs_at_once() {
         "{after:?}"
     );
     assert!(get(&tally.bad_controls) > 0);
-    assert!(
-        d(|r| r.cut_off) >= get(&tally.cut_off) && d(|r| r.cut_off) <= get(&tally.overruns),
-        "{after:?}"
-    );
-    assert!(get(&tally.cut_off) >= 1, "no waste_time session was cut off");
+    // Every overrunning session was cut off, and each cut counted once.
+    assert!(get(&tally.overruns) >= 1);
+    assert_eq!(get(&tally.cut_off), get(&tally.overruns));
+    assert_eq!(d(|r| r.cut_off), get(&tally.cut_off), "{after:?}");
     assert!(
         ev(|e| matches!(e, ServerEvent::SessionCutOff { .. })) as u64 >= get(&tally.cut_off)
     );
@@ -715,11 +725,14 @@ fn a_legitimate_session_stays_exact_while_every_attack_runs_at_once() {
     srv.stop();
 }
 
-/// Not a test of its own: `scripts/net-attack-bench.sh` runs it to attack
+/// The attackers alone: `scripts/net-attack-bench.sh` runs this to attack
 /// worker processes while `net bench` measures them. `FIRMTIME_SOAK_ATTACK`
 /// = the workers' addresses (comma-separated; their key is hostile.rs's
-/// `KEY`, plugin directories /usr/lib/ladspa and one holding waste_time),
-/// `FIRMTIME_SOAK_SECS` = how long.
+/// `KEY`, their plugin directories /usr/lib/ladspa and one holding
+/// waste_time), `FIRMTIME_SOAK_SECS` = at most how long,
+/// `FIRMTIME_SOAK_STOP_FILE` = stop when this file exists,
+/// `FIRMTIME_SOAK_NO_PLUGINS` = leave out the amp and waste_time attacks.
+/// Every attacker still checks each answer it gets.
 #[test]
 #[ignore = "the attackers alone, for scripts/net-attack-bench.sh"]
 fn attacks_against_running_workers() {
@@ -735,9 +748,13 @@ fn attacks_against_running_workers() {
         .collect();
     let stop = AtomicBool::new(false);
     let tally = Tally::default();
+    let stop_file = std::env::var_os("FIRMTIME_SOAK_STOP_FILE").map(PathBuf::from);
+    let end = Instant::now() + Duration::from_secs_f64(secs());
     std::thread::scope(|s| {
         s.spawn(|| attack(&workers, 1, plugins, 300, &stop, &tally));
-        std::thread::sleep(Duration::from_secs_f64(secs()));
+        while Instant::now() < end && !stop_file.as_ref().is_some_and(|f| f.exists()) {
+            std::thread::sleep(Duration::from_millis(100));
+        }
         stop.store(true, Ordering::Relaxed);
     });
     tally.print();
