@@ -15,7 +15,8 @@
 # ~2,000 junk datagrams/s, replays of an earlier session's packets,
 # out-of-range setups, NaN/1e30 controls into amp, waste_time overrunning its
 # budget (cut off, reopened), discovery probes with seq 2^64-1.
-# PLUGINS=0 leaves out the two plugin attacks (amp, waste_time).
+# SKIP=overruns,controls (names: loris strangers wrong_keys junk replay setups
+# probes controls overruns) leaves attackers out, to find which one costs.
 #
 # Root (the bench's SCHED_FIFO loop and the workers' fifo:70). ~4-6 minutes.
 # Usage: sudo scripts/net-attack-bench.sh     (builds release binaries first)
@@ -23,7 +24,7 @@ set -u
 cd "$(dirname "$0")/.."
 PAIRS=${PAIRS:-3}
 STEP=${STEP:-3s}
-PLUGINS=${PLUGINS:-1}
+SKIP=${SKIP:-}
 TGT=$(realpath -m "${CARGO_TARGET_DIR:-target}")
 cargo build --release --locked -p firmtime -p firmtime-plugin-waste-time >/dev/null 2>&1 ||
     { echo "build failed" >&2; exit 1; }
@@ -73,7 +74,7 @@ bench() { # name → prints the usable fraction in %, or "none"
 attacked_bench() { # name → the same, with the attacker running against every worker
     rm -f "$OUT/stop"
     local env=(FIRMTIME_SOAK_ATTACK="$WORKERS" FIRMTIME_SOAK_SECS=600 FIRMTIME_SOAK_STOP_FILE="$OUT/stop")
-    [ "$PLUGINS" = 0 ] && env+=(FIRMTIME_SOAK_NO_PLUGINS=1)
+    [ -n "$SKIP" ] && env+=(FIRMTIME_SOAK_SKIP="$SKIP")
     env "${env[@]}" "$ATTACKER" soak::attacks_against_running_workers --exact --ignored \
         --nocapture >"$OUT/$1.attacker.txt" 2>&1 &
     ATTACK_PID=$!
@@ -96,7 +97,7 @@ PY
 
 echo "net bench under attack ($(uname -r), $(nproc) CPUs, loopback; results in $OUT)"
 echo "4 workers, 128 frames at 48 kHz (2.67 ms), window 1, sleep, ramp from 0.5 by 0.05, $STEP a step"
-[ "$PLUGINS" = 0 ] && echo "attacks: all but the plugin ones (PLUGINS=0)"
+[ -n "$SKIP" ] && echo "attacks: all but $SKIP (SKIP)"
 printf '%-6s %-22s %-22s\n' "pair" "usable % no attacks" "usable % all attacks"
 CALM=()
 HOSTILE=()

@@ -1037,7 +1037,19 @@ fn setup(
                 sh.chunk,
                 data_key.clone().or_else(|| sh.key.clone()),
                 crate::runner::budget_ns(ps.max_frames, ps.sample_rate),
-                sh.data_policy,
+                // One below the data thread: a plugin run, however long, never
+                // holds the thread that serves every session (on a shared CPU,
+                // an overrunning run at the same FIFO priority made every other
+                // worker's periods late until the watchdog's cut).
+                sh.data_policy.map(|p| match p {
+                    Policy::Fifo { priority } if priority > 1 => Policy::Fifo {
+                        priority: priority - 1,
+                    },
+                    Policy::Rr { priority } if priority > 1 => Policy::Rr {
+                        priority: priority - 1,
+                    },
+                    p => p,
+                }),
             )?;
             (StreamWork::Plugin(feed), Some((runner, refusals)))
         }

@@ -728,3 +728,70 @@ fn an_overrunning_plugin_is_cut_off_while_another_session_keeps_its_deadlines() 
     let s = stats(srv.local_addr());
     assert_eq!(s.cut_off, 1, "{s:?}");
 }
+
+/// `(policy, rt_priority)` of every thread of this process named `name`
+/// (fields 41 and 40 of /proc/self/task/TID/stat).
+fn sched_of(name: &str) -> Vec<(u32, u32)> {
+    let mut found = Vec::new();
+    for t in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+        if comm.trim_end() != name {
+            continue;
+        }
+        let Ok(stat) = std::fs::read_to_string(t.path().join("stat")) else {
+            continue;
+        };
+        // Fields after the command's closing parenthesis start at field 3.
+        let rest: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..]
+            .split_whitespace()
+            .collect();
+        found.push((rest[41 - 3].parse().unwrap(), rest[40 - 3].parse().unwrap()));
+    }
+    found
+}
+
+/// Regression: a plugin's runner ran at the data thread's own FIFO priority,
+/// so on a shared CPU an overrunning run held the data thread (and, with
+/// several workers on one machine, theirs) until the watchdog's cut: 4
+/// workers under the soak's attacks went from 95 % usable to none
+/// (scripts/net-attack-bench.sh). It now runs one priority below.
+#[test]
+fn a_plugin_runner_runs_one_priority_below_the_data_thread() {
+    if !Path::new(LADSPA).join("amp_1181.so").exists() {
+        return firmtime_rt::testing::skip("swh-plugins (amp_1181.so) is not installed");
+    }
+    let mut c = ServerConfig::new(localhost());
+    c.key = Some(Key::new(&KEY).unwrap());
+    c.plugins = remote::PluginAllowList::new(&[PathBuf::from(LADSPA)]).unwrap();
+    c.data_policy = Some(firmtime_rt::sched::Policy::Fifo { priority: 70 });
+    let srv = match WorkerServer::start(c) {
+        Ok(s) => s,
+        Err(e) if e.kind() == ErrorKind::PermissionDenied => {
+            return firmtime_rt::testing::skip(&format!("SCHED_FIFO is refused here: {e}"));
+        }
+        Err(e) => panic!("{e}"),
+    };
+    let udp = UdpSocket::bind(localhost()).unwrap();
+    let mut c = Ctl::connect(srv.local_addr(), &KEY);
+    let r = c.ask(&amp_setup(9, udp.local_addr().unwrap().port()));
+    assert_eq!(r["type"], "ready", "{r}");
+    let fifo = libc::SCHED_FIFO as u32;
+    // Only this test gives a worker a real-time data thread.
+    let data: Vec<_> = sched_of("ft-net-data")
+        .into_iter()
+        .filter(|s| s.0 == fifo)
+        .collect();
+    let runners: Vec<_> = sched_of("ft-net-plugin")
+        .into_iter()
+        .filter(|s| s.0 == fifo)
+        .collect();
+    assert_eq!(data, [(fifo, 70)]);
+    assert_eq!(runners, [(fifo, 69)]);
+    // And it runs: a period through amp at 0 dB comes back unchanged.
+    let input: Vec<f32> = (0..64).map(|i| i as f32 / 128.0).collect();
+    for d in datagrams(&c.data_key(), 9, 0, &amp_period(0.0, &input)) {
+        udp.send_to(&d, srv.local_addr()).unwrap();
+    }
+    let (_, out) = result(&udp, &c.data_key(), Duration::from_secs(2)).expect("amp's result");
+    assert_eq!(out[..256], f32s(&input)[..]);
+}
