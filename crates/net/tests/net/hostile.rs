@@ -767,7 +767,7 @@ fn a_plugin_runner_runs_one_priority_below_the_data_thread() {
     let srv = match WorkerServer::start(c) {
         Ok(s) => s,
         Err(e) if e.kind() == ErrorKind::PermissionDenied => {
-            return firmtime_rt::testing::skip(&format!("SCHED_FIFO is refused here: {e}"));
+            return firmtime_rt::testing::skip(format!("SCHED_FIFO is refused here: {e}"));
         }
         Err(e) => panic!("{e}"),
     };

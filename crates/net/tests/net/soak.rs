@@ -282,8 +282,18 @@ fn bad_setups(addr: SocketAddr, stop: &AtomicBool, t: &Tally) {
     let mut cases = vec![
         hostile::copy_setup(5, 9, json!(u64::MAX), sleep_all.clone()),
         hostile::copy_setup(5, 9, json!(0), sleep_all.clone()),
-        hostile::copy_setup(5, 9, json!(1_000_000), json!({"fraction": 1e30, "mode": "sleep"})),
-        hostile::copy_setup(5, 9, json!(1_000_000_000), json!({"fraction": 4.0, "mode": "spin"})),
+        hostile::copy_setup(
+            5,
+            9,
+            json!(1_000_000),
+            json!({"fraction": 1e30, "mode": "sleep"}),
+        ),
+        hostile::copy_setup(
+            5,
+            9,
+            json!(1_000_000_000),
+            json!({"fraction": 4.0, "mode": "spin"}),
+        ),
         hostile::copy_setup(0, 9, json!(1_000_000), none.clone()),
     ];
     let mut s = hostile::copy_setup(5, 9, json!(1_000_000), none.clone());
@@ -387,7 +397,10 @@ fn overruns(addr: SocketAddr, stop: &AtomicBool, t: &Tally) {
                 break;
             }
             assert_eq!(r["type"], "pong", "{r}");
-            assert!(began.elapsed() < Duration::from_secs(15), "no cut-off within 15 s");
+            assert!(
+                began.elapsed() < Duration::from_secs(15),
+                "no cut-off within 15 s"
+            );
             std::thread::sleep(Duration::from_millis(50));
             n += 1;
         }
@@ -415,7 +428,14 @@ fn max_seq_probes(addr: SocketAddr, stop: &AtomicBool, t: &Tally) {
 
 /// The attackers by name, for `FIRMTIME_SOAK_SKIP`.
 pub(super) const ATTACKS: &[&str] = &[
-    "loris", "strangers", "wrong_keys", "junk", "replay", "setups", "probes", "controls",
+    "loris",
+    "strangers",
+    "wrong_keys",
+    "junk",
+    "replay",
+    "setups",
+    "probes",
+    "controls",
     "overruns",
 ];
 
@@ -601,9 +621,11 @@ fn a_legitimate_session_stays_exact_while_every_attack_runs_at_once() {
     // After the attackers: the worker's threads and descriptors come back.
     let settle = Instant::now();
     let (mut threads1, mut fds1) = (0, 0);
+    // Exactly back, usually within a second (the last cut run spins on, demoted,
+    // with its socket, until its call returns); asserted with slack below.
     while settle.elapsed() < Duration::from_secs(10) {
         (threads1, fds1) = (count("/proc/self/task"), count("/proc/self/fd"));
-        if threads1 <= threads0 + 1 && fds1 <= fds0 + 2 {
+        if threads1 <= threads0 && fds1 <= fds0 {
             break;
         }
         std::thread::sleep(Duration::from_millis(50));
@@ -613,7 +635,9 @@ fn a_legitimate_session_stays_exact_while_every_attack_runs_at_once() {
         let mut kinds = std::collections::BTreeMap::<String, usize>::new();
         for e in std::fs::read_dir("/proc/self/fd").unwrap().flatten() {
             let t = std::fs::read_link(e.path()).map_or("?".into(), |t| t.display().to_string());
-            *kinds.entry(t.split(':').next().unwrap().to_string()).or_default() += 1;
+            *kinds
+                .entry(t.split(':').next().unwrap().to_string())
+                .or_default() += 1;
         }
         println!("fds left: {kinds:?}; gate {:?}", srv.gate_stats());
     }
@@ -730,9 +754,7 @@ fn a_legitimate_session_stays_exact_while_every_attack_runs_at_once() {
     assert!(get(&tally.overruns) >= 1);
     assert_eq!(get(&tally.cut_off), get(&tally.overruns));
     assert_eq!(d(|r| r.cut_off), get(&tally.cut_off), "{after:?}");
-    assert!(
-        ev(|e| matches!(e, ServerEvent::SessionCutOff { .. })) as u64 >= get(&tally.cut_off)
-    );
+    assert!(ev(|e| matches!(e, ServerEvent::SessionCutOff { .. })) as u64 >= get(&tally.cut_off));
     assert!(ev(|e| matches!(e, ServerEvent::ControlRefused { .. })) >= 1);
     assert!(d(|r| r.probes) >= get(&tally.probes_answered));
     assert!(get(&tally.probes_answered) * 10 >= get(&tally.probes_sent) * 9);
@@ -769,7 +791,10 @@ fn attacks_against_running_workers() {
         .split(',')
         .filter(|a| !a.is_empty())
         .map(|a| {
-            assert!(ATTACKS.contains(&a), "FIRMTIME_SOAK_SKIP: {a}? one of {ATTACKS:?}");
+            assert!(
+                ATTACKS.contains(&a),
+                "FIRMTIME_SOAK_SKIP: {a}? one of {ATTACKS:?}"
+            );
             a.to_string()
         })
         .collect();
