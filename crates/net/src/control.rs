@@ -256,6 +256,10 @@ pub struct WorkerReport {
     /// Sessions cut off by the watchdog (a plugin run over its budget).
     #[serde(default)]
     pub cut_off: u64,
+    /// `setup` requests refused (a value out of range, a cap reached, an
+    /// unknown or refused plugin), over every connection.
+    #[serde(default)]
+    pub setups_refused: u64,
     /// `recv` errors on the data socket (e.g. ICMP port unreachable).
     #[serde(default)]
     pub recv_errors: u64,

@@ -20,7 +20,9 @@
 //! # RT contract
 //! [`Feed::offer`] is **RT-safe**: no allocation (buffers circulate between
 //! the two threads), no waiting (a bounded channel's `try_send`). The
-//! runner thread runs the plugin under the data thread's policy; the rest
+//! runner thread runs the plugin under the policy it is given (the worker
+//! gives one real-time priority below its data thread's, so that the data
+//! thread, which serves every session, preempts any plugin run); the rest
 //! is control plane.
 
 use crate::block::{BlockSet, Flow};

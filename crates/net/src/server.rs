@@ -301,6 +301,7 @@ struct Shared {
     watched: Mutex<Vec<Watched>>,
     next_watch: AtomicU64,
     cut_off: AtomicU64,
+    setups_refused: AtomicU64,
     bad_controls: AtomicU64,
     plugin_dropped: AtomicU64,
 }
@@ -390,6 +391,7 @@ impl WorkerServer {
             watched: Mutex::new(Vec::new()),
             next_watch: AtomicU64::new(0),
             cut_off: AtomicU64::new(0),
+            setups_refused: AtomicU64::new(0),
             bad_controls: AtomicU64::new(0),
             plugin_dropped: AtomicU64::new(0),
         });
@@ -624,6 +626,7 @@ fn report(c: &DataCounters, sh: &Shared) -> WorkerReport {
         busy: c.streams.busy + sh.plugin_dropped.load(Ordering::Relaxed),
         bad_controls: sh.bad_controls.load(Ordering::Relaxed),
         cut_off: sh.cut_off.load(Ordering::Relaxed),
+        setups_refused: sh.setups_refused.load(Ordering::Relaxed),
         recv_errors: c.worker.recv_errors,
         send_errors: c.streams.send_errors + c.discovery.send_errors,
         socket_drops: sh.data_socket.local_addr().ok().and_then(udp_socket_drops),
@@ -865,6 +868,7 @@ fn session(mut conn: Conn, first: Request, commands: &Sender<Command>, sh: &Shar
                         }
                     }
                     Err(e) => {
+                        sh.setups_refused.fetch_add(1, Ordering::Relaxed);
                         if s.plugin.is_some() {
                             sh.emit(ServerEvent::Refused {
                                 peer,
@@ -1033,7 +1037,19 @@ fn setup(
                 sh.chunk,
                 data_key.clone().or_else(|| sh.key.clone()),
                 crate::runner::budget_ns(ps.max_frames, ps.sample_rate),
-                sh.data_policy,
+                // One below the data thread: a plugin run, however long, never
+                // holds the thread that serves every session (on a shared CPU,
+                // an overrunning run at the same FIFO priority made every other
+                // worker's periods late until the watchdog's cut).
+                sh.data_policy.map(|p| match p {
+                    Policy::Fifo { priority } if priority > 1 => Policy::Fifo {
+                        priority: priority - 1,
+                    },
+                    Policy::Rr { priority } if priority > 1 => Policy::Rr {
+                        priority: priority - 1,
+                    },
+                    p => p,
+                }),
             )?;
             (StreamWork::Plugin(feed), Some((runner, refusals)))
         }

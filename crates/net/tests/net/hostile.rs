@@ -16,9 +16,9 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-const KEY: [u8; 32] = *b"hostile-peer test key, 32 bytes!";
+pub(super) const KEY: [u8; 32] = *b"hostile-peer test key, 32 bytes!";
 
-fn hmac(key: &[u8], parts: &[&[u8]]) -> [u8; 32] {
+pub(super) fn hmac(key: &[u8], parts: &[&[u8]]) -> [u8; 32] {
     let mut m = Hmac::<Sha256>::new_from_slice(key).unwrap();
     for p in parts {
         m.update(p);
@@ -26,7 +26,7 @@ fn hmac(key: &[u8], parts: &[&[u8]]) -> [u8; 32] {
     m.finalize().into_bytes().into()
 }
 
-fn hex(b: &[u8]) -> String {
+pub(super) fn hex(b: &[u8]) -> String {
     b.iter().map(|b| format!("{b:02x}")).collect()
 }
 
@@ -37,14 +37,14 @@ fn unhex(t: &str) -> Vec<u8> {
         .collect()
 }
 
-fn random32() -> [u8; 32] {
+pub(super) fn random32() -> [u8; 32] {
     let mut n = [0u8; 32];
     std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom").unwrap(), &mut n).unwrap();
     n
 }
 
 /// A control connection as docs/NET.md describes it.
-struct Ctl {
+pub(super) struct Ctl {
     reader: BufReader<TcpStream>,
     writer: TcpStream,
     key: Vec<u8>,
@@ -54,7 +54,7 @@ struct Ctl {
 }
 
 impl Ctl {
-    fn connect(addr: SocketAddr, key: &[u8]) -> Self {
+    pub(super) fn connect(addr: SocketAddr, key: &[u8]) -> Self {
         let writer = TcpStream::connect(addr).unwrap();
         writer
             .set_read_timeout(Some(Duration::from_secs(5)))
@@ -82,7 +82,7 @@ impl Ctl {
         c
     }
 
-    fn send(&mut self, msg: &Value) {
+    pub(super) fn send(&mut self, msg: &Value) {
         let json = msg.to_string();
         let tag = hmac(
             &self.key,
@@ -100,20 +100,22 @@ impl Ctl {
         self.writer.write_all(line.as_bytes()).unwrap();
     }
 
-    fn recv(&mut self) -> Value {
+    pub(super) fn recv(&mut self) -> Value {
         let mut line = String::new();
         self.reader.read_line(&mut line).unwrap();
-        let (_, json) = line.trim_end().split_once(' ').expect("a MAC field");
+        let Some((_, json)) = line.trim_end().split_once(' ') else {
+            panic!("a line with a MAC field, got {line:?}");
+        };
         serde_json::from_str(json).unwrap()
     }
 
-    fn ask(&mut self, msg: &Value) -> Value {
+    pub(super) fn ask(&mut self, msg: &Value) -> Value {
         self.send(msg);
         self.recv()
     }
 
     /// HMAC-SHA256(key, "firmtime-net-data/2" ‖ worker nonce ‖ master nonce).
-    fn data_key(&self) -> [u8; 32] {
+    pub(super) fn data_key(&self) -> [u8; 32] {
         hmac(
             &self.key,
             &[
@@ -126,7 +128,7 @@ impl Ctl {
 }
 
 /// One period's datagrams per docs/WIRE.md (version 2, MAC flag set).
-fn datagrams(data_key: &[u8], stream_id: u32, seq: u64, payload: &[u8]) -> Vec<Vec<u8>> {
+pub(super) fn datagrams(data_key: &[u8], stream_id: u32, seq: u64, payload: &[u8]) -> Vec<Vec<u8>> {
     let max_chunk = 1500 - 28 - 32 - 16;
     let total = payload.len();
     let count = total.div_ceil(max_chunk).max(1);
@@ -156,7 +158,7 @@ fn datagrams(data_key: &[u8], stream_id: u32, seq: u64, payload: &[u8]) -> Vec<V
 
 /// Receives one period's result (every fragment), checking each MAC under
 /// `data_key`; `None` if nothing arrives within `wait`.
-fn result(sock: &UdpSocket, data_key: &[u8], wait: Duration) -> Option<(u64, Vec<u8>)> {
+pub(super) fn result(sock: &UdpSocket, data_key: &[u8], wait: Duration) -> Option<(u64, Vec<u8>)> {
     let end = Instant::now() + wait;
     let mut buf = vec![0u8; 65_536];
     let mut payload = Vec::new();
@@ -192,23 +194,23 @@ fn result(sock: &UdpSocket, data_key: &[u8], wait: Duration) -> Option<(u64, Vec
     }
 }
 
-fn server(plugin_dirs: &[PathBuf]) -> WorkerServer {
+pub(super) fn server(plugin_dirs: &[PathBuf]) -> WorkerServer {
     let mut c = ServerConfig::new(localhost());
     c.key = Some(Key::new(&KEY).unwrap());
     c.plugins = remote::PluginAllowList::new(plugin_dirs).unwrap();
     WorkerServer::start(c).unwrap()
 }
 
-fn stats(addr: SocketAddr) -> control::WorkerReport {
+pub(super) fn stats(addr: SocketAddr) -> control::WorkerReport {
     query_stats(addr, Some(Key::new(&KEY).unwrap()), Duration::from_secs(2)).unwrap()
 }
 
-fn f32s(block: &[f32]) -> Vec<u8> {
+pub(super) fn f32s(block: &[f32]) -> Vec<u8> {
     block.iter().flat_map(|v| v.to_le_bytes()).collect()
 }
 
 /// A copy stream: 16 f32 in, 16 f32 out.
-fn copy_setup(stream_id: u32, data_port: u16, period_ns: Value, work: Value) -> Value {
+pub(super) fn copy_setup(stream_id: u32, data_port: u16, period_ns: Value, work: Value) -> Value {
     json!({
         "type": "setup", "stream_id": stream_id, "data_port": data_port,
         "layout": {"blocks": [
@@ -219,12 +221,12 @@ fn copy_setup(stream_id: u32, data_port: u16, period_ns: Value, work: Value) -> 
     })
 }
 
-fn error_of(reply: &Value) -> &str {
+pub(super) fn error_of(reply: &Value) -> &str {
     assert_eq!(reply["type"], "error", "{reply}");
     reply["message"].as_str().unwrap()
 }
 
-fn wait_event(
+pub(super) fn wait_event(
     srv: &WorkerServer,
     within: Duration,
     f: impl Fn(&ServerEvent) -> bool,
@@ -484,7 +486,7 @@ fn a_probe_with_the_largest_seq_does_not_poison_discovery() {
 
 // ---- plugins: control values and the watchdog
 
-fn amp_setup(stream_id: u32, data_port: u16) -> Value {
+pub(super) fn amp_setup(stream_id: u32, data_port: u16) -> Value {
     json!({
         "type": "setup", "stream_id": stream_id, "data_port": data_port,
         "layout": {"blocks": [
@@ -504,14 +506,14 @@ fn amp_setup(stream_id: u32, data_port: u16) -> Value {
     })
 }
 
-fn amp_period(gain_db: f32, input: &[f32]) -> Vec<u8> {
+pub(super) fn amp_period(gain_db: f32, input: &[f32]) -> Vec<u8> {
     let mut p = f32s(input);
     p.extend_from_slice(&64i32.to_le_bytes());
     p.extend_from_slice(&gain_db.to_le_bytes());
     p
 }
 
-const LADSPA: &str = "/usr/lib/ladspa";
+pub(super) const LADSPA: &str = "/usr/lib/ladspa";
 
 /// Regression: control values NaN and 1e30 went straight to the plugin.
 /// swh `amp` (1181): gain −70 to 70 dB. A refused value is counted and
@@ -576,7 +578,7 @@ fn nan_and_huge_control_values_are_refused_and_the_last_value_kept() {
 
 /// Builds the repo's waste_time plugin once and copies it into a plugin
 /// directory of its own (the allow-list refuses a symlink out of it).
-fn waste_time_dir() -> PathBuf {
+pub(super) fn waste_time_dir() -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
@@ -604,7 +606,7 @@ fn waste_time_dir() -> PathBuf {
 
 /// waste_time at 8 kHz with 8192-frame periods and start fraction 1: one
 /// run spins 1.024 s, over the 500 ms budget cap.
-fn waste_setup(stream_id: u32, data_port: u16) -> Value {
+pub(super) fn waste_setup(stream_id: u32, data_port: u16) -> Value {
     let port = |name: &str, input: bool, audio: bool| json!({"name": name, "input": input, "audio": audio, "hint": 0, "lower": 0.0, "upper": 0.0});
     json!({
         "type": "setup", "stream_id": stream_id, "data_port": data_port,
@@ -627,16 +629,27 @@ fn waste_setup(stream_id: u32, data_port: u16) -> Value {
 }
 
 /// Sends one overrunning period of waste_time (stream `id`) and returns when it was sent.
-fn overrun(c: &mut Ctl, udp: &UdpSocket, worker: SocketAddr, id: u32) -> Instant {
+pub(super) fn overrun(c: &mut Ctl, udp: &UdpSocket, worker: SocketAddr, id: u32) -> Instant {
     let r = c.ask(&waste_setup(id, udp.local_addr().unwrap().port()));
     assert_eq!(r["type"], "ready", "{r}");
+    overrun_again(c, udp, worker, id, 0)
+}
+
+/// Sends period `seq` of an overrunning waste_time stream set up by [`overrun`].
+pub(super) fn overrun_again(
+    c: &Ctl,
+    udp: &UdpSocket,
+    worker: SocketAddr,
+    id: u32,
+    seq: u64,
+) -> Instant {
     let mut p = f32s(&vec![0.5; 8192]);
     p.extend_from_slice(&8192i32.to_le_bytes());
     for v in [1.0f32, 0.0, 0.0] {
         p.extend_from_slice(&v.to_le_bytes());
     }
     let sent = Instant::now();
-    for d in datagrams(&c.data_key(), id, 0, &p) {
+    for d in datagrams(&c.data_key(), id, seq, &p) {
         udp.send_to(&d, worker).unwrap();
     }
     sent
@@ -714,4 +727,71 @@ fn an_overrunning_plugin_is_cut_off_while_another_session_keeps_its_deadlines() 
     );
     let s = stats(srv.local_addr());
     assert_eq!(s.cut_off, 1, "{s:?}");
+}
+
+/// `(policy, rt_priority)` of every thread of this process named `name`
+/// (fields 41 and 40 of /proc/self/task/TID/stat).
+fn sched_of(name: &str) -> Vec<(u32, u32)> {
+    let mut found = Vec::new();
+    for t in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+        if comm.trim_end() != name {
+            continue;
+        }
+        let Ok(stat) = std::fs::read_to_string(t.path().join("stat")) else {
+            continue;
+        };
+        // Fields after the command's closing parenthesis start at field 3.
+        let rest: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..]
+            .split_whitespace()
+            .collect();
+        found.push((rest[41 - 3].parse().unwrap(), rest[40 - 3].parse().unwrap()));
+    }
+    found
+}
+
+/// Regression: a plugin's runner ran at the data thread's own FIFO priority,
+/// so on a shared CPU an overrunning run held the data thread (and, with
+/// several workers on one machine, theirs) until the watchdog's cut: 4
+/// workers under the soak's attacks went from 95 % usable to none
+/// (scripts/net-attack-bench.sh). It now runs one priority below.
+#[test]
+fn a_plugin_runner_runs_one_priority_below_the_data_thread() {
+    if !Path::new(LADSPA).join("amp_1181.so").exists() {
+        return firmtime_rt::testing::skip("swh-plugins (amp_1181.so) is not installed");
+    }
+    let mut c = ServerConfig::new(localhost());
+    c.key = Some(Key::new(&KEY).unwrap());
+    c.plugins = remote::PluginAllowList::new(&[PathBuf::from(LADSPA)]).unwrap();
+    c.data_policy = Some(firmtime_rt::sched::Policy::Fifo { priority: 70 });
+    let srv = match WorkerServer::start(c) {
+        Ok(s) => s,
+        Err(e) if e.kind() == ErrorKind::PermissionDenied => {
+            return firmtime_rt::testing::skip(format!("SCHED_FIFO is refused here: {e}"));
+        }
+        Err(e) => panic!("{e}"),
+    };
+    let udp = UdpSocket::bind(localhost()).unwrap();
+    let mut c = Ctl::connect(srv.local_addr(), &KEY);
+    let r = c.ask(&amp_setup(9, udp.local_addr().unwrap().port()));
+    assert_eq!(r["type"], "ready", "{r}");
+    let fifo = libc::SCHED_FIFO as u32;
+    // Only this test gives a worker a real-time data thread.
+    let data: Vec<_> = sched_of("ft-net-data")
+        .into_iter()
+        .filter(|s| s.0 == fifo)
+        .collect();
+    let runners: Vec<_> = sched_of("ft-net-plugin")
+        .into_iter()
+        .filter(|s| s.0 == fifo)
+        .collect();
+    assert_eq!(data, [(fifo, 70)]);
+    assert_eq!(runners, [(fifo, 69)]);
+    // And it runs: a period through amp at 0 dB comes back unchanged.
+    let input: Vec<f32> = (0..64).map(|i| i as f32 / 128.0).collect();
+    for d in datagrams(&c.data_key(), 9, 0, &amp_period(0.0, &input)) {
+        udp.send_to(&d, srv.local_addr()).unwrap();
+    }
+    let (_, out) = result(&udp, &c.data_key(), Duration::from_secs(2)).expect("amp's result");
+    assert_eq!(out[..256], f32s(&input)[..]);
 }

@@ -13,4 +13,5 @@ mod late;
 mod plugins;
 mod preauth;
 mod session;
+mod soak;
 mod streams;

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 const KEY: [u8; 32] = [0x5a; 32];
 
-fn hex(b: &[u8]) -> String {
+pub(super) fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
@@ -25,8 +25,8 @@ fn unhex(t: &str) -> Vec<u8> {
 }
 
 /// A master written from docs/NET.md: greeting, then `<mac> <json>` lines.
-struct Raw {
-    w: TcpStream,
+pub(super) struct Raw {
+    pub(super) w: TcpStream,
     r: BufReader<TcpStream>,
     key: Option<Vec<u8>>,
     worker_nonce: Vec<u8>,
@@ -35,7 +35,7 @@ struct Raw {
 }
 
 impl Raw {
-    fn greet(addr: SocketAddr, key: Option<&[u8]>) -> Raw {
+    pub(super) fn greet(addr: SocketAddr, key: Option<&[u8]>) -> Raw {
         let w = TcpStream::connect(addr).unwrap();
         w.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         let mut r = BufReader::new(w.try_clone().unwrap());
@@ -57,7 +57,7 @@ impl Raw {
         }
     }
 
-    fn send(&mut self, json: &str) {
+    pub(super) fn send(&mut self, json: &str) {
         let tag = match &self.key {
             None => "-".to_string(),
             Some(k) => {
@@ -78,7 +78,7 @@ impl Raw {
     }
 
     /// The next line's JSON (the MAC field is not checked here).
-    fn recv(&mut self) -> String {
+    pub(super) fn recv(&mut self) -> String {
         let mut line = String::new();
         self.r.read_line(&mut line).unwrap();
         let (_, json) = line.trim_end().split_once(' ').unwrap();
@@ -391,31 +391,43 @@ fn a_keyless_worker_refuses_a_non_loopback_address_unless_told_it_is_insecure() 
     WorkerServer::start(c).unwrap().stop();
 }
 
+/// A small deterministic generator for hostile bytes.
+pub(super) struct XorShift(pub(super) u64);
+
+impl XorShift {
+    pub(super) fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+/// What stranger `i` sends: nothing, a greeting, part of one, or a greeting
+/// and a MAC field, then up to 6,000 random bytes, maybe a newline.
+pub(super) fn stranger_bytes(i: u64, rng: &mut XorShift) -> Vec<u8> {
+    let greeting = format!("firmtime-net-ctl 2 {}\n", hex(&[9; 32]));
+    let mut b: Vec<u8> = match i % 4 {
+        0 => Vec::new(),
+        1 => greeting.clone().into_bytes(),
+        2 => greeting.as_bytes()[..(rng.next() % 80) as usize].to_vec(),
+        _ => format!("{greeting}- ").into_bytes(),
+    };
+    let n = rng.next() % 6000;
+    b.extend((0..n).map(|_| rng.next() as u8));
+    if rng.next() % 2 == 0 {
+        b.push(b'\n');
+    }
+    b
+}
+
 #[test]
 fn random_bytes_from_many_strangers_leave_the_gate_serving_and_accounted() {
     let srv = server(|c| c.gate.login_grace = Duration::from_secs(2));
-    let mut x = 0x2545_f491_4f6c_dd1du64;
-    let mut next = move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
-    let greeting = format!("firmtime-net-ctl 2 {}\n", hex(&[9; 32]));
+    let mut rng = XorShift(0x2545_f491_4f6c_dd1d);
     for i in 0..200u64 {
         let mut s = TcpStream::connect(srv.local_addr()).unwrap();
-        let mut b: Vec<u8> = match i % 4 {
-            0 => Vec::new(),
-            1 => greeting.clone().into_bytes(),
-            2 => greeting.as_bytes()[..(next() % 80) as usize].to_vec(),
-            _ => format!("{greeting}- ").into_bytes(),
-        };
-        let n = next() % 6000;
-        b.extend((0..n).map(|_| next() as u8));
-        if next() % 2 == 0 {
-            b.push(b'\n');
-        }
-        let _ = s.write_all(&b);
+        let _ = s.write_all(&stranger_bytes(i, &mut rng));
     }
     // Every stranger has left the gate one way or another.
     let t = Instant::now();
