@@ -7,7 +7,7 @@
 # database's integrity.
 #
 #   scripts/watch-soak.sh [MINUTES] [-- WATCH-FLAGS...]
-#   e.g. scripts/watch-soak.sh 30 -- --interval 1min --cpus 0,1
+#   e.g. scripts/watch-soak.sh 30 -- --interval 1min --cpu 0,1
 #
 # Needs root (SCHED_FIFO; the explaining trace runs where tracefs is
 # usable). Builds the release binary first. Figures, not a test: the VM's

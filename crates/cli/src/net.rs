@@ -562,6 +562,10 @@ fn stats_text(worker: &str, r: &firmtime_net::control::WorkerReport) -> String {
         ("discovery probes answered", r.probes),
         ("periods abandoned incomplete", r.incomplete),
         ("periods given up, session busy or cut off", r.busy),
+        (
+            "setups refused (out of range, over a cap)",
+            r.setups_refused,
+        ),
         ("control values refused", r.bad_controls),
         ("sessions cut off by the watchdog", r.cut_off),
         ("receive errors on the data socket", r.recv_errors),

@@ -78,10 +78,15 @@ pub struct RunArgs {
     #[arg(long, value_name = "D", value_parser = long_duration)]
     duration: Option<Duration>,
     /// Scheduling policy of the measuring threads: fifo:P or rr:P (never degraded: refused is an error).
-    #[arg(long, value_name = "POLICY", default_value = "fifo:80")]
+    #[arg(
+        long = "priority",
+        alias = "policy",
+        value_name = "PRIORITY",
+        default_value = "fifo:80"
+    )]
     policy: Policy,
     /// CPUs to watch, one pinned thread each (e.g. 0,2-3); default every online CPU.
-    #[arg(long, value_name = "LIST")]
+    #[arg(long = "cpu", alias = "cpus", value_name = "LIST")]
     cpus: Option<String>,
     /// Keep intervals this long, then delete them (e.g. 30d, 12h; at least 1min).
     #[arg(long, value_name = "D", default_value = "30d", value_parser = long_duration)]
@@ -146,7 +151,7 @@ struct InstallArgs {
     /// Where to write the unit.
     #[arg(long, value_name = "PATH", default_value = unit::UNIT_PATH)]
     unit: PathBuf,
-    /// The `firmtime watch` flags the service runs with (after `--`), e.g. `-- --cpus 1 --keep 90d`.
+    /// The `firmtime watch` flags the service runs with (after `--`), e.g. `-- --cpu 1 --keep 90d`.
     #[arg(last = true, value_name = "WATCH-FLAGS")]
     flags: Vec<String>,
 }
@@ -170,7 +175,7 @@ fn config(a: &RunArgs) -> Result<Config, UsageError> {
     let cpus = match &a.cpus {
         Some(text) => Some(sched::parse_cpu_list(text).map_err(|e| {
             UsageError(format!(
-                "--cpus {text}: {} (valid: online CPUs {})",
+                "--cpu {text}: {} (valid: online CPUs {})",
                 e.message(),
                 sched::format_cpu_list(&sched::online_cpus())
             ))
@@ -461,6 +466,6 @@ mod tests {
         );
         let t = T::try_parse_from(["t", "--policy", "other"]).unwrap();
         let e = config(&t.w.run).unwrap_err().0;
-        assert!(e.contains("--policy other"), "{e}");
+        assert!(e.contains("--priority other"), "{e}");
     }
 }

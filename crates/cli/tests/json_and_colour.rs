@@ -262,6 +262,7 @@ fn net_discover_and_stats_json_and_the_human_stats() {
             "cut_off",
             "recv_errors",
             "send_errors",
+            "setups_refused",
         ],
     );
     assert_eq!(v["probes"], 1, "discover's probe was answered: {v}");

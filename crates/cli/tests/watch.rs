@@ -92,7 +92,7 @@ fn watch_stores_one_row_per_cpu_and_interval_and_every_deadline_once() {
         "watch",
         "--db",
         &db,
-        "--cpus",
+        "--cpu",
         "0,1",
         "--interval",
         "1s",
@@ -150,7 +150,7 @@ fn kill_9_loses_at_most_the_current_interval() {
         &[
             "--db",
             &db,
-            "--cpus",
+            "--cpu",
             "0",
             "--interval",
             "1s",
@@ -185,7 +185,7 @@ fn kill_9_loses_at_most_the_current_interval() {
         "watch",
         "--db",
         &db,
-        "--cpus",
+        "--cpu",
         "0",
         "--interval",
         "1s",
@@ -211,7 +211,7 @@ fn sigterm_stores_the_interval_being_measured() {
         &[
             "--db",
             &db,
-            "--cpus",
+            "--cpu",
             "0",
             "--interval",
             "1s",
@@ -299,7 +299,7 @@ fn retention_deletes_intervals_older_than_keep() {
         "watch",
         "--db",
         &db,
-        "--cpus",
+        "--cpu",
         "0",
         "--interval",
         "1s",
@@ -449,12 +449,12 @@ fn report_writes_markdown_json_and_plots() {
 #[test]
 fn install_prints_and_writes_a_unit_that_systemd_accepts() {
     let out = firmtime(&[
-        "watch", "install", "--print", "--", "--cpus", "0", "--keep", "7d",
+        "watch", "install", "--print", "--", "--cpu", "0", "--keep", "7d",
     ]);
     let unit = assert_ok(&out);
     let exec = unit.lines().find(|l| l.starts_with("ExecStart=")).unwrap();
     assert!(
-        exec.ends_with(" watch --db /var/lib/firmtime/watch.db --cpus 0 --keep 7d") || !is_root(),
+        exec.ends_with(" watch --db /var/lib/firmtime/watch.db --cpu 0 --keep 7d") || !is_root(),
         "{exec}"
     );
     assert!(exec.contains(" watch "), "{exec}");
@@ -536,15 +536,15 @@ fn bad_watch_flags_are_usage_errors_naming_the_flag() {
                 &["--interval 1s must be a whole number of --period (3ms)"],
             ),
             (
-                "--policy other",
-                &["--policy other: watch measures a real-time thread"],
+                "--priority other",
+                &["--priority other: watch measures a real-time thread"],
             ),
             (
                 "--worst 0",
                 &["--worst 0 is out of range: valid is 1 to 1000"],
             ),
             ("--metrics-token /tmp/x", &["--metrics-listen"]),
-            ("--cpus 999", &["--cpus: CPU 999 is not online"]),
+            ("--cpu 999", &["--cpu: CPU 999 is not online"]),
         ],
     );
     assert!(!Path::new("/tmp/never-written.db").exists());
@@ -797,7 +797,7 @@ fn prometheus_scrapes_watch_and_agrees_with_its_database() {
     let (watch, served_on, lines) = start_watch_serving(&[
         "--db",
         &db,
-        "--cpus",
+        "--cpu",
         "0",
         "--interval",
         "2s",

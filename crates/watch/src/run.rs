@@ -60,9 +60,9 @@ pub struct Config {
     pub interval_ns: u64,
     /// Stop after this long (`--duration`); `None`: until stopped.
     pub duration_ns: Option<u64>,
-    /// Policy of the measuring threads (`--policy`), default `fifo:80`.
+    /// Policy of the measuring threads (`--priority`), default `fifo:80`.
     pub policy: Policy,
-    /// CPUs to watch (`--cpus`); `None`: every online CPU.
+    /// CPUs to watch (`--cpu`); `None`: every online CPU.
     pub cpus: Option<Vec<usize>>,
     /// Retention (`--keep`), default 30 days.
     pub keep_ns: u64,
@@ -145,21 +145,21 @@ impl Config {
         }
         if !self.policy.is_rt_or_deadline() || matches!(self.policy, Policy::Deadline { .. }) {
             return Err(invalid(format!(
-                "--policy {}: watch measures a real-time thread: valid are fifo:1..99 and rr:1..99",
+                "--priority {}: watch measures a real-time thread: valid are fifo:1..99 and rr:1..99",
                 self.policy
             )));
         }
         self.policy
             .validate()
-            .map_err(|e| invalid(format!("--policy {}: {}", self.policy, e.message())))?;
+            .map_err(|e| invalid(format!("--priority {}: {}", self.policy, e.message())))?;
         if let Some(c) = &self.cpus {
             let online = sched::online_cpus();
             if c.is_empty() {
-                return Err(invalid("--cpus is empty"));
+                return Err(invalid("--cpu is empty"));
             }
             if let Some(bad) = c.iter().find(|c| !online.contains(c)) {
                 return Err(invalid(format!(
-                    "--cpus: CPU {bad} is not online: valid are {}",
+                    "--cpu: CPU {bad} is not online: valid are {}",
                     sched::format_cpu_list(&online)
                 )));
             }
