@@ -53,7 +53,7 @@ const KEEP_NS: u64 = 300_000_000;
 
 /// The drainer stops reading this long before a measured thread's
 /// announced deadline (longer than it takes to read and decode a page)…
-const CLEAR_BEFORE_NS: u64 = 250_000;
+const CLEAR_BEFORE_NS: u64 = 500_000;
 /// …and, once the deadline has passed, waits for the thread to wake and
 /// announce its next one, sleeping this long at first and twice as long
 /// each time the thread is still late…
