@@ -126,6 +126,43 @@ pub fn temp_path(path: &Path) -> Option<PathBuf> {
     )))
 }
 
+/// Reads a small file (a configuration, a key): a regular file only (a FIFO is
+/// refused without blocking, a device such as `/dev/zero` without reading
+/// it) of at most `max` bytes.
+///
+/// # Errors
+/// A message naming `what`, the file, and what is wrong with it.
+pub fn read_small_file(path: &Path, max: u64, what: &str) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let err = |why: String| format!("{what} {}: {why}", path.display());
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        // O_NONBLOCK: opening a FIFO for reading would wait for a writer.
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| err(e.to_string()))?;
+    let m = f.metadata().map_err(|e| err(e.to_string()))?;
+    if !m.file_type().is_file() {
+        return Err(err("not a regular file; give a regular file".into()));
+    }
+    if m.len() > max {
+        return Err(err(format!(
+            "{} bytes, more than the {max} a {what} may have",
+            m.len()
+        )));
+    }
+    let mut buf = Vec::new();
+    // `take`: the file may grow between fstat and read.
+    f.take(max + 1)
+        .read_to_end(&mut buf)
+        .map_err(|e| err(e.to_string()))?;
+    if buf.len() as u64 > max {
+        return Err(err(format!("more than the {max} bytes a {what} may have")));
+    }
+    Ok(buf)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -194,41 +231,4 @@ mod tests {
         assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
         assert_eq!(e.to_string(), "/ has no file name");
     }
-}
-
-/// Reads a small file (a configuration, a key): a regular file only (a FIFO is
-/// refused without blocking, a device such as `/dev/zero` without reading
-/// it) of at most `max` bytes.
-///
-/// # Errors
-/// A message naming `what`, the file, and what is wrong with it.
-pub fn read_small_file(path: &Path, max: u64, what: &str) -> Result<Vec<u8>, String> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let err = |why: String| format!("{what} {}: {why}", path.display());
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        // O_NONBLOCK: opening a FIFO for reading would wait for a writer.
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|e| err(e.to_string()))?;
-    let m = f.metadata().map_err(|e| err(e.to_string()))?;
-    if !m.file_type().is_file() {
-        return Err(err("not a regular file; give a regular file".into()));
-    }
-    if m.len() > max {
-        return Err(err(format!(
-            "{} bytes, more than the {max} a {what} may have",
-            m.len()
-        )));
-    }
-    let mut buf = Vec::new();
-    // `take`: the file may grow between fstat and read.
-    f.take(max + 1)
-        .read_to_end(&mut buf)
-        .map_err(|e| err(e.to_string()))?;
-    if buf.len() as u64 > max {
-        return Err(err(format!("more than the {max} bytes a {what} may have")));
-    }
-    Ok(buf)
 }
