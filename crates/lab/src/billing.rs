@@ -226,13 +226,7 @@ pub fn parse_schedstat(text: &str) -> Option<u64> {
 
 /// USER_HZ: the unit of utime/stime in `/proc` (`sysconf(_SC_CLK_TCK)`).
 pub fn user_hz() -> u64 {
-    // SAFETY: sysconf has no preconditions.
-    let v = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if v > 0 {
-        v as u64
-    } else {
-        100
-    }
+    firmtime_rt::system::user_hz()
 }
 
 /// Table 3 for one process, plus what `/proc` reports.

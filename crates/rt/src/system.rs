@@ -558,6 +558,38 @@ pub fn parse_cpu_flags(cpuinfo: &str) -> Option<Vec<String>> {
     })
 }
 
+/// Clock ticks per second of /proc/stat (`sysconf(_SC_CLK_TCK)`, 100 where unknown).
+pub fn user_hz() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    u64::try_from(hz).ok().filter(|&h| h > 0).unwrap_or(100)
+}
+
+/// Per-CPU steal from the text of /proc/stat, in USER_HZ ticks (0 for a
+/// CPU not listed).
+pub fn parse_steal_ticks(stat: &str, cpus: &[usize]) -> Vec<u64> {
+    cpus.iter()
+        .map(|c| {
+            let tag = format!("cpu{c}");
+            stat.lines()
+                .find(|l| l.split_whitespace().next() == Some(tag.as_str()))
+                .and_then(|l| l.split_whitespace().nth(8)?.parse().ok())
+                .unwrap_or(0)
+        })
+        .collect()
+}
+
+/// Per-CPU steal so far (/proc/stat), ns (USER_HZ resolution: 10 ms); 0
+/// for a CPU not listed or when /proc/stat is unreadable.
+pub fn steal_ns_per_cpu(cpus: &[usize]) -> Vec<u64> {
+    let text = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let tick_ns = 1_000_000_000 / user_hz();
+    parse_steal_ticks(&text, cpus)
+        .into_iter()
+        .map(|t| t * tick_ns)
+        .collect()
+}
+
 /// Aggregate CPU time counters from the `cpu` line of /proc/stat, in clock ticks.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CpuTimes {

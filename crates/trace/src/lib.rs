@@ -53,10 +53,3 @@ pub(crate) fn in_range<T: PartialOrd + Copy + std::fmt::Display>(
         ))
     }
 }
-
-/// Clock ticks per second of /proc/stat (`sysconf(_SC_CLK_TCK)`, 100 where unknown).
-pub(crate) fn user_hz() -> u64 {
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    u64::try_from(hz).ok().filter(|&h| h > 0).unwrap_or(100)
-}

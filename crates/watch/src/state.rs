@@ -47,30 +47,11 @@ pub fn read(cpus: &[usize], preempt_at_start: &str, virtualization: &str) -> Mac
     }
 }
 
-/// Per-CPU steal from the text of /proc/stat, in USER_HZ ticks (0 for a
-/// CPU not listed).
-pub fn parse_steal_ticks(stat: &str, cpus: &[usize]) -> Vec<u64> {
-    cpus.iter()
-        .map(|c| {
-            let tag = format!("cpu{c}");
-            stat.lines()
-                .find(|l| l.split_whitespace().next() == Some(tag.as_str()))
-                .and_then(|l| l.split_whitespace().nth(8)?.parse().ok())
-                .unwrap_or(0)
-        })
-        .collect()
-}
+pub use firmtime_rt::system::parse_steal_ticks;
 
 /// Per-CPU steal so far, ns (10 ms resolution).
 pub fn steal_ns(cpus: &[usize]) -> Vec<u64> {
-    let text = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    let hz = u64::try_from(hz).ok().filter(|&h| h > 0).unwrap_or(100);
-    parse_steal_ticks(&text, cpus)
-        .into_iter()
-        .map(|t| t * (1_000_000_000 / hz))
-        .collect()
+    firmtime_rt::system::steal_ns_per_cpu(cpus)
 }
 
 #[cfg(test)]

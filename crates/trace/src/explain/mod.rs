@@ -215,20 +215,6 @@ pub struct CpuSteal {
     pub ns: u64,
 }
 
-/// Per-CPU steal from /proc/stat, in USER_HZ ticks.
-fn steal_ticks(cpus: &[usize]) -> Vec<u64> {
-    let text = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    cpus.iter()
-        .map(|c| {
-            let tag = format!("cpu{c}");
-            text.lines()
-                .find(|l| l.split_whitespace().next() == Some(tag.as_str()))
-                .and_then(|l| l.split_whitespace().nth(8)?.parse().ok())
-                .unwrap_or(0)
-        })
-        .collect()
-}
-
 /// A tracefs instance with the explaining trace's events, tracing off:
 /// `sched_wakeup` and `page_fault_user` filtered to the threads whose comm
 /// matches the glob `traced_comm` (the only ones the attribution uses).
@@ -307,7 +293,7 @@ impl Session {
                 Ok((c, k, held_ns))
             })
             .map_err(|e| Error::new(ErrorKind::Io, format!("cannot start the drainer: {e}")))?;
-        let steal_before = steal_ticks(&cpus);
+        let steal_before = firmtime_rt::system::steal_ns_per_cpu(&cpus);
         let s = Session {
             inst: Some(inst),
             flags,
@@ -333,7 +319,7 @@ impl Session {
     /// # Errors
     /// [`ErrorKind::Io`] if the drainer failed.
     pub fn finish(mut self) -> Result<Recorded> {
-        let steal_after = steal_ticks(&self.cpus);
+        let steal_after = firmtime_rt::system::steal_ns_per_cpu(&self.cpus);
         if let Some(i) = &self.inst {
             let _ = i.set_on(false);
         }
@@ -357,14 +343,13 @@ impl Session {
             }
             None => (0, Vec::new(), true),
         };
-        let hz = crate::user_hz();
         let steal_ns = self
             .cpus
             .iter()
             .zip(self.steal_before.iter().zip(&steal_after))
             .map(|(&cpu, (b, a))| CpuSteal {
                 cpu,
-                ns: a.saturating_sub(*b) * (1_000_000_000 / hz.max(1)),
+                ns: a.saturating_sub(*b),
             })
             .collect();
         Ok(Recorded {
