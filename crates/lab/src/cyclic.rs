@@ -531,7 +531,15 @@ pub fn run_with_status(
     };
 
     let session = match &config.explain {
-        Some(e) => Some(explain::Session::start(e, "firmtime-cycl*")?),
+        // The cyclic threads wake only by their own timer: the fewer
+        // records on their wake-up path (see `WokenBy`).
+        Some(e) => Some(explain::Session::start(
+            &explain::Config {
+                woken_by: explain::WokenBy::OwnTimer,
+                ..e.clone()
+            },
+            "firmtime-cycl*",
+        )?),
         None => None,
     };
     let flags = session.as_ref().map(explain::Session::flags);

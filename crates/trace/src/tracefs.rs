@@ -387,7 +387,7 @@ pub fn drain(
     let mut cap = drain_with(
         inst,
         cpus,
-        interval,
+        Pace::fixed(interval),
         stop,
         &mut |e| {
             if events.len() < events.capacity() {
@@ -404,10 +404,62 @@ pub fn drain(
     Ok(cap)
 }
 
+/// How often a drainer empties the ring buffers.
+///
+/// Every pass wakes the drainer and reads each CPU's buffer, full or not:
+/// at a fixed 20 ms that is 50 wake-ups a second whatever the machine
+/// does, which on a quiet machine is most of a long-running trace's cost.
+/// A paced drainer starts at `min` and, after each pass, doubles its wait
+/// (up to `max`) while every CPU's buffer was less than
+/// [`Pace::LOW_FILL`] full, and shortens it in proportion (down to `min`)
+/// when one was more than [`Pace::HIGH_FILL`] full, so a burst of events
+/// cannot overflow a buffer between two passes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pace {
+    /// Shortest wait between passes.
+    pub min: Duration,
+    /// Longest wait between passes (`min`: a fixed interval).
+    pub max: Duration,
+    /// One CPU's ring buffer, bytes.
+    pub buffer_bytes: u64,
+}
+
+impl Pace {
+    /// Below this share of a buffer read in a pass, the wait doubles.
+    pub const LOW_FILL: f64 = 0.05;
+    /// Above this share, the wait shortens in proportion.
+    pub const HIGH_FILL: f64 = 0.25;
+
+    /// A fixed interval.
+    pub fn fixed(interval: Duration) -> Pace {
+        Pace {
+            min: interval,
+            max: interval,
+            buffer_bytes: u64::MAX,
+        }
+    }
+
+    /// The wait after a pass that waited `cur` and read at most
+    /// `bytes_read` from one CPU's buffer (pure: unit-tested).
+    pub fn next(&self, cur: Duration, bytes_read: u64) -> Duration {
+        let fill = bytes_read as f64 / self.buffer_bytes.max(1) as f64;
+        let next = if fill > Self::HIGH_FILL {
+            cur.mul_f64(Self::HIGH_FILL / fill)
+        } else if fill < Self::LOW_FILL {
+            cur.saturating_mul(2)
+        } else {
+            cur
+        };
+        next.clamp(self.min, self.max.max(self.min))
+    }
+}
+
 /// Like [`drain`], handing each decoded event to `sink` and calling
 /// `pass_done` after each pass over the CPUs' buffers; `gate` is called
 /// before each page is read and before `pass_done` (it may sleep, to keep
-/// the drainer off the CPUs while a measured thread is due). The returned
+/// the drainer off the CPUs while a measured thread is due). Between
+/// passes it waits as `pace` says, parked: whoever sets `stop` should
+/// unpark the thread to end a long wait at once. The returned
 /// [`Capture`] holds the page counts only (no events).
 ///
 /// # Errors
@@ -415,7 +467,7 @@ pub fn drain(
 pub fn drain_with(
     inst: &Instance,
     cpus: &[usize],
-    interval: Duration,
+    pace: Pace,
     stop: &AtomicBool,
     sink: &mut dyn FnMut(Event),
     pass_done: &mut dyn FnMut(),
@@ -433,9 +485,12 @@ pub fn drain_with(
     }
     let mut cap = Capture::default();
     let mut page = vec![0u8; inst.decoder.page_size()];
+    let mut wait = pace.min;
     loop {
         let last = stop.load(Ordering::SeqCst);
+        let mut most = 0u64;
         for (cpu, f) in files.iter_mut() {
+            let mut read = 0u64;
             loop {
                 gate();
                 let n = match f.read(&mut page) {
@@ -446,19 +501,30 @@ pub fn drain_with(
                     Err(e) => return Err(io("reading trace_pipe_raw", e)),
                 };
                 cap.pages += 1;
+                read += n as u64;
                 let info = inst.decoder.decode_page(&page[..n], *cpu, sink);
                 if info.missed_flag {
                     cap.missed_pages += 1;
                 }
                 cap.missed += info.missed;
             }
+            most = most.max(read);
         }
         gate();
         pass_done();
         if last {
             break;
         }
-        std::thread::sleep(interval);
+        wait = pace.next(wait, most);
+        let until = std::time::Instant::now() + wait;
+        // Parked, not slept: `stop` with an unpark ends the wait at once.
+        loop {
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() || stop.load(Ordering::SeqCst) {
+                break;
+            }
+            std::thread::park_timeout(left);
+        }
     }
     Ok(cap)
 }
@@ -466,6 +532,41 @@ pub fn drain_with(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_paced_drainer_waits_longer_while_buffers_stay_near_empty_and_less_in_a_burst() {
+        let ms = Duration::from_millis;
+        let p = Pace {
+            min: ms(20),
+            max: ms(1000),
+            buffer_bytes: 1 << 20,
+        };
+        // Quiet: doubles up to max.
+        let mut w = p.min;
+        let mut seen = vec![w];
+        for _ in 0..8 {
+            w = p.next(w, 4096);
+            seen.push(w);
+        }
+        assert_eq!(
+            seen[..7],
+            [ms(20), ms(40), ms(80), ms(160), ms(320), ms(640), ms(1000)]
+        );
+        assert_eq!(w, ms(1000));
+        // Half a buffer read in one pass: the wait halves (0.25 / 0.5).
+        assert_eq!(p.next(ms(1000), 1 << 19), ms(500));
+        // A full buffer: down to a quarter, never below min.
+        assert_eq!(p.next(ms(1000), 1 << 20), ms(250));
+        assert_eq!(p.next(ms(40), 1 << 20), ms(20));
+        // Between the two fills: unchanged.
+        assert_eq!(p.next(ms(300), 1 << 17), ms(300));
+        // Fixed: always the interval.
+        let f = Pace::fixed(ms(20));
+        assert_eq!(
+            (f.next(ms(20), 0), f.next(ms(20), u64::MAX)),
+            (ms(20), ms(20))
+        );
+    }
 
     #[test]
     fn orphan_pids_come_from_firmtime_instance_names_only() {

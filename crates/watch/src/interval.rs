@@ -54,6 +54,12 @@ pub struct Interval {
     pub hist: Hist,
     /// The worst wake-ups (and, with the explaining trace, their windows flagged).
     pub notes: Notes,
+    /// The loop thread's own CPU time (CLOCK_THREAD_CPUTIME_ID) when this
+    /// buffer became current, ns.
+    pub cpu_start_ns: u64,
+    /// The loop thread's CPU time while this buffer was current, ns (set
+    /// when it is handed over).
+    pub own_cpu_ns: u64,
 }
 
 impl Interval {
@@ -73,6 +79,8 @@ impl Interval {
             tag: 0,
             hist: Hist::new(),
             notes: Notes::new(worst),
+            cpu_start_ns: 0,
+            own_cpu_ns: 0,
         }
     }
 
@@ -89,6 +97,8 @@ impl Interval {
         self.last_wake_ns = 0;
         self.partial = false;
         self.tag = 0;
+        self.cpu_start_ns = 0;
+        self.own_cpu_ns = 0;
         self.hist.clear();
     }
 
@@ -160,6 +170,8 @@ impl WatchLoop {
             }
             return;
         }
+        // One clock_gettime per boundary (a syscall, no allocation).
+        let cpu_now = thread_cpu_ns();
         let fresh = if last {
             None
         } else {
@@ -167,6 +179,7 @@ impl WatchLoop {
                 Ok(mut f) => {
                     f.seq = next_index / self.per_interval;
                     f.first_index = next_index;
+                    f.cpu_start_ns = cpu_now;
                     Some(f)
                 }
                 Err(_) => {
@@ -177,7 +190,8 @@ impl WatchLoop {
                 }
             }
         };
-        if let Some(done) = std::mem::replace(&mut self.cur, fresh) {
+        if let Some(mut done) = std::mem::replace(&mut self.cur, fresh) {
+            done.own_cpu_ns = cpu_now.saturating_sub(done.cpu_start_ns);
             if let Err(rtrb::PushError::Full(back)) = self.full.push(done) {
                 // Not reached (slots checked above); keep the data.
                 self.handover_failed += 1;
@@ -202,6 +216,9 @@ impl WatchLoop {
         stop: &AtomicBool,
     ) -> LoopEnd {
         let mut boundary = self.per_interval;
+        if let Some(c) = self.cur.as_mut() {
+            c.cpu_start_ns = thread_cpu_ns();
+        }
         let end = loop {
             if periodic.next_index() >= deadlines {
                 break LoopEnd::Done;
@@ -230,6 +247,12 @@ impl WatchLoop {
         self.swap(periodic.next_index(), true);
         end
     }
+}
+
+/// The calling thread's CPU time, ns. **RT-safe** (one syscall).
+#[inline]
+fn thread_cpu_ns() -> u64 {
+    firmtime_rt::clock::read_ns(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
 /// Rings for one loop: `(free producer, free consumer, full producer, full
@@ -301,6 +324,11 @@ mod tests {
         assert!(!got[2].partial);
         assert!(got[3].partial, "the last 5 deadlines are half an interval");
         assert_eq!(got.iter().map(|b| b.merged).sum::<u64>(), 0);
+        // Each buffer's CPU time starts where the previous one's ended.
+        for w in got.windows(2) {
+            assert_eq!(w[0].cpu_start_ns + w[0].own_cpu_ns, w[1].cpu_start_ns);
+        }
+        assert!(got[0].cpu_start_ns > 0, "the thread's CPU clock was read");
     }
 
     #[test]

@@ -50,6 +50,8 @@ pub struct CpuTotals {
     pub sum_ns: i128,
     /// Steal, ns.
     pub steal_ns: u64,
+    /// `watch`'s own CPU time charged to this CPU, ns.
+    pub watch_cpu_ns: u64,
     /// Intervals stored.
     pub intervals: u64,
     /// The latencies.
@@ -78,6 +80,7 @@ impl Totals {
             t.sum_ns += (m * row.count as f64).round() as i128;
         }
         t.steal_ns += row.steal_ns;
+        t.watch_cpu_ns += row.watch_cpu_ns.unwrap_or(0);
         t.intervals += 1;
         t.last_max_ns = row.max_ns.unwrap_or(0);
         t.hist
@@ -158,7 +161,7 @@ impl prometheus_client::collector::Collector for WatchCollector {
                 f.encode_histogram::<()>(c.sum_ns as f64 / 1e9, h.total(), &buckets, None)?;
             }
         }
-        let counters: [(&str, &str, Getter); 3] = [
+        let counters: [(&str, &str, Getter); 4] = [
             ("firmtime_watch_wakeups", "Wake-ups measured", |c| {
                 c.count as f64
             }),
@@ -171,6 +174,11 @@ impl prometheus_client::collector::Collector for WatchCollector {
                 "firmtime_watch_steal_seconds",
                 "Time the hypervisor ran something else on the CPU (/proc/stat steal)",
                 |c| c.steal_ns as f64 / 1e9,
+            ),
+            (
+                "firmtime_watch_self_cpu_seconds",
+                "CPU time firmtime watch itself used, charged to the watched CPU (its measuring thread plus an equal share of the rest)",
+                |c| c.watch_cpu_ns as f64 / 1e9,
             ),
         ];
         for (name, help, get) in counters {

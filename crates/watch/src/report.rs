@@ -653,6 +653,7 @@ mod tests {
                 partial: false,
                 merged: 0,
                 explained: cat.is_some(),
+                watch_cpu_ns: None,
                 histogram: h.sparse(),
                 wakeups: vec![Wakeup {
                     deadline_unix_ns: (start_s + 7) * 1_000_000_000,

@@ -33,6 +33,8 @@ pub const PERIOD_NS: std::ops::RangeInclusive<u64> = 100_000..=1_000_000_000;
 pub const INTERVAL_NS: std::ops::RangeInclusive<u64> = 1_000_000_000..=3_600_000_000_000;
 /// Valid `--keep` range, ns (1 min … 10 years).
 pub const KEEP_NS: std::ops::RangeInclusive<u64> = 60_000_000_000..=315_360_000_000_000_000;
+/// Valid `--budget` range, % of a CPU.
+pub const BUDGET_PERCENT: std::ops::RangeInclusive<f64> = 0.01..=100.0;
 /// Valid `--worst` range (wake-ups kept per CPU and interval).
 pub const WORST: std::ops::RangeInclusive<usize> = 1..=1000;
 
@@ -54,7 +56,7 @@ pub enum ExplainMode {
 pub struct Config {
     /// The database file (`--db`).
     pub db: PathBuf,
-    /// Period of the wake-ups (`--period`), default 1 ms.
+    /// Period of the wake-ups (`--period`), default 10 ms.
     pub period_ns: u64,
     /// Storage interval (`--interval`), default 1 min.
     pub interval_ns: u64,
@@ -70,13 +72,17 @@ pub struct Config {
     pub worst: usize,
     /// The explaining trace (`--explain`), default auto.
     pub explain: ExplainMode,
+    /// The share of each watched CPU `watch` may use, % (`--budget`),
+    /// default 0.5: an interval above it gets a notice naming a period
+    /// that fits.
+    pub budget_percent: f64,
 }
 
 impl Default for Config {
     fn default() -> Self {
         Self {
             db: PathBuf::from("/var/lib/firmtime/watch.db"),
-            period_ns: 1_000_000,
+            period_ns: 10_000_000,
             interval_ns: 60_000_000_000,
             duration_ns: None,
             policy: Policy::Fifo { priority: 80 },
@@ -84,6 +90,7 @@ impl Default for Config {
             keep_ns: 30 * 86_400_000_000_000,
             worst: 10,
             explain: ExplainMode::Auto,
+            budget_percent: 0.5,
         }
     }
 }
@@ -117,6 +124,14 @@ impl Config {
         check("--period", self.period_ns, &PERIOD_NS)?;
         check("--interval", self.interval_ns, &INTERVAL_NS)?;
         check("--keep", self.keep_ns, &KEEP_NS)?;
+        if !BUDGET_PERCENT.contains(&self.budget_percent) {
+            return Err(range_err(
+                "--budget",
+                format!("{} %", self.budget_percent),
+                format!("{} %", BUDGET_PERCENT.start()),
+                format!("{} %", BUDGET_PERCENT.end()),
+            ));
+        }
         if self.interval_ns % self.period_ns != 0 {
             return Err(invalid(format!(
                 "--interval {} must be a whole number of --period ({})",
@@ -240,9 +255,83 @@ fn start_session(worst: usize) -> Result<explain::Session> {
         // Windows are short (a few periods); a modest store per interval.
         max_events: 200_000,
         buffer_kb: 1024,
+        // Its threads wake only by their own timer.
+        woken_by: explain::WokenBy::OwnTimer,
+        // A quiet machine's buffers fill slowly: one pass a second then,
+        // not fifty (the drainer's wake-ups were most of the trace's cost).
+        drain_interval_max_ns: 1_000_000_000,
         ..explain::Config::default()
     };
     Ok(explain::Session::start(&cfg, "firmtime-watch*")?)
+}
+
+/// This process's CPU time (every thread, living or ended), ns.
+fn process_cpu_ns() -> u64 {
+    firmtime_rt::clock::read_ns(libc::CLOCK_PROCESS_CPUTIME_ID)
+}
+
+/// The CPU time of the process not spent in the measuring threads, split
+/// evenly over them: `process` ns in all, `own` each thread's.
+fn shared_cpu_ns(process: u64, own: impl Iterator<Item = u64>) -> u64 {
+    let (mut sum, mut n) = (0u64, 0u64);
+    for o in own {
+        sum += o;
+        n += 1;
+    }
+    process.saturating_sub(sum) / n.max(1)
+}
+
+/// The wake-up periods a notice suggests (1-2-5 steps, each a divisor of a
+/// minute).
+const PERIOD_STEPS_NS: [u64; 13] = [
+    100_000,
+    200_000,
+    500_000,
+    1_000_000,
+    2_000_000,
+    5_000_000,
+    10_000_000,
+    20_000_000,
+    50_000_000,
+    100_000_000,
+    200_000_000,
+    500_000_000,
+    1_000_000_000,
+];
+
+/// A notice when a whole interval of `rows` used more of a watched CPU than
+/// `--budget`, naming the shortest period that would fit at the CPU time a
+/// wake-up cost (pure: unit-tested).
+pub fn over_budget(rows: &[CpuInterval], config: &Config) -> Option<String> {
+    let worst = rows
+        .iter()
+        .filter(|r| !r.partial && r.count > 0)
+        .filter_map(|r| {
+            let wall = config.interval_ns * (1 + r.merged);
+            let used = r.watch_cpu_ns?;
+            Some((r, 100.0 * used as f64 / wall as f64, used / r.count))
+        })
+        .max_by(|a, b| a.1.total_cmp(&b.1))?;
+    let (r, pct, per_wakeup) = worst;
+    if pct <= config.budget_percent {
+        return None;
+    }
+    let need = (per_wakeup as f64 * 100.0 / config.budget_percent).ceil() as u64;
+    let fits = PERIOD_STEPS_NS
+        .iter()
+        .copied()
+        .find(|&p| p >= need && p > config.period_ns && config.interval_ns % p == 0);
+    let advice = match fits {
+        Some(p) => format!("--period {} or longer fits", fmt_ns(p)),
+        None => "no period up to 1 s fits; raise --budget or watch fewer CPUs (--cpu)".into(),
+    };
+    Some(format!(
+        "interval {}: watch itself used {pct:.2} % of CPU {} (--budget {} %), {} of CPU per wake-up: {advice}",
+        r.seq,
+        r.cpu,
+        config.budget_percent,
+        fmt_ns(per_wakeup),
+    ))
 }
 
 /// Runs the watch until `stop` is set or `--duration` is over (see the
@@ -436,6 +525,8 @@ pub fn run(
     let mut pending: Vec<BTreeMap<u64, Box<Interval>>> =
         cpus.iter().map(|_| BTreeMap::new()).collect();
     let mut steal_prev = state::steal_ns(&cpus);
+    let mut proc_cpu_prev = process_cpu_ns();
+    let mut budget_noticed: Option<u64> = None;
     let mut stored = 0u64;
     let mut db_error: Option<Error> = None;
     loop {
@@ -583,6 +674,12 @@ pub fn run(
                 sessions.remove(&k);
             }
             let steal_now = state::steal_ns(&cpus);
+            let proc_cpu_now = process_cpu_ns();
+            let share = shared_cpu_ns(
+                proc_cpu_now.saturating_sub(proc_cpu_prev),
+                group.iter().map(|(_, b)| b.own_cpu_ns),
+            );
+            proc_cpu_prev = proc_cpu_now;
             let mut rows = Vec::with_capacity(group.len());
             for (k, (i, b)) in group.iter().enumerate() {
                 let cpu_pos = *i;
@@ -628,9 +725,19 @@ pub fn run(
                     explained: explained[k],
                     histogram: b.hist.sparse(),
                     wakeups,
+                    watch_cpu_ns: Some(b.own_cpu_ns + share),
                 });
             }
             steal_prev = steal_now;
+            // Over budget: say so at the first such interval, then at most
+            // once an hour.
+            let hour = 3_600_000_000_000u64.div_ceil(config.interval_ns);
+            if budget_noticed.is_none_or(|s| next_seq >= s + hour) {
+                if let Some(n) = over_budget(&rows, config) {
+                    events(Event::Notice(n));
+                    budget_noticed = Some(next_seq);
+                }
+            }
             let st: MachineState = state::read(&cpus, &preempt0, &virt);
             match store.write_interval(run_id, unix_now_ns(), &st, &rows) {
                 Ok(_) => {

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 /// The schema version this build writes (`meta.schema_version`).
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -59,7 +59,8 @@ CREATE TABLE IF NOT EXISTS intervals(
   merged INTEGER NOT NULL,
   explained INTEGER NOT NULL,
   state_id INTEGER NOT NULL,
-  histogram TEXT NOT NULL
+  histogram TEXT NOT NULL,
+  watch_cpu_ns INTEGER
 );
 CREATE INDEX IF NOT EXISTS intervals_by_end ON intervals(end_unix_ns);
 CREATE TABLE IF NOT EXISTS wakeups(
@@ -149,6 +150,11 @@ pub struct CpuInterval {
     pub histogram: Sparse,
     /// The worst wake-ups, latest first.
     pub wakeups: Vec<Wakeup>,
+    /// `watch`'s own CPU time charged to this CPU during the interval: its
+    /// measuring thread's plus an equal share of the rest of the process
+    /// (writer, explaining trace, metrics), ns. `None` in rows stored
+    /// before schema version 2.
+    pub watch_cpu_ns: Option<u64>,
 }
 
 /// What a run was: stored once when it starts.
@@ -245,6 +251,16 @@ impl Store {
                         path.display()
                     ),
                 ))
+            }
+            Some(1) => {
+                // Version 2 added intervals.watch_cpu_ns (NULL in older rows).
+                conn.execute_batch(
+                    "BEGIN;
+                     ALTER TABLE intervals ADD COLUMN watch_cpu_ns INTEGER;
+                     UPDATE meta SET value='2' WHERE key='schema_version';
+                     COMMIT;",
+                )
+                .map_err(|e| db_err(path, e))?;
             }
             Some(_) => {}
         }
@@ -363,8 +379,8 @@ impl Store {
             tx.execute(
                 "INSERT INTO intervals(run_id, seq, cpu, start_unix_ns, end_unix_ns, period_ns, count,
                     missed, min_ns, max_ns, mean_ns, p99_ns, p999_ns, steal_ns, partial, merged,
-                    explained, state_id, histogram)
-                 VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)",
+                    explained, state_id, histogram, watch_cpu_ns)
+                 VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)",
                 params![
                     run_id,
                     row.seq as i64,
@@ -384,7 +400,8 @@ impl Store {
                     row.merged as i64,
                     row.explained,
                     state_id,
-                    hist
+                    hist,
+                    row.watch_cpu_ns.map(|n| n.min(i64::MAX as u64) as i64)
                 ],
             )?;
             let id = tx.last_insert_rowid();
@@ -443,7 +460,8 @@ impl Store {
     pub fn intervals_since(&self, since_unix_ns: i64) -> Result<Vec<StoredInterval>> {
         let mut st = self.conn.prepare(
             "SELECT id, run_id, seq, cpu, start_unix_ns, end_unix_ns, period_ns, count, missed, min_ns,
-                    max_ns, mean_ns, p99_ns, p999_ns, steal_ns, partial, merged, explained, histogram
+                    max_ns, mean_ns, p99_ns, p999_ns, steal_ns, partial, merged, explained, histogram,
+                    watch_cpu_ns
              FROM intervals WHERE end_unix_ns >= ?1 ORDER BY start_unix_ns, cpu",
         )?;
         let rows = st.query_map([since_unix_ns], |r| {
@@ -470,6 +488,7 @@ impl Store {
                     explained: r.get(17)?,
                     histogram: Vec::new(),
                     wakeups: Vec::new(),
+                    watch_cpu_ns: r.get::<_, Option<i64>>(19)?.map(|n| n.max(0) as u64),
                 },
                 hist,
             ))

@@ -47,6 +47,7 @@ fn a_run_stores_every_interval_and_explains_its_worst_wakeups() {
     let tracing = firmtime_trace::explain::available().is_ok();
     let cfg = Config {
         db: dir.join("w.db"),
+        period_ns: 1_000_000,
         interval_ns: 1_000_000_000,
         duration_ns: Some(3_000_000_000),
         cpus: Some(vec![0]),
@@ -87,6 +88,8 @@ fn a_run_stores_every_interval_and_explains_its_worst_wakeups() {
         assert_eq!(i.seq, k as u64);
         assert_eq!(i.count + i.missed, 1000);
         assert_eq!(i.explained, tracing, "{i:?}");
+        // A thousand wake-ups cost CPU time; it is stored with the row.
+        assert!(i.watch_cpu_ns.is_some_and(|n| n > 0), "{i:?}");
         if tracing {
             assert!(
                 i.wakeups.iter().all(|w| w.category.is_some()),
@@ -103,7 +106,117 @@ fn a_run_stores_every_interval_and_explains_its_worst_wakeups() {
         rows.iter().map(|r| r.interval.missed).sum::<u64>()
     );
     assert_eq!(c0.intervals, 3);
+    assert_eq!(
+        c0.watch_cpu_ns,
+        rows.iter()
+            .filter_map(|r| r.interval.watch_cpu_ns)
+            .sum::<u64>()
+    );
     let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_schema_1_database_gains_the_watch_cpu_column_and_keeps_its_rows() {
+    let dir = scratch("migrate");
+    let p = dir.join("v1.db");
+    // A version-1 database as the first watch wrote it: no watch_cpu_ns.
+    {
+        let c = rusqlite::Connection::open(&p).unwrap();
+        c.execute_batch(
+            "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+             INSERT INTO meta VALUES('schema_version', '1');
+             CREATE TABLE intervals(
+               id INTEGER PRIMARY KEY, run_id INTEGER NOT NULL, seq INTEGER NOT NULL,
+               cpu INTEGER NOT NULL, start_unix_ns INTEGER NOT NULL, end_unix_ns INTEGER NOT NULL,
+               period_ns INTEGER NOT NULL, count INTEGER NOT NULL, missed INTEGER NOT NULL,
+               min_ns INTEGER, max_ns INTEGER, mean_ns REAL, p99_ns INTEGER, p999_ns INTEGER,
+               steal_ns INTEGER NOT NULL, partial INTEGER NOT NULL, merged INTEGER NOT NULL,
+               explained INTEGER NOT NULL, state_id INTEGER NOT NULL, histogram TEXT NOT NULL);
+             INSERT INTO intervals VALUES(1, 1, 0, 0, 0, 60000000000, 1000000, 60000, 0,
+               2000, 9000, 5000.0, 8000, 9000, 0, 0, 0, 0, 1, '[[9000,60000]]');",
+        )
+        .unwrap();
+    }
+    let (mut s, run) = new_db(&p);
+    let v: String = rusqlite::Connection::open(&p)
+        .unwrap()
+        .query_row(
+            "SELECT value FROM meta WHERE key='schema_version'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(v, store_version());
+    s.write_interval(run, 200, &MachineState::default(), &[row(200, vec![])])
+        .unwrap();
+    let rows = s.intervals_since(i64::MIN).unwrap();
+    assert_eq!(rows.len(), 2);
+    let old = rows.iter().find(|r| r.interval.count == 60_000);
+    let new = rows.iter().find(|r| r.interval.count == 999);
+    assert_eq!(
+        old.expect("the old row is kept").interval.watch_cpu_ns,
+        None,
+        "unknown, not 0"
+    );
+    assert_eq!(new.unwrap().interval.watch_cpu_ns, Some(4_000_000));
+    // Opening again changes nothing.
+    drop(s);
+    drop(Store::open(&p).unwrap());
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+fn store_version() -> String {
+    firmtime_watch::store::SCHEMA_VERSION.to_string()
+}
+
+#[test]
+fn an_interval_over_budget_gets_a_notice_naming_a_period_that_fits() {
+    let cfg = Config {
+        period_ns: 1_000_000,
+        interval_ns: 60_000_000_000,
+        budget_percent: 0.5,
+        ..Config::default()
+    };
+    let mut r = row(60_000_000_000, vec![]);
+    r.seq = 4;
+    r.count = 60_000;
+    r.start_unix_ns = 0;
+    // 25 µs a wake-up: 1.5 s in a minute = 2.5 %.
+    r.watch_cpu_ns = Some(60_000 * 25_000);
+    let n = run::over_budget(&[r.clone()], &cfg).expect("over budget");
+    assert!(
+        n.contains("interval 4") && n.contains("2.50 % of CPU 1") && n.contains("--budget 0.5 %"),
+        "{n}"
+    );
+    // 25 µs per wake-up at 0.5 % needs 5 ms.
+    assert!(n.contains("--period 5ms or longer fits"), "{n}");
+    // Within budget, partial, or unknown: no notice.
+    r.watch_cpu_ns = Some(60_000 * 4_000);
+    assert_eq!(run::over_budget(&[r.clone()], &cfg), None);
+    r.watch_cpu_ns = Some(60_000 * 25_000);
+    r.partial = true;
+    assert_eq!(run::over_budget(&[r.clone()], &cfg), None);
+    r.partial = false;
+    r.watch_cpu_ns = None;
+    assert_eq!(run::over_budget(&[r.clone()], &cfg), None);
+    // Nothing fits up to 1 s: say what else to do.
+    r.count = 10;
+    r.watch_cpu_ns = Some(1_000_000_000);
+    let n = run::over_budget(&[r], &cfg).unwrap();
+    assert!(n.contains("raise --budget or watch fewer CPUs"), "{n}");
+}
+
+#[test]
+fn a_budget_outside_its_range_is_refused_by_name() {
+    for b in [0.0, -1.0, 101.0, f64::NAN] {
+        let cfg = Config {
+            budget_percent: b,
+            ..Config::default()
+        };
+        let e = cfg.validate().unwrap_err();
+        assert!(e.message().contains("--budget"), "{}", e.message());
+        assert!(e.message().contains("0.01 % to 100 %"), "{}", e.message());
+    }
 }
 
 fn row(end: i64, wakeups: Vec<Wakeup>) -> CpuInterval {
@@ -126,6 +239,7 @@ fn row(end: i64, wakeups: Vec<Wakeup>) -> CpuInterval {
         explained: true,
         histogram: vec![(9_000, 500), (10_000, 490), (150_000, 8), (1_500_000, 1)],
         wakeups,
+        watch_cpu_ns: Some(4_000_000),
     }
 }
 
@@ -236,6 +350,7 @@ fn metrics_text_has_cumulative_buckets_and_passes_promtool() {
         "firmtime_watch_latency_seconds_bucket{le=\"+Inf\",cpu=\"1\"} 1998",
         "firmtime_watch_missed_deadlines_total{cpu=\"1\"} 2.0",
         "firmtime_watch_steal_seconds_total{cpu=\"1\"} 0.04",
+        "firmtime_watch_self_cpu_seconds_total{cpu=\"1\"} 0.008",
         "firmtime_watch_worst_wakeups_by_cause_total{category=\"vm\"} 2.0",
         "firmtime_watch_worst_wakeups_by_cause_total{category=\"softirq\"} 1.0",
         "firmtime_watch_worst_wakeups_by_cause_total{category=\"unknown\"} 0.0",

@@ -368,7 +368,11 @@ pub fn run(config: &Config, progress: &mut dyn Progress) -> Result<OverheadResul
             .ok_or_else(|| Error::new(ErrorKind::Io, "no online CPU found in /sys"))?,
     };
     let inst = if config.explain_events {
-        crate::explain::instance(config.buffer_kb, "firmtime-cycl*")?
+        crate::explain::instance(
+            config.buffer_kb,
+            "firmtime-cycl*",
+            crate::explain::WokenBy::OwnTimer,
+        )?
     } else {
         Instance::create(&tracefs::instance_name(), config.buffer_kb)?
     };

@@ -121,6 +121,50 @@ pub struct Config {
     pub max_events: usize,
     /// How often the drainer empties the ring buffers, ns, default 20 ms.
     pub drain_interval_ns: u64,
+    /// With a value above `drain_interval_ns`, the drainer paces itself
+    /// ([`tracefs::Pace`]): it waits up to this long between passes while
+    /// the ring buffers stay near empty. Default 20 ms (a fixed interval);
+    /// `watch` uses 1 s.
+    pub drain_interval_max_ns: u64,
+    /// What wakes the measured threads, which decides the events recorded
+    /// on their own wake-up path (default: anything).
+    pub woken_by: WokenBy,
+}
+
+/// What wakes the measured threads.
+///
+/// Every record the kernel writes on a measured thread's wake-up path
+/// delays that wake-up (~0.4 µs each on the development VM). A thread
+/// woken from idle by its timer passes five: `cpu_idle` (exit),
+/// `local_timer_entry`, its `sched_wakeup`, `local_timer_exit` and the
+/// `sched_switch` to it. For a thread woken only by its own timer the
+/// wake-up and idle records add nothing the attribution needs (the first
+/// local timer interrupt after the deadline is when the timer fired; the
+/// switch to the idle task says the CPU idled), so they are left out.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WokenBy {
+    /// Anything: another thread, a socket, JACK (`tap run`, `net bench`).
+    /// All events, the measured threads' `sched_wakeup` and `cpu_idle`
+    /// included.
+    #[default]
+    Anything,
+    /// Only their own timer (`lab cyclic`, `watch`): no `sched_wakeup`,
+    /// no `cpu_idle`; three records on the wake-up path instead of five.
+    OwnTimer,
+}
+
+impl WokenBy {
+    /// The events recorded for threads woken this way.
+    pub fn events(self) -> Vec<(&'static str, EventKind)> {
+        EXPLAIN_EVENTS
+            .iter()
+            .copied()
+            .filter(|(_, k)| {
+                self == WokenBy::Anything || !matches!(k, EventKind::Wakeup | EventKind::CpuIdle)
+            })
+            .collect()
+    }
 }
 
 impl Default for Config {
@@ -131,6 +175,8 @@ impl Default for Config {
             buffer_kb: 4096,
             max_events: 1_000_000,
             drain_interval_ns: 20_000_000,
+            drain_interval_max_ns: 20_000_000,
+            woken_by: WokenBy::Anything,
         }
     }
 }
@@ -215,15 +261,16 @@ pub struct CpuSteal {
     pub ns: u64,
 }
 
-/// A tracefs instance with the explaining trace's events, tracing off:
+/// A tracefs instance with the explaining trace's events for threads
+/// `woken_by` that ([`WokenBy::events`]), tracing off:
 /// `sched_wakeup` and `page_fault_user` filtered to the threads whose comm
 /// matches the glob `traced_comm` (the only ones the attribution uses).
 ///
 /// # Errors
 /// As [`Instance::create_with`]; [`ErrorKind::Io`] if a filter is refused.
-pub fn instance(buffer_kb: u32, traced_comm: &str) -> Result<Instance> {
+pub fn instance(buffer_kb: u32, traced_comm: &str, woken_by: WokenBy) -> Result<Instance> {
     let name = format!("{}-explain", tracefs::instance_name());
-    let inst = Instance::create_with(&name, buffer_kb, &EXPLAIN_EVENTS)?;
+    let inst = Instance::create_with(&name, buffer_kb, &woken_by.events())?;
     let only = format!("comm ~ \"{traced_comm}\"");
     if inst.events.contains(&EventKind::PageFault) {
         inst.set_filter("exceptions/page_fault_user", &only)?;
@@ -251,7 +298,7 @@ impl Session {
                  Run it with sudo, or without --explain (lab all: --no-explain).",
             ));
         }
-        let inst = Arc::new(instance(config.buffer_kb, traced_comm)?);
+        let inst = Arc::new(instance(config.buffer_kb, traced_comm, config.woken_by)?);
         let cpus = firmtime_rt::sched::online_cpus();
         let stop = Arc::new(AtomicBool::new(false));
         let flags = Arc::new(Flags::new(FLAG_SLOTS));
@@ -261,9 +308,13 @@ impl Session {
             cpus.clone(),
             Arc::clone(&flags),
         );
-        let (cap, every) = (
+        let (cap, pace) = (
             config.max_events,
-            Duration::from_nanos(config.drain_interval_ns),
+            tracefs::Pace {
+                min: Duration::from_nanos(config.drain_interval_ns),
+                max: Duration::from_nanos(config.drain_interval_max_ns),
+                buffer_bytes: u64::from(config.buffer_kb) * 1024,
+            },
         );
         let drainer = std::thread::Builder::new()
             .name("ft-explain-drain".into())
@@ -283,7 +334,7 @@ impl Session {
                 let c = tracefs::drain_with(
                     &i2,
                     &c2,
-                    every,
+                    pace,
                     &s2,
                     &mut |e| kc.borrow_mut().take(e, &f2),
                     &mut || kc.borrow_mut().settle(&f2, false),
@@ -324,6 +375,9 @@ impl Session {
             let _ = i.set_on(false);
         }
         self.stop.store(true, Ordering::SeqCst);
+        if let Some(h) = &self.drainer {
+            h.thread().unpark();
+        }
         let (mut capture, keeper, drainer_held_ns) = match self.drainer.take().map(|h| h.join()) {
             Some(Ok(r)) => r?,
             Some(Err(_)) => return Err(Error::new(ErrorKind::Io, "the explain drainer panicked")),
@@ -370,6 +424,7 @@ impl Drop for Session {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
         if let Some(h) = self.drainer.take() {
+            h.thread().unpark();
             let _ = h.join();
         }
         // Dropping the last Arc removes the instance.
