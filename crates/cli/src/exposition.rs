@@ -378,6 +378,89 @@ mod tests {
         assert_eq!(n, DropReason::ALL.len() + 1);
     }
 
+    /// The series names in an exposition (`_total`, `_bucket`… as served).
+    fn served_names(text: &str) -> std::collections::BTreeSet<String> {
+        text.lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| l.split(['{', ' ']).next())
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// Every `firmtime_*` name in the shipped fleet dashboard and net alert
+    /// rules is one the worker or the rack serves (rendered here by the
+    /// same code the endpoints run).
+    #[test]
+    fn the_fleet_dashboard_and_net_rules_query_only_series_worker_and_rack_serve() {
+        let mut s = WorkerSnapshot::default();
+        s.socket_drops = Some(0);
+        let stage = |name: &str, remote| StageCounts {
+            name: name.into(),
+            remote,
+            runs: 0,
+            late: 0,
+            time_sum_ns: 0,
+        };
+        let rack = RackCounts {
+            engine: EngineCounts {
+                cycles: 0,
+                oversize: 0,
+                overruns: 0,
+                controls_applied: 0,
+                stages: vec![stage("a", false), stage("b", true)],
+            },
+            xruns: 0,
+            frame_gaps: 0,
+        };
+        let mut served = served_names(&render(WorkerCollector(s)));
+        served.extend(served_names(&render(RackCollector(rack))));
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../contrib/");
+        let d: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(format!("{root}grafana/firmtime-fleet.json")).unwrap(),
+        )
+        .unwrap();
+        let panels = d["panels"].as_array().unwrap();
+        assert_eq!(panels.len(), 7);
+        let mut exprs: Vec<String> = panels
+            .iter()
+            .flat_map(|p| p["targets"].as_array().unwrap().iter())
+            .map(|t| t["expr"].as_str().unwrap().to_string())
+            .collect();
+        for v in d["templating"]["list"].as_array().unwrap() {
+            if let Some(q) = v["definition"].as_str() {
+                exprs.push(q.to_string());
+            }
+        }
+        let rules = std::fs::read_to_string(format!("{root}prometheus/firmtime-net.rules.yml"))
+            .unwrap();
+        exprs.push(rules);
+        let mut seen = std::collections::BTreeSet::new();
+        for e in &exprs {
+            let names: Vec<&str> = e
+                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .filter(|w| w.starts_with("firmtime_"))
+                .collect();
+            assert!(!names.is_empty(), "{e}");
+            for n in names {
+                assert!(served.contains(n), "{n} in {e} is not served");
+                seen.insert(n);
+            }
+        }
+        // The worker's late, lost and time series and the rack's late
+        // blocks, xruns and frame gaps are each on the dashboard or in a rule.
+        for n in [
+            "firmtime_net_worker_late_periods_total",
+            "firmtime_net_worker_lost_periods_total",
+            "firmtime_net_worker_period_time_seconds_bucket",
+            "firmtime_net_worker_dropped_datagrams_total",
+            "firmtime_rack_late_blocks_total",
+            "firmtime_rack_xruns_total",
+            "firmtime_rack_frame_gaps_total",
+        ] {
+            assert!(seen.contains(n), "{n} is shown nowhere");
+        }
+    }
+
     #[test]
     fn a_rack_snapshot_names_its_stages_escaped_and_late_blocks_of_remote_ones() {
         let stage = |name: &str, remote, late| StageCounts {

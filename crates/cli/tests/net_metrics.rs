@@ -145,12 +145,52 @@ fn prometheus_scrapes_a_worker_and_agrees_with_its_stats_and_the_bench() {
     assert!(lo <= rtt_p50, "median worker time {p50} s, round trip {rtt_p50} s");
     let mean = sum / count;
     assert!(mean >= 0.00133, "mean worker time {mean} s under the hold");
+    // Every query of the shipped fleet dashboard and net alert rules is
+    // PromQL this Prometheus accepts ($worker and $rack as "any").
+    let d: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(contrib("grafana/firmtime-fleet.json")).unwrap())
+            .unwrap();
+    for p in d["panels"].as_array().unwrap() {
+        for t in p["targets"].as_array().unwrap() {
+            let e = t["expr"].as_str().unwrap().replace("$worker", ".*").replace("$rack", ".*");
+            prom_accepts(&prom_addr, &e).unwrap();
+        }
+    }
     eprintln!(
         "prometheus: {periods} periods, increase {inc:.1}, worker time p50 {p50:.6} s mean {mean:.6} s; \
          bench rtt p50 {rtt_p50:.6} s, delivered {delivered}"
     );
     drop(worker);
     drop(prom);
+}
+
+fn contrib(p: &str) -> String {
+    format!("{}/../../contrib/{p}", env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn shipped_net_alert_rules_pass_promtool_check_and_their_unit_tests() {
+    if Command::new("promtool").arg("--version").output().is_err() {
+        firmtime_rt::testing::skip("promtool not installed (Debian: prometheus)");
+        return;
+    }
+    let out = Command::new("promtool")
+        .args(["check", "rules", &contrib("prometheus/firmtime-net.rules.yml")])
+        .output()
+        .unwrap();
+    let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("SUCCESS: 3 rules found"), "{said}");
+    let out = Command::new("promtool")
+        .args(["test", "rules", &contrib("prometheus/firmtime-net.rules.test.yml")])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
 }
 
 #[test]

@@ -60,6 +60,17 @@ pub fn prom_query(addr: &str, q: &str, t: f64) -> f64 {
     r[0]["value"][1].as_str().unwrap().parse().unwrap()
 }
 
+/// Whether Prometheus accepts and evaluates a PromQL query (any result).
+pub fn prom_accepts(addr: &str, q: &str) -> Result<(), String> {
+    let (status, body) = http(addr, &format!("/api/v1/query?query={}", encode(q)), "")
+        .ok_or_else(|| format!("no answer to {q}"))?;
+    if status.contains(" 200 ") && body.contains("\"status\":\"success\"") {
+        Ok(())
+    } else {
+        Err(format!("{q}: {status} {body}"))
+    }
+}
+
 /// A child ended with SIGTERM (then SIGKILL after 10 s) on drop.
 pub struct Killed(pub Child);
 
