@@ -43,9 +43,9 @@ impl MetricsArgs {
             return Ok(Prepared(None));
         };
         let token = match &self.metrics_token {
-            Some(p) => Some(
-                endpoint::read_token(p).map_err(|e| UsageError(e.message().to_string()))?,
-            ),
+            Some(p) => {
+                Some(endpoint::read_token(p).map_err(|e| UsageError(e.message().to_string()))?)
+            }
             None => None,
         };
         Ok(Prepared(Some((addr, token))))
@@ -334,22 +334,26 @@ mod tests {
 
     #[test]
     fn a_worker_snapshot_renders_every_series_with_bounded_labels() {
-        let mut s = WorkerSnapshot::default();
-        s.data = DataTotals {
-            periods: 7,
-            late: 2,
-            incomplete: 1,
-            busy: 3,
-            sessions: 1,
-            ..DataTotals::default()
-        };
-        s.data.drops.add(DropReason::BadMac);
-        s.plugin_dropped = 4;
-        s.sessions_opened = 2;
-        s.socket_drops = Some(5);
-        s.times = PeriodTimesSnapshot {
-            counts: [1, 0, 2, 0, 0, 0, 0, 0, 0, 0, 1],
-            sum_ns: 60_500_000,
+        let mut drops = firmtime_net::DropCounts::default();
+        drops.add(DropReason::BadMac);
+        let s = WorkerSnapshot {
+            data: DataTotals {
+                periods: 7,
+                late: 2,
+                incomplete: 1,
+                busy: 3,
+                sessions: 1,
+                drops,
+                ..DataTotals::default()
+            },
+            plugin_dropped: 4,
+            sessions_opened: 2,
+            socket_drops: Some(5),
+            times: PeriodTimesSnapshot {
+                counts: [1, 0, 2, 0, 0, 0, 0, 0, 0, 0, 1],
+                sum_ns: 60_500_000,
+            },
+            ..WorkerSnapshot::default()
         };
         let t = render(WorkerCollector(s));
         for want in [
@@ -392,8 +396,10 @@ mod tests {
     /// same code the endpoints run).
     #[test]
     fn the_fleet_dashboard_and_net_rules_query_only_series_worker_and_rack_serve() {
-        let mut s = WorkerSnapshot::default();
-        s.socket_drops = Some(0);
+        let s = WorkerSnapshot {
+            socket_drops: Some(0),
+            ..WorkerSnapshot::default()
+        };
         let stage = |name: &str, remote| StageCounts {
             name: name.into(),
             remote,
@@ -431,8 +437,8 @@ mod tests {
                 exprs.push(q.to_string());
             }
         }
-        let rules = std::fs::read_to_string(format!("{root}prometheus/firmtime-net.rules.yml"))
-            .unwrap();
+        let rules =
+            std::fs::read_to_string(format!("{root}prometheus/firmtime-net.rules.yml")).unwrap();
         exprs.push(rules);
         let mut seen = std::collections::BTreeSet::new();
         for e in &exprs {

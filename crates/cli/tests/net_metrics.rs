@@ -64,7 +64,10 @@ fn prometheus_scrapes_a_worker_and_agrees_with_its_stats_and_the_bench() {
     let worker = worker_with_metrics(&target, &[]);
     let first = http_get(&target, "/metrics").expect("the worker serves /metrics");
     promtool_check_metrics(&first);
-    assert_eq!(sample(&first, "firmtime_net_worker_periods_total"), Some(0.0));
+    assert_eq!(
+        sample(&first, "firmtime_net_worker_periods_total"),
+        Some(0.0)
+    );
     assert_eq!(sample(&first, "firmtime_net_worker_sessions"), Some(0.0));
     // 256 frames at 48 kHz (5.3 ms), each block held a quarter period
     // (1.33 ms, sleeping): every worker time lies above 1 ms.
@@ -94,7 +97,10 @@ fn prometheus_scrapes_a_worker_and_agrees_with_its_stats_and_the_bench() {
     let t = now_s() - 0.2;
     let q = |e: &str| prom_query(&prom_addr, e, t);
     let periods = q("firmtime_net_worker_periods_total");
-    assert!(periods > 100.0, "{periods} periods in 2 s of 5.3 ms periods");
+    assert!(
+        periods > 100.0,
+        "{periods} periods in 2 s of 5.3 ms periods"
+    );
     assert_eq!(periods as u64, r["periods_total"].as_u64().unwrap(), "{r}");
     // The session has ended: `net stats` counts only sessions served now.
     assert_eq!(r["periods"], 0, "{r}");
@@ -109,7 +115,8 @@ fn prometheus_scrapes_a_worker_and_agrees_with_its_stats_and_the_bench() {
         r["lost_total"].as_u64().unwrap()
     );
     assert_eq!(
-        q("sum(firmtime_net_worker_dropped_datagrams_total{reason!=\"socket_buffer_full\"})") as u64,
+        q("sum(firmtime_net_worker_dropped_datagrams_total{reason!=\"socket_buffer_full\"})")
+            as u64,
         r["dropped"].as_u64().unwrap()
     );
     let count = q("firmtime_net_worker_period_time_seconds_count");
@@ -140,19 +147,31 @@ fn prometheus_scrapes_a_worker_and_agrees_with_its_stats_and_the_bench() {
         .iter()
         .position(|&e| p50 <= e as f64 / 1e9)
         .unwrap_or(edges.len());
-    let lo = if k == 0 { 0.0 } else { edges[k - 1] as f64 / 1e9 };
+    let lo = if k == 0 {
+        0.0
+    } else {
+        edges[k - 1] as f64 / 1e9
+    };
     assert!(p50 >= 0.001, "median worker time {p50} s under the hold");
-    assert!(lo <= rtt_p50, "median worker time {p50} s, round trip {rtt_p50} s");
+    assert!(
+        lo <= rtt_p50,
+        "median worker time {p50} s, round trip {rtt_p50} s"
+    );
     let mean = sum / count;
     assert!(mean >= 0.00133, "mean worker time {mean} s under the hold");
     // Every query of the shipped fleet dashboard and net alert rules is
     // PromQL this Prometheus accepts ($worker and $rack as "any").
-    let d: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(contrib("grafana/firmtime-fleet.json")).unwrap())
-            .unwrap();
+    let d: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(contrib("grafana/firmtime-fleet.json")).unwrap(),
+    )
+    .unwrap();
     for p in d["panels"].as_array().unwrap() {
         for t in p["targets"].as_array().unwrap() {
-            let e = t["expr"].as_str().unwrap().replace("$worker", ".*").replace("$rack", ".*");
+            let e = t["expr"]
+                .as_str()
+                .unwrap()
+                .replace("$worker", ".*")
+                .replace("$rack", ".*");
             prom_accepts(&prom_addr, &e).unwrap();
         }
     }
@@ -175,14 +194,22 @@ fn shipped_net_alert_rules_pass_promtool_check_and_their_unit_tests() {
         return;
     }
     let out = Command::new("promtool")
-        .args(["check", "rules", &contrib("prometheus/firmtime-net.rules.yml")])
+        .args([
+            "check",
+            "rules",
+            &contrib("prometheus/firmtime-net.rules.yml"),
+        ])
         .output()
         .unwrap();
     let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
     assert!(out.status.success(), "{said}");
     assert!(said.contains("SUCCESS: 3 rules found"), "{said}");
     let out = Command::new("promtool")
-        .args(["test", "rules", &contrib("prometheus/firmtime-net.rules.test.yml")])
+        .args([
+            "test",
+            "rules",
+            &contrib("prometheus/firmtime-net.rules.test.yml"),
+        ])
         .output()
         .unwrap();
     assert!(
@@ -216,7 +243,10 @@ fn a_worker_metrics_token_is_required_when_given() {
     )
     .unwrap();
     assert!(status.contains(" 200 "), "{status}");
-    assert!(body.contains("firmtime_net_worker_periods_total 0"), "{body}");
+    assert!(
+        body.contains("firmtime_net_worker_periods_total 0"),
+        "{body}"
+    );
     drop(worker);
 }
 
@@ -226,7 +256,10 @@ fn bad_metrics_flags_are_usage_errors_naming_the_flag() {
     let short = dir.0.join("short");
     std::fs::write(&short, "abc\n").unwrap();
     let short = short.to_str().unwrap();
-    for cmd in [&["net", "worker", "--listen", "127.0.0.1:0"][..], &["rack", "/nonexistent.toml"][..]] {
+    for cmd in [
+        &["net", "worker", "--listen", "127.0.0.1:0"][..],
+        &["rack", "/nonexistent.toml"][..],
+    ] {
         let mut a = cmd.to_vec();
         a.extend(["--metrics-token", "/tmp/x"]);
         let out = firmtime(&a);
@@ -347,7 +380,10 @@ fn a_rack_serves_its_stages_counters_while_it_runs() {
     let w = http_get(&worker_metrics, "/metrics").unwrap();
     promtool_check_metrics(&w);
     assert_eq!(sample(&w, "firmtime_net_worker_sessions"), Some(1.0), "{w}");
-    assert!(sample(&w, "firmtime_net_worker_periods_total").unwrap() > 0.0, "{w}");
+    assert!(
+        sample(&w, "firmtime_net_worker_periods_total").unwrap() > 0.0,
+        "{w}"
+    );
     let cycles_a = sample(&a, "firmtime_rack_cycles_total").unwrap();
     assert!(cycles_a > 0.0, "{a}");
     assert_eq!(
@@ -355,8 +391,14 @@ fn a_rack_serves_its_stages_counters_while_it_runs() {
         Some(cycles_a),
         "{a}"
     );
-    assert!(sample(&a, "firmtime_rack_late_blocks_total{stage=\"far\"}").is_some(), "{a}");
-    assert!(!a.contains("firmtime_rack_late_blocks_total{stage=\"g\"}"), "{a}");
+    assert!(
+        sample(&a, "firmtime_rack_late_blocks_total{stage=\"far\"}").is_some(),
+        "{a}"
+    );
+    assert!(
+        !a.contains("firmtime_rack_late_blocks_total{stage=\"g\"}"),
+        "{a}"
+    );
     // The worker goes away: the remote stage's blocks are late from now on.
     drop(worker);
     std::thread::sleep(Duration::from_millis(1500));
@@ -377,8 +419,6 @@ fn a_rack_serves_its_stages_counters_while_it_runs() {
     let cycles_end = v["stats"]["cycles"].as_u64().unwrap() as f64;
     assert!(late_end >= late_b, "{late_end} < {late_b}");
     assert!(cycles_end >= sample(&b, "firmtime_rack_cycles_total").unwrap());
-    assert_eq!(
-        v["xruns"].as_u64().unwrap() as f64 >= sample(&b, "firmtime_rack_xruns_total").unwrap(),
-        true
-    );
+    let xruns_b = sample(&b, "firmtime_rack_xruns_total").unwrap();
+    assert!(v["xruns"].as_u64().unwrap() as f64 >= xruns_b, "{v}");
 }

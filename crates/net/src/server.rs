@@ -741,9 +741,7 @@ fn report(c: &DataCounters, sh: &Shared) -> WorkerReport {
         sessions_opened: sh.sessions_opened.load(Ordering::Relaxed),
         periods_total: c.totals.periods,
         late_total: c.totals.late,
-        lost_total: c.totals.incomplete
-            + c.totals.busy
-            + sh.plugin_dropped.load(Ordering::Relaxed),
+        lost_total: c.totals.incomplete + c.totals.busy + sh.plugin_dropped.load(Ordering::Relaxed),
         ..WorkerReport::default()
     };
     let t = sh.times.snapshot();

@@ -27,6 +27,7 @@
 
 use crate::block::{BlockSet, Flow, Layout};
 use crate::error::{Error, Result};
+use crate::published::PeriodTimes;
 use crate::reassembly::{Accepted, Reassembler};
 use crate::wire::{
     decode, max_chunk, DropCounts, DropReason, Encoder, Key, DEFAULT_MTU, HEADER_LEN,
@@ -37,7 +38,6 @@ use std::fmt;
 use std::io::ErrorKind as IoKind;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
-use crate::published::PeriodTimes;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;

@@ -41,8 +41,8 @@ pub mod file;
 pub mod host;
 
 pub use engine::{
-    build, ControlChange, Engine, EngineCounters, EngineCounts, RackControl, RackStats, StageCounts,
-    StageInfo, StageStats,
+    build, ControlChange, Engine, EngineCounters, EngineCounts, RackControl, RackStats,
+    StageCounts, StageInfo, StageStats,
 };
 pub use error::{Error, ErrorKind, Result};
 pub use file::{Pos, RackFile, RemoteSpec, StageKind, StageSpec};

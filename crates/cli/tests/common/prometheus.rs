@@ -120,7 +120,10 @@ pub fn start_prometheus(dir: &Path, targets: &[(&str, &str)]) -> (Killed, String
     let prom = Killed(
         Command::new("prometheus")
             .arg(format!("--config.file={}", path.display()))
-            .arg(format!("--storage.tsdb.path={}", dir.join("tsdb").display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("tsdb").display()
+            ))
             .arg(format!("--web.listen-address={addr}"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -129,7 +132,10 @@ pub fn start_prometheus(dir: &Path, targets: &[(&str, &str)]) -> (Killed, String
     );
     let t0 = Instant::now();
     while http_get(&addr, "/-/ready").is_none() {
-        assert!(t0.elapsed() < Duration::from_secs(60), "prometheus not ready");
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "prometheus not ready"
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
     let t0 = Instant::now();

@@ -186,7 +186,10 @@ fn a_timed_stream_records_each_results_time_without_allocating() {
     let ws = *worker.stream_stats(4).unwrap();
     let t = times.snapshot();
     // Each result sent was timed, and each was held past the budget.
-    assert!(t.count() >= delivered && t.count() <= ws.periods, "{t:?} {ws:?}");
+    assert!(
+        t.count() >= delivered && t.count() <= ws.periods,
+        "{t:?} {ws:?}"
+    );
     assert_eq!(ws.late, t.count(), "{t:?} {ws:?}");
     assert!(t.sum_ns >= t.count() * HOLD_NS, "{t:?}");
     let below: u64 = t.counts[..=bucket_of(HOLD_NS)].iter().sum();
