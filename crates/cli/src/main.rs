@@ -37,6 +37,7 @@ mod audio;
 mod backend;
 mod colour;
 mod doctor;
+mod exposition;
 mod lab;
 mod ladspa;
 mod load;

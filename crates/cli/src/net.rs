@@ -110,6 +110,8 @@ pub struct WorkerArgs {
     /// another user than root or this one, or are group/world-writable.
     #[arg(long = "plugin-dir", value_name = "DIR")]
     plugin_dirs: Vec<PathBuf>,
+    #[command(flatten)]
+    metrics: crate::exposition::MetricsArgs,
 }
 
 /// `firmtime net bench`
@@ -274,8 +276,13 @@ fn worker(a: WorkerArgs) -> anyhow::Result<Outcome> {
             .map_err(|e| UsageError(e.to_string()))?;
     }
     let plugin_dirs = cfg.plugins.dirs().to_vec();
+    let metrics = a.metrics.prepare()?;
     let stop = crate::signals::catch(crate::signals::Repeat::Ends)?;
     let server = WorkerServer::start(cfg)?;
+    let source = server.metrics();
+    let _endpoint = metrics.serve("firmtime net worker", move || {
+        crate::exposition::worker_text(&source)
+    })?;
     while !stop.load(Ordering::Relaxed) {
         let Ok(e) = server.events().recv_timeout(Duration::from_millis(100)) else {
             continue;

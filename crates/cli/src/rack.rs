@@ -58,6 +58,8 @@ pub struct RackArgs {
     /// Write the final counters as JSON here (`-` or a bare --json: stdout).
     #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "-")]
     json: Option<PathBuf>,
+    #[command(flatten)]
+    metrics: crate::exposition::MetricsArgs,
 }
 
 /// Plugin directories: --ladspa-path, the directory of this binary (where
@@ -83,6 +85,7 @@ pub fn run(a: RackArgs) -> anyhow::Result<Outcome> {
             e.into()
         }
     })?;
+    let metrics = a.metrics.prepare()?;
     let stop = crate::signals::catch(crate::signals::Repeat::Ends)?;
     let server = if a.jack_dummy {
         let mut o = DummyOptions::new();
@@ -111,6 +114,10 @@ pub fn run(a: RackArgs) -> anyhow::Result<Outcome> {
         connect_out: a.connect_out.clone(),
     };
     let mut host = RackHost::start(&file, &scan, &opts)?;
+    let source = host.metrics();
+    let endpoint = metrics.serve("firmtime rack", move || {
+        crate::exposition::rack_text(&source)
+    })?;
     eprintln!(
         "firmtime rack: {} Hz, {} frames ({:.2} ms); inputs {}, outputs {}",
         host.sample_rate(),
@@ -199,6 +206,7 @@ pub fn run(a: RackArgs) -> anyhow::Result<Outcome> {
     let frame_gaps = host.frame_gaps();
     let dsp = host.cpu_load();
     let shut = host.is_shut_down();
+    drop(endpoint);
     let stats = host.stop();
     drop(server);
     let out = serde_json::json!({

@@ -266,6 +266,30 @@ pub struct WorkerReport {
     /// Result datagrams whose `send` failed.
     #[serde(default)]
     pub send_errors: u64,
+    /// Sessions set up since the worker started.
+    #[serde(default)]
+    pub sessions_opened: u64,
+    /// Session periods processed since the worker started, ended sessions
+    /// included (`periods` counts the sessions served now).
+    #[serde(default)]
+    pub periods_total: u64,
+    /// Session periods answered more than the master's whole budget,
+    /// (window + 1) × period, after their last fragment arrived, since the
+    /// worker started: late at the master whatever the network did.
+    #[serde(default)]
+    pub late_total: u64,
+    /// Session periods the worker received in part or whole but never
+    /// answered (abandoned incomplete, or given up while busy), since the
+    /// worker started.
+    #[serde(default)]
+    pub lost_total: u64,
+    /// Results whose worker time was measured (built-in work; see
+    /// `firmtime_net::published::PeriodTimes`), and the sum of those times, ns.
+    #[serde(default)]
+    pub timed_periods: u64,
+    /// Sum of the measured worker times, ns.
+    #[serde(default)]
+    pub worker_time_sum_ns: u64,
 }
 
 impl WorkerReport {

@@ -78,6 +78,7 @@ pub mod gate;
 pub mod late;
 pub mod master;
 pub mod processor;
+pub mod published;
 pub mod reassembly;
 pub mod remote;
 pub mod runner;

@@ -37,6 +37,7 @@ use crate::discovery;
 use crate::error::{Error, ErrorKind, Result};
 use crate::gate::{self, GateConfig, GateCounters, GateStats, Passed};
 use crate::processor::{Processor, WorkHandle};
+use crate::published::{DataTotals, PeriodTimes, PeriodTimesSnapshot, Published, PUBLISH_EVERY};
 use crate::remote::{ControlRefusals, PluginAllowList, PluginDescription, PluginHost};
 use crate::runner::{Check, Feed, Runner};
 use crate::wire::{DropCounts, Key, DEFAULT_MTU};
@@ -243,6 +244,8 @@ enum Command {
     Add {
         spec: StreamSpec,
         data_key: Option<Box<Key>>,
+        /// The master's whole budget for a result, (window + 1) × period.
+        late_after_ns: u64,
         processor: StreamWork,
         reply: Sender<Result<()>>,
     },
@@ -264,6 +267,8 @@ struct DataCounters {
     /// The discovery stream's counters.
     discovery: StreamStats,
     sessions: u64,
+    /// Since the start, ended sessions included.
+    totals: DataTotals,
 }
 
 /// A plugin session the watchdog looks after.
@@ -304,6 +309,11 @@ struct Shared {
     setups_refused: AtomicU64,
     bad_controls: AtomicU64,
     plugin_dropped: AtomicU64,
+    sessions_opened: AtomicU64,
+    /// The data thread's totals, refreshed every [`PUBLISH_EVERY`].
+    published: Published,
+    /// The worker's time per period (the data thread records).
+    times: Arc<PeriodTimes>,
 }
 
 impl Shared {
@@ -394,7 +404,11 @@ impl WorkerServer {
             setups_refused: AtomicU64::new(0),
             bad_controls: AtomicU64::new(0),
             plugin_dropped: AtomicU64::new(0),
+            sessions_opened: AtomicU64::new(0),
+            published: Published::default(),
+            times: Arc::new(PeriodTimes::default()),
         });
+        worker.set_period_times(shared.times.clone());
         let sh = shared.clone();
         // Probes come from any master with any sequence number: no state between them.
         worker.add_stream_with(
@@ -406,6 +420,7 @@ impl WorkerServer {
             StreamOptions {
                 data_key: None,
                 stateless: true,
+                late_after_ns: None,
             },
             move |b, _, _| {
                 discovery::answer(b, &sh.sessions);
@@ -496,6 +511,14 @@ impl WorkerServer {
         self.shared.connections.load(Ordering::Relaxed)
     }
 
+    /// A handle that reads this worker's counters from any thread, for as
+    /// long as it lives (a metrics endpoint's). Reading never waits for the
+    /// data thread: it loads what that thread published (at most
+    /// [`PUBLISH_EVERY`] plus one idle wait, 20 ms, old).
+    pub fn metrics(&self) -> WorkerMetrics {
+        WorkerMetrics(self.shared.clone())
+    }
+
     /// Stops every thread and ends every session, waiting at most
     /// [`STOP_WITHIN`] (a thread still busy then is left to the process's exit).
     pub fn stop(mut self) {
@@ -534,8 +557,57 @@ impl Drop for WorkerServer {
     }
 }
 
+/// A reader of a [`WorkerServer`]'s counters ([`WorkerServer::metrics`]).
+#[derive(Clone)]
+pub struct WorkerMetrics(Arc<Shared>);
+
+impl std::fmt::Debug for WorkerMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerMetrics").finish_non_exhaustive()
+    }
+}
+
+/// A worker's counters since it started, for a metrics endpoint.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WorkerSnapshot {
+    /// The data thread's totals (as last published).
+    pub data: DataTotals,
+    /// Sessions set up since the start.
+    pub sessions_opened: u64,
+    /// `setup` requests refused.
+    pub setups_refused: u64,
+    /// Sessions cut off by the watchdog.
+    pub cut_off: u64,
+    /// Plugin periods given up because the plugin was still running or cut off.
+    pub plugin_dropped: u64,
+    /// The worker's time per period.
+    pub times: PeriodTimesSnapshot,
+    /// Datagrams the kernel dropped at the data socket (/proc/net/udp), if found.
+    pub socket_drops: Option<u64>,
+}
+
+impl WorkerMetrics {
+    /// The counters now: atomic loads and one read of /proc/net/udp, on the
+    /// caller's thread.
+    pub fn snapshot(&self) -> WorkerSnapshot {
+        let sh = &*self.0;
+        WorkerSnapshot {
+            data: sh.published.load(),
+            sessions_opened: sh.sessions_opened.load(Ordering::Relaxed),
+            setups_refused: sh.setups_refused.load(Ordering::Relaxed),
+            cut_off: sh.cut_off.load(Ordering::Relaxed),
+            plugin_dropped: sh.plugin_dropped.load(Ordering::Relaxed),
+            times: sh.times.snapshot(),
+            socket_drops: sh.data_socket.local_addr().ok().and_then(udp_socket_drops),
+        }
+    }
+}
+
 fn data_loop(worker: &mut Worker, commands: &Receiver<Command>, sh: &Shared) {
-    let mut active: Vec<(u32, SocketAddr)> = Vec::new();
+    let mut active: Vec<(u32, SocketAddr)> = Vec::with_capacity(sh.max_sessions.min(1024));
+    // Counters of ended sessions, so that the totals only grow.
+    let mut retired = StreamStats::default();
+    let mut published_at = 0u64;
     while !sh.stop.load(Ordering::Relaxed) {
         if let Err(e) = worker.poll_once(Some(Duration::from_millis(20))) {
             sh.emit(ServerEvent::DataError {
@@ -543,11 +615,20 @@ fn data_loop(worker: &mut Worker, commands: &Receiver<Command>, sh: &Shared) {
             });
             std::thread::sleep(Duration::from_millis(10));
         }
+        let now = firmtime_rt::clock::monotonic_ns();
+        if now.saturating_sub(published_at) >= PUBLISH_EVERY.as_nanos() as u64 {
+            published_at = now;
+            firmtime_rt::assert_rt::no_alloc(|| {
+                sh.published
+                    .store(&counters(worker, &active, &retired).totals)
+            });
+        }
         while let Ok(cmd) = commands.try_recv() {
             match cmd {
                 Command::Add {
                     spec,
                     data_key,
+                    late_after_ns,
                     processor,
                     reply,
                 } => {
@@ -558,6 +639,7 @@ fn data_loop(worker: &mut Worker, commands: &Receiver<Command>, sh: &Shared) {
                     let options = StreamOptions {
                         data_key: data_key.map(|k| *k),
                         stateless: false,
+                        late_after_ns: Some(late_after_ns),
                     };
                     let r = match processor {
                         StreamWork::Builtin(p) => {
@@ -576,19 +658,33 @@ fn data_loop(worker: &mut Worker, commands: &Receiver<Command>, sh: &Shared) {
                     let _ = reply.send(r);
                 }
                 Command::Remove { stream_id, peer } => {
-                    worker.remove_stream(stream_id, Some(peer));
+                    if let Some(s) = worker.take_stream(stream_id, Some(peer)) {
+                        add_stream_stats(&mut retired, &s);
+                    }
                     active.retain(|k| *k != (stream_id, peer));
                 }
                 Command::Stats { reply } => {
-                    let _ = reply.send(counters(worker, &active));
+                    let _ = reply.send(counters(worker, &active, &retired));
                 }
             }
         }
     }
 }
 
-/// The data thread's counters (copies only: no allocation, no /proc). **RT-safe.**
-fn counters(worker: &Worker, active: &[(u32, SocketAddr)]) -> DataCounters {
+/// Adds `s` to `sum`. **RT-safe.**
+fn add_stream_stats(sum: &mut StreamStats, s: &StreamStats) {
+    sum.periods += s.periods;
+    sum.reordered += s.reordered;
+    sum.incomplete += s.incomplete;
+    sum.send_errors += s.send_errors;
+    sum.busy += s.busy;
+    sum.late += s.late;
+    sum.drops.merge(&s.drops);
+}
+
+/// The data thread's counters (copies only: no allocation, no /proc);
+/// `retired` holds those of ended sessions. **RT-safe.**
+fn counters(worker: &Worker, active: &[(u32, SocketAddr)], retired: &StreamStats) -> DataCounters {
     let mut c = DataCounters {
         worker: *worker.stats(),
         sessions: active.len() as u64,
@@ -600,13 +696,25 @@ fn counters(worker: &Worker, active: &[(u32, SocketAddr)]) -> DataCounters {
         } else {
             &mut c.streams
         };
-        sum.periods += s.periods;
-        sum.reordered += s.reordered;
-        sum.incomplete += s.incomplete;
-        sum.send_errors += s.send_errors;
-        sum.busy += s.busy;
-        sum.drops.merge(&s.drops);
+        add_stream_stats(sum, s);
     }
+    let mut all = c.streams;
+    add_stream_stats(&mut all, retired);
+    let mut drops = c.worker.drops;
+    drops.merge(&all.drops);
+    drops.merge(&c.discovery.drops);
+    c.totals = DataTotals {
+        datagrams: c.worker.datagrams,
+        periods: all.periods,
+        late: all.late,
+        incomplete: all.incomplete,
+        busy: all.busy,
+        probes: c.discovery.periods,
+        recv_errors: c.worker.recv_errors,
+        send_errors: all.send_errors + c.discovery.send_errors,
+        drops,
+        sessions: c.sessions,
+    };
     c
 }
 
@@ -630,8 +738,15 @@ fn report(c: &DataCounters, sh: &Shared) -> WorkerReport {
         recv_errors: c.worker.recv_errors,
         send_errors: c.streams.send_errors + c.discovery.send_errors,
         socket_drops: sh.data_socket.local_addr().ok().and_then(udp_socket_drops),
+        sessions_opened: sh.sessions_opened.load(Ordering::Relaxed),
+        periods_total: c.totals.periods,
+        late_total: c.totals.late,
+        lost_total: c.totals.incomplete + c.totals.busy + sh.plugin_dropped.load(Ordering::Relaxed),
         ..WorkerReport::default()
     };
+    let t = sh.times.snapshot();
+    r.timed_periods = t.count();
+    r.worker_time_sum_ns = t.sum_ns;
     r.set_drops(&drops);
     r
 }
@@ -858,6 +973,7 @@ fn session(mut conn: Conn, first: Request, commands: &Sender<Command>, sh: &Shar
                         stream = Some((s.stream_id, data_peer, handle));
                         watch = watched;
                         sh.sessions.fetch_add(1, Ordering::Relaxed);
+                        sh.sessions_opened.fetch_add(1, Ordering::Relaxed);
                         sh.emit(ServerEvent::SessionOpened {
                             peer,
                             stream_id: s.stream_id,
@@ -1064,6 +1180,7 @@ fn setup(
                 peer: Some(data_peer),
             },
             data_key: data_key.map(Box::new),
+            late_after_ns: (u64::from(s.window) + 1).saturating_mul(s.period_ns),
             processor,
             reply: tx,
         })

@@ -253,6 +253,11 @@ impl DropCounts {
         self.counts[reason.index()] += 1;
     }
 
+    /// Counts `n` drops. **RT-safe.**
+    pub fn add_n(&mut self, reason: DropReason, n: u64) {
+        self.counts[reason.index()] += n;
+    }
+
     /// Adds every count of `other`. **RT-safe.**
     pub fn merge(&mut self, other: &DropCounts) {
         for (a, b) in self.counts.iter_mut().zip(other.counts.iter()) {

@@ -27,6 +27,7 @@
 
 use crate::block::{BlockSet, Flow, Layout};
 use crate::error::{Error, Result};
+use crate::published::PeriodTimes;
 use crate::reassembly::{Accepted, Reassembler};
 use crate::wire::{
     decode, max_chunk, DropCounts, DropReason, Encoder, Key, DEFAULT_MTU, HEADER_LEN,
@@ -38,6 +39,7 @@ use std::io::ErrorKind as IoKind;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Slots per stream: periods reassembled at once (window 2 keeps 3 in flight).
@@ -88,6 +90,9 @@ pub struct StreamStats {
     pub busy: u64,
     /// Packets dropped after they were found to belong to this stream, by reason.
     pub drops: DropCounts,
+    /// Periods answered more than [`StreamOptions::late_after_ns`] after
+    /// their last fragment arrived (0 without it).
+    pub late: u64,
 }
 
 /// Counters of a [`Worker`].
@@ -156,6 +161,12 @@ pub struct StreamOptions {
     /// Keep no sequence state between periods: every period is served,
     /// whatever its number (discovery probes come from many masters).
     pub stateless: bool,
+    /// Time this stream's periods: a result sent more than this many ns
+    /// after its period's last fragment arrived counts as late
+    /// ([`StreamStats::late`]), and each sent result's time goes into the
+    /// worker's [`PeriodTimes`] (if it has them). `None`: neither (results
+    /// answered elsewhere, [`Answer::Elsewhere`], are never timed here).
+    pub late_after_ns: Option<u64>,
 }
 
 /// A result waiting for its hold to end.
@@ -165,6 +176,8 @@ struct Pending {
     at: u64,
     to: SocketAddr,
     len: usize,
+    /// When the period's last fragment arrived (CLOCK_MONOTONIC ns).
+    t_in: u64,
 }
 
 /// A stream's callback: the blocks (inputs decoded, outputs to fill) and the period's sequence number.
@@ -185,8 +198,9 @@ struct Stream {
     out_payload: Vec<u8>,
     highest: Option<u64>,
     pending: Option<Pending>,
-    queue: [Option<(u64, SocketAddr)>; WORKER_SLOTS],
+    queue: [Option<(u64, SocketAddr, u64)>; WORKER_SLOTS],
     stats: StreamStats,
+    late_after_ns: Option<u64>,
 }
 
 /// The worker side of any number of streams. See the [module docs](self).
@@ -198,6 +212,9 @@ pub struct Worker {
     recv_buf: Vec<u8>,
     send_buf: Vec<u8>,
     stats: WorkerStats,
+    times: Option<Arc<PeriodTimes>>,
+    /// When the datagram being handled arrived (CLOCK_MONOTONIC ns).
+    t_in: u64,
 }
 
 impl fmt::Debug for Worker {
@@ -248,6 +265,8 @@ impl Worker {
             key: config.key,
             streams: Vec::new(),
             stats: WorkerStats::default(),
+            times: None,
+            t_in: 0,
         })
     }
 
@@ -321,6 +340,7 @@ impl Worker {
             pending: None,
             queue: [None; WORKER_SLOTS],
             stats: StreamStats::default(),
+            late_after_ns: options.late_after_ns,
             spec,
         };
         self.remove_stream(stream.spec.stream_id, stream.spec.peer);
@@ -334,6 +354,24 @@ impl Worker {
         self.streams
             .retain(|s| !(s.spec.stream_id == stream_id && s.spec.peer == peer));
         self.streams.len() != before
+    }
+
+    /// Stops serving a stream and returns its counters (`None` if it did not exist).
+    pub fn take_stream(&mut self, stream_id: u32, peer: Option<SocketAddr>) -> Option<StreamStats> {
+        let i = self
+            .streams
+            .iter()
+            .position(|s| s.spec.stream_id == stream_id && s.spec.peer == peer)?;
+        let stats = self.streams[i].stats;
+        self.remove_stream(stream_id, peer);
+        Some(stats)
+    }
+
+    /// Records the time of every result sent by a stream with
+    /// [`StreamOptions::late_after_ns`] into `times` (preallocated atomics,
+    /// read by any thread).
+    pub fn set_period_times(&mut self, times: Arc<PeriodTimes>) {
+        self.times = Some(times);
     }
 
     /// The worker's counters.
@@ -406,6 +444,7 @@ impl Worker {
                 Err(e) => return Err(Error::io("receiving on the worker's UDP socket", e)),
             }
         };
+        self.t_in = monotonic_ns();
         self.stats.datagrams += 1;
         Ok(self.handle(len, from))
     }
@@ -435,28 +474,32 @@ impl Worker {
     /// periods queued behind it. **RT-safe** (the callbacks are the application's).
     fn flush_due(&mut self) {
         let now = monotonic_ns();
+        let out = Out {
+            socket: &self.socket,
+            times: self.times.as_deref(),
+        };
         for stream in &mut self.streams {
             loop {
                 match stream.pending {
                     Some(p) if p.at <= now => {
                         stream.pending = None;
-                        send_result(&self.socket, &mut self.send_buf, stream, p.seq, p.len, p.to);
+                        send_result(&out, &mut self.send_buf, stream, p.seq, p.len, p.to, p.t_in);
                     }
                     Some(_) => break,
                     None => {}
                 }
                 // The earliest queued period; its payload may have been recycled meanwhile.
-                let Some((seq, to)) = stream
+                let Some((seq, to, t_in)) = stream
                     .queue
                     .iter_mut()
                     .filter(|q| q.is_some())
-                    .min_by_key(|q| q.map_or(u64::MAX, |(seq, _)| seq))
+                    .min_by_key(|q| q.map_or(u64::MAX, |(seq, _, _)| seq))
                     .and_then(Option::take)
                 else {
                     break;
                 };
                 if stream.reasm.complete(seq).is_some() {
-                    serve(&self.socket, &mut self.send_buf, stream, seq, to);
+                    serve(&out, &mut self.send_buf, stream, seq, to, t_in);
                 } else {
                     stream.stats.busy += 1;
                 }
@@ -546,17 +589,21 @@ impl Worker {
                                 None => {
                                     stream.stats.busy += 1;
                                     (0..WORKER_SLOTS)
-                                        .min_by_key(|&i| stream.queue[i].map_or(0, |(s, _)| s))
+                                        .min_by_key(|&i| stream.queue[i].map_or(0, |(s, _, _)| s))
                                         .unwrap_or(0)
                                 }
                             };
-                            stream.queue[slot] = Some((seq, from));
+                            stream.queue[slot] = Some((seq, from, self.t_in));
                             return Polled::Held {
                                 stream_id: h.stream_id,
                                 seq,
                             };
                         }
-                        match serve(&self.socket, &mut self.send_buf, stream, seq, from) {
+                        let out = Out {
+                            socket: &self.socket,
+                            times: self.times.as_deref(),
+                        };
+                        match serve(&out, &mut self.send_buf, stream, seq, from, self.t_in) {
                             Answer::Now => Polled::Served {
                                 stream_id: h.stream_id,
                                 seq,
@@ -573,14 +620,22 @@ impl Worker {
     }
 }
 
-/// Runs a stream's callback on complete period `seq` and sends or holds
-/// its result as the callback answers. **RT-safe** (the callback is the application's).
+/// Where results go: the socket, and the histogram of the worker's times.
+struct Out<'a> {
+    socket: &'a UdpSocket,
+    times: Option<&'a PeriodTimes>,
+}
+
+/// Runs a stream's callback on complete period `seq` (whose last fragment
+/// arrived at `t_in`) and sends or holds its result as the callback
+/// answers. **RT-safe** (the callback is the application's).
 fn serve(
-    socket: &UdpSocket,
+    out: &Out<'_>,
     send_buf: &mut [u8],
     stream: &mut Stream,
     seq: u64,
     to: SocketAddr,
+    t_in: u64,
 ) -> Answer {
     let payload = stream.reasm.complete(seq).unwrap_or(&[]);
     stream.blocks.decode(Flow::ToWorker, payload);
@@ -599,30 +654,47 @@ fn serve(
                 .encode(Flow::FromWorker, &mut stream.out_payload);
             match answer {
                 Answer::At(at) if at > monotonic_ns() => {
-                    stream.pending = Some(Pending { seq, at, to, len });
+                    stream.pending = Some(Pending {
+                        seq,
+                        at,
+                        to,
+                        len,
+                        t_in,
+                    });
                 }
-                _ => send_result(socket, send_buf, stream, seq, len, to),
+                _ => send_result(out, send_buf, stream, seq, len, to, t_in),
             }
         }
     }
     answer
 }
 
-/// Sends the first `len` bytes of the stream's result payload as period `seq`. **RT-safe.**
+/// Sends the first `len` bytes of the stream's result payload as period
+/// `seq`; times it from `t_in` if the stream is timed. **RT-safe.**
 fn send_result(
-    socket: &UdpSocket,
+    out: &Out<'_>,
     send_buf: &mut [u8],
     stream: &mut Stream,
     seq: u64,
     len: usize,
     to: SocketAddr,
+    t_in: u64,
 ) {
     for i in 0..stream.encoder.fragments(len) {
         let n = stream
             .encoder
             .encode(send_buf, seq, &stream.out_payload[..len], i);
-        if socket.send_to(&send_buf[..n], to).is_err() {
+        if out.socket.send_to(&send_buf[..n], to).is_err() {
             stream.stats.send_errors += 1;
+        }
+    }
+    if let Some(limit) = stream.late_after_ns {
+        let took = monotonic_ns().saturating_sub(t_in);
+        if took > limit {
+            stream.stats.late += 1;
+        }
+        if let Some(t) = out.times {
+            t.record(took);
         }
     }
 }

@@ -350,6 +350,69 @@ pub struct RackStats {
     pub stages: Vec<StageStats>,
 }
 
+/// Reads an engine's counters from any thread ([`RackControl::counters`]).
+#[derive(Debug, Clone)]
+pub struct EngineCounters {
+    counters: Arc<Counters>,
+    stages: Vec<(String, bool)>,
+}
+
+/// One stage's counters, for a metrics endpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StageCounts {
+    /// Its name in the rack file.
+    pub name: String,
+    /// Whether it runs on a worker.
+    pub remote: bool,
+    /// Cycles it ran.
+    pub runs: u64,
+    /// Cycles whose remote result was late or whose worker was away.
+    pub late: u64,
+    /// Time in the stage over every cycle, ns.
+    pub time_sum_ns: u64,
+}
+
+/// The engine's counters at one moment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EngineCounts {
+    /// Process cycles.
+    pub cycles: u64,
+    /// Cycles larger than the block size, silenced.
+    pub oversize: u64,
+    /// Cycles whose processing took longer than the period.
+    pub overruns: u64,
+    /// Control changes applied.
+    pub controls_applied: u64,
+    /// Per stage, in chain order.
+    pub stages: Vec<StageCounts>,
+}
+
+impl EngineCounters {
+    /// The counters now.
+    pub fn snapshot(&self) -> EngineCounts {
+        let c = &*self.counters;
+        let r = Ordering::Relaxed;
+        EngineCounts {
+            cycles: c.cycles.load(r),
+            oversize: c.oversize.load(r),
+            overruns: c.overruns.load(r),
+            controls_applied: c.controls_applied.load(r),
+            stages: self
+                .stages
+                .iter()
+                .zip(&c.stages)
+                .map(|((name, remote), s)| StageCounts {
+                    name: name.clone(),
+                    remote: *remote,
+                    runs: s.runs.load(r),
+                    late: s.late.load(r),
+                    time_sum_ns: s.time_sum_ns.load(r),
+                })
+                .collect(),
+        }
+    }
+}
+
 /// The controller of a rack: the non-RT side.
 pub struct RackControl {
     infos: Vec<StageInfo>,
@@ -502,6 +565,19 @@ impl RackControl {
                         latency_frames: i.latency_frames,
                     }
                 })
+                .collect(),
+        }
+    }
+
+    /// A reader of the engine's counters for another thread (a metrics
+    /// endpoint's): relaxed atomic loads, never waiting for the engine.
+    pub fn counters(&self) -> EngineCounters {
+        EngineCounters {
+            counters: Arc::clone(&self.counters),
+            stages: self
+                .infos
+                .iter()
+                .map(|i| (i.name.clone(), i.description.starts_with("remote")))
                 .collect(),
         }
     }

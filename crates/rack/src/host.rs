@@ -13,7 +13,7 @@
 //! print (the engine's own contract); the frame-gap check is arithmetic and
 //! one atomic add. The xrun callback only bumps an atomic.
 
-use crate::engine::{build, Engine, RackControl, RackStats};
+use crate::engine::{build, Engine, EngineCounters, EngineCounts, RackControl, RackStats};
 use crate::error::{Error, ErrorKind, Result};
 use crate::file::RackFile;
 use firmtime_jack::FrameGaps;
@@ -25,6 +25,36 @@ use jack::{
 };
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+
+/// Reads a running rack's counters from any thread ([`RackHost::metrics`]).
+#[derive(Debug, Clone)]
+pub struct RackMetrics {
+    engine: EngineCounters,
+    xruns: Arc<AtomicU64>,
+    frame_gaps: Arc<AtomicU64>,
+}
+
+/// A rack's counters at one moment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RackCounts {
+    /// The engine's.
+    pub engine: EngineCounts,
+    /// Xruns the server reported.
+    pub xruns: u64,
+    /// Cycles the server dropped, seen as gaps in the frame counter.
+    pub frame_gaps: u64,
+}
+
+impl RackMetrics {
+    /// The counters now.
+    pub fn snapshot(&self) -> RackCounts {
+        RackCounts {
+            engine: self.engine.snapshot(),
+            xruns: self.xruns.load(Ordering::Relaxed),
+            frame_gaps: self.frame_gaps.load(Ordering::Relaxed),
+        }
+    }
+}
 
 /// Where and how to run a rack.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -216,6 +246,17 @@ impl RackHost {
     /// The controller: set controls, read counters.
     pub fn control(&mut self) -> &mut RackControl {
         self.control.as_mut().expect("control lives until stop")
+    }
+
+    /// A reader of the rack's counters (the engine's, xruns, frame gaps)
+    /// for another thread: atomic loads only, never waiting for the
+    /// process callback.
+    pub fn metrics(&mut self) -> RackMetrics {
+        RackMetrics {
+            engine: self.control().counters(),
+            xruns: Arc::clone(&self.xruns),
+            frame_gaps: Arc::clone(&self.frame_gaps),
+        }
     }
 
     /// Xruns the server reported since the client was activated.

@@ -40,10 +40,13 @@ pub mod experiment;
 pub mod file;
 pub mod host;
 
-pub use engine::{build, ControlChange, Engine, RackControl, RackStats, StageInfo, StageStats};
+pub use engine::{
+    build, ControlChange, Engine, EngineCounters, EngineCounts, RackControl, RackStats,
+    StageCounts, StageInfo, StageStats,
+};
 pub use error::{Error, ErrorKind, Result};
 pub use file::{Pos, RackFile, RemoteSpec, StageKind, StageSpec};
-pub use host::{HostOptions, RackHost};
+pub use host::{HostOptions, RackCounts, RackHost, RackMetrics};
 
 /// The most audio channels a stage may have.
 pub const MAX_CHANNELS: usize = 16;

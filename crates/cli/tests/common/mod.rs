@@ -5,6 +5,8 @@
 // Each test binary uses only some of these.
 #![allow(dead_code)]
 
+pub mod prometheus;
+
 use firmtime_jack::{program_on_path, TestServer};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

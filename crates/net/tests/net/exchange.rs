@@ -136,3 +136,91 @@ fn assert_rt_checks_process_where_it_runs() {
     }
     assert_eq!(r.outcome, Outcome::Late, "{r:?}");
 }
+
+/// The worker times each result of a timed stream (last input fragment in,
+/// last result fragment out) into preallocated atomics and counts those
+/// over the stream's budget as late; every `poll_once` runs under
+/// `assert_no_alloc`, so recording cannot allocate.
+#[test]
+fn a_timed_stream_records_each_results_time_without_allocating() {
+    use firmtime_net::published::{bucket_of, PeriodTimes};
+    use std::sync::Arc;
+    const HOLD_NS: u64 = 2_000_000;
+    const PERIODS: u64 = 20;
+    let (set, ids) = blocks();
+    let mut worker = Worker::bind(localhost(), WorkerConfig::default()).unwrap();
+    let times = Arc::new(PeriodTimes::default());
+    worker.set_period_times(times.clone());
+    let options = StreamOptions {
+        late_after_ns: Some(HOLD_NS / 2),
+        ..StreamOptions::default()
+    };
+    worker
+        .add_stream_with(spec(4, set.layout()), options, |b, seq, _| {
+            callback(b, seq);
+            Answer::At(firmtime_rt::clock::monotonic_ns() + HOLD_NS)
+        })
+        .unwrap();
+    let mut cfg = MasterConfig::new(worker.local_addr().unwrap(), 4);
+    cfg.window = 1;
+    let mut m = Master::new(cfg, set).unwrap();
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let w = s.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                assert_no_alloc::assert_no_alloc(|| {
+                    worker.poll_once(Some(std::time::Duration::from_millis(10)))
+                })
+                .unwrap();
+            }
+        });
+        for n in 0..PERIODS {
+            fill(m.blocks_mut(), &ids, n);
+            process(&mut m, Deadline::After(ARRIVE_NS));
+        }
+        stop.store(true, Ordering::Relaxed);
+        w.join().unwrap();
+    });
+    let delivered = m.stats().delivered;
+    assert_eq!(delivered, PERIODS - 1, "{:?}", m.stats());
+    let ws = *worker.stream_stats(4).unwrap();
+    let t = times.snapshot();
+    // Each result sent was timed, and each was held past the budget.
+    assert!(
+        t.count() >= delivered && t.count() <= ws.periods,
+        "{t:?} {ws:?}"
+    );
+    assert_eq!(ws.late, t.count(), "{t:?} {ws:?}");
+    assert!(t.sum_ns >= t.count() * HOLD_NS, "{t:?}");
+    let below: u64 = t.counts[..=bucket_of(HOLD_NS)].iter().sum();
+    assert_eq!(below, 0, "a held result timed under its hold: {t:?}");
+}
+
+/// A stream without `late_after_ns` (discovery, a plugin's) is neither
+/// timed nor counted late.
+#[test]
+fn an_untimed_stream_records_nothing() {
+    use firmtime_net::published::PeriodTimes;
+    use std::sync::Arc;
+    let (set, ids) = blocks();
+    let mut worker = Worker::bind(localhost(), WorkerConfig::default()).unwrap();
+    let times = Arc::new(PeriodTimes::default());
+    worker.set_period_times(times.clone());
+    worker.add_stream(spec(6, set.layout()), callback).unwrap();
+    let mut m = Master::new(MasterConfig::new(worker.local_addr().unwrap(), 6), set).unwrap();
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let w = s.spawn(|| worker.run(&stop));
+        for n in 0..5 {
+            fill(m.blocks_mut(), &ids, n);
+            process(&mut m, Deadline::After(ARRIVE_NS));
+        }
+        stop.store(true, Ordering::Relaxed);
+        w.join().unwrap().unwrap();
+    });
+    // The last input may still be in flight when the worker stops.
+    let served = worker.stream_stats(6).unwrap().periods;
+    assert!(served >= m.stats().delivered && served > 0, "{served}");
+    assert_eq!(times.snapshot().count(), 0);
+    assert_eq!(worker.stream_stats(6).unwrap().late, 0);
+}

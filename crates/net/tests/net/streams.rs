@@ -181,6 +181,7 @@ fn held_results_go_out_in_order_while_other_streams_are_served() {
     let options = StreamOptions {
         data_key: Some(session.clone()),
         stateless: false,
+        late_after_ns: None,
     };
     worker
         .add_stream_with(spec(1, set.layout()), options, move |b, seq, _| {
