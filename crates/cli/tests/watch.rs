@@ -47,8 +47,9 @@ fn rows(db: &Path) -> Vec<(u64, u64, u64, bool)> {
 /// Starts `firmtime watch ARGS` and waits until it has stored `n`
 /// intervals (its `watch: interval` lines); stderr is drained after that.
 fn start_watch(args: &[&str], n: usize) -> std::process::Child {
+    // The tests count deadlines at 1 kHz (the default is 10 ms).
     let mut child = Command::new(EXE)
-        .arg("watch")
+        .args(["watch", "--period", "1ms"])
         .args(args)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -94,6 +95,8 @@ fn watch_stores_one_row_per_cpu_and_interval_and_every_deadline_once() {
         &db,
         "--cpu",
         "0,1",
+        "--period",
+        "1ms",
         "--interval",
         "1s",
         "--duration",

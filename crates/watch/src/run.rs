@@ -326,9 +326,9 @@ pub fn over_budget(rows: &[CpuInterval], config: &Config) -> Option<String> {
         None => "no period up to 1 s fits; raise --budget or watch fewer CPUs (--cpu)".into(),
     };
     Some(format!(
-        "interval {}: watch itself used {pct:.2} % of CPU {} (--budget {} %), {} of CPU per wake-up: {advice}",
-        r.seq,
+        "over budget: watch itself used {pct:.2} % of CPU {} in interval {} (--budget {} %), {} of CPU per wake-up: {advice}",
         r.cpu,
+        r.seq,
         config.budget_percent,
         fmt_ns(per_wakeup),
     ))
@@ -732,7 +732,7 @@ pub fn run(
             // Over budget: say so at the first such interval, then at most
             // once an hour.
             let hour = 3_600_000_000_000u64.div_ceil(config.interval_ns);
-            if budget_noticed.is_none_or(|s| next_seq >= s + hour) {
+            if budget_noticed.map_or(true, |s| next_seq >= s + hour) {
                 if let Some(n) = over_budget(&rows, config) {
                     events(Event::Notice(n));
                     budget_noticed = Some(next_seq);
