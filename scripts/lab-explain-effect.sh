@@ -50,8 +50,8 @@ def load(policy, arm):
         rows.append(r)
     return rows
 keys = [("p50_ns", "p50"), ("p99_ns", "p99"), ("p99_9_ns", "p99.9"), ("max_ns", "max"), ("missed", "missed")]
-print("| policy | figure | without: median (min–max) | with --explain: median (min–max) | with/without | moved beyond spread |")
-print("|---|---|---|---|---|---|")
+print("| policy | figure | without: median (min–max) | with --explain: median (min–max) | with/without | shift vs spread without | median outside the range without |")
+print("|---|---|---|---|---|---|---|")
 own_total = own_named = 0
 for policy in ["fifo-80", "other"]:
     w, wo = load(policy, "with"), load(policy, "without")
@@ -63,16 +63,26 @@ for policy in ["fifo-80", "other"]:
         b = [r["combined"][k] or 0 for r in w]
         ma, mb = statistics.median(a), statistics.median(b)
         unit = (lambda v: f"{v:,.0f}") if k == "missed" else (lambda v: f"{v/1000:,.1f} µs")
-        moved = "yes" if (mb < min(a) or mb > max(a)) else "no"
+        outside = "no"
+        if mb > max(a):
+            outside = "yes, higher"
+        elif mb < min(a):
+            outside = "yes, lower"
         ratio = f"{mb/ma:.2f}" if ma else "—"
-        print(f"| {policy} | {name} | {unit(ma)} ({unit(min(a))}–{unit(max(a))}) | {unit(mb)} ({unit(min(b))}–{unit(max(b))}) | {ratio} | {moved} |")
+        shift, spread = mb - ma, max(a) - min(a)
+        verdict = "within" if abs(shift) <= spread else ("beyond, lower" if shift < 0 else "beyond")
+        sign = "+" if shift >= 0 else "−"
+        print(f"| {policy} | {name} | {unit(ma)} ({unit(min(a))}–{unit(max(a))}) | {unit(mb)} ({unit(min(b))}–{unit(max(b))}) | {ratio} | {sign}{unit(abs(shift))} vs {unit(spread)}: {verdict} | {outside} |")
     n = own = 0
+    names = {}
     for r in w:
         for o in (r.get("explain") or {}).get("outliers", []):
             n += 1
             name = o["cause"]["name"]
             if o["cause"]["category"] == "task" and (name.startswith("ft-") or name.startswith("firmtime")):
                 own += 1
+                names[name] = names.get(name, 0) + 1
     own_total += own; own_named += n
-    print(f"\n{policy}: firmtime's own threads caused {own} of {n} explained outliers ({100*own/max(n,1):.1f} %; target < 1 %)\n")
+    print(f"\n{policy}: firmtime's own threads caused {own} of {n} explained outliers ({100*own/max(n,1):.1f} %; target < 1 %)"
+          + (": " + ", ".join(f"{k} ×{v}" for k, v in sorted(names.items())) if names else "") + "\n")
 EOF
