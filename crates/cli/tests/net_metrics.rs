@@ -1,7 +1,8 @@
 //! `net worker --metrics-listen` and `rack --metrics-listen`: what they
 //! serve passes `promtool check metrics`, a real Prometheus scrapes a
 //! worker under a `net bench` run and its answers agree with the worker's
-//! own figures (`net stats --json`) and the bench's JSON; the token is
+//! own figures (`net stats --json`) and the bench's JSON, while the same
+//! Prometheus scrapes a `watch` and agrees with its database; the token is
 //! required when given; a rack serves its stages' counters while it runs.
 
 mod common;
@@ -60,7 +61,50 @@ fn prometheus_scrapes_a_worker_and_agrees_with_its_stats_and_the_bench() {
     let dir = TestDir::new("net-metrics-prom");
     // Prometheus first, so that its first sample of each counter is 0.
     let target = format!("127.0.0.1:{}", free_port());
-    let (prom, prom_addr) = start_prometheus(&dir.0, &[("firmtime-net-worker", &target)]);
+    // The same Prometheus scrapes a `watch` beside the worker (as a fleet's
+    // would): it needs root for SCHED_FIFO.
+    let watch_target = format!("127.0.0.1:{}", free_port());
+    let with_watch = is_root();
+    if !with_watch {
+        firmtime_rt::testing::skip(
+            "prometheus_scrapes_a_worker: the watch beside the worker needs root (SCHED_FIFO)",
+        );
+    }
+    let mut targets = vec![("firmtime-net-worker", target.as_str())];
+    if with_watch {
+        targets.push(("firmtime-watch", watch_target.as_str()));
+    }
+    let (prom, prom_addr) = start_prometheus(&dir.0, &targets);
+    let watch_db = dir.0.join("watch.db");
+    let watch = with_watch.then(|| {
+        let w = Killed(
+            Command::new(EXE)
+                .args(["watch", "--db"])
+                .arg(&watch_db)
+                .args([
+                    "--period",
+                    "1ms",
+                    "--interval",
+                    "1s",
+                    "--cpu",
+                    "0",
+                    "--explain",
+                    "off",
+                    "--metrics-listen",
+                    &watch_target,
+                ])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        let t0 = Instant::now();
+        while http_get(&watch_target, "/metrics").is_none() {
+            assert!(t0.elapsed() < Duration::from_secs(20), "watch never served");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        w
+    });
     let worker = worker_with_metrics(&target, &[]);
     let first = http_get(&target, "/metrics").expect("the worker serves /metrics");
     promtool_check_metrics(&first);
@@ -179,6 +223,31 @@ fn prometheus_scrapes_a_worker_and_agrees_with_its_stats_and_the_bench() {
         "prometheus: {periods} periods, increase {inc:.1}, worker time p50 {p50:.6} s mean {mean:.6} s; \
          bench rtt p50 {rtt_p50:.6} s, delivered {delivered}"
     );
+    if let Some(w) = watch {
+        // The watch's counters in the same Prometheus are sums over the
+        // intervals it had stored: one prefix of its database's rows.
+        let wakeups = q("firmtime_watch_wakeups_total") as u64;
+        let missed = q("firmtime_watch_missed_deadlines_total") as u64;
+        assert_eq!(q("count(up == 1)"), 2.0, "both targets up");
+        drop(w); // SIGTERM: the watch stores its last interval and ends
+        let db = firmtime_watch::store::Store::open_existing(&watch_db).unwrap();
+        let rows = db.intervals_since(0).unwrap();
+        let mut prefixes = vec![(0u64, 0u64)];
+        for r in &rows {
+            let (c, m) = *prefixes.last().unwrap();
+            prefixes.push((c + r.interval.count, m + r.interval.missed));
+        }
+        assert!(wakeups > 0, "the watch's wake-ups reached Prometheus");
+        assert!(
+            prefixes.contains(&(wakeups, missed)),
+            "Prometheus's {wakeups} wake-ups / {missed} missed are not a sum of stored intervals: {prefixes:?}"
+        );
+        eprintln!(
+            "prometheus: watch {wakeups} wake-ups, {missed} missed = the first {} of {} stored intervals",
+            prefixes.iter().position(|p| *p == (wakeups, missed)).unwrap(),
+            rows.len()
+        );
+    }
     drop(worker);
     drop(prom);
 }
