@@ -4,6 +4,7 @@
 
 mod common;
 
+use common::prometheus::*;
 use common::*;
 use firmtime_watch::store::{CpuInterval, MachineState, RunInfo, Store};
 use std::io::{BufRead, BufReader};
@@ -639,70 +640,6 @@ fn the_grafana_dashboard_queries_only_metrics_watch_serves() {
     }
 }
 
-/// A free loopback port (bound, then released).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn http_get(addr: &str, path: &str) -> Option<String> {
-    use std::io::{Read, Write};
-    let mut c = std::net::TcpStream::connect(addr).ok()?;
-    c.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
-    write!(c, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
-    let mut s = String::new();
-    c.read_to_string(&mut s).ok()?;
-    let (head, body) = s.split_once("\r\n\r\n")?;
-    head.starts_with("HTTP/1.0 200")
-        .then(|| body.to_string())
-        .or_else(|| head.starts_with("HTTP/1.1 200").then(|| body.to_string()))
-}
-
-fn encode(q: &str) -> String {
-    q.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
-/// The value of a PromQL instant query at Unix time `t` (one series expected).
-fn prom_query(addr: &str, q: &str, t: f64) -> f64 {
-    let body = http_get(
-        addr,
-        &format!("/api/v1/query?query={}&time={t:.3}", encode(q)),
-    )
-    .unwrap_or_else(|| panic!("query {q} failed"));
-    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
-    assert_eq!(v["status"], "success", "{q}: {body}");
-    let r = v["data"]["result"].as_array().unwrap();
-    assert_eq!(r.len(), 1, "{q}: one series expected: {body}");
-    r[0]["value"][1].as_str().unwrap().parse().unwrap()
-}
-
-struct Killed(std::process::Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = kill(self.0.id(), libc::SIGTERM);
-        let t0 = Instant::now();
-        while t0.elapsed() < Duration::from_secs(10) {
-            if let Ok(Some(_)) = self.0.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Starts `watch ARGS` (with a `--metrics-listen`); returns it and the
 /// address it serves on. Its stderr lines go to `lines`.
 fn start_watch_serving(args: &[&str]) -> (Killed, String, std::sync::mpsc::Receiver<String>) {
@@ -740,12 +677,7 @@ fn prometheus_scrapes_watch_and_agrees_with_its_database() {
     if !root("prometheus_scrapes_watch") {
         return;
     }
-    if Command::new("prometheus")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        firmtime_rt::testing::skip("prometheus not installed (Debian: prometheus)");
+    if !prometheus_installed("prometheus_scrapes_watch") {
         return;
     }
     let dir = TestDir::new("watch-prom");
@@ -753,51 +685,7 @@ fn prometheus_scrapes_watch_and_agrees_with_its_database() {
     // Prometheus first, so that it scrapes watch from its first moment:
     // each counter's first sample is 0 and increase() sees all of it.
     let target = format!("127.0.0.1:{}", free_port());
-    let prom_addr = format!("127.0.0.1:{}", free_port());
-    let cfg = dir.0.join("prometheus.yml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "global:\n  scrape_interval: 500ms\n  scrape_timeout: 400ms\nscrape_configs:\n  - job_name: firmtime-watch\n    static_configs:\n      - targets: ['{target}']\n"
-        ),
-    )
-    .unwrap();
-    let prom = Killed(
-        Command::new("prometheus")
-            .arg(format!("--config.file={}", cfg.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.0.join("tsdb").display()
-            ))
-            .arg(format!("--web.listen-address={prom_addr}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let t0 = Instant::now();
-    while http_get(&prom_addr, "/-/ready").is_none() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(60),
-            "prometheus not ready"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    // Prometheus applies new targets after a few seconds: wait for its
-    // first scrape (`up` 0: nothing listens yet), then start watch.
-    let t0 = Instant::now();
-    loop {
-        let body = http_get(&prom_addr, &format!("/api/v1/query?query={}", encode("up")))
-            .unwrap_or_default();
-        if body.contains("firmtime-watch") {
-            break;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(60),
-            "prometheus never scraped: {body}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let (prom, prom_addr) = start_prometheus(&dir.0, &[("firmtime-watch", &target)]);
     let (watch, served_on, lines) = start_watch_serving(&[
         "--db",
         &db,
@@ -817,28 +705,7 @@ fn prometheus_scrapes_watch_and_agrees_with_its_database() {
         served.contains("firmtime_watch_missed_deadlines_total{cpu=\"0\"} 0"),
         "{served}"
     );
-    let mut pt = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    {
-        use std::io::Write;
-        pt.stdin
-            .take()
-            .unwrap()
-            .write_all(served.as_bytes())
-            .unwrap();
-    }
-    let out = pt.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "promtool: {}{}",
-        text(&out.stdout),
-        text(&out.stderr)
-    );
+    promtool_check_metrics(&served);
     // Let watch store 4 intervals (8 s) while Prometheus scrapes.
     let mut stored = 0;
     while stored < 4 {

@@ -281,23 +281,13 @@ fn shared_cpu_ns(process: u64, own: impl Iterator<Item = u64>) -> u64 {
     process.saturating_sub(sum) / n.max(1)
 }
 
-/// The wake-up periods a notice suggests (1-2-5 steps, each a divisor of a
-/// minute).
-const PERIOD_STEPS_NS: [u64; 13] = [
-    100_000,
-    200_000,
-    500_000,
-    1_000_000,
-    2_000_000,
-    5_000_000,
-    10_000_000,
-    20_000_000,
-    50_000_000,
-    100_000_000,
-    200_000_000,
-    500_000_000,
-    1_000_000_000,
-];
+/// The wake-up periods a notice suggests: 100 µs, 200 µs, 500 µs, 1 ms …
+/// 1 s (1-2-5 steps, each a divisor of a minute).
+fn period_steps_ns() -> impl Iterator<Item = u64> {
+    (0..5u32)
+        .flat_map(|k| [1u64, 2, 5].map(|m| m * 100_000 * 10u64.pow(k)))
+        .take_while(|&p| p <= 1_000_000_000)
+}
 
 /// A notice when a whole interval of `rows` used more of a watched CPU than
 /// `--budget`, naming the shortest period that would fit at the CPU time a
@@ -317,9 +307,7 @@ pub fn over_budget(rows: &[CpuInterval], config: &Config) -> Option<String> {
         return None;
     }
     let need = (per_wakeup as f64 * 100.0 / config.budget_percent).ceil() as u64;
-    let fits = PERIOD_STEPS_NS
-        .iter()
-        .copied()
+    let fits = period_steps_ns()
         .find(|&p| p >= need && p > config.period_ns && config.interval_ns % p == 0);
     let advice = match fits {
         Some(p) => format!("--period {} or longer fits", fmt_ns(p)),
