@@ -33,6 +33,8 @@ pub const PERIOD_NS: std::ops::RangeInclusive<u64> = 100_000..=1_000_000_000;
 pub const INTERVAL_NS: std::ops::RangeInclusive<u64> = 1_000_000_000..=3_600_000_000_000;
 /// Valid `--keep` range, ns (1 min … 10 years).
 pub const KEEP_NS: std::ops::RangeInclusive<u64> = 60_000_000_000..=315_360_000_000_000_000;
+/// How often the writer looks at the loops' rings.
+const WRITER_TICK: Duration = Duration::from_millis(200);
 /// Valid `--budget` range, % of a CPU.
 pub const BUDGET_PERCENT: std::ops::RangeInclusive<f64> = 0.01..=100.0;
 /// Valid `--worst` range (wake-ups kept per CPU and interval).
@@ -518,7 +520,10 @@ pub fn run(
     let mut stored = 0u64;
     let mut db_error: Option<Error> = None;
     loop {
-        std::thread::sleep(Duration::from_millis(50));
+        // The writer's own wake-ups are part of watch's cost: five a second
+        // (not twenty) is soon enough to hand out buffers `lead` ahead and
+        // to collect a minute's rows.
+        std::thread::sleep(WRITER_TICK);
         // Prepare the next interval's buffers shortly before it starts.
         let now = monotonic_ns();
         let next = prepared + 1;
