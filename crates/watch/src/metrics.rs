@@ -8,8 +8,12 @@
 //!
 //! The endpoint answers `GET /metrics` only, with an optional bearer token
 //! (compared in constant time), a 2 s deadline per connection, a 8 KiB cap
-//! on the request head, and one connection at a time: nothing a stranger
-//! sends can grow memory or hold the process. It never runs in RT context.
+//! on the request head, and at most [`MAX_CONNECTIONS`] connections served
+//! at once, each on a short-lived thread of its own: a new connection
+//! beyond that closes the oldest one still sending its request, so slow or
+//! silent clients cannot keep a scrape out (sshd's MaxStartups, with the
+//! oldest dropped), and nothing a stranger sends can grow memory or hold
+//! the process. It never runs in RT context.
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::hist::Hist;
@@ -333,6 +337,9 @@ pub fn serve(
     let addr = listener.local_addr()?;
     let stop = Arc::new(AtomicBool::new(false));
     let s2 = Arc::clone(&stop);
+    let render: Arc<Mutex<Box<dyn Fn() -> String + Send>>> = Arc::new(Mutex::new(Box::new(render)));
+    let token: Option<Arc<str>> = token.map(Arc::from);
+    let slots = Arc::new(Mutex::new(Slots::default()));
     let thread = std::thread::Builder::new()
         .name("ft-metrics".into())
         .spawn(move || {
@@ -340,8 +347,22 @@ pub fn serve(
                 if s2.load(Ordering::SeqCst) {
                     break;
                 }
-                if let Ok(c) = conn {
-                    let _ = handle(c, token.as_deref(), &render);
+                let Ok(c) = conn else { continue };
+                let Some(id) = lock(&slots).admit(&c) else {
+                    continue; // every slot is writing a response: refused
+                };
+                let (sl, render, token) = (Arc::clone(&slots), Arc::clone(&render), token.clone());
+                let spawned = std::thread::Builder::new()
+                    .name("ft-metrics-conn".into())
+                    .spawn(move || {
+                        let _ = handle(c, token.as_deref(), &|| (lock(&render))(), &|| {
+                            lock(&sl).headed(id)
+                        });
+                        lock(&sl).done(id);
+                    });
+                if spawned.is_err() {
+                    // The closure (and the connection) were dropped.
+                    lock(&slots).done(id);
                 }
             }
         })
@@ -447,10 +468,61 @@ pub fn parse_request(head: &str, token: Option<&str>) -> Request {
     Request::Metrics(openmetrics)
 }
 
+/// Connections served at once (each on its own thread).
+pub const MAX_CONNECTIONS: usize = 8;
+
+/// The endpoint's connections: those still sending their request head
+/// (oldest first, a clone to close them by) and how many are open.
+#[derive(Debug, Default)]
+struct Slots {
+    next_id: u64,
+    open: usize,
+    reading: std::collections::VecDeque<(u64, TcpStream)>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Slots {
+    /// Takes a slot for `c`: when all are open, the oldest connection still
+    /// reading its head is closed to make room; when every one is already
+    /// answering, `None` (refused). Open connections never exceed
+    /// `2 × MAX_CONNECTIONS` (a closed one's thread ends at its next read).
+    fn admit(&mut self, c: &TcpStream) -> Option<u64> {
+        if self.open >= MAX_CONNECTIONS {
+            let (_, oldest) = self.reading.pop_front()?;
+            let _ = oldest.shutdown(std::net::Shutdown::Both);
+            if self.open >= 2 * MAX_CONNECTIONS {
+                return None;
+            }
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        self.open += 1;
+        if let Ok(clone) = c.try_clone() {
+            self.reading.push_back((id, clone));
+        }
+        Some(id)
+    }
+
+    /// Connection `id` has sent its head: it is answered, not closed.
+    fn headed(&mut self, id: u64) {
+        self.reading.retain(|(i, _)| *i != id);
+    }
+
+    /// Connection `id` is over.
+    fn done(&mut self, id: u64) {
+        self.headed(id);
+        self.open = self.open.saturating_sub(1);
+    }
+}
+
 fn handle(
     mut c: TcpStream,
     token: Option<&str>,
     render: &dyn Fn() -> String,
+    headed: &dyn Fn(),
 ) -> std::io::Result<()> {
     let deadline = std::time::Instant::now() + CONN_DEADLINE;
     c.set_write_timeout(Some(CONN_DEADLINE))?;
@@ -472,6 +544,7 @@ fn handle(
             break Some(p);
         }
     };
+    headed();
     let req = match head_end {
         Some(p) => parse_request(&String::from_utf8_lossy(&buf[..p]), token),
         None => Request::Bad,

@@ -447,3 +447,53 @@ fn the_endpoint_serves_metrics_only_with_the_token() {
     drop(server);
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn silent_and_slow_clients_cannot_keep_a_scrape_out() {
+    let t = totals();
+    let server = metrics::serve("127.0.0.1:0".parse().unwrap(), None, move || {
+        WatchCollector::render(&t)
+    })
+    .unwrap();
+    let addr = server.addr();
+    // Twice as many strangers as slots: half a request head each, then silence.
+    let held: Vec<TcpStream> = (0..2 * metrics::MAX_CONNECTIONS)
+        .map(|_| {
+            let mut c = TcpStream::connect(addr).unwrap();
+            c.write_all(b"GET /metr").unwrap();
+            c
+        })
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    // A scrape is answered before any of them reaches its 2 s deadline
+    // (one connection at a time, it would have waited behind all 16).
+    let mut c = TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(metrics::CONN_DEADLINE / 2))
+        .unwrap();
+    c.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut s = String::new();
+    c.read_to_string(&mut s)
+        .expect("the scrape was answered while the strangers held their connections");
+    assert!(s.starts_with("HTTP/1.1 200 OK"), "{s}");
+    assert!(s.contains("firmtime_watch_wakeups_total"), "{s}");
+    // The oldest strangers were closed to make room; the endpoint still
+    // answers, and no more than its slots stay open.
+    let closed = held
+        .into_iter()
+        .filter(|c| {
+            let mut c = c.try_clone().unwrap();
+            c.set_read_timeout(Some(std::time::Duration::from_millis(50)))
+                .unwrap();
+            // Closed: end of stream; still open: the read times out.
+            matches!(c.read(&mut [0u8; 1]), Ok(0))
+        })
+        .count();
+    assert!(
+        closed >= metrics::MAX_CONNECTIONS,
+        "{closed} of {} strangers closed",
+        2 * metrics::MAX_CONNECTIONS
+    );
+    let again = get(addr, "GET /metrics HTTP/1.0\r\n\r\n");
+    assert!(again.starts_with("HTTP/1.1 200 OK"), "{again}");
+}
