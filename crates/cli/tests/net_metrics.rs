@@ -383,11 +383,13 @@ fn a_rack_serves_its_stages_counters_while_it_runs() {
         firmtime_rt::testing::skip("a_rack_serves: needs ladspa-sdk and jackd2");
         return;
     }
-    if Command::new("promtool").arg("--version").output().is_err() {
-        firmtime_rt::testing::skip("a_rack_serves: promtool not installed (Debian: prometheus)");
+    if !prometheus_installed("a_rack_serves") {
         return;
     }
     let dir = TestDir::new("rack-metrics");
+    // A real Prometheus scrapes the rack from before it starts.
+    let rack_metrics = format!("127.0.0.1:{}", free_port());
+    let (prom, prom_addr) = start_prometheus(&dir.0, &[("firmtime-rack", &rack_metrics)]);
     let worker_metrics = format!("127.0.0.1:{}", free_port());
     let worker = worker_with_metrics(&worker_metrics, &[]);
     let file = dir.0.join("rack.toml");
@@ -401,7 +403,6 @@ fn a_rack_serves_its_stages_counters_while_it_runs() {
     )
     .unwrap();
     let json = dir.0.join("rack.json");
-    let rack_metrics = format!("127.0.0.1:{}", free_port());
     let mut child = Command::new(EXE)
         .args([
             "rack",
@@ -476,6 +477,27 @@ fn a_rack_serves_its_stages_counters_while_it_runs() {
     let late_b = sample(&b, "firmtime_rack_late_blocks_total{stage=\"far\"}").unwrap();
     assert!(late_b > 0.0, "{b}");
     assert!(sample(&b, "firmtime_rack_cycles_total").unwrap() > cycles_a);
+    // Two scrapes later, Prometheus has at least what we read directly.
+    std::thread::sleep(Duration::from_millis(1200));
+    let t = now_s() - 0.1;
+    let prom_late = prom_query(
+        &prom_addr,
+        "firmtime_rack_late_blocks_total{stage=\"far\"}",
+        t,
+    );
+    let prom_cycles = prom_query(&prom_addr, "firmtime_rack_cycles_total", t);
+    assert!(prom_late >= late_b, "prometheus {prom_late} < {late_b}");
+    // FirmtimeRackLateBlocks's expression sees the late stage, and only it.
+    let fired = http_get(
+        &prom_addr,
+        &format!(
+            "/api/v1/query?query={}&time={t:.3}",
+            encode("increase(firmtime_rack_late_blocks_total[5m]) > 0")
+        ),
+    )
+    .unwrap();
+    assert!(fired.contains("\"stage\":\"far\""), "{fired}");
+    assert!(!fired.contains("\"stage\":\"g\""), "{fired}");
     // Let it end on its own (--duration) and write its JSON.
     let mut rack = rack;
     let t0 = Instant::now();
@@ -490,4 +512,8 @@ fn a_rack_serves_its_stages_counters_while_it_runs() {
     assert!(cycles_end >= sample(&b, "firmtime_rack_cycles_total").unwrap());
     let xruns_b = sample(&b, "firmtime_rack_xruns_total").unwrap();
     assert!(v["xruns"].as_u64().unwrap() as f64 >= xruns_b, "{v}");
+    // What Prometheus stored lies between our scrape and the rack's end.
+    assert!(prom_late <= late_end, "prometheus {prom_late} > {late_end}");
+    assert!(prom_cycles <= cycles_end && prom_cycles > cycles_a);
+    drop(prom);
 }
