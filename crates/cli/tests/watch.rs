@@ -795,3 +795,93 @@ fn prometheus_scrapes_watch_and_agrees_with_its_database() {
     drop(prom);
     drop(watch);
 }
+
+/// Resident memory of a process, KiB.
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The database's size in pages (`Store::size_bytes`), read beside the
+/// writer (WAL: readers do not block it).
+fn db_bytes(db: &Path) -> u64 {
+    Store::open_existing(db).unwrap().size_bytes().unwrap()
+}
+
+/// The CI-sized soak: 80 one-second intervals with the explaining trace
+/// and a one-minute `--keep`, so that pruning runs for the last 20. The
+/// 30-minute run is `scripts/watch-soak.sh` (docs/WATCH.md).
+#[test]
+fn a_soak_keeps_memory_flat_and_the_database_bounded_by_keep() {
+    if !root("a_soak_keeps_memory_flat") {
+        return;
+    }
+    if firmtime_trace::explain::available().is_err() {
+        firmtime_rt::testing::skip("a_soak_keeps_memory_flat: tracefs unavailable");
+        return;
+    }
+    let dir = TestDir::new("watch-soak");
+    let db = db_arg(&dir);
+    let mut child = start_watch(
+        &[
+            "--db",
+            &db,
+            "--cpu",
+            "0",
+            "--interval",
+            "1s",
+            "--keep",
+            "1min",
+            "--duration",
+            "80s",
+            "--explain",
+            "on",
+        ],
+        10,
+    );
+    let pid = child.id();
+    let base_rss = rss_kib(pid);
+    let (mut max_rss, mut db_at_65) = (base_rss, 0);
+    let t0 = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        std::thread::sleep(Duration::from_millis(500));
+        max_rss = max_rss.max(rss_kib(pid));
+        if db_at_65 == 0 && t0.elapsed() >= Duration::from_secs(55) {
+            db_at_65 = db_bytes(Path::new(&db));
+        }
+        assert!(t0.elapsed() < Duration::from_secs(150), "watch did not end");
+    }
+    assert!(child.wait().unwrap().success());
+    let r = rows(Path::new(&db));
+    // About a minute of one-second rows is kept, and they are the latest.
+    assert!(
+        (55..=62).contains(&r.len()),
+        "{} rows kept with --keep 1min",
+        r.len()
+    );
+    assert!(
+        r.last().unwrap().0 >= 78,
+        "the latest intervals are kept: {r:?}"
+    );
+    let end_bytes = db_bytes(Path::new(&db));
+    eprintln!(
+        "soak: RSS {base_rss} KiB after 10 intervals, at most {max_rss} KiB; database {db_at_65} bytes at 65 s, {end_bytes} at the end; {} rows",
+        r.len()
+    );
+    // Flat: what the first ten intervals allocated is all it needs (each
+    // interval's explaining session allocates its stores afresh and frees
+    // them; nothing may accumulate).
+    assert!(
+        max_rss <= base_rss + base_rss / 4,
+        "RSS grew from {base_rss} to {max_rss} KiB"
+    );
+    // Bounded: pruning frees pages that later rows reuse.
+    assert!(
+        db_at_65 > 0 && end_bytes <= db_at_65 + db_at_65 / 2,
+        "database grew from {db_at_65} to {end_bytes} bytes while pruning"
+    );
+}

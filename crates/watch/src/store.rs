@@ -573,6 +573,17 @@ impl Store {
         Ok(n as u64)
     }
 
+    /// The database's size in pages times the page size, bytes: what it
+    /// takes once checkpointed, free pages (reused by later rows) included.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Database`].
+    pub fn size_bytes(&self) -> Result<u64> {
+        let pages: i64 = self.conn.query_row("PRAGMA page_count", [], |r| r.get(0))?;
+        let size: i64 = self.conn.query_row("PRAGMA page_size", [], |r| r.get(0))?;
+        Ok((pages.max(0) * size.max(0)) as u64)
+    }
+
     /// The runs: `(id, started, ended, end reason)`.
     ///
     /// # Errors
