@@ -550,6 +550,11 @@ fn bad_watch_flags_are_usage_errors_naming_the_flag() {
             ),
             ("--metrics-token /tmp/x", &["--metrics-listen"]),
             ("--cpu 999", &["--cpu: CPU 999 is not online"]),
+            (
+                "--budget 0",
+                &["--budget 0 % is out of range: valid is 0.01 % to 100 %"],
+            ),
+            ("--budget lots", &["--budget", "'lots' is not a percentage"]),
         ],
     );
     assert!(!Path::new("/tmp/never-written.db").exists());
