@@ -398,12 +398,16 @@ fn report_writes_markdown_json_and_plots() {
     let now = now_ns();
     let rows: Vec<CpuInterval> = (0..30)
         .map(|k| {
-            fake_row(
+            let mut r = fake_row(
                 k,
                 now - (30 - k as i64) * 60_000_000_000,
                 40_000 + k as i64 * 1000,
                 0,
-            )
+            );
+            // The first ten rows come from before schema 2 (unknown);
+            // the others cost 0.2 s of CPU in their minute (0.33 %).
+            r.watch_cpu_ns = (k >= 10).then_some(200_000_000);
+            r
         })
         .collect();
     fake_db(Path::new(&db), &rows);
@@ -449,6 +453,11 @@ fn report_writes_markdown_json_and_plots() {
     assert_eq!(v["count"], 1_800_000);
     assert_eq!(v["over_time"].as_array().unwrap().len(), 30);
     assert_eq!(v["max_ns"], 69_000);
+    // watch's own CPU over the rows that recorded it only.
+    assert_eq!(v["cpus"][0]["watch_cpu_ns"], 20 * 200_000_000u64);
+    let pct = v["cpus"][0]["watch_cpu_percent"].as_f64().unwrap();
+    assert!((pct - 100.0 / 300.0).abs() < 1e-9, "{pct}");
+    assert!(md.contains("| 0.33 % of the CPU |"), "{md}");
 }
 
 #[test]

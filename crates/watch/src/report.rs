@@ -69,6 +69,14 @@ pub struct CpuLine {
     pub max_ns: Option<i64>,
     /// Steal, ns.
     pub steal_ns: u64,
+    /// watch's own CPU time charged to this CPU, ns (rows that recorded it).
+    pub watch_cpu_ns: u64,
+    /// That as a share of the time those rows span, % (`None`: no row
+    /// recorded it, e.g. all stored before schema 2).
+    pub watch_cpu_percent: Option<f64>,
+    /// Time spanned by the rows that recorded `watch_cpu_ns`, ns.
+    #[serde(skip)]
+    watch_cpu_span_ns: i64,
 }
 
 /// One point of the latency-over-time plot: an interval (all CPUs).
@@ -162,6 +170,9 @@ impl Period {
                         p999_ns: None,
                         max_ns: None,
                         steal_ns: 0,
+                        watch_cpu_ns: 0,
+                        watch_cpu_percent: None,
+                        watch_cpu_span_ns: 0,
                     },
                 )
             });
@@ -170,6 +181,10 @@ impl Period {
             e.1.count += r.count;
             e.1.missed += r.missed;
             e.1.steal_ns += r.steal_ns;
+            if let Some(n) = r.watch_cpu_ns {
+                e.1.watch_cpu_ns += n;
+                e.1.watch_cpu_span_ns += (r.end_unix_ns - r.start_unix_ns).max(0);
+            }
             e.1.max_ns = e.1.max_ns.max(r.max_ns);
             if let Some(m) = r.max_ns {
                 let tp = times.entry(r.start_unix_ns).or_insert(TimePoint {
@@ -222,6 +237,8 @@ impl Period {
                 let m = l.max_ns.unwrap_or(0);
                 l.p99_ns = h.quantile(0.99, m);
                 l.p999_ns = h.quantile(0.999, m);
+                l.watch_cpu_percent = (l.watch_cpu_span_ns > 0)
+                    .then(|| 100.0 * l.watch_cpu_ns as f64 / l.watch_cpu_span_ns as f64);
                 l
             })
             .collect();
@@ -426,13 +443,13 @@ pub fn markdown(p: &Period, db: &Path, plots: &[PathBuf], max_latency_ns: i64) -
     let _ = writeln!(s, "## Per CPU\n");
     let _ = writeln!(
         s,
-        "| CPU | intervals | wake-ups | missed | p99 | p99.9 | max | steal |\n|---|---|---|---|---|---|---|---|"
+        "| CPU | intervals | wake-ups | missed | p99 | p99.9 | max | steal | watch itself |\n|---|---|---|---|---|---|---|---|---|"
     );
     for c in &p.cpus {
         let f = |v: Option<i64>| v.map_or("-".into(), fmt_ns);
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             c.cpu,
             c.intervals,
             c.count,
@@ -440,7 +457,9 @@ pub fn markdown(p: &Period, db: &Path, plots: &[PathBuf], max_latency_ns: i64) -
             f(c.p99_ns),
             f(c.p999_ns),
             f(c.max_ns),
-            fmt_ns(c.steal_ns as i64)
+            fmt_ns(c.steal_ns as i64),
+            c.watch_cpu_percent
+                .map_or("-".into(), |p| format!("{p:.2} % of the CPU"))
         );
     }
     let _ = writeln!(s, "\n## Latency over time\n");
