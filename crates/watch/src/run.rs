@@ -320,7 +320,7 @@ pub fn over_budget(rows: &[CpuInterval], config: &Config) -> Option<String> {
         r.cpu,
         r.seq,
         config.budget_percent,
-        fmt_ns(per_wakeup),
+        crate::report::fmt_ns(per_wakeup as i64),
     ))
 }
 

@@ -190,6 +190,7 @@ fn an_interval_over_budget_gets_a_notice_naming_a_period_that_fits() {
     );
     // 25 µs per wake-up at 0.5 % needs 5 ms.
     assert!(n.contains("--period 5ms or longer fits"), "{n}");
+    assert!(n.contains("25 µs of CPU per wake-up"), "{n}");
     // Within budget, partial, or unknown: no notice.
     r.watch_cpu_ns = Some(60_000 * 4_000);
     assert_eq!(run::over_budget(&[r.clone()], &cfg), None);
