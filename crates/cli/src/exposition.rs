@@ -19,10 +19,10 @@ use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-/// `--metrics-listen` and `--metrics-token`, as `watch` has them.
-#[derive(Debug, Args)]
+/// `--metrics-listen` and `--metrics-token` of `watch`, `net worker` and `rack`.
+#[derive(Debug, Clone, Args)]
 pub struct MetricsArgs {
-    /// Serve OpenMetrics for Prometheus on this address (e.g. 127.0.0.1:9808); off by default.
+    /// Serve OpenMetrics for Prometheus on this address (e.g. 127.0.0.1:9807); off by default.
     #[arg(long, value_name = "ADDR")]
     metrics_listen: Option<SocketAddr>,
     /// File holding a bearer token (first line, at least 16 characters) that scrapes must send.

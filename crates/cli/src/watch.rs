@@ -6,12 +6,11 @@ use crate::Outcome;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use firmtime_rt::sched::{self, Policy};
-use firmtime_watch::metrics::{self, Totals, WatchCollector};
+use firmtime_watch::metrics::{Totals, WatchCollector};
 use firmtime_watch::report::{self, Answer, Period};
 use firmtime_watch::run::{self, Config, Event, ExplainMode};
 use firmtime_watch::store::Store;
 use firmtime_watch::unit;
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -97,12 +96,8 @@ pub struct RunArgs {
     /// The explaining trace (needs root and tracefs): auto (when available), on (required), off.
     #[arg(long, value_name = "MODE", default_value = "auto", value_parser = ["auto", "on", "off"])]
     explain: String,
-    /// Serve OpenMetrics for Prometheus on this address (e.g. 127.0.0.1:9807); off by default.
-    #[arg(long, value_name = "ADDR")]
-    metrics_listen: Option<SocketAddr>,
-    /// File holding a bearer token (first line, at least 16 characters) that scrapes must send.
-    #[arg(long, value_name = "FILE", requires = "metrics_listen")]
-    metrics_token: Option<PathBuf>,
+    #[command(flatten)]
+    metrics: crate::exposition::MetricsArgs,
     /// Share of each watched CPU watch itself may use, % (0.01 to 100): every interval's own CPU is stored; one above it gets a notice naming a --period that fits.
     #[arg(long, value_name = "PERCENT", default_value = "0.5", value_parser = percent)]
     budget: f64,
@@ -277,10 +272,7 @@ fn watch(a: RunArgs) -> anyhow::Result<Outcome> {
             ))
         })?;
     }
-    let token = match &a.metrics_token {
-        Some(p) => Some(metrics::read_token(p).map_err(|e| UsageError(e.message().to_string()))?),
-        None => None,
-    };
+    let endpoint = a.metrics.prepare()?;
     let stop = crate::signals::catch(crate::signals::Repeat::Ends)?;
     let mut t0 = Totals::default();
     for c in cfg.selected_cpus() {
@@ -288,15 +280,8 @@ fn watch(a: RunArgs) -> anyhow::Result<Outcome> {
         t0.cpus.entry(c).or_default();
     }
     let totals = Arc::new(Mutex::new(t0));
-    let _server = match a.metrics_listen {
-        Some(addr) => {
-            let t = Arc::clone(&totals);
-            let s = metrics::serve(addr, token, move || WatchCollector::render(&t))?;
-            eprintln!("watch: serving OpenMetrics on http://{}/metrics", s.addr());
-            Some(s)
-        }
-        None => None,
-    };
+    let t = Arc::clone(&totals);
+    let _server = endpoint.serve("watch", move || WatchCollector::render(&t))?;
     let cmdline = std::env::args().collect::<Vec<_>>().join(" ");
     let db = cfg.db.clone();
     let summary = run::run(&cfg, &cmdline, stop, Some(totals), &mut |e| match e {
