@@ -59,22 +59,33 @@ const CLEAR_BEFORE_NS: u64 = 500_000;
 /// each time the thread is still late…
 const CLEAR_STEP_NS: u64 = 50_000;
 /// …but never more than this in a row (a thread stalled for good must not
-/// let the ring buffers overflow).
+/// let the ring buffers overflow)…
 const CLEAR_MAX_NS: u64 = 20_000_000;
+/// …after which it reads this long without waiting: a thread late again and
+/// again (SCHED_OTHER under the stress load) would otherwise let it read
+/// one page per [`CLEAR_MAX_NS`], and the kernel drop millions of events.
+const READ_SLICE_NS: u64 = 5_000_000;
 
 /// Keeps the drainer off the CPUs while a measured thread is due: from
 /// [`CLEAR_BEFORE_NS`] before the earliest deadline announced in `flags`
 /// until the thread has woken for it (see [`Flags::next_due`]). Returns the
 /// time spent waiting, ns.
-fn keep_clear(flags: &Flags, stop: &AtomicBool) -> u64 {
+fn keep_clear(flags: &Flags, stop: &AtomicBool, free_until: &mut u64) -> u64 {
     let t0 = firmtime_rt::clock::monotonic_ns();
+    if t0 < *free_until {
+        return 0;
+    }
     let mut step = CLEAR_STEP_NS;
     loop {
         let now = firmtime_rt::clock::monotonic_ns();
         let Some(due) = flags.next_due() else {
             return now - t0;
         };
-        if now + CLEAR_BEFORE_NS < due || now - t0 >= CLEAR_MAX_NS || stop.load(Ordering::Relaxed) {
+        if now - t0 >= CLEAR_MAX_NS {
+            *free_until = now + READ_SLICE_NS;
+            return now - t0;
+        }
+        if now + CLEAR_BEFORE_NS < due || stop.load(Ordering::Relaxed) {
             return now - t0;
         }
         let until = if now < due {
@@ -330,7 +341,7 @@ impl Session {
                 let per_cpu = (PENDING_EVENTS / c2.len().max(1)).max(PENDING_PER_CPU_MIN);
                 let mut k = Keeper::new(per_cpu, cap, KEEP_NS);
                 let kc = std::cell::RefCell::new(&mut k);
-                let mut held_ns = 0u64;
+                let (mut held_ns, mut free_until) = (0u64, 0u64);
                 let c = tracefs::drain_with(
                     &i2,
                     &c2,
@@ -338,7 +349,7 @@ impl Session {
                     &s2,
                     &mut |e| kc.borrow_mut().take(e, &f2),
                     &mut || kc.borrow_mut().settle(&f2, false),
-                    &mut || held_ns += keep_clear(&f2, &s2),
+                    &mut || held_ns += keep_clear(&f2, &s2, &mut free_until),
                 )?;
                 k.settle(&f2, true);
                 Ok((c, k, held_ns))
