@@ -462,7 +462,7 @@ mod tests {
         let c = config(&t.w.run).unwrap();
         assert_eq!(
             (c.interval_ns, c.keep_ns, c.period_ns),
-            (2_000_000_000, 86_400_000_000_000, 1_000_000)
+            (2_000_000_000, 86_400_000_000_000, 10_000_000)
         );
         let t = T::try_parse_from(["t", "--interval", "1500us"]).unwrap();
         let e = config(&t.w.run).unwrap_err().0;

@@ -263,6 +263,13 @@ fn net_discover_and_stats_json_and_the_human_stats() {
             "recv_errors",
             "send_errors",
             "setups_refused",
+            // Since the worker started, ended sessions included (issue 22).
+            "periods_total",
+            "late_total",
+            "lost_total",
+            "sessions_opened",
+            "timed_periods",
+            "worker_time_sum_ns",
         ],
     );
     assert_eq!(v["probes"], 1, "discover's probe was answered: {v}");
