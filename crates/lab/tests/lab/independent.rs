@@ -75,7 +75,20 @@ impl Independent {
 impl Drop for Independent {
     fn drop(&mut self) {
         let _ = std::fs::write(self.dir.join("tracing_on"), "0");
-        let _ = std::fs::remove_dir(&self.dir);
+        let _ = std::fs::write(self.dir.join("events/enable"), "0");
+        // The kernel refuses (EBUSY) while a file of the instance is still
+        // in use; runs of this test left their instances (and 16 MiB of
+        // ring buffer each) behind. Try again for a while.
+        for _ in 0..40 {
+            if std::fs::remove_dir(&self.dir).is_ok() || !self.dir.exists() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        eprintln!(
+            "independent: could not remove {} (remove it with rmdir)",
+            self.dir.display()
+        );
     }
 }
 
