@@ -9,7 +9,6 @@ mod common;
 
 use common::prometheus::*;
 use common::*;
-use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -423,16 +422,7 @@ fn a_rack_serves_its_stages_counters_while_it_runs() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let err = BufReader::new(child.stderr.take().unwrap());
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for l in err.lines() {
-            let Ok(l) = l else { break };
-            if tx.send(l).is_err() {
-                break;
-            }
-        }
-    });
+    let rx = stderr_lines(&mut child);
     let rack = Killed(child);
     let t0 = Instant::now();
     loop {

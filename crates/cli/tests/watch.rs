@@ -666,16 +666,7 @@ fn start_watch_serving(args: &[&str]) -> (Killed, String, std::sync::mpsc::Recei
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let err = BufReader::new(child.stderr.take().unwrap());
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for l in err.lines() {
-            let Ok(l) = l else { break };
-            if tx.send(l).is_err() {
-                break;
-            }
-        }
-    });
+    let rx = stderr_lines(&mut child);
     let child = Killed(child);
     let addr = loop {
         let l = rx

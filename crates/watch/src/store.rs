@@ -75,6 +75,23 @@ CREATE TABLE IF NOT EXISTS wakeups(
 CREATE INDEX IF NOT EXISTS wakeups_by_interval ON wakeups(interval_id);
 ";
 
+/// A `states` row selected as `key, kernel_release, kernel_cmdline,
+/// governors, preempt_model, clocksource, virtualization, tuned_profile`.
+fn keyed_state(r: &rusqlite::Row<'_>) -> rusqlite::Result<(i64, MachineState)> {
+    Ok((
+        r.get(0)?,
+        MachineState {
+            kernel_release: r.get(1)?,
+            kernel_cmdline: r.get(2)?,
+            governors: r.get(3)?,
+            preempt_model: r.get(4)?,
+            clocksource: r.get(5)?,
+            virtualization: r.get(6)?,
+            tuned_profile: r.get(7)?,
+        },
+    ))
+}
+
 /// The machine's state; a row is stored whenever it changes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct MachineState {
@@ -335,20 +352,7 @@ impl Store {
                 "SELECT id, kernel_release, kernel_cmdline, governors, preempt_model, clocksource,
                         virtualization, tuned_profile FROM states ORDER BY id DESC LIMIT 1",
                 [],
-                |r| {
-                    Ok((
-                        r.get(0)?,
-                        MachineState {
-                            kernel_release: r.get(1)?,
-                            kernel_cmdline: r.get(2)?,
-                            governors: r.get(3)?,
-                            preempt_model: r.get(4)?,
-                            clocksource: r.get(5)?,
-                            virtualization: r.get(6)?,
-                            tuned_profile: r.get(7)?,
-                        },
-                    ))
-                },
+                keyed_state,
             )
             .optional()?;
         let state_id = match last {
@@ -541,20 +545,7 @@ impl Store {
              ORDER BY id",
         )?;
         let v = st
-            .query_map([since_unix_ns], |r| {
-                Ok((
-                    r.get(0)?,
-                    MachineState {
-                        kernel_release: r.get(1)?,
-                        kernel_cmdline: r.get(2)?,
-                        governors: r.get(3)?,
-                        preempt_model: r.get(4)?,
-                        clocksource: r.get(5)?,
-                        virtualization: r.get(6)?,
-                        tuned_profile: r.get(7)?,
-                    },
-                ))
-            })?
+            .query_map([since_unix_ns], keyed_state)?
             .collect::<rusqlite::Result<Vec<_>>>()?;
         Ok(v)
     }

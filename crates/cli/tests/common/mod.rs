@@ -16,6 +16,22 @@ use std::time::{Duration, Instant};
 /// The binary under test.
 pub const EXE: &str = env!("CARGO_BIN_EXE_firmtime");
 
+/// Hands each line `child` writes to its (piped) stderr to the returned
+/// receiver, from a thread of its own, until the stream ends.
+pub fn stderr_lines(child: &mut Child) -> std::sync::mpsc::Receiver<String> {
+    let err = BufReader::new(child.stderr.take().expect("stderr piped"));
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for l in err.lines() {
+            let Ok(l) = l else { break };
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
 /// Runs `firmtime ARGS` to its end, capturing stdout and stderr.
 pub fn firmtime(args: &[&str]) -> Output {
     Command::new(EXE).args(args).output().expect("run firmtime")
