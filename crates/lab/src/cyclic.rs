@@ -38,7 +38,7 @@ use firmtime_rt::Errno;
 use firmtime_rt::{memory, runaway};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// Varoquaux (2006), "Interpretation of the results": the RTC period of
@@ -544,6 +544,7 @@ pub fn run_with_status(
     };
     let flags = session.as_ref().map(explain::Session::flags);
     let lives: Vec<LiveThread> = cpus.iter().map(|_| LiveThread::default()).collect();
+    let line = StartLine::new(cpus.len());
     progress.begin("cyclic", config.duration_ns / 1_000_000);
     let outcomes: Vec<Result<Cell<ThreadResult>>> = std::thread::scope(|s| {
         let mut handles = Vec::with_capacity(cpus.len());
@@ -551,8 +552,8 @@ pub fn run_with_status(
             let h = std::thread::Builder::new()
                 .name(format!("firmtime-cyclic-{cpu}"))
                 .spawn_scoped(s, {
-                    let flags = flags.clone();
-                    move || measure_thread(config, i, cpu, deadlines, live, flags)
+                    let (flags, line) = (flags.clone(), &line);
+                    move || measure_thread(config, i, cpu, deadlines, live, flags, line)
                 })
                 .map_err(|e| {
                     Error::new(ErrorKind::Io, format!("cannot start measuring thread: {e}"))
@@ -632,6 +633,63 @@ pub fn run_with_status(
 
 /// One measuring thread: set up, open the sleeper here (some are
 /// thread-bound), run the RT loop, read back what happened.
+/// Where the measuring threads wait for one another before their first
+/// deadline: one thread's set-up (it starts unpinned, locks memory,
+/// allocates its histogram) must not fall into another's measurement.
+struct StartLine {
+    arrived: AtomicUsize,
+    threads: usize,
+}
+
+impl StartLine {
+    fn new(threads: usize) -> StartLine {
+        StartLine {
+            arrived: AtomicUsize::new(0),
+            threads,
+        }
+    }
+
+    /// A thread's place on the line: it arrives when it calls
+    /// [`Arrival::wait`] or, failing before that, when it is dropped, so
+    /// the others never wait for a thread that has given up.
+    fn arrival(&self) -> Arrival<'_> {
+        Arrival {
+            line: self,
+            arrived: false,
+        }
+    }
+}
+
+struct Arrival<'a> {
+    line: &'a StartLine,
+    arrived: bool,
+}
+
+impl Arrival<'_> {
+    /// Arrives, then waits (sleeping 100 µs at a time, at most 2 s) until
+    /// every thread has arrived.
+    fn wait(&mut self) {
+        if !self.arrived {
+            self.arrived = true;
+            self.line.arrived.fetch_add(1, Ordering::SeqCst);
+        }
+        let give_up = monotonic_ns() + 2_000_000_000;
+        while self.line.arrived.load(Ordering::SeqCst) < self.line.threads
+            && monotonic_ns() < give_up
+        {
+            std::thread::sleep(Duration::from_micros(100));
+        }
+    }
+}
+
+impl Drop for Arrival<'_> {
+    fn drop(&mut self) {
+        if !self.arrived {
+            self.line.arrived.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
 fn measure_thread(
     config: &Config,
     thread: usize,
@@ -639,7 +697,9 @@ fn measure_thread(
     deadlines: u64,
     live: &LiveThread,
     flags: Option<std::sync::Arc<explain::Flags>>,
+    line: &StartLine,
 ) -> Result<Cell<ThreadResult>> {
+    let mut arrival = line.arrival();
     let rt = setup::apply(&config.request(cpu))?;
     let mut sleeper = match sleep::open(config.sleeper) {
         Ok(s) => s,
@@ -662,6 +722,7 @@ fn measure_thread(
         lp.notes = Notes::flagging(e.worst, f, cpu, back).flag_only(top, e.above_ns);
     }
     lp.cyclictest.cpu = cpu as i32;
+    arrival.wait();
     let interval = config.interval_ns;
     let mut periodic = Periodic::try_new(monotonic_ns() + interval, interval)?;
     let start = periodic.start_ns();

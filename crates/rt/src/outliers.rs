@@ -119,11 +119,17 @@ impl Flags {
     /// The drainer keeps off the CPUs from shortly before it until the
     /// thread has woken and announced its next.
     pub fn next_due(&self) -> Option<u64> {
+        self.next_due_since(0)
+    }
+
+    /// Like [`Flags::next_due`], ignoring deadlines before `oldest_ns`
+    /// (threads late that long: stalled, not about to wake).
+    pub fn next_due_since(&self, oldest_ns: u64) -> Option<u64> {
         let n = (self.next_lane.load(Ordering::Acquire) as usize).min(self.lanes.len());
         self.lanes[..n]
             .iter()
             .map(|l| l.load(Ordering::Acquire))
-            .filter(|&d| d != 0 && d != u64::MAX)
+            .filter(|&d| d != 0 && d != u64::MAX && d >= oldest_ns)
             .min()
     }
 

@@ -279,7 +279,16 @@ pub struct PageInfo {
     pub missed_flag: bool,
     /// How many, when the kernel stored the count.
     pub missed: u64,
+    /// The page was filled up to its last [`FULL_SLACK`] bytes: the kernel
+    /// had moved on to the next page, so more are likely waiting. A page
+    /// less full than that was the one being written: the reader has
+    /// caught up.
+    pub full: bool,
 }
+
+/// Room a full page may leave unused: more than the largest record this
+/// crate asks for (a `sched_switch` is 68 bytes with its header).
+pub const FULL_SLACK: usize = 128;
 
 /// Decodes pages of one trace instance.
 #[derive(Debug, Clone)]
@@ -418,6 +427,7 @@ impl Decoder {
         info.missed_flag = commit & MISSED_EVENTS != 0;
         let size = (commit & !(MISSED_EVENTS | MISSED_STORED) & 0xffff_ffff) as usize;
         let end = (self.data_offset + size).min(page.len());
+        info.full = size + FULL_SLACK >= page.len().saturating_sub(self.data_offset);
         if commit & MISSED_STORED != 0 && end + 8 <= page.len() {
             info.missed = read_u64(page, end);
         }

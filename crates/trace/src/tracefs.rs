@@ -397,7 +397,7 @@ pub fn drain(
             }
         },
         &mut || {},
-        &mut || {},
+        &mut |_| {},
     )?;
     cap.events = events;
     cap.dropped = dropped;
@@ -457,7 +457,10 @@ impl Pace {
 /// Like [`drain`], handing each decoded event to `sink` and calling
 /// `pass_done` after each pass over the CPUs' buffers; `gate` is called
 /// before each page is read and before `pass_done` (it may sleep, to keep
-/// the drainer off the CPUs while a measured thread is due). Between
+/// the drainer off the CPUs while a measured thread is due). Its argument
+/// says whether a backlog is likely: the page just read from this CPU's
+/// buffer was full ([`PageInfo::full`](crate::raw::PageInfo::full)), or,
+/// before its first page, the last pass read more than one page from it. Between
 /// passes it waits as `pace` says, parked: whoever sets `stop` should
 /// unpark the thread to end a long wait at once. The returned
 /// [`Capture`] holds the page counts only (no events).
@@ -471,7 +474,7 @@ pub fn drain_with(
     stop: &AtomicBool,
     sink: &mut dyn FnMut(Event),
     pass_done: &mut dyn FnMut(),
-    gate: &mut dyn FnMut(),
+    gate: &mut dyn FnMut(bool),
 ) -> Result<Capture> {
     let mut files = Vec::with_capacity(cpus.len());
     for &c in cpus {
@@ -486,13 +489,16 @@ pub fn drain_with(
     let mut cap = Capture::default();
     let mut page = vec![0u8; inst.decoder.page_size()];
     let mut wait = pace.min;
+    // Per CPU: the last pass read more than one page from its buffer, so a
+    // backlog is likely before the first page of this one.
+    let mut busy = vec![false; files.len()];
     loop {
         let last = stop.load(Ordering::SeqCst);
         let mut most = 0u64;
-        for (cpu, f) in files.iter_mut() {
-            let mut read = 0u64;
+        for ((cpu, f), busy) in files.iter_mut().zip(busy.iter_mut()) {
+            let (mut read, mut backlog) = (0u64, *busy);
             loop {
-                gate();
+                gate(backlog);
                 let n = match f.read(&mut page) {
                     Ok(0) => break,
                     Ok(n) => n,
@@ -507,10 +513,12 @@ pub fn drain_with(
                     cap.missed_pages += 1;
                 }
                 cap.missed += info.missed;
+                backlog = info.full;
             }
+            *busy = read > page.len() as u64;
             most = most.max(read);
         }
-        gate();
+        gate(false);
         pass_done();
         if last {
             break;

@@ -152,6 +152,29 @@ fn decoding_a_page_does_not_allocate() {
 }
 
 #[test]
+fn a_page_says_whether_it_was_full_so_the_drainer_knows_of_a_backlog() {
+    // The captured buffers: the kernel had moved on from every page but
+    // cpu1's last, which it was still writing (2688 of 4080 bytes).
+    let d = decoder();
+    let full = |cpu: u16| -> Vec<bool> {
+        let bytes = std::fs::read(fixture(&format!("cpu{cpu}.raw"))).unwrap();
+        bytes
+            .chunks(d.page_size())
+            .map(|p| d.decode_page(p, cpu, &mut |_| {}).full)
+            .collect()
+    };
+    assert_eq!(full(0), [true; 5]);
+    assert_eq!(full(1), [true, true, true, true, false]);
+    // The same page with its commit cut to leave more than the slack.
+    let mut page = std::fs::read(fixture("cpu0.raw")).unwrap()[..d.page_size()].to_vec();
+    let keep = (d.page_size() - 16 - firmtime_trace::raw::FULL_SLACK - 1) as u64;
+    page[8..16].copy_from_slice(&keep.to_le_bytes());
+    let info = d.decode_page(&page, 0, &mut |_| {});
+    assert!(!info.full);
+    assert!(info.events > 0);
+}
+
+#[test]
 fn truncated_and_garbage_pages_end_early_without_panicking() {
     let d = decoder();
     let bytes = std::fs::read(fixture("cpu0.raw")).unwrap();

@@ -61,28 +61,37 @@ const CLEAR_STEP_NS: u64 = 50_000;
 /// …but never more than this in a row (a thread stalled for good must not
 /// let the ring buffers overflow)…
 const CLEAR_MAX_NS: u64 = 20_000_000;
-/// …after which it reads this long without waiting: a thread late again and
-/// again (SCHED_OTHER under the stress load) would otherwise let it read
-/// one page per [`CLEAR_MAX_NS`], and the kernel drop millions of events.
-const READ_SLICE_NS: u64 = 5_000_000;
+/// …and, while the buffers have a backlog (the page just read was full:
+/// the kernel has moved on to later pages), it does not wait for a thread
+/// already this late, while still keeping clear of the deadlines to come.
+/// A thread late again and again (SCHED_OTHER under the stress load) would
+/// otherwise let it read one page per wait, and the kernel drop millions of
+/// events; reading past every deadline instead (a fixed read slice after
+/// each long wait) put it in the way of the threads that were on time.
+/// A thread this late has already missed its deadline by something else,
+/// which stays its larger cause.
+const LATE_READ_NS: u64 = 2_000_000;
 
 /// Keeps the drainer off the CPUs while a measured thread is due: from
 /// [`CLEAR_BEFORE_NS`] before the earliest deadline announced in `flags`
-/// until the thread has woken for it (see [`Flags::next_due`]). Returns the
-/// time spent waiting, ns.
-fn keep_clear(flags: &Flags, stop: &AtomicBool, free_until: &mut u64) -> u64 {
+/// until the thread has woken for it (see [`Flags::next_due`]); `backlog`
+/// is [`tracefs::drain_with`]'s hint that more pages are waiting, in which
+/// case deadlines more than [`LATE_READ_NS`] past are not waited for.
+/// Returns the time spent waiting, ns.
+fn keep_clear(flags: &Flags, stop: &AtomicBool, backlog: bool) -> u64 {
     let t0 = firmtime_rt::clock::monotonic_ns();
-    if t0 < *free_until {
-        return 0;
-    }
     let mut step = CLEAR_STEP_NS;
     loop {
         let now = firmtime_rt::clock::monotonic_ns();
-        let Some(due) = flags.next_due() else {
+        let oldest = if backlog {
+            now.saturating_sub(LATE_READ_NS)
+        } else {
+            0
+        };
+        let Some(due) = flags.next_due_since(oldest) else {
             return now - t0;
         };
         if now - t0 >= CLEAR_MAX_NS {
-            *free_until = now + READ_SLICE_NS;
             return now - t0;
         }
         if now + CLEAR_BEFORE_NS < due || stop.load(Ordering::Relaxed) {
@@ -327,6 +336,7 @@ impl Session {
                 buffer_bytes: u64::from(config.buffer_kb) * 1024,
             },
         );
+        let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel::<()>(1);
         let drainer = std::thread::Builder::new()
             .name("ft-explain-drain".into())
             .spawn(move || {
@@ -340,8 +350,11 @@ impl Session {
                 let _ = firmtime_rt::sched::set_affinity(&c2);
                 let per_cpu = (PENDING_EVENTS / c2.len().max(1)).max(PENDING_PER_CPU_MIN);
                 let mut k = Keeper::new(per_cpu, cap, KEEP_NS);
+                k.reserve_cpus(c2.iter().max().map_or(0, |&c| c + 1));
+                // Set up before anything is measured: `start` waits for it.
+                let _ = ready_tx.send(());
                 let kc = std::cell::RefCell::new(&mut k);
-                let (mut held_ns, mut free_until) = (0u64, 0u64);
+                let mut held_ns = 0u64;
                 let c = tracefs::drain_with(
                     &i2,
                     &c2,
@@ -349,12 +362,16 @@ impl Session {
                     &s2,
                     &mut |e| kc.borrow_mut().take(e, &f2),
                     &mut || kc.borrow_mut().settle(&f2, false),
-                    &mut || held_ns += keep_clear(&f2, &s2, &mut free_until),
+                    &mut |backlog| held_ns += keep_clear(&f2, &s2, backlog),
                 )?;
                 k.settle(&f2, true);
                 Ok((c, k, held_ns))
             })
             .map_err(|e| Error::new(ErrorKind::Io, format!("cannot start the drainer: {e}")))?;
+        // Its buffers allocated and touched (tens of MB) before the first
+        // measured deadline, not during the first ones. A drainer that
+        // failed before that drops the sender: its error comes from `finish`.
+        let _ = ready_rx.recv();
         let steal_before = firmtime_rt::system::steal_ns_per_cpu(&cpus);
         let s = Session {
             inst: Some(inst),

@@ -109,8 +109,8 @@ impl Keeper {
     /// `store` kept events; undecided events older than `keep_ns` behind
     /// the newest are let go.
     pub fn new(pending: usize, store: usize, keep_ns: u64) -> Keeper {
-        // Touched now, so the drainer never faults them in later (a CPU's
-        // pending queue when its first event comes).
+        // Touched now, so the drainer never faults them in later (the
+        // CPUs' pending queues: `reserve_cpus`).
         let mut s = vec![Event::ZERO; store.max(1)];
         s.clear();
         let mut o = vec![0u32; store.max(1)];
@@ -134,6 +134,18 @@ impl Keeper {
             windows_evicted: 0,
             flags_lost: 0,
             windows_dropped: 0,
+        }
+    }
+
+    /// Allocates and touches the pending queues of CPUs `0..cpus` now, so
+    /// the drainer does not fault in megabytes while a measured thread is
+    /// due (a CPU's queue is otherwise made when its first event comes).
+    pub fn reserve_cpus(&mut self, cpus: usize) {
+        while self.pending.len() < cpus {
+            let mut q: VecDeque<Event> = vec![Event::ZERO; self.per_cpu].into();
+            q.clear();
+            self.pending.push(q);
+            self.checked.push(0);
         }
     }
 
