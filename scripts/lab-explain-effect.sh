@@ -13,6 +13,7 @@
 # percentile moves by more than the run-to-run spread of the runs without it.
 #
 # Usage: sudo scripts/lab-explain-effect.sh [PAIRS] [DURATION]
+#        (POLICIES="other" to measure one policy only)
 #        (default 5 pairs of 5s per policy: about 4 minutes)
 set -eu
 cd "$(dirname "$0")/.."
@@ -30,7 +31,7 @@ run() { # policy arm index
         echo "lab-explain-effect: run $1 $2 $3 failed (kept going)" >&2
 }
 
-for policy in fifo:80 other; do
+for policy in ${POLICIES:-fifo:80 other}; do
     i=0
     while [ "$i" -lt "$PAIRS" ]; do
         if [ $((i % 2)) -eq 0 ]; then run "$policy" with "$i"; run "$policy" without "$i"
