@@ -15,14 +15,16 @@ RUNS=${1:-5}
 BIN=${CARGO_TARGET_DIR:-target}/release/firmtime
 [ -x "$BIN" ] || cargo build --release --locked -p firmtime >&2
 OUT=$(mktemp -d /tmp/firmtime-explain-coverage.XXXXXX)
-trap 'rm -rf "$OUT"' EXIT
+# Kept when a run misses the target, for a look at its reports.
+trap 'if [ "${rc:-1}" = 0 ]; then rm -rf "$OUT"; else echo "lab-explain-coverage: reports kept in $OUT" >&2; fi' EXIT
 i=1
 while [ "$i" -le "$RUNS" ]; do
     echo "lab-explain-coverage: run $i of $RUNS" >&2
     "$BIN" lab all --quick --out "$OUT/run$i" >"$OUT/run$i.log" 2>&1 || true
     i=$((i + 1))
 done
-python3 - "$OUT" "$RUNS" <<'EOF'
+rc=0
+python3 - "$OUT" "$RUNS" <<'EOF' || rc=$?
 import json, os, sys
 out, runs = sys.argv[1], int(sys.argv[2])
 ok = True
@@ -55,3 +57,4 @@ print()
 print("target met in every run and condition" if ok else "TARGET MISSED")
 sys.exit(0 if ok else 1)
 EOF
+exit "$rc"

@@ -284,6 +284,9 @@ pub struct PageInfo {
     /// less full than that was the one being written: the reader has
     /// caught up.
     pub full: bool,
+    /// The page's time stamp (the time base of its first record), in the
+    /// instance's trace clock.
+    pub start_ns: u64,
 }
 
 /// Room a full page may leave unused: more than the largest record this
@@ -420,6 +423,7 @@ impl Decoder {
             return info;
         }
         let mut ts = read_u64(page, 0);
+        info.start_ns = ts;
         let commit = match self.commit_size {
             4 => u64::from(read_u32(page, self.commit_offset)),
             _ => read_u64(page, self.commit_offset),

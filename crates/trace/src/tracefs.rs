@@ -366,6 +366,9 @@ pub struct Capture {
     pub missed_pages: u64,
     /// Lost events the kernel counted in page headers.
     pub missed: u64,
+    /// How far behind the kernel the drainer fell: the oldest a page was
+    /// when it was read ([`Backlog::age_ns`]), ns.
+    pub max_age_ns: u64,
 }
 
 /// Drains `per_cpu/cpuN/trace_pipe_raw` of `cpus` every `interval` until
@@ -454,13 +457,27 @@ impl Pace {
     }
 }
 
+/// How far behind the kernel a drainer is, as [`drain_with`] tells its gate
+/// before each page it reads.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Backlog {
+    /// More pages are likely waiting: the page just read from this CPU's
+    /// buffer was full ([`PageInfo::full`](crate::raw::PageInfo::full)), or,
+    /// before the first page of a pass, the last pass read more than one
+    /// page from it.
+    pub full: bool,
+    /// How old the page just read was when it was read (now minus its time
+    /// stamp, ns; 0 before the first page of a pass, or with a trace clock
+    /// other than `mono`). A ring buffer of B bytes filled at R bytes/s
+    /// overflows once this reaches B/R.
+    pub age_ns: u64,
+}
+
 /// Like [`drain`], handing each decoded event to `sink` and calling
 /// `pass_done` after each pass over the CPUs' buffers; `gate` is called
 /// before each page is read and before `pass_done` (it may sleep, to keep
-/// the drainer off the CPUs while a measured thread is due). Its argument
-/// says whether a backlog is likely: the page just read from this CPU's
-/// buffer was full ([`PageInfo::full`](crate::raw::PageInfo::full)), or,
-/// before its first page, the last pass read more than one page from it. Between
+/// the drainer off the CPUs while a measured thread is due); its argument
+/// says how far behind the kernel the drainer is ([`Backlog`]). Between
 /// passes it waits as `pace` says, parked: whoever sets `stop` should
 /// unpark the thread to end a long wait at once. The returned
 /// [`Capture`] holds the page counts only (no events).
@@ -474,7 +491,7 @@ pub fn drain_with(
     stop: &AtomicBool,
     sink: &mut dyn FnMut(Event),
     pass_done: &mut dyn FnMut(),
-    gate: &mut dyn FnMut(bool),
+    gate: &mut dyn FnMut(Backlog),
 ) -> Result<Capture> {
     let mut files = Vec::with_capacity(cpus.len());
     for &c in cpus {
@@ -496,7 +513,13 @@ pub fn drain_with(
         let last = stop.load(Ordering::SeqCst);
         let mut most = 0u64;
         for ((cpu, f), busy) in files.iter_mut().zip(busy.iter_mut()) {
-            let (mut read, mut backlog) = (0u64, *busy);
+            let (mut read, mut backlog) = (
+                0u64,
+                Backlog {
+                    full: *busy,
+                    age_ns: 0,
+                },
+            );
             loop {
                 gate(backlog);
                 let n = match f.read(&mut page) {
@@ -513,12 +536,16 @@ pub fn drain_with(
                     cap.missed_pages += 1;
                 }
                 cap.missed += info.missed;
-                backlog = info.full;
+                backlog = Backlog {
+                    full: info.full,
+                    age_ns: firmtime_rt::clock::monotonic_ns().saturating_sub(info.start_ns),
+                };
+                cap.max_age_ns = cap.max_age_ns.max(backlog.age_ns);
             }
             *busy = read > page.len() as u64;
             most = most.max(read);
         }
-        gate(false);
+        gate(Backlog::default());
         pass_done();
         if last {
             break;

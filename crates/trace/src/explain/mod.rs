@@ -75,19 +75,28 @@ const CLEAR_MAX_NS: u64 = 20_000_000;
 /// A thread this late has already missed its deadline by something else,
 /// which stays its larger cause.
 const LATE_READ_NS: u64 = 2_000_000;
+/// A page read this long after its first event was written means the
+/// drainer is falling behind: it then reads without waiting for anyone
+/// until it catches up. The default 4 MiB per CPU hold about 300 ms of the
+/// stress load's events, so this leaves two thirds of the buffer spare.
+const URGENT_AGE_NS: u64 = 100_000_000;
 
 /// Keeps the drainer off the CPUs while a measured thread is due: from
 /// [`CLEAR_BEFORE_NS`] before the earliest deadline announced in `flags`
 /// until the thread has woken for it (see [`Flags::next_due`]); `backlog`
-/// is [`tracefs::drain_with`]'s hint that more pages are waiting, in which
-/// case deadlines more than [`LATE_READ_NS`] past are not waited for.
-/// Returns the time spent waiting, ns.
-fn keep_clear(flags: &Flags, stop: &AtomicBool, backlog: bool) -> u64 {
+/// is [`tracefs::drain_with`]'s word on how far behind it is: with more
+/// pages waiting, deadlines more than [`LATE_READ_NS`] past are not waited
+/// for; with pages older than [`URGENT_AGE_NS`], none is. Returns the time
+/// spent waiting, ns.
+fn keep_clear(flags: &Flags, stop: &AtomicBool, backlog: tracefs::Backlog) -> u64 {
+    if backlog.age_ns >= URGENT_AGE_NS {
+        return 0;
+    }
     let t0 = firmtime_rt::clock::monotonic_ns();
     let mut step = CLEAR_STEP_NS;
     loop {
         let now = firmtime_rt::clock::monotonic_ns();
-        let oldest = if backlog {
+        let oldest = if backlog.full {
             now.saturating_sub(LATE_READ_NS)
         } else {
             0
@@ -641,6 +650,10 @@ pub struct Explanation {
     /// Time the drainer waited, keeping off the CPUs while a measured
     /// thread was due (from shortly before its deadline until it woke), ns.
     pub drainer_held_ns: u64,
+    /// How far behind the kernel the drainer fell: the oldest a page of
+    /// the ring buffers was when it was read, ns. The buffers overflow (the
+    /// kernel loses events, `lost`) once this exceeds what they hold.
+    pub drainer_lag_max_ns: u64,
     /// Per thread.
     pub threads: Vec<ThreadExplained>,
     /// Every explained wake-up (above its thread's threshold, missing a
@@ -736,6 +749,7 @@ pub fn explain(rec: Recorded, targets: &[Target], machine: &Machine) -> Explanat
         virtualization: machine.virtualization.clone(),
         steal: rec.steal_ns,
         drainer_held_ns: rec.drainer_held_ns,
+        drainer_lag_max_ns: rec.capture.max_age_ns,
         threads,
         by_cause: by_cause(&outliers),
         outliers,
