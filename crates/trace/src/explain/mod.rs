@@ -89,38 +89,52 @@ const URGENT_AGE_NS: u64 = 100_000_000;
 /// for; with pages older than [`URGENT_AGE_NS`], none is. Returns the time
 /// spent waiting, ns.
 fn keep_clear(flags: &Flags, stop: &AtomicBool, backlog: tracefs::Backlog) -> u64 {
-    if backlog.age_ns >= URGENT_AGE_NS {
-        return 0;
-    }
     let t0 = firmtime_rt::clock::monotonic_ns();
     let mut step = CLEAR_STEP_NS;
     loop {
         let now = firmtime_rt::clock::monotonic_ns();
-        let oldest = if backlog.full {
-            now.saturating_sub(LATE_READ_NS)
-        } else {
-            0
-        };
-        let Some(due) = flags.next_due_since(oldest) else {
-            return now - t0;
-        };
-        if now - t0 >= CLEAR_MAX_NS {
+        if stop.load(Ordering::Relaxed) {
             return now - t0;
         }
-        if now + CLEAR_BEFORE_NS < due || stop.load(Ordering::Relaxed) {
+        let due = waited_since(now, backlog).and_then(|oldest| flags.next_due_since(oldest));
+        let Some(until) = clear_until(now, t0, due, &mut step) else {
             return now - t0;
-        }
-        let until = if now < due {
-            due + CLEAR_AFTER_NS
-        } else {
-            let u = now + step;
-            step = (step * 2).min(CLEAR_MAX_NS);
-            u
         };
-        if firmtime_rt::sleep::clock_nanosleep_abs(until.min(t0 + CLEAR_MAX_NS)).is_err() {
+        if firmtime_rt::sleep::clock_nanosleep_abs(until).is_err() {
             return now - t0;
         }
     }
+}
+
+/// The oldest deadline the drainer still waits for at `now`, given how far
+/// behind it is: any (0) without a backlog; none (`None`) once its pages
+/// are [`URGENT_AGE_NS`] old; else those less than [`LATE_READ_NS`] past.
+fn waited_since(now: u64, backlog: tracefs::Backlog) -> Option<u64> {
+    if backlog.age_ns >= URGENT_AGE_NS {
+        None
+    } else if backlog.full {
+        Some(now.saturating_sub(LATE_READ_NS))
+    } else {
+        Some(0)
+    }
+}
+
+/// Whether the drainer, waiting since `t0`, waits on at `now` for the
+/// earliest deadline it still waits for (`due`), and until when; `step` is
+/// the next wait past a deadline (doubled here). `None`: read now.
+fn clear_until(now: u64, t0: u64, due: Option<u64>, step: &mut u64) -> Option<u64> {
+    let due = due?;
+    if now.saturating_sub(t0) >= CLEAR_MAX_NS || now + CLEAR_BEFORE_NS < due {
+        return None;
+    }
+    let until = if now < due {
+        due + CLEAR_AFTER_NS
+    } else {
+        let u = now + *step;
+        *step = (*step * 2).min(CLEAR_MAX_NS);
+        u
+    };
+    Some(until.min(t0 + CLEAR_MAX_NS))
 }
 
 pub use firmtime_rt::outliers::{lookback_ns, Note, Notes, TraceCoverage, TracedCause, LANES};
@@ -926,5 +940,69 @@ pub fn cause_words(cat: Category, name: &str) -> String {
         Category::SelfThread => format!("the thread itself ({name})"),
         Category::IrqsOff => format!("interrupts off in {name}"),
         c => c.words().to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tracefs::Backlog;
+
+    const MS: u64 = 1_000_000;
+    const US: u64 = 1_000;
+
+    #[test]
+    fn the_drainer_waits_for_late_threads_only_while_it_is_not_behind() {
+        let now = 1_000 * MS;
+        let none = Backlog::default();
+        let full = Backlog {
+            full: true,
+            age_ns: 5 * MS,
+        };
+        let urgent = Backlog {
+            full: true,
+            age_ns: URGENT_AGE_NS,
+        };
+        let flags = Flags::new(8);
+        let (late, soon) = (flags.lane().unwrap(), flags.lane().unwrap());
+        flags.due(late, now - 3 * MS); // woken 3 ms late: not yet
+        flags.due(soon, now + 300 * US); // due in 300 µs
+        let due = |b| waited_since(now, b).and_then(|o| flags.next_due_since(o));
+        // Caught up: it waits for the late thread.
+        assert_eq!(due(none), Some(now - 3 * MS));
+        // A backlog: not for a thread 3 ms late, still for the one due.
+        assert_eq!(due(full), Some(now + 300 * US));
+        // Falling behind: for no one.
+        assert_eq!(due(urgent), None);
+        // A thread only 1 ms late is still waited for with a backlog.
+        flags.due(late, now - MS);
+        assert_eq!(due(full), Some(now - MS));
+    }
+
+    #[test]
+    fn a_wait_ends_past_the_deadline_steps_while_late_and_never_exceeds_its_cap() {
+        let t0 = 1_000 * MS;
+        let mut step = CLEAR_STEP_NS;
+        // Nothing announced, or the deadline far enough ahead: read now.
+        assert_eq!(clear_until(t0, t0, None, &mut step), None);
+        assert_eq!(clear_until(t0, t0, Some(t0 + MS), &mut step), None);
+        // Due within 500 µs: wait until 200 µs past it.
+        assert_eq!(
+            clear_until(t0, t0, Some(t0 + 400 * US), &mut step),
+            Some(t0 + 600 * US)
+        );
+        // Past it and the thread not woken: 50 µs, then 100, 200 µs.
+        let due = Some(t0);
+        let now = t0 + 600 * US;
+        assert_eq!(clear_until(now, t0, due, &mut step), Some(now + 50 * US));
+        assert_eq!(clear_until(now, t0, due, &mut step), Some(now + 100 * US));
+        assert_eq!(clear_until(now, t0, due, &mut step), Some(now + 200 * US));
+        // Never past t0 + 20 ms, and after 20 ms of waiting it reads.
+        let now = t0 + 19 * MS + 900 * US; // the next step (400 µs) would pass 20 ms
+        assert_eq!(
+            clear_until(now, t0, due, &mut step),
+            Some(t0 + CLEAR_MAX_NS)
+        );
+        assert_eq!(clear_until(t0 + CLEAR_MAX_NS, t0, due, &mut step), None);
     }
 }
