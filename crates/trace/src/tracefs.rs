@@ -477,6 +477,20 @@ pub struct Backlog {
     pub age_ns: u64,
 }
 
+/// The backlog the gate hears of: `this` CPU's, or that of a CPU left with
+/// pages waiting (`left`: the time stamp of its last page read), whichever
+/// is further behind.
+fn worst(this: Backlog, left: &[Option<u64>]) -> Backlog {
+    let Some(oldest) = left.iter().flatten().min() else {
+        return this;
+    };
+    let age_ns = firmtime_rt::clock::monotonic_ns().saturating_sub(*oldest);
+    Backlog {
+        full: true,
+        age_ns: age_ns.max(this.age_ns),
+    }
+}
+
 /// Like [`drain`], handing each decoded event to `sink` and calling
 /// `pass_done` after each pass over the CPUs' buffers (a pass reads at most
 /// 64 pages of each, and the next follows at once when one had more);
@@ -511,38 +525,41 @@ pub fn drain_with(
     let mut cap = Capture::default();
     let mut page = vec![0u8; inst.decoder.page_size()];
     let mut wait = pace.min;
+    let mut last_ts = 0u64;
     // Per CPU: the last pass read more than one page from its buffer, so a
     // backlog is likely before the first page of this one.
     let mut busy = vec![false; files.len()];
+    // Per CPU: the time stamp of the last page read when the visit ended
+    // with more waiting (PAGES_PER_VISIT reached), else None.
+    let mut left: Vec<Option<u64>> = vec![None; files.len()];
     loop {
         let last = stop.load(Ordering::SeqCst);
         // The last pass empties every buffer; the others move on to the
         // next CPU after PAGES_PER_VISIT, so a CPU whose events come faster
         // than the drainer reads them does not keep it from the others.
         let limit = if last { u64::MAX } else { PAGES_PER_VISIT };
-        let mut behind: Option<Backlog> = None;
         let mut most = 0u64;
-        for ((cpu, f), busy) in files.iter_mut().zip(busy.iter_mut()) {
-            let mut pages = 0u64;
-            let (mut read, mut backlog) = (
-                0u64,
-                Backlog {
-                    full: *busy,
+        for (i, (cpu, f)) in files.iter_mut().enumerate() {
+            let (mut pages, mut read) = (0u64, 0u64);
+            let mut backlog = match left[i] {
+                Some(ts) => Backlog {
+                    full: true,
+                    age_ns: firmtime_rt::clock::monotonic_ns().saturating_sub(ts),
+                },
+                None => Backlog {
+                    full: busy[i],
                     age_ns: 0,
                 },
-            );
+            };
+            left[i] = None;
             loop {
                 if pages == limit {
-                    behind = Some(behind.map_or(backlog, |b| {
-                        if b.age_ns >= backlog.age_ns {
-                            b
-                        } else {
-                            backlog
-                        }
-                    }));
+                    left[i] = Some(last_ts);
                     break;
                 }
-                gate(backlog);
+                // The gate hears of the CPU furthest behind, this one or
+                // another left with pages waiting.
+                gate(worst(backlog, &left));
                 let n = match f.read(&mut page) {
                     Ok(0) => break,
                     Ok(n) => n,
@@ -558,21 +575,23 @@ pub fn drain_with(
                     cap.missed_pages += 1;
                 }
                 cap.missed += info.missed;
+                last_ts = info.start_ns;
                 backlog = Backlog {
                     full: info.full,
                     age_ns: firmtime_rt::clock::monotonic_ns().saturating_sub(info.start_ns),
                 };
                 cap.max_age_ns = cap.max_age_ns.max(backlog.age_ns);
             }
-            *busy = read > page.len() as u64;
+            busy[i] = read > page.len() as u64;
             most = most.max(read);
         }
-        gate(behind.unwrap_or_default());
+        let behind = left.iter().any(Option::is_some);
+        gate(worst(Backlog::default(), &left));
         pass_done();
         if last {
             break;
         }
-        if behind.is_some() {
+        if behind {
             continue; // more to read at once
         }
         wait = pace.next(wait, most);

@@ -90,14 +90,14 @@ const URGENT_AGE_NS: u64 = 100_000_000;
 /// spent waiting, ns.
 fn keep_clear(flags: &Flags, stop: &AtomicBool, backlog: tracefs::Backlog) -> u64 {
     let t0 = firmtime_rt::clock::monotonic_ns();
-    let mut step = CLEAR_STEP_NS;
+    let (mut step, mut last_due) = (CLEAR_STEP_NS, 0);
     loop {
         let now = firmtime_rt::clock::monotonic_ns();
         if stop.load(Ordering::Relaxed) {
             return now - t0;
         }
         let due = waited_since(now, backlog).and_then(|oldest| flags.next_due_since(oldest));
-        let Some(until) = clear_until(now, t0, due, &mut step) else {
+        let Some(until) = clear_until(now, t0, due, &mut step, &mut last_due) else {
             return now - t0;
         };
         if firmtime_rt::sleep::clock_nanosleep_abs(until).is_err() {
@@ -121,9 +121,21 @@ fn waited_since(now: u64, backlog: tracefs::Backlog) -> Option<u64> {
 
 /// Whether the drainer, waiting since `t0`, waits on at `now` for the
 /// earliest deadline it still waits for (`due`), and until when; `step` is
-/// the next wait past a deadline (doubled here). `None`: read now.
-fn clear_until(now: u64, t0: u64, due: Option<u64>, step: &mut u64) -> Option<u64> {
+/// the next wait past a deadline (doubled here, and back to
+/// [`CLEAR_STEP_NS`] when `due` is not `last_due`: the steps of one late
+/// thread must not make the drainer sleep through the next thread's
+/// deadline and wake-up). `None`: read now.
+fn clear_until(
+    now: u64,
+    t0: u64,
+    due: Option<u64>,
+    step: &mut u64,
+    last_due: &mut u64,
+) -> Option<u64> {
     let due = due?;
+    if due != *last_due {
+        (*step, *last_due) = (CLEAR_STEP_NS, due);
+    }
     if now.saturating_sub(t0) >= CLEAR_MAX_NS || now + CLEAR_BEFORE_NS < due {
         return None;
     }
@@ -982,27 +994,56 @@ mod tests {
     #[test]
     fn a_wait_ends_past_the_deadline_steps_while_late_and_never_exceeds_its_cap() {
         let t0 = 1_000 * MS;
-        let mut step = CLEAR_STEP_NS;
+        let (mut step, mut last) = (CLEAR_STEP_NS, 0);
         // Nothing announced, or the deadline far enough ahead: read now.
-        assert_eq!(clear_until(t0, t0, None, &mut step), None);
-        assert_eq!(clear_until(t0, t0, Some(t0 + MS), &mut step), None);
+        assert_eq!(clear_until(t0, t0, None, &mut step, &mut last), None);
+        assert_eq!(
+            clear_until(t0, t0, Some(t0 + MS), &mut step, &mut last),
+            None
+        );
         // Due within 500 µs: wait until 200 µs past it.
         assert_eq!(
-            clear_until(t0, t0, Some(t0 + 400 * US), &mut step),
+            clear_until(t0, t0, Some(t0 + 400 * US), &mut step, &mut last),
             Some(t0 + 600 * US)
         );
         // Past it and the thread not woken: 50 µs, then 100, 200 µs.
         let due = Some(t0);
         let now = t0 + 600 * US;
-        assert_eq!(clear_until(now, t0, due, &mut step), Some(now + 50 * US));
-        assert_eq!(clear_until(now, t0, due, &mut step), Some(now + 100 * US));
-        assert_eq!(clear_until(now, t0, due, &mut step), Some(now + 200 * US));
+        assert_eq!(
+            clear_until(now, t0, due, &mut step, &mut last),
+            Some(now + 50 * US)
+        );
+        assert_eq!(
+            clear_until(now, t0, due, &mut step, &mut last),
+            Some(now + 100 * US)
+        );
+        assert_eq!(
+            clear_until(now, t0, due, &mut step, &mut last),
+            Some(now + 200 * US)
+        );
+        // Another thread's deadline, just passed: its steps start again.
+        let other = Some(now - 10 * US);
+        assert_eq!(
+            clear_until(now, t0, other, &mut step, &mut last),
+            Some(now + 50 * US)
+        );
+        assert_eq!(
+            clear_until(now, t0, other, &mut step, &mut last),
+            Some(now + 100 * US)
+        );
+        assert_eq!(
+            clear_until(now, t0, other, &mut step, &mut last),
+            Some(now + 200 * US)
+        );
         // Never past t0 + 20 ms, and after 20 ms of waiting it reads.
         let now = t0 + 19 * MS + 900 * US; // the next step (400 µs) would pass 20 ms
         assert_eq!(
-            clear_until(now, t0, due, &mut step),
+            clear_until(now, t0, other, &mut step, &mut last),
             Some(t0 + CLEAR_MAX_NS)
         );
-        assert_eq!(clear_until(t0 + CLEAR_MAX_NS, t0, due, &mut step), None);
+        assert_eq!(
+            clear_until(t0 + CLEAR_MAX_NS, t0, other, &mut step, &mut last),
+            None
+        );
     }
 }
