@@ -37,6 +37,9 @@ pub struct Instance {
     paths: Vec<&'static str>,
     /// Decoder built from this kernel's formats.
     pub decoder: Decoder,
+    /// The trace clock is `mono` (CLOCK_MONOTONIC): page time stamps
+    /// compare with [`firmtime_rt::clock::monotonic_ns`].
+    pub mono_clock: bool,
 }
 
 fn io(what: &str, e: std::io::Error) -> Error {
@@ -237,10 +240,11 @@ impl Instance {
             events: Vec::new(),
             paths: Vec::new(),
             decoder,
+            mono_clock: false,
         };
         write(&inst.path.join("tracing_on"), "0")?;
         // "mono" is CLOCK_MONOTONIC; older kernels without it keep "local".
-        let _ = write(&inst.path.join("trace_clock"), "mono");
+        inst.mono_clock = write(&inst.path.join("trace_clock"), "mono").is_ok();
         write(&inst.path.join("buffer_size_kb"), &buffer_kb.to_string())?;
         let mut formats = Vec::new();
         for &(ev, kind) in events {
@@ -467,13 +471,14 @@ const PAGES_PER_VISIT: u64 = 64;
 pub struct Backlog {
     /// More pages are likely waiting: the page just read from this CPU's
     /// buffer was full ([`PageInfo::full`](crate::raw::PageInfo::full)), or,
-    /// before the first page of a pass, the last pass read more than one
+    /// before its first page of a visit, the last visit read more than one
     /// page from it.
     pub full: bool,
     /// How old the page just read was when it was read (now minus its time
-    /// stamp, ns; 0 before the first page of a pass, or with a trace clock
-    /// other than `mono`). A ring buffer of B bytes filled at R bytes/s
-    /// overflows once this reaches B/R.
+    /// stamp, ns). Before a CPU's first page of a visit: the age of the
+    /// last page read from it if that visit ended with pages waiting, else
+    /// 0; always 0 with a trace clock other than `mono`. A ring buffer of
+    /// B bytes filled at R bytes/s overflows once this reaches B/R.
     pub age_ns: u64,
 }
 
@@ -494,9 +499,10 @@ fn worst(this: Backlog, left: &[Option<u64>]) -> Backlog {
 /// Like [`drain`], handing each decoded event to `sink` and calling
 /// `pass_done` after each pass over the CPUs' buffers (a pass reads at most
 /// 64 pages of each, and the next follows at once when one had more);
-/// `gate` is called before each page is read and before `pass_done` (it may sleep, to keep
-/// the drainer off the CPUs while a measured thread is due); its argument
-/// says how far behind the kernel the drainer is ([`Backlog`]). Between
+/// `gate` is called before each page is read and before `pass_done` (it
+/// may sleep, to keep the drainer off the CPUs while a measured thread is
+/// due); its argument says how far behind the kernel the drainer is
+/// ([`Backlog`]: of the CPU furthest behind). Between
 /// passes it waits as `pace` says, parked: whoever sets `stop` should
 /// unpark the thread to end a long wait at once. The returned
 /// [`Capture`] holds the page counts only (no events).
@@ -575,10 +581,16 @@ pub fn drain_with(
                     cap.missed_pages += 1;
                 }
                 cap.missed += info.missed;
-                last_ts = info.start_ns;
+                // Without the mono clock the age is unknown (0) and the
+                // visit leaves no time stamp behind.
+                last_ts = if inst.mono_clock {
+                    info.start_ns
+                } else {
+                    u64::MAX
+                };
                 backlog = Backlog {
                     full: info.full,
-                    age_ns: firmtime_rt::clock::monotonic_ns().saturating_sub(info.start_ns),
+                    age_ns: firmtime_rt::clock::monotonic_ns().saturating_sub(last_ts),
                 };
                 cap.max_age_ns = cap.max_age_ns.max(backlog.age_ns);
             }

@@ -397,8 +397,13 @@ fn induced_a_fifo_hog_at_a_higher_priority_is_named() {
         v.len(),
         show(&v)
     );
+    // Each outlier put on the hog says why it could run: its priority. (The
+    // worst outlier need not be the hog's: on a non-preemptible kernel in a
+    // VM another task can hold the CPU longer than a 3 ms burst.)
     assert!(
-        v[0].cause.detail.contains("higher priority"),
+        v.iter()
+            .filter(|o| o.cause.name == "ft-hog")
+            .all(|o| o.cause.detail.contains("at a higher priority")),
         "{}",
         show(&v)
     );
