@@ -631,8 +631,6 @@ pub fn run_with_status(
     })
 }
 
-/// One measuring thread: set up, open the sleeper here (some are
-/// thread-bound), run the RT loop, read back what happened.
 /// Where the measuring threads wait for one another before their first
 /// deadline: one thread's set-up (it starts unpinned, locks memory,
 /// allocates its histogram) must not fall into another's measurement.
@@ -690,6 +688,9 @@ impl Drop for Arrival<'_> {
     }
 }
 
+/// One measuring thread: set up, open the sleeper here (some are
+/// thread-bound), wait for the others at the start line, run the RT loop,
+/// read back what happened.
 fn measure_thread(
     config: &Config,
     thread: usize,
