@@ -531,7 +531,6 @@ pub fn drain_with(
     let mut cap = Capture::default();
     let mut page = vec![0u8; inst.decoder.page_size()];
     let mut wait = pace.min;
-    let mut last_ts = 0u64;
     // Per CPU: the last pass read more than one page from its buffer, so a
     // backlog is likely before the first page of this one.
     let mut busy = vec![false; files.len()];
@@ -546,7 +545,7 @@ pub fn drain_with(
         let limit = if last { u64::MAX } else { PAGES_PER_VISIT };
         let mut most = 0u64;
         for (i, (cpu, f)) in files.iter_mut().enumerate() {
-            let (mut pages, mut read) = (0u64, 0u64);
+            let (mut pages, mut read, mut last_ts) = (0u64, 0u64, 0u64);
             let mut backlog = match left[i] {
                 Some(ts) => Backlog {
                     full: true,

@@ -153,12 +153,7 @@ impl Keeper {
     pub fn take(&mut self, e: Event, flags: &Flags) {
         self.latest_ns = self.latest_ns.max(e.time_ns);
         let c = usize::from(e.cpu);
-        while self.pending.len() <= c {
-            let mut q: VecDeque<Event> = vec![e; self.per_cpu].into();
-            q.clear();
-            self.pending.push(q);
-            self.checked.push(0);
-        }
+        self.reserve_cpus(c + 1);
         if self.pending[c].len() == self.per_cpu {
             self.settle(flags, false);
         }
