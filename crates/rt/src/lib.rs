@@ -52,6 +52,8 @@
 //! - [`process`]: child processes that die with firmtime (death signal, own
 //!   process group, bounded stop).
 //! - [`rng`]: the one seeded pseudo-random generator (SplitMix64).
+//! - [`secret`]: the one rule for key and token files (regular, small, not
+//!   writable by others; a warning when others may read them).
 //! - [`define_error!`]: the one definition of every crate's `Error` type.
 //! - [`assert_rt`]: the opt-in `assert-rt` feature that checks RT paths for
 //!   allocations where they run.
@@ -86,6 +88,7 @@ pub mod quantile;
 pub mod rng;
 pub mod runaway;
 pub mod sched;
+pub mod secret;
 pub mod setup;
 pub mod sleep;
 pub mod system;
