@@ -1,10 +1,33 @@
-//! Writing result files so that a crash never leaves half a file.
+//! Writing result files so that a crash never leaves half a file, and so
+//! that nothing is replaced but the file the user named.
 //!
-//! [`write_atomic`] and [`write_atomic_with`] write to a temporary file in
-//! the target's directory (`.<name>.tmp<pid>`), fsync it, rename it over the
-//! target and fsync the directory: a reader sees the old file or the whole
-//! new one, and after a power cut the new one is there or the old one is.
-//! The temporary file is removed if any step fails.
+//! [`write_atomic`] and [`write_atomic_with`] look at what is at the path
+//! (without following a symbolic link, [`output_kind`]) and:
+//!
+//! - **nothing, or a regular file**: write a temporary file in the same
+//!   directory (`.<name>.tmp<pid>`, created exclusively, never through a
+//!   link), fsync it, rename it over the target and fsync the directory: a
+//!   reader sees the old file or the whole new one, and after a power cut
+//!   the new one is there or the old one is. The temporary file is removed
+//!   if any step fails.
+//! - **a character device or a FIFO** (`/dev/null`, a terminal, a named
+//!   pipe): open it for writing, without creating or truncating anything,
+//!   and write straight into it. The device node stays the device node
+//!   (renaming over it would turn `/dev/null` into a regular file). A FIFO
+//!   waits for its reader, as a shell's `>` does.
+//! - **`/dev/stdout`, `/dev/stderr`, `/dev/fd/N`, `/proc/self/fd/N`**: write
+//!   into a copy of that descriptor of this process, wherever it leads (a
+//!   terminal, a pipe, the file the shell opened), at its current offset.
+//! - **a symbolic link** (other than those names): refused, and left alone.
+//!   Writing through it would write somewhere the user did not name (a link
+//!   planted in `/tmp` may lead to `/etc/passwd` or `/dev/mem`); renaming
+//!   over it would destroy the link. The error names the link and where it
+//!   leads: give that path itself.
+//! - **a directory, a block device, a socket**: refused, and left alone.
+//!
+//! `-` is an ordinary file name here: the CLI maps `-` to standard output
+//! before it calls these. Errors name the path the caller gave, never the
+//! temporary file.
 //!
 //! Not for the real-time path: these allocate and block on the disk.
 //!
@@ -25,28 +48,126 @@
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-/// Writes `bytes` to `path` atomically: temp file in the same directory,
-/// write, fsync, rename over `path`, fsync the directory.
+/// What is at an output path, and so how [`write_atomic`] writes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OutputKind {
+    /// Nothing yet, or a regular file: a new file is renamed into place.
+    File,
+    /// A character device or a FIFO: written straight into, left in place.
+    Stream,
+    /// `/dev/stdout`, `/dev/stderr`, `/dev/fd/N` or `/proc/self/fd/N`:
+    /// this process's descriptor N, written through a copy of it.
+    Descriptor(i32),
+}
+
+/// What is at `path`, looked at without following a symbolic link and
+/// without opening anything.
+///
+/// # Errors
+/// [`io::ErrorKind::InvalidInput`] for what [`write_atomic`] refuses: a
+/// symbolic link (the message names where it leads), a directory, a block
+/// device, a socket; the error of `lstat` itself (e.g. permission denied on
+/// a directory on the way). A message naming `path`.
+pub fn output_kind(path: &Path) -> io::Result<OutputKind> {
+    if let Some(fd) = descriptor_name(path) {
+        return Ok(OutputKind::Descriptor(fd));
+    }
+    let m = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(OutputKind::File),
+        Err(e) => return Err(step("write", path, e)),
+    };
+    let t = m.file_type();
+    if t.is_file() {
+        return Ok(OutputKind::File);
+    }
+    if t.is_char_device() || t.is_fifo() {
+        return Ok(OutputKind::Stream);
+    }
+    let p = path.display();
+    let why = if t.is_symlink() {
+        let to = std::fs::read_link(path).map_or_else(
+            |e| format!("an unreadable target ({e})"),
+            |t| t.display().to_string(),
+        );
+        format!(
+            "{p} is a symbolic link to {to}: not written through (it leads somewhere \
+             you did not name) and not replaced; give the path it leads to itself"
+        )
+    } else if t.is_dir() {
+        format!("{p} is a directory; give a file name")
+    } else if t.is_block_device() {
+        format!(
+            "{p} is a block device: a result file is never written onto a disk; give a file name"
+        )
+    } else {
+        format!("{p} is a socket (or another special file); give a file name")
+    };
+    Err(io::Error::new(io::ErrorKind::InvalidInput, why))
+}
+
+/// [`output_kind`], and for what already exists, that it can be opened
+/// for writing, without writing anything, consuming a FIFO's reader or
+/// blocking: for a command to check its output paths before a long run.
+/// Whether a new file can be created in the directory is the caller's to
+/// check (a temporary probe file).
+///
+/// # Errors
+/// As [`output_kind`]; a descriptor that is not open; a device or FIFO this
+/// process may not write. A message naming `path`.
+pub fn check_output(path: &Path) -> io::Result<OutputKind> {
+    let kind = output_kind(path)?;
+    match kind {
+        OutputKind::File => {}
+        OutputKind::Descriptor(fd) => drop(copy_descriptor(path, fd)?),
+        OutputKind::Stream => {
+            use std::os::unix::ffi::OsStrExt;
+            let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
+                .map_err(|e| step("write", path, e))?;
+            // Opening a FIFO to check it would hand its reader an end of
+            // file; the access check needs no open.
+            // SAFETY: `c` is a NUL-terminated string that outlives the call.
+            let r = unsafe {
+                libc::faccessat(libc::AT_FDCWD, c.as_ptr(), libc::W_OK, libc::AT_EACCESS)
+            };
+            if r != 0 {
+                return Err(step("write", path, io::Error::last_os_error()));
+            }
+        }
+    }
+    Ok(kind)
+}
+
+/// Writes `bytes` to `path`: atomically by rename for a regular file (or
+/// none), straight into a character device, FIFO or descriptor, never
+/// through a symbolic link (see the [module docs](self)).
 ///
 /// # Errors
 /// The failing step's I/O error, with the same kind, and a message naming
-/// the step and the file: `cannot create <tmp>: …`, `cannot write <tmp>: …`,
-/// `cannot fsync <tmp>: …`, `cannot rename onto <path>: …`, or
-/// `<path> has no file name`. Its [`source`](std::error::Error::source) is
-/// the step's own error, for callers that name the file themselves. The temp file is removed on failure. A
-/// directory that refuses fsync (some filesystems do) is not an error.
+/// the step and `path` (never the temporary file): `cannot write <path>:
+/// directory <dir> does not exist`, `cannot write <path>: cannot create a
+/// file in <dir>: …`, `cannot write <path>: …`, `cannot fsync <path>: …`,
+/// `cannot rename onto <path>: …`, `<path> has no file name`, or what
+/// [`output_kind`] refuses. Its [`source`](std::error::Error::source) is the
+/// step's own error, for callers that name the file themselves. The temp
+/// file is removed on failure. A directory that refuses fsync (some
+/// filesystems do) is not an error.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     write_atomic_with(path, |w| w.write_all(bytes))
 }
 
 /// As [`write_atomic`], with the content produced by `write` into a
-/// buffered writer on the temporary file (flushed before the fsync).
+/// buffered writer on the temporary file, device or descriptor (flushed
+/// before the fsync).
 ///
 /// # Errors
 /// As [`write_atomic`]; an error `write` returns is reported as
-/// `cannot write <tmp>: <its message>`, with its kind.
+/// `cannot write <path>: <its message>`, with its kind.
 pub fn write_atomic_with(
     path: &Path,
     write: impl FnOnce(&mut BufWriter<File>) -> io::Result<()>,
@@ -57,17 +178,44 @@ pub fn write_atomic_with(
             format!("{} has no file name", path.display()),
         )
     })?;
+    match output_kind(path)? {
+        OutputKind::File => replace(path, &tmp, write),
+        OutputKind::Stream => write_into(path, open_stream(path)?, write),
+        OutputKind::Descriptor(fd) => write_into(path, copy_descriptor(path, fd)?, write),
+    }
+}
+
+/// The temp file, fsync, rename, directory fsync.
+fn replace(
+    path: &Path,
+    tmp: &Path,
+    write: impl FnOnce(&mut BufWriter<File>) -> io::Result<()>,
+) -> io::Result<()> {
     let res = (|| {
-        let f = File::create(&tmp).map_err(|e| step("create", &tmp, e))?;
+        let f = create_temp(tmp).map_err(|e| {
+            let dir = dir_of(path).display();
+            let message = if e.kind() == io::ErrorKind::NotFound {
+                format!(
+                    "cannot write {}: directory {dir} does not exist",
+                    path.display()
+                )
+            } else {
+                format!(
+                    "cannot write {}: cannot create a file in {dir}: {e}",
+                    path.display()
+                )
+            };
+            io::Error::new(e.kind(), Step { message, source: e })
+        })?;
         let mut w = BufWriter::new(f);
         write(&mut w)
             .and_then(|()| w.flush())
-            .map_err(|e| step("write", &tmp, e))?;
+            .map_err(|e| step("write", path, e))?;
         let f = w
             .into_inner()
-            .map_err(|e| step("write", &tmp, e.into_error()))?;
-        f.sync_all().map_err(|e| step("fsync", &tmp, e))?;
-        std::fs::rename(&tmp, path).map_err(|e| step("rename onto", path, e))?;
+            .map_err(|e| step("write", path, e.into_error()))?;
+        f.sync_all().map_err(|e| step("fsync", path, e))?;
+        std::fs::rename(tmp, path).map_err(|e| step("rename onto", path, e))?;
         if let Ok(d) = File::open(dir_of(path)) {
             // Makes the rename itself durable; some filesystems refuse, which is harmless.
             let _ = d.sync_all();
@@ -75,9 +223,111 @@ pub fn write_atomic_with(
         Ok(())
     })();
     if res.is_err() {
-        let _ = std::fs::remove_file(&tmp);
+        let _ = std::fs::remove_file(tmp);
     }
     res
+}
+
+/// Creates `tmp` exclusively: never through a link someone put there, never
+/// into an existing file. One left by a killed writer with this process id
+/// (or planted) is removed first (a link is removed, not followed).
+fn create_temp(tmp: &Path) -> io::Result<File> {
+    let create = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(tmp)
+    };
+    match create() {
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            std::fs::remove_file(tmp)?;
+            create()
+        }
+        r => r,
+    }
+}
+
+/// Opens a character device or FIFO for writing: no O_CREAT (nothing is
+/// made if it vanished), no O_TRUNC, no link followed, and checks that what
+/// was opened is still a device or FIFO.
+fn open_stream(path: &Path) -> io::Result<File> {
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NOCTTY | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| step("write", path, e))?;
+    let t = f
+        .metadata()
+        .map_err(|e| step("write", path, e))?
+        .file_type();
+    if !(t.is_char_device() || t.is_fifo()) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "cannot write {}: it stopped being a device or FIFO while it was opened",
+                path.display()
+            ),
+        ));
+    }
+    Ok(f)
+}
+
+/// A copy of this process's descriptor `fd` (closed with the `File`), after
+/// flushing what Rust's own stdout or stderr holds, so output stays in order.
+fn copy_descriptor(path: &Path, fd: i32) -> io::Result<File> {
+    use std::os::fd::FromRawFd;
+    match fd {
+        1 => io::stdout().flush().map_err(|e| step("write", path, e))?,
+        2 => io::stderr().flush().map_err(|e| step("write", path, e))?,
+        _ => {}
+    }
+    // SAFETY: F_DUPFD_CLOEXEC takes and returns plain integers; it touches
+    // no memory of ours and fails with EBADF if `fd` is not open.
+    let copy = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
+    if copy < 0 {
+        let e = io::Error::last_os_error();
+        let message = format!(
+            "cannot write {}: descriptor {fd} is not open ({e})",
+            path.display()
+        );
+        return Err(io::Error::new(e.kind(), Step { message, source: e }));
+    }
+    // SAFETY: `copy` is a new descriptor that nothing else owns; the File
+    // closes it.
+    Ok(unsafe { File::from_raw_fd(copy) })
+}
+
+/// Writes into an opened device, FIFO or descriptor: no temp file, no
+/// fsync (devices and pipes refuse it).
+fn write_into(
+    path: &Path,
+    f: File,
+    write: impl FnOnce(&mut BufWriter<File>) -> io::Result<()>,
+) -> io::Result<()> {
+    let mut w = BufWriter::new(f);
+    write(&mut w)
+        .and_then(|()| w.flush())
+        .map_err(|e| step("write", path, e))
+}
+
+/// `/dev/stdout` → 1, `/dev/stderr` → 2, `/dev/fd/N` and
+/// `/proc/self/fd/N` → N, exactly as written.
+fn descriptor_name(path: &Path) -> Option<i32> {
+    let s = path.to_str()?;
+    match s {
+        "/dev/stdout" => Some(1),
+        "/dev/stderr" => Some(2),
+        _ => {
+            let n = s
+                .strip_prefix("/dev/fd/")
+                .or_else(|| s.strip_prefix("/proc/self/fd/"))?;
+            if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            n.parse().ok()
+        }
+    }
 }
 
 /// The directory `path` is in (`.` for a bare file name).
@@ -134,7 +384,6 @@ pub fn temp_path(path: &Path) -> Option<PathBuf> {
 /// A message naming `what`, the file, and what is wrong with it.
 pub fn read_small_file(path: &Path, max: u64, what: &str) -> Result<Vec<u8>, String> {
     use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
     let err = |why: String| format!("{what} {}: {why}", path.display());
     let f = std::fs::OpenOptions::new()
         .read(true)
@@ -166,12 +415,43 @@ pub fn read_small_file(path: &Path, max: u64, what: &str) -> Result<Vec<u8>, Str
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::MetadataExt;
 
     fn scratch(tag: &str) -> PathBuf {
         let d = std::env::temp_dir().join(format!("firmtime-rt-fs-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
         d
+    }
+
+    fn c_path(p: &Path) -> std::ffi::CString {
+        std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap()
+    }
+
+    fn mkfifo(p: &Path) {
+        let c = c_path(p);
+        // SAFETY: `c` is NUL-terminated and outlives the call.
+        let r = unsafe { libc::mkfifo(c.as_ptr(), 0o600) };
+        assert_eq!(
+            r,
+            0,
+            "mkfifo {}: {}",
+            p.display(),
+            io::Error::last_os_error()
+        );
+    }
+
+    /// A device node `kind` (`S_IFCHR`, `S_IFBLK`) `major:minor` at `p`.
+    fn mknod(p: &Path, kind: libc::mode_t, major: u32, minor: u32) -> io::Result<()> {
+        let c = c_path(p);
+        // SAFETY: `c` is NUL-terminated and outlives the call.
+        let r = unsafe { libc::mknod(c.as_ptr(), kind | 0o600, libc::makedev(major, minor)) };
+        if r == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
     }
 
     #[test]
@@ -198,29 +478,31 @@ mod tests {
         })
         .unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::Other);
-        let tmp = temp_path(&p).unwrap();
         assert_eq!(
             e.to_string(),
-            format!("cannot write {}: disk on fire", tmp.display())
+            format!("cannot write {}: disk on fire", p.display())
         );
         let source = std::error::Error::source(&e).expect("the step's error");
         assert_eq!(source.to_string(), "disk on fire");
         assert_eq!(std::fs::read(&p).unwrap(), b"old");
-        assert!(!tmp.exists());
+        assert!(!temp_path(&p).unwrap().exists());
         std::fs::remove_dir_all(&d).unwrap();
     }
 
+    /// The error named `.out.csv.tmp<pid>`, a file the user never heard of.
     #[test]
-    fn missing_directory_names_the_temp_file() {
+    fn missing_directory_names_the_path_given_not_the_temp_file() {
         let d = scratch("missing");
         let p = d.join("no/such/dir/out.csv");
         let e = write_atomic(&p, b"x").unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::NotFound);
-        let tmp = temp_path(&p).unwrap();
-        assert!(
-            e.to_string()
-                .starts_with(&format!("cannot create {}: ", tmp.display())),
-            "{e}"
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "cannot write {}: directory {} does not exist",
+                p.display(),
+                d.join("no/such/dir").display()
+            )
         );
         std::fs::remove_dir_all(&d).unwrap();
     }
@@ -230,5 +512,217 @@ mod tests {
         let e = write_atomic(Path::new("/"), b"x").unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
         assert_eq!(e.to_string(), "/ has no file name");
+    }
+
+    /// A FIFO at the output path was renamed over: its reader never got
+    /// the data, and the FIFO became a regular file.
+    #[test]
+    fn fifo_output_is_written_into_and_stays_a_fifo() {
+        let d = scratch("fifo");
+        let p = d.join("out.json");
+        mkfifo(&p);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let reader = p.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(std::fs::read(&reader).map_err(|e| e.to_string()));
+        });
+        write_atomic_with(&p, |w| w.write_all(b"{\"a\": 1}\n")).unwrap();
+        let t = std::fs::symlink_metadata(&p).unwrap().file_type();
+        assert!(t.is_fifo(), "{} is no longer a FIFO: {t:?}", p.display());
+        let got = rx
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("the reader finished")
+            .unwrap();
+        assert_eq!(got, b"{\"a\": 1}\n");
+        assert_eq!(check_output(&p).unwrap(), OutputKind::Stream);
+        assert!(!temp_path(&p).unwrap().exists());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// As root, `--json /dev/null` turned the machine's /dev/null into a
+    /// regular file. Node copies in a scratch directory stand in for it:
+    /// 1:3 (null) takes the data and stays a device; 1:7 (full) refuses
+    /// every write with ENOSPC, which shows the data went into the device.
+    #[test]
+    fn char_device_output_is_written_into_and_stays_the_device() {
+        let d = scratch("chardev");
+        let null = d.join("null");
+        let full = d.join("full");
+        let made = mknod(&null, libc::S_IFCHR, 1, 3)
+            .and_then(|()| mknod(&full, libc::S_IFCHR, 1, 7))
+            .and_then(|()| {
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(&null)
+                    .map(drop)
+            });
+        if let Err(e) = made {
+            crate::testing::skip(format!(
+                "cannot make and open a character device node in {} ({e}): needs root \
+                 (CAP_MKNOD) and a filesystem without nodev",
+                d.display()
+            ));
+            std::fs::remove_dir_all(&d).unwrap();
+            return;
+        }
+        write_atomic(&null, b"{\"results\": []}\n").unwrap();
+        let m = std::fs::symlink_metadata(&null).unwrap();
+        assert!(m.file_type().is_char_device(), "{}: {m:?}", null.display());
+        assert_eq!(m.rdev(), libc::makedev(1, 3));
+        assert_eq!(check_output(&null).unwrap(), OutputKind::Stream);
+
+        let e = write_atomic(&full, b"{\"results\": []}\n").unwrap_err();
+        let source = std::error::Error::source(&e).expect("the write's own error");
+        let os = source
+            .downcast_ref::<io::Error>()
+            .and_then(io::Error::raw_os_error);
+        assert_eq!(os, Some(libc::ENOSPC), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with(&format!("cannot write {}: ", full.display())),
+            "{e}"
+        );
+        let m = std::fs::symlink_metadata(&full).unwrap();
+        assert!(m.file_type().is_char_device(), "{}: {m:?}", full.display());
+        assert_eq!(m.rdev(), libc::makedev(1, 7));
+        let names: Vec<_> = std::fs::read_dir(&d).unwrap().collect();
+        assert_eq!(names.len(), 2, "no temp file left: {names:?}");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// A block device node was renamed over like any file; a result file
+    /// is never written onto a disk either.
+    #[test]
+    fn block_device_output_is_refused_and_left_alone() {
+        let d = scratch("blockdev");
+        let p = d.join("disk");
+        // 7:0 is loop0; nothing is ever opened.
+        if let Err(e) = mknod(&p, libc::S_IFBLK, 7, 0) {
+            crate::testing::skip(format!(
+                "cannot make a block device node in {} ({e}): needs root (CAP_MKNOD)",
+                d.display()
+            ));
+            std::fs::remove_dir_all(&d).unwrap();
+            return;
+        }
+        let e = write_atomic(&p, b"x").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        assert!(e.to_string().contains("is a block device"), "{e}");
+        let m = std::fs::symlink_metadata(&p).unwrap();
+        assert!(m.file_type().is_block_device(), "{m:?}");
+        assert_eq!(m.rdev(), libc::makedev(7, 0));
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// A symbolic link at the output path was replaced by a regular file;
+    /// following it instead would write where the user did not say.
+    #[test]
+    fn symlink_output_is_refused_and_link_and_target_left_alone() {
+        let d = scratch("symlink");
+        let target = d.join("precious.json");
+        std::fs::write(&target, b"keep me").unwrap();
+        let link = d.join("out.json");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let e = write_atomic(&link, b"new").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "{} is a symbolic link to {}: not written through (it leads somewhere you \
+                 did not name) and not replaced; give the path it leads to itself",
+                link.display(),
+                target.display()
+            )
+        );
+        assert_eq!(std::fs::read_link(&link).unwrap(), target);
+        assert_eq!(std::fs::read(&target).unwrap(), b"keep me");
+        assert!(!temp_path(&link).unwrap().exists());
+        assert!(check_output(&link).is_err());
+        // Also a link to a device, e.g. to /proc/self/fd/1.
+        let to_fd = d.join("stdout.json");
+        std::os::unix::fs::symlink("/proc/self/fd/1", &to_fd).unwrap();
+        assert!(write_atomic(&to_fd, b"x").is_err());
+        assert!(std::fs::symlink_metadata(&to_fd)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// The temp file was opened with O_CREAT|O_TRUNC: a link planted at
+    /// `.out.json.tmp<pid>` was written through.
+    #[test]
+    fn temp_file_planted_as_a_link_is_not_written_through() {
+        let d = scratch("planted");
+        let victim = d.join("victim");
+        std::fs::write(&victim, b"keep me").unwrap();
+        let p = d.join("out.json");
+        std::os::unix::fs::symlink(&victim, temp_path(&p).unwrap()).unwrap();
+        write_atomic(&p, b"new").unwrap();
+        assert_eq!(std::fs::read(&victim).unwrap(), b"keep me");
+        assert!(std::fs::symlink_metadata(&p).unwrap().file_type().is_file());
+        assert_eq!(std::fs::read(&p).unwrap(), b"new");
+        assert!(std::fs::symlink_metadata(temp_path(&p).unwrap()).is_err());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn directory_output_is_refused_and_left_alone() {
+        let d = scratch("dir");
+        let p = d.join("sub");
+        std::fs::create_dir(&p).unwrap();
+        let e = write_atomic(&p, b"x").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        assert_eq!(
+            e.to_string(),
+            format!("{} is a directory; give a file name", p.display())
+        );
+        assert!(p.is_dir());
+        assert!(!temp_path(&p).unwrap().exists());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// `/dev/fd/N` and `/proc/self/fd/N` name a descriptor of this process
+    /// (bash's idiom for "write here"): the data goes into it.
+    #[test]
+    fn descriptor_names_write_into_that_descriptor() {
+        for prefix in ["/dev/fd/", "/proc/self/fd/"] {
+            let mut fds = [0; 2];
+            // SAFETY: `fds` has room for the two descriptors pipe writes.
+            assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+            let path = PathBuf::from(format!("{prefix}{}", fds[1]));
+            write_atomic(&path, b"through the pipe\n").unwrap();
+            assert_eq!(check_output(&path).unwrap(), OutputKind::Descriptor(fds[1]));
+            use std::os::fd::FromRawFd;
+            // SAFETY: both descriptors are ours, each owned by one File.
+            let (mut r, w) = unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) };
+            drop(w);
+            let mut got = Vec::new();
+            io::Read::read_to_end(&mut r, &mut got).unwrap();
+            assert_eq!(got, b"through the pipe\n", "{}", path.display());
+        }
+        // A descriptor that is not open is named as such.
+        let e = check_output(Path::new("/dev/fd/999999")).unwrap_err();
+        assert!(
+            e.to_string().contains("descriptor 999999 is not open"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn descriptor_name_is_exact() {
+        assert_eq!(descriptor_name(Path::new("/dev/stdout")), Some(1));
+        assert_eq!(descriptor_name(Path::new("/dev/stderr")), Some(2));
+        assert_eq!(descriptor_name(Path::new("/dev/fd/7")), Some(7));
+        assert_eq!(descriptor_name(Path::new("/proc/self/fd/12")), Some(12));
+        for other in [
+            "/dev/fd/",
+            "/dev/fd/+1",
+            "/dev/fd/1x",
+            "dev/stdout",
+            "/dev/stdin",
+        ] {
+            assert_eq!(descriptor_name(Path::new(other)), None, "{other}");
+        }
     }
 }
