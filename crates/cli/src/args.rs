@@ -51,6 +51,18 @@ pub fn check_output_file(flag: &str, path: &Path) -> Result<(), UsageError> {
     if path.file_name().is_none() {
         return Err(bad("needs a file name".into()));
     }
+    // What write_atomic will do there: a device, FIFO or descriptor is
+    // written into (not opened here: that would hand a FIFO's reader an end
+    // of file), a link or special file is refused.
+    match firmtime_rt::fs::check_output(path) {
+        Ok(firmtime_rt::fs::OutputKind::File) => {}
+        Ok(_) => return Ok(()),
+        Err(e) => {
+            return Err(UsageError(format!(
+                "{flag}: {e} (checked before measuring: nothing was measured)"
+            )))
+        }
+    }
     if path.is_dir() {
         return Err(bad("is a directory; give a file name".into()));
     }

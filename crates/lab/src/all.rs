@@ -119,12 +119,9 @@ impl Writer<'_> {
 
     fn text(&mut self, name: &str, text: &str) -> Result<()> {
         let path = self.out.join(name);
-        firmtime_rt::fs::write_atomic(&path, text.as_bytes()).map_err(|e| {
-            Error::new(
-                ErrorKind::Output,
-                format!("cannot write {}: {e}", path.display()),
-            )
-        })?;
+        // The error names `path` itself (and never the temporary file).
+        firmtime_rt::fs::write_atomic(&path, text.as_bytes())
+            .map_err(|e| Error::new(ErrorKind::Output, e.to_string()))?;
         self.files.push(name.to_string());
         Ok(())
     }
