@@ -53,6 +53,7 @@
 #![deny(missing_docs)]
 
 pub mod config;
+mod stream;
 
 use config::{Late, Mode, Parsed, RemoteEntry};
 use firmtime_ladspa::export::{entry_points, ExportedPlugin};
@@ -68,6 +69,7 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+use stream::Stream;
 
 /// One line on stderr: the only channel a plugin has to its user.
 fn say(msg: &str) {
@@ -201,13 +203,14 @@ fn resolve(worker: &str) -> Result<SocketAddr, String> {
 }
 
 fn key_of(e: &RemoteEntry) -> Result<Option<Key>, String> {
-    e.key_file
-        .as_ref()
-        .map(|p| {
-            let bytes = config::read_small_file(p, config::MAX_KEY_BYTES, "key file")?;
-            Key::new(&bytes).map_err(|err| format!("key file {}: {}", p.display(), err.message()))
-        })
-        .transpose()
+    let Some(p) = &e.key_file else {
+        return Ok(None);
+    };
+    let (key, warning) = config::read_key(p)?;
+    if let Some(w) = warning {
+        say(&format!("warning: {w}"));
+    }
+    Ok(Some(key))
 }
 
 /// Asks the worker for the description; the reason in one line if it cannot.
@@ -354,7 +357,8 @@ struct Proxy {
     /// Index of the latency port.
     latency_port: usize,
     defaults: Vec<f32>,
-    window: u64,
+    /// The delay line that keeps the latency constant (see [`stream`]).
+    stream: Stream,
     max_frames: usize,
     deadline_ns: Option<u64>,
     /// `Auto` until the first run() decides.
@@ -546,11 +550,19 @@ impl Proxy {
             (Some(c), Some(d)) => (
                 d.blocks(c.max_frames()).1,
                 c.max_frames() as usize,
-                u64::from(c.window),
+                c.window,
                 c.deadline_ms.map(|ms| (ms * 1e6) as u64),
             ),
             _ => (PluginBlocks::default(), 0, 0, None),
         };
+        let late = entry.cfg.as_ref().map_or(Late::Dry, |c| c.late);
+        let stream = Stream::new(
+            ids.audio_in.len(),
+            ids.audio_out.len(),
+            window,
+            max_frames,
+            late,
+        );
         let thread = match (&entry.cfg, &entry.remote) {
             (Some(c), Some(d)) => std::thread::Builder::new()
                 .name("ft-proxy-connect".into())
@@ -590,11 +602,11 @@ impl Proxy {
                 .map(|p| default_of(p, rate as f32))
                 .collect(),
             ids,
-            window,
+            stream,
             max_frames,
             deadline_ns,
             mode,
-            late: entry.cfg.as_ref().map_or(Late::Dry, |c| c.late),
+            late,
             gate: WaitGate::default(),
             losses_at_start: None,
             frames: 0,
@@ -632,8 +644,8 @@ impl Proxy {
     }
 
     /// Counts frames the worker did not process. **RT-safe.**
-    fn missed(&mut self, n: usize) {
-        self.unprocessed += n as u64;
+    fn missed(&mut self, n: u64) {
+        self.unprocessed += n;
         self.handoff
             .unprocessed
             .store(self.unprocessed, Ordering::Relaxed);
@@ -670,16 +682,26 @@ impl Proxy {
         }
     }
 
-    /// **RT-safe** in real-time mode (and in auto mode on a real-time thread).
-    fn run(&mut self, n: usize) {
+    /// Writes the latency port: the session's constant latency once the
+    /// first run fixed it, 0 before. **RT-safe.**
+    fn write_latency(&self) {
         let lat = self.ports[self.latency_port];
         if !lat.is_null() {
-            // The delay is `window` exchanges, and a run longer than
-            // max_block is split into exchanges of max_block frames.
-            let frames = n.min(self.max_frames) as u64;
             // SAFETY: the host connected the latency port to one f32.
-            unsafe { lat.write((self.window * frames) as f32) };
+            unsafe { lat.write(self.stream.latency().unwrap_or(0) as f32) };
         }
+    }
+
+    /// **RT-safe** in real-time mode (and in auto mode on a real-time thread).
+    fn run(&mut self, n: usize) {
+        // The first run fixes the exchange size and so the latency, which
+        // then stays what the host read after that run (see [`stream`]).
+        let block = if self.max_frames == 0 {
+            n
+        } else {
+            self.stream.start(n)
+        };
+        self.write_latency();
         if self.mode == Mode::Auto {
             self.mode = if thread_is_realtime() {
                 Mode::Realtime
@@ -699,36 +721,39 @@ impl Proxy {
         self.handoff.frames.store(self.frames, Ordering::Relaxed);
         self.take_remote();
         if self.mode == Mode::Offline {
-            return self.run_offline(n);
+            return self.run_offline(n, block);
+        }
+        if self.max_frames == 0 {
+            // A placeholder: nothing can process the audio.
+            self.dry(0, n);
+            return self.missed(n as u64);
         }
         let connected = self.remote.as_ref().is_some_and(|r| r.link.connected());
-        if self.max_frames == 0
-            || (!connected && (self.remote.is_none() || self.late != Late::Repeat))
-        {
-            // No session (yet), or the worker is known to be away: no exchange, no wait.
-            self.dry(0, n);
-            return self.missed(n);
-        }
+        let away = !connected && (self.remote.is_none() || self.late != Late::Repeat);
         let mut off = 0;
         while off < n {
-            let c = (n - off).min(self.max_frames);
-            // Waiting longer than the block lasts is an xrun anyway; after
-            // a late result, no wait until the worker answers again.
-            let block_ns = (c as f64 / self.rate * 1e9) as u64;
-            let full = self.deadline_ns.unwrap_or(block_ns / 2).min(block_ns);
-            let wait = if connected { self.gate.wait(full) } else { 0 };
-            let outcome = self.exchange(off, c, wait);
-            if outcome == Outcome::Late {
-                self.missed(c);
+            let c = (n - off).min(block);
+            if away {
+                // No session (yet), or the worker is known to be away: no
+                // exchange, no wait; the late policy fills, aligned.
+                self.take_input(off, c);
+                self.give_output(off, c);
+            } else {
+                // Waiting longer than the block lasts is an xrun anyway; after
+                // a late result, no wait until the worker answers again.
+                let block_ns = (c as f64 / self.rate * 1e9) as u64;
+                let full = self.deadline_ns.unwrap_or(block_ns / 2).min(block_ns);
+                let wait = if connected { self.gate.wait(full) } else { 0 };
+                let outcome = self.exchange(off, c, wait);
+                let a = self.remote.as_ref().map_or(0, |r| answers(&r.master));
+                self.gate.after(outcome, a);
             }
-            let a = self.remote.as_ref().map_or(0, |r| answers(&r.master));
-            self.gate.after(outcome, a);
             off += c;
         }
     }
 
     /// Offline: every frame processed by the worker, or the render fails.
-    fn run_offline(&mut self, n: usize) {
+    fn run_offline(&mut self, n: usize, block: usize) {
         let Some(cfg) = self
             .entry
             .cfg
@@ -772,9 +797,9 @@ impl Proxy {
             .unwrap_or(wait.as_nanos().min(u128::from(u64::MAX)) as u64);
         let mut off = 0;
         while off < n {
-            let c = (n - off).min(self.max_frames);
-            if self.exchange(off, c, deadline) == Outcome::Late {
-                self.missed(c);
+            let c = (n - off).min(block);
+            let before = self.unprocessed;
+            if self.exchange(off, c, deadline) == Outcome::Late || self.unprocessed > before {
                 self.fail(&format!(
                     "no result from the worker {} within {} ms",
                     cfg.worker,
@@ -785,8 +810,46 @@ impl Proxy {
         }
     }
 
+    /// Takes the host's audio inputs, frames `off..off + c`, into the stream. **RT-safe.**
+    fn take_input(&mut self, off: usize, c: usize) {
+        for (k, &(port, _)) in self.ids.audio_in.iter().enumerate() {
+            let src = self.ports[port];
+            let s = (!src.is_null()).then(|| {
+                // SAFETY: the host connected this audio input to ≥ off + c samples.
+                unsafe { std::slice::from_raw_parts(src.add(off), c) }
+            });
+            self.stream.input(k, c, s);
+        }
+    }
+
+    /// Writes the stream's next `c` output frames to the host's audio
+    /// outputs at `off` (the late policy fills what the worker did not
+    /// deliver, counted). **RT-safe.**
+    fn give_output(&mut self, off: usize, c: usize) {
+        let missed = self.stream.fill_to(self.stream.pos() + c as u64);
+        for (k, &(port, _)) in self.ids.audio_out.iter().enumerate() {
+            let dst = self.ports[port];
+            if !dst.is_null() {
+                // SAFETY: the host connected this audio output to ≥ off + c
+                // samples; the inputs were taken before (in-place hosts).
+                self.stream.output(k, unsafe {
+                    std::slice::from_raw_parts_mut(dst.add(off), c)
+                });
+            }
+        }
+        self.stream.advance(c);
+        if missed > 0 {
+            self.missed(missed);
+        }
+    }
+
+    /// One exchange of frames `off..off + c`: sends them, places the result
+    /// due (of this exchange or one `window` earlier) at its position in the
+    /// stream, and gives the host the stream's next `c` frames. **RT-safe.**
     fn exchange(&mut self, off: usize, c: usize, wait_ns: u64) -> Outcome {
+        self.take_input(off, c);
         let Some(r) = self.remote.as_mut() else {
+            self.give_output(off, c);
             return Outcome::Late;
         };
         let ids = &self.ids;
@@ -816,22 +879,21 @@ impl Proxy {
             }
         }
         let rep = r.master.process(Deadline::After(wait_ns));
+        self.stream.sent(rep.seq, c);
         let b = r.master.blocks();
-        let done = match (rep.outcome, ids.frames_out) {
-            (Outcome::Delivered, Some(f)) => (b.get(f)[0].max(0) as usize).min(c),
-            _ => c,
-        };
-        for &(port, id) in &ids.audio_out {
-            let dst = self.ports[port];
-            if dst.is_null() {
-                continue;
-            }
-            // SAFETY: the host connected this audio output to ≥ off + c samples.
-            let out = unsafe { std::slice::from_raw_parts_mut(dst.add(off), c) };
-            out[..done].copy_from_slice(&b.get(id)[..done]);
-            out[done..].fill(0.0);
-        }
+        let mut missed = 0;
         if rep.outcome == Outcome::Delivered {
+            if let Some((q0, frames)) = rep.result_seq.and_then(|d| self.stream.result_range(d)) {
+                // A plugin may process fewer frames than it was given: zeros after them.
+                let done = ids
+                    .frames_out
+                    .map_or(frames, |f| (b.get(f)[0].max(0) as usize).min(frames));
+                missed += self.stream.fill_to(q0);
+                for (k, &(_, id)) in ids.audio_out.iter().enumerate() {
+                    self.stream.put(k, q0, frames, &b.get(id)[..done]);
+                }
+                self.stream.mark(q0 + frames as u64);
+            }
             if let Some(cb) = ids.control_out {
                 for (k, &port) in ids.control_out_ports.iter().enumerate() {
                     let p = self.ports[port];
@@ -842,6 +904,10 @@ impl Proxy {
                 }
             }
         }
+        if missed > 0 {
+            self.missed(missed);
+        }
+        self.give_output(off, c);
         rep.outcome
     }
 }
@@ -891,11 +957,8 @@ impl ExportedPlugin for Proxy {
     }
 
     fn activate(&mut self) {
-        let lat = self.ports[self.latency_port];
-        if !lat.is_null() {
-            // SAFETY: the host connected the latency port to one f32.
-            unsafe { lat.write(0.0) };
-        }
+        // 0 until the first run fixes the latency; the fixed value after.
+        self.write_latency();
     }
 
     fn run(&mut self, frames: usize) {
