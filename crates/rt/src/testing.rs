@@ -171,6 +171,82 @@ pub fn until_checked<T>(attempts: usize, mut attempt: impl FnMut(usize) -> Attem
     unreachable!("finish panics when no attempt was checked")
 }
 
+/// The z of [`assert_rate_at_least`]: one-sided 99.9 % (nominal). Counts
+/// are whole numbers, so the real chance that a product whose true rate
+/// is exactly the claimed one fails is up to 0.7 % for 5 samples at a claim
+/// of 80 %, 0.1–0.3 % from 20 samples on (claims of 90 % and more need
+/// tens of samples: 2 % at 5 of 95 %); a product above its claim (the
+/// usual case: a claim is set below what the product does) fails far less
+/// often.
+pub const RATE_Z: f64 = 3.090;
+
+/// The Wilson score interval of `successes` in `n` trials at `z` (1.96:
+/// two-sided 95 %), as `(lower, upper)`; `(0, 1)` when `n` is 0 (nothing
+/// is known). Unlike `p̂ ± z·√(p̂(1−p̂)/n)` it stays inside `[0, 1]` and is
+/// not zero-width at 0 or n successes, which is what small samples need.
+///
+/// # Panics
+/// When `successes > n`.
+pub fn wilson(successes: u64, n: u64, z: f64) -> (f64, f64) {
+    assert!(successes <= n, "{successes} successes in {n} trials");
+    if n == 0 {
+        return (0.0, 1.0);
+    }
+    let (k, nf) = (successes as f64, n as f64);
+    let p = k / nf;
+    let z2 = z * z;
+    let denom = 1.0 + z2 / nf;
+    let center = (p + z2 / (2.0 * nf)) / denom;
+    let half = z / denom * (p * (1.0 - p) / nf + z2 / (4.0 * nf * nf)).sqrt();
+    // The ends at 0 and n successes are exactly 0 and 1 (not rounding's
+    // 1e-17 or 0.999…).
+    let lower = if successes == 0 {
+        0.0
+    } else {
+        (center - half).max(0.0)
+    };
+    let upper = if successes == n {
+        1.0
+    } else {
+        (center + half).min(1.0)
+    };
+    (lower, upper)
+}
+
+/// The lower end of [`wilson`]: the smallest rate the sample supports.
+pub fn wilson_lower(successes: u64, n: u64, z: f64) -> f64 {
+    wilson(successes, n, z).0
+}
+
+/// The upper end of [`wilson`]: the largest rate the sample supports.
+pub fn wilson_upper(successes: u64, n: u64, z: f64) -> f64 {
+    wilson(successes, n, z).1
+}
+
+/// Asserts a claim "at least `p` of the trials succeed" from `successes`
+/// of `n`: fails when the sample rules a rate of `p` out, i.e. when the
+/// Wilson upper bound at [`RATE_Z`] (one-sided 99.9 %) is below `p` (the
+/// score test of H0: rate ≥ p). A plain `successes ≥ p·n` on a handful of
+/// samples flips by chance: a product at 90 % shows 3 of 5 (below 80 %)
+/// in 8 % of runs. This one rarely fails a product at or above `p` (see
+/// [`RATE_Z`]) and still fails a broken one: for `p` = 0.8, 0 or 1 of 5
+/// fail, and 4 of 10, 12 of 25 or 47 of 80 fail. How much it can tell
+/// depends on `n`: callers assert a minimum `n` of their own.
+///
+/// # Panics
+/// When the sample rules `p` out, when `n` is 0 (nothing to judge), or
+/// when `successes > n`.
+#[track_caller]
+pub fn assert_rate_at_least(successes: u64, n: u64, p: f64, what: impl std::fmt::Display) {
+    assert!(n > 0, "{what}: no trials to judge a rate of {p} from");
+    let upper = wilson_upper(successes, n, RATE_Z);
+    assert!(
+        upper >= p,
+        "{what}: {successes} of {n} rules out a rate of {p} (Wilson upper bound {upper:.3} at \
+         one-sided 99.9 %)"
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -204,5 +280,85 @@ mod tests {
             }
         });
         assert_eq!(got, 1);
+    }
+
+    /// Reference values of the Wilson score interval (computed
+    /// independently: Newcombe 1998, Table I, and R's
+    /// `prop.test(k, n, correct = FALSE)$conf.int`).
+    #[test]
+    fn wilson_matches_published_values() {
+        let close = |a: f64, b: f64| (a - b).abs() < 5e-4;
+        // Newcombe 1998: 81/263 → 0.2553–0.3662; 15/148 → 0.0624–0.1605;
+        // 0/20 → 0–0.1611; 1/29 → 0.0061–0.1718.
+        for (k, n, lo, hi) in [
+            (81, 263, 0.2553, 0.3662),
+            (15, 148, 0.0624, 0.1605),
+            (0, 20, 0.0, 0.1611),
+            (1, 29, 0.0061, 0.1718),
+        ] {
+            let (l, h) = wilson(k, n, 1.959_964);
+            assert!(close(l, lo) && close(h, hi), "{k}/{n}: {l} {h}");
+        }
+        // 5 of 5 at 95 %: 0.5655–1, symmetric with 0 of 5.
+        let (l, h) = wilson(5, 5, 1.959_964);
+        assert!(close(l, 0.5655) && h == 1.0, "{l} {h}");
+        let (l, h) = wilson(0, 5, 1.959_964);
+        assert!(l == 0.0 && close(h, 0.4345), "{l} {h}");
+        assert_eq!(wilson(0, 0, 1.96), (0.0, 1.0));
+        assert!(close(wilson_lower(81, 263, 1.959_964), 0.2553));
+        assert!(close(wilson_upper(81, 263, 1.959_964), 0.3662));
+    }
+
+    #[test]
+    fn the_interval_holds_the_estimate_and_narrows_with_n() {
+        for n in 1..60u64 {
+            for k in 0..=n {
+                let (l, h) = wilson(k, n, RATE_Z);
+                let p = k as f64 / n as f64;
+                assert!(0.0 <= l && l <= p && p <= h && h <= 1.0, "{k}/{n}: {l} {h}");
+                // Ten times the trials at the same rate: a narrower interval.
+                let (l10, h10) = wilson(k * 10, n * 10, RATE_Z);
+                assert!(h10 - l10 < h - l, "{k}/{n}");
+            }
+        }
+    }
+
+    fn passes(k: u64, n: u64, p: f64) -> bool {
+        std::panic::catch_unwind(|| assert_rate_at_least(k, n, p, "t")).is_ok()
+    }
+
+    #[test]
+    fn a_rate_claim_fails_a_broken_product_and_not_a_working_one_by_chance() {
+        // A claim of 80 %: 0 or 1 of 5 fail, 2 of 5 is too few to tell.
+        assert!(!passes(0, 5, 0.8) && !passes(1, 5, 0.8));
+        assert!(passes(2, 5, 0.8) && passes(4, 5, 0.8) && passes(5, 5, 0.8));
+        // More samples, finer judgement: half of 10, 25 and 100.
+        assert!(passes(5, 10, 0.8) && !passes(4, 10, 0.8));
+        assert!(!passes(12, 25, 0.8) && !passes(47, 80, 0.8));
+        assert!(!passes(50, 100, 0.8) && !passes(66, 100, 0.8) && passes(70, 100, 0.8));
+        // A product at exactly the claimed rate: how often it fails (exact
+        // binomial sums), what RATE_Z's doc promises.
+        for n in [5u64, 10, 20, 50, 256] {
+            for p in [0.5, 0.6, 0.8, 0.95] {
+                if p > 0.8 && n < 20 {
+                    continue;
+                }
+                let mut fail = 0.0;
+                let mut c = 1.0f64; // C(n, k)
+                for k in 0..=n {
+                    if k > 0 {
+                        c *= (n - k + 1) as f64 / k as f64;
+                    }
+                    if !passes(k, n, p) {
+                        fail += c * p.powi(k as i32) * (1.0 - p).powi((n - k) as i32);
+                    }
+                }
+                let promised = if n < 20 { 0.007 } else { 0.0035 };
+                assert!(fail < promised, "n {n}, p {p}: fails {fail}");
+            }
+        }
+        // Nothing to judge, or an impossible count: a failure, not a pass.
+        assert!(!passes(0, 0, 0.5));
+        assert!(!passes(6, 5, 0.5));
     }
 }
