@@ -815,6 +815,14 @@ impl MidiBackend for Recorder<'_> {
     fn stats(&self) -> BackendStats {
         self.inner.stats()
     }
+
+    fn input_loss(&self) -> Option<firmtime_midi::InputLoss> {
+        self.inner.input_loss()
+    }
+
+    fn describe_input_loss(&self) -> Option<String> {
+        self.inner.describe_input_loss()
+    }
 }
 
 fn render_hops(h: &LoopHops, rate: Option<u32>) -> String {

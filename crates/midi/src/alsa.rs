@@ -479,7 +479,9 @@ impl Thread {
 
     fn fail(&self, errno: i32) {
         self.shared.errno.store(errno, Ordering::Relaxed);
-        self.shared.link.shut_down();
+        self.shared
+            .link
+            .shut_down(crate::backend::LossCause::DeviceError(errno));
     }
 }
 
@@ -619,5 +621,9 @@ impl MidiBackend for AlsaBackend {
 
     fn stats(&self) -> BackendStats {
         self.shared.link.counters.snapshot()
+    }
+
+    fn input_loss(&self) -> Option<crate::backend::InputLoss> {
+        self.shared.link.loss.get()
     }
 }

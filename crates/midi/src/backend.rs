@@ -19,6 +19,7 @@
 //! whatever the backend's native time base (JACK frames, ALSA queue time).
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Mutex;
 
 use rtrb::{Consumer, Producer};
 
@@ -175,6 +176,170 @@ pub(crate) fn drain<T>(rx: &mut Consumer<T>, f: &mut dyn FnMut(T)) -> usize {
     n
 }
 
+/// Why a backend's input source went away (see [`InputLoss`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LossCause {
+    /// The last connection into an input port was removed (JACK): the
+    /// source's port was disconnected, the source itself may still run.
+    PortDisconnected,
+    /// The client feeding an input port went away (JACK: it closed, crashed
+    /// or was killed).
+    ClientGone,
+    /// The server shut this client down or went away (JACK, PipeWire).
+    ServerShutdown,
+    /// The device ended: end of file or hang-up (raw).
+    DeviceClosed,
+    /// The device failed with this OS error number (raw, ALSA).
+    DeviceError(i32),
+    /// The backend reported a disconnection without saying more.
+    Disconnected,
+}
+
+impl LossCause {
+    /// The sidecar's spelling: `port_disconnected`, `client_gone`,
+    /// `server_shutdown`, `device_closed`, `device_error`, `disconnected`.
+    pub fn key(self) -> &'static str {
+        match self {
+            LossCause::PortDisconnected => "port_disconnected",
+            LossCause::ClientGone => "client_gone",
+            LossCause::ServerShutdown => "server_shutdown",
+            LossCause::DeviceClosed => "device_closed",
+            LossCause::DeviceError(_) => "device_error",
+            LossCause::Disconnected => "disconnected",
+        }
+    }
+
+    /// The cause in words, for messages and the live line.
+    pub fn words(self) -> String {
+        match self {
+            LossCause::PortDisconnected => "the input port was disconnected".into(),
+            LossCause::ClientGone => "the client feeding the input went away".into(),
+            LossCause::ServerShutdown => "the JACK server shut the client down".into(),
+            LossCause::DeviceClosed => "the device closed (end of file or hang-up)".into(),
+            LossCause::DeviceError(e) => format!(
+                "the device failed: {}",
+                std::io::Error::from_raw_os_error(e)
+            ),
+            LossCause::Disconnected => "the MIDI backend disconnected".into(),
+        }
+    }
+
+    /// The cause as one number, for an atomic ([`LossCause::from_bits`]).
+    pub fn to_bits(self) -> u32 {
+        match self {
+            LossCause::PortDisconnected => 1,
+            LossCause::ClientGone => 2,
+            LossCause::ServerShutdown => 3,
+            LossCause::DeviceClosed => 4,
+            // The errno in the upper bits (errno values are small and positive).
+            LossCause::DeviceError(e) => 5 | ((e.max(0) as u32) << 8),
+            LossCause::Disconnected => 6,
+        }
+    }
+
+    /// The cause stored by [`LossCause::to_bits`]; `None` for 0 (no loss).
+    pub fn from_bits(c: u32) -> Option<Self> {
+        Some(match c & 0xff {
+            1 => LossCause::PortDisconnected,
+            2 => LossCause::ClientGone,
+            3 => LossCause::ServerShutdown,
+            4 => LossCause::DeviceClosed,
+            5 => LossCause::DeviceError((c >> 8) as i32),
+            6 => LossCause::Disconnected,
+            _ => return None,
+        })
+    }
+}
+
+/// The backend's input source went away: a keyboard unplugged or killed,
+/// its port disconnected, the server or device gone. Small and `Copy`:
+/// read on the RT path ([`MidiBackend::input_loss`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InputLoss {
+    /// Why.
+    pub cause: LossCause,
+    /// When the backend learnt of it, CLOCK_MONOTONIC ns.
+    pub t_ns: u64,
+    /// Losses since the backend opened, this one included: a loss after a
+    /// moment `m` has a count above the one read at `m`.
+    pub count: u32,
+    /// The input is still without a source (false once a JACK port got a
+    /// connection again).
+    pub ongoing: bool,
+}
+
+/// The latest [`InputLoss`] of a backend, written by a non-RT thread (a
+/// JACK notification, a device thread) and read by the engine side.
+/// **RT-safe.**: atomics only; the words describing the loss are in a
+/// mutex only non-RT code touches.
+#[derive(Debug, Default)]
+pub(crate) struct LossCell {
+    count: AtomicU32,
+    cause: AtomicU32,
+    t_ns: AtomicU64,
+    ongoing: AtomicBool,
+    detail: Mutex<String>,
+}
+
+impl LossCell {
+    /// Records a new loss of the input at `t_ns`. **RT-safe.** (async-signal-safe).
+    pub(crate) fn lose(&self, cause: LossCause, t_ns: u64) {
+        self.t_ns.store(t_ns, Ordering::Relaxed);
+        self.cause.store(cause.to_bits(), Ordering::Relaxed);
+        self.ongoing.store(true, Ordering::Relaxed);
+        self.count.fetch_add(1, Ordering::Release);
+    }
+
+    /// A better account of the current loss (a port's disconnection turns
+    /// out to be its client's exit). **RT-safe.**
+    pub(crate) fn refine(&self, cause: LossCause) {
+        if self.count.load(Ordering::Acquire) > 0 {
+            self.cause.store(cause.to_bits(), Ordering::Release);
+        }
+    }
+
+    /// The input has a source again. **RT-safe.**
+    pub(crate) fn restored(&self) {
+        self.ongoing.store(false, Ordering::Release);
+    }
+
+    /// Sets the words describing the loss (non-RT).
+    pub(crate) fn set_detail(&self, words: String) {
+        *self
+            .detail
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = words;
+    }
+
+    /// The words describing the loss, if any (non-RT).
+    pub(crate) fn detail(&self) -> Option<String> {
+        if self.count.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        let d = self
+            .detail
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        (!d.is_empty()).then(|| d.clone())
+    }
+
+    /// The latest loss, `None` before any. **RT-safe.**
+    pub(crate) fn get(&self) -> Option<InputLoss> {
+        let count = self.count.load(Ordering::Acquire);
+        if count == 0 {
+            return None;
+        }
+        Some(InputLoss {
+            cause: LossCause::from_bits(self.cause.load(Ordering::Acquire))
+                .unwrap_or(LossCause::Disconnected),
+            t_ns: self.t_ns.load(Ordering::Relaxed),
+            count,
+            ongoing: self.ongoing.load(Ordering::Acquire),
+        })
+    }
+}
+
 /// What a real-time side that wakes its engine side through a futex (the
 /// JACK process callback, the ALSA thread) shares with that engine side.
 #[derive(Debug, Default)]
@@ -182,6 +347,8 @@ pub(crate) struct EngineLink {
     pub(crate) counters: Counters,
     /// Set once the server or device went away.
     pub(crate) shutdown: AtomicBool,
+    /// The input's latest loss (the server's or device's end is one).
+    pub(crate) loss: LossCell,
     /// Futex word: bumped (and woken) when the RT side delivered something.
     pub(crate) seq: AtomicU32,
 }
@@ -193,8 +360,10 @@ impl EngineLink {
         futex_wake(&self.seq);
     }
 
-    /// Marks the server or device gone and wakes the engine side. **RT-safe.**
-    pub(crate) fn shut_down(&self) {
+    /// Marks the server or device gone (`cause`) and wakes the engine
+    /// side. **RT-safe.** (async-signal-safe: atomics and a futex wake).
+    pub(crate) fn shut_down(&self, cause: LossCause) {
+        self.loss.lose(cause, firmtime_rt::clock::monotonic_ns());
         self.shutdown.store(true, Ordering::Release);
         self.notify();
     }
@@ -356,6 +525,25 @@ pub trait MidiBackend: Send {
 
     /// The counters so far.
     fn stats(&self) -> BackendStats;
+
+    /// The latest loss of the input source since the backend opened (a
+    /// JACK port disconnected or its client gone, the server shut down, a
+    /// device error or end of file), `None` if there was none. An engine
+    /// reads the count at its start and ends its trial when a loss with a
+    /// higher count appears, or when the loss is still
+    /// [`ongoing`](InputLoss::ongoing). The default: a backend that cannot
+    /// tell (none).
+    fn input_loss(&self) -> Option<InputLoss> {
+        None
+    }
+
+    /// The latest loss in words naming the ports or device concerned (for
+    /// the sidecar and messages), `None` when there was none or the backend
+    /// has nothing to add to [`LossCause::words`]. **Not RT-safe** (it
+    /// allocates): call it after the trial.
+    fn describe_input_loss(&self) -> Option<String> {
+        None
+    }
 }
 
 #[cfg(test)]

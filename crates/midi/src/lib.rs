@@ -104,8 +104,8 @@ pub mod pty;
 pub mod raw;
 
 pub use backend::{
-    BackendError, BackendKind, BackendStats, InputEvent, MidiBackend, OutputEvent, PortIndex,
-    SentEvent,
+    BackendError, BackendKind, BackendStats, InputEvent, InputLoss, LossCause, MidiBackend,
+    OutputEvent, PortIndex, SentEvent,
 };
 pub use encode::{encode_sysex, EncodeError, Encoder};
 pub use error::{Error, ErrorKind, Result};

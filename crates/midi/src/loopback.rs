@@ -25,8 +25,8 @@ use std::collections::VecDeque;
 use firmtime_rt::clock::monotonic_ns;
 
 use crate::backend::{
-    bump, BackendError, BackendKind, BackendStats, Counters, InputEvent, MidiBackend, OutputEvent,
-    SentEvent,
+    bump, BackendError, BackendKind, BackendStats, Counters, InputEvent, InputLoss, LossCause,
+    LossCell, MidiBackend, OutputEvent, SentEvent,
 };
 
 /// Options for a [`Loopback`].
@@ -74,6 +74,7 @@ pub struct Loopback {
     seq: u64,
     counters: Counters,
     disconnected: bool,
+    loss: LossCell,
 }
 
 impl Loopback {
@@ -93,6 +94,7 @@ impl Loopback {
             seq: 0,
             counters: Counters::default(),
             disconnected: false,
+            loss: LossCell::default(),
         }
     }
 
@@ -102,8 +104,22 @@ impl Loopback {
     ///
     /// **RT-safe.**
     pub fn disconnect(&mut self) {
-        self.advance(monotonic_ns());
+        let now = monotonic_ns();
+        self.advance(now);
         self.disconnected = true;
+        self.loss.lose(LossCause::DeviceClosed, now);
+    }
+
+    /// Simulates the input's source going away while the backend stays
+    /// (a JACK port disconnected): [`MidiBackend::input_loss`] reports
+    /// `cause` from now on, output still goes out. **RT-safe.**
+    pub fn lose_input(&mut self, cause: LossCause) {
+        self.loss.lose(cause, monotonic_ns());
+    }
+
+    /// The input's source is back (after [`Loopback::lose_input`]). **RT-safe.**
+    pub fn restore_input(&mut self) {
+        self.loss.restored();
     }
 
     /// Moves virtual time to `now`: starts due output on the wire, delivers
@@ -255,6 +271,10 @@ impl MidiBackend for Loopback {
             n += 1;
         }
         n
+    }
+
+    fn input_loss(&self) -> Option<InputLoss> {
+        self.loss.get()
     }
 
     fn stats(&self) -> BackendStats {

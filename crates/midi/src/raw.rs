@@ -38,8 +38,8 @@ use firmtime_rt::setup::{RtConditions, RtRequest};
 use rtrb::{Consumer, Producer, RingBuffer};
 
 use crate::backend::{
-    bump, drain, BackendError, BackendKind, BackendStats, Counters, InputEvent, MidiBackend,
-    OutputEvent, SentEvent,
+    bump, drain, BackendError, BackendKind, BackendStats, Counters, InputEvent, InputLoss,
+    LossCause, LossCell, MidiBackend, OutputEvent, SentEvent,
 };
 use crate::error::{Error, ErrorKind, Result};
 use crate::{Encoder, Parser, ParserStats};
@@ -115,6 +115,8 @@ pub struct RawInfo {
 struct Shared {
     stop: AtomicBool,
     gone: AtomicBool,
+    /// The device's end as an input loss (cause and time).
+    loss: LossCell,
     gone_errno: AtomicI32,
     counters: Counters,
     p_bytes: AtomicU64,
@@ -226,6 +228,7 @@ impl RawBackend {
         let shared = Arc::new(Shared {
             stop: AtomicBool::new(false),
             gone: AtomicBool::new(false),
+            loss: LossCell::default(),
             gone_errno: AtomicI32::new(0),
             counters: Counters::default(),
             p_bytes: AtomicU64::new(0),
@@ -418,6 +421,10 @@ impl MidiBackend for RawBackend {
     fn stats(&self) -> BackendStats {
         self.shared.counters.snapshot()
     }
+
+    fn input_loss(&self) -> Option<InputLoss> {
+        self.shared.loss.get()
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -526,6 +533,12 @@ impl RawIo {
         };
         self.publish_parser_stats();
         if let Some(e) = cause {
+            let why = if e == 0 {
+                LossCause::DeviceClosed
+            } else {
+                LossCause::DeviceError(e)
+            };
+            self.shared.loss.lose(why, monotonic_ns());
             self.shared.gone_errno.store(e, Ordering::Relaxed);
             self.shared.gone.store(true, Ordering::Release);
             signal(self.shared.engine_wake.as_raw_fd());

@@ -362,6 +362,12 @@ pub struct SelfChecks {
     pub input_overruns: u64,
     /// Events dropped because the trial's event storage was full.
     pub events_dropped: u64,
+    /// Input stamped before the trial's start (a keyboard already playing
+    /// when the trial was started) and releases of keys pressed before it:
+    /// dropped, not trial data (no row, no feedback, no keystroke count).
+    /// 0 in older sidecars.
+    #[serde(default)]
+    pub input_before_start: u64,
     /// The late outputs by cause, most first ([`crate::late`]); empty when
     /// none was late, and in older sidecars.
     #[serde(default)]
@@ -397,6 +403,43 @@ impl SelfChecks {
     }
 }
 
+/// How a trial's input was lost: the sidecar's `input_lost`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InputLost {
+    /// `port_disconnected`, `client_gone`, `server_shutdown`,
+    /// `device_closed`, `device_error` or `disconnected`
+    /// ([`firmtime_midi::LossCause::key`]).
+    pub cause: String,
+    /// When the backend learnt of it, µs since the trial's start (negative:
+    /// before it, the trial then ended at once).
+    pub at_us: i64,
+    /// The cause in words, with the ports or device concerned when known.
+    pub words: String,
+    /// The OS error number of a `device_error`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub errno: Option<i32>,
+}
+
+impl InputLost {
+    /// The record of `loss` in a trial that started at `start_ns`;
+    /// `detail`: the backend's words ([`firmtime_midi::MidiBackend::describe_input_loss`]).
+    pub fn of(loss: firmtime_midi::InputLoss, start_ns: u64, detail: Option<String>) -> Self {
+        let words = match detail {
+            Some(d) => format!("{}: {d}", loss.cause.words()),
+            None => loss.cause.words(),
+        };
+        InputLost {
+            cause: loss.cause.key().to_string(),
+            at_us: (i128::from(loss.t_ns) - i128::from(start_ns)).div_euclid(1000) as i64,
+            words,
+            errno: match loss.cause {
+                firmtime_midi::LossCause::DeviceError(e) => Some(e),
+                _ => None,
+            },
+        }
+    }
+}
+
 /// The JSON sidecar written next to each trial CSV.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Sidecar {
@@ -421,8 +464,14 @@ pub struct Sidecar {
     /// Self-checks.
     pub self_checks: SelfChecks,
     /// True if the trial was interrupted (a stop signal: SIGINT, SIGTERM or
-    /// SIGHUP; or a disconnection) before its end condition.
+    /// SIGHUP; a disconnection; or the loss of its input) before its end
+    /// condition.
     pub incomplete: bool,
+    /// How the trial's input was lost, when the trial ended for that (a
+    /// JACK port disconnected, its client gone, the server shut down, a
+    /// device error or end of file); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_lost: Option<InputLost>,
     /// The signal that stopped an interrupted trial (`SIGINT`, `SIGTERM`,
     /// `SIGHUP`); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -7,7 +7,11 @@
 //! 1. ticks the [`SchedDiag`] (interval between passes: FTAP's diagnostic);
 //! 2. collects the backend's reports of outputs that went out and stores
 //!    their actual times (and frames) beside the intended ones;
-//! 3. takes every input event: a key press is keystroke *k*; each feedback
+//! 3. takes every input event (input stamped before the trial's start is
+//!    dropped there, before the trial's state sees it, and counted in
+//!    [`TrialOutcome::input_before_start`]: it is no keystroke, gets no
+//!    feedback and advances no keystroke count; so is the release of a key
+//!    pressed before the start): a key press is keystroke *k*; each feedback
 //!    channel whose key range holds the key sends its note at
 //!    `input time + delay` (scheduled with [`OutputEvent::at_ns`], so the
 //!    backend places it exactly — JACK to the frame); a release is fed back
@@ -18,7 +22,11 @@
 //! 5. schedules the metronome [`EngineOptions::lookahead_ns`] ahead: each
 //!    beat is sent with its exact time; a beat trigger fires when its beat is
 //!    scheduled, so a tempo change or a stop takes effect from the next beat;
-//! 6. checks the end conditions and the stop flag (Ctrl-C);
+//! 6. checks the end conditions, the stop flag (Ctrl-C) and the backend's
+//!    [`MidiBackend::input_loss`]: an input source gone during the trial (a
+//!    JACK port disconnected, its client gone, the server or device gone)
+//!    ends the trial at the moment of the loss, incomplete
+//!    ([`EndReason::InputLost`], [`TrialOutcome::input_loss`]);
 //! 7. blocks in [`MidiBackend::wait`] until input arrives, the next beat is
 //!    due, or [`EngineOptions::pause_ns`] (FTAP's 0.49 ms) has passed — the
 //!    loop never spins, so at SCHED_FIFO it cannot lock the machine.
@@ -58,8 +66,8 @@ use std::sync::Arc;
 
 use firmtime_midi::diag::{DiagReport, SchedDiag, DEFAULT_LIMIT_NS};
 use firmtime_midi::{
-    BackendError, BackendStats, InputEvent, MidiBackend, MidiMessage, OutputEvent, PortIndex,
-    SentEvent,
+    BackendError, BackendStats, InputEvent, InputLoss, LossCause, MidiBackend, MidiMessage,
+    OutputEvent, PortIndex, SentEvent,
 };
 use firmtime_rt::clock::monotonic_ns;
 
@@ -204,6 +212,10 @@ pub enum EndReason {
     Interrupted,
     /// The backend went away: the trial is incomplete.
     Disconnected,
+    /// The input's source went away while the backend stayed (a JACK port
+    /// disconnected or its client gone): the trial is incomplete; the cause
+    /// and time are in [`TrialOutcome::input_loss`].
+    InputLost,
 }
 
 /// What a trial did, besides its events.
@@ -238,6 +250,14 @@ pub struct TrialOutcome {
     pub backend: BackendStats,
     /// The loop-interval diagnostic.
     pub diag: DiagReport,
+    /// Input events stamped before the trial's start (a keyboard already
+    /// playing when the trial was started), and releases of keys pressed
+    /// before it: dropped, not trial data, counted here.
+    pub input_before_start: u64,
+    /// How the input was lost, for a trial that ended
+    /// [`EndReason::InputLost`] or [`EndReason::Disconnected`] (`t_ns`: when
+    /// the backend learnt of it).
+    pub input_loss: Option<InputLoss>,
 }
 
 impl TrialOutcome {
@@ -245,7 +265,7 @@ impl TrialOutcome {
     pub fn incomplete(&self) -> bool {
         matches!(
             self.reason,
-            EndReason::Interrupted | EndReason::Disconnected
+            EndReason::Interrupted | EndReason::Disconnected | EndReason::InputLost
         )
     }
 
@@ -261,6 +281,7 @@ impl TrialOutcome {
             frame_gaps: self.backend.frame_gaps,
             input_overruns: self.input_overruns,
             events_dropped: self.events_dropped,
+            input_before_start: self.input_before_start,
             ..SelfChecks::default()
         }
     }
@@ -328,6 +349,28 @@ pub struct Engine {
     live: Arc<LiveStatus>,
     /// When the live counters are next published.
     live_next_ns: u64,
+    /// Input stamped before the start (and releases of keys pressed before it).
+    before_start: u64,
+    /// Losses of the backend's input that do not end this trial (those
+    /// before its start, but one still going on).
+    loss0: u32,
+    /// The loss that ended the trial.
+    loss: Option<InputLoss>,
+}
+
+/// After an input loss, how long the engine waits before it reads the
+/// loss's final cause: JACK tells a client's exit first as its ports'
+/// disconnection, then as its unregistration.
+const LOSS_SETTLE_NS: u64 = 100_000_000;
+
+/// True for a note message on one of `channels` (a keystroke or release). **RT-safe.**
+fn is_key(msg: &MidiMessage, channels: u16) -> bool {
+    match *msg {
+        MidiMessage::NoteOn { channel, .. } | MidiMessage::NoteOff { channel, .. } => {
+            bits_contains(channels, channel)
+        }
+        _ => false,
+    }
 }
 
 /// How often the live counters are published.
@@ -448,6 +491,9 @@ impl Engine {
             answering: None,
             live: Arc::new(LiveStatus::default()),
             live_next_ns: 0,
+            before_start: 0,
+            loss0: 0,
+            loss: None,
         })
     }
 
@@ -578,6 +624,8 @@ impl Engine {
         self.pass_due_ns = now;
         self.pass_wake_ns = now;
         self.answering = None;
+        self.before_start = 0;
+        self.loss = None;
     }
 
     /// Records a key press (`on`) or release as an input event. **RT-safe.**
@@ -871,6 +919,11 @@ impl Engine {
             }
         } else {
             let k = self.press_index[n];
+            if k == 0 {
+                // Its press came before the trial's start: not trial data either.
+                self.before_start += 1;
+                return;
+            }
             self.record_input(k, t, ev.frame, channel, note, velocity, false);
             self.answering = Some(t);
             for (v, kind) in FEEDBACK_KINDS.into_iter().enumerate() {
@@ -924,8 +977,19 @@ impl Engine {
         let mut inbuf = std::mem::take(&mut self.inbuf);
         inbuf.clear();
         let mut overflow = 0u64;
-        let r = b.poll_input(&mut |ev| push_or_count(&mut inbuf, &mut overflow, ev));
+        let (start, channels) = (self.start_ns, self.opts.input_channels);
+        let mut early = 0u64;
+        // Input stamped before the start is dropped here, before it can
+        // take a batch slot or reach the trial's state.
+        let r = b.poll_input(&mut |ev| {
+            if ev.t_ns < start {
+                early += u64::from(is_key(&ev.msg, channels));
+            } else {
+                push_or_count(&mut inbuf, &mut overflow, ev);
+            }
+        });
         self.in_overflow += overflow;
+        self.before_start += early;
         for &ev in inbuf.iter() {
             self.on_input(b, ev);
         }
@@ -962,6 +1026,9 @@ impl Engine {
         b.poll_sent(&mut |_| {});
         let t0 = monotonic_ns();
         self.reset(t0);
+        // A loss still going on (the keyboard went between trials) ends this
+        // trial at once; else only one after this moment does.
+        self.loss0 = b.input_loss().map_or(0, |l| l.count - u32::from(l.ongoing));
         self.live.begin(t0);
         self.live_next_ns = t0;
         self.update_masking(b, t0);
@@ -977,7 +1044,18 @@ impl Engine {
             }
             self.poll_sent(b);
             if self.poll_input(b).is_err() || self.disconnected {
+                self.loss = Some(self.new_loss(b).unwrap_or(InputLoss {
+                    cause: LossCause::Disconnected,
+                    t_ns: now,
+                    count: 0,
+                    ongoing: true,
+                }));
                 self.ended = Some((now, EndReason::Disconnected));
+                break;
+            }
+            if let Some(l) = self.new_loss(b) {
+                self.loss = Some(l);
+                self.ended = Some((l.t_ns.clamp(t0, now), EndReason::InputLost));
                 break;
             }
             let now = monotonic_ns();
@@ -1016,7 +1094,14 @@ impl Engine {
             self.pass_due_ns = deadline;
             self.pass += 1;
             if b.wait(deadline).is_err() {
-                self.ended = Some((monotonic_ns(), EndReason::Disconnected));
+                let now = monotonic_ns();
+                self.loss = Some(self.new_loss(b).unwrap_or(InputLoss {
+                    cause: LossCause::Disconnected,
+                    t_ns: now,
+                    count: 0,
+                    ongoing: true,
+                }));
+                self.ended = Some((now, EndReason::Disconnected));
                 break;
             }
         }
@@ -1026,6 +1111,9 @@ impl Engine {
         if reason != EndReason::Disconnected {
             self.silence(b, now);
             self.drain(b, now);
+        }
+        if reason == EndReason::InputLost {
+            self.settle_loss(b, now);
         }
         // The end row is the trial's last: it is stamped when the last of its
         // outputs went out (the metronome's lookahead, a feedback delay or a
@@ -1040,7 +1128,7 @@ impl Engine {
             kind: EventKind::End,
             index: u32::from(matches!(
                 reason,
-                EndReason::Interrupted | EndReason::Disconnected
+                EndReason::Interrupted | EndReason::Disconnected | EndReason::InputLost
             )),
             intended_ns: Some(end_ns),
             actual_ns: Some(last_ns),
@@ -1065,7 +1153,32 @@ impl Engine {
             events_dropped: self.dropped,
             backend: backend_stats,
             diag: self.diag.report(),
+            input_before_start: self.before_start,
+            input_loss: self.loss,
         })
+    }
+
+    /// The backend's input loss, if one happened since the trial started or
+    /// is still going on. **RT-safe.**
+    fn new_loss(&self, b: &dyn MidiBackend) -> Option<InputLoss> {
+        b.input_loss().filter(|l| l.count > self.loss0)
+    }
+
+    /// Waits until [`LOSS_SETTLE_NS`] after the loss was seen (dropping
+    /// input) and takes the backend's final account of its cause. **RT-safe.**
+    fn settle_loss(&mut self, b: &mut dyn MidiBackend, seen_ns: u64) {
+        let until = seen_ns + LOSS_SETTLE_NS;
+        while monotonic_ns() < until {
+            let _ = b.poll_input(&mut |_| {});
+            if b.wait(until).is_err() {
+                break;
+            }
+        }
+        if let (Some(seen), Some(now)) = (self.loss.as_mut(), b.input_loss()) {
+            if now.count == seen.count {
+                seen.cause = now.cause;
+            }
+        }
     }
 
     /// Publishes the live counters. **RT-safe.**
@@ -1073,6 +1186,8 @@ impl Engine {
         let xruns = b.stats().xruns.saturating_sub(stats0.xruns);
         self.live
             .update(self.keystrokes, self.beats, self.late, xruns);
+        self.live
+            .update_input(self.before_start, self.loss.map(|l| l.cause));
     }
 
     /// Note-offs for every feedback note still held, and the masking note.
@@ -1389,6 +1504,239 @@ set.feedback.delay = { mode = "none" }
             .filter(|r| r.kind == EventKind::Metronome && !r.note.unwrap().on)
             .count();
         assert_eq!(ons, offs);
+    }
+
+    /// Regression (issue 28, item 1): with a keyboard already playing when
+    /// the trial started, its queued input became keystrokes 1, 2, … with
+    /// negative times, got feedback at once, and advanced keystroke
+    /// triggers and the keystroke end. Input stamped before the start is
+    /// dropped and counted, and so is the release of a key pressed before it.
+    #[test]
+    fn input_stamped_before_the_start_is_dropped_counted_and_gets_no_feedback() {
+        let e = exp(r#"
+[feedback]
+delay = { mode = "fixed", ms = 20 }
+duration = { mode = "fixed", ms = 10 }
+[end]
+keystrokes = 3
+[[trigger]]
+keystroke = 2
+set.feedback.delay = { mode = "none" }
+"#);
+        let mut o = EngineOptions::for_experiment(&e, 1);
+        o.input_channels = 1 << 15;
+        let mut eng = Engine::new(&e, o).unwrap();
+        let mut lb = Loopback::new(LoopbackOptions::default());
+        // Five taps (press and release) played 60–20 ms before the start:
+        // queued in the backend, stamped in the past.
+        let early0 = monotonic_ns() - 60_000_000;
+        for i in 0..5u32 {
+            let at = early0 + u64::from(i) * 10_000_000;
+            for (j, msg) in [on(15, 60 + i as u8), off(15, 60 + i as u8)]
+                .into_iter()
+                .enumerate()
+            {
+                lb.send(OutputEvent {
+                    at_ns: Some(at + j as u64 * 2_000_000),
+                    port: 0,
+                    msg,
+                    tag: 0x4000_0000 + 2 * i + j as u32,
+                })
+                .unwrap();
+            }
+        }
+        // A sixth key pressed before the start is released after it.
+        lb.send(OutputEvent {
+            at_ns: Some(early0 + 55_000_000),
+            port: 0,
+            msg: on(15, 70),
+            tag: 0x4000_0100,
+        })
+        .unwrap();
+        lb.send(OutputEvent {
+            at_ns: Some(monotonic_ns() + 15_000_000),
+            port: 0,
+            msg: off(15, 70),
+            tag: 0x4000_0101,
+        })
+        .unwrap();
+        let taps = queue_taps(&mut lb, 30_000_000, 40_000_000, &[64, 65, 66]);
+        let live = eng.live();
+        let stop = AtomicBool::new(false);
+        let out = assert_no_alloc::assert_no_alloc(|| eng.run(&mut lb, &stop)).unwrap();
+        assert_eq!(out.reason, EndReason::Condition);
+        assert_eq!(out.keystrokes, 3, "only the taps after the start count");
+        assert_eq!(
+            out.input_before_start, 12,
+            "6 presses and 5 releases before the start, and the release of the sixth after it"
+        );
+        assert_eq!(out.self_checks().input_before_start, 12);
+        assert_eq!(live.read().before_start, 12, "named in the live line");
+        let ev = eng.events();
+        let inputs: Vec<(u32, u64, bool)> = ev
+            .iter()
+            .filter(|e| e.kind == EventKind::Input)
+            .map(|e| (e.index, e.actual_ns.unwrap(), e.note.unwrap().on))
+            .collect();
+        let want: Vec<(u32, u64, bool)> = taps
+            .iter()
+            .enumerate()
+            .map(|(i, &t)| (i as u32 + 1, t, true))
+            .collect();
+        assert_eq!(
+            inputs, want,
+            "the trial's inputs are the taps after its start"
+        );
+        // Feedback answers keystrokes 1–3 only, never before the start:
+        // keystroke 1 delayed 20 ms, 2 (the trigger acts after it) too, 3 at once.
+        let fb: Vec<(u32, u64)> = ev
+            .iter()
+            .filter(|e| e.kind == EventKind::Feedback && e.note.unwrap().on)
+            .map(|e| (e.index, e.intended_ns.unwrap() - taps[e.index as usize - 1]))
+            .collect();
+        assert_eq!(fb, [(1, 20_000_000), (2, 20_000_000), (3, 0)]);
+        let trig: Vec<(u32, u64)> = ev
+            .iter()
+            .filter(|e| e.kind == EventKind::Trigger)
+            .map(|e| (e.index, e.intended_ns.unwrap()))
+            .collect();
+        assert_eq!(
+            trig,
+            [(1, taps[1])],
+            "the keystroke trigger fired at keystroke 2"
+        );
+        assert!(eng.data_events().iter().all(|r| r.actual_us >= 0));
+    }
+
+    fn off(ch: u8, note: u8) -> MidiMessage {
+        MidiMessage::NoteOff {
+            channel: ch,
+            note,
+            velocity: 0,
+        }
+    }
+
+    /// A loopback whose input is lost (`loss`) from `at_ns` on, as a JACK
+    /// port's disconnection would be seen.
+    struct LosesInput {
+        lb: Loopback,
+        at_ns: u64,
+        loss: InputLoss,
+    }
+
+    impl MidiBackend for LosesInput {
+        fn kind(&self) -> firmtime_midi::BackendKind {
+            self.lb.kind()
+        }
+        fn poll_input(&mut self, f: &mut dyn FnMut(InputEvent)) -> Result<usize, BackendError> {
+            self.lb.poll_input(f)
+        }
+        fn wait(&mut self, deadline_ns: u64) -> Result<(), BackendError> {
+            self.lb.wait(deadline_ns)
+        }
+        fn send(&mut self, ev: OutputEvent) -> Result<(), BackendError> {
+            self.lb.send(ev)
+        }
+        fn poll_sent(&mut self, f: &mut dyn FnMut(SentEvent)) -> usize {
+            self.lb.poll_sent(f)
+        }
+        fn stats(&self) -> BackendStats {
+            self.lb.stats()
+        }
+        fn input_loss(&self) -> Option<InputLoss> {
+            (monotonic_ns() >= self.at_ns).then_some(self.loss)
+        }
+    }
+
+    const SYNC: &str = "[feedback]\ndelay = { mode = \"fixed\", ms = 5 }\n\
+        [metronome]\nmspb = 50\nlength_ms = 5\n[end]\nduration_ms = 60000\nkeystrokes = 1000\n";
+
+    /// Regression (issue 28, item 2): a keyboard gone mid-trial went
+    /// unnoticed (the trial ran to its end condition, complete). The
+    /// backend's input loss ends the trial at the moment of the loss,
+    /// incomplete, with the cause; held outputs are still ended.
+    #[test]
+    fn an_input_lost_mid_trial_ends_it_incomplete_at_the_loss_with_its_cause() {
+        let e = exp(SYNC);
+        let mut o = EngineOptions::for_experiment(&e, 1);
+        o.input_channels = 1 << 15;
+        o.first_beat_ns = 0;
+        let mut eng = Engine::new(&e, o).unwrap();
+        let mut lb = Loopback::new(LoopbackOptions::default());
+        let taps = queue_taps(&mut lb, 30_000_000, 40_000_000, &[60, 61, 62]);
+        let at_ns = taps[2] + 40_000_000;
+        let mut b = LosesInput {
+            lb,
+            at_ns,
+            loss: InputLoss {
+                cause: LossCause::PortDisconnected,
+                t_ns: at_ns,
+                count: 1,
+                ongoing: true,
+            },
+        };
+        let live = eng.live();
+        let stop = AtomicBool::new(false);
+        let out = assert_no_alloc::assert_no_alloc(|| eng.run(&mut b, &stop)).unwrap();
+        assert_eq!(out.reason, EndReason::InputLost);
+        assert!(out.incomplete());
+        assert_eq!(out.keystrokes, 3);
+        assert_eq!(out.end_ns, at_ns, "the trial ends at the loss");
+        assert_eq!(
+            out.input_loss.map(|l| (l.cause, l.t_ns)),
+            Some((LossCause::PortDisconnected, at_ns))
+        );
+        assert_eq!(live.read().input_lost, Some(LossCause::PortDisconnected));
+        let rows = eng.data_events();
+        let end = rows.last().unwrap();
+        assert_eq!(
+            (end.kind, end.index),
+            (EventKind::End, 1),
+            "flagged incomplete: {rows:?}"
+        );
+        assert_eq!(
+            end.intended_us,
+            Some(((at_ns - out.start_ns) / 1000) as i64)
+        );
+        // Every metronome note that sounded was ended.
+        let beats = |on: bool| {
+            rows.iter()
+                .filter(|r| r.kind == EventKind::Metronome && r.note.unwrap().on == on)
+                .count()
+        };
+        assert_eq!(beats(true), beats(false));
+    }
+
+    /// A loss still going on when a trial starts (the keyboard went between
+    /// trials) ends it at once; one that was over (the port connected
+    /// again) does not.
+    #[test]
+    fn a_loss_still_going_on_at_the_start_ends_the_trial_at_once_a_past_one_does_not() {
+        let e = exp("[end]\nduration_ms = 300\n");
+        let mut o = EngineOptions::for_experiment(&e, 1);
+        o.input_channels = 1 << 15;
+        let mut eng = Engine::new(&e, o).unwrap();
+        let before = monotonic_ns() - 1_000_000_000;
+        let loss = InputLoss {
+            cause: LossCause::ClientGone,
+            t_ns: before,
+            count: 2,
+            ongoing: true,
+        };
+        let mut b = LosesInput {
+            lb: Loopback::new(LoopbackOptions::default()),
+            at_ns: 0,
+            loss,
+        };
+        let stop = AtomicBool::new(false);
+        let out = eng.run(&mut b, &stop).unwrap();
+        assert_eq!(out.reason, EndReason::InputLost);
+        assert_eq!(out.end_ns, out.start_ns, "ended at its start");
+        assert_eq!(out.input_loss, Some(loss));
+        b.loss.ongoing = false;
+        let out = eng.run(&mut b, &stop).unwrap();
+        assert_eq!(out.reason, EndReason::Condition);
+        assert_eq!(out.input_loss, None);
     }
 
     #[test]

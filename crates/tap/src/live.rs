@@ -7,7 +7,9 @@
 //! allocated with the engine, before any trial); the watcher only loads
 //! them. Nothing here locks or allocates on the engine's side.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+
+use firmtime_midi::LossCause;
 
 /// Counters of the trial running now, updated by the engine every pass.
 #[derive(Debug, Default)]
@@ -18,6 +20,9 @@ pub struct LiveStatus {
     beats: AtomicU64,
     late_outputs: AtomicU64,
     xruns: AtomicU64,
+    before_start: AtomicU64,
+    /// [`LossCause::to_bits`] of the loss that ended the trial; 0: none.
+    input_lost: AtomicU32,
 }
 
 /// One reading of a [`LiveStatus`].
@@ -35,6 +40,10 @@ pub struct LiveSnapshot {
     pub late_outputs: u64,
     /// The backend's xruns since the trial started.
     pub xruns: u64,
+    /// Input stamped before the trial's start, dropped.
+    pub before_start: u64,
+    /// The input's loss that ended the trial, once seen.
+    pub input_lost: Option<LossCause>,
 }
 
 impl LiveStatus {
@@ -45,6 +54,8 @@ impl LiveStatus {
         self.beats.store(0, Ordering::Relaxed);
         self.late_outputs.store(0, Ordering::Relaxed);
         self.xruns.store(0, Ordering::Relaxed);
+        self.before_start.store(0, Ordering::Relaxed);
+        self.input_lost.store(0, Ordering::Relaxed);
         self.running.store(true, Ordering::Release);
     }
 
@@ -55,6 +66,14 @@ impl LiveStatus {
         self.beats.store(u64::from(beats), Ordering::Relaxed);
         self.late_outputs.store(late_outputs, Ordering::Relaxed);
         self.xruns.store(xruns, Ordering::Relaxed);
+    }
+
+    /// Input dropped for coming before the start, and the input's loss
+    /// once seen. **RT-safe.**
+    pub fn update_input(&self, before_start: u64, lost: Option<LossCause>) {
+        self.before_start.store(before_start, Ordering::Relaxed);
+        self.input_lost
+            .store(lost.map_or(0, LossCause::to_bits), Ordering::Relaxed);
     }
 
     /// The trial ended. **RT-safe.**
@@ -71,6 +90,8 @@ impl LiveStatus {
             beats: self.beats.load(Ordering::Relaxed),
             late_outputs: self.late_outputs.load(Ordering::Relaxed),
             xruns: self.xruns.load(Ordering::Relaxed),
+            before_start: self.before_start.load(Ordering::Relaxed),
+            input_lost: LossCause::from_bits(self.input_lost.load(Ordering::Relaxed)),
         }
     }
 }
@@ -83,7 +104,9 @@ fn clock(ns: u64) -> String {
 
 /// The live line of trial `trial` of `of` (`name`) at `now_ns`: elapsed and
 /// (when the experiment ends after a known time) remaining time, taps and
-/// beats (out of the end's counts when it has them), late outputs, xruns.
+/// beats (out of the end's counts when it has them), late outputs, xruns;
+/// input dropped for coming before the start (when there was any) and an
+/// input loss (`INPUT LOST: …`, first, so a narrow terminal keeps it).
 pub fn status_line(
     trial: u32,
     of: u32,
@@ -94,7 +117,11 @@ pub fn status_line(
 ) -> String {
     let elapsed = now_ns.saturating_sub(s.start_ns);
     // The counts first and the name last: a narrow terminal cuts the end.
-    let mut line = format!("trial {trial}/{of} {}", clock(elapsed));
+    let mut line = String::new();
+    if let Some(c) = s.input_lost {
+        line.push_str(&format!("INPUT LOST ({}) | ", c.words()));
+    }
+    line.push_str(&format!("trial {trial}/{of} {}", clock(elapsed)));
     if let Some(d) = end.duration_ms {
         let left = (d.us() * 1000).saturating_sub(elapsed);
         let other_end = end.keystrokes.is_some() || end.beats.is_some();
@@ -115,6 +142,9 @@ pub fn status_line(
         s.late_outputs,
         s.xruns
     ));
+    if s.before_start > 0 {
+        line.push_str(&format!(" | {} before the start dropped", s.before_start));
+    }
     if !name.is_empty() {
         line.push_str(" | ");
         line.push_str(name);
@@ -145,10 +175,19 @@ mod tests {
             line,
             "trial 2/5 0:12, up to 0:48 left | taps heard 14/42 | beats 7 | late outputs 1 | xruns 2 | sync"
         );
+        // Input before the start and a loss of the input are named.
+        live.update_input(12, Some(LossCause::ClientGone));
+        let line = status_line(2, 5, "sync", &end, &live.read(), 13_500_000_000);
+        assert_eq!(
+            line,
+            "INPUT LOST (the client feeding the input went away) | trial 2/5 0:12, up to 0:48 left | \
+             taps heard 14/42 | beats 7 | late outputs 1 | xruns 2 | 12 before the start dropped | sync"
+        );
         live.end();
         assert!(!live.read().running);
         // A later trial starts from zero.
         live.begin(5);
-        assert_eq!(live.read().keystrokes, 0);
+        let s = live.read();
+        assert_eq!((s.keystrokes, s.before_start, s.input_lost), (0, 0, None));
     }
 }

@@ -156,6 +156,9 @@ pub struct TrialMeta {
     /// recorded in the sidecar's `stopped_by`; `None` for a trial that was
     /// not stopped.
     pub stopped_by: Option<String>,
+    /// The backend's words on the loss of the input, for a trial that
+    /// ended for it ([`firmtime_midi::MidiBackend::describe_input_loss`]).
+    pub input_loss_detail: Option<String>,
 }
 
 /// Writes a finished trial: its events (from `engine`) as `<stem>.csv` and
@@ -185,6 +188,9 @@ pub fn write_trial(
         rt: meta.rt.clone(),
         self_checks: outcome.self_checks().with_late(late),
         incomplete: outcome.incomplete(),
+        input_lost: outcome
+            .input_loss
+            .map(|l| data::InputLost::of(l, outcome.start_ns, meta.input_loss_detail.clone())),
         stopped_by: if outcome.reason == EndReason::Interrupted {
             meta.stopped_by.clone()
         } else {

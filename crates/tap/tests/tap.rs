@@ -415,6 +415,7 @@ fn csv_round_trip_and_atomic_write() {
             ..Default::default()
         },
         incomplete: true,
+        input_lost: None,
         stopped_by: Some("SIGTERM".into()),
         events: events.len() as u64,
     };

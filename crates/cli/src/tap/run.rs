@@ -600,6 +600,9 @@ fn session(a: RunArgs) -> anyhow::Result<Outcome> {
             seed,
             rt: Some(rt_conditions.clone()),
             stopped_by: signals::received().map(str::to_string),
+            input_loss_detail: outcome
+                .input_loss
+                .and_then(|_| opened.backend.describe_input_loss()),
         };
         let stem = session::trial_stem(&a.out, &a.subject, a.session, trial);
         let side = session::write_trial(&stem, engine, &outcome, late, &meta, provenance)?;
@@ -613,6 +616,7 @@ fn session(a: RunArgs) -> anyhow::Result<Outcome> {
                 EndReason::Trigger(id) => format!("by trigger {id}"),
                 EndReason::Interrupted => format!("by {} (incomplete)", signals::describe()),
                 EndReason::Disconnected => "by disconnection (incomplete)".to_string(),
+                EndReason::InputLost => "by the loss of its input (incomplete)".to_string(),
             },
             c.output_interval_mean_us / 1000.0,
             c.output_interval_max_us as f64 / 1000.0,
@@ -627,6 +631,22 @@ fn session(a: RunArgs) -> anyhow::Result<Outcome> {
         if c.late_outputs > 0 {
             eprintln!("  {}", c.late_summary());
         }
+        if c.input_before_start > 0 {
+            eprintln!(
+                "firmtime: trial {trial}: {} input event(s) stamped before the trial's start dropped \
+                 (a keyboard already playing when the trial started): not trial data, no feedback, \
+                 no keystroke count",
+                c.input_before_start
+            );
+        }
+        if let Some(l) = &side.input_lost {
+            eprintln!(
+                "firmtime: trial {trial}: INPUT LOST at {:.3} s ({}): {}; the trial ended there, kept and flagged incomplete",
+                l.at_us as f64 / 1e6,
+                l.cause,
+                l.words
+            );
+        }
         summary.push(serde_json::json!({
             "trial": trial,
             "experiment_file": path,
@@ -636,18 +656,22 @@ fn session(a: RunArgs) -> anyhow::Result<Outcome> {
             "beats": outcome.beats,
             "ended": end_word(outcome.reason),
             "incomplete": outcome.incomplete(),
+            "input_lost": side.input_lost,
             "unreported": outcome.unreported,
             "self_checks": c,
         }));
         engine_causes.extend(traced_engine_causes(&c.late_causes));
         if outcome.incomplete() {
-            failed = outcome.reason == EndReason::Disconnected;
+            failed = matches!(
+                outcome.reason,
+                EndReason::Disconnected | EndReason::InputLost
+            );
             eprintln!(
                 "firmtime: session stopped after trial {trial} by {} (kept, flagged incomplete)",
-                if outcome.reason == EndReason::Interrupted {
-                    signals::describe()
-                } else {
-                    "a disconnection"
+                match outcome.reason {
+                    EndReason::Interrupted => signals::describe(),
+                    EndReason::InputLost => "the loss of its input",
+                    _ => "a disconnection",
                 }
             );
             break;
@@ -676,6 +700,7 @@ fn end_word(r: EndReason) -> String {
         EndReason::Trigger(id) => format!("trigger {id}"),
         EndReason::Interrupted => "interrupted".into(),
         EndReason::Disconnected => "disconnected".into(),
+        EndReason::InputLost => "input lost".into(),
     }
 }
 

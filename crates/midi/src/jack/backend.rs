@@ -8,14 +8,14 @@ use firmtime_jack::{
     activate, connect, deactivate, jack_clock_offset, open_client, port_names, FrameExtender,
     FrameGaps, JackClock,
 };
-use jack::{AudioOut, Client, MidiIn, MidiOut};
+use jack::{AudioOut, Client, MidiIn, MidiOut, Port};
 
 use super::audio::{self, AudioOptions, AudioStats, Synth};
 use super::process::{new_core, AudioPart, Notifier, Process, Shared};
 use super::MAX_PORTS;
 use crate::backend::{
-    BackendError, BackendKind, BackendStats, EngineEnds, InputEvent, MidiBackend, OutputEvent,
-    PortIndex, SentEvent,
+    BackendError, BackendKind, BackendStats, EngineEnds, InputEvent, InputLoss, MidiBackend,
+    OutputEvent, PortIndex, SentEvent,
 };
 use crate::error::{Error, ErrorKind};
 
@@ -196,6 +196,7 @@ impl JackBackend {
         let client_name = client.name().to_string();
         let buffer_size = client.buffer_size();
         let (core, ends, shared) = new_core(options.queue_capacity);
+        let input_handles: Vec<Port<jack::Unowned>> = ins.iter().map(Port::clone_unowned).collect();
         let process = Process {
             core,
             ins,
@@ -205,9 +206,7 @@ impl JackBackend {
             gaps: FrameGaps::default(),
             clock_offset_ns,
         };
-        let notifier = Notifier {
-            shared: Arc::clone(&shared),
-        };
+        let notifier = Notifier::new(Arc::clone(&shared), input_handles, input_names.clone());
         let active = activate(client, notifier, process, "JACK client")?;
         let backend = JackBackend {
             client: Some(active),
@@ -384,5 +383,13 @@ impl MidiBackend for JackBackend {
 
     fn stats(&self) -> BackendStats {
         self.shared.link.counters.snapshot()
+    }
+
+    fn input_loss(&self) -> Option<InputLoss> {
+        self.shared.link.loss.get()
+    }
+
+    fn describe_input_loss(&self) -> Option<String> {
+        self.shared.link.loss.detail()
     }
 }

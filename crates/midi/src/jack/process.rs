@@ -11,12 +11,17 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use firmtime_jack::{read_cycle_times, CycleTimes, FrameExtender, FrameGaps};
-use jack::{AudioOut, Client, ClientStatus, Control, MidiIn, MidiOut, Port, ProcessScope, RawMidi};
+use jack::{
+    AudioOut, Client, ClientStatus, Control, MidiIn, MidiOut, Port, PortId, ProcessScope, RawMidi,
+    Unowned,
+};
 use rtrb::{Consumer, Producer, RingBuffer};
 
 use super::audio::Synth;
 use super::MAX_PORTS;
-use crate::backend::{bump, EngineEnds, EngineLink, InputEvent, OutputEvent, PortIndex, SentEvent};
+use crate::backend::{
+    bump, EngineEnds, EngineLink, InputEvent, LossCause, OutputEvent, PortIndex, SentEvent,
+};
 use crate::parse_message;
 
 /// Where the process callback's core writes output events.
@@ -167,18 +172,126 @@ pub(super) fn new_core(capacity: usize) -> (JackCore, EngineEnds, Arc<Shared>) {
     )
 }
 
+/// The JACK client's notification handler (JACK's notification thread, not
+/// the RT thread): counts xruns, marks a server shutdown, and watches the
+/// MIDI inputs' connections so that a source that goes away mid-trial is
+/// an input loss ([`crate::backend::LossCell`]) the engine side reads from
+/// atomics.
 pub(super) struct Notifier {
     pub(super) shared: Arc<Shared>,
+    /// Our MIDI input ports (unowned handles), to read their connections.
+    pub(super) inputs: Vec<Port<Unowned>>,
+    /// Their full names.
+    pub(super) input_names: Vec<String>,
+    /// Each input's connections as last seen.
+    pub(super) peers: Vec<Vec<String>>,
+    /// Inputs that had a connection and have none now.
+    pub(super) lost: Vec<bool>,
+    /// For each lost input, the ports that fed it.
+    pub(super) lost_from: Vec<Vec<String>>,
+}
+
+impl Notifier {
+    pub(super) fn new(shared: Arc<Shared>, inputs: Vec<Port<Unowned>>, names: Vec<String>) -> Self {
+        let n = inputs.len();
+        Self {
+            shared,
+            inputs,
+            input_names: names,
+            peers: vec![Vec::new(); n],
+            lost: vec![false; n],
+            lost_from: vec![Vec::new(); n],
+        }
+    }
+
+    /// The loss's words: which ports fed which input, and why they stopped.
+    fn describe(&self, i: usize, client_gone: bool) -> String {
+        format!(
+            "{} no longer feeds {} ({})",
+            self.lost_from[i].join(", "),
+            self.input_names[i],
+            if client_gone {
+                "its client went away"
+            } else {
+                "disconnected"
+            }
+        )
+    }
+
+    /// Re-reads every input's connections after a change in the graph
+    /// (`gone`: a client that just unregistered). An input whose last
+    /// connection went is a loss; the cause is the client's exit when the
+    /// source port no longer exists or belonged to `gone`, else a port
+    /// disconnection. An input with a connection again is restored.
+    fn check_inputs(&mut self, client: &Client, gone: Option<&str>) {
+        let loss = Arc::clone(&self.shared);
+        let loss = &loss.link.loss;
+        for i in 0..self.inputs.len() {
+            let now = self.inputs[i].get_connections();
+            let before = std::mem::replace(&mut self.peers[i], now);
+            if !self.peers[i].is_empty() {
+                self.lost[i] = false;
+                continue;
+            }
+            if before.is_empty() {
+                continue;
+            }
+            // The source's ports as last seen: still there, or gone with their client?
+            let client_gone = before.iter().any(|p| {
+                client.port_by_name(p).is_none()
+                    || gone.is_some_and(|g| p.split_once(':').is_some_and(|(c, _)| c == g))
+            });
+            let cause = if client_gone {
+                LossCause::ClientGone
+            } else {
+                LossCause::PortDisconnected
+            };
+            self.lost[i] = true;
+            self.lost_from[i] = before;
+            loss.lose(cause, firmtime_rt::clock::monotonic_ns());
+            loss.set_detail(self.describe(i, client_gone));
+        }
+        if !self.lost.iter().any(|&l| l) {
+            loss.restored();
+        }
+    }
 }
 
 impl jack::NotificationHandler for Notifier {
     unsafe fn shutdown(&mut self, _status: ClientStatus, _reason: &str) {
-        self.shared.link.shut_down();
+        self.shared.link.shut_down(LossCause::ServerShutdown);
     }
 
     fn xrun(&mut self, _: &Client) -> Control {
         bump(&self.shared.link.counters.xruns);
         Control::Continue
+    }
+
+    fn ports_connected(&mut self, client: &Client, _a: PortId, _b: PortId, _connected: bool) {
+        self.check_inputs(client, None);
+    }
+
+    fn port_registration(&mut self, client: &Client, _port: PortId, _registered: bool) {
+        self.check_inputs(client, None);
+    }
+
+    fn client_registration(&mut self, client: &Client, name: &str, registered: bool) {
+        if registered {
+            return;
+        }
+        // A client's exit is told as its ports' disconnection first: the
+        // loss of an input it fed was its exit.
+        let loss = &self.shared.link.loss;
+        let of_client = |p: &String| p.split_once(':').is_some_and(|(c, _)| c == name);
+        let fed = (0..self.inputs.len())
+            .find(|&i| self.lost[i] && self.lost_from[i].iter().any(of_client));
+        if let (Some(i), Some(l)) = (fed, loss.get()) {
+            if l.ongoing && l.cause == LossCause::PortDisconnected {
+                loss.refine(LossCause::ClientGone);
+                loss.set_detail(self.describe(i, true));
+            }
+        }
+        self.check_inputs(client, Some(name));
     }
 }
 

@@ -421,6 +421,7 @@ fn taps_logged_at_their_frames_feedback_and_metronome_at_intended_frames() {
         seed: 5,
         rt: None,
         stopped_by: None,
+        input_loss_detail: None,
     };
     let prov = firmtime_rt::system::Provenance::begin(vec!["test".into()]);
     let dropped = (r.outcome.backend.xruns, r.outcome.backend.frame_gaps);
