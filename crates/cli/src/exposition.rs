@@ -25,7 +25,10 @@ pub struct MetricsArgs {
     /// Serve OpenMetrics for Prometheus on this address (e.g. 127.0.0.1:9807); off by default.
     #[arg(long, value_name = "ADDR")]
     metrics_listen: Option<SocketAddr>,
-    /// File holding a bearer token (first line, at least 16 characters) that scrapes must send.
+    /// File holding a bearer token (first line, 16 to 4096 printable ASCII
+    /// characters) that scrapes must send. Secret-file rule: a regular file of
+    /// at most 4 KiB that neither the group nor the world may write (refused),
+    /// owned by root or you; a warning if others may read it.
     #[arg(long, value_name = "FILE", requires = "metrics_listen")]
     metrics_token: Option<PathBuf>,
 }
@@ -44,12 +47,46 @@ impl MetricsArgs {
         };
         let token = match &self.metrics_token {
             Some(p) => {
-                Some(endpoint::read_token(p).map_err(|e| UsageError(e.message().to_string()))?)
+                let (token, warning) = read_token(p).map_err(UsageError)?;
+                if let Some(w) = warning {
+                    eprintln!("firmtime: warning: {w}");
+                }
+                Some(token)
             }
             None => None,
         };
         Ok(Prepared(Some((addr, token))))
     }
+}
+
+/// The shortest bearer token accepted, in characters.
+pub const MIN_TOKEN_LEN: usize = 16;
+
+/// Reads a `--metrics-token` file under the one rule for secrets
+/// (`firmtime_rt::secret`: a regular file of at most 4 KiB, not writable by
+/// others): its first line, trimmed, of at least [`MIN_TOKEN_LEN`] printable
+/// ASCII characters; and the warning to show when others may read it.
+///
+/// # Errors
+/// A message naming `--metrics-token` and the file.
+pub fn read_token(path: &std::path::Path) -> Result<(String, Option<String>), String> {
+    let mut s = firmtime_rt::secret::read_secret(
+        path,
+        firmtime_rt::secret::DEFAULT_MAX_LEN,
+        "--metrics-token",
+    )
+    .map_err(|e| e.to_string())?;
+    let warning = s.take_warning().map(|w| w.to_string());
+    let first = s.bytes().split(|&b| b == b'\n').next().unwrap_or(&[]);
+    let t = std::str::from_utf8(first).unwrap_or("").trim();
+    if t.len() < MIN_TOKEN_LEN || t.chars().any(|c| !c.is_ascii_graphic()) {
+        return Err(format!(
+            "--metrics-token {}: the token must be at least {MIN_TOKEN_LEN} printable ASCII \
+             characters on the first line",
+            path.display()
+        ));
+    }
+    Ok((t.to_string(), warning))
 }
 
 impl Prepared {

@@ -114,6 +114,9 @@ pub fn run(a: RackArgs) -> anyhow::Result<Outcome> {
         connect_out: a.connect_out.clone(),
     };
     let mut host = RackHost::start(&file, &scan, &opts)?;
+    for w in host.control().warnings() {
+        eprintln!("firmtime: warning: {w}");
+    }
     let source = host.metrics();
     let endpoint = metrics.serve("firmtime rack", move || {
         crate::exposition::rack_text(&source)

@@ -318,6 +318,182 @@ fn a_worker_metrics_token_is_required_when_given() {
     drop(worker);
 }
 
+/// Runs `firmtime ARGS` (stdin null) and returns its output; fails the test
+/// if it has not ended within 20 s (a FIFO token or key hung start-up).
+fn firmtime_within(args: &[&str]) -> std::process::Output {
+    let mut child = Command::new(EXE)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let end = Instant::now() + Duration::from_secs(20);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > end {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!("{args:?} hung: {}", text(&out.stderr));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// A file in `dir` holding `bytes`, with permission bits `mode`.
+fn secret_file(dir: &TestDir, name: &str, bytes: &[u8], mode: u32) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let p = dir.0.join(name);
+    std::fs::write(&p, bytes).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+    p
+}
+
+/// Regression (issue 28 item 6): `--metrics-token /dev/zero` ran out of
+/// memory, a FIFO hung start-up, a 2.8 MB token line and a 0666 token file
+/// were accepted, and `--key` files others may write (0666, 0662) too. Each
+/// is now refused at once naming the flag and the file, a token or key
+/// others may read is said on stderr, and a 0600 one starts silently.
+#[test]
+fn token_and_key_files_follow_the_secret_rule() {
+    let dir = TestDir::new("net-metrics-secret");
+    let fifo = dir.0.join("fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let mut big = vec![b'a'; 2_800_000];
+    big.push(b'\n');
+    let big = secret_file(&dir, "big", &big, 0o600);
+    let open = secret_file(&dir, "open", b"0123456789abcdef-token\n", 0o666);
+    let group = secret_file(&dir, "group", b"0123456789abcdef-token\n", 0o662);
+    let worker = |extra: &[&str]| {
+        let mut a = vec![
+            "net",
+            "worker",
+            "--listen",
+            "127.0.0.1:0",
+            "--priority",
+            "other",
+            "--metrics-listen",
+            "127.0.0.1:0",
+        ];
+        a.extend_from_slice(extra);
+        firmtime_within(&a)
+    };
+    let bad: [(&str, &str); 5] = [
+        ("/dev/zero", "a character device, not a regular file"),
+        (fifo.to_str().unwrap(), "a FIFO, not a regular file"),
+        (big.to_str().unwrap(), "more than the 4096"),
+        (
+            open.to_str().unwrap(),
+            "its group and every user may write it (mode 0666)",
+        ),
+        (
+            group.to_str().unwrap(),
+            "its group and every user may write it (mode 0662)",
+        ),
+    ];
+    for (file, why) in bad {
+        let out = worker(&["--metrics-token", file]);
+        assert_exit(&out, 2, &[&format!("--metrics-token {file}: {why}")]);
+    }
+    let key_open = secret_file(&dir, "key-open", &[7u8; 32], 0o666);
+    let key_group = secret_file(&dir, "key-group", &[7u8; 32], 0o662);
+    for (file, why) in [
+        ("/dev/zero", "not a regular file"),
+        (fifo.to_str().unwrap(), "not a regular file"),
+        (key_open.to_str().unwrap(), "may write it (mode 0666)"),
+        (key_group.to_str().unwrap(), "may write it (mode 0662)"),
+    ] {
+        let out = firmtime_within(&[
+            "net",
+            "worker",
+            "--listen",
+            "127.0.0.1:0",
+            "--priority",
+            "other",
+            "--key",
+            file,
+        ]);
+        let err = text(&out.stderr);
+        assert!(!out.status.success(), "{file}: {err}");
+        assert!(
+            err.contains(&format!("key file {file}: ")) && err.contains(why),
+            "{err}"
+        );
+    }
+    // Readable by others: accepted, and said before the worker is ready.
+    let token = secret_file(&dir, "token644", b"0123456789abcdef-token\n", 0o644);
+    let key = secret_file(&dir, "key644", &[7u8; 32], 0o644);
+    let lines = ready_lines(&[
+        "--metrics-token",
+        token.to_str().unwrap(),
+        "--key",
+        key.to_str().unwrap(),
+    ]);
+    for (flag, p) in [("--metrics-token", &token), ("key file", &key)] {
+        let want = format!(
+            "{flag} {} is readable by its group and every user (mode 0644)",
+            p.display()
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with("firmtime: warning: ") && l.contains(&want)),
+            "{want} not in {lines:?}"
+        );
+    }
+    // 0600: no warning.
+    let token = secret_file(&dir, "token600", b"0123456789abcdef-token\n", 0o600);
+    let key = secret_file(&dir, "key600", &[7u8; 32], 0o600);
+    let lines = ready_lines(&[
+        "--metrics-token",
+        token.to_str().unwrap(),
+        "--key",
+        key.to_str().unwrap(),
+    ]);
+    assert!(!lines.iter().any(|l| l.contains("warning")), "{lines:?}");
+}
+
+/// Starts a worker on loopback with metrics and `extra`, returns its
+/// stderr lines up to its `ready` line, and kills it.
+fn ready_lines(extra: &[&str]) -> Vec<String> {
+    use std::io::BufRead;
+    let mut child = Command::new(EXE)
+        .args([
+            "net",
+            "worker",
+            "--listen",
+            "127.0.0.1:0",
+            "--priority",
+            "other",
+            "--metrics-listen",
+            "127.0.0.1:0",
+        ])
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut lines = Vec::new();
+    loop {
+        let mut line = String::new();
+        if err.read_line(&mut line).unwrap() == 0 {
+            let _ = child.wait();
+            panic!("the worker ended before it was ready: {lines:?}");
+        }
+        if line.starts_with("ready") {
+            break;
+        }
+        lines.push(line.trim_end().to_string());
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    lines
+}
+
 #[test]
 fn bad_metrics_flags_are_usage_errors_naming_the_flag() {
     let dir = TestDir::new("net-metrics-flags");

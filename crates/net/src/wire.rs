@@ -98,18 +98,28 @@ impl Key {
         Ok(Self { mac })
     }
 
-    /// A key read from a file (its raw bytes, as `head -c 32 /dev/urandom` writes them).
+    /// A key read from a file (its raw bytes, as `head -c 32 /dev/urandom`
+    /// writes them) under the one rule for secrets
+    /// ([`firmtime_rt::secret`]), and the warning the caller shows when the
+    /// group or the world may read the file.
     ///
     /// # Errors
-    /// The file cannot be read, is not a regular file (a FIFO, a device),
-    /// is larger than 4 KiB, or holds fewer than [`Key::MIN_LEN`] bytes.
-    pub fn from_file(path: &std::path::Path) -> Result<Self> {
-        // A regular file of at most 4 KiB: a FIFO must not hang a worker or
-        // host at start, /dev/zero must not eat its memory.
-        let bytes =
-            firmtime_rt::fs::read_small_file(path, 4096, "key file").map_err(Error::invalid)?;
-        Self::new(&bytes)
-            .map_err(|e| Error::invalid(format!("key file {}: {}", path.display(), e.message())))
+    /// [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput): the file
+    /// cannot be read, is not a regular file (a FIFO, a device), is larger
+    /// than 4 KiB, the group or the world may write it (or another user owns
+    /// it), or it holds fewer than [`Key::MIN_LEN`] bytes.
+    pub fn from_file(
+        path: &std::path::Path,
+    ) -> Result<(Self, Option<firmtime_rt::secret::SecretWarning>)> {
+        let mut s = firmtime_rt::secret::read_secret(
+            path,
+            firmtime_rt::secret::DEFAULT_MAX_LEN,
+            "key file",
+        )
+        .map_err(|e| Error::invalid(e.to_string()))?;
+        let key = Self::new(s.bytes())
+            .map_err(|e| Error::invalid(format!("key file {}: {}", path.display(), e.message())))?;
+        Ok((key, s.take_warning()))
     }
 
     /// The truncated tag of `data`. **RT-safe.**
@@ -502,13 +512,19 @@ pub fn decode<'a>(buf: &'a [u8], key: Option<&Key>) -> Result<Packet<'a>, DropRe
 pub(crate) mod tests {
     #[test]
     fn a_key_file_must_be_a_small_regular_file() {
+        use std::os::unix::fs::PermissionsExt;
         let dir = std::env::temp_dir().join(format!("ft-keyfile-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let good = dir.join("good.key");
-        std::fs::write(&good, [7u8; 32]).unwrap();
-        assert!(super::Key::from_file(&good).is_ok());
-        let big = dir.join("big.key");
-        std::fs::write(&big, vec![7u8; 5000]).unwrap();
+        let write = |name: &str, bytes: &[u8], mode: u32| {
+            let p = dir.join(name);
+            std::fs::write(&p, bytes).unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+            p
+        };
+        let good = write("good.key", &[7u8; 32], 0o600);
+        let (_, warning) = super::Key::from_file(&good).unwrap();
+        assert!(warning.is_none());
+        let big = write("big.key", &[7u8; 5000], 0o600);
         let e = super::Key::from_file(&big).unwrap_err();
         assert!(e.message().contains("more than the 4096"), "{e}");
         let fifo = dir.join("fifo.key");
@@ -520,6 +536,15 @@ pub(crate) mod tests {
         assert!(e.message().contains("not a regular file"), "{e}");
         let e = super::Key::from_file(std::path::Path::new("/dev/zero")).unwrap_err();
         assert!(e.message().contains("not a regular file"), "{e}");
+        // Regression (issue 28 item 6): keys others may write were accepted silently.
+        for mode in [0o666, 0o662] {
+            let p = write(&format!("w{mode:o}.key"), &[7u8; 32], mode);
+            let e = super::Key::from_file(&p).unwrap_err();
+            assert!(e.message().contains("may write it"), "{e}");
+        }
+        let p = write("r.key", &[7u8; 32], 0o644);
+        let (_, warning) = super::Key::from_file(&p).unwrap();
+        assert!(warning.unwrap().to_string().contains("readable by"));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

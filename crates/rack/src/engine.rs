@@ -421,6 +421,7 @@ pub struct RackControl {
     producer: Producer<ControlChange>,
     counters: Arc<Counters>,
     dropped: u64,
+    warnings: Vec<String>,
 }
 
 impl std::fmt::Debug for RackControl {
@@ -435,6 +436,12 @@ impl RackControl {
     /// The stages, in chain order.
     pub fn stages(&self) -> &[StageInfo] {
         &self.infos
+    }
+
+    /// What the caller should show from the build: a key file the group or
+    /// the world may read (`FILE:LINE:COL: key file … is readable by …`).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
     }
 
     /// Sets `port` (a control input's name, or its port index) of `stage`
@@ -655,12 +662,22 @@ fn resolve_controls(
     Ok(controls)
 }
 
-fn key_of(r: &RemoteSpec, at: &str) -> Result<Option<Key>> {
+/// The stage's key (the one rule for secrets: `firmtime_rt::secret`); a
+/// key file others may read adds its warning to `warnings`.
+fn key_of(r: &RemoteSpec, at: &str, warnings: &mut Vec<String>) -> Result<Option<Key>> {
     match &r.key_file {
         None => Ok(None),
-        Some(p) => Ok(Some(Key::from_file(p).map_err(|e| {
-            Error::new(ErrorKind::Remote, format!("{at}: key file: {e}"))
-        })?)),
+        Some(p) => {
+            let (key, warning) = Key::from_file(p)
+                .map_err(|e| Error::new(ErrorKind::Remote, format!("{at}: {e}")))?;
+            if let Some(w) = warning {
+                let w = format!("{at}: {w}");
+                if !warnings.contains(&w) {
+                    warnings.push(w);
+                }
+            }
+            Ok(Some(key))
+        }
     }
 }
 
@@ -698,6 +715,7 @@ pub fn build(
     let mut links = Vec::with_capacity(file.stages.len());
     let mut prev_out: Option<usize> = None;
     let mut max_ch = 1;
+    let mut warnings = Vec::new();
     let mut in_channels = 0;
     for (k, spec) in file.stages.iter().enumerate() {
         let at = file.where_stage(k);
@@ -745,7 +763,7 @@ pub fn build(
             }
             (StageKind::Plugin(label), Some(r)) => {
                 let worker = resolve_worker(&r.worker, &at)?;
-                let key = key_of(r, &at)?;
+                let key = key_of(r, &at, &mut warnings)?;
                 let remote_err = |e: firmtime_net::Error| {
                     Error::new(
                         ErrorKind::Remote,
@@ -829,7 +847,7 @@ pub fn build(
             (StageKind::Work { work, channels }, Some(r)) => {
                 let ch = channels.or(prev_out).unwrap_or(1);
                 let worker = resolve_worker(&r.worker, &at)?;
-                let key = key_of(r, &at)?;
+                let key = key_of(r, &at, &mut warnings)?;
                 let mut blocks = BlockSet::new();
                 let mut ins = Vec::with_capacity(ch);
                 let mut outs = Vec::with_capacity(ch);
@@ -941,6 +959,7 @@ pub fn build(
         producer,
         counters,
         dropped: 0,
+        warnings,
     };
     Ok((engine, control))
 }

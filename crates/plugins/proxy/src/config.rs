@@ -23,6 +23,8 @@ pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 pub const MAX_KEY_BYTES: u64 = 4096;
 /// Largest cached description read.
 pub const MAX_CACHE_BYTES: u64 = 1 << 20;
+/// Longest `label` and `worker` accepted (a label is a few dozen bytes).
+pub const MAX_NAME_BYTES: usize = 256;
 /// Exit status of a host whose offline render the proxy failed (EX_TEMPFAIL).
 pub const RENDER_FAILED_EXIT: i32 = 75;
 
@@ -57,6 +59,18 @@ pub enum Late {
 }
 
 pub use firmtime_rt::fs::read_small_file;
+
+/// Reads `key_file` under the one rule for secrets (`firmtime_rt::secret`,
+/// as `net worker --key`): a regular file of at most [`MAX_KEY_BYTES`] that
+/// neither the group nor the world may write, owned by root or this user.
+/// Returns the key and, when others may read the file, the warning to say.
+///
+/// # Errors
+/// The message, naming the key file and what is wrong with it.
+pub fn read_key(path: &Path) -> Result<(firmtime_net::Key, Option<String>), String> {
+    let (key, warning) = firmtime_net::Key::from_file(path).map_err(|e| e.to_string())?;
+    Ok((key, warning.map(|w| w.to_string())))
+}
 
 /// One `[[remote]]` entry.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -121,10 +135,18 @@ impl RemoteEntry {
                 return Err(format!("max_block = {m}: give 1 to {MAX_FRAMES}"));
             }
         }
+        for (key, v) in [("label", &self.label), ("worker", &self.worker)] {
+            if v.len() > MAX_NAME_BYTES {
+                return Err(format!(
+                    "{key} = \"{}\": give at most {MAX_NAME_BYTES} bytes",
+                    firmtime_ladspa::shown(v)
+                ));
+            }
+        }
         if self.label.is_empty() || self.label.chars().any(char::is_whitespace) {
             return Err(format!(
-                "label = {:?}: give a plugin label or ID",
-                self.label
+                "label = \"{}\": give a plugin label or ID",
+                firmtime_ladspa::shown(&self.label)
             ));
         }
         Ok(())
@@ -463,6 +485,37 @@ colour = "red"
         );
         let e = read_small_file(&dir.join("none"), 100, "config").unwrap_err();
         assert!(e.contains("No such file"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Regression (issue 28 item 6): a `key_file` others may write (0666,
+    /// 0662) was accepted silently; one others may read is now said.
+    #[test]
+    fn a_key_file_follows_the_secret_rule() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("ftproxy-key-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let key = |mode: u32| {
+            let p = dir.join(format!("k{mode:o}"));
+            std::fs::write(&p, [9u8; 32]).unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+            p
+        };
+        for mode in [0o666, 0o662, 0o620] {
+            let p = key(mode);
+            let e = read_key(&p).map(|_| ()).unwrap_err();
+            assert!(
+                e.starts_with(&format!("key file {}", p.display())) && e.contains("may write it"),
+                "{e}"
+            );
+        }
+        let (_, w) = read_key(&key(0o644)).unwrap();
+        assert!(w.unwrap().contains("readable by its group and every user"));
+        let (_, w) = read_key(&key(0o600)).unwrap();
+        assert_eq!(w, None);
+        let e = read_key(Path::new("/dev/zero")).map(|_| ()).unwrap_err();
+        assert!(e.contains("not a regular file"), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
