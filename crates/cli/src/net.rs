@@ -49,9 +49,11 @@ pub enum NetCommand {
     Bench(BenchArgs),
     /// Find workers by a UDP probe (broadcast or unicast) to their port.
     Discover(DiscoverArgs),
-    /// Print a worker's counters: datagrams, drops by reason, periods, sessions,
-    /// and the kernel's drops (at the worker's socket, and in its whole network
-    /// namespace). `--json` for the counters as JSON (see docs/NET.md).
+    /// Print a worker's counters: sessions and periods (served now, and since
+    /// the worker started), late and lost periods, datagrams, drops by reason,
+    /// refusals, and the kernel's drops (at the worker's socket, and in its
+    /// whole network namespace). Every figure is the JSON's of the same name
+    /// (`--json`; see docs/NET.md).
     Stats(StatsArgs),
     /// Reproduce Lago's Figures 5–8 (waste_time, local and remote) on JACK's dummy backend.
     Experiment(crate::netexp::ExperimentArgs),
@@ -203,7 +205,9 @@ pub struct StatsArgs {
     /// Pre-shared key file.
     #[arg(long)]
     key: Option<PathBuf>,
-    /// Write the counters as JSON to PATH (`-` or a bare --json: stdout) instead of the table.
+    /// Write the counters as JSON to PATH (`-` or a bare --json: stdout,
+    /// instead of the words; with a file the words are printed too, from the
+    /// same answer).
     #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "-")]
     json: Option<PathBuf>,
 }
@@ -234,10 +238,17 @@ fn max_memory(text: &str) -> Result<u64, String> {
     Ok(n)
 }
 
-fn key(path: &Option<PathBuf>) -> anyhow::Result<Option<Key>> {
-    path.as_ref()
-        .map(|p| Key::from_file(p).map_err(anyhow::Error::from))
-        .transpose()
+/// The key of `--key FILE` (the one rule for secrets, `firmtime_rt::secret`);
+/// says on stderr when others may read the file.
+pub(crate) fn key(path: &Option<PathBuf>) -> anyhow::Result<Option<Key>> {
+    let Some(p) = path else {
+        return Ok(None);
+    };
+    let (key, warning) = Key::from_file(p).map_err(anyhow::Error::from)?;
+    if let Some(w) = warning {
+        eprintln!("firmtime: warning: --key: {w}");
+    }
+    Ok(Some(key))
 }
 
 fn resolve(text: &str) -> anyhow::Result<SocketAddr> {
@@ -543,62 +554,45 @@ fn discover(a: DiscoverArgs) -> anyhow::Result<Outcome> {
 fn stats(a: StatsArgs) -> anyhow::Result<Outcome> {
     let addr = resolve(&a.worker)?;
     let r = firmtime_net::control::query_stats(addr, key(&a.key)?, Duration::from_secs(2))?;
-    match &a.json {
-        Some(p) => args::write_json(p, &r)?,
-        None => print!("{}", stats_text(&a.worker, &r)),
+    if let Some(p) = &a.json {
+        args::write_json(p, &r)?;
+    }
+    // With the JSON in a file, the words of the same answer go to stdout too.
+    if !args::is_stdout(a.json.as_deref()) {
+        print!("{}", stats_text(&a.worker, &r));
     }
     Ok(Outcome::Ok)
 }
 
-/// `net stats` for a reader: one counter a line, the drops by reason
-/// indented under their sum, the kernel's two counts told apart.
+/// `net stats` for a reader: one figure a line, from the same rows as the
+/// JSON ([`WorkerReport::rows`](firmtime_net::control::WorkerReport::rows)),
+/// parts (the drops by reason, the lost periods by kind) indented under
+/// their sum.
 fn stats_text(worker: &str, r: &firmtime_net::control::WorkerReport) -> String {
-    let na = |v: Option<u64>| v.map_or_else(|| "not readable".to_string(), |n| n.to_string());
-    let mut rows = vec![
-        ("datagrams received".to_string(), r.datagrams.to_string()),
-        ("periods processed".to_string(), r.periods.to_string()),
-        ("sessions".to_string(), r.sessions.to_string()),
-        ("dropped by the worker".to_string(), r.dropped.to_string()),
-    ];
-    rows.extend(
-        r.drops
-            .iter()
-            .map(|(reason, n)| (format!("  {reason}"), n.to_string())),
-    );
-    for (label, n) in [
-        ("discovery probes answered", r.probes),
-        ("periods abandoned incomplete", r.incomplete),
-        ("periods given up, session busy or cut off", r.busy),
-        (
-            "setups refused (out of range, over a cap)",
-            r.setups_refused,
-        ),
-        ("control values refused", r.bad_controls),
-        ("sessions cut off by the watchdog", r.cut_off),
-        ("receive errors on the data socket", r.recv_errors),
-        ("results that could not be sent", r.send_errors),
-    ] {
-        rows.push((label.to_string(), n.to_string()));
-    }
-    rows.push((
-        "dropped by the kernel at this worker's socket".to_string(),
-        format!("{} (its receive buffer was full)", na(r.socket_drops)),
-    ));
-    rows.push((
-        "dropped by the kernel in its network namespace".to_string(),
-        format!(
-            "{} (RcvbufErrors: every UDP socket of the host or container, not this worker's alone)",
-            na(r.kernel_rcvbuf_errors)
-        ),
-    ));
+    let rows = r.rows();
+    let label = |row: &firmtime_net::control::ReportRow| {
+        if row.part {
+            format!("  {}", row.label)
+        } else {
+            row.label.clone()
+        }
+    };
     let width = rows
         .iter()
-        .map(|(l, _)| l.chars().count())
+        .map(|row| label(row).chars().count())
         .max()
         .unwrap_or(0);
     let mut s = format!("worker {worker}\n");
-    for (label, value) in rows {
-        s += &format!("  {label:<width$}  {value}\n");
+    for row in &rows {
+        let value = row
+            .value
+            .map_or_else(|| "not readable".to_string(), |n| n.to_string());
+        let note = if row.note.is_empty() {
+            String::new()
+        } else {
+            format!(" {}", row.note)
+        };
+        s += &format!("  {:<width$}  {value}{note}\n", label(row));
     }
     s
 }

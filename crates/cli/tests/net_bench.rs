@@ -1,11 +1,13 @@
 //! `firmtime net bench` against a worker the test starts on loopback: what
 //! it prints and writes about the usable fraction with and without `--ramp`.
 //! The loop runs at SCHED_OTHER (`--priority other`): these tests check the
-//! report, not timing.
+//! report, not timing. And `net stats` after a bench: its words and its
+//! JSON say the same.
 
 mod common;
 
-use common::{net_bench, NetWorker as Worker};
+use common::{assert_ok, firmtime, net_bench, take_json, tmp_path, NetWorker as Worker};
+use serde_json::Value;
 
 /// Long periods (1024 frames, 21 ms) and window 2: no period is late on a
 /// busy test machine, so the one step (or some ramp step) is usable.
@@ -81,4 +83,102 @@ fn with_ramp_the_usable_fraction_is_a_number() {
     let line = usable_line(&stdout);
     let want = format!("usable fraction {:.1} %  master CPU ", usable * 100.0);
     assert!(line.starts_with(&want), "{line}");
+}
+
+/// The JSON figure at a row's key (`drops.REASON` inside `drops`).
+fn json_at<'a>(json: &'a Value, key: &str) -> &'a Value {
+    match key.strip_prefix("drops.") {
+        Some(reason) => &json["drops"][reason],
+        None => &json[key],
+    }
+}
+
+/// Regression (issue 28 item 4): after a `net bench`, `net stats` said
+/// "periods processed 0" in words while `--json` said `periods_total: 8915,
+/// sessions_opened: 4`. One `net stats --json FILE` now writes the JSON and
+/// prints the words of the same answer: every figure of the words equals
+/// the JSON's at the key its row names, and every JSON figure is in the words.
+#[test]
+fn net_stats_words_and_json_agree_after_a_bench() {
+    let w = Worker::start();
+    let (_, _, bench) = bench(&w, "stats-bench.json", &["--duration", "1s"]);
+    let path = tmp_path("net-stats-words.json");
+    let out = firmtime(&[
+        "net",
+        "stats",
+        "--worker",
+        &w.1,
+        "--json",
+        path.to_str().unwrap(),
+    ]);
+    let words = assert_ok(&out);
+    let json = take_json(&path);
+    // The words' labels and the JSON keys they stand for, as the library pairs them.
+    let report: firmtime_net::control::WorkerReport = serde_json::from_value(json.clone()).unwrap();
+    let key_of: std::collections::BTreeMap<String, String> = report
+        .rows()
+        .into_iter()
+        .map(|r| (r.label, r.key))
+        .collect();
+    let mut lines = words.lines();
+    assert_eq!(
+        lines.next(),
+        Some(format!("worker {}", w.1).as_str()),
+        "{words}"
+    );
+    let mut shown = std::collections::BTreeSet::new();
+    for line in lines {
+        let (label, rest) = line
+            .trim()
+            .split_once("  ")
+            .unwrap_or_else(|| panic!("no figure in {line:?}"));
+        let key = key_of
+            .get(label)
+            .unwrap_or_else(|| panic!("{label:?} is in the words, not in the JSON:\n{words}"));
+        let value = rest.trim_start();
+        let want = json_at(&json, key);
+        if value.starts_with("not readable") {
+            assert!(want.is_null(), "{label}: not readable, JSON {key} = {want}");
+        } else {
+            let n: u64 = value
+                .split_whitespace()
+                .next()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("{line:?}: no number"));
+            assert_eq!(
+                Some(n),
+                want.as_u64(),
+                "{label} ({key}) in\n{words}\n{json}"
+            );
+        }
+        assert!(shown.insert(key.clone()), "{key} shown twice:\n{words}");
+    }
+    // Every figure of the JSON is in the words.
+    for (k, v) in json.as_object().unwrap() {
+        let keys: Vec<String> = match v {
+            Value::Object(m) => m.keys().map(|r| format!("{k}.{r}")).collect(),
+            _ => vec![k.clone()],
+        };
+        for key in keys {
+            assert!(
+                shown.contains(&key),
+                "{key} is in the JSON, not in the words:\n{words}"
+            );
+        }
+    }
+    // And the figures are the bench's: its session ended, its periods were processed.
+    assert_eq!(json["sessions"], 0, "{json}");
+    assert_eq!(json["periods"], 0, "{json}");
+    assert!(json["sessions_opened"].as_u64().unwrap() >= 1, "{json}");
+    let delivered = bench["workers"][0]["delivered"].as_u64().unwrap();
+    assert!(delivered > 0, "{bench}");
+    assert!(
+        json["periods_total"].as_u64().unwrap() >= delivered,
+        "{json}\n{bench}"
+    );
+    assert_eq!(
+        json["lost_total"].as_u64(),
+        Some(json["incomplete"].as_u64().unwrap() + json["busy"].as_u64().unwrap()),
+        "{json}"
+    );
 }

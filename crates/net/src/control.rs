@@ -222,11 +222,13 @@ impl std::fmt::Display for Reply {
 pub struct WorkerReport {
     /// Datagrams received on the data port.
     pub datagrams: u64,
-    /// Datagrams dropped before a stream was found, by reason name.
+    /// Datagrams dropped, by reason name (only reasons with drops), since
+    /// the worker started, ended sessions included.
     pub drops: std::collections::BTreeMap<String, u64>,
     /// Sum of `drops`.
     pub dropped: u64,
-    /// Periods processed, over every stream.
+    /// Periods processed by the sessions served now (`periods_total`:
+    /// since the worker started).
     pub periods: u64,
     /// Sessions (streams) being served.
     pub sessions: u64,
@@ -243,11 +245,13 @@ pub struct WorkerReport {
     /// Discovery probes answered.
     #[serde(default)]
     pub probes: u64,
-    /// Periods abandoned incomplete (a later period took their slot).
+    /// Periods abandoned incomplete (a later period took their slot), since
+    /// the worker started.
     #[serde(default)]
     pub incomplete: u64,
     /// Complete periods given up because their session was still busy (a
-    /// held result, a plugin still running) or had been cut off.
+    /// held result, a plugin still running) or had been cut off, since the
+    /// worker started.
     #[serde(default)]
     pub busy: u64,
     /// Control values refused (not finite, or outside the port's bounds).
@@ -263,7 +267,7 @@ pub struct WorkerReport {
     /// `recv` errors on the data socket (e.g. ICMP port unreachable).
     #[serde(default)]
     pub recv_errors: u64,
-    /// Result datagrams whose `send` failed.
+    /// Result datagrams whose `send` failed, since the worker started.
     #[serde(default)]
     pub send_errors: u64,
     /// Sessions set up since the worker started.
@@ -292,7 +296,126 @@ pub struct WorkerReport {
     pub worker_time_sum_ns: u64,
 }
 
+/// One figure of a [`WorkerReport`] as `firmtime net stats` words it: the
+/// report's JSON key (`drops.bad_mac` for a drop reason), the words, the
+/// value (`None`: not readable on that worker) and what the words add.
+/// Both renderings walk the same rows ([`WorkerReport::rows`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReportRow {
+    /// The JSON key; a `drops` entry is `drops.REASON`.
+    pub key: String,
+    /// The words (unique in a report).
+    pub label: String,
+    /// The value; `None` where the worker could not read it.
+    pub value: Option<u64>,
+    /// Shown after the value (what the figure covers); may be empty.
+    pub note: &'static str,
+    /// A part of the row above it (the drops by reason under their sum).
+    pub part: bool,
+}
+
 impl WorkerReport {
+    /// Every figure of the report, in the order `net stats` prints them:
+    /// one row per JSON field, one per drop reason under `dropped`. A unit
+    /// test checks that the rows and the JSON hold the same keys and values.
+    pub fn rows(&self) -> Vec<ReportRow> {
+        let row = |key: &str, label: &str, value: u64| ReportRow {
+            key: key.to_string(),
+            label: label.to_string(),
+            value: Some(value),
+            note: "",
+            part: false,
+        };
+        let mut rows = vec![
+            row("sessions", "sessions served now", self.sessions),
+            row(
+                "periods",
+                "periods processed by the sessions served now",
+                self.periods,
+            ),
+            row(
+                "sessions_opened",
+                "sessions opened since the worker started",
+                self.sessions_opened,
+            ),
+            row(
+                "periods_total",
+                "periods processed since the worker started",
+                self.periods_total,
+            ),
+            row(
+                "late_total",
+                "periods answered after the master's whole budget",
+                self.late_total,
+            ),
+            row(
+                "lost_total",
+                "periods received but never answered",
+                self.lost_total,
+            ),
+            row("incomplete", "abandoned incomplete", self.incomplete),
+            row("busy", "given up, session busy or cut off", self.busy),
+            row(
+                "timed_periods",
+                "periods timed (built-in work)",
+                self.timed_periods,
+            ),
+            row(
+                "worker_time_sum_ns",
+                "worker time of the timed periods, ns",
+                self.worker_time_sum_ns,
+            ),
+            row("datagrams", "datagrams received", self.datagrams),
+            row("dropped", "dropped by the worker", self.dropped),
+        ];
+        rows[6].part = true;
+        rows[7].part = true;
+        rows.extend(self.drops.iter().map(|(reason, &n)| ReportRow {
+            part: true,
+            ..row(&format!("drops.{reason}"), reason, n)
+        }));
+        rows.extend([
+            row("probes", "discovery probes answered", self.probes),
+            row(
+                "setups_refused",
+                "setups refused (out of range, over a cap)",
+                self.setups_refused,
+            ),
+            row("bad_controls", "control values refused", self.bad_controls),
+            row("cut_off", "sessions cut off by the watchdog", self.cut_off),
+            row(
+                "recv_errors",
+                "receive errors on the data socket",
+                self.recv_errors,
+            ),
+            row(
+                "send_errors",
+                "results that could not be sent",
+                self.send_errors,
+            ),
+            ReportRow {
+                value: self.socket_drops,
+                note: "(its receive buffer was full)",
+                ..row(
+                    "socket_drops",
+                    "dropped by the kernel at this worker's socket",
+                    0,
+                )
+            },
+            ReportRow {
+                value: self.kernel_rcvbuf_errors,
+                note: "(RcvbufErrors: every UDP socket of the host or container, not this \
+                       worker's alone)",
+                ..row(
+                    "kernel_rcvbuf_errors",
+                    "dropped by the kernel in its network namespace",
+                    0,
+                )
+            },
+        ]);
+        rows
+    }
+
     /// Fills `drops` and `dropped` from counters.
     pub fn set_drops(&mut self, d: &DropCounts) {
         self.drops = d
@@ -842,6 +965,61 @@ pub fn query_stats(addr: SocketAddr, key: Option<Key>, timeout: Duration) -> Res
 
 #[cfg(test)]
 mod tests {
+
+    /// Every JSON field of a report is one row of `net stats`' words, with
+    /// the same value, and every row is a JSON field: one source for both.
+    #[test]
+    fn the_words_rows_are_exactly_the_json_fields() {
+        // Each field a different value, so a row showing another field's fails.
+        let r = WorkerReport {
+            datagrams: 1,
+            drops: [("bad_mac".to_string(), 2), ("stale".to_string(), 3)]
+                .into_iter()
+                .collect(),
+            dropped: 5,
+            periods: 6,
+            sessions: 7,
+            kernel_rcvbuf_errors: Some(8),
+            socket_drops: None,
+            probes: 9,
+            incomplete: 10,
+            busy: 11,
+            bad_controls: 12,
+            cut_off: 13,
+            setups_refused: 14,
+            recv_errors: 15,
+            send_errors: 16,
+            sessions_opened: 17,
+            periods_total: 18,
+            late_total: 19,
+            lost_total: 21,
+            timed_periods: 22,
+            worker_time_sum_ns: 23,
+        };
+        let mut json = std::collections::BTreeMap::new();
+        let v = serde_json::to_value(&r).unwrap();
+        for (k, v) in v.as_object().unwrap() {
+            match v {
+                serde_json::Value::Object(m) => {
+                    for (reason, n) in m {
+                        json.insert(format!("{k}.{reason}"), n.as_u64());
+                    }
+                }
+                v => {
+                    assert!(v.is_u64() || v.is_null(), "{k}: {v}");
+                    json.insert(k.clone(), v.as_u64());
+                }
+            }
+        }
+        let rows = r.rows();
+        let words: std::collections::BTreeMap<String, Option<u64>> =
+            rows.iter().map(|w| (w.key.clone(), w.value)).collect();
+        assert_eq!(words.len(), rows.len(), "a key shown twice");
+        assert_eq!(words, json);
+        let labels: std::collections::BTreeSet<&str> =
+            rows.iter().map(|w| w.label.as_str()).collect();
+        assert_eq!(labels.len(), rows.len(), "a label shown twice");
+    }
     use super::*;
 
     #[test]

@@ -40,7 +40,7 @@ use crate::processor::{Processor, WorkHandle};
 use crate::published::{DataTotals, PeriodTimes, PeriodTimesSnapshot, Published, PUBLISH_EVERY};
 use crate::remote::{ControlRefusals, PluginAllowList, PluginDescription, PluginHost};
 use crate::runner::{Check, Feed, Runner};
-use crate::wire::{DropCounts, Key, DEFAULT_MTU};
+use crate::wire::{Key, DEFAULT_MTU};
 use crate::worker::{
     Answer, StreamOptions, StreamSpec, StreamStats, Worker, WorkerConfig, WorkerStats,
 };
@@ -720,34 +720,35 @@ fn counters(worker: &Worker, active: &[(u32, SocketAddr)], retired: &StreamStats
 
 /// The stats answer, built off the data thread.
 fn report(c: &DataCounters, sh: &Shared) -> WorkerReport {
-    let mut drops = DropCounts::default();
-    drops.merge(&c.worker.drops);
-    drops.merge(&c.streams.drops);
-    drops.merge(&c.discovery.drops);
+    // Since the worker started, ended sessions included (issue 28 item 4:
+    // the drops of an ended session vanished from `dropped`); only
+    // `sessions` and `periods` are about the sessions served now.
+    let t = &c.totals;
+    let plugin_dropped = sh.plugin_dropped.load(Ordering::Relaxed);
     let mut r = WorkerReport {
         datagrams: c.worker.datagrams,
         periods: c.streams.periods,
         sessions: c.sessions,
         kernel_rcvbuf_errors: kernel_rcvbuf_errors(),
         probes: c.discovery.periods,
-        incomplete: c.streams.incomplete + c.discovery.incomplete,
-        busy: c.streams.busy + sh.plugin_dropped.load(Ordering::Relaxed),
+        incomplete: t.incomplete,
+        busy: t.busy + plugin_dropped,
         bad_controls: sh.bad_controls.load(Ordering::Relaxed),
         cut_off: sh.cut_off.load(Ordering::Relaxed),
         setups_refused: sh.setups_refused.load(Ordering::Relaxed),
         recv_errors: c.worker.recv_errors,
-        send_errors: c.streams.send_errors + c.discovery.send_errors,
+        send_errors: t.send_errors,
         socket_drops: sh.data_socket.local_addr().ok().and_then(udp_socket_drops),
         sessions_opened: sh.sessions_opened.load(Ordering::Relaxed),
         periods_total: c.totals.periods,
         late_total: c.totals.late,
-        lost_total: c.totals.incomplete + c.totals.busy + sh.plugin_dropped.load(Ordering::Relaxed),
+        lost_total: t.incomplete + t.busy + plugin_dropped,
         ..WorkerReport::default()
     };
-    let t = sh.times.snapshot();
-    r.timed_periods = t.count();
-    r.worker_time_sum_ns = t.sum_ns;
-    r.set_drops(&drops);
+    let times = sh.times.snapshot();
+    r.timed_periods = times.count();
+    r.worker_time_sum_ns = times.sum_ns;
+    r.set_drops(&t.drops);
     r
 }
 
