@@ -383,7 +383,10 @@ fn token_and_key_files_follow_the_secret_rule() {
     let bad: [(&str, &str); 5] = [
         ("/dev/zero", "a character device, not a regular file"),
         (fifo.to_str().unwrap(), "a FIFO, not a regular file"),
-        (big.to_str().unwrap(), "more than the 4096"),
+        (
+            big.to_str().unwrap(),
+            "2800001 bytes, more than the 4096 a --metrics-token may have",
+        ),
         (
             open.to_str().unwrap(),
             "its group and every user may write it (mode 0666)",
