@@ -58,8 +58,20 @@ pub struct RackArgs {
     /// Write the final counters as JSON here (`-` or a bare --json: stdout).
     #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "-")]
     json: Option<PathBuf>,
+    /// Read control commands (`stage.port = value`, one a line) from stdin
+    /// even when it is not a terminal (a pipe, a file). Without it, commands
+    /// are read only from a terminal: whatever else is on stdin (another
+    /// program's messages) is never taken for a command.
+    #[arg(long)]
+    commands_from_stdin: bool,
     #[command(flatten)]
     metrics: crate::exposition::MetricsArgs,
+}
+
+/// Whether `rack` reads control commands from stdin: from a terminal, or
+/// from anything with `--commands-from-stdin`.
+fn reads_commands(stdin_is_terminal: bool, commands_from_stdin: bool) -> bool {
+    stdin_is_terminal || commands_from_stdin
 }
 
 /// Plugin directories: --ladspa-path, the directory of this binary (where
@@ -152,29 +164,47 @@ pub fn run(a: RackArgs) -> anyhow::Result<Outcome> {
             ctl.join(", ")
         );
     }
-    eprintln!("firmtime rack: type `stage.port = value` to change a control; SIGINT stops");
     let (tx, rx) = std::sync::mpsc::channel::<String>();
-    std::thread::spawn(move || {
-        for line in std::io::stdin().lock().lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
+    let stdin_is_terminal = std::io::IsTerminal::is_terminal(&std::io::stdin());
+    if reads_commands(stdin_is_terminal, a.commands_from_stdin) {
+        eprintln!("firmtime rack: type `stage.port = value` to change a control; SIGINT stops");
+        std::thread::spawn(move || {
+            for line in std::io::stdin().lock().lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
             }
-        }
-    });
+        });
+    } else {
+        // Not a terminal: its lines may be anything (libjack's messages in a
+        // pipeline), never commands unless asked.
+        drop(tx);
+        eprintln!(
+            "firmtime rack: stdin is not a terminal: no control commands are read from it \
+             (--commands-from-stdin reads them); SIGINT stops"
+        );
+    }
     let started = Instant::now();
     let mut last_status = Instant::now();
     while !stop.load(Ordering::Relaxed) && !host.is_shut_down() {
         if a.duration.is_some_and(|d| started.elapsed() >= d) {
             break;
         }
-        if let Ok(line) = rx.recv_timeout(Duration::from_millis(50)) {
-            let line = line.trim();
-            if !line.is_empty() && !line.starts_with('#') {
-                match host.control().apply_line(line) {
-                    Ok((s, p, v)) => eprintln!("set {s}.{p} = {v}"),
-                    Err(e) => eprintln!("firmtime rack: {e}"),
+        match rx.recv_timeout(Duration::from_millis(50)) {
+            Ok(line) => {
+                let line = line.trim();
+                if !line.is_empty() && !line.starts_with('#') {
+                    match host.control().apply_line(line) {
+                        Ok((s, p, v)) => eprintln!("set {s}.{p} = {v}"),
+                        Err(e) => eprintln!("firmtime rack: {e}"),
+                    }
                 }
             }
+            // No commands (not read, or stdin ended): wait as the receive would have.
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
         }
         if !a.status_every.is_zero() && last_status.elapsed() >= a.status_every {
             last_status = Instant::now();
@@ -251,6 +281,32 @@ pub fn run(a: RackArgs) -> anyhow::Result<Outcome> {
         ));
     }
     Ok(if shut { Outcome::Failed } else { Outcome::Ok })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Rack {
+        #[command(flatten)]
+        a: RackArgs,
+    }
+
+    /// Regression (issue 28 item 5): with stdin not a terminal, libjack's
+    /// messages were parsed as control commands.
+    #[test]
+    fn commands_are_read_from_a_terminal_or_when_asked() {
+        let a = Rack::try_parse_from(["rack", "r.toml"]).unwrap().a;
+        assert!(!a.commands_from_stdin);
+        assert!(!reads_commands(false, a.commands_from_stdin));
+        assert!(reads_commands(true, a.commands_from_stdin));
+        let a = Rack::try_parse_from(["rack", "r.toml", "--commands-from-stdin"])
+            .unwrap()
+            .a;
+        assert!(reads_commands(false, a.commands_from_stdin));
+    }
 }
 
 /// Port names for a message: `a, b` or `none`.

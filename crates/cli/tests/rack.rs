@@ -45,7 +45,7 @@ fn a_local_chain_runs_on_a_dummy_server() {
     if !std::path::Path::new("/usr/lib/ladspa/amp.so").exists()
         || Command::new("jackd").arg("--version").output().is_err()
     {
-        eprintln!("skipping: needs ladspa-sdk and jackd2");
+        firmtime_rt::testing::skip("needs ladspa-sdk (/usr/lib/ladspa/amp.so) and jackd2");
         return;
     }
     let p = tmp(
@@ -86,6 +86,72 @@ fn a_local_chain_runs_on_a_dummy_server() {
 
 const LADSPA: &str = "/usr/lib/ladspa";
 
+/// Runs `firmtime rack FILE --jack-dummy … ARGS` for 1.5 s with `input` on
+/// its (piped) stdin; returns its stderr and its JSON's `controls_applied`.
+fn rack_with_stdin(file: &Path, input: &str, args: &[&str]) -> (String, u64) {
+    use std::io::Write;
+    let json = std::env::temp_dir().join(format!(
+        "firmtime-rack-stdin-{}-{}.json",
+        std::process::id(),
+        args.len()
+    ));
+    let mut child = Command::new(EXE)
+        .arg("rack")
+        .arg(file)
+        .args([
+            "--jack-dummy",
+            "--period-frames",
+            "512",
+            "--duration",
+            "1500ms",
+        ])
+        .args(["--status-every", "0s", "--json"])
+        .arg(&json)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input.as_bytes()).unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{err}");
+    let v = read_json(&json);
+    let _ = std::fs::remove_file(&json);
+    (err, v["stats"]["controls_applied"].as_u64().unwrap())
+}
+
+/// Regression (issue 28 item 5): with stdin not a terminal, `rack` parsed
+/// whatever came on it (libjack's "Cannot connect to server socket…") as
+/// control commands. Now a pipe is read only with --commands-from-stdin.
+#[test]
+fn a_piped_stdin_is_read_for_commands_only_when_asked() {
+    if !have_amp("rack stdin") || !common::jack_installed("rack stdin") {
+        return;
+    }
+    let p = tmp(
+        "stdin.toml",
+        "[[stage]]\nname = \"g\"\nplugin = \"amp:amp_mono\"\ncontrols = { Gain = 0.5 }\n",
+    );
+    let input = "Cannot connect to server socket err = No such file or directory\n\
+                 g.Gain = 0.25\n";
+    let (err, applied) = rack_with_stdin(&p, input, &[]);
+    assert_eq!(applied, 0, "{err}");
+    assert!(!err.contains("set g.Gain"), "{err}");
+    assert!(!err.contains("Cannot connect to server socket"), "{err}");
+    assert!(
+        err.contains("stdin is not a terminal: no control commands are read from it"),
+        "{err}"
+    );
+    let (err, applied) = rack_with_stdin(&p, input, &["--commands-from-stdin"]);
+    assert_eq!(applied, 1, "{err}");
+    assert!(err.contains("set g.Gain = 0.25"), "{err}");
+    std::fs::remove_file(p).unwrap();
+}
+
 /// A `firmtime net worker --key K --plugin-dir /usr/lib/ladspa` child, killed on drop.
 struct Worker(Child);
 
@@ -121,7 +187,9 @@ fn free_addr() -> String {
 fn have_amp(test: &str) -> bool {
     let ok = Path::new(LADSPA).join("amp.so").exists();
     if !ok {
-        eprintln!("skipping {test}: {LADSPA}/amp.so missing (apt install ladspa-sdk)");
+        firmtime_rt::testing::skip(format!(
+            "{test}: {LADSPA}/amp.so missing (apt install ladspa-sdk)"
+        ));
     }
     ok
 }
