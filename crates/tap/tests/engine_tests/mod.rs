@@ -25,10 +25,11 @@ use firmtime_midi::jack::{
     AudioOptions, JackBackend, JackOptions, OnsetRecorder, RecorderOptions, Tap, Tapper,
     TapperOptions,
 };
-use firmtime_midi::MidiMessage;
+use firmtime_midi::{LossCause, MidiBackend, MidiMessage};
 use firmtime_rt::outliers::Notes;
 use firmtime_rt::sched::Policy;
 use firmtime_rt::setup::{self, RtRequest};
+use firmtime_rt::testing::Attempt;
 use firmtime_tap::data::{self, EventKind};
 use firmtime_tap::engine::{EndReason, Engine, EngineOptions, TrialEvent, TrialOutcome};
 use firmtime_tap::late::{self, BackendTiming, Class};
@@ -744,4 +745,341 @@ fn audio_clicks_start_at_their_intended_frames() {
             heard.onsets
         );
     }
+}
+
+// ------------------------------------------------- input before the start, input lost
+
+/// Opens the engine's client `ft-engine` on `srv`.
+fn engine_backend(srv: &TestServer) -> JackBackend {
+    let mut jo = JackOptions::new("ft-engine");
+    jo.server_name = Some(srv.name().to_string());
+    JackBackend::open(jo).expect("engine client opens")
+}
+
+const BEFORE_START: &str = r#"
+name = "a keyboard already playing"
+[feedback]
+delay = { mode = "fixed", ms = 50 }
+[end]
+keystrokes = 4
+[[trigger]]
+keystroke = 2
+set.feedback.delay = { mode = "fixed", ms = 100 }
+"#;
+
+/// True for a key press.
+fn is_press(m: &MidiMessage) -> bool {
+    matches!(m, MidiMessage::NoteOn { velocity: 1.., .. })
+}
+
+/// Regression (issue 28, item 1): a keyboard already playing when the trial
+/// started (`jack_midiseq … --connect`, Enter pressed later): its queued
+/// input became keystrokes 1, 2, … with negative times, their feedback
+/// burst out at the start, and keystroke triggers fired early. A tapper
+/// plays before and after the start; the taps before it (and releases of
+/// keys pressed before it) are counted, not trial data; the trial's inputs
+/// are exactly the taps after it, numbered from 1, at their frames.
+#[test]
+fn taps_played_before_the_trial_starts_are_dropped_and_counted() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(srv) = server() else {
+        return;
+    };
+    engine_rt();
+    let e = Experiment::from_toml(BEFORE_START).unwrap();
+    firmtime_rt::testing::until_checked(3, |_| {
+        let mut backend = engine_backend(&srv);
+        let mut engine = Engine::new(&e, EngineOptions::for_experiment(&e, 5)).unwrap();
+        let mut to = TapperOptions::new("ft-tapper");
+        to.server_name = Some(srv.name().to_string());
+        to.connect_to = vec![backend.input_port_names()[0].clone()];
+        to.lead_frames = 4800;
+        let tapper = Tapper::start(to, tap_schedule(14, 4800)).expect("tapper starts");
+        // Four taps (press and release) are played before the trial starts.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while tapper.emitted() < 8 {
+            assert!(Instant::now() < deadline, "the tapper never played");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let outcome = run_engine(&mut engine, &mut backend, trial_limit(4800 + 14 * 4800));
+        let report = tapper
+            .finish(Duration::from_secs(10))
+            .expect("tapper finishes");
+        drop(backend);
+        let start = outcome.start_ns;
+        let events = engine.events();
+        // Whatever the server did: nothing of the trial is before its start.
+        for ev in events {
+            assert!(
+                ev.actual_ns.is_none_or(|t| t >= start)
+                    && ev.intended_ns.is_none_or(|t| t >= start),
+                "an event before the trial's start: {ev:?}"
+            );
+        }
+        let lost =
+            outcome.backend.xruns + outcome.backend.frame_gaps + report.xruns + report.frame_gaps;
+        if lost > 0 || outcome.reason != EndReason::Condition {
+            return Attempt::Waived(format!(
+                "{lost} xruns/frame gaps lost taps (ended {:?})",
+                outcome.reason
+            ));
+        }
+        // The ground truth: taps before the start, and releases after it of
+        // keys pressed before it.
+        let mut pressed_before = [false; 128];
+        let mut want_dropped = 0;
+        let mut want_inputs = Vec::new();
+        for r in &report.records {
+            let (MidiMessage::NoteOn { note, .. } | MidiMessage::NoteOff { note, .. }) = r.msg
+            else {
+                continue;
+            };
+            let before = r.t_ns < start;
+            if is_press(&r.msg) {
+                pressed_before[usize::from(note)] = before;
+            }
+            if before || (!is_press(&r.msg) && pressed_before[usize::from(note)]) {
+                want_dropped += 1;
+            } else if r.t_ns <= outcome.end_ns {
+                want_inputs.push((r.frame, is_press(&r.msg)));
+            }
+        }
+        assert!(
+            want_dropped >= 7,
+            "the setup played before the start: {want_dropped}"
+        );
+        assert_eq!(outcome.input_before_start, want_dropped);
+        assert_eq!(
+            engine.live().read().before_start,
+            want_dropped,
+            "the live line's count"
+        );
+        let inputs: Vec<(u64, bool)> = events
+            .iter()
+            .filter(|e| e.kind == EventKind::Input)
+            .map(|e| (e.frame.unwrap(), e.note.unwrap().on))
+            .collect();
+        assert_eq!(
+            inputs, want_inputs,
+            "the trial's inputs are the taps after its start"
+        );
+        let presses: Vec<&TrialEvent> = events
+            .iter()
+            .filter(|e| e.kind == EventKind::Input && e.note.unwrap().on)
+            .collect();
+        assert_eq!(
+            presses.iter().map(|e| e.index).collect::<Vec<_>>(),
+            [1, 2, 3, 4]
+        );
+        // Feedback answers keystrokes 1–4 only: 50 ms after 1 and 2, then 100 ms.
+        let fb: Vec<(u32, u64)> = events
+            .iter()
+            .filter(|e| e.kind == EventKind::Feedback && e.note.unwrap().on)
+            .map(|e| {
+                (
+                    e.index,
+                    e.intended_ns.unwrap() - presses[e.index as usize - 1].actual_ns.unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            fb,
+            [
+                (1, 50_000_000),
+                (2, 50_000_000),
+                (3, 100_000_000),
+                (4, 100_000_000)
+            ]
+        );
+        let trig: Vec<u64> = events
+            .iter()
+            .filter(|e| e.kind == EventKind::Trigger)
+            .map(|e| e.intended_ns.unwrap())
+            .collect();
+        assert_eq!(
+            trig,
+            [presses[1].actual_ns.unwrap()],
+            "the trigger at keystroke 2"
+        );
+        Attempt::Checked(())
+    });
+}
+
+const SYNC_LONG: &str = r#"
+name = "a minute of synchronization"
+[feedback]
+delay = { mode = "fixed", ms = 30 }
+[metronome]
+mspb = 250
+[end]
+duration_ms = 60000
+"#;
+
+/// Connects `src` to the engine's input, retrying until the client that
+/// owns it has registered it.
+fn connect_when_there(backend: &JackBackend, src: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while backend
+        .connect(src, &backend.input_port_names()[0])
+        .is_err()
+    {
+        assert!(Instant::now() < deadline, "{src} never appeared");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Checks a trial that lost its input (`cause`) after `after_ns`: it ended
+/// there, incomplete, and its files say so.
+fn assert_lost(
+    engine: &Engine,
+    outcome: &TrialOutcome,
+    cause: LossCause,
+    after_ns: u64,
+    detail: Option<String>,
+    words: &str,
+) {
+    assert_eq!(outcome.reason, EndReason::InputLost, "{outcome:?}");
+    assert!(outcome.incomplete());
+    let loss = outcome.input_loss.expect("the loss is recorded");
+    assert_eq!(loss.cause, cause, "{loss:?} {detail:?}");
+    assert!(
+        loss.t_ns >= after_ns,
+        "lost at {} before it happened at {after_ns}",
+        loss.t_ns
+    );
+    assert_eq!(outcome.end_ns, loss.t_ns, "the trial ends at the loss");
+    assert!(outcome.keystrokes > 0, "the keyboard played before it went");
+    let detail = detail.expect("the backend names the ports");
+    assert!(detail.contains(words), "{detail}");
+    let dir = std::env::temp_dir().join(format!("ft-tapeng-lost-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let stem = session::trial_stem(&dir, "L1", 1, 1);
+    let meta = TrialMeta {
+        subject: "L1".into(),
+        session: 1,
+        trial: 1,
+        experiment_file: "sync.toml".into(),
+        experiment_toml: SYNC_LONG.into(),
+        seed: 5,
+        rt: None,
+        stopped_by: None,
+        input_loss_detail: Some(detail.clone()),
+    };
+    let prov = firmtime_rt::system::Provenance::begin(vec!["test".into()]);
+    let causes = late::report(&engine.late_outputs(), &jack_timing(), (0, 0), None);
+    session::write_trial(&stem, engine, outcome, causes, &meta, prov).unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(stem.with_extension("json")).unwrap())
+            .unwrap();
+    assert_eq!(json["incomplete"], true);
+    let lost = &json["input_lost"];
+    assert_eq!(lost["cause"], cause.key(), "{json:#}");
+    assert_eq!(
+        lost["at_us"].as_i64(),
+        Some(((loss.t_ns - outcome.start_ns) / 1000) as i64)
+    );
+    assert!(lost["words"].as_str().unwrap().contains(&detail), "{lost}");
+    let rows =
+        data::read_csv(&std::fs::read_to_string(stem.with_extension("csv")).unwrap()).unwrap();
+    let end = rows.last().unwrap();
+    assert_eq!(
+        (end.kind, end.index),
+        (EventKind::End, 1),
+        "flagged incomplete"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Regression (issue 28, item 2): the MIDI source killed 6 s into a trial
+/// gave "ended by its end condition", complete. jack_midiseq plays into the
+/// engine and is killed (SIGKILL) mid-trial: the trial ends at once,
+/// incomplete, the client's exit named.
+#[test]
+fn a_source_client_killed_mid_trial_ends_it_incomplete_client_gone() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !firmtime_jack::program_on_path("jack_midiseq") {
+        return firmtime_rt::testing::skip("jack_midiseq not installed (Debian: jackd2)");
+    }
+    let Some(srv) = server() else {
+        return;
+    };
+    engine_rt();
+    let e = Experiment::from_toml(SYNC_LONG).unwrap();
+    let mut backend = engine_backend(&srv);
+    let mut engine = Engine::new(&e, EngineOptions::for_experiment(&e, 5)).unwrap();
+    // A tap every 0.1 s (4800 frames), held 25 ms.
+    let mut seq = srv
+        .client_env(&mut std::process::Command::new("jack_midiseq"))
+        .args(["ft-keys", "4800", "0", "60", "1200"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    connect_when_there(&backend, "ft-keys:out");
+    let killer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(1500));
+        let t = firmtime_rt::clock::monotonic_ns();
+        seq.kill().unwrap();
+        seq.wait().unwrap();
+        t
+    });
+    let outcome = run_engine(&mut engine, &mut backend, Duration::from_secs(15));
+    let killed_ns = killer.join().unwrap();
+    let detail = backend.describe_input_loss();
+    drop(backend);
+    assert_lost(
+        &engine,
+        &outcome,
+        LossCause::ClientGone,
+        killed_ns,
+        detail,
+        "ft-keys:out no longer feeds ft-engine:in (its client went away)",
+    );
+}
+
+/// Regression (issue 28, item 2): the keyboard's port disconnected
+/// mid-trial went unnoticed. A tapper plays into the engine; another client
+/// disconnects it mid-trial: the trial ends at once, incomplete, the
+/// disconnection named (the tapper itself still runs).
+#[test]
+fn a_source_port_disconnected_mid_trial_ends_it_incomplete_port_disconnected() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(srv) = server() else {
+        return;
+    };
+    engine_rt();
+    let e = Experiment::from_toml(SYNC_LONG).unwrap();
+    let mut backend = engine_backend(&srv);
+    let mut engine = Engine::new(&e, EngineOptions::for_experiment(&e, 5)).unwrap();
+    let mut to = TapperOptions::new("ft-tapper");
+    to.server_name = Some(srv.name().to_string());
+    to.connect_to = vec![backend.input_port_names()[0].clone()];
+    to.lead_frames = 4800;
+    let tapper = Tapper::start(to, tap_schedule(40, 4800)).expect("tapper starts");
+    let name = srv.name().to_string();
+    let patchbay = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(1500));
+        let c = firmtime_jack::open_client("ft-patchbay", Some(&name)).expect("patchbay client");
+        let t = firmtime_rt::clock::monotonic_ns();
+        c.disconnect_ports_by_name("ft-tapper:out", "ft-engine:in")
+            .expect("disconnects the tapper");
+        t
+    });
+    let outcome = run_engine(&mut engine, &mut backend, Duration::from_secs(15));
+    let cut_ns = patchbay.join().unwrap();
+    let detail = backend.describe_input_loss();
+    let report = tapper
+        .finish(Duration::from_secs(10))
+        .expect("the tapper ran on");
+    assert!(report.complete, "the tapper itself was not stopped");
+    drop(backend);
+    assert_lost(
+        &engine,
+        &outcome,
+        LossCause::PortDisconnected,
+        cut_ns,
+        detail,
+        "ft-tapper:out no longer feeds ft-engine:in (disconnected)",
+    );
 }
