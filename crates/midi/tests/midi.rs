@@ -16,6 +16,9 @@ use firmtime_midi::{
 #[global_allocator]
 static A: assert_no_alloc::AllocDisabler = assert_no_alloc::AllocDisabler;
 
+#[path = "midi/fuzz_corpus.rs"]
+mod fuzz_corpus;
+
 /// One byte time at 31.25 kbaud.
 const BYTE_NS: u64 = 320_000;
 

@@ -8,6 +8,7 @@ static ALLOC: assert_no_alloc::AllocDisabler = assert_no_alloc::AllocDisabler;
 mod bench;
 mod common;
 mod exchange;
+mod fuzz_corpus;
 mod hostile;
 mod late;
 mod plugins;
