@@ -391,11 +391,14 @@ fn induced_a_fifo_hog_at_a_higher_priority_is_named() {
         .iter()
         .filter(|o| o.cause.category == Category::Task && o.cause.name == "ft-hog")
         .count();
-    assert!(
-        named * 10 >= v.len() * 8,
-        "{named} of {} named the hog:\n{}",
-        v.len(),
-        show(&v)
+    // Most, judged with the sample's size: a plain 80 % of as few as 5
+    // outliers failed by chance (3 of 5 from a hog named 90 % of the time:
+    // 8 % of runs); the Wilson bound fails 0 or 1 of 5, or 4 of 10.
+    firmtime_rt::testing::assert_rate_at_least(
+        named as u64,
+        v.len() as u64,
+        0.8,
+        format_args!("outliers naming the hog:\n{}", show(&v)),
     );
     // Each outlier put on the hog says why it could run: its priority. (The
     // worst outlier need not be the hog's: on a non-preemptible kernel in a
@@ -578,11 +581,19 @@ fn induced_a_udp_flood_is_named_as_net_rx_softirq() {
     eprintln!("UDP flood: {}", e.summary());
     // Most, not all: the other tasks sharing this CPU (a shared VM under
     // parallel builds) make their own outliers in the same run.
+    // At least 3, and 60 % judged with the sample's size (Wilson bound:
+    // 3 of 5 passes, 3 of 15 or 5 of 20 fails).
     assert!(
-        net >= 3 && net * 10 >= v.len() * 6,
+        net >= 3,
         "{net} of {} named the NET_RX softirq:\n{}",
         v.len(),
         show(&v)
+    );
+    firmtime_rt::testing::assert_rate_at_least(
+        net as u64,
+        v.len() as u64,
+        0.6,
+        format_args!("outliers naming the NET_RX softirq:\n{}", show(&v)),
     );
 }
 
@@ -641,17 +652,57 @@ fn induced_page_faults_without_mlock_are_the_thread_itself() {
     };
     let e = explain::explain(rec, &[target], &explain::this_machine());
     let v = induced(&e.outliers, 500_000);
-    assert!(v.len() >= 5, "few outliers:\n{}", show(&v));
-    let own = v
-        .iter()
-        .filter(|o| o.cause.category == Category::SelfThread && o.cause.name == "page faults")
-        .count();
-    assert!(
-        own * 10 >= v.len() * 8,
-        "{own} of {} named the thread's page faults:\n{}",
-        v.len(),
-        show(&v)
+    eprintln!(
+        "page faults: {} ({} trace events lost)",
+        e.summary(),
+        e.lost
     );
+    assert!(v.len() >= 5, "few outliers:\n{}", show(&v));
+    // Faulting 8 MB in takes longer than the 1 ms period (3–4 ms here), so
+    // every late wake-up comes while the thread is still in its previous
+    // cycle: the cause is the thread itself. Its label depends on the
+    // trace, not on the product: "page faults" when the window's faults were
+    // recorded, "still running" when the kernel dropped them (a loaded
+    // machine: with four CPU hogs beside this test the kernel lost 250,000
+    // to 450,000 events and 44 to 80 of 256 outliers were "still running";
+    // idle, none lost and all 255 "page faults"). So the claim checked every
+    // time is the category, and the label when the trace lost nothing.
+    let own: Vec<&&Outlier> = v
+        .iter()
+        .filter(|o| o.cause.category == Category::SelfThread)
+        .collect();
+    // "Most": other tasks on this shared VM still get a few (2 of 256 under
+    // four hogs). 80 % judged with the sample's size (Wilson bound,
+    // firmtime_rt::testing::assert_rate_at_least): at least 5 outliers,
+    // and 0 or 1 of 5 fails.
+    firmtime_rt::testing::assert_rate_at_least(
+        own.len() as u64,
+        v.len() as u64,
+        0.8,
+        format_args!("outliers put on the thread itself:\n{}", show(&v)),
+    );
+    if e.lost == 0 && e.dropped == 0 && e.windows_evicted == 0 {
+        // Every window kept whole: each of the thread's late wake-ups has
+        // its cycle's faults in it (the cycle began after the previous
+        // deadline, at most a period before this one).
+        let unnamed: Vec<&&&Outlier> = own
+            .iter()
+            .filter(|o| o.cause.name != "page faults")
+            .collect();
+        assert!(
+            unnamed.is_empty(),
+            "{} of {} of the thread's own outliers do not name its page faults:\n{}",
+            unnamed.len(),
+            own.len(),
+            show(&v)
+        );
+    } else {
+        firmtime_rt::testing::waive(format!(
+            "the label \"page faults\" not checked: the kernel lost {} trace events, \
+             {} events and {} windows dropped for want of room (the category was checked)",
+            e.lost, e.dropped, e.windows_evicted
+        ));
+    }
 }
 
 #[test]
