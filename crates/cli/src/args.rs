@@ -16,6 +16,9 @@ pub enum Outcome {
     Ok,
     /// Ran to the end, but a check failed or the run did not meet its target.
     Failed,
+    /// Could not measure what it was to judge (exit status 2, as `watch
+    /// check`'s "no data").
+    Unmeasured,
 }
 
 /// A usage error found after clap parsed the arguments (a flag's value out of

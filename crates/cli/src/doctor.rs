@@ -20,6 +20,10 @@ pub struct DoctorArgs {
 /// Runs the checks, prints the table (unless JSON goes to stdout), writes
 /// JSON if asked. Failed when any check fails.
 pub fn run(args: DoctorArgs) -> anyhow::Result<Outcome> {
+    if let Some(p) = &args.json {
+        // A link, a directory or a missing directory is named before the checks run.
+        crate::args::check_output_file("--json", p)?;
+    }
     // Only a client that connects tells a live server from /dev/shm leftovers.
     let jack_up = firmtime_jack::server_running(None);
     let report = doctor::run_with_jack(doctor::STEAL_SAMPLE, Some(jack_up));

@@ -141,6 +141,7 @@ fn main() -> ExitCode {
     match result {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,
         Ok(Outcome::Failed) => ExitCode::from(1),
+        Ok(Outcome::Unmeasured) => ExitCode::from(2),
         Err(e) => {
             eprintln!("firmtime: error: {e}");
             for cause in e.chain().skip(1) {

@@ -82,12 +82,15 @@ fn cyclic_bad_flags_exit_2_naming_the_flag_and_range() {
             ("--priority 150", &["--priority", "1-99"]),
             ("--load cpu:0", &["--load"]),
             ("--explain --explain-worst 0", &["--explain-worst"]),
+            ("--max-latency soon", &["--max-latency"]),
+            ("--max-missed many", &["--max-missed"]),
         ],
     );
 }
 
+/// Nothing measured: exit 2 (could not measure), as `watch check` without data.
 #[test]
-fn cyclic_without_rtc_reports_skipped_and_fails() {
+fn cyclic_without_rtc_reports_skipped_and_exits_2() {
     if std::path::Path::new("/dev/rtc").exists() || std::path::Path::new("/dev/rtc0").exists() {
         firmtime_rt::testing::skip_device("RTC-free machine", "this machine has an RTC");
         return;
@@ -104,12 +107,49 @@ fn cyclic_without_rtc_reports_skipped_and_fails() {
         "--sleeper",
         "rtc",
     ]);
-    assert_exit(&out, 1, &[]);
+    assert_exit(&out, 2, &[]);
     assert!(
         text(&out.stdout).contains("skipped:"),
         "{}",
         text(&out.stdout)
     );
+}
+
+/// `lab cyclic` had no bar and exited 0 whatever it measured: with
+/// `--max-latency` / `--max-missed` it exits 1 when the run misses them
+/// (a nanosecond is a bar no wake-up meets), naming what missed; 0 with
+/// `--exit-zero`, or when the bar is one no run this short can miss.
+#[test]
+fn cyclic_exits_1_when_it_misses_its_bar() {
+    let run = |extra: &[&str]| {
+        let mut a = vec![
+            "lab",
+            "cyclic",
+            "--duration",
+            "50ms",
+            "--policy",
+            "other",
+            "--no-mlock",
+            "--cpu",
+            "0",
+        ];
+        a.extend_from_slice(extra);
+        firmtime(&a)
+    };
+    let out = run(&["--max-latency", "1ns"]);
+    assert_exit(
+        &out,
+        1,
+        &[
+            "firmtime: the run misses its bar: the worst wake-up was ",
+            "more than --max-latency 1ns",
+        ],
+    );
+    assert!(text(&out.stdout).contains("T:0"), "{}", text(&out.stdout));
+    let out = run(&["--max-latency", "1ns", "--exit-zero"]);
+    assert_ok(&out);
+    // A 50 ms run cannot hold a wake-up 10 s late, nor miss more deadlines than it has.
+    assert_ok(&run(&["--max-latency", "10s", "--max-missed", "50"]));
 }
 
 #[test]

@@ -27,6 +27,28 @@ pub struct Args {
     /// wake-ups are dropped first, whole.
     #[arg(long, value_name = "N", default_value_t = 1_000_000)]
     explain_max_events: usize,
+    /// Exit 0 whatever the verdict ("Not reliably", "Undetermined"), for scripts that only
+    /// want the report (./run.sh). A measurement that failed or an interrupted run still
+    /// exits 2.
+    #[arg(long)]
+    exit_zero: bool,
+}
+
+/// The exit status of `lab all` (docs/LAB-FORMATS.md, "Exit status"): 0 the
+/// verdict meets the millisecond bar ("Yes", "Yes, with rare exceptions"),
+/// 1 it does not ("Not reliably", also when another measurement failed),
+/// 2 it could not be judged ("Undetermined"), or it said yes but a
+/// measurement failed or the run was interrupted. With `exit_zero` the
+/// verdict counts as met: 0, or 2 for a failed measurement or an
+/// interrupted run.
+pub fn status(answer: firmtime_lab::report::Answer, incomplete: bool, exit_zero: bool) -> Outcome {
+    use firmtime_lab::report::Answer;
+    let answer = if exit_zero { Answer::Meets } else { answer };
+    match answer.unless_incomplete(incomplete) {
+        Answer::Meets => Outcome::Ok,
+        Answer::Misses => Outcome::Failed,
+        Answer::Unmeasured => Outcome::Unmeasured,
+    }
 }
 
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
@@ -95,6 +117,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
                 "out": args.out,
                 "files": outcome.files,
                 "verdict": {
+                    "answer": outcome.verdict.answer,
                     "headline": outcome.verdict.headline,
                     "findings": outcome.verdict.findings,
                     "advice": outcome.verdict.advice,
@@ -107,9 +130,44 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     if outcome.partial {
         eprintln!("firmtime: interrupted: the report is partial");
     }
-    Ok(if outcome.partial || !outcome.failures.is_empty() {
-        Outcome::Failed
-    } else {
-        Outcome::Ok
-    })
+    Ok(status(
+        outcome.verdict.answer,
+        outcome.partial || !outcome.failures.is_empty(),
+        args.exit_zero,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use firmtime_lab::report::Answer;
+
+    /// `lab all` exited 0 on "Not reliably": every verdict, complete or
+    /// not, with and without --exit-zero, maps to its documented status.
+    #[test]
+    fn exit_status_follows_the_verdict() {
+        use Outcome::{Failed, Ok, Unmeasured};
+        let cases = [
+            // (answer, incomplete, exit_zero) → status
+            (Answer::Meets, false, false, Ok),
+            (Answer::Misses, false, false, Failed),
+            (Answer::Unmeasured, false, false, Unmeasured),
+            (Answer::Meets, true, false, Unmeasured),
+            (Answer::Misses, true, false, Failed),
+            (Answer::Unmeasured, true, false, Unmeasured),
+            (Answer::Meets, false, true, Ok),
+            (Answer::Misses, false, true, Ok),
+            (Answer::Unmeasured, false, true, Ok),
+            (Answer::Meets, true, true, Unmeasured),
+            (Answer::Misses, true, true, Unmeasured),
+            (Answer::Unmeasured, true, true, Unmeasured),
+        ];
+        for (answer, incomplete, exit_zero, want) in cases {
+            assert_eq!(
+                status(answer, incomplete, exit_zero),
+                want,
+                "{answer:?}, incomplete {incomplete}, --exit-zero {exit_zero}"
+            );
+        }
+    }
 }

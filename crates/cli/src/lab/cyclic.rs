@@ -11,6 +11,7 @@ use firmtime_lab::measure::{Cell, Progress, Silent};
 use firmtime_lab::measurement::Cyclic;
 use firmtime_lab::output::{self, RtTestsHeader, StatusLine, ThreadHist};
 use firmtime_lab::plot::{self, Unit};
+use firmtime_lab::report::{Answer, Bar};
 use firmtime_lab::stats::Summary;
 use firmtime_rt::sched::{self, Policy};
 use firmtime_rt::sleep::Mechanism;
@@ -105,6 +106,17 @@ pub struct Args {
     /// wake-ups are dropped first, whole.
     #[arg(long, value_name = "N", default_value_t = 1_000_000)]
     explain_max_events: usize,
+    /// The bar, as `watch check`'s: exit 1 when the worst wake-up was later than D
+    /// (e.g. 1ms). Without --max-latency or --max-missed there is no bar.
+    #[arg(long, value_name = "D", value_parser = args::duration)]
+    max_latency: Option<Duration>,
+    /// The bar: exit 1 when more than N deadlines were missed (e.g. 0).
+    #[arg(long, value_name = "N")]
+    max_missed: Option<u64>,
+    /// Exit 0 whether or not the run meets --max-latency / --max-missed; a run that could
+    /// not measure (no thread measured, a thread failed, demoted, interrupted) still exits 2.
+    #[arg(long)]
+    exit_zero: bool,
 }
 
 /// clap value parser of `--dma-latency`: a duration, or a bare number of
@@ -206,11 +218,72 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         |_, cfg, bars| measure(cfg, bars),
         |cfg, result| show(&args, cfg, result, start_time),
     )?;
-    Ok(ran.failed_if(|result| {
-        result.demoted
-            || result.measured().next().is_none()
-            || result.measured().any(|t| t.error.is_some())
+    let bar = bar(&args);
+    Ok(ran.then(|result, _| {
+        let answer = bar.judge(&result.combined);
+        if answer == Answer::Misses {
+            eprintln!("firmtime: {}", misses(&bar, &result.combined));
+        }
+        status(
+            answer,
+            result.partial || result.measured().any(|t| t.error.is_some()),
+            result.demoted,
+            args.exit_zero,
+        )
     }))
+}
+
+fn bar(a: &Args) -> Bar {
+    Bar {
+        max_latency_ns: a
+            .max_latency
+            .map(|d| i64::try_from(args::nanos(d)).unwrap_or(i64::MAX)),
+        max_missed: a.max_missed,
+    }
+}
+
+/// What missed the bar: `the worst wake-up was 2950.0 µs late, more than
+/// --max-latency 1ms; 3 deadlines missed, more than --max-missed 0`.
+fn misses(bar: &Bar, s: &Summary) -> String {
+    let mut what = Vec::new();
+    if let Some(m) = bar.max_latency_ns {
+        match s.max_ns {
+            Some(w) if w > m => what.push(format!(
+                "the worst wake-up was {} µs late, more than --max-latency {}",
+                us(Some(w)),
+                fmt_dur(m.unsigned_abs())
+            )),
+            None if s.missed > 0 => what.push(format!(
+                "no wake-up was on time: every deadline was missed (--max-latency {})",
+                fmt_dur(m.unsigned_abs())
+            )),
+            _ => {}
+        }
+    }
+    if let Some(m) = bar.max_missed.filter(|&m| s.missed > m) {
+        what.push(format!(
+            "{} deadlines missed, more than --max-missed {m}",
+            s.missed
+        ));
+    }
+    format!("the run misses its bar: {}", what.join("; "))
+}
+
+/// The exit status of `lab cyclic` (docs/LAB-FORMATS.md, "Exit status"):
+/// 2 when a measuring thread was demoted (its figures are not of the policy
+/// asked for), else as `lab all`'s from the bar's `answer`: 0 meets it (or
+/// there is none), 1 misses it, 2 nothing measured, or it met the bar but a
+/// thread failed or the run was interrupted (`incomplete`).
+fn status(answer: Answer, incomplete: bool, demoted: bool, exit_zero: bool) -> Outcome {
+    if demoted {
+        return Outcome::Unmeasured;
+    }
+    let answer = if exit_zero && answer == Answer::Misses {
+        Answer::Meets
+    } else {
+        answer
+    };
+    super::all::status(answer, incomplete, false)
 }
 
 /// Measures with cyclictest's status lines on a terminal, else with `bars`.
@@ -279,10 +352,11 @@ fn show(
                 path.display()
             );
         } else {
-            let mut f = std::fs::File::create(path)
-                .with_context(|| format!("cannot create {}", path.display()))?;
-            output::write_cyclictest_histogram(&mut f, &hists, false)
-                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+            firmtime_rt::fs::write_atomic_with(path, |w| {
+                output::write_cyclictest_histogram(w, &hists, false)
+                    .map_err(|e| std::io::Error::other(e.message().to_string()))
+            })
+            .context("--histogram")?;
         }
     }
     if let Some(path) = &args.rt_tests_json {
@@ -294,10 +368,11 @@ fn show(
             return_code: i32::from(result.partial),
             sysinfo: firmtime_rt::system::SystemInfo::collect(),
         };
-        let mut f = std::fs::File::create(path)
-            .with_context(|| format!("cannot create {}", path.display()))?;
-        output::write_rt_tests_json(&mut f, &header, &hists)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        firmtime_rt::fs::write_atomic_with(path, |w| {
+            output::write_rt_tests_json(w, &header, &hists)
+                .map_err(|e| std::io::Error::other(e.message().to_string()))
+        })
+        .context("--rt-tests-json")?;
     }
     if let Some(dir) = &args.plots {
         write_plots(dir, result)?;
@@ -508,6 +583,53 @@ mod tests {
         assert!(policy(Some(other), Some(fifo(5))).is_err());
         let e = policy(Some(rr), Some(Policy::Other { nice: 0 })).unwrap_err();
         assert!(e.0.contains("--priority other"), "{e}");
+    }
+
+    /// Every answer of the bar, complete or not, demoted or not, with and
+    /// without --exit-zero, maps to its documented exit status.
+    #[test]
+    fn exit_status_follows_the_bar() {
+        use Outcome::{Failed, Ok, Unmeasured};
+        for exit_zero in [false, true] {
+            let miss = if exit_zero { Ok } else { Failed };
+            let cases = [
+                // (answer, incomplete, demoted) → status
+                (Answer::Meets, false, false, Ok),
+                (Answer::Misses, false, false, miss),
+                (Answer::Unmeasured, false, false, Unmeasured),
+                (Answer::Meets, true, false, Unmeasured),
+                (
+                    Answer::Misses,
+                    true,
+                    false,
+                    if exit_zero { Unmeasured } else { Failed },
+                ),
+                (Answer::Meets, false, true, Unmeasured),
+                (Answer::Misses, false, true, Unmeasured),
+            ];
+            for (answer, incomplete, demoted, want) in cases {
+                assert_eq!(
+                    status(answer, incomplete, demoted, exit_zero),
+                    want,
+                    "{answer:?}, incomplete {incomplete}, demoted {demoted}, --exit-zero {exit_zero}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_missed_bar_is_named_with_its_figures_and_flags() {
+        let mut s = firmtime_lab::stats::summarize(&[10_000, 2_950_000], 3);
+        s.max_ns = Some(2_950_000);
+        let bar = Bar {
+            max_latency_ns: Some(1_000_000),
+            max_missed: Some(0),
+        };
+        assert_eq!(
+            misses(&bar, &s),
+            "the run misses its bar: the worst wake-up was 2950.0 µs late, more than \
+             --max-latency 1ms; 3 deadlines missed, more than --max-missed 0"
+        );
     }
 
     #[test]

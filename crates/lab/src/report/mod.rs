@@ -24,7 +24,7 @@ pub use since2003::{
 };
 pub use trace::{trace_overhead_section, trace_section};
 pub use varoquaux::{cyclic_section, CyclicRow};
-pub use verdict::{verdict, Condition, Verdict};
+pub use verdict::{verdict, Answer, Bar, Condition, Verdict};
 
 use std::fmt::Write as _;
 
@@ -233,6 +233,89 @@ mod tests {
         assert!(verdict(&[other], &doctor())
             .headline
             .starts_with("Undetermined"));
+    }
+
+    /// `lab all` exited 0 whatever its verdict: the answer behind each
+    /// headline sets the exit status (0 meets the bar, 1 not, 2 unmeasured).
+    #[test]
+    fn verdict_answer_follows_the_headline() {
+        let cases = [
+            (
+                condition("SCHED_FIFO, stress", true, 400_000, 900_000, 0),
+                "Yes: ",
+                Answer::Meets,
+                0,
+            ),
+            (
+                condition("SCHED_FIFO, stress", true, 400_000, 2_950_000, 3),
+                "Yes, with rare exceptions",
+                Answer::Meets,
+                0,
+            ),
+            (
+                condition("SCHED_FIFO, stress", true, 1_500_000, 3_000_000, 9),
+                "Not reliably",
+                Answer::Misses,
+                1,
+            ),
+            (
+                condition("SCHED_OTHER, stress", false, 1_500_000, 3_000_000, 9),
+                "Undetermined",
+                Answer::Unmeasured,
+                2,
+            ),
+        ];
+        for (c, start, answer, code) in cases {
+            let v = verdict(&[c], &doctor());
+            assert!(v.headline.starts_with(start), "{}", v.headline);
+            assert_eq!(v.answer, answer, "{}", v.headline);
+            assert_eq!(v.answer.code(), code);
+        }
+        // One real-time condition late is enough for "Not reliably".
+        let v = verdict(
+            &[
+                condition("SCHED_FIFO 80, idle", true, 60_000, 900_000, 0),
+                condition("SCHED_FIFO 80, stress", true, 1_000_000, 3_000_000, 0),
+            ],
+            &doctor(),
+        );
+        assert_eq!(v.answer, Answer::Misses, "{}", v.headline);
+    }
+
+    #[test]
+    fn an_incomplete_run_passes_nothing_but_keeps_a_miss() {
+        for incomplete in [false, true] {
+            assert_eq!(Answer::Misses.unless_incomplete(incomplete), Answer::Misses);
+            assert_eq!(
+                Answer::Unmeasured.unless_incomplete(incomplete),
+                Answer::Unmeasured
+            );
+        }
+        assert_eq!(Answer::Meets.unless_incomplete(false), Answer::Meets);
+        assert_eq!(Answer::Meets.unless_incomplete(true), Answer::Unmeasured);
+    }
+
+    #[test]
+    fn bar_judges_the_worst_wakeup_and_the_missed_deadlines() {
+        let s = condition("x", true, 400_000, 2_950_000, 3).summary;
+        let bar = |lat: Option<i64>, missed: Option<u64>| Bar {
+            max_latency_ns: lat,
+            max_missed: missed,
+        };
+        assert_eq!(Bar::default().judge(&s), Answer::Meets);
+        assert_eq!(bar(Some(2_950_000), None).judge(&s), Answer::Meets);
+        assert_eq!(bar(Some(2_949_999), None).judge(&s), Answer::Misses);
+        assert_eq!(bar(None, Some(3)).judge(&s), Answer::Meets);
+        assert_eq!(bar(None, Some(2)).judge(&s), Answer::Misses);
+        assert_eq!(bar(Some(3_000_000), Some(2)).judge(&s), Answer::Misses);
+        let none = crate::stats::Summary::empty(0);
+        assert_eq!(bar(Some(1), Some(0)).judge(&none), Answer::Unmeasured);
+        assert_eq!(Bar::default().judge(&none), Answer::Unmeasured);
+        // Every deadline missed: measured, and a miss under either limit.
+        let all_missed = crate::stats::Summary::empty(5);
+        assert_eq!(bar(None, Some(4)).judge(&all_missed), Answer::Misses);
+        assert_eq!(bar(Some(1_000), None).judge(&all_missed), Answer::Misses);
+        assert_eq!(Bar::default().judge(&all_missed), Answer::Meets);
     }
 
     #[test]

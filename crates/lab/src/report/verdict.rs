@@ -164,9 +164,78 @@ fn cause_phrase(c: &CauseCount) -> String {
     }
 }
 
+/// What a run answers about its bar, and so the exit status of `lab all`
+/// and `lab cyclic` (as `watch check`'s: docs/LAB-FORMATS.md, "Exit status").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Answer {
+    /// It meets the bar (the verdict's "Yes" and "Yes, with rare exceptions").
+    Meets,
+    /// It does not (the verdict's "Not reliably").
+    Misses,
+    /// Nothing could be judged (the verdict's "Undetermined": no real-time
+    /// condition measured; a run with no wake-up).
+    Unmeasured,
+}
+
+impl Answer {
+    /// The exit status: 0 meets the bar, 1 does not, 2 could not measure.
+    pub fn code(self) -> u8 {
+        match self {
+            Answer::Meets => 0,
+            Answer::Misses => 1,
+            Answer::Unmeasured => 2,
+        }
+    }
+
+    /// The answer of a run part of which could not be measured (interrupted,
+    /// a measurement or a thread failed) when `incomplete`: a miss in what was
+    /// measured stands, a pass does not (what is missing might miss).
+    pub fn unless_incomplete(self, incomplete: bool) -> Answer {
+        match self {
+            Answer::Meets if incomplete => Answer::Unmeasured,
+            a => a,
+        }
+    }
+}
+
+/// The bar of one periodic wake-up run (`lab cyclic --max-latency
+/// --max-missed`, as `watch check`'s): each limit applies when given.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Bar {
+    /// The latest a wake-up may be, ns: the run misses when its worst was later.
+    pub max_latency_ns: Option<i64>,
+    /// The most deadlines it may miss.
+    pub max_missed: Option<u64>,
+}
+
+impl Bar {
+    /// `summary` against the bar: [`Answer::Unmeasured`] without a wake-up
+    /// or a missed deadline, [`Answer::Misses`] when the worst wake-up was
+    /// later than `max_latency_ns` or more than `max_missed` deadlines were
+    /// missed, else [`Answer::Meets`] (always, without a limit).
+    pub fn judge(&self, summary: &Summary) -> Answer {
+        if summary.samples == 0 && summary.missed == 0 {
+            return Answer::Unmeasured;
+        }
+        // Without a wake-up, the missed deadlines were later than any limit.
+        let late = self
+            .max_latency_ns
+            .is_some_and(|m| summary.max_ns.map_or(summary.missed > 0, |w| w > m));
+        if late || self.max_missed.is_some_and(|m| summary.missed > m) {
+            Answer::Misses
+        } else {
+            Answer::Meets
+        }
+    }
+}
+
 /// The plain-language answer to "can this machine do millisecond timing?".
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verdict {
+    /// What the headline answers about the millisecond bar (99.9 % of the
+    /// wake-ups of every real-time run within a millisecond).
+    pub answer: Answer,
     /// One-line answer.
     pub headline: String,
     /// Supporting sentences, each with its figure: one per condition, then
@@ -217,6 +286,11 @@ pub fn verdict(conditions: &[Condition], doctor: &crate::doctor::Report) -> Verd
     let unclean: Vec<&Condition> = rt.iter().copied().filter(|c| !c.clean()).collect();
     let late: Vec<&Condition> = rt.iter().copied().filter(|c| !c.mostly_within()).collect();
     let listed = |v: &[&Condition]| v.iter().map(|c| c.misses()).collect::<Vec<_>>().join("; ");
+    let answer = match policy {
+        None => Answer::Unmeasured,
+        Some(_) if !late.is_empty() => Answer::Misses,
+        Some(_) => Answer::Meets,
+    };
     let headline = match policy.as_deref() {
         None => "Undetermined: no real-time condition could be measured (see the skipped reasons).".to_string(),
         Some(p) if !late.is_empty() => {
@@ -283,6 +357,7 @@ pub fn verdict(conditions: &[Condition], doctor: &crate::doctor::Report) -> Verd
     }
     advice.extend(advice::left_over_line(&fixes, &causes, what));
     Verdict {
+        answer,
         headline,
         findings,
         advice,
