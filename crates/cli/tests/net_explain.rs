@@ -110,7 +110,14 @@ fn a_fifo_hog_on_the_loops_cpu_is_named_as_the_master_late() {
         .filter(|c| c["side"] == "master")
         .map(count)
         .sum();
-    assert!(count(top) * 10 >= master * 8, "{stdout}");
+    // 80 % judged with the sample's size (the master side may hold only a
+    // few of the ≥ 10 late items; the Wilson bound fails 0 or 1 of 5).
+    firmtime_rt::testing::assert_rate_at_least(
+        count(top),
+        master,
+        0.8,
+        format_args!("master-side late items put on the hog:\n{stdout}"),
+    );
     assert!(json["trace"]["wakeups"].as_u64().unwrap() > 0, "{json:#}");
     let line = stdout
         .lines()

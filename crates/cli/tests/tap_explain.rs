@@ -242,7 +242,14 @@ fn a_fifo_hog_on_the_engines_cpu_is_named_as_the_cause_of_late_feedback() {
         .filter(|c| c["side"] == "engine")
         .map(|c| u(&c["outputs"]))
         .sum();
-    assert!(u(&h["outputs"]) * 10 >= engine * 8, "{sc:#}");
+    // 80 % judged with the sample's size (as few as 5 late outputs: a plain
+    // 80 % of 5 fails by chance; the Wilson bound fails 0 or 1 of 5).
+    firmtime_rt::testing::assert_rate_at_least(
+        u(&h["outputs"]),
+        engine,
+        0.8,
+        format_args!("engine-side late outputs put on the hog: {sc:#}"),
+    );
     assert!(u(&h["outputs"]) * 2 >= in_trial(&sc), "{sc:#}");
     assert!(u(&sc["late_trace"]["wakeups"]) > 0, "{sc:#}");
     assert!(
