@@ -498,6 +498,24 @@ fn unhex(text: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
+/// An authenticated message that does not decode: [`ErrorKind::InvalidInput`]
+/// naming the peer and what serde found (capped: a line is up to 64 KiB).
+fn undecodable(peer: SocketAddr, e: &serde_json::Error) -> Error {
+    let mut what = e.to_string();
+    if what.len() > 200 {
+        let mut end = 200;
+        while !what.is_char_boundary(end) {
+            end -= 1;
+        }
+        what.truncate(end);
+        what.push('…');
+    }
+    Error::invalid(format!(
+        "{peer} sent an authenticated control message that cannot be decoded ({what}): is it \
+         a firmtime of the same version (control protocol {PROTOCOL})?"
+    ))
+}
+
 fn protocol_error(peer: SocketAddr, what: &str) -> Error {
     Error::new(
         ErrorKind::Io,
@@ -771,26 +789,29 @@ impl Conn {
             tag,
             &self.mac_input(from, n, json.as_bytes()),
         );
-        let msg: T = serde_json::from_str(json)
-            .map_err(|e| protocol_error(self.peer, &format!("undecodable message: {e}")))?;
-        if !ok {
-            // A refusal from the worker is shown whatever its MAC: it only ends the session.
-            if self.role == Role::Master && json.contains("\"type\":\"error\"") {
-                return Ok(msg);
-            }
-            if self.role == Role::Worker && tag == "-" {
-                return Err(Error::new(
-                    ErrorKind::PermissionDenied,
-                    format!(
-                        "this worker requires a key and the master at {} sent none: give the \
-                         master the worker's key (--key FILE)",
-                        self.peer
-                    ),
-                ));
-            }
-            return Err(auth_error(self.role, self.peer));
+        let decoded = serde_json::from_str::<T>(json);
+        if ok {
+            // Authenticated, so the peer is one of ours (another version?):
+            // it is told, not dropped as a stranger.
+            return decoded.map_err(|e| undecodable(self.peer, &e));
         }
-        Ok(msg)
+        let msg: T =
+            decoded.map_err(|e| protocol_error(self.peer, &format!("undecodable message: {e}")))?;
+        // A refusal from the worker is shown whatever its MAC: it only ends the session.
+        if self.role == Role::Master && json.contains("\"type\":\"error\"") {
+            return Ok(msg);
+        }
+        if self.role == Role::Worker && tag == "-" {
+            return Err(Error::new(
+                ErrorKind::PermissionDenied,
+                format!(
+                    "this worker requires a key and the master at {} sent none: give the \
+                     master the worker's key (--key FILE)",
+                    self.peer
+                ),
+            ));
+        }
+        Err(auth_error(self.role, self.peer))
     }
 }
 

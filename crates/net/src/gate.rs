@@ -196,7 +196,8 @@ impl GateCounters {
 pub(crate) enum Passed {
     /// A connection whose first message verified, with that message.
     Authenticated(Box<Conn>, Request),
-    /// A stranger whose MAC failed (it was told why).
+    /// A stranger whose MAC failed, or a peer whose authenticated first
+    /// message could not be decoded (either was told why).
     Refused {
         /// The peer.
         peer: SocketAddr,
@@ -486,6 +487,17 @@ fn authenticate(p: Pending, key: Option<&Key>, counters: &GateCounters) -> Optio
         Ok(req) => {
             counters.authenticated.fetch_add(1, Ordering::Relaxed);
             Some(Passed::Authenticated(Box::new(conn), req))
+        }
+        // Authenticated, but the message does not decode: told (with a MAC) and logged.
+        Err(e) if e.kind() == ErrorKind::InvalidInput => {
+            counters.authenticated.fetch_add(1, Ordering::Relaxed);
+            let _ = conn.send(&Reply::Error {
+                message: e.message().to_string(),
+            });
+            Some(Passed::Refused {
+                peer,
+                message: e.to_string(),
+            })
         }
         Err(e) => {
             let _ = conn.send_unauthenticated(&Reply::Error {

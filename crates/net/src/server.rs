@@ -307,6 +307,8 @@ struct Shared {
     next_watch: AtomicU64,
     cut_off: AtomicU64,
     setups_refused: AtomicU64,
+    /// Refusal lines logged this second ([`Shared::refuse`]).
+    refusal_log: Mutex<RefusalLog>,
     bad_controls: AtomicU64,
     plugin_dropped: AtomicU64,
     sessions_opened: AtomicU64,
@@ -321,6 +323,55 @@ impl Shared {
         if let Ok(tx) = self.events.lock() {
             let _ = tx.send(e);
         }
+    }
+
+    /// Logs a refusal of an authenticated peer's request ([`ServerEvent::Refused`]):
+    /// at most [`REFUSALS_LOGGED_PER_SECOND`] a second; the rest are counted
+    /// and the next line logged says how many were not.
+    fn refuse(&self, peer: SocketAddr, message: String) {
+        let Ok(mut l) = self.refusal_log.lock() else {
+            return;
+        };
+        let Some(message) = l.admit(Instant::now(), message) else {
+            return;
+        };
+        drop(l);
+        self.emit(ServerEvent::Refused { peer, message });
+    }
+}
+
+/// Refusal lines logged a second at most (a master may send refused
+/// requests in a loop); the others are counted in the next line.
+pub const REFUSALS_LOGGED_PER_SECOND: u32 = 10;
+
+/// The budget of refusal lines ([`REFUSALS_LOGGED_PER_SECOND`]).
+#[derive(Debug, Default)]
+struct RefusalLog {
+    since: Option<Instant>,
+    logged: u32,
+    suppressed: u64,
+}
+
+impl RefusalLog {
+    /// The line to log for `message` at `now`, or `None` (counted) when
+    /// this second's lines are spent.
+    fn admit(&mut self, now: Instant, message: String) -> Option<String> {
+        if self
+            .since
+            .map_or(true, |t| now.duration_since(t) >= Duration::from_secs(1))
+        {
+            self.since = Some(now);
+            self.logged = 0;
+        }
+        if self.logged >= REFUSALS_LOGGED_PER_SECOND {
+            self.suppressed += 1;
+            return None;
+        }
+        self.logged += 1;
+        Some(match std::mem::take(&mut self.suppressed) {
+            0 => message,
+            n => format!("{message} (and {n} refusals before it not logged: over {REFUSALS_LOGGED_PER_SECOND} a second)"),
+        })
     }
 }
 
@@ -402,6 +453,7 @@ impl WorkerServer {
             next_watch: AtomicU64::new(0),
             cut_off: AtomicU64::new(0),
             setups_refused: AtomicU64::new(0),
+            refusal_log: Mutex::new(RefusalLog::default()),
             bad_controls: AtomicU64::new(0),
             plugin_dropped: AtomicU64::new(0),
             sessions_opened: AtomicU64::new(0),
@@ -938,6 +990,17 @@ fn session(mut conn: Conn, first: Request, commands: &Sender<Command>, sh: &Shar
                 break message;
             }
             Ok(r) => r,
+            // Authenticated but not decodable (a newer master?): told and
+            // logged; the connection goes on.
+            Err(e) if e.kind() == ErrorKind::InvalidInput => {
+                sh.refuse(peer, e.to_string());
+                if let Err(e) = conn.send(&Reply::Error {
+                    message: e.message().to_string(),
+                }) {
+                    break e.to_string();
+                }
+                continue;
+            }
             Err(e) => {
                 if e.kind() == ErrorKind::PermissionDenied {
                     let _ = conn.send_unauthenticated(&Reply::Error {
@@ -986,12 +1049,10 @@ fn session(mut conn: Conn, first: Request, commands: &Sender<Command>, sh: &Shar
                     }
                     Err(e) => {
                         sh.setups_refused.fetch_add(1, Ordering::Relaxed);
-                        if s.plugin.is_some() {
-                            sh.emit(ServerEvent::Refused {
-                                peer,
-                                message: e.to_string(),
-                            });
-                        }
+                        sh.refuse(
+                            peer,
+                            format!("setup of stream {} refused: {e}", s.stream_id),
+                        );
                         Reply::Error {
                             message: e.message().to_string(),
                         }
@@ -1016,10 +1077,7 @@ fn session(mut conn: Conn, first: Request, commands: &Sender<Command>, sh: &Shar
             Request::Describe { plugin } => match find_plugin(&plugin, sh) {
                 Ok(p) => Reply::Plugin(PluginDescription::from_info(p.info())),
                 Err(e) => {
-                    sh.emit(ServerEvent::Refused {
-                        peer,
-                        message: e.to_string(),
-                    });
+                    sh.refuse(peer, e.to_string());
                     Reply::Error {
                         message: e.message().to_string(),
                     }
@@ -1211,6 +1269,32 @@ fn setup(
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn refusal_lines_are_capped_a_second_and_the_rest_counted_in_the_next() {
+        let mut l = RefusalLog::default();
+        let t0 = Instant::now();
+        for i in 0..REFUSALS_LOGGED_PER_SECOND {
+            assert_eq!(l.admit(t0, format!("r{i}")), Some(format!("r{i}")));
+        }
+        assert_eq!(l.admit(t0, "over".into()), None);
+        assert_eq!(
+            l.admit(t0 + Duration::from_millis(999), "over".into()),
+            None
+        );
+        let next = l.admit(t0 + Duration::from_secs(1), "next".into()).unwrap();
+        assert_eq!(
+            next,
+            format!(
+                "next (and 2 refusals before it not logged: over {REFUSALS_LOGGED_PER_SECOND} a \
+                 second)"
+            )
+        );
+        assert_eq!(
+            l.admit(t0 + Duration::from_secs(1), "plain".into()),
+            Some("plain".into())
+        );
+    }
     use super::*;
 
     #[test]

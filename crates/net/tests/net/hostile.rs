@@ -795,3 +795,56 @@ fn a_plugin_runner_runs_one_priority_below_the_data_thread() {
     let (_, out) = result(&udp, &c.data_key(), Duration::from_secs(2)).expect("amp's result");
     assert_eq!(out[..256], f32s(&input)[..]);
 }
+
+/// Regression (issue 28 item 6): an authenticated control message that
+/// cannot be decoded closed the connection with no reply and no log line,
+/// and a refused setup without a plugin was counted but not logged. Each is
+/// now answered with an error and logged (a `Refused` event, the worker's
+/// stderr line), and the connection goes on.
+#[test]
+fn undecodable_messages_and_refused_setups_are_answered_and_logged() {
+    let srv = server(&[]);
+    let refused = |what: &str| {
+        let what = what.to_string();
+        wait_event(
+            &srv,
+            Duration::from_secs(5),
+            move |e| matches!(e, ServerEvent::Refused { message, .. } if message.contains(&what)),
+        )
+    };
+    // As the first message (the gate's) and in the middle of a connection.
+    let mut c = Ctl::connect(srv.local_addr(), &KEY);
+    let m = c.ask(&json!({"type": "no_such_request"}));
+    assert!(
+        error_of(&m).contains("authenticated control message that cannot be decoded"),
+        "{m}"
+    );
+    let Some(ServerEvent::Refused { message, .. }) = refused("cannot be decoded") else {
+        panic!("no log line for the undecodable first message");
+    };
+    assert!(message.contains("no_such_request"), "{message}");
+    let mut c = Ctl::connect(srv.local_addr(), &KEY);
+    assert_eq!(c.ask(&json!({"type": "ping", "n": 1}))["type"], "pong");
+    let m = c.ask(&json!({"type": "ping", "n": "one"}));
+    assert!(error_of(&m).contains("cannot be decoded"), "{m}");
+    assert!(
+        refused("cannot be decoded").is_some(),
+        "no log line mid-connection"
+    );
+    // The connection goes on.
+    assert_eq!(c.ask(&json!({"type": "ping", "n": 2}))["n"], 2);
+    // A setup without a plugin, refused: answered, counted and logged.
+    let before = stats(srv.local_addr()).setups_refused;
+    let m = c.ask(&copy_setup(
+        5,
+        9,
+        json!(0),
+        json!({"fraction": 0.0, "mode": "none"}),
+    ));
+    assert!(error_of(&m).contains("period_ns 0 is out of range"), "{m}");
+    let Some(ServerEvent::Refused { message, .. }) = refused("setup of stream 5 refused") else {
+        panic!("no log line for the refused setup");
+    };
+    assert!(message.contains("period_ns 0 is out of range"), "{message}");
+    assert_eq!(stats(srv.local_addr()).setups_refused, before + 1);
+}
