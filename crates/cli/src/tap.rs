@@ -58,9 +58,21 @@ enum TapCommand {
     /// (named, where tracefs is usable — root —: a task, an interrupt, the
     /// VM…) or the backend side (a late JACK cycle). See docs/TAP.md §5.
     ///
+    /// Input stamped before a trial's start (a keyboard already playing
+    /// while the prompt waits) is dropped, not trial data: no row, no
+    /// feedback, no keystroke count; it is counted in the sidecar's
+    /// `self_checks.input_before_start` and said after the trial.
+    ///
+    /// An input that goes away during a trial (a JACK port disconnected,
+    /// the client feeding it gone, the server shut down, a raw device's
+    /// error or end of file) ends the trial at that moment: kept, flagged
+    /// incomplete, the cause and time in the sidecar's `input_lost`, an
+    /// `INPUT LOST` line on stderr; the session stops with exit status 1.
+    ///
     /// On a terminal a status line is redrawn during each trial (trial n/N,
-    /// elapsed and time left, taps heard, beats, late outputs, xruns); piped,
-    /// only the lines before and after each trial.
+    /// elapsed and time left, taps heard, beats, late outputs, xruns, input
+    /// dropped before the start, INPUT LOST); piped, only the lines before
+    /// and after each trial.
     Run(RunArgs),
     /// Play a recorded trial back through a MIDI backend (FTAP's playftap).
     Replay(ReplayArgs),
@@ -70,6 +82,16 @@ enum TapCommand {
     /// A trial whose JSON sidecar (beside its CSV) flags a self-check gets
     /// one line on stderr first: interrupted, lost taps, xruns, late outputs
     /// with their causes.
+    ///
+    /// A trial whose figures are no result gets a `FLAG trial: …` line on
+    /// stderr (and `flags` in --json): its input was lost (the sidecar's
+    /// `input_lost`), it has no tap at all, its synchronization phase has no
+    /// tap while two or more beats sounded, or its continuation phase has
+    /// no tap although the trial went on two inter-beat intervals or more
+    /// after the metronome. Everything is still analyzed and written.
+    ///
+    /// Exit status: 0 nothing flagged; 1 a trial was flagged; 2 a file
+    /// could not be read or an option is wrong.
     Analyze(AnalyzeArgs),
 }
 
@@ -259,21 +281,33 @@ fn fmt_ms(v: Option<f64>) -> String {
     v.map_or_else(|| "-".into(), |x| format!("{:.1}", x / 1000.0))
 }
 
-/// What the sidecar beside a trial's CSV says is wrong with the trial, in
-/// one line (`self-checks: …`); `None` without a readable sidecar or when
-/// every self-check is clean.
-fn self_check_note(csv: &Path) -> Option<String> {
+/// The sidecar beside a trial's CSV, when there is a readable one.
+fn sidecar_of(csv: &Path) -> Option<data::Sidecar> {
     let text = std::fs::read_to_string(csv.with_extension("json")).ok()?;
-    let side: data::Sidecar = serde_json::from_str(&text).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+/// What the sidecar says is wrong with the trial, in one line
+/// (`self-checks: …`); `None` when every self-check is clean.
+fn self_check_note(side: &data::Sidecar) -> Option<String> {
     let c = &side.self_checks;
     let mut parts = Vec::new();
     if side.incomplete {
-        parts.push("incomplete (interrupted)".to_string());
+        parts.push(match &side.input_lost {
+            Some(l) => format!("incomplete (input lost: {})", l.cause),
+            None => "incomplete (interrupted)".to_string(),
+        });
     }
     if c.input_overruns + c.events_dropped > 0 {
         parts.push(format!(
             "{} input overruns and {} events dropped: taps may be missing",
             c.input_overruns, c.events_dropped
+        ));
+    }
+    if c.input_before_start > 0 {
+        parts.push(format!(
+            "{} input events before the trial's start dropped (not trial data)",
+            c.input_before_start
         ));
     }
     if c.xruns + c.frame_gaps > 0 {
@@ -286,6 +320,27 @@ fn self_check_note(csv: &Path) -> Option<String> {
         parts.push(c.late_summary());
     }
     (!parts.is_empty()).then(|| format!("self-checks: {}", parts.join("; ")))
+}
+
+/// The `FLAG` lines of one trial: its input lost (from its sidecar), its
+/// phases with no input where input was expected.
+fn trial_flags(side: Option<&data::Sidecar>, r: &TrialAnalysis) -> Vec<String> {
+    let mut flags = Vec::new();
+    if let Some(l) = side.and_then(|s| s.input_lost.as_ref()) {
+        flags.push(format!(
+            "input lost at {:.3} s ({}): {}; the trial ended there",
+            l.at_us as f64 / 1e6,
+            l.cause,
+            l.words
+        ));
+    }
+    for f in &r.flags {
+        flags.push(match f.phase {
+            Some(p) => format!("{} phase: {}", p.as_str(), f.message),
+            None => f.message.clone(),
+        });
+    }
+    flags
 }
 
 fn analyze(a: AnalyzeArgs) -> anyhow::Result<Outcome> {
@@ -310,18 +365,22 @@ fn analyze(a: AnalyzeArgs) -> anyhow::Result<Outcome> {
     };
     let redirect = args::StdoutToStderr::when_json_on_stdout(a.json.as_deref())?;
     let mut notes = Vec::new();
+    let mut flags: Vec<Vec<String>> = Vec::new();
     let mut results = Vec::new();
     for path in &a.trials {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read {}", path.display()))?;
         let events =
             data::read_csv(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-        let note = self_check_note(path);
+        let side = sidecar_of(path);
+        let note = side.as_ref().and_then(self_check_note);
         if let Some(note) = &note {
             eprintln!("{}: {note}", trial_name(path));
         }
         notes.push(note);
-        results.push((trial_name(path), analysis::analyze(&events, &cfg)));
+        let r = analysis::analyze(&events, &cfg);
+        flags.push(trial_flags(side.as_ref(), &r));
+        results.push((trial_name(path), r));
     }
     let mut table = crate::table::new(
         &[
@@ -358,6 +417,12 @@ fn analyze(a: AnalyzeArgs) -> anyhow::Result<Outcome> {
         }
     }
     print!("{}", crate::table::render(&table));
+    // After the table, where they are seen last: figures that are no result.
+    for ((name, _), fl) in results.iter().zip(&flags) {
+        for f in fl {
+            eprintln!("FLAG {name}: {f}");
+        }
+    }
     if results.iter().any(|(_, r)| {
         r.phases
             .iter()
@@ -390,11 +455,13 @@ fn analyze(a: AnalyzeArgs) -> anyhow::Result<Outcome> {
             .iter()
             .zip(&a.trials)
             .zip(&notes)
-            .map(|(((name, r), file), note)| {
+            .zip(&flags)
+            .map(|((((name, r), file), note), fl)| {
                 serde_json::json!({
                     "trial": name,
                     "file": file,
                     "self_check_note": note,
+                    "flags": fl,
                     "analysis": r,
                 })
             })
@@ -406,6 +473,14 @@ fn analyze(a: AnalyzeArgs) -> anyhow::Result<Outcome> {
                 "trials": trials,
             }),
         )?;
+    }
+    let flagged = flags.iter().filter(|f| !f.is_empty()).count();
+    if flagged > 0 {
+        eprintln!(
+            "firmtime: {flagged} of {} trial(s) flagged (FLAG lines above): their figures are no result; exit status 1",
+            results.len()
+        );
+        return Ok(Outcome::Failed);
     }
     Ok(Outcome::Ok)
 }

@@ -119,9 +119,14 @@ fn tap_analyze_json_has_each_trials_phases_and_the_settings() {
     assert_eq!(trials.len(), 1);
     assert_keys(
         &trials[0],
-        &["trial", "file", "self_check_note", "analysis"],
+        &["trial", "file", "self_check_note", "flags", "analysis"],
     );
     assert_eq!(trials[0]["trial"], "trial-small");
+    assert_eq!(
+        trials[0]["flags"],
+        serde_json::json!([]),
+        "taps in both phases"
+    );
     let phases = trials[0]["analysis"]["phases"].as_array().unwrap();
     assert_eq!(phases.len(), 2);
     assert_eq!(phases[1]["phase"], "continuation");

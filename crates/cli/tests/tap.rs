@@ -132,11 +132,19 @@ fn analyze_says_what_a_trials_self_checks_flag() {
     let t1 = d.join("K9-s01-t001.csv");
     let t2 = d.join("K9-s01-t002.csv");
     let out = firmtime(&["tap", "analyze", t1.to_str().unwrap(), t2.to_str().unwrap()]);
-    let stderr = text(&out.stderr);
-    assert_ok(&out);
+    // Metronome-only trials have no taps: flagged, exit status 1.
+    let stderr = assert_exit(
+        &out,
+        1,
+        &[
+            "FLAG K9-s01-t001: no taps at all",
+            "FLAG K9-s01-t002: no taps at all",
+            "2 of 2 trial(s) flagged",
+        ],
+    );
     assert!(
-        !stderr.contains("K9-s01-t001:"),
-        "trial 1 is clean: {stderr}"
+        !stderr.contains("K9-s01-t001: self-checks"),
+        "trial 1's self-checks are clean: {stderr}"
     );
     assert!(
         stderr.contains(
@@ -144,6 +152,87 @@ fn analyze_says_what_a_trials_self_checks_flag() {
              feedback delay shorter than the backend's minimum (worst 5.33 ms); 3 of 3 have a cause"
         ),
         "{stderr}"
+    );
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// A synchronization–continuation trial whose keyboard went silent when
+/// the metronome stopped: 12 beats at 500 ms, a tap on each, then nothing
+/// until the 60-s end.
+fn silent_continuation_csv() -> String {
+    let mut csv = format!("{}\n", firmtime_tap::data::CSV_HEADER);
+    for k in 0..12i64 {
+        let b = k * 500_000;
+        csv.push_str(&format!("metronome,{},{b},{b},10,76,100,1\n", k + 1));
+        csv.push_str(&format!("input,{},,{},1,60,80,1\n", k + 1, b + 10_000));
+    }
+    csv.push_str("end,0,60000000,60000000,,,,\n");
+    csv
+}
+
+/// Regression (issue 28, item 2): `tap analyze` reported the continuation
+/// phase of a trial whose keyboard was gone as "0 taps, 0 missing" and
+/// exited 0. It says FLAG (the phase and why), still writes every file,
+/// and exits 1; a trial whose sidecar records the loss of its input is
+/// flagged with the cause and time.
+#[test]
+fn analyze_flags_a_phase_with_no_input_where_input_was_expected_and_exits_1() {
+    let d = tmpdir("analyze-flags");
+    let silent = d.join("silent.csv");
+    std::fs::write(&silent, silent_continuation_csv()).unwrap();
+    let out = d.join("out");
+    let run = firmtime(&[
+        "tap",
+        "analyze",
+        silent.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+        d.join("a.json").to_str().unwrap(),
+    ]);
+    let err = assert_exit(
+        &run,
+        1,
+        &[
+            "FLAG silent: continuation phase: no taps in the 54.250 s the trial went on after the metronome (5.750–60.000 s)",
+            "1 of 1 trial(s) flagged",
+        ],
+    );
+    assert!(!err.contains("synchronization phase:"), "{err}");
+    // Data collected is kept: the figures are written, flagged.
+    let sum = std::fs::read_to_string(out.join("summary.csv")).unwrap();
+    assert!(sum.contains("silent,synchronization,12,"), "{sum}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("a.json")).unwrap()).unwrap();
+    let flags = &v["trials"][0]["flags"];
+    assert_eq!(flags.as_array().map(Vec::len), Some(1), "{v:#}");
+    assert_eq!(
+        v["trials"][0]["analysis"]["flags"][0]["phase"], "continuation",
+        "{v:#}"
+    );
+    // A trial whose input was lost, as `tap run` records it.
+    let exp = d.join("short.toml");
+    std::fs::write(&exp, SHORT_TRIAL).unwrap();
+    let (e, o) = (exp.to_str().unwrap(), d.to_str().unwrap());
+    assert_ok(&firmtime(&run_args(e, o, "1", "1")));
+    let side = d.join("K9-s01-t001.json");
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&side).unwrap()).unwrap();
+    v["incomplete"] = true.into();
+    v["input_lost"] = serde_json::json!({
+        "cause": "client_gone", "at_us": 6_012_345,
+        "words": "the client feeding the input went away: tapper:out no longer feeds firmtime-tap:in (its client went away)"
+    });
+    std::fs::write(&side, v.to_string()).unwrap();
+    let t = d.join("K9-s01-t001.csv");
+    assert_exit(
+        &firmtime(&["tap", "analyze", t.to_str().unwrap()]),
+        1,
+        &[
+            "K9-s01-t001: self-checks: incomplete (input lost: client_gone)",
+            "FLAG K9-s01-t001: input lost at 6.012 s (client_gone): the client feeding the input went away: \
+             tapper:out no longer feeds firmtime-tap:in (its client went away); the trial ended there",
+        ],
     );
     std::fs::remove_dir_all(&d).unwrap();
 }

@@ -277,7 +277,8 @@ fn commands_that_run_here_speak_words() {
     );
     let csv = out_dir.join("s-s01-t001.csv");
     let out = run(&["tap", "analyze", csv.to_str().unwrap()]);
-    assert_exit(&out, 0, &[]);
+    // A metronome-only trial has no taps: analyzed, and flagged (exit 1).
+    assert_exit(&out, 1, &["FLAG s-s01-t001: no taps at all"]);
     let _ = std::fs::remove_dir_all(&d);
 }
 

@@ -18,6 +18,13 @@
 //!   inter-beat interval, else the median ITI) counts round(ITI / ref) − 1
 //!   missing taps and is left out of the statistics.
 //! - Drift: least-squares slope of the kept ITIs against their order, µs per interval.
+//! - A trial is *flagged* ([`TrialAnalysis::flags`]) when it has no tap at
+//!   all; when its synchronization phase has no tap although two or more
+//!   beats sounded; and when its continuation phase has no tap although
+//!   the trial went on for two inter-beat intervals or more after the
+//!   synchronization phase (its `end` row, else its last event). A keyboard
+//!   that went silent or away gives such a phase; its figures ("0 taps, 0
+//!   missing") are not a result.
 //! - Wing–Kristofferson: with γ(0) the ITI variance and γ(1) the lag-1
 //!   autocovariance (both with denominator n − 1), motor variance = −γ(1) and
 //!   clock variance = γ(0) + 2γ(1). The model predicts −γ(0)/2 ≤ γ(1) ≤ 0;
@@ -133,6 +140,16 @@ pub struct PhaseStats {
     pub wk: Option<WingKristofferson>,
 }
 
+/// Something about a trial that makes its figures no result: a phase with
+/// no input where input was expected (see the module docs).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Flag {
+    /// The phase concerned; `None`: the whole trial.
+    pub phase: Option<Phase>,
+    /// What is wrong, in words.
+    pub message: String,
+}
+
 /// Everything computed for one trial.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct TrialAnalysis {
@@ -146,6 +163,8 @@ pub struct TrialAnalysis {
     pub ibi_us: Option<i64>,
     /// Synchronization then continuation.
     pub phases: [PhaseStats; 2],
+    /// Phases with no input where input was expected; empty when none.
+    pub flags: Vec<Flag>,
 }
 
 /// Mean and sample SD (n − 1); None for fewer than 2 values.
@@ -328,13 +347,67 @@ pub fn analyze(events: &[Event], cfg: &AnalysisConfig) -> TrialAnalysis {
         stats(Phase::Synchronization, missing_sync),
         stats(Phase::Continuation, missing_cont),
     ];
+    let end_us = events
+        .iter()
+        .filter(|e| e.kind == EventKind::End)
+        .map(|e| e.intended_us.unwrap_or(e.actual_us))
+        .max()
+        .or_else(|| events.iter().map(|e| e.actual_us).max());
+    let flags = empty_phases(&phases, &beats, ibi, sync_end, end_us);
     TrialAnalysis {
         double_taps: doubles.len(),
         taps,
         beats: beats.len(),
         ibi_us: ibi,
         phases,
+        flags,
     }
+}
+
+/// The flags of a trial: no tap at all; no tap in a synchronization phase
+/// with two beats or more; no tap in a continuation phase that lasted two
+/// inter-beat intervals or more (`end_us`: the trial's end).
+fn empty_phases(
+    phases: &[PhaseStats; 2],
+    beats: &[i64],
+    ibi: Option<i64>,
+    sync_end: Option<i64>,
+    end_us: Option<i64>,
+) -> Vec<Flag> {
+    let s = |us: i64| us as f64 / 1e6;
+    let [sync, cont] = phases;
+    if sync.taps + cont.taps + sync.double_taps + cont.double_taps == 0 {
+        return vec![Flag {
+            phase: None,
+            message: "no taps at all: was the keyboard connected and playing?".into(),
+        }];
+    }
+    let mut flags = Vec::new();
+    if sync.taps == 0 && beats.len() >= 2 {
+        flags.push(Flag {
+            phase: Some(Phase::Synchronization),
+            message: format!(
+                "no taps while {} metronome beats sounded ({:.3}–{:.3} s)",
+                beats.len(),
+                s(beats[0]),
+                s(beats[beats.len() - 1])
+            ),
+        });
+    }
+    if let (Some(from), Some(ibi), Some(end)) = (sync_end, ibi, end_us) {
+        if cont.taps == 0 && ibi > 0 && end - from >= 2 * ibi {
+            flags.push(Flag {
+                phase: Some(Phase::Continuation),
+                message: format!(
+                    "no taps in the {:.3} s the trial went on after the metronome ({:.3}–{:.3} s)",
+                    s(end - from),
+                    s(from),
+                    s(end)
+                ),
+            });
+        }
+    }
+    flags
 }
 
 /// Header of [`summary_csv`].

@@ -527,6 +527,83 @@ fn analysis_of_a_small_hand_made_trial() {
     );
 }
 
+/// `n` events of `kind` every `gap_us` from `from_us` (note-ons).
+fn onsets(kind: EventKind, from_us: i64, gap_us: i64, n: usize) -> Vec<Event> {
+    (0..n)
+        .map(|k| Event {
+            kind,
+            index: k as u32 + 1,
+            intended_us: None,
+            actual_us: from_us + k as i64 * gap_us,
+            note: Some(NoteData {
+                channel: 1,
+                note: 60,
+                velocity: 80,
+                on: true,
+            }),
+        })
+        .collect()
+}
+
+fn end_at(us: i64) -> Event {
+    Event {
+        kind: EventKind::End,
+        index: 0,
+        intended_us: Some(us),
+        actual_us: us,
+        note: None,
+    }
+}
+
+/// Regression (issue 28, item 2): a keyboard gone 6 s into a
+/// synchronization–continuation trial that then ran to its 60-s end was
+/// analyzed as a continuation phase of "0 taps, 0 missing". A phase with no
+/// input where input was expected is flagged; one that never was expected
+/// is not.
+#[test]
+fn analysis_flags_a_phase_with_no_taps_where_taps_were_expected() {
+    // 12 beats at 500 ms with a tap on each, then nothing until 60 s.
+    let mut ev = onsets(EventKind::Metronome, 0, 500_000, 12);
+    ev.extend(onsets(EventKind::Input, 10_000, 500_000, 12));
+    ev.push(end_at(60_000_000));
+    let a = analysis::analyze(&ev, &AnalysisConfig::default());
+    assert_eq!(
+        (a.phases[0].taps, a.phases[1].taps, a.phases[1].missing),
+        (12, 0, 0)
+    );
+    assert_eq!(
+        a.flags,
+        [analysis::Flag {
+            phase: Some(Phase::Continuation),
+            message:
+                "no taps in the 54.250 s the trial went on after the metronome (5.750–60.000 s)"
+                    .into()
+        }]
+    );
+    // Ended right after the metronome (its keystroke end): no continuation was expected.
+    let n = ev.len();
+    ev[n - 1] = end_at(5_600_000 + 2 * 500_000 - 1);
+    assert_eq!(analysis::analyze(&ev, &AnalysisConfig::default()).flags, []);
+    // No tap while the metronome played, taps after it.
+    let mut ev = onsets(EventKind::Metronome, 0, 500_000, 4);
+    ev.extend(onsets(EventKind::Input, 3_000_000, 500_000, 6));
+    let a = analysis::analyze(&ev, &AnalysisConfig::default());
+    assert_eq!(a.flags.len(), 1, "{:?}", a.flags);
+    assert_eq!(a.flags[0].phase, Some(Phase::Synchronization));
+    assert!(a.flags[0]
+        .message
+        .starts_with("no taps while 4 metronome beats sounded"));
+    // No tap at all.
+    let mut ev = onsets(EventKind::Metronome, 0, 500_000, 4);
+    ev.push(end_at(3_000_000));
+    let a = analysis::analyze(&ev, &AnalysisConfig::default());
+    assert_eq!(a.flags.len(), 1);
+    assert_eq!(a.flags[0].phase, None);
+    // The hand-made trial has taps in both phases: nothing flagged.
+    let ev = data::read_csv(&std::fs::read_to_string(data("trial-small.csv")).unwrap()).unwrap();
+    assert_eq!(analysis::analyze(&ev, &AnalysisConfig::default()).flags, []);
+}
+
 #[test]
 fn analysis_debounce_is_configurable() {
     let ev = data::read_csv(&std::fs::read_to_string(data("trial-small.csv")).unwrap()).unwrap();
