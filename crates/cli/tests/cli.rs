@@ -222,11 +222,20 @@ fn jackd_running_with(needle: &str) -> Vec<String> {
         .collect()
 }
 
+/// A run of `midi loop --jack-dummy` either checks every figure or says
+/// why it could not: the dummy server's xruns on this VM lose circulating
+/// events (exit 1) or make hops unpairable. Such a run is waived (logged
+/// WAIVED), and the test fails when all of its runs were.
 #[test]
 fn midi_loop_through_jack_dummy_reports_frames_per_hop_and_stops_jackd() {
     if !jack_installed("midi_loop_through_jack_dummy") {
         return;
     }
+    firmtime_rt::testing::until_checked(3, |_| midi_loop_once());
+}
+
+fn midi_loop_once() -> firmtime_rt::testing::Attempt<()> {
+    use firmtime_rt::testing::Attempt;
     let out = firmtime(&[
         "midi",
         "loop",
@@ -243,43 +252,43 @@ fn midi_loop_through_jack_dummy_reports_frames_per_hop_and_stops_jackd() {
     let err = String::from_utf8_lossy(&out.stderr);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
     assert_eq!(v["backend"], "jack");
-    let xruns =
-        v["relay"]["xruns"].as_u64().unwrap() + v["backend_stats"]["xruns"].as_u64().unwrap();
-    if out.status.code() != Some(0) {
-        // Only a server that missed cycles may lose the circulating events.
-        assert!(xruns > 0, "loop failed without xruns: {err}");
-        assert_eq!(out.status.code(), Some(1), "{err}");
-        // Tolerated, counted: xruns of the dummy server on this VM.
-        eprintln!(
-            "note: the rest not checked: {xruns} xruns lost events on this loaded machine: {err}"
-        );
-        assert!(jackd_running_with(v["detail"]["server"].as_str().unwrap()).is_empty());
-        return;
-    }
-    assert_eq!(v["events_received"], 200);
-    assert_eq!(v["lost"], 0);
-    assert_eq!(v["detail"]["dummy_server_started"], true);
     let server = v["detail"]["server"].as_str().unwrap().to_string();
-    assert!(server.starts_with("firmtime-"), "{server}");
     assert!(
         jackd_running_with(&server).is_empty(),
         "dummy jackd {server} left running"
     );
+    let xruns =
+        v["relay"]["xruns"].as_u64().unwrap() + v["backend_stats"]["xruns"].as_u64().unwrap();
+    if out.status.code() != Some(0) {
+        // Only a server that missed cycles may lose the circulating events,
+        // and then the status is 1 (lost events), never a crash. Nothing
+        // else of this run is checked: waived, not passed.
+        assert!(xruns > 0, "loop failed without xruns: {err}");
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        return Attempt::Waived(format!(
+            "exit 1 after {xruns} xruns of the dummy server lost events: {}",
+            err.trim()
+        ));
+    }
+    assert_eq!(v["events_received"], 200);
+    assert_eq!(v["lost"], 0);
+    assert_eq!(v["detail"]["dummy_server_started"], true);
+    assert!(server.starts_with("firmtime-"), "{server}");
     // Every event sent went through the relay, and each hop was measured.
     let sent = v["sent"].as_u64().unwrap();
     let forwarded = v["relay"]["forwarded"].as_u64().unwrap();
-    let xruns =
-        v["relay"]["xruns"].as_u64().unwrap() + v["backend_stats"]["xruns"].as_u64().unwrap();
     if xruns > 0 {
-        // JACK skipped or repeated cycles: events cannot be paired by order.
+        // JACK skipped or repeated cycles: events cannot be paired by order,
+        // so no hops are reported and none can be checked.
         assert!(
             v["hops"].is_null(),
             "hops despite {xruns} xruns: {}",
             v["hops"]
         );
-        eprintln!("note: {xruns} xruns: forwarded {forwarded}, sent {sent}, no hops");
         assert!(forwarded > 0);
-        return;
+        return Attempt::Waived(format!(
+            "{xruns} xruns: forwarded {forwarded}, sent {sent}, hops not paired"
+        ));
     }
     for hop in ["out_to_relay", "relay_to_in", "turnaround", "round_trip"] {
         let h = &v["hops"][hop];
@@ -298,6 +307,7 @@ fn midi_loop_through_jack_dummy_reports_frames_per_hop_and_stops_jackd() {
     }
     assert_eq!(forwarded, sent);
     assert_eq!(v["hops"]["round_trip"]["count"].as_u64().unwrap(), sent);
+    Attempt::Checked(())
 }
 
 #[test]
