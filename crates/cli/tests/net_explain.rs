@@ -20,12 +20,14 @@ static TIMING: Mutex<()> = Mutex::new(());
 /// The loop's CPU and another one for the worker, or `None` (said why).
 fn cpus(test: &str) -> Option<(usize, usize)> {
     if !is_root() {
-        eprintln!("{test}: skipped: needs root (a real-time loop and tracefs)");
+        firmtime_rt::testing::skip(format!("{test}: needs root (a real-time loop and tracefs)"));
         return None;
     }
     let online = sched::online_cpus();
     if online.len() < 2 {
-        eprintln!("{test}: skipped: needs two CPUs (loop and hog on one, worker on another)");
+        firmtime_rt::testing::skip(format!(
+            "{test}: needs two CPUs (loop and hog on one, worker on another)"
+        ));
         return None;
     }
     Some((online[online.len() - 1], online[0]))

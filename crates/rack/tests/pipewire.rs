@@ -16,7 +16,7 @@ const AMP: &str =
 fn chain_in_pipewire_halves_a_signal() {
     let dir = PathBuf::from("/usr/lib/ladspa");
     if !dir.join("amp.so").exists() {
-        eprintln!("skipping: /usr/lib/ladspa/amp.so missing (apt install ladspa-sdk)");
+        firmtime_rt::testing::skip("/usr/lib/ladspa/amp.so missing (apt install ladspa-sdk)");
         return;
     }
     chain::halves_a_signal(&Scan::dirs(&[dir]), AMP, ServerKind::PipeWire);

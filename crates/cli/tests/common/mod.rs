@@ -141,7 +141,8 @@ pub fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
-/// Whether jackd is installed; says so on stderr for `test` when it is not.
+/// Whether jackd is installed; skips (`firmtime_rt::testing::skip`) for
+/// `test` when it is not.
 pub fn jack_installed(test: &str) -> bool {
     let ok = Command::new("jackd").arg("--version").output().is_ok();
     if !ok {
@@ -152,12 +153,14 @@ pub fn jack_installed(test: &str) -> bool {
     ok
 }
 
-/// Whether network namespaces can be made here (root and iproute2); says
-/// so on stderr for `test` when not.
+/// Whether network namespaces can be made here (root and iproute2); skips
+/// (`firmtime_rt::testing::skip`) for `test` when not.
 pub fn netns_root(test: &str) -> bool {
     let ok = is_root() && Command::new("ip").arg("-V").output().is_ok();
     if !ok {
-        eprintln!("skipping {test}: needs root and iproute2 (network namespaces)");
+        firmtime_rt::testing::skip(format!(
+            "{test}: needs root and iproute2 (network namespaces)"
+        ));
     }
     ok
 }

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use firmtime_jack::{FrameGaps, ServerKind, TestServer};
 use firmtime_ladspa::Scan;
 use firmtime_rack::{HostOptions, RackFile, RackHost};
+use firmtime_rt::testing::Attempt;
 
 struct Signal {
     out: jack::Port<jack::AudioOut>,
@@ -41,20 +42,34 @@ impl jack::ProcessHandler for Signal {
 
 /// Runs the `rack` file text through a rack on a private server of `kind`
 /// (48 kHz, 128 frames) and checks that every sample that came back is half
-/// of a sent one, in order, none lost, when no cycle was dropped (xruns and
-/// frame gaps are counted, never a failure of the rack). Skips, saying why,
-/// when `kind` is not installed.
+/// of a sent one, in order, none lost. A run in which the server dropped a
+/// cycle (xruns and frame gaps are counted, never a failure of the rack)
+/// cannot check that: it is waived (`WAIVED` in the skip list) and run again,
+/// up to 3 times; waived every time, the test fails. Skips, saying why, when
+/// `kind` is not installed.
 pub fn halves_a_signal(scan: &Scan, rack: &str, kind: ServerKind) {
     static ONE_SERVER: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _g = ONE_SERVER.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(server) = TestServer::start_for_test(kind, 48_000, 128) else {
-        eprintln!(
-            "skipping: {} not installed ({})",
+    let Some(first) = TestServer::start_for_test(kind, 48_000, 128) else {
+        firmtime_rt::testing::skip(format!(
+            "{} not installed ({})",
             kind.label(),
             kind.install_hint()
-        );
+        ));
         return;
     };
+    let mut first = Some(first);
+    firmtime_rt::testing::until_checked(3, |_| {
+        let server = first
+            .take()
+            .or_else(|| TestServer::start_for_test(kind, 48_000, 128))
+            .expect("the server started for the first attempt");
+        once(scan, rack, kind, server)
+    });
+}
+
+/// One run of [`halves_a_signal`] on `server` (stopped at the end).
+fn once(scan: &Scan, rack: &str, kind: ServerKind, server: TestServer) -> Attempt<()> {
     let file = RackFile::parse(rack, "amp.toml").unwrap();
     let host = RackHost::start(
         &file,
@@ -114,29 +129,34 @@ pub fn halves_a_signal(scan: &Scan, rack: &str, kind: ServerKind) {
     drop(server);
     let back: Vec<f32> = got.iter().copied().skip_while(|&x| x == 0.0).collect();
     assert!(back.len() >= 4800);
+    assert!(stats.cycles > 0);
+    assert_eq!(stats.stages[0].runs, stats.cycles);
     let breaks = back
         .windows(2)
         .filter(|w| !(w[1] - w[0] == 0.5 || (w[0] == 2047.5 && w[1] == 0.5)))
         .count();
-    let dropped = xruns + gaps + signal_gaps;
-    if dropped == 0 {
-        // Every sample that came back is half of a sent one, in order, none lost.
-        for w in back.windows(2) {
-            let step = w[1] - w[0];
-            assert!(
-                step == 0.5 || (w[0] == 2047.5 && w[1] == 0.5),
-                "{} then {}",
-                w[0],
-                w[1]
-            );
-        }
-    }
-    assert!(stats.cycles > 0);
-    assert_eq!(stats.stages[0].runs, stats.cycles);
     eprintln!(
         "{}: {} cycles, xruns {xruns}, frame gaps {gaps} (signal client {signal_gaps}), \
          {breaks} breaks in the returned signal",
         kind.label(),
         stats.cycles
     );
+    if xruns + gaps + signal_gaps > 0 {
+        return Attempt::Waived(format!(
+            "{}: the server dropped cycles (xruns {xruns}, frame gaps {gaps}, signal client \
+             {signal_gaps}): the returned signal cannot be checked sample by sample",
+            kind.label()
+        ));
+    }
+    // Every sample that came back is half of a sent one, in order, none lost.
+    for w in back.windows(2) {
+        let step = w[1] - w[0];
+        assert!(
+            step == 0.5 || (w[0] == 2047.5 && w[1] == 0.5),
+            "{} then {}",
+            w[0],
+            w[1]
+        );
+    }
+    Attempt::Checked(())
 }
