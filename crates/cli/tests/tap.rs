@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{assert_exit, assert_ok, firmtime, text, EXE};
+use common::{assert_exit, assert_ok, firmtime, EXE};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -712,5 +712,302 @@ fn export_ftap_without_the_sidecar_names_the_missing_file() {
     assert!(!err.contains("{ "), "no debug form: {err}");
     assert!(!t1.with_extension("abs").exists(), "nothing written");
     assert!(!t2.with_extension("abs").exists(), "nothing written");
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// `jack_midiseq NAME` on `srv`, a tap every 0.1 s (4800 frames) held 25
+/// ms, once its port is registered; killed and reaped on drop.
+struct Keyboard(std::process::Child);
+
+impl Keyboard {
+    fn start(srv: &firmtime_jack::TestServer, name: &str) -> Keyboard {
+        use std::process::Stdio;
+        let k = Keyboard(
+            srv.client_env(&mut Command::new("jack_midiseq"))
+                .args([name, "4800", "0", "60", "1200"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        let port = format!("{name}:out");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !firmtime_jack::list_ports(Some(srv.name()))
+            .is_ok_and(|ps| ps.iter().any(|p| p.name == port))
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{port} never appeared"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        k
+    }
+}
+
+impl Drop for Keyboard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A private jackd and jack_midiseq, or `None` (skipped, said why).
+fn server_and_keyboard() -> Option<(firmtime_jack::TestServer, Keyboard)> {
+    use firmtime_jack::{ServerKind, TestServer};
+    if !firmtime_jack::program_on_path("jack_midiseq") {
+        firmtime_rt::testing::skip("jack_midiseq not installed (Debian: apt-get install jackd2)");
+        return None;
+    }
+    let Some(srv) = TestServer::start_for_test(ServerKind::Jackd, 48_000, 256) else {
+        firmtime_rt::testing::skip("jackd not installed (Debian: apt-get install jackd2)");
+        return None;
+    };
+    let kb = Keyboard::start(&srv, "tapper");
+    Some((srv, kb))
+}
+
+/// Reads `err` line by line into `log` until a line starting with `prefix`.
+fn read_until(err: &mut impl std::io::BufRead, log: &mut String, prefix: &str) {
+    loop {
+        let mut line = String::new();
+        if err.read_line(&mut line).unwrap() == 0 {
+            panic!("tap run ended before `{prefix}`: {log}");
+        }
+        log.push_str(&line);
+        if line.starts_with(prefix) {
+            return;
+        }
+    }
+}
+
+const KEYSTROKE_TRIAL: &str = "name = \"keys\"\n[feedback]\ndelay = { mode = \"fixed\", ms = 30 }\n\
+    [end]\nkeystrokes = 6\n[[trigger]]\nkeystroke = 3\nset.feedback.delay = { mode = \"fixed\", ms = 60 }\n";
+
+/// Regression (issue 28, item 1): with a keyboard already playing
+/// (`jack_midiseq … --connect tapper:out`) and Enter pressed later at the
+/// prompt, the CSV held the waiting time's inputs with negative times, their
+/// feedback burst out at the start, and the keystroke trigger fired early.
+/// The prompt is answered on a pseudo-terminal 0.6 s after it appears.
+#[test]
+fn run_drops_what_a_keyboard_played_before_enter_and_says_so() {
+    use std::io::{BufReader, Write as _};
+    use std::os::fd::{FromRawFd, OwnedFd};
+    use std::process::Stdio;
+    let Some((srv, _kb)) = server_and_keyboard() else {
+        return;
+    };
+    let d = tmpdir("before-start");
+    let exp = d.join("keys.toml");
+    std::fs::write(&exp, KEYSTROKE_TRIAL).unwrap();
+    let (mut master, mut slave) = (-1, -1);
+    // SAFETY: openpty writes two fds into the two valid ints; the other
+    // arguments may be null.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: both fds were just opened and are owned by nothing else.
+    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+    let mut child = srv
+        .client_env(&mut Command::new(EXE))
+        .args([
+            "tap",
+            "run",
+            exp.to_str().unwrap(),
+            "--subject",
+            "KB",
+            "--session",
+            "1",
+            "--no-rt",
+            "--out",
+            d.to_str().unwrap(),
+            "--backend",
+            "jack",
+            "--jack-server",
+            srv.name(),
+            "--connect",
+            "tapper:out",
+        ])
+        .stdin(Stdio::from(slave))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut log = String::new();
+    read_until(&mut err, &mut log, "firmtime: backend:");
+    // The prompt has no newline: wait for the backend line, then for input to queue.
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    let mut tty = std::fs::File::from(master);
+    tty.write_all(b"\n").unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
+    log.push_str(&rest);
+    let status = child.wait().unwrap();
+    drop(tty);
+    assert_eq!(status.code(), Some(0), "{log}");
+    assert!(
+        log.contains("press Enter to start"),
+        "the prompt ran: {log}"
+    );
+    let stem = d.join("KB-s01-t001");
+    let side: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(stem.with_extension("json")).unwrap())
+            .unwrap();
+    let dropped = side["self_checks"]["input_before_start"].as_u64().unwrap();
+    assert!(dropped > 0, "the keyboard played before Enter: {side:#}");
+    assert!(
+        log.contains(&format!(
+            "trial 1: {dropped} input event(s) stamped before the trial's start dropped"
+        )),
+        "{log}"
+    );
+    assert_eq!(side["incomplete"], false);
+    let rows =
+        firmtime_tap::data::read_csv(&std::fs::read_to_string(stem.with_extension("csv")).unwrap())
+            .unwrap();
+    use firmtime_tap::data::EventKind;
+    assert!(
+        rows.iter()
+            .all(|r| r.actual_us >= 0 && r.intended_us.is_none_or(|t| t >= 0)),
+        "no row before the start: {rows:?}"
+    );
+    let presses: Vec<&firmtime_tap::data::Event> = rows
+        .iter()
+        .filter(|r| r.kind == EventKind::Input && r.note.unwrap().on)
+        .collect();
+    assert_eq!(
+        presses.iter().map(|r| r.index).collect::<Vec<_>>(),
+        [1, 2, 3, 4, 5, 6]
+    );
+    // Feedback 30 ms after keystrokes 1–3, 60 ms after 4–6 (the trigger at 3).
+    let fb: Vec<(u32, i64)> = rows
+        .iter()
+        .filter(|r| r.kind == EventKind::Feedback && r.note.unwrap().on)
+        .map(|r| {
+            (
+                r.index,
+                r.intended_us.unwrap() - presses[r.index as usize - 1].actual_us,
+            )
+        })
+        .collect();
+    assert_eq!(
+        fb,
+        [
+            (1, 30_000),
+            (2, 30_000),
+            (3, 30_000),
+            (4, 60_000),
+            (5, 60_000),
+            (6, 60_000)
+        ]
+    );
+    let trig: Vec<i64> = rows
+        .iter()
+        .filter(|r| r.kind == EventKind::Trigger)
+        .map(|r| r.intended_us.unwrap())
+        .collect();
+    assert_eq!(trig, [presses[2].actual_us], "the trigger at keystroke 3");
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// Regression (issue 28, item 2): the MIDI source killed mid-trial gave
+/// "ended by its end condition", `incomplete: false`, exit 0. `tap run`
+/// ends the trial at the loss, keeps it flagged incomplete with the cause
+/// and time, says INPUT LOST, stops the session with exit status 1; `tap
+/// analyze` flags it.
+#[test]
+fn run_ends_a_trial_whose_keyboard_is_killed_incomplete_and_exits_1() {
+    use std::io::BufReader;
+    use std::process::Stdio;
+    let Some((srv, kb)) = server_and_keyboard() else {
+        return;
+    };
+    let d = tmpdir("input-lost");
+    let exp = d.join("long.toml");
+    std::fs::write(
+        &exp,
+        "name = \"long\"\n[feedback]\n[metronome]\nmspb = 500\n[end]\nduration_ms = 60000\n",
+    )
+    .unwrap();
+    let mut child = srv
+        .client_env(&mut Command::new(EXE))
+        .args([
+            "tap",
+            "run",
+            exp.to_str().unwrap(),
+            "--subject",
+            "KL",
+            "--session",
+            "1",
+            "--trials",
+            "1x2",
+            "--no-prompt",
+            "--no-rt",
+            "--out",
+            d.to_str().unwrap(),
+            "--backend",
+            "jack",
+            "--jack-server",
+            srv.name(),
+            "--connect",
+            "tapper:out",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut log = String::new();
+    read_until(&mut err, &mut log, "firmtime: backend:");
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    drop(kb);
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
+    log.push_str(&rest);
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(1), "{log}");
+    for said in [
+        "ended by the loss of its input (incomplete)",
+        "INPUT LOST at ",
+        "(client_gone): the client feeding the input went away: tapper:out no longer feeds firmtime-tap:in (its client went away)",
+        "session stopped after trial 1 by the loss of its input",
+    ] {
+        assert!(log.contains(said), "`{said}` missing: {log}");
+    }
+    let stem = d.join("KL-s01-t001");
+    let side: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(stem.with_extension("json")).unwrap())
+            .unwrap();
+    assert_eq!(side["incomplete"], true);
+    let lost = &side["input_lost"];
+    assert_eq!(lost["cause"], "client_gone", "{side:#}");
+    let at_us = lost["at_us"].as_i64().unwrap();
+    assert!(at_us > 0, "{lost}");
+    let rows =
+        firmtime_tap::data::read_csv(&std::fs::read_to_string(stem.with_extension("csv")).unwrap())
+            .unwrap();
+    let end = rows.last().unwrap();
+    assert_eq!(
+        (end.kind, end.index, end.intended_us),
+        (firmtime_tap::data::EventKind::End, 1, Some(at_us)),
+        "the trial ended at the loss"
+    );
+    assert!(!d.join("KL-s01-t002.csv").exists(), "the session stopped");
+    let t = stem.with_extension("csv");
+    assert_exit(
+        &firmtime(&["tap", "analyze", t.to_str().unwrap()]),
+        1,
+        &["FLAG KL-s01-t001: input lost at", "(client_gone)"],
+    );
     std::fs::remove_dir_all(&d).unwrap();
 }
