@@ -340,9 +340,10 @@ fn parse_chain(scan: &Scan, words: &[String]) -> anyhow::Result<Vec<(Plugin, Vec
                         break; // the next plugin, by ID
                     }
                     return Err(UsageError(format!(
-                        "plugin {} takes {wanted} control value(s) but more were given (extra: {w}); \
+                        "plugin {} takes {wanted} control value(s) but more were given (extra: {}); \
                          `firmtime ladspa info {}` lists its controls",
                         plugin.info().label,
+                        firmtime_ladspa::shown(w),
                         plugin.info().label
                     ))
                     .into());
@@ -351,7 +352,8 @@ fn parse_chain(scan: &Scan, words: &[String]) -> anyhow::Result<Vec<(Plugin, Vec
                     let numeric = w.starts_with(|c: char| c.is_ascii_digit() || "+-.".contains(c));
                     if numeric {
                         return Err(UsageError(format!(
-                            "control value {w:?} for plugin {} is not a number",
+                            "control value \"{}\" for plugin {} is not a number",
+                            firmtime_ladspa::shown(w),
                             plugin.info().label
                         ))
                         .into());

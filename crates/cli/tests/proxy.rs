@@ -74,7 +74,10 @@ fn have(test: &str, files: &[&str]) -> bool {
         .filter(|f| !Path::new(f).exists() && !Path::new(LADSPA).join(f).exists())
         .collect();
     if !missing.is_empty() {
-        eprintln!("skipping {test}: {missing:?} not installed (scripts/setup.sh installs them)");
+        let _ = test; // the skip names the running test itself
+        firmtime_rt::testing::skip(format!(
+            "{missing:?} not installed (scripts/setup.sh installs them)"
+        ));
     }
     missing.is_empty()
 }
@@ -255,11 +258,13 @@ fn applyplugin_through_the_proxy_in_another_namespace_is_bit_exact() {
         assert!(out.status.success(), "{out:?}");
         let got = samples(&proxied);
         assert_eq!(got.len(), want.len());
-        // The latency port reports window × 2048 (applyplugin's block).
+        // The latency port reports window × 2048 (applyplugin's first
+        // block); applyplugin does not compensate it: the output is that
+        // late, zeros before, to the last sample (the last block is short).
         let shift = usize::from(window) * 2048;
-        let end = want.len() - 2048;
+        assert!(got[..shift].iter().all(|&x| x == 0), "window {window}");
         assert!(
-            got[shift..end] == want[..end - shift],
+            got[shift..] == want[..want.len() - shift],
             "window {window}: the proxied samples differ from the plugin's, shifted by {shift}"
         );
         if window == 0 {
@@ -285,10 +290,11 @@ fn run_ok(cmd: &mut Command) {
 /// Reference: sox running cmt's lpf itself; `-D` because sox dithers
 /// otherwise. Window 0 is exact with a length that is no multiple of sox's
 /// buffer; window 1 is exact with `ladspa -l` (sox drops the `latency`
-/// samples the proxy reports and drains them at the end) when every run
-/// has the same size, so that input is 12 buffers of 8192 frames. Those
-/// runs are split into two exchanges (max_block 4096), which the reported
-/// latency must count as one exchange of delay, not 8192 frames.
+/// samples the proxy reports and drains them at the end). Runs of 8192
+/// frames are split into two exchanges (max_block 4096), which the
+/// reported latency must count as one exchange of delay, not 8192 frames.
+/// Lengths that are no multiple of the block: see
+/// `every_host_gets_the_plugins_output_to_the_last_sample_whatever_the_files_length`.
 #[test]
 fn sox_through_the_proxy_needs_no_dummy_argument_and_is_bit_exact() {
     let t = "sox_through_the_proxy_needs_no_dummy_argument_and_is_bit_exact";
@@ -345,6 +351,259 @@ fn sox_through_the_proxy_needs_no_dummy_argument_and_is_bit_exact() {
             "window {window}: sox's proxied output differs from the plugin's"
         );
     }
+}
+
+/// Regression test for issue 28 item 3: `sox … ladspa -l firmtime_proxy`
+/// at window 1 corrupted the tail of every file whose length was no
+/// multiple of sox's block (96 000 frames: the last 4 095 samples wrong;
+/// 48 001: 4 096), because the latency port said `window × min(n,
+/// max_block)` for each run, which shrank on the short last block, and a
+/// result was written into whatever block ran next, cut to its size. Now
+/// the first run fixes the latency `L = window × min(n₁, max_block)` for
+/// the instance and every result goes to its own position, `L` frames
+/// later. Each host against the same host running cmt's lpf itself, for
+/// lengths that are and are not multiples of the block and one shorter
+/// than a block: sox with `-l` (it drops `L` leading frames and drains
+/// `L` more) to the last sample; sox without `-l`, applyplugin and
+/// ecasound (no compensation) `L` frames late to the last sample, zeros
+/// before. `max_block = 3000` splits runs unevenly.
+#[test]
+fn every_host_gets_the_plugins_output_to_the_last_sample_whatever_the_files_length() {
+    let t = "every_host_gets_the_plugins_output_to_the_last_sample_whatever_the_files_length";
+    if !have(
+        t,
+        &[
+            "/usr/bin/sox",
+            "/usr/bin/applyplugin",
+            "/usr/bin/ecasound",
+            "cmt.so",
+        ],
+    ) {
+        return;
+    }
+    let dir = tmp("tail");
+    let key = key_file(&dir);
+    let (_w, addr) = loopback_worker(&key);
+    let so = proxy_dir().join("firmtime_proxy.so");
+    let so = so.to_str().unwrap();
+    // (host, its block: frames per run() but the last, compensates latency)
+    let hosts = [
+        ("sox -l", 8192usize, true),
+        ("sox", 8192, false),
+        ("applyplugin", 2048, false),
+        ("ecasound", 1024, false),
+    ];
+    let command = |host: &str, inp: &Path, out: &Path, label: &str, lib: &str| -> Vec<String> {
+        let (i, o) = (inp.to_str().unwrap(), out.to_str().unwrap());
+        let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect();
+        match host {
+            "sox -l" | "sox" => {
+                let mut a = vec!["sox", "-D", "--buffer", "8192", i, o, "ladspa"];
+                if host == "sox -l" {
+                    a.push("-l");
+                }
+                a.extend([lib, label, "1000"]);
+                v(&a)
+            }
+            "applyplugin" => v(&["applyplugin", i, o, lib, label, "1000"]),
+            _ => v(&[
+                "ecasound",
+                "-q",
+                "-b:1024",
+                "-f:16,1,48000",
+                &format!("-i:{i}"),
+                &format!("-o:{o}"),
+                &format!("-el:{label},1000"),
+            ]),
+        }
+    };
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    for frames in [96_000usize, 48_001, 81_920, 1_000] {
+        let input = dir.join(format!("in{frames}.wav"));
+        wav(&input, frames);
+        for &(h, block, compensates) in &hosts {
+            let direct = dir.join("direct.wav");
+            let _ = std::fs::remove_file(&direct);
+            let lib = if h.starts_with("sox") {
+                "cmt".to_string()
+            } else {
+                format!("{LADSPA}/cmt.so")
+            };
+            let c = command(h, &input, &direct, "lpf", &lib);
+            run_ok(Command::new(&c[0]).args(&c[1..]).env("LADSPA_PATH", LADSPA));
+            let want = samples(&direct);
+            assert_eq!(want.len(), frames, "{h}: the local plugin's output");
+            for (window, max_block) in [(1u8, 4096usize), (2, 4096), (1, 3000)] {
+                let body = format!(
+                    "{}max_block = {max_block}\n",
+                    entry(&addr, Some(&key), "lpf", window)
+                );
+                let cfg = write_config(&dir, &body);
+                let proxied = dir.join("proxied.wav");
+                let _ = std::fs::remove_file(&proxied);
+                let lib = if h.starts_with("sox") {
+                    "firmtime_proxy"
+                } else {
+                    so
+                };
+                let c = command(h, &input, &proxied, "remote_lpf", lib);
+                let args: Vec<&str> = c[1..].iter().map(String::as_str).collect();
+                let out = host(&[&c[0]], &cfg, &dir, &args);
+                assert!(out.status.success(), "{h}, window {window}: {out:?}");
+                let got = samples(&proxied);
+                let case = format!("{h}, {frames} frames, window {window}, max_block {max_block}");
+                assert_eq!(got.len(), frames, "{case}: frames written");
+                checked += 1;
+                if compensates {
+                    let differ = got.iter().zip(&want).filter(|(a, b)| a != b).count();
+                    if differ > 0 {
+                        let last = got.iter().zip(&want).rposition(|(a, b)| a != b).unwrap();
+                        failures.push(format!(
+                            "{case}: {differ} samples differ, the last at {last}"
+                        ));
+                    }
+                    continue;
+                }
+                let l = (usize::from(window) * frames.min(block).min(max_block)).min(frames);
+                let lead = got[..l].iter().filter(|&&x| x != 0).count();
+                let differ = got[l..].iter().zip(&want).filter(|(a, b)| a != b).count();
+                if lead + differ > 0 {
+                    failures.push(format!(
+                        "{case}: latency {l}: {lead} of the first {l} samples are not 0, {differ} \
+                         of the {} after differ from the plugin's",
+                        frames - l
+                    ));
+                }
+            }
+        }
+    }
+    assert_eq!(checked, 4 * 4 * 3);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// A worker that accepts connections and never answers (what a SIGSTOPped
+/// worker's kernel does). Counts the connections and the most that were
+/// open at once: a connection whose peer closed it reads end-of-file.
+struct FrozenWorker {
+    addr: String,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<(usize, usize)>>,
+}
+
+impl FrozenWorker {
+    fn start() -> Self {
+        use std::io::Read;
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let s = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let alive = |c: &mut std::net::TcpStream| {
+                let mut buf = [0u8; 256];
+                loop {
+                    match c.read(&mut buf) {
+                        Ok(0) => return false,
+                        Ok(_) => {}
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return true,
+                        Err(_) => return false,
+                    }
+                }
+            };
+            let (mut conns, mut most) = (Vec::new(), 0);
+            while !s.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((c, _)) => {
+                        c.set_nonblocking(true).unwrap();
+                        conns.push(c);
+                        let open = conns.iter_mut().map(alive).filter(|&a| a).count();
+                        most = most.max(open);
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(2)),
+                }
+            }
+            (conns.len(), most)
+        });
+        FrozenWorker {
+            addr,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// (connections accepted, most open at once).
+    fn finish(mut self) -> (usize, usize) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.take().unwrap().join().unwrap()
+    }
+}
+
+impl Drop for FrozenWorker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Regression test for issue 28 item 6: the proxy described its entries
+/// one after another, so a frozen worker made a host's plugin scan last N
+/// × `connect_timeout_ms` (4 entries 4.1 s, 10 entries 10.2 s), each with
+/// "Resource temporarily unavailable (os error 11)". Now every entry is
+/// asked at once under one deadline: all six connections are open at the
+/// same time (one after another, each closes before the next opens), and
+/// each entry has one line naming the worker, the timeout and its value.
+/// A bad entry whose label is 500 KB is named in one short line.
+#[test]
+fn a_frozen_worker_costs_a_scan_one_timeout_and_says_which() {
+    let dir = tmp("frozen");
+    let frozen = FrozenWorker::start();
+    let mut body = String::new();
+    for k in 1..=6 {
+        body.push_str(&format!(
+            "[[remote]]\nworker = \"{}\"\nlabel = \"p{k}\"\nconnect_timeout_ms = 1000\n",
+            frozen.addr
+        ));
+    }
+    let huge = "x".repeat(500_000);
+    body.push_str(&format!(
+        "[[remote]]\nworker = \"{}\"\nlabel = \"{huge}\"\n",
+        frozen.addr
+    ));
+    let cfg = write_config(&dir, &body);
+    let addr = frozen.addr.clone();
+    let out = host(&[EXE], &cfg, &dir, &["ladspa", "list"]);
+    let (accepted, most_open) = frozen.finish();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err:.2000}");
+    let want = format!("no description from the worker {addr} within connect_timeout_ms = 1000 ms");
+    let timed_out: Vec<&str> = err.lines().filter(|l| l.contains(&want)).collect();
+    assert_eq!(timed_out.len(), 6, "{err:.3000}");
+    for (k, l) in (1..=6).zip(&timed_out) {
+        assert!(
+            l.starts_with(&format!("firmtime_proxy: p{k} on ")) && l.contains("placeholder"),
+            "{l}"
+        );
+    }
+    assert!(!err.contains("os error 11"), "{err:.3000}");
+    assert_eq!(accepted, 6, "one connection per good entry");
+    assert_eq!(most_open, 6, "the entries were asked one after another");
+    let long: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("(500000 bytes)"))
+        .collect();
+    assert_eq!(long.len(), 1, "{err:.3000}");
+    assert!(
+        long[0].contains(&format!(
+            "label = \"{}… (500000 bytes)\": give at most 256 bytes",
+            "x".repeat(64)
+        )),
+        "{:.500}",
+        long[0]
+    );
+    assert!(err.lines().all(|l| l.len() < 1000), "{err:.3000}");
 }
 
 /// ecasound offline (file to file): the proxy at window 0 against the same
@@ -964,7 +1223,7 @@ fn lv2apply_through_the_lv2_proxy_is_bit_exact() {
             .collect();
         assert_eq!(got.len(), 4_800);
         // At window 1 each one-frame run gets the previous frame's result
-        // (latency 1, which lv2apply does not compensate); the first is dry.
+        // (latency 1, which lv2apply does not compensate); the first is 0.
         let shift = usize::from(window);
         let differ = got[shift..]
             .iter()
@@ -976,7 +1235,10 @@ fn lv2apply_through_the_lv2_proxy_is_bit_exact() {
             "window {window}: samples differing from applyplugin's, shifted by {shift}"
         );
         if window == 1 {
-            assert_eq!(got[0], dry[0], "before the first result: the dry input");
+            assert_eq!(
+                got[0], 0,
+                "before the first result: zeros (the stream's start)"
+            );
         }
     }
 }

@@ -296,8 +296,9 @@ impl AllowedDirs {
             return Err(Error::new(
                 ErrorKind::PermissionDenied,
                 format!(
-                    "plugin '{spec}' names a path: only libraries in the allowed directories ({}) \
+                    "plugin '{}' names a path: only libraries in the allowed directories ({}) \
                      are loaded; name the plugin by label, ID or LIBRARY:LABEL",
+                    crate::shown(spec),
                     self.dirs_text()
                 ),
             ));
@@ -329,7 +330,7 @@ impl AllowedDirs {
                 None => break,
             }
         }
-        Err(self.not_found(&idx, &format!("'{spec}'")))
+        Err(self.not_found(&idx, &format!("'{}'", crate::shown(spec))))
     }
 
     fn find_in_library(&self, idx: &mut Index, file: &str, label: &str) -> Result<Plugin> {
@@ -341,7 +342,10 @@ impl AllowedDirs {
         if name.starts_with('.') || name == ".so" {
             return Err(Error::new(
                 ErrorKind::PermissionDenied,
-                format!("library '{file}': give a file name such as cmt or cmt.so"),
+                format!(
+                    "library '{}': give a file name such as cmt or cmt.so",
+                    crate::shown(file)
+                ),
             ));
         }
         for dir in &self.dirs {
@@ -374,8 +378,9 @@ impl AllowedDirs {
                             Error::new(
                                 ErrorKind::NotFound,
                                 format!(
-                                    "{} has no plugin labelled {label}; its labels: {}",
+                                    "{} has no plugin labelled {}; its labels: {}",
                                     real.display(),
+                                    crate::shown(label),
                                     labels.join(", ")
                                 ),
                             )
@@ -385,7 +390,7 @@ impl AllowedDirs {
                 Err(e) => return Err(e),
             }
         }
-        Err(self.not_found(idx, &format!("library {name}")))
+        Err(self.not_found(idx, &format!("library {}", crate::shown(&name))))
     }
 
     fn not_found(&self, idx: &Index, what: &str) -> Error {

@@ -33,3 +33,47 @@ firmtime_rt::define_error! {
         kind: ErrorKind,
     }
 }
+
+/// Characters of a user's string (a label, a plugin spec, a value) that an
+/// error message repeats; the rest is summarised by [`shown`].
+pub const SHOWN_CHARS: usize = 64;
+
+/// A user's string as an error message repeats it: whole when it has at
+/// most [`SHOWN_CHARS`] characters, else its first [`SHOWN_CHARS`] and
+/// `… (N bytes)`, so that a 500 KB label makes a one-line error, not a
+/// 500 KB one. Control characters are escaped (`\n` does not break the line).
+pub fn shown(s: &str) -> String {
+    let mut out: String = s
+        .chars()
+        .take(SHOWN_CHARS)
+        .flat_map(|c| {
+            if c.is_control() {
+                c.escape_default().collect::<Vec<_>>()
+            } else {
+                vec![c]
+            }
+        })
+        .collect();
+    if s.chars().nth(SHOWN_CHARS).is_some() {
+        out.push_str(&format!("… ({} bytes)", s.len()));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_user_strings_are_cut_to_a_line() {
+        assert_eq!(shown("amp_mono"), "amp_mono");
+        let exact = "x".repeat(SHOWN_CHARS);
+        assert_eq!(shown(&exact), exact);
+        let big = "é".repeat(250_000); // 500 000 bytes
+        assert_eq!(
+            shown(&big),
+            format!("{}… (500000 bytes)", "é".repeat(SHOWN_CHARS))
+        );
+        assert_eq!(shown("a\nb\u{1b}"), "a\\nb\\u{1b}");
+    }
+}

@@ -114,7 +114,7 @@ impl Scan {
         if !spec.is_empty() && spec.bytes().all(|b| b.is_ascii_digit()) {
             let id: u64 = spec
                 .parse()
-                .map_err(|_| not_found(format!("with ID {spec}")))?;
+                .map_err(|_| not_found(format!("with ID {}", crate::shown(spec))))?;
             return self
                 .plugins()
                 .into_iter()
@@ -130,7 +130,7 @@ impl Scan {
                     .iter()
                     .find(|l| l.path().file_stem().is_some_and(|s| s == want))
                     .cloned()
-                    .ok_or_else(|| not_found(format!("library {file}")))?
+                    .ok_or_else(|| not_found(format!("library {}", crate::shown(file))))?
             };
             return lib
                 .plugins()
@@ -141,8 +141,9 @@ impl Scan {
                     Error::new(
                         ErrorKind::NotFound,
                         format!(
-                            "{} has no plugin labelled {label}; its labels: {}",
+                            "{} has no plugin labelled {}; its labels: {}",
                             lib.path().display(),
+                            crate::shown(label),
                             labels.join(", ")
                         ),
                     )
@@ -151,6 +152,6 @@ impl Scan {
         self.plugins()
             .into_iter()
             .find(|p| p.info().label == spec)
-            .ok_or_else(|| not_found(format!("labelled {spec}")))
+            .ok_or_else(|| not_found(format!("labelled {}", crate::shown(spec))))
     }
 }

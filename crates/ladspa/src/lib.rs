@@ -61,7 +61,7 @@ pub mod plugin;
 pub use allowed::AllowedDirs;
 pub use apply::{apply, wav_sample_rate, ApplyOptions, ApplyReport, OutputFormat};
 pub use chain::{Chain, Stage};
-pub use error::{Error, ErrorKind, Result};
+pub use error::{shown, Error, ErrorKind, Result};
 pub use host::{search_path, Scan};
 pub use plugin::{
     DefaultHint, Direction, Hints, Instance, Library, Plugin, PluginInfo, PortInfo, PortKind,

@@ -254,7 +254,7 @@ impl PluginInfo {
     /// # Errors
     /// [`ErrorKind::InvalidControl`] when more values are given than the
     /// plugin has control inputs, a missing value's port has no default,
-    /// a value is NaN, or (with `check_range`) a value lies outside the
+    /// a value is not finite (NaN, ±inf), or (with `check_range`) a value lies outside the
     /// port's bounds. Each message names the port and its range.
     pub fn resolve_controls(
         &self,
@@ -299,10 +299,18 @@ impl PluginInfo {
                     )
                 })?,
             };
-            if v.is_nan() {
+            // `inf`, `1e999` (which parses as inf) and NaN reach no plugin:
+            // no port's range holds them, even with the range check off.
+            if !v.is_finite() {
                 return Err(Error::new(
                     ErrorKind::InvalidControl,
-                    format!("plugin {}: control \"{}\" is NaN", self.label, port.name),
+                    format!(
+                        "plugin {}: control \"{}\" = {v} is not a finite number; give a value \
+                         in its range {}",
+                        self.label,
+                        port.name,
+                        port.range_text(sample_rate)
+                    ),
                 ));
             }
             if check_range && given.get(i).is_some() {

@@ -213,11 +213,82 @@ fn key_of(e: &RemoteEntry) -> Result<Option<Key>, String> {
     Ok(Some(key))
 }
 
+/// Why a description did not come in time: the worker, the timeout and its value.
+fn timed_out(e: &RemoteEntry) -> String {
+    format!(
+        "no description from the worker {} within connect_timeout_ms = {} ms (it did not \
+         accept the connection or did not answer: frozen, overloaded or unreachable?)",
+        e.worker,
+        e.connect_timeout().as_millis()
+    )
+}
+
 /// Asks the worker for the description; the reason in one line if it cannot.
 fn fetch(e: &RemoteEntry) -> Result<PluginDescription, String> {
     let addr = resolve(&e.worker)?;
     let key = key_of(e)?;
-    describe(addr, key, &e.label, e.connect_timeout()).map_err(|err| err.to_string())
+    describe(addr, key, &e.label, e.connect_timeout()).map_err(|err| {
+        // A read or connect that timed out says "Resource temporarily
+        // unavailable (os error 11)": say which timeout instead.
+        if matches!(err.errno(), Some(libc::EAGAIN | libc::ETIMEDOUT)) {
+            timed_out(e)
+        } else {
+            err.to_string()
+        }
+    })
+}
+
+/// Extra time, beyond an entry's `connect_timeout_ms`, that the scan waits
+/// for its description (thread start-up; a describe that timed out itself).
+const DESCRIBE_GRACE: Duration = Duration::from_millis(200);
+
+/// Describes every entry at once, each on its own thread, and waits no
+/// longer than the largest `connect_timeout_ms` (plus [`DESCRIBE_GRACE`])
+/// for all of them: a host's plugin scan is not N × the timeout with N
+/// frozen workers. An entry without an answer by its deadline gets
+/// [`timed_out`]; its thread ends on its own (the connection's timeouts)
+/// and its late answer is dropped.
+fn describe_all(entries: &[&RemoteEntry]) -> Vec<Result<PluginDescription, String>> {
+    let start = Instant::now();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut out: Vec<Option<Result<PluginDescription, String>>> = vec![None; entries.len()];
+    for (i, e) in entries.iter().enumerate() {
+        let (tx, e2) = (tx.clone(), (*e).clone());
+        let spawned = std::thread::Builder::new()
+            .name("ft-proxy-describe".into())
+            .spawn(move || {
+                let _ = tx.send((i, fetch(&e2)));
+            });
+        if let Err(err) = spawned {
+            out[i] = Some(Err(format!(
+                "cannot start a thread to ask the worker {}: {err}",
+                e.worker
+            )));
+        }
+    }
+    drop(tx);
+    loop {
+        let due = entries
+            .iter()
+            .zip(&out)
+            .filter(|(_, r)| r.is_none())
+            .map(|(e, _)| start + e.connect_timeout() + DESCRIBE_GRACE)
+            .max();
+        let Some(due) = due else { break };
+        let left = due.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok((i, r)) => {
+                // An answer after the entry's own deadline counts as none.
+                let late = Instant::now() > start + entries[i].connect_timeout() + DESCRIBE_GRACE;
+                out[i] = Some(if late { Err(timed_out(entries[i])) } else { r });
+            }
+            Err(_) => break,
+        }
+    }
+    out.into_iter()
+        .zip(entries)
+        .map(|(r, e)| r.unwrap_or_else(|| Err(timed_out(e))))
+        .collect()
 }
 
 fn load() -> Entries {
@@ -247,6 +318,14 @@ fn load() -> Entries {
             return Entries(Vec::new());
         }
     };
+    let good: Vec<&RemoteEntry> = parsed
+        .iter()
+        .filter_map(|p| match p {
+            Parsed::Entry(e) => Some(e),
+            Parsed::Bad { .. } => None,
+        })
+        .collect();
+    let mut described = describe_all(&good).into_iter();
     let mut labels: Vec<String> = Vec::new();
     let mut ids: Vec<u64> = Vec::new();
     let mut out = Vec::new();
@@ -257,7 +336,9 @@ fn load() -> Entries {
                 label,
                 message,
             } => {
-                let l = label.unwrap_or_else(|| format!("entry{number}"));
+                // A label too long to use (or to repeat in full) is cut.
+                let l =
+                    label.map_or_else(|| format!("entry{number}"), |l| firmtime_ladspa::shown(&l));
                 say(&format!(
                     "config {} entry {number} ({l}): {message}; presenting remote_{l} as a \
                      pass-through placeholder",
@@ -267,7 +348,7 @@ fn load() -> Entries {
                 let id = config::placeholder_id(&l);
                 (None, None, l, name, id)
             }
-            Parsed::Entry(e) => match fetch(&e) {
+            Parsed::Entry(e) => match described.next().expect("one result per entry") {
                 Ok(d) => {
                     config::write_cache(&e, &d);
                     let (l, n, i) = (
