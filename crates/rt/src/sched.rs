@@ -856,4 +856,103 @@ mod tests {
         let e = set_timer_slack(0).unwrap_err();
         assert!(e.message().contains("1ns"), "{e}");
     }
+
+    /// The bounds: the last CPU a `cpu_set_t` holds is the largest accepted,
+    /// a range ending on it too; one above is refused, in a range or alone.
+    #[test]
+    fn cpu_lists_stop_at_the_last_cpu_a_cpu_set_holds() {
+        let last = CPU_SETSIZE - 1;
+        assert_eq!(parse_cpu_list(&last.to_string()).unwrap(), [last]);
+        assert_eq!(
+            parse_cpu_list(&format!("{}-{last}", last - 2)).unwrap(),
+            [last - 2, last - 1, last]
+        );
+        for bad in [
+            format!("{CPU_SETSIZE}"),
+            format!("{last}-{CPU_SETSIZE}"),
+            format!("0,{CPU_SETSIZE}"),
+        ] {
+            let e = parse_cpu_list(&bad).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidInput, "{bad}");
+            assert!(e.message().contains(&bad), "{bad}: {e}");
+        }
+        // A one-CPU range, empty parts, spaces, duplicates, any order.
+        assert_eq!(parse_cpu_list("5-5").unwrap(), [5]);
+        assert!(parse_cpu_list("1,3-2x").is_err());
+        assert_eq!(
+            parse_cpu_list(" ,, 2 - 3 ,1,,3 ,2-4\n").unwrap(),
+            [1, 2, 3, 4]
+        );
+    }
+
+    /// One part of a generated CPU list.
+    #[derive(Debug, Clone)]
+    enum Part {
+        One(usize),
+        Range(usize, usize),
+        Empty,
+    }
+
+    fn cpu() -> impl proptest::strategy::Strategy<Value = usize> {
+        use proptest::prelude::*;
+        // Mostly small CPUs (overlaps, duplicates), some around the bound.
+        prop_oneof![3 => 0usize..24, 1 => CPU_SETSIZE - 3..CPU_SETSIZE + 3]
+    }
+
+    fn part() -> impl proptest::strategy::Strategy<Value = Part> {
+        use proptest::prelude::*;
+        prop_oneof![
+            3 => cpu().prop_map(Part::One),
+            3 => (cpu(), cpu()).prop_map(|(a, b)| Part::Range(a, b)),
+            1 => Just(Part::Empty),
+        ]
+    }
+
+    proptest::proptest! {
+        /// Against the definition, by brute force: the union of the parts,
+        /// ascending, each once; refused (quoting the text) when a range is
+        /// reversed or any CPU is at or above CPU_SETSIZE.
+        #[test]
+        fn a_cpu_list_is_the_sorted_union_of_its_parts(
+            parts in proptest::collection::vec(part(), 0..8),
+            spaced in proptest::bool::ANY,
+        ) {
+            let sep = if spaced { " , " } else { "," };
+            let text = parts
+                .iter()
+                .map(|p| match *p {
+                    Part::One(c) => c.to_string(),
+                    Part::Range(a, b) if spaced => format!("{a} - {b}"),
+                    Part::Range(a, b) => format!("{a}-{b}"),
+                    Part::Empty => String::new(),
+                })
+                .collect::<Vec<_>>()
+                .join(sep);
+            let mut want = std::collections::BTreeSet::new();
+            let mut valid = true;
+            for p in &parts {
+                match *p {
+                    Part::One(c) => {
+                        valid &= c < CPU_SETSIZE;
+                        want.insert(c);
+                    }
+                    Part::Range(a, b) => {
+                        valid &= a <= b && b < CPU_SETSIZE;
+                        want.extend(a..=b);
+                    }
+                    Part::Empty => {}
+                }
+            }
+            match parse_cpu_list(&text) {
+                Ok(cpus) => {
+                    proptest::prop_assert!(valid, "{:?} accepted as {:?}", text, cpus);
+                    proptest::prop_assert_eq!(cpus, want.into_iter().collect::<Vec<_>>());
+                }
+                Err(e) => {
+                    proptest::prop_assert!(!valid, "{:?} refused: {}", text, e);
+                    proptest::prop_assert!(e.message().contains(text.trim()), "{}", e);
+                }
+            }
+        }
+    }
 }
