@@ -7,9 +7,10 @@
 //! Tests assert frames and nanoseconds exactly, never durations: the
 //! server's xruns and frame gaps (dropped cycles; PipeWire never reports
 //! xruns) are counted and printed, never failed on. A dropped cycle makes
-//! JACK re-estimate the time of a frame, so in a run that had one the exact
-//! checks ([`exact`]) print what differed instead of failing; order,
-//! messages and counts are asserted either way.
+//! JACK re-estimate the time of a frame, so a run that had one and missed
+//! an exact check ([`Exact`]) is waived (logged WAIVED) and run again; a
+//! test waived in every run fails. Order, messages and counts are asserted
+//! in every run.
 
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
@@ -18,6 +19,7 @@ use std::time::{Duration, Instant};
 use firmtime_jack::{program_on_path, ServerKind, TestServer};
 use firmtime_midi::jack::{JackBackend, JackOptions, Tap, Tapper, TapperOptions};
 use firmtime_midi::{BackendStats, InputEvent, MidiBackend, MidiMessage, OutputEvent, SentEvent};
+use firmtime_rt::testing::{until_checked, Attempt};
 
 // With `--features assert-rt`, an allocation inside a JACK process callback
 // aborts this test binary.
@@ -82,15 +84,45 @@ fn note_off(note: u8) -> MidiMessage {
     }
 }
 
-/// An exact frame or time check: asserted in a run without xruns or frame
-/// gaps, printed (not failed) when `xruns` (their sum) > 0.
-fn exact(xruns: u64, ok: bool, what: impl FnOnce() -> String) {
-    if ok {
-        return;
+/// The exact frame and time checks of one run: asserted in a run without
+/// xruns or frame gaps. In a run with some, a check that misses waives the
+/// run instead ([`Exact::verdict`]: logged WAIVED), and the test's
+/// [`until_checked`] runs it again; a test waived in every run fails.
+struct Exact {
+    xruns: u64,
+    missed: Vec<String>,
+}
+
+impl Exact {
+    /// The checks of a run that saw `xruns` xruns and frame gaps.
+    fn new(xruns: u64) -> Self {
+        Self {
+            xruns,
+            missed: Vec::new(),
+        }
     }
-    let what = what();
-    assert!(xruns > 0, "{what}");
-    println!("not exact after {xruns} xruns/frame gaps: {what}");
+
+    /// One exact check: `ok`, else (after xruns) a miss described by `what`.
+    fn check(&mut self, ok: bool, what: impl FnOnce() -> String) {
+        if ok {
+            return;
+        }
+        let what = what();
+        assert!(self.xruns > 0, "{what}");
+        self.missed.push(what);
+    }
+
+    /// Checked when every exact check held, else waived with the first miss.
+    fn verdict(self) -> Attempt<()> {
+        match self.missed.first() {
+            None => Attempt::Checked(()),
+            Some(first) => Attempt::Waived(format!(
+                "{} exact check(s) missed after {} xruns/frame gaps; the first: {first}",
+                self.missed.len(),
+                self.xruns
+            )),
+        }
+    }
 }
 
 /// The frames-per-tap figure the scripts grep for.
@@ -153,82 +185,86 @@ fn ports_register_and_show_in_jack_lsp() {
 fn tapper_taps_recorded_with_zero_frame_error_in_order() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let Some(srv) = server(256) else { return };
-    let mut rec = backend(&srv, "ft-rec");
-    // 60 taps at irregular offsets (not multiples of the period), Note On
-    // then Note Off 50 ms later, over about 2 s; two taps share one cycle.
-    let mut taps = Vec::new();
-    for i in 0..30u64 {
-        let on = 1000 + i * 3331 + (i % 7) * 17;
-        taps.push(Tap {
-            offset: on,
-            msg: note_on(40 + i as u8),
+    until_checked(3, |_| {
+        let mut rec = backend(&srv, "ft-rec");
+        // 60 taps at irregular offsets (not multiples of the period), Note On
+        // then Note Off 50 ms later, over about 2 s; two taps share one cycle.
+        let mut taps = Vec::new();
+        for i in 0..30u64 {
+            let on = 1000 + i * 3331 + (i % 7) * 17;
+            taps.push(Tap {
+                offset: on,
+                msg: note_on(40 + i as u8),
+            });
+            taps.push(Tap {
+                offset: on + 2400,
+                msg: note_off(40 + i as u8),
+            });
+        }
+        let mut o = TapperOptions::new("ft-tapper");
+        o.server_name = Some(srv.name().to_string());
+        o.connect_to = vec![rec.input_port_names()[0].clone()];
+        o.lead_frames = 512;
+        let tapper = Tapper::start(o, taps.clone()).unwrap();
+        let got = collect(&mut rec, taps.len());
+        let truth = tapper.finish(Duration::from_secs(10)).unwrap();
+        assert!(truth.complete);
+        assert_eq!(truth.dropped, 0);
+        assert_eq!(truth.records.len(), taps.len());
+        let xruns = lost(&rec.stats()) + truth.xruns + truth.frame_gaps;
+        let mut ex = Exact::new(xruns);
+        let start = truth.start_frame.unwrap();
+        for (tap, r) in taps.iter().zip(&truth.records) {
+            // A tap due in a cycle an xrun skipped goes out late, flagged.
+            assert!(r.frame >= start + tap.offset, "tapper never early");
+            assert_eq!(r.late, r.frame > start + tap.offset, "late flagged");
+            ex.check(r.frame == start + tap.offset, || {
+                format!(
+                    "tapper placed {:?} at {} for {}",
+                    tap.msg,
+                    r.frame,
+                    start + tap.offset
+                )
+            });
+        }
+        // An xrun can lose or repeat a cycle's buffer: then events no longer pair by order.
+        ex.check(got.len() == taps.len(), || {
+            format!("{} of {} taps recorded", got.len(), taps.len())
         });
-        taps.push(Tap {
-            offset: on + 2400,
-            msg: note_off(40 + i as u8),
+        let paired = if got.len() == taps.len() {
+            &got[..]
+        } else {
+            &[]
+        };
+        let mut errors = Vec::new();
+        for (r, ev) in truth.records.iter().zip(paired) {
+            ex.check(ev.msg == r.msg, || {
+                format!("received {:?} where {:?} was sent", ev.msg, r.msg)
+            });
+            assert_eq!(ev.port, 0);
+            errors.push(ev.frame.unwrap() as i64 - r.frame as i64);
+            ex.check(ev.t_ns == r.t_ns, || {
+                format!(
+                    "same frame, same CLOCK_MONOTONIC ns: {} vs {}",
+                    ev.t_ns, r.t_ns
+                )
+            });
+        }
+        ex.check(errors.iter().all(|&e| e == 0), || {
+            format!("frame errors: {errors:?}")
         });
-    }
-    let mut o = TapperOptions::new("ft-tapper");
-    o.server_name = Some(srv.name().to_string());
-    o.connect_to = vec![rec.input_port_names()[0].clone()];
-    o.lead_frames = 512;
-    let tapper = Tapper::start(o, taps.clone()).unwrap();
-    let got = collect(&mut rec, taps.len());
-    let truth = tapper.finish(Duration::from_secs(10)).unwrap();
-    assert!(truth.complete);
-    assert_eq!(truth.dropped, 0);
-    assert_eq!(truth.records.len(), taps.len());
-    let xruns = lost(&rec.stats()) + truth.xruns + truth.frame_gaps;
-    let start = truth.start_frame.unwrap();
-    for (tap, r) in taps.iter().zip(&truth.records) {
-        // A tap due in a cycle an xrun skipped goes out late, flagged.
-        assert!(r.frame >= start + tap.offset, "tapper never early");
-        assert_eq!(r.late, r.frame > start + tap.offset, "late flagged");
-        exact(xruns, r.frame == start + tap.offset, || {
-            format!(
-                "tapper placed {:?} at {} for {}",
-                tap.msg,
-                r.frame,
-                start + tap.offset
-            )
+        let st = rec.stats();
+        ex.check(st.received == taps.len() as u64, || {
+            format!("the backend counted {} of {} taps", st.received, taps.len())
         });
-    }
-    // An xrun can lose or repeat a cycle's buffer: then events no longer pair by order.
-    exact(xruns, got.len() == taps.len(), || {
-        format!("{} of {} taps recorded", got.len(), taps.len())
+        assert_eq!((st.input_dropped, st.malformed), (0, 0));
+        report("firmtime tapper", &errors);
+        println!(
+            "xruns: backend {}, tapper {}; frame gaps: backend {}, tapper {}",
+            st.xruns, truth.xruns, st.frame_gaps, truth.frame_gaps
+        );
+        ex.verdict()
     });
-    let paired = if got.len() == taps.len() {
-        &got[..]
-    } else {
-        &[]
-    };
-    let mut errors = Vec::new();
-    for (r, ev) in truth.records.iter().zip(paired) {
-        exact(xruns, ev.msg == r.msg, || {
-            format!("received {:?} where {:?} was sent", ev.msg, r.msg)
-        });
-        assert_eq!(ev.port, 0);
-        errors.push(ev.frame.unwrap() as i64 - r.frame as i64);
-        exact(xruns, ev.t_ns == r.t_ns, || {
-            format!(
-                "same frame, same CLOCK_MONOTONIC ns: {} vs {}",
-                ev.t_ns, r.t_ns
-            )
-        });
-    }
-    exact(xruns, errors.iter().all(|&e| e == 0), || {
-        format!("frame errors: {errors:?}")
-    });
-    let st = rec.stats();
-    exact(xruns, st.received == taps.len() as u64, || {
-        format!("the backend counted {} of {} taps", st.received, taps.len())
-    });
-    assert_eq!((st.input_dropped, st.malformed), (0, 0));
-    report("firmtime tapper", &errors);
-    println!(
-        "xruns: backend {}, tapper {}; frame gaps: backend {}, tapper {}",
-        st.xruns, truth.xruns, st.frame_gaps, truth.frame_gaps
-    );
 }
 
 /// A jack_midiseq child, killed and reaped on drop.
@@ -283,177 +319,185 @@ fn jack_midiseq_taps_recorded_at_exact_loop_frames() {
         return;
     }
     let Some(srv) = server(256) else { return };
-    let mut rec = backend(&srv, "ft-rec");
-    // A 4800-frame loop (0.1 s): C4 at 0 for 1000 frames, E4 at 2400 for 600.
-    const LOOP: u64 = 4800;
-    let pattern = [
-        (0u64, 60u8, true),
-        (1000, 60, false),
-        (2400, 64, true),
-        (3000, 64, false),
-    ];
-    let seq = Seq::start(
-        &srv,
-        &rec,
-        "ft-seq",
-        &["4800", "0", "60", "1000", "2400", "64", "600"],
-    );
-    let got = collect(&mut rec, 60);
-    drop(seq);
-    assert!(
-        got.len() >= 60,
-        "only {} events from jack_midiseq",
-        got.len()
-    );
-    // Align on the first C4 Note On; every event after it must fall on
-    // first + k·LOOP + its pattern position, in pattern order.
-    let first = got
-        .iter()
-        .position(|e| {
-            matches!(
-                e.msg,
-                MidiMessage::NoteOn {
-                    note: 60,
-                    velocity: 1..,
-                    ..
-                }
-            )
-        })
-        .expect("a C4 note on");
-    let f0 = got[first].frame.unwrap();
-    // jack_midiseq advances its loop by the frames of each cycle it runs, so
-    // an xrun shifts (or, with a repeated buffer, repeats) the rest of its
-    // pattern: the order and frames are exact only in a run without one.
-    let xruns = lost(&rec.stats());
-    let mut errors = Vec::new();
-    for (i, ev) in got[first..].iter().enumerate() {
-        let (pos, note, on) = pattern[i % 4];
-        let expected = f0 + (i as u64 / 4) * LOOP + pos;
-        let is_on = matches!(ev.msg, MidiMessage::NoteOn { velocity: 1.., .. });
-        let n = match ev.msg {
-            MidiMessage::NoteOn { note, .. } | MidiMessage::NoteOff { note, .. } => note,
-            other => panic!("unexpected {other:?}"),
-        };
-        assert!(
-            n == 60 || n == 64,
-            "event {i}: note {n} is not jack_midiseq's"
+    until_checked(3, |_| {
+        let mut rec = backend(&srv, "ft-rec");
+        // A 4800-frame loop (0.1 s): C4 at 0 for 1000 frames, E4 at 2400 for 600.
+        const LOOP: u64 = 4800;
+        let pattern = [
+            (0u64, 60u8, true),
+            (1000, 60, false),
+            (2400, 64, true),
+            (3000, 64, false),
+        ];
+        let seq = Seq::start(
+            &srv,
+            &rec,
+            "ft-seq",
+            &["4800", "0", "60", "1000", "2400", "64", "600"],
         );
-        exact(xruns, (n, is_on) == (note, on), || {
-            format!("event {i} ({n}, on {is_on}) breaks the pattern at ({note}, on {on})")
+        let got = collect(&mut rec, 60);
+        drop(seq);
+        assert!(
+            got.len() >= 60,
+            "only {} events from jack_midiseq",
+            got.len()
+        );
+        // Align on the first C4 Note On; every event after it must fall on
+        // first + k·LOOP + its pattern position, in pattern order.
+        let first = got
+            .iter()
+            .position(|e| {
+                matches!(
+                    e.msg,
+                    MidiMessage::NoteOn {
+                        note: 60,
+                        velocity: 1..,
+                        ..
+                    }
+                )
+            })
+            .expect("a C4 note on");
+        let f0 = got[first].frame.unwrap();
+        // jack_midiseq advances its loop by the frames of each cycle it runs, so
+        // an xrun shifts (or, with a repeated buffer, repeats) the rest of its
+        // pattern: the order and frames are exact only in a run without one.
+        let xruns = lost(&rec.stats());
+        let mut ex = Exact::new(xruns);
+        let mut errors = Vec::new();
+        for (i, ev) in got[first..].iter().enumerate() {
+            let (pos, note, on) = pattern[i % 4];
+            let expected = f0 + (i as u64 / 4) * LOOP + pos;
+            let is_on = matches!(ev.msg, MidiMessage::NoteOn { velocity: 1.., .. });
+            let n = match ev.msg {
+                MidiMessage::NoteOn { note, .. } | MidiMessage::NoteOff { note, .. } => note,
+                other => panic!("unexpected {other:?}"),
+            };
+            assert!(
+                n == 60 || n == 64,
+                "event {i}: note {n} is not jack_midiseq's"
+            );
+            ex.check((n, is_on) == (note, on), || {
+                format!("event {i} ({n}, on {is_on}) breaks the pattern at ({note}, on {on})")
+            });
+            errors.push(ev.frame.unwrap() as i64 - expected as i64);
+        }
+        ex.check(errors.iter().all(|&e| e == 0), || {
+            format!("frame errors: {errors:?}")
         });
-        errors.push(ev.frame.unwrap() as i64 - expected as i64);
-    }
-    exact(xruns, errors.iter().all(|&e| e == 0), || {
-        format!("frame errors: {errors:?}")
+        report("jack_midiseq", &errors);
+        let st = rec.stats();
+        println!("xruns: backend {}; frame gaps {}", st.xruns, st.frame_gaps);
+        ex.verdict()
     });
-    report("jack_midiseq", &errors);
-    let st = rec.stats();
-    println!("xruns: backend {}; frame gaps {}", st.xruns, st.frame_gaps);
 }
 
 #[test]
 fn scheduled_output_arrives_at_second_client_at_intended_frame() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let Some(srv) = server(256) else { return };
-    let mut rx = backend(&srv, "ft-rx");
-    let mut o = JackOptions::new("ft-tx");
-    o.server_name = Some(srv.name().to_string());
-    o.inputs = vec![];
-    o.connect_outputs = vec!["ft-rx:in".into()];
-    let mut tx = JackBackend::open(o).unwrap();
-    let ns_per_frame = 1_000_000_000u64.div_ceil(48_000);
-    // 20 events 7.3 ms apart (not on frame or period boundaries), starting
-    // 300 ms from now so none is late; one "now" event first.
-    let t0 = firmtime_rt::clock::monotonic_ns() + 300_000_000;
-    tx.send(OutputEvent {
-        at_ns: None,
-        port: 0,
-        msg: note_on(1),
-        tag: 100,
-    })
-    .unwrap();
-    for i in 0..20u32 {
-        let at = t0 + u64::from(i) * 7_300_001;
-        tx.send(OutputEvent {
-            at_ns: Some(at),
-            port: 0,
-            msg: note_on(i as u8),
-            tag: i,
-        })
-        .unwrap();
-    }
-    assert_eq!(
+    until_checked(3, |_| {
+        let mut rx = backend(&srv, "ft-rx");
+        let mut o = JackOptions::new("ft-tx");
+        o.server_name = Some(srv.name().to_string());
+        o.inputs = vec![];
+        o.connect_outputs = vec!["ft-rx:in".into()];
+        let mut tx = JackBackend::open(o).unwrap();
+        let ns_per_frame = 1_000_000_000u64.div_ceil(48_000);
+        // 20 events 7.3 ms apart (not on frame or period boundaries), starting
+        // 300 ms from now so none is late; one "now" event first.
+        let t0 = firmtime_rt::clock::monotonic_ns() + 300_000_000;
         tx.send(OutputEvent {
             at_ns: None,
-            port: 3,
+            port: 0,
             msg: note_on(1),
-            tag: 0
-        }),
-        Err(firmtime_midi::BackendError::NoSuchPort(3))
-    );
-    let got = collect(&mut rx, 21);
-    let mut sent: Vec<SentEvent> = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while sent.len() < 21 && Instant::now() < deadline {
-        tx.poll_sent(&mut |s| sent.push(s));
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let why = format!(
-        "tx {:?}, rx {:?}, {} sent reports dropped; the server said:\n{}",
-        tx.stats(),
-        rx.stats(),
-        tx.sent_reports_dropped(),
-        srv.log_tail(30)
-    );
-    assert_eq!(sent.len(), 21, "{why}");
-    assert_eq!(sent[0].tag, 100);
-    assert_eq!(sent[0].intended_ns, None);
-    let xruns = lost(&tx.stats()) + lost(&rx.stats());
-    // An xrun can lose or repeat a cycle's buffer: then events no longer pair by order.
-    exact(xruns, got.len() == 21, || {
-        format!("received {} of 21: {why}", got.len())
-    });
-    let paired = if got.len() == 21 { &got[..] } else { &[] };
-    let mut errors = Vec::new();
-    for (s, ev) in sent.iter().zip(paired) {
-        exact(xruns, ev.msg == s.msg, || {
-            format!("received {:?} where {:?} was sent", ev.msg, s.msg)
-        });
-        exact(xruns, ev.frame == s.frame, || {
-            format!("received at {:?}, placed at {:?}", ev.frame, s.frame)
-        });
-        exact(xruns, ev.t_ns == s.actual_ns, || {
-            format!("received at {} ns, placed at {} ns", ev.t_ns, s.actual_ns)
-        });
-    }
-    for s in &sent {
-        if let Some(intended) = s.intended_ns {
-            // Placed at the first frame not before the intended time.
-            assert!(s.actual_ns >= intended, "never early");
-            exact(xruns, s.actual_ns - intended < ns_per_frame, || {
-                format!(
-                    "placed {} ns after the intended time",
-                    s.actual_ns - intended
-                )
-            });
-            errors.push(s.actual_ns - intended);
+            tag: 100,
+        })
+        .unwrap();
+        for i in 0..20u32 {
+            let at = t0 + u64::from(i) * 7_300_001;
+            tx.send(OutputEvent {
+                at_ns: Some(at),
+                port: 0,
+                msg: note_on(i as u8),
+                tag: i,
+            })
+            .unwrap();
         }
-    }
-    let tags: Vec<u32> = sent.iter().map(|s| s.tag).collect();
-    let mut want = vec![100];
-    want.extend(0..20);
-    assert_eq!(tags, want, "sent in time order");
-    let st = tx.stats();
-    assert_eq!((st.sent, st.output_dropped), (21, 0));
-    exact(xruns, st.late_outputs == 0, || {
-        format!("{} outputs late", st.late_outputs)
-    });
-    println!(
-        "FRAMES scheduled output: {} events, placed at most {} ns after the intended time \
+        assert_eq!(
+            tx.send(OutputEvent {
+                at_ns: None,
+                port: 3,
+                msg: note_on(1),
+                tag: 0
+            }),
+            Err(firmtime_midi::BackendError::NoSuchPort(3))
+        );
+        let got = collect(&mut rx, 21);
+        let mut sent: Vec<SentEvent> = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while sent.len() < 21 && Instant::now() < deadline {
+            tx.poll_sent(&mut |s| sent.push(s));
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let why = format!(
+            "tx {:?}, rx {:?}, {} sent reports dropped; the server said:\n{}",
+            tx.stats(),
+            rx.stats(),
+            tx.sent_reports_dropped(),
+            srv.log_tail(30)
+        );
+        assert_eq!(sent.len(), 21, "{why}");
+        assert_eq!(sent[0].tag, 100);
+        assert_eq!(sent[0].intended_ns, None);
+        let xruns = lost(&tx.stats()) + lost(&rx.stats());
+        let mut ex = Exact::new(xruns);
+        // An xrun can lose or repeat a cycle's buffer: then events no longer pair by order.
+        ex.check(got.len() == 21, || {
+            format!("received {} of 21: {why}", got.len())
+        });
+        let paired = if got.len() == 21 { &got[..] } else { &[] };
+        let mut errors = Vec::new();
+        for (s, ev) in sent.iter().zip(paired) {
+            ex.check(ev.msg == s.msg, || {
+                format!("received {:?} where {:?} was sent", ev.msg, s.msg)
+            });
+            ex.check(ev.frame == s.frame, || {
+                format!("received at {:?}, placed at {:?}", ev.frame, s.frame)
+            });
+            ex.check(ev.t_ns == s.actual_ns, || {
+                format!("received at {} ns, placed at {} ns", ev.t_ns, s.actual_ns)
+            });
+        }
+        for s in &sent {
+            if let Some(intended) = s.intended_ns {
+                // Placed at the first frame not before the intended time.
+                assert!(s.actual_ns >= intended, "never early");
+                ex.check(s.actual_ns - intended < ns_per_frame, || {
+                    format!(
+                        "placed {} ns after the intended time",
+                        s.actual_ns - intended
+                    )
+                });
+                errors.push(s.actual_ns - intended);
+            }
+        }
+        let tags: Vec<u32> = sent.iter().map(|s| s.tag).collect();
+        let mut want = vec![100];
+        want.extend(0..20);
+        assert_eq!(tags, want, "sent in time order");
+        let st = tx.stats();
+        assert_eq!((st.sent, st.output_dropped), (21, 0));
+        ex.check(st.late_outputs == 0, || {
+            format!("{} outputs late", st.late_outputs)
+        });
+        println!(
+            "FRAMES scheduled output: {} events, placed at most {} ns after the intended time \
          ({xruns} xruns and frame gaps)",
-        errors.len(),
-        errors.iter().max().unwrap_or(&0)
-    );
+            errors.len(),
+            errors.iter().max().unwrap_or(&0)
+        );
+        ex.verdict()
+    });
 }
 
 #[test]
