@@ -283,6 +283,19 @@ pub fn run(a: RackArgs) -> anyhow::Result<Outcome> {
     Ok(if shut { Outcome::Failed } else { Outcome::Ok })
 }
 
+/// Port names for a message: `a, b` or `none`.
+fn port_list<S: AsRef<str>>(ports: &[S]) -> String {
+    if ports.is_empty() {
+        "none".to_string()
+    } else {
+        ports
+            .iter()
+            .map(AsRef::as_ref)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -306,18 +319,5 @@ mod tests {
             .unwrap()
             .a;
         assert!(reads_commands(false, a.commands_from_stdin));
-    }
-}
-
-/// Port names for a message: `a, b` or `none`.
-fn port_list<S: AsRef<str>>(ports: &[S]) -> String {
-    if ports.is_empty() {
-        "none".to_string()
-    } else {
-        ports
-            .iter()
-            .map(AsRef::as_ref)
-            .collect::<Vec<_>>()
-            .join(", ")
     }
 }
