@@ -158,3 +158,41 @@ fn tap_import_ftap_output_into_a_char_device_stays_the_device() {
     assert_eq!(m.rdev(), libc::makedev(1, 7));
     assert_eq!(d.entries().len(), 2, "no temp file left: {:?}", d.entries());
 }
+
+/// `ladspa lv2-bundle DIR LIB` copied LIB to a temporary file and renamed
+/// it over whatever had LIB's name in DIR: a FIFO there became a library.
+#[test]
+fn lv2_bundle_leaves_a_fifo_with_the_librarys_name_alone() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let st = std::process::Command::new(cargo)
+        .args(["build", "-q", "-p", "firmtime-plugin-waste-time"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status()
+        .unwrap();
+    assert!(st.success(), "building firmtime-plugin-waste-time");
+    let lib = Path::new(common::EXE)
+        .parent()
+        .unwrap()
+        .join("libfirmtime_waste_time.so");
+    let d = TestDir::new("outputs-lv2");
+    let bundle = d.0.join("firmtime.lv2");
+    std::fs::create_dir(&bundle).unwrap();
+    let fifo = bundle.join("libfirmtime_waste_time.so");
+    mkfifo(&fifo);
+    let out = firmtime(&[
+        "ladspa",
+        "lv2-bundle",
+        bundle.to_str().unwrap(),
+        lib.to_str().unwrap(),
+    ]);
+    let err = text(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{err}");
+    let needle = format!(
+        "{} is a FIFO, not a regular file: not replaced by {}",
+        fifo.display(),
+        lib.display()
+    );
+    assert!(err.contains(&needle), "'{needle}' missing from: {err}");
+    let t = std::fs::symlink_metadata(&fifo).unwrap().file_type();
+    assert!(t.is_fifo(), "{} is no longer a FIFO: {t:?}", fifo.display());
+}

@@ -341,7 +341,41 @@ pub fn write_bundle(dir: &Path, libraries: &[PathBuf]) -> Result<BundleReport> {
         let same = std::fs::canonicalize(lib).ok() == std::fs::canonicalize(&dst).ok();
         if !same {
             // Replace rather than overwrite: a host may have the old file mapped.
+            // Only a regular file is renamed over (or a link, itself replaced, its
+            // target untouched): a device, FIFO or directory of that name is left alone.
+            if let Ok(m) = std::fs::symlink_metadata(&dst) {
+                use std::os::unix::fs::FileTypeExt;
+                let t = m.file_type();
+                if !(t.is_file() || t.is_symlink()) {
+                    let what = if t.is_dir() {
+                        "a directory"
+                    } else if t.is_fifo() {
+                        "a FIFO"
+                    } else if t.is_char_device() {
+                        "a character device"
+                    } else if t.is_block_device() {
+                        "a block device"
+                    } else {
+                        "a socket"
+                    };
+                    return Err(Error::new(
+                        ErrorKind::InvalidInput,
+                        format!(
+                            "{} is {what}, not a regular file: not replaced by {}",
+                            dst.display(),
+                            lib.display()
+                        ),
+                    ));
+                }
+            }
             let tmp = dir.join(format!(".{name}.tmp"));
+            // A stale (or planted) temporary file or link is removed, never written through.
+            match std::fs::remove_file(&tmp) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(io(format!("removing {}", tmp.display()), e))
+                }
+                _ => {}
+            }
             std::fs::copy(lib, &tmp)
                 .and_then(|_| std::fs::rename(&tmp, &dst))
                 .map_err(|e| io(format!("copying {} to {}", lib.display(), dst.display()), e))?;
