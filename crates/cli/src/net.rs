@@ -65,8 +65,11 @@ pub struct WorkerArgs {
     /// Address and port for both TCP control and UDP data (0.0.0.0 receives discovery broadcasts).
     #[arg(long, default_value = "0.0.0.0:7700")]
     listen: SocketAddr,
-    /// Pre-shared key file (at least 16 random bytes). Without it the worker is
-    /// unauthenticated and listens only on a loopback address (see --insecure-no-key).
+    /// Pre-shared key file (at least 16 random bytes; a regular file of at
+    /// most 4 KiB that neither its group nor every user may write, owned by
+    /// root or you; a warning if others may read it: chmod 600). Without it the
+    /// worker is unauthenticated and listens only on a loopback address (see
+    /// --insecure-no-key).
     #[arg(long)]
     key: Option<PathBuf>,
     /// Without --key, listen on a non-loopback address anyway: anyone who
@@ -122,7 +125,7 @@ pub struct BenchArgs {
     /// Worker addresses, comma-separated (host:port).
     #[arg(long, value_delimiter = ',', required = true)]
     workers: Vec<String>,
-    /// Pre-shared key file.
+    /// Pre-shared key file (the worker's; a regular file others may not write).
     #[arg(long)]
     key: Option<PathBuf>,
     /// Frames per period (16–8192).
@@ -185,7 +188,8 @@ pub struct DiscoverArgs {
     /// Where to probe: broadcast or worker addresses with the workers' port, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "255.255.255.255:7700")]
     to: Vec<SocketAddr>,
-    /// Pre-shared key file (workers with a key answer only keyed probes).
+    /// Pre-shared key file (workers with a key answer only keyed probes; a
+    /// regular file others may not write).
     #[arg(long)]
     key: Option<PathBuf>,
     /// How long to collect answers.
@@ -202,7 +206,7 @@ pub struct StatsArgs {
     /// The worker's address.
     #[arg(long)]
     worker: String,
-    /// Pre-shared key file.
+    /// Pre-shared key file (the worker's; a regular file others may not write).
     #[arg(long)]
     key: Option<PathBuf>,
     /// Write the counters as JSON to PATH (`-` or a bare --json: stdout,
