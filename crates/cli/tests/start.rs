@@ -4,7 +4,8 @@
 //! script and this test run the same thing) and run in a scratch
 //! directory; then what they wrote is checked: the trial files against the
 //! columns TAP.md documents, the analysis, the remote plugin's output
-//! against the local plugin's, the cyclictest and firmtime histograms. The
+//! against the local plugin's, the cyclictest and firmtime histograms
+//! (their p50 and p99 compared, over alternated runs of both). The
 //! page's other claims that need no hardware are checked too: every
 //! `--flag` of every `firmtime` command on it is in that command's --help,
 //! and the doctor items it names exist.
@@ -110,17 +111,11 @@ fn scratch(name: &str) -> TestDir {
 /// JACK allows (other jobs' servers).
 fn run_path(path: &str, dir: &Path, ladspa_dir: &Path) -> Option<String> {
     std::fs::write(dir.join("run.sh"), emit(path, "", ladspa_dir)).unwrap();
-    let bin = Path::new(EXE).parent().unwrap();
-    let search = std::env::join_paths(
-        std::iter::once(bin.to_path_buf())
-            .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
-    )
-    .unwrap();
     let out = Command::new("bash")
         .arg("-c")
         .arg("bash run.sh > run.log 2>&1")
         .current_dir(dir)
-        .env("PATH", search)
+        .env("PATH", search_path())
         .env("FIRMTIME_PROXY_CACHE", dir.join("proxy-cache"))
         .env("JACK_NO_AUDIO_RESERVATION", "1")
         .output()
@@ -139,6 +134,16 @@ fn run_path(path: &str, dir: &Path, ladspa_dir: &Path) -> Option<String> {
         out.status
     );
     Some(log)
+}
+
+/// PATH with the binary under test first.
+fn search_path() -> std::ffi::OsString {
+    let bin = Path::new(EXE).parent().unwrap();
+    std::env::join_paths(
+        std::iter::once(bin.to_path_buf())
+            .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
+    )
+    .unwrap()
 }
 
 /// The CSV header TAP.md documents (§3, its example's first line).
@@ -498,8 +503,44 @@ fn engineer_dry_run_puts_the_plugin_on_the_worker_one_block_late_and_bit_exact()
     );
 }
 
+/// The `q` quantile of the pooled histograms (1 µs buckets; negative
+/// samples below the first bucket, overflows above the last), in µs.
+fn hist_quantile(hists: &[&firmtime_lab::output::ThreadHist], q: f64) -> u64 {
+    let buckets = hists.iter().map(|h| h.buckets.len()).max().unwrap_or(0);
+    let mut counts = vec![0u64; buckets];
+    let (mut under, mut over) = (0, 0);
+    for h in hists {
+        for (i, c) in h.buckets.iter().enumerate() {
+            counts[i] += c;
+        }
+        under += h.underflows;
+        over += h.overflows;
+    }
+    let n = under + over + counts.iter().sum::<u64>();
+    assert!(n > 0, "empty histograms");
+    let rank = ((q * n as f64).ceil() as u64).max(1);
+    let mut seen = under;
+    if seen >= rank {
+        return 0;
+    }
+    for (us, c) in counts.iter().enumerate() {
+        seen += c;
+        if seen >= rank {
+            return us as u64;
+        }
+    }
+    buckets as u64
+}
+
+/// Whether two latencies of the same machine and settings agree within
+/// `factor` or `slack_us`, whichever is looser.
+fn close(a: u64, b: u64, factor: u64, slack_us: u64) -> bool {
+    let (lo, hi) = (a.min(b), a.max(b));
+    hi <= lo * factor || hi - lo <= slack_us
+}
+
 #[test]
-fn rt_dry_run_gives_lab_cyclic_and_cyclictest_the_same_run() {
+fn rt_dry_run_lab_cyclic_and_cyclictest_agree_on_p50_and_p99() {
     let t = "rt_dry_run";
     if !can_run(t, &["cyclictest"], true) {
         return;
@@ -527,16 +568,90 @@ fn rt_dry_run_gives_lab_cyclic_and_cyclictest_the_same_run() {
     let ct = common::read_json(&d.0.join("ct.rt.json"));
     let cycles = ct["thread"]["0"]["cycles"].as_u64().unwrap();
     assert!((4000..=5000).contains(&cycles), "cyclictest: {cycles}");
-    // Both -h histograms in cyclictest's format, 1000 µs buckets.
-    for f in ["ft.hist", "ct.hist"] {
+
+    // The page's two commands again, in the other order (cyclictest first):
+    // ft, ct, ct, ft, so a drift of the machine's load over the 20 s
+    // weighs on both tools alike.
+    let script = emit("rt", "", &d.0);
+    let line = |prefix: &str| {
+        script
+            .lines()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no `{prefix}` line in START.md's rt path:\n{script}"))
+            .to_string()
+    };
+    let again = format!(
+        "set -euo pipefail\n{}\n{}\n",
+        line("cyclictest ").replace("ct.", "ct2."),
+        line("firmtime lab cyclic ").replace("ft.", "ft2.")
+    );
+    std::fs::write(d.0.join("again.sh"), again).unwrap();
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg("bash again.sh > again.log 2>&1")
+        .current_dir(&d.0)
+        .env("PATH", search_path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "rt path again: {:?}\n{}",
+        out.status,
+        read(&d.0.join("again.log"))
+    );
+
+    // Both -h histograms in cyclictest's format, 1000 µs buckets, holding
+    // every wake-up of their run.
+    let hist = |f: &str| {
         let h = read(&d.0.join(f));
         let parsed = firmtime_lab::output::parse_cyclictest_histogram(&h)
             .unwrap_or_else(|e| panic!("{f}: {e}"));
         assert_eq!(parsed.threads.len(), 1, "{f}");
+        parsed.threads.into_iter().next().unwrap()
+    };
+    let (ft1, ft2, ct1, ct2) = (
+        hist("ft.hist"),
+        hist("ft2.hist"),
+        hist("ct.hist"),
+        hist("ct2.hist"),
+    );
+    assert_eq!(ft1.cycles, ticks, "ft.hist holds every wake-up");
+    assert_eq!(ct1.cycles, cycles, "ct.hist holds every cycle");
+    for h in [&ft1, &ft2, &ct1, &ct2] {
+        assert_eq!(h.buckets.len(), 1000);
     }
-    println!(
-        "lab cyclic: {ticks} wake-ups, max {} ns, {} missed; cyclictest: {cycles} cycles, max {} us",
-        th["summary"]["max_ns"], th["missed"], ct["thread"]["0"]["max"]
+    let (fts, cts) = ([&ft1, &ft2], [&ct1, &ct2]);
+    let (ft50, ct50) = (hist_quantile(&fts, 0.5), hist_quantile(&cts, 0.5));
+    let (ft99, ct99) = (hist_quantile(&fts, 0.99), hist_quantile(&cts, 0.99));
+    let figures = format!(
+        "lab cyclic: {} wake-ups, p50 {ft50} µs, p99 {ft99} µs, max {} µs, {} missed; \
+         cyclictest: {} cycles, p50 {ct50} µs, p99 {ct99} µs, max {} µs",
+        ft1.cycles + ft2.cycles,
+        ft1.max_us.max(ft2.max_us),
+        th["missed"],
+        ct1.cycles + ct2.cycles,
+        ct1.max_us.max(ct2.max_us),
+    );
+    println!("{figures}");
+    // Same machine, same settings, alternated: the medians measure the same
+    // wake-up path (tens of µs here) and must agree within a factor of 3 or
+    // 50 µs, whichever is looser. That is loose for two measurements of
+    // one thing, and tight against what would be a bug: latency against
+    // the wrong deadline (a period, 1000 µs, off), timer slack left on (50
+    // µs more on every wake-up), a unit mistaken (×1000).
+    assert!(
+        close(ft50, ct50, 3, 50),
+        "p50 disagrees (factor 3 or 50 µs): {figures}"
+    );
+    // The tail: p99, not the maximum. This VM's hypervisor takes the vCPU
+    // away for 1–5 ms about 4 times per 10,000 wake-ups (START.md's
+    // figures), so one run's maximum is 40 µs or 5 ms by chance; p99 (the
+    // 100th worst of ~10,000 per tool) is beyond those spikes. Within an
+    // order of magnitude or 500 µs: the tail moves with the other builds on
+    // the machine more than the median does.
+    assert!(
+        close(ft99, ct99, 10, 500),
+        "p99 disagrees (factor 10 or 500 µs): {figures}"
     );
 }
 
