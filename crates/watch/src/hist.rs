@@ -124,11 +124,13 @@ impl Hist {
         self.counts[i]
     }
 
-    /// Samples at or below `le_ns` (exact when `le_ns` is a bucket edge).
+    /// Samples at or below `le_ns`: exact when `le_ns` is a bucket edge;
+    /// otherwise those at or below the largest edge under it (a lower
+    /// bound), none below the first edge (0 ns).
     pub fn at_or_below(&self, le_ns: i64) -> u64 {
         let last = index(le_ns);
         let n: u64 = self.counts[..=last].iter().sum();
-        if edge(last) == le_ns || last == 0 {
+        if edge(last) == le_ns {
             n
         } else {
             // `le_ns` inside a bucket: that bucket's samples may lie above it.
@@ -162,6 +164,7 @@ pub struct Stored(pub Sparse);
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn edges_and_indices_agree() {
@@ -217,5 +220,81 @@ mod tests {
         assert_eq!(h.at_or_below(100_000_000), 5);
         h.clear();
         assert_eq!(h.total(), 0);
+    }
+
+    /// A bound inside a bucket counts only the buckets wholly at or below
+    /// it: that bucket's samples may lie above the bound.
+    #[test]
+    fn at_or_below_inside_a_bucket_counts_only_the_buckets_below_it() {
+        let mut h = Hist::new();
+        for ns in [5_000, 12_345, 12_900, 2_500_000] {
+            h.record(ns);
+        }
+        // 12_500 is inside (12 µs, 13 µs], which holds 12_345 and 12_900.
+        assert_eq!(h.at_or_below(12_500), 1);
+        assert_eq!(h.at_or_below(13_000), 3);
+        // Inside (2.49 ms, 2.5 ms], a 10 µs bucket.
+        assert_eq!(h.at_or_below(2_495_000), 3);
+        assert_eq!(h.at_or_below(2_500_000), 4);
+    }
+
+    /// Bucket 0 holds every latency at or below 0 ns: a negative bound is
+    /// inside it, and its samples may lie above the bound. It counted them
+    /// all (3 here, where only one is at or below -1 µs).
+    #[test]
+    fn at_or_below_a_negative_bound_counts_no_sample_above_it() {
+        let mut h = Hist::new();
+        for ns in [-5_000, 0, 0, 700] {
+            h.record(ns);
+        }
+        assert_eq!(h.at_or_below(-1_000), 0);
+        assert_eq!(h.at_or_below(0), 3);
+        assert_eq!(h.at_or_below(1_000), 4);
+    }
+
+    /// The largest bucket edge at or below `le_ns`, by scanning every edge.
+    fn edge_at_or_below(le_ns: i64) -> Option<i64> {
+        (0..BUCKETS).map(edge).filter(|&e| e <= le_ns).max()
+    }
+
+    /// Latencies around the edges where the bucket width changes.
+    fn latency() -> impl Strategy<Value = i64> {
+        prop_oneof![
+            -3_000i64..3_000,
+            0i64..1_100_000,
+            990_000i64..1_030_000,
+            9_950_000i64..10_300_000,
+            99_500_000i64..103_000_000,
+            995_000_000i64..1_010_000_000,
+            Just(i64::MAX),
+        ]
+    }
+
+    proptest! {
+        /// Against the definition, by brute force over the recorded values:
+        /// the samples at or below the largest bucket edge at or below the
+        /// bound (exact when the bound is an edge; none when no edge is).
+        #[test]
+        fn at_or_below_counts_the_samples_up_to_the_edge_under_the_bound(
+            values in proptest::collection::vec(latency(), 0..40),
+            bound in latency(),
+            pick in proptest::option::of(proptest::sample::Index::arbitrary()),
+            nudge in -1_500i64..1_500,
+        ) {
+            let mut h = Hist::new();
+            for &v in &values {
+                h.record(v);
+            }
+            // Half the bounds lie near a recorded value, often in its bucket.
+            let bound = match pick {
+                Some(i) if !values.is_empty() => values[i.index(values.len())].saturating_add(nudge),
+                _ => bound,
+            };
+            let want = edge_at_or_below(bound)
+                .map_or(0, |e| values.iter().filter(|&&v| v <= e).count() as u64);
+            prop_assert_eq!(h.at_or_below(bound), want, "bound {}", bound);
+            let exact = values.iter().filter(|&&v| v <= bound).count() as u64;
+            prop_assert!(want <= exact);
+        }
     }
 }
