@@ -88,6 +88,12 @@ struct ApplyArgs {
     /// Send control values outside a port's hinted range instead of refusing them.
     #[arg(long)]
     no_range_check: bool,
+    /// Write the output late by the latency the plugins report (their
+    /// `latency` control output), as applyplugin does. Default: compensate
+    /// it, as `sox ladspa -l` does (drop that many leading frames, run that
+    /// many frames of silence at the end), so the output lines up with the input.
+    #[arg(long)]
+    no_latency_compensation: bool,
     /// Write what was done as JSON to PATH (`-` or a bare --json: stdout).
     #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "-")]
     json: Option<PathBuf>,
@@ -387,6 +393,7 @@ fn apply(a: ApplyArgs) -> anyhow::Result<Outcome> {
             Format::Int16 => OutputFormat::Int16,
             Format::Float => OutputFormat::Float32,
         },
+        compensate_latency: !a.no_latency_compensation,
     };
     let report = firmtime_ladspa::apply(&a.input, &a.output, &stages, &opts).map_err(usage)?;
     if let Some(p) = &a.json {
@@ -425,7 +432,7 @@ fn apply(a: ApplyArgs) -> anyhow::Result<Outcome> {
     }
     if !args::is_stdout(a.json.as_deref()) {
         println!(
-            "wrote {}: {} frames, {} channel(s) at {} Hz; peak {} (1 = full scale){}",
+            "wrote {}: {} frames, {} channel(s) at {} Hz; peak {} (1 = full scale){}{}",
             a.output.display(),
             report.output_frames,
             report.output_channels,
@@ -435,6 +442,11 @@ fn apply(a: ApplyArgs) -> anyhow::Result<Outcome> {
                 format!("; {} samples clipped", report.clipped)
             } else {
                 String::new()
+            },
+            match (report.latency_frames, report.latency_compensated) {
+                (0, _) => String::new(),
+                (l, true) => format!("; latency {l} frames compensated"),
+                (l, false) => format!("; late by the plugins' latency, {l} frames"),
             }
         );
     }

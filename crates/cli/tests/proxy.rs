@@ -364,9 +364,10 @@ fn sox_through_the_proxy_needs_no_dummy_argument_and_is_bit_exact() {
 /// later. Each host against the same host running cmt's lpf itself, for
 /// lengths that are and are not multiples of the block and one shorter
 /// than a block: sox with `-l` (it drops `L` leading frames and drains
-/// `L` more) to the last sample; sox without `-l`, applyplugin and
-/// ecasound (no compensation) `L` frames late to the last sample, zeros
-/// before. `max_block = 3000` splits runs unevenly.
+/// `L` more) and `firmtime ladspa apply` (which does the same) to the
+/// last sample; sox without `-l`, applyplugin, ecasound and `firmtime
+/// ladspa apply --no-latency-compensation` `L` frames late to the last
+/// sample, zeros before. `max_block = 3000` splits runs unevenly.
 #[test]
 fn every_host_gets_the_plugins_output_to_the_last_sample_whatever_the_files_length() {
     let t = "every_host_gets_the_plugins_output_to_the_last_sample_whatever_the_files_length";
@@ -392,6 +393,8 @@ fn every_host_gets_the_plugins_output_to_the_last_sample_whatever_the_files_leng
         ("sox", 8192, false),
         ("applyplugin", 2048, false),
         ("ecasound", 1024, false),
+        ("firmtime", 2048, true),
+        ("firmtime --no-latency-compensation", 2048, false),
     ];
     let command = |host: &str, inp: &Path, out: &Path, label: &str, lib: &str| -> Vec<String> {
         let (i, o) = (inp.to_str().unwrap(), out.to_str().unwrap());
@@ -406,6 +409,17 @@ fn every_host_gets_the_plugins_output_to_the_last_sample_whatever_the_files_leng
                 v(&a)
             }
             "applyplugin" => v(&["applyplugin", i, o, lib, label, "1000"]),
+            "firmtime" => v(&[EXE, "ladspa", "apply", i, o, label, "1000"]),
+            "firmtime --no-latency-compensation" => v(&[
+                EXE,
+                "ladspa",
+                "apply",
+                "--no-latency-compensation",
+                i,
+                o,
+                label,
+                "1000",
+            ]),
             _ => v(&[
                 "ecasound",
                 "-q",
@@ -430,7 +444,12 @@ fn every_host_gets_the_plugins_output_to_the_last_sample_whatever_the_files_leng
             } else {
                 format!("{LADSPA}/cmt.so")
             };
-            let c = command(h, &input, &direct, "lpf", &lib);
+            let local = if h.starts_with("firmtime") {
+                "cmt:lpf"
+            } else {
+                "lpf"
+            };
+            let c = command(h, &input, &direct, local, &lib);
             run_ok(Command::new(&c[0]).args(&c[1..]).env("LADSPA_PATH", LADSPA));
             let want = samples(&direct);
             assert_eq!(want.len(), frames, "{h}: the local plugin's output");
@@ -478,7 +497,7 @@ fn every_host_gets_the_plugins_output_to_the_last_sample_whatever_the_files_leng
             }
         }
     }
-    assert_eq!(checked, 4 * 4 * 3);
+    assert_eq!(checked, 4 * hosts.len() * 3);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 

@@ -33,6 +33,12 @@ pub struct ApplyOptions {
     pub decay_seconds: f32,
     /// Output sample format.
     pub format: OutputFormat,
+    /// Compensate the latency the plugins report (as `sox ladspa -l`
+    /// does): drop that many leading output frames and run that many more
+    /// frames of silence at the end, so that the output lines up with the
+    /// input to the last frame. Off: the output is late by the latency,
+    /// as `applyplugin` writes it.
+    pub compensate_latency: bool,
 }
 
 impl Default for ApplyOptions {
@@ -41,6 +47,7 @@ impl Default for ApplyOptions {
             block_size: 2048,
             decay_seconds: 0.0,
             format: OutputFormat::Same,
+            compensate_latency: true,
         }
     }
 }
@@ -64,6 +71,10 @@ pub struct ApplyReport {
     pub clipped: u64,
     /// Output format written.
     pub format: OutputFormat,
+    /// The latency the chain reported after its first run, in frames.
+    pub latency_frames: u64,
+    /// Whether it was compensated ([`ApplyOptions::compensate_latency`]).
+    pub latency_compensated: bool,
 }
 
 /// Converts one float sample to 16-bit PCM as libsndfile does for
@@ -181,8 +192,13 @@ pub fn apply(
     };
     let is_float = spec.sample_format == hound::SampleFormat::Float;
     let (mut done, mut peak, mut clipped) = (0u64, 0f32, 0u64);
-    while done < output_frames {
-        let frames = (output_frames - done).min(opts.block_size as u64) as usize;
+    // Read after the first run (as sox does): the frames to drop at the
+    // start and to run on at the end.
+    let mut latency: Option<u64> = None;
+    let mut dropped = 0u64;
+    while done < output_frames + latency.unwrap_or(0) {
+        let frames =
+            (output_frames + latency.unwrap_or(0) - done).min(opts.block_size as u64) as usize;
         let from_file = input_frames.saturating_sub(done).min(frames as u64) as usize;
         for f in 0..frames {
             for ch in 0..channels {
@@ -207,7 +223,19 @@ pub fn apply(
         chain
             .process(frames)
             .map_err(|e| Error::new(ErrorKind::InvalidInput, format!("processing failed: {e}")))?;
-        for f in 0..frames {
+        let skip = *latency.get_or_insert_with(|| {
+            if opts.compensate_latency {
+                chain.latency()
+            } else {
+                0
+            }
+        });
+        let mut first = 0;
+        while dropped < skip && first < frames {
+            dropped += 1;
+            first += 1;
+        }
+        for f in first..frames {
             for ch in 0..out_channels {
                 let x = chain.output(ch)[f];
                 peak = peak.max(x.abs());
@@ -232,6 +260,12 @@ pub fn apply(
         peak,
         clipped,
         format,
+        latency_frames: if opts.compensate_latency {
+            latency.unwrap_or(0)
+        } else {
+            chain.latency()
+        },
+        latency_compensated: opts.compensate_latency,
     })
 }
 

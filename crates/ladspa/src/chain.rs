@@ -141,6 +141,30 @@ impl Chain {
         self.stages[self.stages.len() - 1].audio_out.len()
     }
 
+    /// The latency the chain reports, in frames: the sum of each plugin's
+    /// control output named `latency` (the LADSPA convention; read after a
+    /// run, as hosts do), non-finite or negative values counted as 0.
+    pub fn latency(&self) -> u64 {
+        self.stages
+            .iter()
+            .map(|s| {
+                let info = s.instance.plugin().info();
+                info.ports
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, p)| {
+                        p.kind == PortKind::Control
+                            && p.direction == Direction::Output
+                            && p.name.eq_ignore_ascii_case("latency")
+                    })
+                    .filter_map(|(i, _)| s.instance.control(i))
+                    .filter(|v| v.is_finite() && *v > 0.0)
+                    .map(|v| v.floor() as u64)
+                    .sum::<u64>()
+            })
+            .sum()
+    }
+
     /// The instances, in chain order.
     pub fn instances(&self) -> impl Iterator<Item = &Instance> {
         self.stages.iter().map(|s| &s.instance)
