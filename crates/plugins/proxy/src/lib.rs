@@ -7,9 +7,17 @@
 //! presents, per `[[remote]]` entry, a descriptor with the remote plugin's
 //! ports and hints, label `remote_<label>`, name `remote: <name>`, unique
 //! ID `0xF00000 + (remote ID mod 0x100000)` ([`config::proxy_id`]), and one
-//! more port: `latency`, an output control reporting `window × min(n,
-//! max_block)` samples for a run of `n` frames (default 0, for hosts such
-//! as sox that want a value for every control port).
+//! more port: `latency`, an output control reporting `window × min(n₁,
+//! max_block)` samples, `n₁` being the frames of the instance's first run:
+//! constant for the instance, whatever the later runs' sizes ([`stream`];
+//! default 0, for hosts such as sox that want a value for every control
+//! port). The output is the remote plugin's, exactly that late.
+//!
+//! The entries are described all at once, each on its own thread, under
+//! one deadline (the largest `connect_timeout_ms`, plus 200 ms): a host's
+//! plugin scan with frozen workers lasts one timeout, not one per entry,
+//! and the line for an entry that did not answer names the worker, the
+//! timeout and its value.
 //!
 //! If a worker cannot describe its plugin at load (away, wrong key, no such
 //! plugin, not allowed), the proxy says why in one line on stderr and
@@ -20,13 +28,15 @@
 //! when they are small regular files ([`config::read_small_file`]).
 //!
 //! Each instance sets up its own session (a background thread connects and
-//! reconnects). run(n) splits `n` into exchanges of at most `max_block`
-//! frames; each sends the audio and control inputs and writes the result
-//! of the exchange `window` exchanges earlier. What happens when a result
-//! cannot be had depends on the entry's [`config::Mode`]:
+//! reconnects). run(n) splits `n` into exchanges of at most `min(n₁,
+//! max_block)` frames; each sends the audio and control inputs, and the
+//! result of the exchange `window` exchanges earlier goes to its own place
+//! in the output, `latency` frames after its input. What happens when a
+//! result cannot be had depends on the entry's [`config::Mode`]:
 //!
-//! - real time (a live host): the late policy ([`config::Late`]: dry,
-//!   zeros, repeat) fills the block, the frames are counted, and the count
+//! - real time (a live host): the late policy ([`config::Late`]: dry —
+//!   the input delayed by the latency —, zeros, repeat) fills the frames,
+//!   they are counted, and the count
 //!   goes to stderr every 5 s while it grows and at cleanup;
 //! - offline (a file render): the host process ends with exit status
 //!   [`config::RENDER_FAILED_EXIT`] after one line on stderr — LADSPA gives
