@@ -59,6 +59,12 @@ fn a_keyed_worker_at_ulimit_1024_serves_a_master_while_1000_slow_peers_are_held(
     raise_fd_limit(PEERS as u64 + 512);
     let key_path = tmp_path("net-worker-slow.key");
     std::fs::write(&key_path, [0x42u8; 32]).unwrap();
+    // A key only its owner may read, as the rule for secrets wants.
+    std::fs::set_permissions(
+        &key_path,
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()

@@ -18,10 +18,13 @@ use common::{assert_exit, firmtime, read_json, spawn_ready, EXE};
 #[global_allocator]
 static ALLOC: assert_no_alloc::AllocDisabler = assert_no_alloc::AllocDisabler;
 
-/// A file `name` in the temp dir, unique to this process, holding `bytes`.
+/// A file `name` in the temp dir, unique to this process, holding `bytes`,
+/// readable by its owner only (key files follow the rule for secrets).
 fn tmp(name: &str, bytes: impl AsRef<[u8]>) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
     let p = std::env::temp_dir().join(format!("firmtime-rack-{}-{name}", std::process::id()));
     std::fs::write(&p, bytes).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
     p
 }
 
@@ -358,6 +361,41 @@ fn a_wrong_key_or_an_unknown_label_is_a_clear_build_error() {
         "{e}"
     );
     std::fs::remove_file(wrong).unwrap();
+
+    // Regression (issue 28 item 6): a key_file others may write was
+    // accepted silently; one others may read is now said.
+    use std::os::unix::fs::PermissionsExt;
+    let set = |mode| std::fs::set_permissions(k, std::fs::Permissions::from_mode(mode)).unwrap();
+    set(0o666);
+    let e = build_err(&remote_rack(addr, k, "amp_mono", 1), scan);
+    assert_eq!(e.kind(), ErrorKind::Remote);
+    assert!(
+        e.message().starts_with(&format!(
+            "remote.toml:2:1: key file {}: its group and every user may write it (mode 0666)",
+            k.display()
+        )),
+        "{e}"
+    );
+    set(0o644);
+    let (engine, control) = build(&remote_rack(addr, k, "amp_mono", 1), scan, RATE, BLOCK)
+        .expect("a key others may read is accepted");
+    assert_eq!(control.warnings().len(), 1, "{:?}", control.warnings());
+    assert!(
+        control.warnings()[0].starts_with(&format!(
+            "remote.toml:2:1: key file {} is readable by its group and every user (mode 0644)",
+            k.display()
+        )),
+        "{:?}",
+        control.warnings()
+    );
+    drop(engine);
+    control.close();
+    set(0o600);
+    let (engine, control) = build(&remote_rack(addr, k, "amp_mono", 1), scan, RATE, BLOCK)
+        .expect("a private key is accepted");
+    assert!(control.warnings().is_empty(), "{:?}", control.warnings());
+    drop(engine);
+    control.close();
 }
 
 #[test]
