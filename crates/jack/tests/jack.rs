@@ -25,7 +25,8 @@ static SERIAL: Mutex<()> = Mutex::new(());
 #[global_allocator]
 static A: firmtime_rt::assert_rt::AllocDisabler = firmtime_rt::assert_rt::AllocDisabler;
 
-const SKIP: &str = "SKIP: jackd not installed (Debian: apt-get install jackd2)";
+/// Why a test that needs jackd skips without it.
+const NO_JACKD: &str = "jackd not installed (Debian: apt-get install jackd2)";
 
 #[derive(Default)]
 struct Shared {
@@ -72,7 +73,7 @@ fn no_server_is_reported_with_what_to_do() {
 fn cycle_times_advance_by_whole_periods_on_the_monotonic_clock() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let Some(srv) = DummyServer::start_for_test(48_000, 128) else {
-        return println!("{SKIP}");
+        return firmtime_rt::testing::skip(NO_JACKD);
     };
     assert!(server_running(Some(srv.name())));
     let client = open_client("ft-clock", Some(srv.name())).unwrap();
@@ -131,7 +132,7 @@ fn cycle_times_advance_by_whole_periods_on_the_monotonic_clock() {
 fn dummy_server_stops_without_leftovers() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let Some(srv) = DummyServer::start_for_test(48_000, 64) else {
-        return println!("{SKIP}");
+        return firmtime_rt::testing::skip(NO_JACKD);
     };
     let name = srv.name().to_string();
     let pid = srv.pid().unwrap();

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use firmtime_jack::roundtrip::{measure, Cable, RoundTrip, RoundTripOptions};
 use firmtime_jack::{program_on_path, DummyServer, ErrorKind};
+use firmtime_rt::testing::{until_checked, Attempt};
 
 /// One server at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -45,8 +46,10 @@ fn options(srv: &DummyServer) -> RoundTripOptions {
     }
 }
 
-/// The checks every successful measurement passes, whatever the loop.
-fn check(rt: &RoundTrip, expected: u64) {
+/// The checks every successful measurement passes, whatever the loop. The
+/// exact level checks need a run without xruns or frame gaps: a run with
+/// some is waived (the caller's `until_checked` logs it and runs again).
+fn check(rt: &RoundTrip, expected: u64) -> Attempt<()> {
     let why = format!(
         "{} xruns, {} frame gaps, bursts {:?}",
         rt.xruns, rt.frame_gaps, rt.per_burst
@@ -57,7 +60,8 @@ fn check(rt: &RoundTrip, expected: u64) {
     assert!((rt.ms - expected as f64 * 1000.0 / f64::from(RATE)).abs() < 1e-9);
     // A digital loop returns an exact copy at the played level (unless an
     // xrun of the dummy server cut into a burst).
-    if rt.xruns + rt.frame_gaps == 0 {
+    let exact = rt.xruns + rt.frame_gaps == 0;
+    if exact {
         assert!(rt.sub_frame.abs() < 1e-6, "{why}");
         assert!((rt.correlation - 1.0).abs() < 1e-6, "{why}");
         assert!(rt.gain_db.abs() < 1e-3, "{why}");
@@ -79,6 +83,13 @@ fn check(rt: &RoundTrip, expected: u64) {
         "round trip {} frames ({:.3} ms), {} of {} bursts agree, {} xruns, {} disturbed",
         rt.frames, rt.ms, rt.agreeing, rt.bursts, rt.xruns, rt.disturbed
     );
+    if exact {
+        Attempt::Checked(())
+    } else {
+        Attempt::Waived(format!(
+            "{why}: the copy's level and phase cannot be checked exactly"
+        ))
+    }
 }
 
 #[test]
@@ -87,8 +98,13 @@ fn own_out_to_own_in_arrives_one_period_later() {
     let Some(srv) = server() else { return };
     let mut o = options(&srv);
     o.self_loop = true;
-    let rt = measure(&o, &|| false).unwrap();
-    check(&rt, u64::from(PERIOD));
+    let rt = until_checked(3, |_| {
+        let rt = measure(&o, &|| false).unwrap();
+        match check(&rt, u64::from(PERIOD)) {
+            Attempt::Checked(()) => Attempt::Checked(rt),
+            Attempt::Waived(why) => Attempt::Waived(why),
+        }
+    });
     assert_eq!(
         rt.out_connections,
         vec!["firmtime-roundtrip:in".to_string()]
@@ -113,8 +129,13 @@ fn a_cable_of_n_frames_adds_exactly_n() {
         let mut o = options(&srv);
         o.connect_out = vec![cable.in_port().to_string()];
         o.connect_in = vec![cable.out_port().to_string()];
-        let rt = measure(&o, &|| false).unwrap();
-        check(&rt, u64::from(PERIOD + delay));
+        let rt = until_checked(3, |_| {
+            let rt = measure(&o, &|| false).unwrap();
+            match check(&rt, u64::from(PERIOD + delay)) {
+                Attempt::Checked(()) => Attempt::Checked(rt),
+                Attempt::Waived(why) => Attempt::Waived(why),
+            }
+        });
         assert_eq!(rt.out_connections, vec!["ft-cable:in".to_string()]);
         assert_eq!(rt.in_connections, vec!["ft-cable:out".to_string()]);
         drop(cable);
@@ -233,12 +254,17 @@ fn the_round_trip_equals_jack_iodelays_on_the_same_loop() {
     let mut o = options(&srv);
     o.connect_out = vec![cable.in_port().to_string()];
     o.connect_in = vec![cable.out_port().to_string()];
-    let ours = measure(&o, &|| false).unwrap();
+    let ours = until_checked(3, |_| {
+        let ours = measure(&o, &|| false).unwrap();
+        match check(&ours, u64::from(PERIOD + delay)) {
+            Attempt::Checked(()) => Attempt::Checked(ours),
+            Attempt::Waived(why) => Attempt::Waived(why),
+        }
+    });
     println!(
         "jack_iodelay {theirs:.3} frames, firmtime {} frames",
         ours.frames
     );
-    check(&ours, u64::from(PERIOD + delay));
     // jack_iodelay's phase method is fractional: within a frame of ours.
     assert!(
         (theirs - ours.frames as f64).abs() < 1.0,
