@@ -31,9 +31,9 @@
 //!   output due the moment it was handed over (`immediate`: masking switched
 //!   on or off, the note-offs at the trial's end), which goes out with the
 //!   backend's next cycle;
-//! * **setup** too (`before_start`) for feedback to an input that came
-//!   before the trial started: queued while the session got ready (the
-//!   prompt, the trace starting), it is taken by the trial's first pass;
+//! * (input stamped before the trial started, queued while the session got
+//!   ready, is dropped by the engine and gets no feedback: older sidecars
+//!   name its late answers `before_start`);
 //! * **backend** side (`input_late`) for feedback with a delay the backend can
 //!   meet, handed over late by an engine that woke on time: its input reached
 //!   the engine late;
@@ -171,9 +171,6 @@ pub enum Class {
     Immediate,
     /// Feedback whose input reached an on-time engine late.
     InputLate,
-    /// Feedback to an input that came before the trial started (taken
-    /// from the backend's queue by the trial's first pass).
-    BeforeStart,
     /// None of the above.
     Unknown,
 }
@@ -191,7 +188,6 @@ pub fn classify(o: &LateOutput, t: &BackendTiming) -> Class {
         return Class::EngineWokeLate;
     }
     match h.input_ns {
-        Some(_) if h.pass == 0 => Class::BeforeStart,
         Some(s) if o.intended_ns.saturating_sub(s) < t.min_feedback_ns => Class::DelayTooShort,
         Some(_) => Class::InputLate,
         None if t.lead_ns > 0 && o.intended_ns <= h.handed_ns => Class::Immediate,
@@ -204,8 +200,9 @@ pub fn classify(o: &LateOutput, t: &BackendTiming) -> Class {
 pub struct LateCause {
     /// `setup`, `engine`, `backend` or `unknown`.
     pub side: Side,
-    /// `delay_too_short`, `immediate`, `before_start`, `backend`,
-    /// `input_late`, `unknown`;
+    /// `delay_too_short`, `immediate`, `backend`, `input_late`, `unknown`
+    /// (`before_start` in sidecars written before input before the start
+    /// was dropped);
     /// engine side: the trace's category (`task`, `irq`, `softirq`, `vm`,
     /// `self`, `idle_exit`, `irqs_off`, `slack`, `unknown`) or `not_traced`.
     pub category: String,
@@ -378,20 +375,6 @@ fn name_one(
                 ),
             )
         }
-        Class::BeforeStart => one(
-            Side::Setup,
-            "before_start",
-            "input before the trial started",
-            format!(
-                "its input came {} before it was handed over, before the trial started \
-                 (queued while the session got ready, taken by the trial's first pass): \
-                 {late} late",
-                fmt_late(
-                    h.handed_ns
-                        .saturating_sub(h.input_ns.unwrap_or(h.handed_ns))
-                )
-            ),
-        ),
         Class::Unknown => one(
             Side::Unknown,
             "unknown",
@@ -572,10 +555,11 @@ mod tests {
         // On time, 20 ms delay, handed late: the input came late.
         let o = fb(20.0, 117.0, 117.5, 116.9, 121.3);
         assert_eq!(classify(&o, &jack()), Class::InputLate);
-        // The same at the trial's first pass: the input came before it.
+        // The same at the trial's first pass: input before the start never
+        // gets here (the engine drops it), so it is the same cause.
         let mut first = o;
         first.handover.pass = 0;
-        assert_eq!(classify(&first, &jack()), Class::BeforeStart);
+        assert_eq!(classify(&first, &jack()), Class::InputLate);
     }
 
     #[test]
