@@ -652,7 +652,7 @@ fn nan_huge_and_zero_values_are_refused_naming_the_flag_and_range() {
 /// was accepted though the docs say 1–16 notes.
 #[test]
 fn tap_check_refuses_an_empty_random_pitch_set() {
-    let p = common::tmp_path("empty-random.toml");
+    let p = common::TmpPath::new("empty-random.toml");
     std::fs::write(
         &p,
         "[feedback]\npitch = { mode = \"random\", notes = [] }\n[end]\nkeystrokes = 4\n",

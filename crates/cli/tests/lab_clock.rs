@@ -4,13 +4,13 @@
 
 mod common;
 
-use common::{assert_ok, assert_usage_errors, firmtime, take_json, text, tmp_path, EXE};
+use common::{assert_ok, assert_usage_errors, firmtime, take_json, text, TmpPath, EXE};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 #[test]
 fn clock_tiny_run_writes_six_rows() {
-    let p = tmp_path("lab-clock.json");
+    let p = TmpPath::new("lab-clock.json");
     let out = firmtime(&[
         "lab",
         "clock",
@@ -69,7 +69,7 @@ fn bad_flags_exit_2_naming_the_flag() {
 
 #[test]
 fn overhead_tiny_run_writes_every_figure() {
-    let p = tmp_path("lab-overhead.json");
+    let p = TmpPath::new("lab-overhead.json");
     let out = firmtime(&[
         "lab",
         "overhead",
@@ -113,7 +113,7 @@ fn children(pid: u32) -> Vec<u32> {
 
 #[test]
 fn ctrl_c_during_a_load_row_writes_partial_and_reaps_hogs() {
-    let p = tmp_path("lab-clock-int.json");
+    let p = TmpPath::new("lab-clock-int.json");
     let child = Command::new(EXE)
         .args([
             "lab",

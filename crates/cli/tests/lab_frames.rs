@@ -4,11 +4,11 @@
 
 mod common;
 
-use common::{assert_ok, assert_usage_errors, firmtime, take_json, text, tmp_path};
+use common::{assert_ok, assert_usage_errors, firmtime, take_json, text, TmpPath};
 
 #[test]
 fn frames_prints_the_paper_and_the_machine_and_writes_json() {
-    let json = tmp_path("lframes-frames.json");
+    let json = TmpPath::new("lframes-frames.json");
     let out = firmtime(&[
         "lab",
         "frames",
@@ -117,7 +117,7 @@ fn frames_bad_flags_exit_2_naming_the_flag() {
 
 #[test]
 fn interrupts_runs_a_tiny_matrix_and_writes_json() {
-    let json = tmp_path("lframes-intr.json");
+    let json = TmpPath::new("lframes-intr.json");
     let out = firmtime(&[
         "lab",
         "interrupts",

@@ -6,7 +6,7 @@
 mod common;
 
 use common::{
-    assert_exit, assert_ok, assert_usage_errors, firmtime, is_root, take_json, tmp_path, EXE,
+    assert_exit, assert_ok, assert_usage_errors, firmtime, is_root, take_json, TmpPath, EXE,
 };
 use serde_json::Value;
 use std::process::{Command, Stdio};
@@ -18,7 +18,7 @@ fn tiny_run_writes_table_and_json_with_every_cell() {
         firmtime_rt::testing::skip("needs SCHED_RR (run as root)");
         return;
     }
-    let p = tmp_path("lab-tails-tiny.json");
+    let p = TmpPath::new("lab-tails-tiny.json");
     let out = firmtime(&[
         "lab",
         "tails",
@@ -139,7 +139,7 @@ fn ctrl_c_writes_partial_result_and_reaps_workers() {
         firmtime_rt::testing::skip("needs SCHED_RR (run as root)");
         return;
     }
-    let p = tmp_path("lab-tails-partial.json");
+    let p = TmpPath::new("lab-tails-partial.json");
     let child = Command::new(EXE)
         .args([
             "lab", "tails", "--procs", "2", "--types", "cont", "--alarms", "100000",

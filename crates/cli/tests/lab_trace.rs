@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{assert_ok, assert_usage_errors, firmtime, take_json, text, tmp_path};
+use common::{assert_ok, assert_usage_errors, firmtime, take_json, text, TmpPath};
 
 fn is_root() -> bool {
     let root = common::is_root();
@@ -20,7 +20,7 @@ fn tiny_trace_prints_tables_and_writes_json() {
     if !is_root() {
         return;
     }
-    let p = tmp_path("lab-trace-tiny.json");
+    let p = TmpPath::new("lab-trace-tiny.json");
     let out = firmtime(&[
         "lab",
         "trace",

@@ -32,7 +32,7 @@ fn worker_with_metrics(metrics: &str, extra: &[&str]) -> NetWorker {
 }
 
 fn stats_json(worker: &NetWorker) -> serde_json::Value {
-    let p = tmp_path("net-metrics-stats.json");
+    let p = TmpPath::new("net-metrics-stats.json");
     let out = firmtime(&[
         "net",
         "stats",

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{spawn_ready, tmp_path, EXE};
+use common::{spawn_ready, tmp_path, TmpPath, EXE};
 use firmtime_net::remote::{self, PluginSetup};
 use firmtime_net::*;
 use std::net::SocketAddr;
@@ -17,10 +17,21 @@ use std::time::{Duration, Instant};
 
 const KEY: [u8; 32] = *b"net worker signal test key, 32 b";
 
-fn key_file() -> PathBuf {
-    let p = tmp_path("net-worker-key");
+/// The key in a file of its own (tests run in parallel), removed on drop.
+fn key_file() -> TmpPath {
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let p = TmpPath::new(&format!(
+        "net-worker-key-{}",
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
     std::fs::write(&p, KEY).unwrap();
     p
+}
+
+/// Removes the plugin directory when the test process exits (it is shared
+/// by the tests, so no test's drop may remove it).
+extern "C" fn remove_waste_time_dir() {
+    let _ = std::fs::remove_dir_all(tmp_path("net-worker-plugins"));
 }
 
 fn key() -> Option<Key> {
@@ -44,6 +55,8 @@ fn waste_time_dir() -> PathBuf {
             .join("libfirmtime_waste_time.so");
         let dir = tmp_path("net-worker-plugins");
         std::fs::create_dir_all(&dir).unwrap();
+        // SAFETY: registers a plain function with no preconditions.
+        unsafe { libc::atexit(remove_waste_time_dir) };
         std::fs::copy(&lib, dir.join("libfirmtime_waste_time.so")).unwrap();
         dir
     })
@@ -72,6 +85,7 @@ fn start_worker(plugin_dir: Option<&Path>) -> (Child, SocketAddr) {
     if let Some(d) = plugin_dir {
         cmd.arg("--plugin-dir").arg(d);
     }
+    // Read at start-up: the file may go once the worker is ready.
     (spawn_ready(&mut cmd), addr)
 }
 

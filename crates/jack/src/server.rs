@@ -189,11 +189,15 @@ impl DummyServer {
         self.proc.pid()
     }
 
-    /// Stops the server now: SIGTERM, up to 5 s to exit, then SIGKILL; reaps it.
-    /// Also done by `Drop`.
+    /// Stops the server now: SIGTERM, up to 5 s to exit, then SIGKILL; reaps
+    /// it and removes its log (`$TMPDIR/NAME.jackd.log`), except when
+    /// dropped while the thread panics (a failing test): the log is then
+    /// kept, to say what the server did. Also done by `Drop`.
     pub fn stop(&mut self) {
         self.proc.stop();
-        let _ = std::fs::remove_file(&self.proc.log_path);
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_file(&self.proc.log_path);
+        }
         self.remove_shm_leftovers();
     }
 
@@ -279,6 +283,8 @@ impl ServerProcess {
         // If firmtime dies without running Drop (SIGKILL), the server goes too.
         process::die_with_parent(&mut cmd, libc::SIGTERM);
         let child = cmd.spawn().map_err(|e| {
+            // The log was made for a server that never ran.
+            let _ = std::fs::remove_file(&log_path);
             Error::new(
                 ErrorKind::ServerFailed,
                 format!("cannot start {program}: {e}"),
@@ -430,6 +436,32 @@ impl Drop for DummyServer {
 mod tests {
     use super::*;
     use std::ffi::OsStr;
+
+    /// Tests left `NAME.jackd.log` files in /tmp: the log goes with the
+    /// server, but a failing test (a panic unwinding through the drop) keeps
+    /// it, being what tells why.
+    #[test]
+    fn the_log_goes_with_the_server_and_stays_when_a_test_fails() {
+        let Some(s) = DummyServer::start_for_test(48_000, 256) else {
+            firmtime_rt::testing::skip("jackd not installed (Debian: apt-get install jackd2)");
+            return;
+        };
+        let log = s.proc.log_path.clone();
+        assert!(log.is_file(), "{}", log.display());
+        drop(s);
+        assert!(!log.exists(), "{} left behind", log.display());
+
+        let s = DummyServer::start_for_test(48_000, 256).expect("jackd starts again");
+        let log = s.proc.log_path.clone();
+        let failed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+            let _s = s;
+            panic!("a failing test");
+        }));
+        assert!(failed.is_err());
+        let kept = log.is_file();
+        let _ = std::fs::remove_file(&log);
+        assert!(kept, "{} removed during the panic", log.display());
+    }
 
     #[test]
     fn pw_jack_library_path_is_kept_from_jackd() {

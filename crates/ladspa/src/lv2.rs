@@ -576,12 +576,21 @@ mod tests {
 
     crate::export_lv2!(Twice, "urn:firmtime:test:");
 
-    fn bundle(ttl: &str) -> (std::path::PathBuf, CString) {
+    /// The test bundle's directory, removed (with what is in it) on drop.
+    struct Bundle(std::path::PathBuf);
+
+    impl Drop for Bundle {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn bundle(ttl: &str) -> (Bundle, CString) {
         let dir = std::env::temp_dir().join(format!("ft-lv2-unit-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("urn_firmtime_test_twice.ttl"), ttl).unwrap();
         let c = CString::new(dir.to_str().unwrap()).unwrap();
-        (dir, c)
+        (Bundle(dir), c)
     }
 
     #[test]

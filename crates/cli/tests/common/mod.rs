@@ -135,6 +135,58 @@ impl Drop for TestDir {
     }
 }
 
+/// A path in the temp directory for one test ([`tmp_path`]), made fresh:
+/// whatever the test puts there (a file or a directory) is removed on drop,
+/// also when the test fails. Derefs to the [`Path`].
+#[derive(Debug)]
+pub struct TmpPath(pub PathBuf);
+
+impl TmpPath {
+    /// [`tmp_path`]`(name)`, with anything left there removed.
+    pub fn new(name: &str) -> Self {
+        let p = Self(tmp_path(name));
+        p.remove();
+        p
+    }
+
+    fn remove(&self) {
+        match std::fs::symlink_metadata(&self.0) {
+            Ok(m) if m.is_dir() => {
+                let _ = std::fs::remove_dir_all(&self.0);
+            }
+            Ok(_) => {
+                let _ = std::fs::remove_file(&self.0);
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+impl std::ops::Deref for TmpPath {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for TmpPath {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for TmpPath {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.0.as_os_str()
+    }
+}
+
+impl Drop for TmpPath {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
 /// Whether this process runs as root.
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
@@ -264,7 +316,7 @@ pub fn net_bench(
     json: &str,
     args: &[&str],
 ) -> (Option<i32>, String, serde_json::Value) {
-    let path = tmp_path(json);
+    let path = TmpPath::new(json);
     let p = path.to_str().unwrap();
     let mut all = vec!["net", "bench", "--workers", &worker.1, "--json", p];
     all.extend(args);
