@@ -88,7 +88,7 @@ impl Key {
     pub fn new(bytes: &[u8]) -> Result<Self> {
         if bytes.len() < Self::MIN_LEN {
             return Err(Error::invalid(format!(
-                "the key has {} bytes; use at least {} random bytes (e.g. `head -c 32 /dev/urandom > net.key`)",
+                "the key has {} bytes; use at least {} random bytes (e.g. `(umask 077; head -c 32 /dev/urandom > net.key)`)",
                 bytes.len(),
                 Self::MIN_LEN
             )));
