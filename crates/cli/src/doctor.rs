@@ -10,6 +10,7 @@ use std::path::PathBuf;
 #[derive(Debug, clap::Args)]
 pub struct DoctorArgs {
     /// Write the checks and the system block as JSON to PATH (`-` or a bare --json: stdout).
+    /// A file is replaced atomically, a device or FIFO written into, a symbolic link refused.
     ///
     /// Keys: {"checks": [{"id", "title", "status", "value", "fix"}, ...],
     /// "system": {...}}; see docs/DOCTOR.md.

@@ -144,7 +144,8 @@ struct CheckArgs {
     /// Fine only if at most this many deadlines were missed.
     #[arg(long, value_name = "N", default_value_t = 0)]
     max_missed: u64,
-    /// Also write the period's figures as JSON to PATH (`-`: stdout).
+    /// Also write the period's figures as JSON to PATH (`-`: stdout). A file is replaced
+    /// atomically, a device or FIFO written into, a symbolic link refused.
     #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "-")]
     json: Option<PathBuf>,
 }

@@ -161,11 +161,30 @@ fn latency_range(path: &Path, series: &[(&str, &LatencyHistogram)]) -> Result<(i
 type Canvas<'a> = DrawingArea<BitMapBackend<'a>, Shift>;
 type Chart<'a, CT> = ChartContext<'a, BitMapBackend<'a>, CT>;
 
-/// A white canvas of [`SIZE`] that writes to `path`.
-fn canvas(path: &Path) -> Result<Canvas<'_>> {
-    let root = BitMapBackend::new(path, SIZE).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| draw_err(path, e))?;
-    Ok(root)
+/// Draws a plot for `path` with `draw` on a white canvas of [`SIZE`], then
+/// puts it at `path` as every result file is put
+/// ([`firmtime_rt::fs::write_atomic_via`]): a regular file replaced
+/// atomically, a device or FIFO written into, a symbolic link refused. The
+/// canvas writes a temporary file; errors name `path`.
+fn drawn(path: &Path, draw: impl FnOnce(Canvas<'_>) -> Result<()>) -> Result<()> {
+    let mut failed = None;
+    firmtime_rt::fs::write_atomic_via(path, |tmp| {
+        let root = BitMapBackend::new(tmp, SIZE).into_drawing_area();
+        let drew = root
+            .fill(&WHITE)
+            .map_err(|e| draw_err(path, e))
+            .and_then(|()| draw(root));
+        drew.map_err(|e| {
+            let io = std::io::Error::other(e.message().to_string());
+            failed = Some(e);
+            io
+        })
+    })
+    .map_err(|e| {
+        failed
+            .take()
+            .unwrap_or_else(|| Error::new(ErrorKind::Output, e.to_string()))
+    })
 }
 
 /// The frame every plot shares: caption, margin and label areas, over the
@@ -331,75 +350,76 @@ pub fn histogram_png_with_period(
     let wu = width as f64 / u;
     const FLOOR: f64 = 0.5;
 
-    let root = canvas(path)?;
-    let y1 = max_count as f64 * 2.0;
-    let y = (FLOOR..y1).log_scale();
-    let mut chart = chart(&root, path, title, 70, x0..x1, y)?;
-    chart
-        .configure_mesh()
-        .x_desc(unit.label())
-        .y_desc("wake-ups per bin (log)")
-        .x_label_formatter(&|v| axis_number(*v))
-        .y_label_formatter(&|v| {
-            if *v < 1.0 {
-                String::new()
-            } else {
-                axis_number(*v)
-            }
-        })
-        .label_style((FAMILY, 14))
-        .axis_desc_style((FAMILY, 16))
-        .draw()
-        .map_err(|e| draw_err(path, e))?;
-    if let Some(p) = period_ns {
-        mark_period(
-            &mut chart,
-            path,
-            p as f64 / u,
-            (x0, x1),
-            (FLOOR, y1),
-            "one period: a later wake-up missed a deadline",
-        )?;
-    }
-    for (i, ((name, _), bins)) in series.iter().zip(&binned).enumerate() {
-        let c = color(i);
-        // A step outline over each run of non-empty bins: up from the
-        // floor at its left edge, across each bin, down at its right edge.
-        let mut runs: Vec<Vec<(f64, f64)>> = Vec::new();
-        let mut last_end: Option<f64> = None;
-        for &(start, count) in bins {
-            if count == 0 {
-                continue;
-            }
-            let x = start as f64 / u;
-            let y = count as f64;
-            match (last_end, runs.last_mut()) {
-                (Some(e), Some(run)) if (e - x).abs() < wu * 1e-6 => {
-                    run.push((x, y));
-                    run.push((x + wu, y));
-                }
-                _ => {
-                    if let (Some(e), Some(run)) = (last_end, runs.last_mut()) {
-                        run.push((e, FLOOR));
-                    }
-                    runs.push(vec![(x, FLOOR), (x, y), (x + wu, y)]);
-                }
-            }
-            last_end = Some(x + wu);
-        }
-        if let (Some(e), Some(run)) = (last_end, runs.last_mut()) {
-            run.push((e, FLOOR));
-        }
+    drawn(path, |root| {
+        let y1 = max_count as f64 * 2.0;
+        let y = (FLOOR..y1).log_scale();
+        let mut chart = chart(&root, path, title, 70, x0..x1, y)?;
         chart
-            .draw_series(
-                runs.into_iter()
-                    .map(move |run| PathElement::new(run, c.stroke_width(2))),
-            )
-            .map_err(|e| draw_err(path, e))?
-            .label(*name)
-            .legend(move |(x, y)| PathElement::new([(x, y), (x + 16, y)], c.stroke_width(3)));
-    }
-    finish(&root, &mut chart, path, SeriesLabelPosition::UpperRight)
+            .configure_mesh()
+            .x_desc(unit.label())
+            .y_desc("wake-ups per bin (log)")
+            .x_label_formatter(&|v| axis_number(*v))
+            .y_label_formatter(&|v| {
+                if *v < 1.0 {
+                    String::new()
+                } else {
+                    axis_number(*v)
+                }
+            })
+            .label_style((FAMILY, 14))
+            .axis_desc_style((FAMILY, 16))
+            .draw()
+            .map_err(|e| draw_err(path, e))?;
+        if let Some(p) = period_ns {
+            mark_period(
+                &mut chart,
+                path,
+                p as f64 / u,
+                (x0, x1),
+                (FLOOR, y1),
+                "one period: a later wake-up missed a deadline",
+            )?;
+        }
+        for (i, ((name, _), bins)) in series.iter().zip(&binned).enumerate() {
+            let c = color(i);
+            // A step outline over each run of non-empty bins: up from the
+            // floor at its left edge, across each bin, down at its right edge.
+            let mut runs: Vec<Vec<(f64, f64)>> = Vec::new();
+            let mut last_end: Option<f64> = None;
+            for &(start, count) in bins {
+                if count == 0 {
+                    continue;
+                }
+                let x = start as f64 / u;
+                let y = count as f64;
+                match (last_end, runs.last_mut()) {
+                    (Some(e), Some(run)) if (e - x).abs() < wu * 1e-6 => {
+                        run.push((x, y));
+                        run.push((x + wu, y));
+                    }
+                    _ => {
+                        if let (Some(e), Some(run)) = (last_end, runs.last_mut()) {
+                            run.push((e, FLOOR));
+                        }
+                        runs.push(vec![(x, FLOOR), (x, y), (x + wu, y)]);
+                    }
+                }
+                last_end = Some(x + wu);
+            }
+            if let (Some(e), Some(run)) = (last_end, runs.last_mut()) {
+                run.push((e, FLOOR));
+            }
+            chart
+                .draw_series(
+                    runs.into_iter()
+                        .map(move |run| PathElement::new(run, c.stroke_width(2))),
+                )
+                .map_err(|e| draw_err(path, e))?
+                .label(*name)
+                .legend(move |(x, y)| PathElement::new([(x, y), (x + 16, y)], c.stroke_width(3)));
+        }
+        finish(&root, &mut chart, path, SeriesLabelPosition::UpperRight)
+    })
 }
 
 /// Writes the cumulative distribution of each series: fraction of samples
@@ -418,39 +438,41 @@ pub fn cdf_png(path: &Path, title: &str, series: &[(&str, &LatencyHistogram)]) -
         x0 -= 1.0;
         x1 += 1.0;
     }
-    let root = canvas(path)?;
-    let mut chart = chart(&root, path, title, 60, x0..x1, 0f64..1.0)?;
-    chart
-        .configure_mesh()
-        .x_desc("latency (µs)")
-        .y_desc("fraction of samples ≤ latency")
-        .x_label_formatter(&|v| axis_number(*v))
-        .label_style((FAMILY, 14))
-        .axis_desc_style((FAMILY, 16))
-        .draw()
-        .map_err(|e| draw_err(path, e))?;
-    for (i, (name, h)) in series.iter().enumerate() {
-        let c = color(i);
-        let n = h.len().max(1) as f64;
-        let mut seen = 0u64;
-        let mut pts = Vec::new();
-        if let Some(min) = h.min() {
-            pts.push((min as f64 / 1000.0, 0.0));
-        }
-        for b in h.buckets() {
-            // Steps: flat to the bucket, then up by its count.
-            let x = (b.high_ns.clamp(h.min().unwrap_or(0), h.max().unwrap_or(0))) as f64 / 1000.0;
-            pts.push((x, seen as f64 / n));
-            seen += b.count;
-            pts.push((x, seen as f64 / n));
-        }
+    drawn(path, |root| {
+        let mut chart = chart(&root, path, title, 60, x0..x1, 0f64..1.0)?;
         chart
-            .draw_series(LineSeries::new(pts, c.stroke_width(2)))
-            .map_err(|e| draw_err(path, e))?
-            .label(*name)
-            .legend(move |(x, y)| PathElement::new([(x, y), (x + 16, y)], c.stroke_width(2)));
-    }
-    finish(&root, &mut chart, path, SeriesLabelPosition::LowerRight)
+            .configure_mesh()
+            .x_desc("latency (µs)")
+            .y_desc("fraction of samples ≤ latency")
+            .x_label_formatter(&|v| axis_number(*v))
+            .label_style((FAMILY, 14))
+            .axis_desc_style((FAMILY, 16))
+            .draw()
+            .map_err(|e| draw_err(path, e))?;
+        for (i, (name, h)) in series.iter().enumerate() {
+            let c = color(i);
+            let n = h.len().max(1) as f64;
+            let mut seen = 0u64;
+            let mut pts = Vec::new();
+            if let Some(min) = h.min() {
+                pts.push((min as f64 / 1000.0, 0.0));
+            }
+            for b in h.buckets() {
+                // Steps: flat to the bucket, then up by its count.
+                let x =
+                    (b.high_ns.clamp(h.min().unwrap_or(0), h.max().unwrap_or(0))) as f64 / 1000.0;
+                pts.push((x, seen as f64 / n));
+                seen += b.count;
+                pts.push((x, seen as f64 / n));
+            }
+            chart
+                .draw_series(LineSeries::new(pts, c.stroke_width(2)))
+                .map_err(|e| draw_err(path, e))?
+                .label(*name)
+                .legend(move |(x, y)| PathElement::new([(x, y), (x + 16, y)], c.stroke_width(2)));
+        }
+        finish(&root, &mut chart, path, SeriesLabelPosition::LowerRight)
+    })
 }
 
 /// Writes the tail of each series' distribution on log–log axes: the
@@ -481,68 +503,70 @@ pub fn tail_png(
         .unwrap_or(1)
         .max(1);
     let y0 = 0.5 / n_max as f64;
-    let root = canvas(path)?;
-    let mut chart = chart(
-        &root,
-        path,
-        title,
-        70,
-        (x0..x1).log_scale(),
-        (y0..1.5f64).log_scale(),
-    )?;
-    chart
-        .configure_mesh()
-        .x_desc("latency (µs, log)")
-        .y_desc("fraction of wake-ups later (log)")
-        .x_label_formatter(&|v| axis_number(*v))
-        .y_label_formatter(&|v| {
-            if *v > 1.0 {
-                String::new()
-            } else {
-                axis_number(*v)
-            }
-        })
-        .label_style((FAMILY, 14))
-        .axis_desc_style((FAMILY, 16))
-        .draw()
-        .map_err(|e| draw_err(path, e))?;
-    if let Some(p) = period_ns {
-        mark_period(
-            &mut chart,
+    drawn(path, |root| {
+        let mut chart = chart(
+            &root,
             path,
-            p as f64 / 1000.0,
-            (x0, x1),
-            (y0, 1.5),
-            "one period",
+            title,
+            70,
+            (x0..x1).log_scale(),
+            (y0..1.5f64).log_scale(),
         )?;
-    }
-    for (i, (name, h)) in series.iter().enumerate() {
-        let c = color(i);
-        let n = h.len().max(1) as f64;
-        let mut later = h.len();
-        let mut pts = Vec::new();
-        if let Some(min) = h.min() {
-            pts.push(((min as f64 / 1000.0).max(x0), 1.0));
-        }
-        for b in h.buckets() {
-            // Steps: flat to the bucket's upper edge, then down by its count.
-            let x = (b.high_ns.clamp(h.min().unwrap_or(0), h.max().unwrap_or(0))) as f64 / 1000.0;
-            let x = x.max(x0);
-            pts.push((x, later as f64 / n));
-            later = later.saturating_sub(b.count);
-            if later == 0 {
-                pts.push((x, y0));
-                break;
-            }
-            pts.push((x, later as f64 / n));
-        }
         chart
-            .draw_series(LineSeries::new(pts, c.stroke_width(2)))
-            .map_err(|e| draw_err(path, e))?
-            .label(*name)
-            .legend(move |(x, y)| PathElement::new([(x, y), (x + 16, y)], c.stroke_width(3)));
-    }
-    finish(&root, &mut chart, path, SeriesLabelPosition::UpperRight)
+            .configure_mesh()
+            .x_desc("latency (µs, log)")
+            .y_desc("fraction of wake-ups later (log)")
+            .x_label_formatter(&|v| axis_number(*v))
+            .y_label_formatter(&|v| {
+                if *v > 1.0 {
+                    String::new()
+                } else {
+                    axis_number(*v)
+                }
+            })
+            .label_style((FAMILY, 14))
+            .axis_desc_style((FAMILY, 16))
+            .draw()
+            .map_err(|e| draw_err(path, e))?;
+        if let Some(p) = period_ns {
+            mark_period(
+                &mut chart,
+                path,
+                p as f64 / 1000.0,
+                (x0, x1),
+                (y0, 1.5),
+                "one period",
+            )?;
+        }
+        for (i, (name, h)) in series.iter().enumerate() {
+            let c = color(i);
+            let n = h.len().max(1) as f64;
+            let mut later = h.len();
+            let mut pts = Vec::new();
+            if let Some(min) = h.min() {
+                pts.push(((min as f64 / 1000.0).max(x0), 1.0));
+            }
+            for b in h.buckets() {
+                // Steps: flat to the bucket's upper edge, then down by its count.
+                let x =
+                    (b.high_ns.clamp(h.min().unwrap_or(0), h.max().unwrap_or(0))) as f64 / 1000.0;
+                let x = x.max(x0);
+                pts.push((x, later as f64 / n));
+                later = later.saturating_sub(b.count);
+                if later == 0 {
+                    pts.push((x, y0));
+                    break;
+                }
+                pts.push((x, later as f64 / n));
+            }
+            chart
+                .draw_series(LineSeries::new(pts, c.stroke_width(2)))
+                .map_err(|e| draw_err(path, e))?
+                .label(*name)
+                .legend(move |(x, y)| PathElement::new([(x, y), (x + 16, y)], c.stroke_width(3)));
+        }
+        finish(&root, &mut chart, path, SeriesLabelPosition::UpperRight)
+    })
 }
 
 /// Writes a per-condition dot plot of p50, p99, p99.9 and max (µs,
@@ -580,66 +604,67 @@ pub fn comparison_png(path: &Path, title: &str, rows: &[(&str, &Summary)]) -> Re
         })
         .collect();
 
-    let root = canvas(path)?;
-    // One label per condition, under its column's centre: drawn here, as
-    // a segmented axis would add an empty tick after the last column.
-    let n = rows.len();
-    let mut chart = chart(
-        &root,
-        path,
-        title,
-        70,
-        -0.5f64..n as f64 - 0.5,
-        (y0..y1).log_scale(),
-    )?;
-    chart
-        .configure_mesh()
-        .disable_x_mesh()
-        .x_labels(0)
-        .y_label_formatter(&|v| axis_number(*v))
-        .y_desc("latency (µs, log)")
-        .label_style((FAMILY, 14))
-        .axis_desc_style((FAMILY, 16))
-        .draw()
-        .map_err(|e| draw_err(path, e))?;
-    let label_style =
-        TextStyle::from((FAMILY, 14).into_font()).pos(Pos::new(HPos::Center, VPos::Top));
-    for (i, name) in names.iter().enumerate() {
-        let (px, py) = chart.backend_coord(&(i as f64, y0));
-        root.draw(&Text::new(name.clone(), (px, py + 8), label_style.clone()))
-            .map_err(|e| draw_err(path, e))?;
-    }
-    type Pick = fn(&Summary) -> Option<i64>;
-    let stats: [(&str, Pick); 4] = [
-        ("p50", |s| s.p50_ns),
-        ("p99", |s| s.p99_ns),
-        ("p99.9", |s| s.p99_9_ns),
-        ("max", |s| s.max_ns),
-    ];
-    // Fixed, distinguishable colours: p50 blue, p99 orange, p99.9 purple, max red.
-    let colors = [
-        RGBColor(31, 119, 180),
-        RGBColor(255, 127, 14),
-        RGBColor(148, 103, 189),
-        RGBColor(214, 39, 40),
-    ];
-    for (k, (label, pick)) in stats.iter().enumerate() {
-        let c = colors[k];
-        let pts: Vec<(f64, f64)> = rows
-            .iter()
-            .enumerate()
-            .filter_map(|(i, (_, s))| us(pick(s)).map(|y| (i as f64, y)))
-            .collect();
+    drawn(path, |root| {
+        // One label per condition, under its column's centre: drawn here, as
+        // a segmented axis would add an empty tick after the last column.
+        let n = rows.len();
+        let mut chart = chart(
+            &root,
+            path,
+            title,
+            70,
+            -0.5f64..n as f64 - 0.5,
+            (y0..y1).log_scale(),
+        )?;
         chart
-            .draw_series(
-                pts.into_iter()
-                    .map(move |p| EmptyElement::at(p) + Circle::new((0, 0), 6, c.filled())),
-            )
-            .map_err(|e| draw_err(path, e))?
-            .label(*label)
-            .legend(move |(x, y)| Circle::new((x + 6, y), 5, c.filled()));
-    }
-    finish(&root, &mut chart, path, SeriesLabelPosition::UpperLeft)
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(0)
+            .y_label_formatter(&|v| axis_number(*v))
+            .y_desc("latency (µs, log)")
+            .label_style((FAMILY, 14))
+            .axis_desc_style((FAMILY, 16))
+            .draw()
+            .map_err(|e| draw_err(path, e))?;
+        let label_style =
+            TextStyle::from((FAMILY, 14).into_font()).pos(Pos::new(HPos::Center, VPos::Top));
+        for (i, name) in names.iter().enumerate() {
+            let (px, py) = chart.backend_coord(&(i as f64, y0));
+            root.draw(&Text::new(name.clone(), (px, py + 8), label_style.clone()))
+                .map_err(|e| draw_err(path, e))?;
+        }
+        type Pick = fn(&Summary) -> Option<i64>;
+        let stats: [(&str, Pick); 4] = [
+            ("p50", |s| s.p50_ns),
+            ("p99", |s| s.p99_ns),
+            ("p99.9", |s| s.p99_9_ns),
+            ("max", |s| s.max_ns),
+        ];
+        // Fixed, distinguishable colours: p50 blue, p99 orange, p99.9 purple, max red.
+        let colors = [
+            RGBColor(31, 119, 180),
+            RGBColor(255, 127, 14),
+            RGBColor(148, 103, 189),
+            RGBColor(214, 39, 40),
+        ];
+        for (k, (label, pick)) in stats.iter().enumerate() {
+            let c = colors[k];
+            let pts: Vec<(f64, f64)> = rows
+                .iter()
+                .enumerate()
+                .filter_map(|(i, (_, s))| us(pick(s)).map(|y| (i as f64, y)))
+                .collect();
+            chart
+                .draw_series(
+                    pts.into_iter()
+                        .map(move |p| EmptyElement::at(p) + Circle::new((0, 0), 6, c.filled())),
+                )
+                .map_err(|e| draw_err(path, e))?
+                .label(*label)
+                .legend(move |(x, y)| Circle::new((x + 6, y), 5, c.filled()));
+        }
+        finish(&root, &mut chart, path, SeriesLabelPosition::UpperLeft)
+    })
 }
 
 /// How [`chart_png`] draws one series.
@@ -834,73 +859,74 @@ fn draw_chart(
     };
     let x_ticks = ((x1.round() - x0.round()) as usize + 1).clamp(2, 12);
     let cap = (xr.end - xr.start) * 0.006;
-    let root = canvas(path)?;
-    let mut chart = chart(&root, path, title, 70, xr, yr)?;
-    let mut mesh = chart.configure_mesh();
-    mesh.x_desc(x_label)
-        .y_desc(y_label)
-        .label_style((FAMILY, 14))
-        .axis_desc_style((FAMILY, 16));
-    if counts {
-        mesh.x_labels(x_ticks).x_label_formatter(&whole);
-    }
-    mesh.draw().map_err(|e| draw_err(path, e))?;
-    for (i, s) in series.iter().enumerate() {
-        let (r, g, b) = s.color.unwrap_or(SERIES_COLORS[i % SERIES_COLORS.len()]);
-        let c = RGBColor(r, g, b);
-        let pts: Vec<(f64, f64)> = s
-            .points
-            .iter()
-            .copied()
-            .filter(|(x, y)| x.is_finite() && y.is_finite())
-            .collect();
-        let bars: Vec<(f64, f64, f64)> = s
-            .points
-            .iter()
-            .zip(s.spread)
-            .filter(|((x, y), e)| x.is_finite() && y.is_finite() && e.is_finite())
-            .map(|(&(x, y), &e)| (x, y - e.abs(), y + e.abs()))
-            .collect();
-        // Bars with caps (plotters' ErrorBar needs a feature we don't build).
-        chart
-            .draw_series(bars.into_iter().flat_map(|(x, lo, hi)| {
-                [
-                    PathElement::new([(x, lo), (x, hi)], c.stroke_width(2)),
-                    PathElement::new([(x - cap, lo), (x + cap, lo)], c.stroke_width(2)),
-                    PathElement::new([(x - cap, hi), (x + cap, hi)], c.stroke_width(2)),
-                ]
-            }))
-            .map_err(|e| draw_err(path, e))?;
-        if s.mark != Mark::Points {
+    drawn(path, |root| {
+        let mut chart = chart(&root, path, title, 70, xr, yr)?;
+        let mut mesh = chart.configure_mesh();
+        mesh.x_desc(x_label)
+            .y_desc(y_label)
+            .label_style((FAMILY, 14))
+            .axis_desc_style((FAMILY, 16));
+        if counts {
+            mesh.x_labels(x_ticks).x_label_formatter(&whole);
+        }
+        mesh.draw().map_err(|e| draw_err(path, e))?;
+        for (i, s) in series.iter().enumerate() {
+            let (r, g, b) = s.color.unwrap_or(SERIES_COLORS[i % SERIES_COLORS.len()]);
+            let c = RGBColor(r, g, b);
+            let pts: Vec<(f64, f64)> = s
+                .points
+                .iter()
+                .copied()
+                .filter(|(x, y)| x.is_finite() && y.is_finite())
+                .collect();
+            let bars: Vec<(f64, f64, f64)> = s
+                .points
+                .iter()
+                .zip(s.spread)
+                .filter(|((x, y), e)| x.is_finite() && y.is_finite() && e.is_finite())
+                .map(|(&(x, y), &e)| (x, y - e.abs(), y + e.abs()))
+                .collect();
+            // Bars with caps (plotters' ErrorBar needs a feature we don't build).
             chart
-                .draw_series(LineSeries::new(pts.iter().copied(), c.stroke_width(2)))
+                .draw_series(bars.into_iter().flat_map(|(x, lo, hi)| {
+                    [
+                        PathElement::new([(x, lo), (x, hi)], c.stroke_width(2)),
+                        PathElement::new([(x - cap, lo), (x + cap, lo)], c.stroke_width(2)),
+                        PathElement::new([(x - cap, hi), (x + cap, hi)], c.stroke_width(2)),
+                    ]
+                }))
                 .map_err(|e| draw_err(path, e))?;
+            if s.mark != Mark::Points {
+                chart
+                    .draw_series(LineSeries::new(pts.iter().copied(), c.stroke_width(2)))
+                    .map_err(|e| draw_err(path, e))?;
+            }
+            let anno = if s.mark == Mark::Line {
+                chart.draw_series(std::iter::empty::<Circle<(f64, f64), i32>>())
+            } else {
+                chart.draw_series(pts.iter().map(|&p| Circle::new(p, 4, c.filled())))
+            }
+            .map_err(|e| draw_err(path, e))?;
+            let mark = s.mark;
+            anno.label(s.name).legend(move |(x, y)| {
+                let line = PathElement::new(
+                    [(x, y), (x + 16, y)],
+                    if mark == Mark::Points {
+                        TRANSPARENT.stroke_width(0)
+                    } else {
+                        c.stroke_width(2)
+                    },
+                );
+                let dot = Circle::new(
+                    (x + 8, y),
+                    if mark == Mark::Line { 0 } else { 4 },
+                    c.filled(),
+                );
+                EmptyElement::at((0, 0)) + line + dot
+            });
         }
-        let anno = if s.mark == Mark::Line {
-            chart.draw_series(std::iter::empty::<Circle<(f64, f64), i32>>())
-        } else {
-            chart.draw_series(pts.iter().map(|&p| Circle::new(p, 4, c.filled())))
-        }
-        .map_err(|e| draw_err(path, e))?;
-        let mark = s.mark;
-        anno.label(s.name).legend(move |(x, y)| {
-            let line = PathElement::new(
-                [(x, y), (x + 16, y)],
-                if mark == Mark::Points {
-                    TRANSPARENT.stroke_width(0)
-                } else {
-                    c.stroke_width(2)
-                },
-            );
-            let dot = Circle::new(
-                (x + 8, y),
-                if mark == Mark::Line { 0 } else { 4 },
-                c.filled(),
-            );
-            EmptyElement::at((0, 0)) + line + dot
-        });
-    }
-    finish(&root, &mut chart, path, SeriesLabelPosition::UpperRight)
+        finish(&root, &mut chart, path, SeriesLabelPosition::UpperRight)
+    })
 }
 
 #[cfg(test)]
@@ -956,6 +982,52 @@ mod tests {
         )
         .unwrap();
         assert_eq!(png_size(&p3), SIZE);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// The PNG encoder wrote through a link at the plot's path, and into
+    /// whatever file was there; a plot is now put as every result file is.
+    #[test]
+    fn a_plot_goes_into_a_fifo_and_never_through_a_link() {
+        let d = tmp("special");
+        let a: Vec<(f64, f64)> = (1..20).map(|i| (i as f64, i as f64)).collect();
+        let fifo = d.join("fifo.png");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: `c` is NUL-terminated and outlives the call.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let reader = fifo.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(std::fs::read(&reader).map_err(|e| e.to_string()));
+        });
+        series_png(&fifo, "t", "x", "y", &[("a", &a)]).unwrap();
+        let b = rx
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("the reader finished")
+            .unwrap();
+        assert_eq!(&b[..8], b"\x89PNG\r\n\x1a\n", "PNG signature");
+        assert!(std::os::unix::fs::FileTypeExt::is_fifo(
+            &std::fs::symlink_metadata(&fifo).unwrap().file_type()
+        ));
+
+        let target = d.join("precious.txt");
+        std::fs::write(&target, b"keep me").unwrap();
+        let link = d.join("link.png");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let e = series_png(&link, "t", "x", "y", &[("a", &a)]).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Output);
+        assert!(e.to_string().contains("is a symbolic link"), "{e}");
+        assert_eq!(std::fs::read(&target).unwrap(), b"keep me");
+        assert!(std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        let mut names: Vec<String> = std::fs::read_dir(&d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["fifo.png", "link.png", "precious.txt"]);
         std::fs::remove_dir_all(&d).unwrap();
     }
 

@@ -1,8 +1,9 @@
 //! Writing result files so that a crash never leaves half a file, and so
 //! that nothing is replaced but the file the user named.
 //!
-//! [`write_atomic`] and [`write_atomic_with`] look at what is at the path
-//! (without following a symbolic link, [`output_kind`]) and:
+//! [`write_atomic`], [`write_atomic_with`] and [`write_atomic_via`] (for a
+//! writer that needs a path of its own, such as a PNG encoder) look at what
+//! is at the path (without following a symbolic link, [`output_kind`]) and:
 //!
 //! - **nothing, or a regular file**: write a temporary file in the same
 //!   directory (`.<name>.tmp<pid>`, created exclusively, never through a
@@ -192,21 +193,7 @@ fn replace(
     write: impl FnOnce(&mut BufWriter<File>) -> io::Result<()>,
 ) -> io::Result<()> {
     let res = (|| {
-        let f = create_temp(tmp).map_err(|e| {
-            let dir = dir_of(path).display();
-            let message = if e.kind() == io::ErrorKind::NotFound {
-                format!(
-                    "cannot write {}: directory {dir} does not exist",
-                    path.display()
-                )
-            } else {
-                format!(
-                    "cannot write {}: cannot create a file in {dir}: {e}",
-                    path.display()
-                )
-            };
-            io::Error::new(e.kind(), Step { message, source: e })
-        })?;
+        let f = create_temp(tmp).map_err(|e| create_error(path, tmp, e))?;
         let mut w = BufWriter::new(f);
         write(&mut w)
             .and_then(|()| w.flush())
@@ -215,15 +202,108 @@ fn replace(
             .into_inner()
             .map_err(|e| step("write", path, e.into_error()))?;
         f.sync_all().map_err(|e| step("fsync", path, e))?;
-        std::fs::rename(tmp, path).map_err(|e| step("rename onto", path, e))?;
-        if let Ok(d) = File::open(dir_of(path)) {
-            // Makes the rename itself durable; some filesystems refuse, which is harmless.
-            let _ = d.sync_all();
-        }
-        Ok(())
+        rename_into_place(tmp, path)
     })();
     if res.is_err() {
         let _ = std::fs::remove_file(tmp);
+    }
+    res
+}
+
+/// Renames the written temporary file `tmp` over `path`, then fsyncs the
+/// directory.
+fn rename_into_place(tmp: &Path, path: &Path) -> io::Result<()> {
+    std::fs::rename(tmp, path).map_err(|e| step("rename onto", path, e))?;
+    if let Ok(d) = File::open(dir_of(path)) {
+        // Makes the rename itself durable; some filesystems refuse, which is harmless.
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// The error of creating the temporary file `tmp` for `path`, naming `path`
+/// and the directory it is in.
+fn create_error(path: &Path, tmp: &Path, e: io::Error) -> io::Error {
+    let dir = dir_of(tmp).display();
+    let message = if e.kind() == io::ErrorKind::NotFound {
+        format!(
+            "cannot write {}: directory {dir} does not exist",
+            path.display()
+        )
+    } else {
+        format!(
+            "cannot write {}: cannot create a file in {dir}: {e}",
+            path.display()
+        )
+    };
+    io::Error::new(e.kind(), Step { message, source: e })
+}
+
+/// As [`write_atomic`], for a writer that can only be handed a path (an
+/// image encoder): `write` writes the whole file at the path it is given, a
+/// new empty regular file made as [`write_atomic`] makes its temporary
+/// file, with `path`'s extension (`.plot.png.tmp<pid>.png`). For a regular file (or none) at `path` that file is then fsynced
+/// and renamed over `path`; for a character device, FIFO or descriptor it
+/// is made in the temporary directory, copied into `path`, and removed.
+/// What [`output_kind`] refuses is refused before `write` runs.
+///
+/// # Errors
+/// As [`write_atomic`]; an error `write` returns is reported as `cannot
+/// write <path>: <its message>`, with its kind.
+pub fn write_atomic_via(
+    path: &Path,
+    write: impl FnOnce(&Path) -> io::Result<()>,
+) -> io::Result<()> {
+    let no_name = || {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} has no file name", path.display()),
+        )
+    };
+    let name = path.file_name().ok_or_else(no_name)?;
+    let kind = output_kind(path)?;
+    let tmp = match kind {
+        OutputKind::File => temp_path(path).ok_or_else(no_name)?,
+        // Not beside a device: /dev takes no files from most users.
+        _ => std::env::temp_dir().join(format!(
+            ".firmtime-{}-{}.tmp",
+            std::process::id(),
+            name.to_string_lossy()
+        )),
+    };
+    // Keeps the extension last: an encoder may choose its format by it.
+    let tmp = match path.extension() {
+        Some(x) => {
+            let mut t = tmp.into_os_string();
+            t.push(".");
+            t.push(x);
+            PathBuf::from(t)
+        }
+        None => tmp,
+    };
+    let res = (|| {
+        drop(create_temp(&tmp).map_err(|e| create_error(path, &tmp, e))?);
+        write(&tmp).map_err(|e| step("write", path, e))?;
+        let mut written = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&tmp)
+            .map_err(|e| step("write", path, e))?;
+        match kind {
+            OutputKind::File => {
+                written.sync_all().map_err(|e| step("fsync", path, e))?;
+                rename_into_place(&tmp, path)
+            }
+            OutputKind::Stream => write_into(path, open_stream(path)?, |w| {
+                io::copy(&mut written, w).map(drop)
+            }),
+            OutputKind::Descriptor(fd) => write_into(path, copy_descriptor(path, fd)?, |w| {
+                io::copy(&mut written, w).map(drop)
+            }),
+        }
+    })();
+    if res.is_err() || kind != OutputKind::File {
+        let _ = std::fs::remove_file(&tmp);
     }
     res
 }
@@ -707,6 +787,72 @@ mod tests {
             e.to_string().contains("descriptor 999999 is not open"),
             "{e}"
         );
+    }
+
+    /// A writer that needs a path (the plots' PNG encoder) gets the same
+    /// rules: a file replaced atomically, a FIFO written into, a link
+    /// refused before anything is drawn.
+    #[test]
+    fn write_via_a_path_follows_the_same_rules() {
+        let d = scratch("via");
+        let p = d.join("plot.png");
+        write_atomic(&p, b"old").unwrap();
+        write_atomic_via(&p, |tmp| {
+            let t = temp_path(&p).unwrap();
+            assert_eq!(tmp.to_str(), Some(format!("{}.png", t.display()).as_str()));
+            std::fs::write(tmp, b"new picture")
+        })
+        .unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"new picture");
+        let e = write_atomic_via(&p, |tmp| {
+            std::fs::write(tmp, b"half")?;
+            Err(io::Error::other("encoder failed"))
+        })
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("cannot write {}: encoder failed", p.display())
+        );
+        assert_eq!(std::fs::read(&p).unwrap(), b"new picture");
+        let names: Vec<_> = std::fs::read_dir(&d).unwrap().collect();
+        assert_eq!(names.len(), 1, "no temp file left: {names:?}");
+
+        let fifo = d.join("fifo.png");
+        mkfifo(&fifo);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let reader = fifo.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(std::fs::read(&reader).map_err(|e| e.to_string()));
+        });
+        let mut handed = PathBuf::new();
+        write_atomic_via(&fifo, |tmp| {
+            handed = tmp.to_path_buf();
+            std::fs::write(tmp, b"through")
+        })
+        .unwrap();
+        let got = rx
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("the reader finished")
+            .unwrap();
+        assert_eq!(got, b"through");
+        assert!(std::fs::symlink_metadata(&fifo)
+            .unwrap()
+            .file_type()
+            .is_fifo());
+        assert!(
+            std::fs::symlink_metadata(&handed).is_err(),
+            "{}",
+            handed.display()
+        );
+
+        let link = d.join("link.png");
+        std::os::unix::fs::symlink(&p, &link).unwrap();
+        let e = write_atomic_via(&link, |_| panic!("drawn for a refused path")).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        assert_eq!(std::fs::read(&p).unwrap(), b"new picture");
+        let names: Vec<_> = std::fs::read_dir(&d).unwrap().collect();
+        assert_eq!(names.len(), 3, "{names:?}");
+        std::fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]

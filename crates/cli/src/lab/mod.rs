@@ -25,6 +25,7 @@ mod trace;
 #[derive(Debug, Clone, clap::Args)]
 pub struct Common {
     /// Write the result as JSON to PATH (`-` or a bare --json: stdout). Durations are integer nanoseconds.
+    /// A file is replaced atomically, a device or FIFO written into, a symbolic link refused.
     #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "-")]
     pub json: Option<PathBuf>,
     /// A short run with fewer samples: a first look, noisier figures.
@@ -240,12 +241,20 @@ pub enum LabCommand {
     /// Progress: bars on a terminal; piped, one line per step on stderr with
     /// the time so far and an estimate of the time left, a line every 30 s
     /// within a long step, and the total at the end.
+    ///
+    /// Exit status: 0 the verdict is yes (with or without rare exceptions), 1 "Not
+    /// reliably", 2 "Undetermined" or a measurement failed or was interrupted
+    /// (--exit-zero: 0 whatever the verdict). docs/LAB-FORMATS.md, "Exit status".
     All(all::Args),
     /// Successive clock reads under Finney's priority × load conditions (Finney 2001, Table 1).
     Clock(clock::Args),
     /// Achieved sleep durations of every sleep mechanism (Finney 2001, "Process suspension").
     Sleep(sleep::Args),
     /// Periodic wake-up latency, like realfeel and cyclictest (Varoquaux 2006).
+    ///
+    /// Exit status: 0 measured (and met --max-latency / --max-missed when given), 1 missed
+    /// them, 2 could not measure (no thread measured, a thread failed or was demoted, or
+    /// interrupted). docs/LAB-FORMATS.md, "Exit status".
     Cyclic(cyclic::Args),
     /// Timer-signal delivery latency tails under SCHED_RR contention (Etsion et al. 2003, Table 6).
     Tails(tails::Args),
