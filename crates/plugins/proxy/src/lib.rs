@@ -262,6 +262,7 @@ fn describe_all(entries: &[&RemoteEntry]) -> Vec<Result<PluginDescription, Strin
     let start = Instant::now();
     let (tx, rx) = std::sync::mpsc::channel();
     let mut out: Vec<Option<Result<PluginDescription, String>>> = vec![None; entries.len()];
+    let mut threads: Vec<Option<JoinHandle<()>>> = Vec::with_capacity(entries.len());
     for (i, e) in entries.iter().enumerate() {
         let (tx, e2) = (tx.clone(), (*e).clone());
         let spawned = std::thread::Builder::new()
@@ -269,11 +270,15 @@ fn describe_all(entries: &[&RemoteEntry]) -> Vec<Result<PluginDescription, Strin
             .spawn(move || {
                 let _ = tx.send((i, fetch(&e2)));
             });
-        if let Err(err) = spawned {
-            out[i] = Some(Err(format!(
-                "cannot start a thread to ask the worker {}: {err}",
-                e.worker
-            )));
+        match spawned {
+            Ok(t) => threads.push(Some(t)),
+            Err(err) => {
+                threads.push(None);
+                out[i] = Some(Err(format!(
+                    "cannot start a thread to ask the worker {}: {err}",
+                    e.worker
+                )));
+            }
         }
     }
     drop(tx);
@@ -295,10 +300,47 @@ fn describe_all(entries: &[&RemoteEntry]) -> Vec<Result<PluginDescription, Strin
             Err(_) => break,
         }
     }
+    // Threads that answered are done (or nearly): join them. Any other
+    // runs on, in this library's code, after the scan returns: the library
+    // must then stay mapped even if the host unloads it.
+    let mut left_running = false;
+    for (t, r) in threads.iter_mut().zip(&out) {
+        match (t.take(), r) {
+            (Some(t), Some(_)) => {
+                let _ = t.join();
+            }
+            (Some(_), None) => left_running = true,
+            (None, _) => {}
+        }
+    }
+    if left_running {
+        pin_library();
+    }
     out.into_iter()
         .zip(entries)
         .map(|(r, e)| r.unwrap_or_else(|| Err(timed_out(e))))
         .collect()
+}
+
+/// Keeps this library mapped for the rest of the process (a reference that
+/// is never released, and `RTLD_NODELETE`), so that a host's `dlclose`
+/// cannot unmap the code a describe thread still runs. (With glibc and
+/// today's std the library stayed mapped after `dlclose` anyway — checked
+/// in /proc/self/maps with a thread left behind —; this does not rely on it.)
+fn pin_library() {
+    // SAFETY: Dl_info is plain data; dladdr fills it for an address inside
+    // this library, and dli_fname then points to a NUL-terminated path
+    // owned by the loader. dlopen of that path only adds a reference.
+    unsafe {
+        let mut info: libc::Dl_info = std::mem::zeroed();
+        let here = pin_library as *const c_void;
+        if libc::dladdr(here, &mut info) != 0 && !info.dli_fname.is_null() {
+            let _ = libc::dlopen(
+                info.dli_fname,
+                libc::RTLD_NOW | libc::RTLD_NOLOAD | libc::RTLD_NODELETE,
+            );
+        }
+    }
 }
 
 fn load() -> Entries {
