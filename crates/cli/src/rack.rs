@@ -68,6 +68,36 @@ pub struct RackArgs {
     metrics: crate::exposition::MetricsArgs,
 }
 
+/// The longest command line kept; the rest of a longer line is discarded
+/// (a pipe may send anything, of any length).
+const MAX_COMMAND_LINE: usize = 4096;
+
+/// The next line of `r` (without its newline, lossy UTF-8), at most
+/// [`MAX_COMMAND_LINE`] bytes of it kept; `None` at the end.
+fn command_line(r: &mut impl BufRead) -> std::io::Result<Option<String>> {
+    let mut line = Vec::new();
+    let mut any = false;
+    loop {
+        let buf = r.fill_buf()?;
+        if buf.is_empty() {
+            break;
+        }
+        any = true;
+        let (part, done) = match buf.iter().position(|&b| b == b'\n') {
+            Some(i) => (&buf[..i], i + 1),
+            None => (buf, buf.len()),
+        };
+        let room = MAX_COMMAND_LINE.saturating_sub(line.len());
+        line.extend_from_slice(&part[..part.len().min(room)]);
+        let ended = done > part.len();
+        r.consume(done);
+        if ended {
+            break;
+        }
+    }
+    Ok(any.then(|| String::from_utf8_lossy(&line).into_owned()))
+}
+
 /// Whether `rack` reads control commands from stdin: from a terminal, or
 /// from anything with `--commands-from-stdin`.
 fn reads_commands(stdin_is_terminal: bool, commands_from_stdin: bool) -> bool {
@@ -169,7 +199,8 @@ pub fn run(a: RackArgs) -> anyhow::Result<Outcome> {
     if reads_commands(stdin_is_terminal, a.commands_from_stdin) {
         eprintln!("firmtime rack: type `stage.port = value` to change a control; SIGINT stops");
         std::thread::spawn(move || {
-            for line in std::io::stdin().lock().lines().map_while(Result::ok) {
+            let mut stdin = std::io::stdin().lock();
+            while let Ok(Some(line)) = command_line(&mut stdin) {
                 if tx.send(line).is_err() {
                     break;
                 }
@@ -319,5 +350,23 @@ mod tests {
             .unwrap()
             .a;
         assert!(reads_commands(false, a.commands_from_stdin));
+    }
+
+    #[test]
+    fn command_lines_are_read_whole_up_to_the_cap_and_the_rest_discarded() {
+        let long = "x".repeat(3 * MAX_COMMAND_LINE);
+        let text = format!("g.Gain = 0.5\n{long}\nlast");
+        // A tiny buffer: lines span many fills.
+        let mut r = std::io::BufReader::with_capacity(7, text.as_bytes());
+        assert_eq!(
+            command_line(&mut r).unwrap().as_deref(),
+            Some("g.Gain = 0.5")
+        );
+        assert_eq!(
+            command_line(&mut r).unwrap(),
+            Some("x".repeat(MAX_COMMAND_LINE))
+        );
+        assert_eq!(command_line(&mut r).unwrap().as_deref(), Some("last"));
+        assert_eq!(command_line(&mut r).unwrap(), None);
     }
 }

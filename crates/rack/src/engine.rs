@@ -532,7 +532,10 @@ impl RackControl {
         let usage = || {
             Error::new(
                 ErrorKind::InvalidInput,
-                format!("cannot read {line:?}: write stage.port = value, e.g. gain.Gain = 0.5"),
+                format!(
+                    "cannot read {}: write stage.port = value, e.g. gain.Gain = 0.5",
+                    shown(line)
+                ),
             )
         };
         let (lhs, rhs) = line.rsplit_once('=').ok_or_else(usage)?;
@@ -540,7 +543,7 @@ impl RackControl {
         let value: f32 = rhs.trim().parse().map_err(|_| {
             Error::new(
                 ErrorKind::InvalidInput,
-                format!("{:?} is not a number", rhs.trim()),
+                format!("{} is not a number", shown(rhs.trim())),
             )
         })?;
         let (stage, port) = (stage.trim().to_string(), port.trim().to_string());
@@ -660,6 +663,16 @@ fn resolve_controls(
         controls[k].2 = *value;
     }
     Ok(controls)
+}
+
+/// `text` quoted for a message, its first 64 characters only (a command
+/// line may be anything, of any length): `"abc…" (500000 bytes)`.
+fn shown(text: &str) -> String {
+    const MAX: usize = 64;
+    match text.char_indices().nth(MAX) {
+        None => format!("{text:?}"),
+        Some((end, _)) => format!("{:?} ({} bytes)", format!("{}…", &text[..end]), text.len()),
+    }
 }
 
 /// The stage's key (the one rule for secrets: `firmtime_rt::secret`); a
@@ -962,4 +975,23 @@ pub fn build(
         warnings,
     };
     Ok((engine, control))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shown;
+
+    /// Regression (a sibling of issue 28 item 6's 500 KB label): a command
+    /// line was echoed in full in its error line.
+    #[test]
+    fn a_long_command_is_shown_cut_with_its_length() {
+        assert_eq!(shown("gain.Gain"), "\"gain.Gain\"");
+        let long = "x".repeat(500_000);
+        let s = shown(&long);
+        assert_eq!(s, format!("\"{}…\" (500000 bytes)", "x".repeat(64)));
+        // Cut at a character, not a byte.
+        let s = shown(&"é".repeat(100));
+        assert!(s.starts_with(&format!("\"{}…\"", "é".repeat(64))), "{s}");
+        assert!(s.ends_with("(200 bytes)"), "{s}");
+    }
 }
