@@ -1040,3 +1040,85 @@ fn ftap_manual_example_imports_as_it_describes_and_its_differences_are_refused()
         "{e}"
     );
 }
+
+/// Regression (issue 28, item 2): a raw MIDI device that ends mid-trial
+/// (end of file: the cable's far end closed) ended the trial, but the
+/// sidecar said neither why nor when. The trial ends incomplete with the
+/// cause (`device_closed`) and the time of the loss.
+#[test]
+fn a_raw_device_that_ends_mid_trial_ends_it_incomplete_with_cause_and_time() {
+    use firmtime_midi::raw::{RawBackend, RawOptions};
+    use firmtime_midi::LossCause;
+    use firmtime_tap::engine::{EndReason, Engine, EngineOptions};
+    use std::io::Write as _;
+    use std::os::fd::OwnedFd;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let (ours, mut theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+    let mut b = RawBackend::from_fd(OwnedFd::from(ours), RawOptions::default()).unwrap();
+    let text = "name = \"raw\"\n[end]\nduration_ms = 60000\n";
+    let e = Experiment::from_toml(text).unwrap();
+    let mut eng = Engine::new(&e, EngineOptions::for_experiment(&e, 1)).unwrap();
+    let (stop, done) = (AtomicBool::new(false), AtomicBool::new(false));
+    let (out, closed_ns) = std::thread::scope(|s| {
+        let device = s.spawn(move || {
+            for n in 0..3u8 {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                theirs.write_all(&[0x90, 60 + n, 100]).unwrap();
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            let t = firmtime_rt::clock::monotonic_ns();
+            drop(theirs);
+            t
+        });
+        // A watchdog: without the loss noticed the trial would run a minute.
+        s.spawn(|| {
+            let t0 = std::time::Instant::now();
+            while !done.load(Ordering::Relaxed) && t0.elapsed().as_secs() < 10 {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            stop.store(true, Ordering::Relaxed);
+        });
+        let out = eng.run(&mut b, &stop).unwrap();
+        done.store(true, Ordering::Relaxed);
+        (out, device.join().unwrap())
+    });
+    assert_eq!(out.reason, EndReason::Disconnected, "{out:?}");
+    assert!(out.incomplete());
+    assert_eq!(out.keystrokes, 3);
+    let loss = out.input_loss.expect("the loss is recorded");
+    assert_eq!(loss.cause, LossCause::DeviceClosed);
+    assert!(
+        loss.t_ns >= closed_ns && loss.t_ns <= out.end_ns,
+        "{loss:?} {out:?}"
+    );
+    let dir = std::env::temp_dir().join(format!("firmtime-tap-raw-lost-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let stem = dir.join("R-s01-t001");
+    let meta = firmtime_tap::session::TrialMeta {
+        subject: "R".into(),
+        session: 1,
+        trial: 1,
+        experiment_file: "raw.toml".into(),
+        experiment_toml: text.into(),
+        seed: 1,
+        rt: None,
+        stopped_by: None,
+        input_loss_detail: None,
+    };
+    let prov = firmtime_rt::system::Provenance::begin(vec!["test".into()]);
+    let side = firmtime_tap::session::write_trial(
+        &stem,
+        &eng,
+        &out,
+        firmtime_tap::late::LateReport::default(),
+        &meta,
+        prov,
+    )
+    .unwrap();
+    assert!(side.incomplete);
+    let lost = side.input_lost.expect("input_lost in the sidecar");
+    assert_eq!(lost.cause, "device_closed");
+    assert_eq!(lost.at_us, ((loss.t_ns - out.start_ns) / 1000) as i64);
+    assert_eq!(lost.words, "the device closed (end of file or hang-up)");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
