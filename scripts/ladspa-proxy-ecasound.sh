@@ -45,6 +45,7 @@ gcc -O2 -o "$TMP/xruns" "$TMP/xruns.c" -ljack
 mkdir -p "$TMP/lad"
 cp "${CARGO_TARGET_DIR:-target}"/release/libfirmtime_proxy.so "$TMP/lad/firmtime_proxy.so"
 head -c 32 /dev/urandom > "$TMP/key"
+chmod 600 "$TMP/key"  # a key others can read draws a warning
 PORT=$((20000 + $$ % 20000))
 "$FT" net worker --listen "127.0.0.1:$PORT" --key "$TMP/key" --plugin-dir /usr/lib/ladspa \
   --priority fifo:70 2>"$TMP/worker.log" &

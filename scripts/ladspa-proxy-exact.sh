@@ -23,6 +23,7 @@ trap cleanup EXIT
 mkdir -p "$TMP/lad"
 cp "${CARGO_TARGET_DIR:-target}"/release/libfirmtime_proxy.so "$TMP/lad/firmtime_proxy.so"
 head -c 32 /dev/urandom > "$TMP/key"
+chmod 600 "$TMP/key"  # a key others can read draws a warning
 for n in "$M" "$W"; do ip netns add "$n"; ip -n "$n" link set lo up; done
 ip -n "$M" link add eth0 type veth peer name eth0 netns "$W"
 ip -n "$M" addr add 10.216.0.1/24 dev eth0; ip -n "$M" link set eth0 up

@@ -85,6 +85,9 @@ fn have(test: &str, files: &[&str]) -> bool {
 fn key_file(dir: &Path) -> PathBuf {
     let k = dir.join("net.key");
     std::fs::write(&k, b"0123456789abcdef0123456789abcdef").unwrap();
+    // A key others can read draws a warning (the secret-file rule).
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&k, std::fs::Permissions::from_mode(0o600)).unwrap();
     k
 }
 
@@ -688,6 +691,7 @@ fn bad_input_gives_one_clear_line_and_a_placeholder_that_never_passes_for_the_pl
     let key = key_file(&dir);
     let other = dir.join("other.key");
     std::fs::write(&other, b"fedcba9876543210fedcba9876543210").unwrap();
+    std::fs::set_permissions(&other, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let keyed = format!("127.0.0.1:{}", free_port());
     let keyless = format!("127.0.0.1:{}", free_port());
     let _w1 = WorkerProc::start(&[], &keyed, Some(&key), &[LADSPA]);
