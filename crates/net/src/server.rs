@@ -197,7 +197,10 @@ pub enum ServerEvent {
         /// Why: "closed by the master", the I/O error, or the heartbeat timeout.
         reason: String,
     },
-    /// A connection was refused (bad key, bad request, not the protocol).
+    /// A connection or a request was refused (bad key, bad or undecodable
+    /// request, a cap reached). At most
+    /// [`REFUSALS_LOGGED_PER_SECOND`] a second; a message after others were
+    /// held back ends with how many (`(and N refusals before it not logged: …)`).
     Refused {
         /// The peer.
         peer: SocketAddr,
@@ -325,9 +328,10 @@ impl Shared {
         }
     }
 
-    /// Logs a refusal of an authenticated peer's request ([`ServerEvent::Refused`]):
-    /// at most [`REFUSALS_LOGGED_PER_SECOND`] a second; the rest are counted
-    /// and the next line logged says how many were not.
+    /// Logs a refusal ([`ServerEvent::Refused`]: a stranger's failed MAC, a
+    /// connection over the cap, an authenticated peer's refused request): at
+    /// most [`REFUSALS_LOGGED_PER_SECOND`] a second, so no peer can flood the
+    /// log; the rest are counted and the next line logged says how many were not.
     fn refuse(&self, peer: SocketAddr, message: String) {
         let Ok(mut l) = self.refusal_log.lock() else {
             return;
@@ -914,9 +918,7 @@ fn accept_loop(tcp: &TcpListener, gate: GateConfig, commands: &Sender<Command>, 
     gate::run(tcp, gate, sh.key.as_ref(), &sh.stop, &sh.gate, |passed| {
         let (mut conn, first) = match passed {
             Passed::Authenticated(conn, first) => (conn, first),
-            Passed::Refused { peer, message } => {
-                return sh.emit(ServerEvent::Refused { peer, message })
-            }
+            Passed::Refused { peer, message } => return sh.refuse(peer, message),
             Passed::Dropped(stats) => return sh.emit(ServerEvent::PreAuthDropped(stats)),
         };
         conns.retain(|h| !h.is_finished());
@@ -930,7 +932,7 @@ fn accept_loop(tcp: &TcpListener, gate: GateConfig, commands: &Sender<Command>, 
             let _ = conn.send(&Reply::Error {
                 message: message.clone(),
             });
-            return sh.emit(ServerEvent::Refused { peer, message });
+            return sh.refuse(peer, message);
         }
         let id = next_id;
         next_id += 1;
@@ -1006,10 +1008,7 @@ fn session(mut conn: Conn, first: Request, commands: &Sender<Command>, sh: &Shar
                     let _ = conn.send_unauthenticated(&Reply::Error {
                         message: e.message().to_string(),
                     });
-                    sh.emit(ServerEvent::Refused {
-                        peer,
-                        message: e.to_string(),
-                    });
+                    sh.refuse(peer, e.to_string());
                 }
                 break if sh.stop.load(Ordering::Relaxed) {
                     "the worker is stopping".to_string()
