@@ -1148,6 +1148,66 @@ mod tests {
         assert_eq!(p.handoff.unprocessed.load(Ordering::Relaxed), 8);
     }
 
+    /// Regression test for issue 28 item 3 at the port: the latency was
+    /// `window × min(n, max_block)` for each run, so a short last block
+    /// changed it. It is the first run's value for the instance, and the
+    /// dry fill (no worker here, real time) is the input that much late.
+    #[test]
+    fn the_latency_port_keeps_the_first_runs_value_whatever_the_later_runs() {
+        let text = "[[remote]]\nworker = \"127.0.0.1:9\"\nlabel = \"amp\"\nwindow = 1\n\
+                    connect_timeout_ms = 1\nmode = \"realtime\"\n";
+        let Parsed::Entry(cfg) = config::parse(text).unwrap().remove(0) else {
+            panic!("a good entry")
+        };
+        let port = |name: &str, input| RemotePort {
+            name: name.into(),
+            input,
+            audio: true,
+            hint: 0,
+            lower: 0.0,
+            upper: 0.0,
+        };
+        let desc = PluginDescription {
+            unique_id: 1,
+            label: "amp".into(),
+            name: "Amp".into(),
+            maker: String::new(),
+            copyright: String::new(),
+            properties: 0,
+            ports: vec![port("Input", true), port("Output", false)],
+        };
+        let e = build(
+            Some(cfg),
+            Some(desc),
+            "remote_amp".into(),
+            "remote: Amp".into(),
+            0xF0_0003,
+        );
+        let mut p = Proxy::new(e, 48_000);
+        let total = 8192 + 1808 + 1 + 4096;
+        let input: Vec<f32> = (0..total).map(|i| i as f32 + 1.0).collect();
+        let mut inp = vec![0.0f32; 8192];
+        let mut out = vec![0.0f32; 8192];
+        let mut lat = -1.0f32;
+        p.ports[0] = inp.as_mut_ptr();
+        p.ports[1] = out.as_mut_ptr();
+        p.ports[2] = &mut lat;
+        ExportedPlugin::activate(&mut p);
+        assert_eq!(lat, 0.0, "not known before the first run");
+        let mut got = Vec::new();
+        let mut t = 0;
+        for n in [8192usize, 1808, 1, 4096] {
+            inp[..n].copy_from_slice(&input[t..t + n]);
+            assert_no_alloc::assert_no_alloc(|| p.run(n));
+            assert_eq!(lat, 4096.0, "after a run of {n}");
+            got.extend_from_slice(&out[..n]);
+            t += n;
+        }
+        assert!(got[..4096].iter().all(|&x| x == 0.0));
+        assert_eq!(&got[4096..], &input[..total - 4096], "dry, 4096 late");
+        assert_eq!(p.unprocessed, (total - 4096) as u64);
+    }
+
     #[test]
     fn zeros_fill_what_the_worker_did_not_process() {
         let e = build(None, None, "remote_z".into(), "remote: z".into(), 0xF0_0002);
