@@ -21,7 +21,7 @@ QUARANTINE=${FIRMTIME_QUARANTINE:-$(dirname "$0")/quarantine.txt}
 # starting with `#` is a comment. Every field is required: a test is never quarantined
 # without a reason and a way out.
 trim() { local s=$1; s=${s#"${s%%[![:space:]]*}"}; printf '%s' "${s%"${s##*[![:space:]]}"}"; }
-declare -A why=()
+declare -A why=() fix_of=()
 if [ ! -f "$QUARANTINE" ]; then
   echo "== no quarantine list at $QUARANTINE (a file, possibly with comments only)" >&2
   exit 2
@@ -38,6 +38,7 @@ fi
       exit 2
     fi
     why[$name]=$reason
+    fix_of[$name]=$fix
   done
 } <"$QUARANTINE"
 
@@ -94,7 +95,7 @@ done <<<"$failed"
 if [ ${#flaky[@]} -gt 0 ]; then
   echo "== FLAKY: quarantined tests that failed once (output above) and passed when run again on its own:"
   for name in "${flaky[@]}"; do
-    line="FLAKY $name: ${why[$name]}"
+    line="FLAKY $name: ${why[$name]} (to fix: ${fix_of[$name]})"
     echo "  $line"
     if [ -n "${FIRMTIME_SKIP_LOG:-}" ]; then
       echo "$line" >>"$FIRMTIME_SKIP_LOG"

@@ -111,8 +111,8 @@ for format in pretty -q; do
     refute "flaky, not quarantined" "run once more" "$TMP/out"
   fi
   if case_ "flaky, quarantined" 0 "$TMP/q.txt" SELFTEST_FLAKY_MARKER="$TMP/marker"; then
-    expect "flaky, quarantined" "^  FLAKY flaky: fails the first time by design$" "$TMP/out"
-    expect "flaky, quarantined" "^FLAKY flaky: fails the first time by design$" "$TMP/skips"
+    expect "flaky, quarantined" "^  FLAKY flaky: fails the first time by design (to fix: none: a self-test)$" "$TMP/out"
+    expect "flaky, quarantined" "^FLAKY flaky: fails the first time by design (to fix: none: a self-test)$" "$TMP/skips"
   fi
   if case_ "quarantined, fails twice" 1 "$TMP/q.txt" SELFTEST_BROKEN=1; then
     expect "quarantined, fails twice" "^== FAILED twice .*: broken$" "$TMP/out"
