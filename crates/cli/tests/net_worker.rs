@@ -210,3 +210,78 @@ fn a_silent_stranger_is_dropped_at_the_login_grace_deadline() {
          connecting (the worker's --login-grace)\n"
     );
 }
+
+/// Regression (issue 28 item 6): an authenticated control message that
+/// cannot be decoded closed the connection with no reply and no log line,
+/// and a refused setup without a plugin was not logged. The worker process
+/// now answers each with an `error` and writes a `refused PEER: …` line.
+#[test]
+fn an_undecodable_message_and_a_refused_setup_are_answered_and_logged() {
+    use std::io::{BufRead, BufReader};
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut child = Kill(
+        Command::new(EXE)
+            .args(["net", "worker", "--listen", &addr, "--priority", "other"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let lines = common::stderr_lines(&mut child.0);
+    let next_line = |want: &str| -> String {
+        let end = Instant::now() + Duration::from_secs(10);
+        while let Some(left) = end.checked_duration_since(Instant::now()) {
+            match lines.recv_timeout(left) {
+                Ok(l) if l.contains(want) => return l,
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
+        panic!("no stderr line with {want:?}");
+    };
+    next_line("ready");
+    // A keyless worker (loopback): a message is `- JSON` (docs/NET.md).
+    let s = TcpStream::connect(&addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut w = s.try_clone().unwrap();
+    let mut r = BufReader::new(s);
+    let local = w.local_addr().unwrap();
+    writeln!(w, "firmtime-net-ctl 2 {}", "ab".repeat(32)).unwrap();
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    assert!(line.starts_with("firmtime-net-ctl 2 "), "{line}");
+    let mut ask = |json: &str| -> serde_json::Value {
+        writeln!(w, "- {json}").unwrap();
+        let mut line = String::new();
+        r.read_line(&mut line).unwrap();
+        let (_, reply) = line.trim_end().split_once(' ').expect("an answer");
+        serde_json::from_str(reply).unwrap()
+    };
+    assert_eq!(ask(r#"{"type":"ping","n":1}"#)["type"], "pong");
+    let reply = ask(r#"{"type":"ping","n":"one"}"#);
+    assert_eq!(reply["type"], "error", "{reply}");
+    assert!(
+        reply["message"]
+            .as_str()
+            .unwrap()
+            .contains("cannot be decoded"),
+        "{reply}"
+    );
+    let l = next_line("cannot be decoded");
+    assert!(l.starts_with(&format!("refused {local}: ")), "{l}");
+    let reply = ask(
+        r#"{"type":"setup","stream_id":5,"data_port":9,"layout":{"blocks":[{"type":"f32","dir":"to-worker","len":16}]},"window":7,"period_ns":1000000,"transform":"copy","work":{"fraction":0.0,"mode":"none"}}"#,
+    );
+    assert_eq!(reply["type"], "error", "{reply}");
+    let l = next_line("setup of stream 5 refused");
+    assert!(
+        l.starts_with(&format!("refused {local}: ")) && l.contains("window 7"),
+        "{l}"
+    );
+}
