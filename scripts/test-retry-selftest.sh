@@ -9,7 +9,8 @@
 #   - a crashed test binary fails the run even when the only named failure
 #     is a quarantined flaky one;
 #   - a failing doc-test is never retried;
-#   - a quarantine line without a reason or a fix is refused (exit 2).
+#   - a quarantine line without a reason or a fix is refused (exit 2);
+#   - scripts/quarantine.txt parses, and each test it names exists.
 # Usage: scripts/test-retry-selftest.sh   (exit 0 when every case holds)
 set -euo pipefail
 RETRY=$(cd "$(dirname "$0")" && pwd)/cargo-test-retry.sh
@@ -134,9 +135,22 @@ for format in pretty -q; do
   fi
 done
 
-# The repository's own list parses (a malformed line would exit 2).
+# The repository's own list parses (a malformed line would exit 2), and each
+# test it names still exists (a renamed test leaves no stale entry behind).
 FORMAT=(-q)
-case_ "scripts/quarantine.txt parses" 0 "$(dirname "$RETRY")/quarantine.txt" || true
+QUARANTINE_LIST=$(dirname "$RETRY")/quarantine.txt
+case_ "scripts/quarantine.txt parses" 0 "$QUARANTINE_LIST" || true
+ROOT=$(dirname "$RETRY")/..
+while IFS= read -r line; do
+  name=${line%%|*}
+  name=${name//[[:space:]]/}
+  case "$name" in "" | "#"*) continue ;; esac
+  n=$((n + 1))
+  if ! grep -rqE --include='*.rs' "fn ${name##*::}\(" "$ROOT/crates"; then
+    echo "FAIL scripts/quarantine.txt names $name, but no crates/**/*.rs defines fn ${name##*::}"
+    fails=$((fails + 1))
+  fi
+done <"$QUARANTINE_LIST"
 
 if [ "$fails" -gt 0 ]; then
   echo "retry self-test: $fails check(s) failed"

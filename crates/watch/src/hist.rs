@@ -296,5 +296,25 @@ mod tests {
             let exact = values.iter().filter(|&&v| v <= bound).count() as u64;
             prop_assert!(want <= exact);
         }
+
+        /// Against the module's definition: the upper edge of the bucket
+        /// holding the nearest-rank sample of the recorded values, capped at
+        /// their maximum; never below that sample, at most one bucket above.
+        #[test]
+        fn quantile_is_the_edge_of_the_nearest_rank_sample_capped_at_the_max(
+            mut values in proptest::collection::vec(latency(), 1..40),
+            q in 0.0f64..=1.0,
+        ) {
+            let mut h = Hist::new();
+            for &v in &values {
+                h.record(v);
+            }
+            values.sort_unstable();
+            let max = *values.last().unwrap();
+            let sample = firmtime_rt::quantile::of_sorted(&values, q).unwrap();
+            let got = h.quantile(q, max).unwrap();
+            prop_assert_eq!(got, edge(index(sample)).min(max));
+            prop_assert!(got >= sample);
+        }
     }
 }
