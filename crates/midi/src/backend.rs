@@ -188,6 +188,10 @@ pub enum LossCause {
     ClientGone,
     /// The server shut this client down or went away (JACK, PipeWire).
     ServerShutdown,
+    /// The server ran no process cycle for a second while the engine
+    /// waited for it: killed or stopped without telling its clients
+    /// (PipeWire's JACK does not), or hung.
+    ServerStopped,
     /// The device ended: end of file or hang-up (raw).
     DeviceClosed,
     /// The device failed with this OS error number (raw, ALSA).
@@ -198,12 +202,14 @@ pub enum LossCause {
 
 impl LossCause {
     /// The sidecar's spelling: `port_disconnected`, `client_gone`,
-    /// `server_shutdown`, `device_closed`, `device_error`, `disconnected`.
+    /// `server_shutdown`, `server_stopped`, `device_closed`, `device_error`,
+    /// `disconnected`.
     pub fn key(self) -> &'static str {
         match self {
             LossCause::PortDisconnected => "port_disconnected",
             LossCause::ClientGone => "client_gone",
             LossCause::ServerShutdown => "server_shutdown",
+            LossCause::ServerStopped => "server_stopped",
             LossCause::DeviceClosed => "device_closed",
             LossCause::DeviceError(_) => "device_error",
             LossCause::Disconnected => "disconnected",
@@ -216,6 +222,9 @@ impl LossCause {
             LossCause::PortDisconnected => "the input port was disconnected".into(),
             LossCause::ClientGone => "the client feeding the input went away".into(),
             LossCause::ServerShutdown => "the JACK server shut the client down".into(),
+            LossCause::ServerStopped => {
+                "the JACK server ran no cycle for a second (killed, stopped or hung)".into()
+            }
             LossCause::DeviceClosed => "the device closed (end of file or hang-up)".into(),
             LossCause::DeviceError(e) => format!(
                 "the device failed: {}",
@@ -235,6 +244,7 @@ impl LossCause {
             // The errno in the upper bits (errno values are small and positive).
             LossCause::DeviceError(e) => 5 | ((e.max(0) as u32) << 8),
             LossCause::Disconnected => 6,
+            LossCause::ServerStopped => 7,
         }
     }
 
@@ -247,6 +257,7 @@ impl LossCause {
             4 => LossCause::DeviceClosed,
             5 => LossCause::DeviceError((c >> 8) as i32),
             6 => LossCause::Disconnected,
+            7 => LossCause::ServerStopped,
             _ => return None,
         })
     }

@@ -14,8 +14,8 @@ use super::audio::{self, AudioOptions, AudioStats, Synth};
 use super::process::{new_core, AudioPart, Notifier, Process, Shared};
 use super::MAX_PORTS;
 use crate::backend::{
-    BackendError, BackendKind, BackendStats, EngineEnds, InputEvent, InputLoss, MidiBackend,
-    OutputEvent, PortIndex, SentEvent,
+    BackendError, BackendKind, BackendStats, EngineEnds, InputEvent, InputLoss, LossCause,
+    MidiBackend, OutputEvent, PortIndex, SentEvent,
 };
 use crate::error::{Error, ErrorKind};
 
@@ -81,7 +81,17 @@ pub struct JackBackend {
     buffer_size: u32,
     clock_offset_ns: i64,
     jack_clock: JackClock,
+    /// The process cycles seen at the engine side's last look, when that
+    /// count last moved, and when it last looked ([`JackBackend::watch_cycles`]).
+    seen_cycles: u64,
+    cycle_moved_ns: u64,
+    looked_ns: u64,
 }
+
+/// A server that runs no process cycle for this long while the engine side
+/// keeps looking is gone ([`LossCause::ServerStopped`]): PipeWire's JACK
+/// does not tell its clients when the server is killed.
+pub const STALL_NS: u64 = 1_000_000_000;
 
 impl fmt::Debug for JackBackend {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -223,6 +233,9 @@ impl JackBackend {
             buffer_size,
             clock_offset_ns,
             jack_clock,
+            seen_cycles: 0,
+            cycle_moved_ns: 0,
+            looked_ns: 0,
         };
         let c = backend.jack_client();
         for (i, src) in options.connect_inputs.iter().enumerate() {
@@ -335,6 +348,27 @@ impl JackBackend {
         Ok(connect(self.jack_client(), src, dst)?)
     }
 
+    /// Marks the server gone ([`LossCause::ServerStopped`], at the last
+    /// cycle seen) when it ran no cycle for [`STALL_NS`] while the engine
+    /// side kept looking; a look after a longer pause (between trials)
+    /// starts the count afresh. **RT-safe.**
+    fn watch_cycles(&mut self) {
+        let now = firmtime_rt::clock::monotonic_ns();
+        let cycles = self.shared.cycles.load(Ordering::Relaxed);
+        let link = &self.shared.link;
+        if cycles != self.seen_cycles || now.saturating_sub(self.looked_ns) > STALL_NS / 4 {
+            self.seen_cycles = cycles;
+            self.cycle_moved_ns = now;
+        } else if now.saturating_sub(self.cycle_moved_ns) > STALL_NS
+            && !link.shutdown.load(Ordering::Acquire)
+        {
+            link.loss
+                .lose(LossCause::ServerStopped, self.cycle_moved_ns);
+            link.shutdown.store(true, Ordering::Release);
+        }
+        self.looked_ns = now;
+    }
+
     /// Deactivates and closes the client.
     ///
     /// # Errors
@@ -363,10 +397,12 @@ impl MidiBackend for JackBackend {
     }
 
     fn poll_input(&mut self, f: &mut dyn FnMut(InputEvent)) -> Result<usize, BackendError> {
+        self.watch_cycles();
         self.ends.poll_input(&self.shared.link, f)
     }
 
     fn wait(&mut self, deadline_ns: u64) -> Result<(), BackendError> {
+        self.watch_cycles();
         self.ends.wait(&self.shared.link, deadline_ns)
     }
 

@@ -62,7 +62,7 @@ pub use audio::{
     AudioOptions, AudioStats, NoiseColor, OnsetRecorder, RecorderOptions, RecorderReport, Sound,
     Synth, SynthOptions,
 };
-pub use backend::{JackBackend, JackOptions};
+pub use backend::{JackBackend, JackOptions, STALL_NS};
 pub use relay::{HopSummary, LoopHops, Relay, RelayOptions, RelayReport};
 pub use tapper::{Tap, TapRecord, Tapper, TapperOptions};
 

@@ -1111,3 +1111,53 @@ fn a_source_port_disconnected_mid_trial_ends_it_incomplete_port_disconnected() {
         "ft-tapper:out no longer feeds ft-engine:in (disconnected)",
     );
 }
+
+/// Regression (issue 28, item 2): the server going away mid-trial must end
+/// it flagged, with the cause. The private server is killed (SIGKILL)
+/// mid-trial: the trial ends incomplete, `disconnected`, the cause
+/// `server_shutdown` at the moment the client was told (jackd) or
+/// `server_stopped` at its last cycle (PipeWire, which tells no one).
+#[test]
+fn the_server_killed_mid_trial_ends_it_incomplete_server_shutdown() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(srv) = server() else {
+        return;
+    };
+    engine_rt();
+    let e = Experiment::from_toml(SYNC_LONG).unwrap();
+    let mut backend = engine_backend(&srv);
+    let mut engine = Engine::new(&e, EngineOptions::for_experiment(&e, 5)).unwrap();
+    let pid = srv.pid().expect("the server's pid") as libc::pid_t;
+    let killer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(1000));
+        let t = firmtime_rt::clock::monotonic_ns();
+        // SAFETY: kill(2) on the private server this test started.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+        t
+    });
+    let outcome = run_engine(&mut engine, &mut backend, Duration::from_secs(15));
+    let killed_ns = killer.join().unwrap();
+    assert_eq!(outcome.reason, EndReason::Disconnected, "{outcome:?}");
+    assert!(outcome.incomplete());
+    let loss = outcome.input_loss.expect("the loss is recorded");
+    // jackd tells its clients; PipeWire's JACK does not: the backend sees
+    // its cycles stop (its last cycle within a period of the kill).
+    let want = match srv.kind() {
+        ServerKind::Jackd => LossCause::ServerShutdown,
+        ServerKind::PipeWire => LossCause::ServerStopped,
+    };
+    assert_eq!(loss.cause, want, "{loss:?}");
+    let period_ns = u64::from(PERIOD) * 1_000_000_000 / RATE;
+    assert!(
+        loss.t_ns + period_ns >= killed_ns,
+        "{loss:?} before the kill at {killed_ns}"
+    );
+    let end = engine.data_events().last().copied().unwrap();
+    assert_eq!(
+        (end.kind, end.index),
+        (EventKind::End, 1),
+        "flagged incomplete"
+    );
+    drop(backend);
+    drop(srv);
+}
