@@ -3,7 +3,7 @@
 # the run, except a test listed in the quarantine (scripts/quarantine.txt: its
 # name, why it is there, what would fix it): such a test is run once more on
 # its own (`cargo test ARGS -- --exact NAME`) and, if it passes then, it is
-# listed as FLAKY at the end (with the quarantine's reason) and the run goes
+# listed as FLAKY at the end (with the quarantine's reason and fix) and the run goes
 # on; if it fails again, the run fails. A failure outside a named test (build,
 # a test binary that crashed, a doc-test) is never retried.
 #
@@ -12,14 +12,15 @@
 #
 # Usage: scripts/cargo-test-retry.sh CARGO-TEST-ARGS...   (no `--` part)
 # FIRMTIME_QUARANTINE=FILE uses another quarantine list (the self-test does).
-# Exit status: cargo's (0 when every test passed), 1 when a test failed (or
-# failed twice when quarantined), 2 when the quarantine list is malformed.
+# Exit status: 0 when every test passed (quarantined ones on their retry), 1
+# when a test failed (twice, if quarantined) or cargo failed outside a test,
+# 2 when the quarantine list is missing or malformed.
 set -euo pipefail
 QUARANTINE=${FIRMTIME_QUARANTINE:-$(dirname "$0")/quarantine.txt}
 
 # The quarantine: `NAME | why | what would fix it`, one test a line; a line
-# starting with `#` is a comment. Every field is required: a test is never quarantined
-# without a reason and a way out.
+# starting with `#` is a comment. Every field is required: a test is never
+# quarantined without a reason and a way out.
 trim() { local s=$1; s=${s#"${s%%[![:space:]]*}"}; printf '%s' "${s%"${s##*[![:space:]]}"}"; }
 declare -A why=() fix_of=()
 if [ ! -f "$QUARANTINE" ]; then
