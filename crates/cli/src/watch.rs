@@ -437,15 +437,63 @@ fn install_cmd(a: InstallArgs) -> anyhow::Result<Outcome> {
 }
 
 fn write_unit(path: &Path, text: &str) -> anyhow::Result<()> {
+    if let Some(m) = masked(path) {
+        return Err(UsageError(m).into());
+    }
     args::check_output_file("--unit", path)?;
     firmtime_rt::fs::write_atomic(path, text.as_bytes())
         .with_context(|| format!("--unit {}: cannot write", path.display()))
+}
+
+/// The refusal for a unit file that is a link to /dev/null: `systemctl
+/// mask` made it, and replacing it would unmask the service behind the
+/// administrator's back (as the unit writer once did).
+fn masked(path: &Path) -> Option<String> {
+    let to = std::fs::read_link(path).ok()?;
+    (to == Path::new("/dev/null")).then(|| {
+        let name = path.file_name().map_or_else(
+            || path.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        );
+        format!(
+            "--unit {}: the unit is masked (a link to /dev/null, from `systemctl mask`): \
+             not replaced; `systemctl unmask {name}` first if it should run",
+            path.display()
+        )
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use clap::Parser;
+
+    /// A masked unit (a link to /dev/null) was renamed over: unmasked.
+    /// Only the link is read; /dev/null is never opened.
+    #[test]
+    fn a_masked_unit_is_named_and_refused() {
+        let d = std::env::temp_dir().join(format!("firmtime-watch-mask-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        let unit = d.join("firmtime-watch.service");
+        std::os::unix::fs::symlink("/dev/null", &unit).unwrap();
+        let m = masked(&unit).expect("masked");
+        assert_eq!(
+            m,
+            format!(
+                "--unit {}: the unit is masked (a link to /dev/null, from `systemctl mask`): \
+                 not replaced; `systemctl unmask firmtime-watch.service` first if it should run",
+                unit.display()
+            )
+        );
+        let e = write_unit(&unit, "[Unit]\n").unwrap_err();
+        assert!(e.is::<UsageError>(), "{e}");
+        assert_eq!(std::fs::read_link(&unit).unwrap(), Path::new("/dev/null"));
+        let plain = d.join("other.service");
+        std::fs::write(&plain, "x").unwrap();
+        assert_eq!(masked(&plain), None);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
 
     #[derive(Debug, Parser)]
     struct T {

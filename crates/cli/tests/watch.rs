@@ -531,6 +531,33 @@ fn install_prints_and_writes_a_unit_that_systemd_accepts() {
     );
 }
 
+/// `watch install --unit LINK` renamed the unit over the link (a unit
+/// linked from elsewhere, or masked by `systemctl mask`): it is refused,
+/// before anything is written, and the link and its target are left alone.
+#[test]
+fn install_refuses_a_unit_path_that_is_a_link() {
+    let dir = TestDir::new("watch-install-link");
+    let target = dir.0.join("elsewhere.service");
+    std::fs::write(&target, "[Unit]\nDescription=someone else's\n").unwrap();
+    let link = dir.0.join("firmtime-watch.service");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let out = firmtime(&["watch", "install", "--unit", link.to_str().unwrap()]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    let needle = format!(
+        "--unit: {} is a symbolic link to {}",
+        link.display(),
+        target.display()
+    );
+    assert!(err.contains(&needle), "'{needle}' missing from: {err}");
+    assert_eq!(std::fs::read_link(&link).unwrap(), target);
+    assert_eq!(
+        std::fs::read_to_string(&target).unwrap(),
+        "[Unit]\nDescription=someone else's\n"
+    );
+    assert_eq!(dir.entries().len(), 2, "{:?}", dir.entries());
+}
+
 #[test]
 fn bad_watch_flags_are_usage_errors_naming_the_flag() {
     assert_usage_errors(
