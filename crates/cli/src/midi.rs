@@ -584,8 +584,27 @@ struct MonitorOut {
     rt_engine_thread: RtConditions,
     start_ns: u64,
     end_reason: &'static str,
+    /// The input's source went away during the run (a JACK port
+    /// disconnected, its client gone, the server or device gone).
+    input_lost: Option<MonitorLoss>,
     events: Vec<MonitorEvent>,
     stats: StatsOut,
+}
+
+/// The loss of the monitor's input source during its run.
+#[derive(Serialize)]
+struct MonitorLoss {
+    /// `port_disconnected`, `client_gone`, `server_shutdown`, `server_stopped`,
+    /// `device_closed`, `device_error`, `disconnected`.
+    cause: &'static str,
+    /// When the latest loss was seen, ns since the start.
+    t_rel_ns: u64,
+    /// In words, with the ports concerned.
+    words: String,
+    /// Losses during the run.
+    losses: u32,
+    /// A source was connected again after the latest loss.
+    restored: bool,
 }
 
 fn monitor(a: MonitorArgs) -> anyhow::Result<Outcome> {
@@ -595,6 +614,7 @@ fn monitor(a: MonitorArgs) -> anyhow::Result<Outcome> {
     signals::catch(Repeat::Caught)?;
     let to_stdout = args::is_stdout(a.json.as_deref());
     let start = monotonic_ns();
+    let losses0 = opened.backend.input_loss().map_or(0, |l| l.count);
     let end = a.duration.map(|d| start + d.as_nanos() as u64);
     if !to_stdout {
         eprintln!(
@@ -651,6 +671,34 @@ fn monitor(a: MonitorArgs) -> anyhow::Result<Outcome> {
             stats.input_dropped
         );
     }
+    let input_lost = opened
+        .backend
+        .input_loss()
+        .filter(|l| l.count > losses0)
+        .map(|l| MonitorLoss {
+            cause: l.cause.key(),
+            t_rel_ns: l.t_ns.saturating_sub(start),
+            words: match opened.backend.describe_input_loss() {
+                Some(d) => format!("{}: {d}", l.cause.words()),
+                None => l.cause.words(),
+            },
+            losses: l.count - losses0,
+            restored: !l.ongoing,
+        });
+    if let Some(l) = &input_lost {
+        eprintln!(
+            "firmtime: INPUT LOST at {:.3} s ({}): {}{}",
+            l.t_rel_ns as f64 / 1e9,
+            l.cause,
+            l.words,
+            if l.restored {
+                "; connected again later: events in between are missing"
+            } else {
+                ""
+            }
+        );
+    }
+    let lost = input_lost.is_some();
     let out = MonitorOut {
         provenance,
         backend: a.open.backend,
@@ -659,6 +707,7 @@ fn monitor(a: MonitorArgs) -> anyhow::Result<Outcome> {
         rt_engine_thread: engine,
         start_ns: start,
         end_reason,
+        input_lost,
         events,
         stats: stats.into(),
     };
@@ -667,6 +716,11 @@ fn monitor(a: MonitorArgs) -> anyhow::Result<Outcome> {
     }
     Ok(if end_reason == "disconnected" {
         eprintln!("firmtime: the MIDI device went away; everything received before is kept");
+        Outcome::Failed
+    } else if lost {
+        eprintln!(
+            "firmtime: the MIDI input lost its source during the run; everything received is kept"
+        );
         Outcome::Failed
     } else {
         Outcome::Ok
