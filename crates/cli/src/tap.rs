@@ -304,6 +304,18 @@ fn self_check_note(side: &data::Sidecar) -> Option<String> {
             c.input_overruns, c.events_dropped
         ));
     }
+    if c.input_malformed > 0 {
+        parts.push(format!(
+            "{} malformed input events: taps may be missing",
+            c.input_malformed
+        ));
+    }
+    if c.outputs_refused + c.outputs_unreported > 0 {
+        parts.push(format!(
+            "{} outputs refused by the backend and {} unreported: not in the data",
+            c.outputs_refused, c.outputs_unreported
+        ));
+    }
     if c.input_before_start > 0 {
         parts.push(format!(
             "{} input events before the trial's start dropped (not trial data)",

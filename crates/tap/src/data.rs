@@ -368,6 +368,18 @@ pub struct SelfChecks {
     /// 0 in older sidecars.
     #[serde(default)]
     pub input_before_start: u64,
+    /// Malformed input bytes or events (stray data, truncated messages): a
+    /// keystroke may be among them. 0 in older sidecars.
+    #[serde(default)]
+    pub input_malformed: u64,
+    /// Outputs the backend refused (its queue full, or gone): never went
+    /// out, not rows of the data. 0 in older sidecars.
+    #[serde(default)]
+    pub outputs_refused: u64,
+    /// Outputs handed over whose report never came back before the end:
+    /// left out of the data. 0 in older sidecars.
+    #[serde(default)]
+    pub outputs_unreported: u64,
     /// The late outputs by cause, most first ([`crate::late`]); empty when
     /// none was late, and in older sidecars.
     #[serde(default)]

@@ -282,6 +282,9 @@ impl TrialOutcome {
             input_overruns: self.input_overruns,
             events_dropped: self.events_dropped,
             input_before_start: self.input_before_start,
+            input_malformed: self.backend.malformed,
+            outputs_refused: self.send_failures,
+            outputs_unreported: self.unreported,
             ..SelfChecks::default()
         }
     }
@@ -1448,6 +1451,38 @@ set.feedback.delay = { mode = "none" }
             out.beats
         );
         assert_eq!(out.self_checks().events_dropped, out.events_dropped);
+    }
+
+    /// Outputs the backend refused never went out and are no rows: the
+    /// sidecar counts them (they were counted only in the outcome).
+    #[test]
+    fn outputs_the_backend_refused_are_counted_in_the_self_checks() {
+        let e = exp("[metronome]\nmspb = 10\nlength_ms = 200\n[end]\nbeats = 6\n");
+        let mut o = EngineOptions::for_experiment(&e, 1);
+        o.first_beat_ns = 0;
+        o.input_channels = 0;
+        let mut eng = Engine::new(&e, o).unwrap();
+        // Room for 2 queued outputs: the 200-ms note-offs pile up.
+        let mut lb = Loopback::new(LoopbackOptions {
+            capacity: 2,
+            ..LoopbackOptions::default()
+        });
+        let stop = AtomicBool::new(false);
+        let out = eng.run(&mut lb, &stop).unwrap();
+        assert!(out.send_failures > 0, "{out:?}");
+        let sc = out.self_checks();
+        assert_eq!(sc.outputs_refused, out.send_failures);
+        assert_eq!(sc.outputs_unreported, out.unreported);
+        let rows = eng.data_events();
+        let sent = rows
+            .iter()
+            .filter(|r| r.kind == EventKind::Metronome)
+            .count() as u64;
+        assert_eq!(
+            sent + out.send_failures,
+            12,
+            "6 beats on and off: rows or refused"
+        );
     }
 
     /// Regression: a stopped trial's end row came before the metronome beats

@@ -1061,6 +1061,9 @@ fn a_raw_device_that_ends_mid_trial_ends_it_incomplete_with_cause_and_time() {
     let (stop, done) = (AtomicBool::new(false), AtomicBool::new(false));
     let (out, closed_ns) = std::thread::scope(|s| {
         let device = s.spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            // Two stray data bytes (a bad cable): counted as malformed input.
+            theirs.write_all(&[0x3C, 0x3D]).unwrap();
             for n in 0..3u8 {
                 std::thread::sleep(std::time::Duration::from_millis(50));
                 theirs.write_all(&[0x90, 60 + n, 100]).unwrap();
@@ -1116,6 +1119,7 @@ fn a_raw_device_that_ends_mid_trial_ends_it_incomplete_with_cause_and_time() {
     )
     .unwrap();
     assert!(side.incomplete);
+    assert_eq!(side.self_checks.input_malformed, 2, "the stray bytes");
     let lost = side.input_lost.expect("input_lost in the sidecar");
     assert_eq!(lost.cause, "device_closed");
     assert_eq!(lost.at_us, ((loss.t_ns - out.start_ns) / 1000) as i64);

@@ -631,6 +631,13 @@ fn session(a: RunArgs) -> anyhow::Result<Outcome> {
         if c.late_outputs > 0 {
             eprintln!("  {}", c.late_summary());
         }
+        if c.input_malformed + c.outputs_refused > 0 {
+            eprintln!(
+                "firmtime: trial {trial}: {} malformed input event(s) (taps may be missing), \
+                 {} output(s) refused by the backend (never went out, not in the data)",
+                c.input_malformed, c.outputs_refused
+            );
+        }
         if c.input_before_start > 0 {
             eprintln!(
                 "firmtime: trial {trial}: {} input event(s) stamped before the trial's start dropped \
