@@ -29,10 +29,29 @@ fn have(test: &str, files: &[&str]) -> bool {
     true
 }
 
+/// The running test's scratch directory (named after the test).
+fn scratch_dir() -> PathBuf {
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("test")
+        .replace("::", "-");
+    std::env::temp_dir().join(format!("firmtime-cli-ladspa-{}-{test}", std::process::id()))
+}
+
+/// A file in the running test's scratch directory, which [`Scratch`] removes.
 fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("firmtime-cli-ladspa-{}", std::process::id()));
+    let d = scratch_dir();
     std::fs::create_dir_all(&d).unwrap();
     d.join(name)
+}
+
+/// Removes the running test's scratch directory when the test ends (pass or fail).
+struct Scratch;
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(scratch_dir());
+    }
 }
 
 fn write_wav(path: &Path, channels: u16, samples: &[i16]) {
@@ -115,6 +134,7 @@ fn info_ports_match_analyseplugin() {
 
 #[test]
 fn apply_is_bit_identical_to_applyplugin() {
+    let _scratch = Scratch;
     if !have(
         "apply_is_bit_identical_to_applyplugin",
         &["amp.so", "amp_1181.so"],
@@ -182,6 +202,7 @@ fn apply_is_bit_identical_to_applyplugin() {
 
 #[test]
 fn stereo_file_through_stereo_plugin_keeps_channels() {
+    let _scratch = Scratch;
     if !have(
         "stereo_file_through_stereo_plugin_keeps_channels",
         &["amp.so"],
@@ -211,6 +232,7 @@ fn stereo_file_through_stereo_plugin_keeps_channels() {
 
 #[test]
 fn bad_inputs_exit_2_with_one_clear_message() {
+    let _scratch = Scratch;
     if !have(
         "bad_inputs_exit_2_with_one_clear_message",
         &["amp.so", "amp_1181.so"],
@@ -257,6 +279,7 @@ fn bad_inputs_exit_2_with_one_clear_message() {
 /// range; a user's string is repeated up to 64 characters and its size.
 #[test]
 fn non_finite_controls_are_refused_and_long_labels_are_cut_in_errors() {
+    let _scratch = Scratch;
     if !have(
         "non_finite_controls_are_refused_and_long_labels_are_cut_in_errors",
         &["amp.so"],
