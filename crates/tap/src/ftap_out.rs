@@ -432,9 +432,10 @@ pub fn write(events: &[Event], sidecar: &Sidecar, source: &str) -> Result<String
     match events.iter().rev().find(|e| e.kind == EventKind::End) {
         Some(e) => {
             let how = if e.index == 1 {
-                match &sidecar.stopped_by {
-                    Some(sig) => format!("interrupted ({sig})"),
-                    None => "interrupted".into(),
+                match (&sidecar.stopped_by, &sidecar.input_lost) {
+                    (Some(sig), _) => format!("interrupted ({sig})"),
+                    (None, Some(l)) => format!("input lost ({}: {})", l.cause, l.words),
+                    (None, None) => "interrupted".into(),
                 }
             } else {
                 "by its end condition or a trigger".into()

@@ -1126,3 +1126,34 @@ fn a_raw_device_that_ends_mid_trial_ends_it_incomplete_with_cause_and_time() {
     assert_eq!(lost.words, "the device closed (end of file or hang-up)");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A trial that ended for the loss of its input says so in its FTAP-form
+/// header (it said "interrupted", as for Ctrl-C).
+#[test]
+fn ftap_form_of_a_trial_whose_input_was_lost_names_the_loss() {
+    let mut side: data::Sidecar =
+        serde_json::from_str(&std::fs::read_to_string(data("ftap-demo-trial.json")).unwrap())
+            .unwrap();
+    side.incomplete = true;
+    side.input_lost = Some(data::InputLost {
+        cause: "port_disconnected".into(),
+        at_us: 250_000,
+        words: "the input port was disconnected: tapper:out no longer feeds firmtime-tap:in (disconnected)".into(),
+        errno: None,
+    });
+    let events = vec![Event {
+        kind: EventKind::End,
+        index: 1,
+        intended_us: Some(250_000),
+        actual_us: 260_000,
+        note: None,
+    }];
+    let text = ftap_out::write(&events, &side, "lost.csv").unwrap();
+    assert!(
+        text.contains(
+            "\n# end 250 ms (last output 260 ms), input lost (port_disconnected: the input port \
+             was disconnected: tapper:out no longer feeds firmtime-tap:in (disconnected))\n"
+        ),
+        "{text}"
+    );
+}
