@@ -269,8 +269,9 @@ impl PluginAllowList {
             return Err(Error::new(
                 ErrorKind::PermissionDenied,
                 format!(
-                    "plugin '{spec}' names a path: this worker loads plugins only from its \
+                    "plugin '{}' names a path: this worker loads plugins only from its \
                      allow-listed directories ({}); name the plugin by label, ID or LIBRARY:LABEL",
+                    firmtime_ladspa::shown(spec),
                     self.dirs_text()
                 ),
             ));
@@ -279,7 +280,8 @@ impl PluginAllowList {
             firmtime_ladspa::ErrorKind::PermissionDenied => Error::new(
                 ErrorKind::PermissionDenied,
                 format!(
-                    "plugin '{spec}' is refused: {} (this worker's allow-listed directories: {})",
+                    "plugin '{}' is refused: {} (this worker's allow-listed directories: {})",
+                    firmtime_ladspa::shown(spec),
                     e.message(),
                     self.dirs_text()
                 ),
@@ -287,7 +289,8 @@ impl PluginAllowList {
             _ => Error::new(
                 ErrorKind::InvalidInput,
                 format!(
-                    "this worker has no plugin '{spec}' in its allow-listed directories ({}): {}",
+                    "this worker has no plugin '{}' in its allow-listed directories ({}): {}",
+                    firmtime_ladspa::shown(spec),
                     self.dirs_text(),
                     e.message()
                 ),
@@ -577,5 +580,23 @@ mod tests {
         assert!(e.message().contains("--plugin-dir"), "{e}");
         let e = PluginAllowList::new(&[PathBuf::from("/nonexistent-dir-x")]).unwrap_err();
         assert!(e.message().contains("/nonexistent-dir-x"), "{e}");
+    }
+
+    /// Regression (sibling of issue 28's 500 KB label): a master's plugin
+    /// spec was echoed in full in the worker's refusal.
+    #[test]
+    fn a_long_plugin_spec_is_cut_in_the_refusal() {
+        let dir = std::env::temp_dir().join(format!("ft-remote-empty-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let a = PluginAllowList::new(std::slice::from_ref(&dir)).unwrap();
+        for spec in ["x".repeat(500_000), format!("/{}", "y".repeat(500_000))] {
+            let e = a.find(&spec).unwrap_err();
+            assert!(e.message().len() < 2_000, "{} bytes", e.message().len());
+            assert!(
+                e.message().contains("(500000 bytes)") || e.message().contains("(500001 bytes)"),
+                "{e}"
+            );
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -451,7 +451,7 @@ impl RackControl {
     ///
     /// # Errors
     /// [`ErrorKind::InvalidInput`] for an unknown stage or port (the message
-    /// lists the valid ones), a NaN, or a full control ring;
+    /// lists the valid ones), a NaN or an infinity, or a full control ring;
     /// [`ErrorKind::Remote`] when the worker refuses.
     pub fn set(&mut self, stage: &str, port: &str, value: f32) -> Result<()> {
         let Some(k) = self.infos.iter().position(|s| s.name == stage) else {
@@ -467,10 +467,10 @@ impl RackControl {
                 ),
             ));
         };
-        if value.is_nan() {
+        if !value.is_finite() {
             return Err(Error::new(
                 ErrorKind::InvalidInput,
-                format!("{stage}.{port}: NaN is not a control value"),
+                format!("{stage}.{port}: {value} is not a control value (give a finite number)"),
             ));
         }
         let info = &mut self.infos[k];

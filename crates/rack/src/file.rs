@@ -136,7 +136,7 @@ struct RawStage {
     work: Option<Spanned<RawWork>>,
     channels: Option<Spanned<usize>>,
     #[serde(default)]
-    controls: BTreeMap<String, f32>,
+    controls: BTreeMap<String, Spanned<f32>>,
     remote: Option<Spanned<RawRemote>>,
 }
 
@@ -247,6 +247,21 @@ impl RackFile {
                 }
                 None => format!("stage{}", k + 1),
             };
+            // TOML spells inf and nan; neither is a control value (NaN
+            // passes every range comparison, inf any open range).
+            let mut controls = Vec::with_capacity(st.controls.len());
+            for (port, v) in st.controls {
+                let x = *v.get_ref();
+                if !x.is_finite() {
+                    return Err(err(
+                        v.span().start,
+                        &format!(
+                            "control {port:?} = {x} is not a finite number: give a value in the port's range"
+                        ),
+                    ));
+                }
+                controls.push((port, x));
+            }
             let remote = match st.remote {
                 None => None,
                 Some(r) => {
@@ -325,7 +340,7 @@ impl RackFile {
             stages.push(StageSpec {
                 name,
                 kind,
-                controls: st.controls.into_iter().collect(),
+                controls,
                 remote,
                 at: Pos::of(text, start),
             });
@@ -355,6 +370,26 @@ mod tests {
         let e = RackFile::parse(text, "t.toml").unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Parse);
         e.message().to_string()
+    }
+
+    #[test]
+    /// Regression (sibling of issue 28's `ladspa apply amp_mono inf`): TOML's
+    /// inf and nan were taken as control values (NaN passes every range check).
+    fn non_finite_controls_are_refused_with_their_place() {
+        for v in ["inf", "-inf", "nan", "+inf"] {
+            let m = parse_err(&format!(
+                "[[stage]]\nplugin = \"amp_mono\"\ncontrols = {{ Gain = {v} }}\n"
+            ));
+            assert!(m.starts_with("t.toml:3:"), "{m}");
+            assert!(m.contains("control \"Gain\""), "{m}");
+            assert!(m.contains("not a finite number"), "{m}");
+        }
+        let f = RackFile::parse(
+            "[[stage]]\nplugin = \"amp_mono\"\ncontrols = { Gain = 2.5 }\n",
+            "t.toml",
+        )
+        .unwrap();
+        assert_eq!(f.stages[0].controls, vec![("Gain".to_string(), 2.5)]);
     }
 
     #[test]
