@@ -498,11 +498,33 @@ mod tests {
     use std::os::unix::ffi::OsStrExt;
     use std::os::unix::fs::MetadataExt;
 
-    fn scratch(tag: &str) -> PathBuf {
+    /// A fresh directory for one test, removed on drop (a failed test too).
+    struct Scratch(PathBuf);
+
+    impl std::ops::Deref for Scratch {
+        type Target = Path;
+        fn deref(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl AsRef<Path> for Scratch {
+        fn as_ref(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn scratch(tag: &str) -> Scratch {
         let d = std::env::temp_dir().join(format!("firmtime-rt-fs-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
-        d
+        Scratch(d)
     }
 
     fn c_path(p: &Path) -> std::ffi::CString {
@@ -544,7 +566,6 @@ mod tests {
         assert!(!temp_path(&p).unwrap().exists());
         let names: Vec<_> = std::fs::read_dir(&d).unwrap().collect();
         assert_eq!(names.len(), 1);
-        std::fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]
@@ -566,7 +587,6 @@ mod tests {
         assert_eq!(source.to_string(), "disk on fire");
         assert_eq!(std::fs::read(&p).unwrap(), b"old");
         assert!(!temp_path(&p).unwrap().exists());
-        std::fs::remove_dir_all(&d).unwrap();
     }
 
     /// The error named `.out.csv.tmp<pid>`, a file the user never heard of.
@@ -584,7 +604,6 @@ mod tests {
                 d.join("no/such/dir").display()
             )
         );
-        std::fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]
@@ -616,7 +635,6 @@ mod tests {
         assert_eq!(got, b"{\"a\": 1}\n");
         assert_eq!(check_output(&p).unwrap(), OutputKind::Stream);
         assert!(!temp_path(&p).unwrap().exists());
-        std::fs::remove_dir_all(&d).unwrap();
     }
 
     /// As root, `--json /dev/null` turned the machine's /dev/null into a
@@ -642,7 +660,6 @@ mod tests {
                  (CAP_MKNOD) and a filesystem without nodev",
                 d.display()
             ));
-            std::fs::remove_dir_all(&d).unwrap();
             return;
         }
         write_atomic(&null, b"{\"results\": []}\n").unwrap();
@@ -667,7 +684,6 @@ mod tests {
         assert_eq!(m.rdev(), libc::makedev(1, 7));
         let names: Vec<_> = std::fs::read_dir(&d).unwrap().collect();
         assert_eq!(names.len(), 2, "no temp file left: {names:?}");
-        std::fs::remove_dir_all(&d).unwrap();
     }
 
     /// A block device node was renamed over like any file; a result file
@@ -682,7 +698,6 @@ mod tests {
                 "cannot make a block device node in {} ({e}): needs root (CAP_MKNOD)",
                 d.display()
             ));
-            std::fs::remove_dir_all(&d).unwrap();
             return;
         }
         let e = write_atomic(&p, b"x").unwrap_err();
@@ -691,7 +706,6 @@ mod tests {
         let m = std::fs::symlink_metadata(&p).unwrap();
         assert!(m.file_type().is_block_device(), "{m:?}");
         assert_eq!(m.rdev(), libc::makedev(7, 0));
-        std::fs::remove_dir_all(&d).unwrap();
     }
 
     /// A symbolic link at the output path was replaced by a regular file;
@@ -726,7 +740,6 @@ mod tests {
             .unwrap()
             .file_type()
             .is_symlink());
-        std::fs::remove_dir_all(&d).unwrap();
     }
 
     /// The temp file was opened with O_CREAT|O_TRUNC: a link planted at
@@ -743,7 +756,6 @@ mod tests {
         assert!(std::fs::symlink_metadata(&p).unwrap().file_type().is_file());
         assert_eq!(std::fs::read(&p).unwrap(), b"new");
         assert!(std::fs::symlink_metadata(temp_path(&p).unwrap()).is_err());
-        std::fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]
@@ -759,7 +771,6 @@ mod tests {
         );
         assert!(p.is_dir());
         assert!(!temp_path(&p).unwrap().exists());
-        std::fs::remove_dir_all(&d).unwrap();
     }
 
     /// `/dev/fd/N` and `/proc/self/fd/N` name a descriptor of this process
@@ -852,7 +863,6 @@ mod tests {
         assert_eq!(std::fs::read(&p).unwrap(), b"new picture");
         let names: Vec<_> = std::fs::read_dir(&d).unwrap().collect();
         assert_eq!(names.len(), 3, "{names:?}");
-        std::fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]

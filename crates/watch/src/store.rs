@@ -668,12 +668,21 @@ impl Store {
 mod tests {
     use super::*;
 
-    fn scratch(tag: &str) -> PathBuf {
+    /// A fresh directory for one test, removed on drop (a failed test too).
+    struct Scratch(PathBuf);
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn scratch(tag: &str) -> Scratch {
         let d =
             std::env::temp_dir().join(format!("firmtime-watch-store-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
-        d
+        Scratch(d)
     }
 
     fn run_info(config: String) -> RunInfo {
@@ -690,7 +699,7 @@ mod tests {
     #[test]
     fn a_full_database_is_named_in_the_error() {
         let d = scratch("full");
-        let db = d.join("watch.db");
+        let db = d.0.join("watch.db");
         let mut s = Store::open(&db).unwrap();
         let pages: i64 = s
             .conn
@@ -709,14 +718,13 @@ mod tests {
         );
         assert_eq!(s.count("runs").unwrap(), 0, "nothing half-written");
         drop(s);
-        std::fs::remove_dir_all(&d).unwrap();
     }
 
     /// The error said "database: database is locked", naming no file.
     #[test]
     fn a_locked_database_is_named_in_the_error() {
         let d = scratch("locked");
-        let db = d.join("watch.db");
+        let db = d.0.join("watch.db");
         let mut s = Store::open(&db).unwrap();
         s.conn.busy_timeout(std::time::Duration::ZERO).unwrap();
         let other = Connection::open(&db).unwrap();
@@ -731,6 +739,5 @@ mod tests {
         assert!(s.begin_run(&run_info(String::new())).is_ok());
         assert_eq!(s.path(), db.as_path());
         drop((s, other));
-        std::fs::remove_dir_all(&d).unwrap();
     }
 }
