@@ -230,37 +230,58 @@ fn midi_loop_over_jack_reports_frames_and_ms_not_a_wire_ratio() {
     if !jack_installed("midi loop over JACK") {
         return;
     }
-    let out = firmtime(&[
-        "midi",
-        "loop",
-        "--backend",
-        "jack",
-        "--jack-dummy",
-        "--no-rt",
-        "--events",
-        "100",
-    ]);
-    let text = assert_ok(&out);
-    assert!(!text.contains("ratio"), "{text}");
-    assert!(!text.contains("wire limit"), "{text}");
-    assert!(text.contains("periods of 256 at 48000 Hz"), "{text}");
-    // The relay's hops, in frames and ms: one period back to us (not
-    // computed after an xrun of the dummy server).
-    if !text.contains("frames per hop: not computed") {
+    // The dummy server's xruns lose circulating events (exit 1) or leave
+    // the hops unpaired ("not computed"). Such a run is waived (WAIVED) and
+    // repeated; a test waived in every run fails. Real-time (as root), as
+    // a user measuring would run it: with --no-rt the server had xruns in
+    // most runs while the machine built (3 of 5 runs waived 3 times).
+    firmtime_rt::testing::until_checked(3, |_| {
+        use firmtime_rt::testing::Attempt;
+        let out = firmtime(&[
+            "midi",
+            "loop",
+            "--backend",
+            "jack",
+            "--jack-dummy",
+            "--events",
+            "100",
+            "--timeout",
+            "15s",
+        ]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let err = String::from_utf8_lossy(&out.stderr);
+        let unpaired = text.contains("frames per hop: not computed: ");
+        if out.status.code() != Some(0) {
+            // Only a server that missed cycles may lose events: exit 1,
+            // saying so.
+            assert!(unpaired, "loop failed without xruns: {text}\n{err}");
+            assert_eq!(out.status.code(), Some(1), "{text}\n{err}");
+            assert!(err.contains("loop test incomplete"), "{err}");
+            return Attempt::Waived(format!("exit 1 after xruns: {}", err.trim()));
+        }
+        assert!(!text.contains("ratio"), "{text}");
+        assert!(!text.contains("wire limit"), "{text}");
+        assert!(text.contains("periods of 256 at 48000 Hz"), "{text}");
+        if unpaired {
+            return Attempt::Waived("xruns: frames per hop not computed".into());
+        }
+        // The relay's hops, in frames and ms: one period back to us.
         assert!(
             text.contains("relay -> in    mean 256.00 frames = 5.333 ms"),
             "{text}"
         );
-    }
+        Attempt::Checked(())
+    });
     let out = firmtime(&[
         "midi",
         "loop",
         "--backend",
         "jack",
         "--jack-dummy",
-        "--no-rt",
         "--events",
         "100",
+        "--timeout",
+        "15s",
         "--json",
         "-",
     ]);
