@@ -1011,3 +1011,84 @@ fn run_ends_a_trial_whose_keyboard_is_killed_incomplete_and_exits_1() {
     );
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+/// On a terminal, the live line of a trial whose keyboard is killed ends as
+/// `INPUT LOST (…) | trial 1/1 …`, left on the screen (the loss ends the
+/// trial before the next redraw would show it).
+#[test]
+fn the_live_line_says_input_lost_on_a_terminal() {
+    use std::io::Read as _;
+    use std::os::fd::{FromRawFd, OwnedFd};
+    use std::process::Stdio;
+    let Some((srv, kb)) = server_and_keyboard() else {
+        return;
+    };
+    let d = tmpdir("live-lost");
+    let exp = d.join("long.toml");
+    std::fs::write(
+        &exp,
+        "name = \"long\"\n[feedback]\n[end]\nduration_ms = 60000\n",
+    )
+    .unwrap();
+    let (mut master, mut slave) = (-1, -1);
+    // SAFETY: openpty writes two fds into the two valid ints; the other
+    // arguments may be null.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: both fds were just opened and are owned by nothing else.
+    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+    let mut child = srv
+        .client_env(&mut Command::new(EXE))
+        .args([
+            "tap",
+            "run",
+            exp.to_str().unwrap(),
+            "--subject",
+            "LV",
+            "--session",
+            "1",
+            "--no-prompt",
+            "--no-rt",
+            "--out",
+            d.to_str().unwrap(),
+            "--backend",
+            "jack",
+            "--jack-server",
+            srv.name(),
+            "--connect",
+            "tapper:out",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(slave))
+        .spawn()
+        .unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut tty = std::fs::File::from(master);
+        let mut out = Vec::new();
+        let mut buf = [0u8; 4096];
+        // Read until the child's end closes the terminal (EIO).
+        while let Ok(n @ 1..) = tty.read(&mut buf) {
+            out.extend_from_slice(&buf[..n]);
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    });
+    std::thread::sleep(std::time::Duration::from_millis(2000));
+    drop(kb);
+    let status = child.wait().unwrap();
+    let screen = reader.join().unwrap();
+    assert_eq!(status.code(), Some(1), "{screen}");
+    assert!(
+        screen.contains("INPUT LOST (the client feeding the input went away) | trial 1/1 "),
+        "{screen}"
+    );
+    std::fs::remove_dir_all(&d).unwrap();
+}

@@ -1,7 +1,7 @@
 //! The live status line of `firmtime tap run`: on a terminal, one line on
 //! stderr redrawn in place four times a second while a trial runs (trial n
-//! of N, elapsed and remaining time, taps heard, late outputs, xruns);
-//! nothing when stderr is piped.
+//! of N, elapsed and remaining time, taps heard, late outputs, xruns, input
+//! dropped before the start, `INPUT LOST`); nothing when stderr is piped.
 //!
 //! The line is drawn by a thread of its own, started before the session
 //! thread takes real-time priority (so it runs at normal priority), from
@@ -84,12 +84,30 @@ impl StatusLine {
 
     /// The trial is over: the line is cleared, and stays so until the next
     /// [`StatusLine::show`], so that the session's own lines print clean.
+    /// A trial that lost its input leaves its last line, `INPUT LOST (…)`
+    /// first, on the screen instead: the loss ends the trial at once, maybe
+    /// before the next redraw.
     pub fn clear(&self) {
         if let Some(s) = &self.shared {
             let mut g = lock(&s.showing);
-            *g = None;
-            if s.drawn.swap(false, Ordering::Relaxed) {
-                eprint!("\r\x1b[K");
+            let last = g.take().and_then(|show| {
+                let snap = show.live.read();
+                snap.input_lost.map(|_| {
+                    live::status_line(
+                        show.trial,
+                        show.of,
+                        &show.name,
+                        &show.end,
+                        &snap,
+                        firmtime_rt::clock::monotonic_ns(),
+                    )
+                })
+            });
+            let drawn = s.drawn.swap(false, Ordering::Relaxed);
+            match last {
+                Some(line) => eprintln!("\r\x1b[K{line}"),
+                None if drawn => eprint!("\r\x1b[K"),
+                None => {}
             }
         }
     }
