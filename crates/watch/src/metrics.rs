@@ -292,23 +292,6 @@ impl Drop for Server {
     }
 }
 
-/// Reads a bearer token file: its first line, trimmed; at least 16 bytes.
-///
-/// # Errors
-/// [`ErrorKind::InvalidInput`] naming `--metrics-token` and the file.
-pub fn read_token(path: &std::path::Path) -> Result<String> {
-    let t = std::fs::read_to_string(path)
-        .map_err(|e| crate::error::invalid(format!("--metrics-token {}: {e}", path.display())))?;
-    let t = t.lines().next().unwrap_or("").trim().to_string();
-    if t.len() < 16 || t.chars().any(|c| !c.is_ascii_graphic()) {
-        return Err(crate::error::invalid(format!(
-            "--metrics-token {}: the token must be at least 16 printable ASCII characters on the first line",
-            path.display()
-        )));
-    }
-    Ok(t)
-}
-
 fn ct_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;

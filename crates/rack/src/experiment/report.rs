@@ -49,10 +49,12 @@ pub fn write_report(r: &ExperimentReport, dir: &Path) -> Result<()> {
     let io = |e: std::io::Error, p: &Path| {
         Error::new(ErrorKind::Io, format!("cannot write {}: {e}", p.display()))
     };
+    // write_atomic's errors name the path already ("cannot write PATH: …").
+    let named = |e: std::io::Error| Error::new(ErrorKind::Io, e.to_string());
     std::fs::create_dir_all(dir).map_err(|e| io(e, dir))?;
     let json = serde_json::to_string_pretty(r).expect("report serializes");
     let jp = dir.join("results.json");
-    write_atomic(&jp, (json + "\n").as_bytes()).map_err(|e| io(e, &jp))?;
+    write_atomic(&jp, (json + "\n").as_bytes()).map_err(named)?;
     plots(r, dir)?;
     let mut md = String::new();
     md.push_str("# Lago (2004) Figures 5–8 on this machine\n\n");
@@ -124,7 +126,7 @@ pub fn write_report(r: &ExperimentReport, dir: &Path) -> Result<()> {
     md.push_str("\nCentral CPU is this process (the rack's JACK client and its sessions) plus jackd, as a fraction of one CPU, during the last passing step. The workers' CPU is not central: they are separate processes, as Lago's were separate machines.\n\n");
     md.push_str("Plots: fig5.png (usable fraction vs period, local), fig6.png (usable fraction per worker vs workers, window 0), fig7.png (central CPU vs workers, window 2), fig8.png (usable fraction vs period, window 1). Raw steps: results.json.\n");
     let mp = dir.join("report.md");
-    write_atomic(&mp, md.as_bytes()).map_err(|e| io(e, &mp))?;
+    write_atomic(&mp, md.as_bytes()).map_err(named)?;
     Ok(())
 }
 
