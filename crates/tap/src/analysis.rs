@@ -18,6 +18,9 @@
 //!   inter-beat interval, else the median ITI) counts round(ITI / ref) − 1
 //!   missing taps and is left out of the statistics.
 //! - Drift: least-squares slope of the kept ITIs against their order, µs per interval.
+//! - Taps with negative times (before the trial's start: files recorded
+//!   before firmtime dropped such input) are left out, and the trial is
+//!   flagged: they had feedback and counted for keystroke triggers.
 //! - A trial is *flagged* ([`TrialAnalysis::flags`]) when it has no tap at
 //!   all; when its synchronization phase has no tap although two or more
 //!   beats sounded; and when its continuation phase has no tap although
@@ -236,9 +239,16 @@ fn is_onset(e: &Event, kind: EventKind) -> bool {
 
 /// Analyzes one trial's events.
 pub fn analyze(events: &[Event], cfg: &AnalysisConfig) -> TrialAnalysis {
+    // Taps before the trial's start (negative times) are no trial data: a
+    // keyboard already playing, recorded by firmtime before it dropped such
+    // input (issue 28). Left out, and the trial flagged.
+    let early = events
+        .iter()
+        .filter(|e| is_onset(e, EventKind::Input) && e.actual_us < 0)
+        .count();
     let mut raw: Vec<i64> = events
         .iter()
-        .filter(|e| is_onset(e, EventKind::Input))
+        .filter(|e| is_onset(e, EventKind::Input) && e.actual_us >= 0)
         .map(|e| e.actual_us)
         .collect();
     raw.sort_unstable();
@@ -353,7 +363,20 @@ pub fn analyze(events: &[Event], cfg: &AnalysisConfig) -> TrialAnalysis {
         .map(|e| e.intended_us.unwrap_or(e.actual_us))
         .max()
         .or_else(|| events.iter().map(|e| e.actual_us).max());
-    let flags = empty_phases(&phases, &beats, ibi, sync_end, end_us);
+    let mut flags = empty_phases(&phases, &beats, ibi, sync_end, end_us);
+    if early > 0 {
+        flags.insert(
+            0,
+            Flag {
+                phase: None,
+                message: format!(
+                    "{early} taps before the trial's start (negative times: a keyboard already \
+                     playing, recorded by a firmtime that kept such input) left out; they got \
+                     feedback and counted for keystroke triggers and the keystroke end"
+                ),
+            },
+        );
+    }
     TrialAnalysis {
         double_taps: doubles.len(),
         taps,

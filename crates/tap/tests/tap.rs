@@ -599,6 +599,23 @@ fn analysis_flags_a_phase_with_no_taps_where_taps_were_expected() {
     let a = analysis::analyze(&ev, &AnalysisConfig::default());
     assert_eq!(a.flags.len(), 1);
     assert_eq!(a.flags[0].phase, None);
+    // Taps before the start (an older file): left out, flagged.
+    let mut ev = onsets(EventKind::Metronome, 0, 500_000, 12);
+    ev.extend(onsets(EventKind::Input, -5_800_000, 500_000, 12));
+    ev.extend(onsets(EventKind::Input, 10_000, 500_000, 12));
+    ev.push(end_at(6_000_000));
+    let a = analysis::analyze(&ev, &AnalysisConfig::default());
+    assert_eq!(a.taps.len(), 12, "the taps before the start are left out");
+    assert!(a.taps.iter().all(|t| t.time_us >= 0));
+    assert_eq!(a.phases[0].taps, 12);
+    assert_eq!(a.flags.len(), 1, "{:?}", a.flags);
+    assert!(
+        a.flags[0]
+            .message
+            .starts_with("12 taps before the trial's start"),
+        "{:?}",
+        a.flags
+    );
     // The hand-made trial has taps in both phases: nothing flagged.
     let ev = data::read_csv(&std::fs::read_to_string(data("trial-small.csv")).unwrap()).unwrap();
     assert_eq!(analysis::analyze(&ev, &AnalysisConfig::default()).flags, []);
