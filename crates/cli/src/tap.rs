@@ -85,7 +85,9 @@ enum TapCommand {
     ///
     /// A trial whose figures are no result gets a `FLAG trial: …` line on
     /// stderr (and `flags` in --json): its input was lost (the sidecar's
-    /// `input_lost`), it has no tap at all, its synchronization phase has no
+    /// `input_lost`), it has taps before its start (negative times, in files
+    /// recorded before firmtime dropped them: left out), it has no tap at
+    /// all, its synchronization phase has no
     /// tap while two or more beats sounded, or its continuation phase has
     /// no tap although the trial went on two inter-beat intervals or more
     /// after the metronome. Everything is still analyzed and written.
