@@ -10,10 +10,10 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("firmtime-cli-tap-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A fresh scratch directory for one test, removed on drop (also when the
+/// test fails).
+fn tmpdir(name: &str) -> common::TestDir {
+    common::TestDir::new(&format!("cli-tap-{name}"))
 }
 
 /// `firmtime tap check` refuses (exit 1) a file in `dir` holding `toml`,
