@@ -315,7 +315,7 @@ fn output_paths_are_checked_before_anything_is_measured() {
             ),
             (
                 &format!("--json {under_file}"),
-                &["--json", "does not exist"],
+                &["--json", "a-file is not a directory"],
             ),
             (
                 &format!("--plots {under_file}"),

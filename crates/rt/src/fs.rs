@@ -80,6 +80,7 @@ pub fn output_kind(path: &Path) -> io::Result<OutputKind> {
     let m = match std::fs::symlink_metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(OutputKind::File),
+        Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => return Err(not_a_dir(path, e)),
         Err(e) => return Err(step("write", path, e)),
     };
     let t = m.file_type();
@@ -221,9 +222,28 @@ fn rename_into_place(tmp: &Path, path: &Path) -> io::Result<()> {
     Ok(())
 }
 
+/// `path` lies under something that is not a directory (`a-file/x.json`):
+/// names the first such part of `path`.
+fn not_a_dir(path: &Path, e: io::Error) -> io::Error {
+    let culprit = path
+        .ancestors()
+        .skip(1)
+        .find(|a| std::fs::symlink_metadata(a).is_ok_and(|m| !m.is_dir()))
+        .unwrap_or_else(|| dir_of(path));
+    let message = format!(
+        "cannot write {}: {} is not a directory",
+        path.display(),
+        culprit.display()
+    );
+    io::Error::new(e.kind(), Step { message, source: e })
+}
+
 /// The error of creating the temporary file `tmp` for `path`, naming `path`
 /// and the directory it is in.
 fn create_error(path: &Path, tmp: &Path, e: io::Error) -> io::Error {
+    if e.raw_os_error() == Some(libc::ENOTDIR) {
+        return not_a_dir(path, e);
+    }
     let dir = dir_of(tmp).display();
     let message = if e.kind() == io::ErrorKind::NotFound {
         format!(
@@ -604,6 +624,33 @@ mod tests {
                 d.join("no/such/dir").display()
             )
         );
+    }
+
+    /// `a-file/x.json` was reported as "directory a-file does not exist"
+    /// (or a bare "Not a directory"): name the file in the way.
+    #[test]
+    fn a_file_in_the_way_is_named_not_a_directory() {
+        let d = scratch("notdir");
+        let f = d.join("a-file");
+        std::fs::write(&f, "x").unwrap();
+        for p in [f.join("x.json"), f.join("deeper/x.json")] {
+            let e = write_atomic(&p, b"x").unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                format!(
+                    "cannot write {}: {} is not a directory",
+                    p.display(),
+                    f.display()
+                )
+            );
+            let e = check_output(&p).unwrap_err();
+            assert!(
+                e.to_string()
+                    .ends_with(&format!("{} is not a directory", f.display())),
+                "{e}"
+            );
+        }
+        assert_eq!(std::fs::read(&f).unwrap(), b"x");
     }
 
     #[test]
