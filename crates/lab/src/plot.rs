@@ -944,11 +944,33 @@ mod tests {
         )
     }
 
-    fn tmp(name: &str) -> PathBuf {
+    /// A scratch directory, removed on drop (also when the test fails).
+    struct Scratch(PathBuf);
+
+    impl std::ops::Deref for Scratch {
+        type Target = Path;
+        fn deref(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl AsRef<Path> for Scratch {
+        fn as_ref(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn tmp(name: &str) -> Scratch {
         let d =
             std::env::temp_dir().join(format!("firmtime-lab-plot-{}-{name}", std::process::id()));
         std::fs::create_dir_all(&d).unwrap();
-        d
+        Scratch(d)
     }
 
     #[test]
