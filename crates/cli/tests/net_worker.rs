@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{assert_exit, firmtime, spawn_ready, tmp_path, EXE};
+use common::{assert_exit, firmtime, spawn_ready, TmpPath, EXE};
 use firmtime_net::*;
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
@@ -57,7 +57,7 @@ fn raise_fd_limit(n: u64) {
 #[test]
 fn a_keyed_worker_at_ulimit_1024_serves_a_master_while_1000_slow_peers_are_held() {
     raise_fd_limit(PEERS as u64 + 512);
-    let key_path = tmp_path("net-worker-slow.key");
+    let key_path = TmpPath::new("net-worker-slow.key");
     std::fs::write(&key_path, [0x42u8; 32]).unwrap();
     // A key only its owner may read, as the rule for secrets wants.
     std::fs::set_permissions(
@@ -146,7 +146,6 @@ fn a_keyed_worker_at_ulimit_1024_serves_a_master_while_1000_slow_peers_are_held(
         during_fds <= 100 + 30,
         "{during_fds} fds during the session"
     );
-    let _ = std::fs::remove_file(&key_path);
 }
 
 #[test]
