@@ -12,6 +12,8 @@
 //! - [`audio`]: what the JACK synth renders for audio output and masking.
 //! - [`late`]: why an output was late, seen from the engine (the causes in
 //!   each trial's self-checks).
+//! - [`onset`]: tap onsets from an audio input (a contact microphone):
+//!   the causal detector and synthetic test signals.
 //! - [`analysis`]: inter-tap intervals, asynchronies, missing/double taps,
 //!   drift and the Wing–Kristofferson decomposition.
 //!
@@ -50,6 +52,7 @@ pub mod ftap;
 pub mod ftap_out;
 pub mod late;
 pub mod live;
+pub mod onset;
 pub mod params;
 pub mod replay;
 pub mod session;
