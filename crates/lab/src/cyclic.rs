@@ -533,9 +533,16 @@ pub fn run_with_status(
     let session = match &config.explain {
         // The cyclic threads wake only by their own timer: the fewer
         // records on their wake-up path (see `WokenBy`).
+        // Only the measured CPUs' events, and ring buffers sized from the
+        // event rate measured with the load already running (issue 29:
+        // lossless by design). `FIRMTIME_EXPLAIN_UNFILTERED=1` records as
+        // before, for comparison (scripts/lab-explain-loss.sh).
         Some(e) => Some(explain::Session::start(
             &explain::Config {
                 woken_by: explain::WokenBy::OwnTimer,
+                cpus: Some(cpus.clone()),
+                size_from_rate: true,
+                unfiltered: e.unfiltered || explain_unfiltered_env(),
                 ..e.clone()
             },
             "firmtime-cycl*",
@@ -629,6 +636,14 @@ pub fn run_with_status(
         load,
         partial: partial || stop.load(Ordering::Relaxed),
     })
+}
+
+/// `FIRMTIME_EXPLAIN_UNFILTERED=1`: record the explaining trace as before
+/// issue 29 (every CPU, the fixed buffer), for a before/after comparison.
+pub const EXPLAIN_UNFILTERED_ENV: &str = "FIRMTIME_EXPLAIN_UNFILTERED";
+
+fn explain_unfiltered_env() -> bool {
+    std::env::var(EXPLAIN_UNFILTERED_ENV).is_ok_and(|v| v == "1")
 }
 
 /// Where the measuring threads wait for one another before their first

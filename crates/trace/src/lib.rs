@@ -4,6 +4,8 @@
 //!   when dropped, orphans of dead firmtime processes cleaned up), their
 //!   per-CPU binary ring buffers drained by a thread into preallocated
 //!   storage;
+//! - [`loss`]: where the kernel lost events, in time, so that no late
+//!   wake-up is explained from a trace with a hole in it;
 //! - [`raw`]: the binary pages decoded with the kernel's own format files;
 //! - [`explain`]: the explaining trace — windows kept around the late
 //!   wake-ups a real-time loop flags (`firmtime_rt::outliers`), the
@@ -21,6 +23,7 @@
 
 pub mod error;
 pub mod explain;
+pub mod loss;
 pub mod raw;
 pub mod tracefs;
 

@@ -15,6 +15,7 @@
 //! counts, never grows past, what does not fit.
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::loss::{Loss, LossLog};
 use crate::raw::{Decoder, Event, EventKind, Format, EVENTS};
 use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
@@ -273,6 +274,11 @@ impl Instance {
         &self.path
     }
 
+    /// The tracefs paths of the enabled events (`sched/sched_switch`, …).
+    pub fn event_paths(&self) -> &[&'static str] {
+        &self.paths
+    }
+
     /// Starts (`true`) or stops recording.
     ///
     /// # Errors
@@ -311,14 +317,201 @@ impl Instance {
         write(&self.path.join("events").join(path).join("filter"), filter)
     }
 
-    /// Events the kernel lost (ring buffer overruns + dropped), summed over CPUs.
-    pub fn lost_events(&self, cpus: &[usize]) -> u64 {
-        cpus.iter()
-            .filter_map(|c| read_text(&self.path.join(format!("per_cpu/cpu{c}/stats"))).ok())
-            .map(|s| parse_stats_lost(&s))
-            .sum()
+    /// The filter of event `path` as the kernel reads it back (`none`
+    /// when there is none).
+    ///
+    /// # Errors
+    /// [`ErrorKind::Io`] if the file cannot be read.
+    pub fn filter(&self, path: &str) -> Result<String> {
+        let p = self.path.join("events").join(path).join("filter");
+        read_text(&p)
+            .map(|s| s.trim().to_string())
+            .map_err(|e| io(&format!("reading {}", p.display()), e))
     }
 
+    /// Records only the events of `cpus` (the instance's
+    /// `tracing_cpumask`): the other CPUs' events are never written.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Io`] if the kernel refuses the mask (a CPU it does not
+    /// have).
+    pub fn set_cpumask(&self, cpus: &[usize]) -> Result<()> {
+        write(&self.path.join("tracing_cpumask"), &cpumask_hex(cpus))
+    }
+
+    /// The CPUs whose events are recorded (`tracing_cpumask` read back).
+    ///
+    /// # Errors
+    /// [`ErrorKind::Io`] if the file cannot be read or parsed.
+    pub fn cpumask(&self) -> Result<Vec<usize>> {
+        let p = self.path.join("tracing_cpumask");
+        let text = read_text(&p).map_err(|e| io(&format!("reading {}", p.display()), e))?;
+        parse_cpumask(&text).ok_or_else(|| {
+            Error::new(
+                ErrorKind::Io,
+                format!("{}: not a CPU mask: {:?}", p.display(), text.trim()),
+            )
+        })
+    }
+
+    /// Sets the ring buffer of each CPU to `kb` KiB (tracing may be on).
+    ///
+    /// # Errors
+    /// [`ErrorKind::Io`] if the kernel refuses the size (memory).
+    pub fn set_buffer_kb(&self, kb: u32) -> Result<()> {
+        write(&self.path.join("buffer_size_kb"), &kb.to_string())
+    }
+
+    /// Empties the ring buffers and resets their counts (`overrun`,
+    /// `bytes`): writes the instance's `trace` file empty.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Io`] if the file cannot be written.
+    pub fn clear(&self) -> Result<()> {
+        write(&self.path.join("trace"), "")
+    }
+
+    /// The `per_cpu/cpuN/stats` of `cpu`, parsed (all zero when unreadable).
+    pub fn stats(&self, cpu: usize) -> CpuStats {
+        read_text(&self.path.join(format!("per_cpu/cpu{cpu}/stats")))
+            .map(|s| CpuStats::parse(&s))
+            .unwrap_or_default()
+    }
+
+    /// Events the kernel lost (ring buffer overruns + dropped), summed over CPUs.
+    pub fn lost_events(&self, cpus: &[usize]) -> u64 {
+        self.lost_per_cpu(cpus).iter().map(|&(_, n)| n).sum()
+    }
+
+    /// Events the kernel lost per CPU: `(cpu, overrun + dropped)`.
+    pub fn lost_per_cpu(&self, cpus: &[usize]) -> Vec<(usize, u64)> {
+        cpus.iter()
+            .filter_map(|&c| {
+                read_text(&self.path.join(format!("per_cpu/cpu{c}/stats")))
+                    .ok()
+                    .map(|s| (c, parse_stats_lost(&s)))
+            })
+            .collect()
+    }
+
+    /// Measures how fast the enabled events fill the buffers: records for
+    /// `probe` (with the filters and CPU mask in place), then reads each
+    /// CPU's `bytes` (written, not yet read) and `overrun`, and empties
+    /// the buffers again. Returns the bytes per second of the busiest CPU
+    /// (a lower bound when the probe itself overran: then it is scaled by
+    /// the events lost). Leaves tracing off.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Io`] if `tracing_on` or `trace` cannot be written.
+    pub fn probe_rate(&self, cpus: &[usize], probe: Duration) -> Result<u64> {
+        self.clear()?;
+        let t0 = std::time::Instant::now();
+        self.set_on(true)?;
+        std::thread::sleep(probe);
+        self.set_on(false)?;
+        let secs = t0.elapsed().as_secs_f64().max(1e-3);
+        let busiest = cpus
+            .iter()
+            .map(|&c| self.stats(c).bytes_written())
+            .max()
+            .unwrap_or(0);
+        self.clear()?;
+        Ok((busiest as f64 / secs) as u64)
+    }
+}
+
+/// The buffer each CPU gets for a measured event rate (the busiest CPU's
+/// bytes per second, [`Instance::probe_rate`]): room for
+/// [`BUFFER_HORIZON_S`] seconds of it, at least `min_kb`, at most
+/// [`BUFFER_MAX_KB`] — `clamp(ceil(rate × 2 s / 1024), min_kb, 256 MiB)`.
+/// The drainer stops waiting for anyone once its pages are 100 ms old and
+/// fell at most 120 ms behind in 30 stress runs: 2 s is 16 times that,
+/// and covers a load that doubles after the probe eight times over.
+pub fn buffer_kb_for_rate(bytes_per_s: u64, min_kb: u32) -> u32 {
+    let kb = (bytes_per_s as f64 * BUFFER_HORIZON_S / 1024.0).ceil();
+    let kb = if kb.is_finite() { kb as u64 } else { u64::MAX };
+    u32::try_from(kb.clamp(u64::from(min_kb), u64::from(BUFFER_MAX_KB))).unwrap_or(BUFFER_MAX_KB)
+}
+
+/// Seconds of the measured event rate a ring buffer holds ([`buffer_kb_for_rate`]).
+pub const BUFFER_HORIZON_S: f64 = 2.0;
+/// The largest ring buffer per CPU sized from a rate, KiB (256 MiB).
+pub const BUFFER_MAX_KB: u32 = 262_144;
+
+/// A CPU list as `tracing_cpumask` takes it: hex digits in comma-separated
+/// groups of 32 bits, the most significant first (`3`, `1,00000000`).
+pub fn cpumask_hex(cpus: &[usize]) -> String {
+    let words = cpus.iter().max().map_or(1, |&m| m / 32 + 1);
+    let mut w = vec![0u32; words];
+    for &c in cpus {
+        w[c / 32] |= 1 << (c % 32);
+    }
+    let mut out = format!("{:x}", w[words - 1]);
+    for x in w[..words - 1].iter().rev() {
+        out.push_str(&format!(",{x:08x}"));
+    }
+    out
+}
+
+/// The CPUs of a `tracing_cpumask` text ([`cpumask_hex`]'s form); `None`
+/// when it is not hex.
+pub fn parse_cpumask(text: &str) -> Option<Vec<usize>> {
+    let groups: Vec<&str> = text.trim().split(',').collect();
+    let mut cpus = Vec::new();
+    for (i, g) in groups.iter().rev().enumerate() {
+        let v = u32::from_str_radix(g, 16).ok()?;
+        cpus.extend((0..32).filter(|b| v & (1 << b) != 0).map(|b| i * 32 + b));
+    }
+    Some(cpus)
+}
+
+/// The figures of one `per_cpu/cpuN/stats` file this crate uses.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CpuStats {
+    /// `entries:` events in the buffer, not yet read.
+    pub entries: u64,
+    /// `overrun:` events overwritten before they were read.
+    pub overrun: u64,
+    /// `bytes:` bytes in the buffer, not yet read.
+    pub bytes: u64,
+    /// `dropped events:` events not written (a full buffer, no overwrite).
+    pub dropped: u64,
+    /// `read events:` events read.
+    pub read: u64,
+}
+
+impl CpuStats {
+    /// Parses a `stats` file; missing lines are 0.
+    pub fn parse(text: &str) -> CpuStats {
+        let mut s = CpuStats::default();
+        for l in text.lines() {
+            let Some((k, v)) = l.split_once(':') else {
+                continue;
+            };
+            let Ok(v) = v.trim().parse::<u64>() else {
+                continue;
+            };
+            match k.trim() {
+                "entries" => s.entries = v,
+                "overrun" => s.overrun = v,
+                "bytes" => s.bytes = v,
+                "dropped events" => s.dropped = v,
+                "read events" => s.read = v,
+                _ => {}
+            }
+        }
+        s
+    }
+
+    /// Bytes written since the buffer was emptied, overwritten ones
+    /// estimated at the mean size of those held.
+    pub fn bytes_written(&self) -> u64 {
+        let mean = self.bytes / self.entries.max(1);
+        self.bytes + (self.overrun + self.dropped) * mean
+    }
+}
+
+impl Instance {
     /// Stops tracing and removes the instance; true if it is gone.
     pub fn remove(mut self) -> bool {
         self.cleanup()
@@ -370,6 +563,9 @@ pub struct Capture {
     pub missed_pages: u64,
     /// Lost events the kernel counted in page headers.
     pub missed: u64,
+    /// Where the lost events were, per CPU in time ([`crate::loss`]): the
+    /// hole before each page flagged as following lost events.
+    pub losses: Vec<Loss>,
     /// How far behind the kernel the drainer fell: the oldest a page was
     /// when it was read ([`Backlog::age_ns`]), ns.
     pub max_age_ns: u64,
@@ -537,6 +733,9 @@ pub fn drain_with(
     // Per CPU: the time stamp of the last page read when the visit ended
     // with more waiting (PAGES_PER_VISIT reached), else None.
     let mut left: Vec<Option<u64>> = vec![None; files.len()];
+    // Per CPU: the time of the last event read (where a hole begins).
+    let mut last_event = vec![0u64; files.len()];
+    let mut losses = LossLog::new();
     loop {
         let last = stop.load(Ordering::SeqCst);
         // The last pass empties every buffer; the others move on to the
@@ -575,9 +774,16 @@ pub fn drain_with(
                 cap.pages += 1;
                 pages += 1;
                 read += n as u64;
-                let info = inst.decoder.decode_page(&page[..n], *cpu, sink);
+                let before = last_event[i];
+                let mut newest = before;
+                let info = inst.decoder.decode_page(&page[..n], *cpu, &mut |e| {
+                    newest = newest.max(e.time_ns);
+                    sink(e);
+                });
+                last_event[i] = newest;
                 if info.missed_flag {
                     cap.missed_pages += 1;
+                    losses.note(*cpu, before, info.start_ns, info.missed);
                 }
                 cap.missed += info.missed;
                 // Without the mono clock the age is unknown (0) and the
@@ -616,6 +822,7 @@ pub fn drain_with(
             std::thread::park_timeout(left);
         }
     }
+    cap.losses = losses.losses;
     Ok(cap)
 }
 
@@ -656,6 +863,52 @@ mod tests {
             (f.next(ms(20), 0), f.next(ms(20), u64::MAX)),
             (ms(20), ms(20))
         );
+    }
+
+    #[test]
+    fn cpumasks_are_hex_in_32_bit_groups_and_read_back_to_the_same_cpus() {
+        assert_eq!(cpumask_hex(&[0]), "1");
+        assert_eq!(cpumask_hex(&[0, 1]), "3");
+        assert_eq!(cpumask_hex(&[1]), "2");
+        assert_eq!(cpumask_hex(&[4, 7]), "90");
+        assert_eq!(cpumask_hex(&[32]), "1,00000000");
+        assert_eq!(cpumask_hex(&[0, 33]), "2,00000001");
+        assert_eq!(parse_cpumask("3\n"), Some(vec![0, 1]));
+        assert_eq!(parse_cpumask("2,00000001"), Some(vec![0, 33]));
+        assert_eq!(parse_cpumask("00000000,00000002"), Some(vec![1]));
+        assert_eq!(parse_cpumask("xyz"), None);
+        for cpus in [vec![0], vec![1, 5, 31], vec![2, 40, 63, 64]] {
+            assert_eq!(parse_cpumask(&cpumask_hex(&cpus)), Some(cpus));
+        }
+    }
+
+    #[test]
+    fn the_buffer_holds_two_seconds_of_the_measured_rate_within_its_bounds() {
+        // 13 MB/s (the stress load's busiest CPU): 2 s = 25,391 KiB.
+        assert_eq!(buffer_kb_for_rate(13_000_000, 4096), 25_391);
+        // Quiet: the floor.
+        assert_eq!(buffer_kb_for_rate(10_000, 4096), 4096);
+        // Absurd: the ceiling.
+        assert_eq!(buffer_kb_for_rate(u64::MAX, 4096), BUFFER_MAX_KB);
+    }
+
+    #[test]
+    fn stats_files_parse_and_estimate_what_was_overwritten() {
+        let text = "entries: 100\noverrun: 50\ncommit overrun: 0\nbytes: 4000\n\
+                    oldest event ts: 1.0\nnow ts: 2.0\ndropped events: 0\nread events: 7\n";
+        let s = CpuStats::parse(text);
+        assert_eq!(
+            s,
+            CpuStats {
+                entries: 100,
+                overrun: 50,
+                bytes: 4000,
+                dropped: 0,
+                read: 7
+            }
+        );
+        assert_eq!(s.bytes_written(), 4000 + 50 * 40);
+        assert_eq!(parse_stats_lost(text), 50);
     }
 
     #[test]

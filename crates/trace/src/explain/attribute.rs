@@ -164,7 +164,17 @@ pub struct Cause {
     pub detail: String,
     /// Every context, largest first.
     pub parts: Vec<Part>,
+    /// Events the kernel lost on this wake-up's CPU in the span its
+    /// attribution reads (then the cause is [`Category::Unknown`], named
+    /// [`TRACE_LOST`]: a hole in the trace looks like "nothing ran", so no
+    /// cause is guessed). Absent when the span's trace is complete.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_events: Option<u64>,
 }
+
+/// The name of an [`Category::Unknown`] cause whose span the kernel lost
+/// events in ([`Cause::lost_events`]).
+pub const TRACE_LOST: &str = "trace lost events";
 
 /// The trace, sorted per CPU, with the comms it saw.
 #[derive(Debug)]
@@ -176,6 +186,8 @@ pub struct Timeline {
     windows: Option<Vec<super::Window>>,
     /// Windows dropped whole for want of room.
     evicted: Vec<super::Window>,
+    /// Where the kernel lost events ([`crate::loss`]).
+    losses: Vec<crate::loss::Loss>,
 }
 
 impl Timeline {
@@ -215,7 +227,16 @@ impl Timeline {
             prios,
             windows: windows.into(),
             evicted,
+            losses: Vec::new(),
         }
+    }
+
+    /// The same timeline, knowing where the kernel lost events: a wake-up
+    /// whose span overlaps a loss on its CPU is not attributed
+    /// ([`Cause::lost_events`]).
+    pub fn with_losses(mut self, losses: Vec<crate::loss::Loss>) -> Timeline {
+        self.losses = losses;
+        self
     }
 
     /// The first instant of the kept span of `cpu` that holds `[a, b]`:
@@ -313,6 +334,7 @@ pub fn attribute(tl: &Timeline, w: &Wakeup, m: &Machine) -> Cause {
         ns: wk - d,
         detail,
         parts: Vec::new(),
+        lost_events: None,
     };
     let from = match tl.span(w.cpu, d, wk) {
         Ok(f) => f,
@@ -342,6 +364,32 @@ pub fn attribute(tl: &Timeline, w: &Wakeup, m: &Machine) -> Cause {
             None => return unknown(format!("no event on CPU {} in the kept span", w.cpu)),
         },
     };
+    // The span the attribution reads: from the switch it starts at (and
+    // the page faults of the period before the deadline) to the wake-up.
+    // Events lost in it may be what made the wake-up late: no guess.
+    let read_from = ev[start]
+        .time_ns
+        .min(from.max(d.saturating_sub(w.period_ns)));
+    let (lost, holes) = crate::loss::lost_in(&tl.losses, w.cpu, read_from, wk);
+    if holes > 0 {
+        let n = if lost > 0 {
+            format!("{lost} events")
+        } else {
+            "events (count not recorded)".to_string()
+        };
+        return Cause {
+            category: Category::Unknown,
+            name: TRACE_LOST.into(),
+            ns: wk - d,
+            detail: format!(
+                "the kernel lost {n} on CPU {} between the deadline's context and the wake-up \
+                 (ring buffer overrun): no cause is given rather than a guess",
+                w.cpu
+            ),
+            parts: Vec::new(),
+            lost_events: Some(lost),
+        };
+    }
     let end = ev.partition_point(|e| e.time_ns <= wk);
     let window = &ev[at_d..end];
     // The thread's timer: its wake-up (on any CPU's record, usually this one)
@@ -486,6 +534,7 @@ pub fn attribute(tl: &Timeline, w: &Wakeup, m: &Machine) -> Cause {
         ns: top.ns,
         detail,
         parts,
+        lost_events: None,
     }
 }
 

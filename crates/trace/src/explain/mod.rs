@@ -188,7 +188,24 @@ pub struct Config {
     /// What wakes the measured threads, which decides the events recorded
     /// on their own wake-up path (default: anything).
     pub woken_by: WokenBy,
+    /// The CPUs the measured threads run on: only their events are
+    /// recorded (the instance's `tracing_cpumask`) and drained. `None`
+    /// (default): every online CPU (a loop that is not pinned).
+    pub cpus: Option<Vec<usize>>,
+    /// Size the ring buffers from the event rate measured in a
+    /// [`RATE_PROBE_MS`] probe at the start, with the filters in place
+    /// ([`tracefs::buffer_kb_for_rate`]; `buffer_kb` is then the least).
+    /// Default off (`watch` starts a session per interval); `lab cyclic`
+    /// and `lab all` turn it on.
+    pub size_from_rate: bool,
+    /// Record as before issue 29, for comparison: every CPU, the fixed
+    /// `buffer_kb`, no probe (`FIRMTIME_EXPLAIN_UNFILTERED=1` in the lab
+    /// commands). Losses are still located and refused either way.
+    pub unfiltered: bool,
 }
+
+/// How long [`Config::size_from_rate`] records to measure the event rate, ms.
+pub const RATE_PROBE_MS: u64 = 200;
 
 /// What wakes the measured threads.
 ///
@@ -236,6 +253,9 @@ impl Default for Config {
             drain_interval_ns: 20_000_000,
             drain_interval_max_ns: 20_000_000,
             woken_by: WokenBy::Anything,
+            cpus: None,
+            size_from_rate: false,
+            unfiltered: false,
         }
     }
 }
@@ -285,6 +305,7 @@ pub struct Session {
     drainer: Option<std::thread::JoinHandle<Result<(Capture, Keeper, u64)>>>,
     cpus: Vec<usize>,
     steal_before: Vec<u64>,
+    setup: CaptureSetup,
 }
 
 /// What a finished session recorded.
@@ -309,6 +330,30 @@ pub struct Recorded {
     /// Time the drainer waited, keeping off the CPUs while a measured
     /// thread was due, ns.
     pub drainer_held_ns: u64,
+    /// Where the kernel lost events, per CPU in time (reconciled with the
+    /// per-CPU `stats`; [`crate::loss`]). A consumer that rotates sessions
+    /// (`watch`, one per interval) reads its interval's loss here
+    /// ([`crate::loss::lost_between`]) or in `lost`.
+    pub losses: Vec<crate::loss::Loss>,
+    /// How the capture was set up (CPUs, buffer, measured rate, filters).
+    pub capture_setup: CaptureSetup,
+}
+
+/// How an explaining trace recorded: what it was limited to, and the buffer
+/// it was given.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct CaptureSetup {
+    /// The CPUs recorded (`tracing_cpumask`) and drained.
+    pub cpus: Vec<usize>,
+    /// Ring buffer per CPU, KiB.
+    pub buffer_kb: u32,
+    /// The busiest CPU's event bytes per second in the probe at the start
+    /// (0: no probe; the buffer is the configured size).
+    pub rate_bytes_per_s: u64,
+    /// The filters in effect, `event: filter` (read back from tracefs).
+    pub filters: Vec<String>,
+    /// False when recorded as before issue 29 ([`Config::unfiltered`]).
+    pub filtered: bool,
 }
 
 /// Steal time of one CPU.
@@ -328,8 +373,25 @@ pub struct CpuSteal {
 /// # Errors
 /// As [`Instance::create_with`]; [`ErrorKind::Io`] if a filter is refused.
 pub fn instance(buffer_kb: u32, traced_comm: &str, woken_by: WokenBy) -> Result<Instance> {
+    instance_on(buffer_kb, traced_comm, woken_by, None)
+}
+
+/// Like [`instance`], recording only the events of `cpus` (the instance's
+/// `tracing_cpumask`; `None`: every CPU).
+///
+/// # Errors
+/// As [`instance`]; [`ErrorKind::Io`] if the CPU mask is refused.
+pub fn instance_on(
+    buffer_kb: u32,
+    traced_comm: &str,
+    woken_by: WokenBy,
+    cpus: Option<&[usize]>,
+) -> Result<Instance> {
     let name = format!("{}-explain", tracefs::instance_name());
     let inst = Instance::create_with(&name, buffer_kb, &woken_by.events())?;
+    if let Some(c) = cpus {
+        inst.set_cpumask(c)?;
+    }
     let only = format!("comm ~ \"{traced_comm}\"");
     if inst.events.contains(&EventKind::PageFault) {
         inst.set_filter("exceptions/page_fault_user", &only)?;
@@ -357,8 +419,48 @@ impl Session {
                  Run it with sudo, or without --explain (lab all: --no-explain).",
             ));
         }
-        let inst = Arc::new(instance(config.buffer_kb, traced_comm, config.woken_by)?);
-        let cpus = firmtime_rt::sched::online_cpus();
+        let online = firmtime_rt::sched::online_cpus();
+        let cpus = match (&config.cpus, config.unfiltered) {
+            (Some(c), false) => {
+                let mut c: Vec<usize> = c.iter().copied().filter(|x| online.contains(x)).collect();
+                c.sort_unstable();
+                c.dedup();
+                if c.is_empty() {
+                    online
+                } else {
+                    c
+                }
+            }
+            _ => online,
+        };
+        let masked = (config.cpus.is_some() && !config.unfiltered).then_some(cpus.as_slice());
+        let inst = instance_on(config.buffer_kb, traced_comm, config.woken_by, masked)?;
+        let mut buffer_kb = config.buffer_kb;
+        let mut rate_bytes_per_s = 0;
+        if config.size_from_rate && !config.unfiltered {
+            rate_bytes_per_s = inst.probe_rate(&cpus, Duration::from_millis(RATE_PROBE_MS))?;
+            let kb = tracefs::buffer_kb_for_rate(rate_bytes_per_s, config.buffer_kb);
+            if kb != buffer_kb {
+                inst.set_buffer_kb(kb)?;
+                buffer_kb = kb;
+            }
+        }
+        let filters = inst
+            .event_paths()
+            .iter()
+            .filter_map(|p| {
+                let f = inst.filter(p).ok()?;
+                (f != "none").then(|| format!("{p}: {f}"))
+            })
+            .collect();
+        let setup = CaptureSetup {
+            cpus: cpus.clone(),
+            buffer_kb,
+            rate_bytes_per_s,
+            filters,
+            filtered: !config.unfiltered,
+        };
+        let inst = Arc::new(inst);
         let stop = Arc::new(AtomicBool::new(false));
         let flags = Arc::new(Flags::new(FLAG_SLOTS));
         let (i2, s2, c2, f2) = (
@@ -372,7 +474,7 @@ impl Session {
             tracefs::Pace {
                 min: Duration::from_nanos(config.drain_interval_ns),
                 max: Duration::from_nanos(config.drain_interval_max_ns),
-                buffer_bytes: u64::from(config.buffer_kb) * 1024,
+                buffer_bytes: u64::from(buffer_kb) * 1024,
             },
         );
         let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel::<()>(1);
@@ -419,6 +521,7 @@ impl Session {
             drainer: Some(drainer),
             cpus,
             steal_before,
+            setup,
         };
         if let Some(i) = &s.inst {
             i.set_on(true)?;
@@ -455,14 +558,17 @@ impl Session {
         let (store, windows, evicted) = keeper.into_windows();
         capture.events = store;
         let inst = self.inst.take();
+        let mut losses = std::mem::take(&mut capture.losses);
         let (lost, events_enabled, instance_removed) = match inst {
             Some(a) => {
-                let lost = a.lost_events(&self.cpus);
+                // The page flags and the stats count the same events: the
+                // larger of the two per CPU, never their sum.
+                let lost = crate::loss::reconcile(&mut losses, &a.lost_per_cpu(&self.cpus));
                 let ev = a.events.clone();
                 let removed = Arc::try_unwrap(a).map(Instance::remove).unwrap_or(false);
                 (lost, ev, removed)
             }
-            None => (0, Vec::new(), true),
+            None => (crate::loss::reconcile(&mut losses, &[]), Vec::new(), true),
         };
         let steal_ns = self
             .cpus
@@ -477,12 +583,14 @@ impl Session {
             windows,
             evicted,
             flags_lost: flags_lost + windows_dropped,
-            lost: lost + capture.missed,
+            lost,
             capture,
             events_enabled,
             instance_removed,
             steal_ns,
             drainer_held_ns,
+            losses,
+            capture_setup: std::mem::take(&mut self.setup),
         })
     }
 }
@@ -695,6 +803,13 @@ pub struct Explanation {
     pub worst: u64,
     /// Of those, with a cause other than `unknown`.
     pub worst_explained: u64,
+    /// Outliers left `unknown` because the kernel lost events in the span
+    /// their attribution reads (cause name [`attribute::TRACE_LOST`]).
+    pub unknown_lost: u64,
+    /// Where the kernel lost events, per CPU in time ([`crate::loss`]).
+    pub losses: Vec<crate::loss::Loss>,
+    /// How the capture was set up: CPUs, buffer size, measured rate, filters.
+    pub capture: CaptureSetup,
 }
 
 /// The machine this runs on.
@@ -712,7 +827,8 @@ pub fn explain(rec: Recorded, targets: &[Target], machine: &Machine) -> Explanat
     let events = rec.capture.events.len() as u64;
     let windows = rec.windows.len() as u64;
     let windows_evicted = rec.evicted.len() as u64;
-    let tl = Timeline::with_windows(rec.capture.events, rec.windows, rec.evicted);
+    let tl = Timeline::with_windows(rec.capture.events, rec.windows, rec.evicted)
+        .with_losses(rec.losses.clone());
     let mut outliers = Vec::new();
     let mut threads = Vec::new();
     let mut missed = 0;
@@ -762,6 +878,10 @@ pub fn explain(rec: Recorded, targets: &[Target], machine: &Machine) -> Explanat
         .min(missed);
     let worst = outliers.len().min(WORST_SHOWN) as u64;
     let worst_explained = outliers.iter().take(WORST_SHOWN).filter(known).count() as u64;
+    let unknown_lost = outliers
+        .iter()
+        .filter(|o| o.cause.lost_events.is_some())
+        .count() as u64;
     Explanation {
         events_enabled: rec.events_enabled,
         events,
@@ -783,6 +903,9 @@ pub fn explain(rec: Recorded, targets: &[Target], machine: &Machine) -> Explanat
         missed_explained,
         worst,
         worst_explained,
+        unknown_lost,
+        losses: rec.losses,
+        capture: rec.capture_setup,
     }
 }
 
@@ -828,14 +951,44 @@ impl Explanation {
     /// running (worst 2.1 ms); 5: softirq NET_RX (worst 0.8 ms); …`
     /// ([`summary`]).
     pub fn summary(&self) -> String {
-        summary(&self.by_cause, self.outliers.len() as u64, self.steal_ns())
+        let s = summary(&self.by_cause, self.outliers.len() as u64, self.steal_ns());
+        format!("{s}{}", self.lost_words())
     }
 
-    /// `9 of 10 deadline misses and 10 of the 10 worst wake-ups have a cause`.
+    /// `9 of 10 deadline misses and 10 of the 10 worst wake-ups have a
+    /// cause`, and when the kernel lost events how many outliers that left
+    /// without one (`; 3 of 14 outliers unknown because the trace lost
+    /// events in their spans (5678 events lost in all)`) or that none was
+    /// touched ([`Explanation::lost_words`]).
     pub fn coverage(&self) -> String {
         format!(
-            "{} of {} deadline misses and {} of the {} worst wake-ups have a cause",
-            self.missed_explained, self.missed, self.worst_explained, self.worst
+            "{} of {} deadline misses and {} of the {} worst wake-ups have a cause{}",
+            self.missed_explained,
+            self.missed,
+            self.worst_explained,
+            self.worst,
+            self.lost_words()
+        )
+    }
+
+    /// What the kernel's losses did to the causes, for the end of a line
+    /// (empty when nothing was lost).
+    pub fn lost_words(&self) -> String {
+        if self.lost == 0 && self.losses.is_empty() {
+            return String::new();
+        }
+        if self.unknown_lost == 0 {
+            return format!(
+                "; the trace lost {} events, none in the spans of these wake-ups",
+                self.lost
+            );
+        }
+        format!(
+            "; {} of {} outliers unknown because the trace lost events in their spans ({} events \
+             lost in all)",
+            self.unknown_lost,
+            self.outliers.len(),
+            self.lost
         )
     }
 
@@ -848,7 +1001,10 @@ impl Explanation {
         Some(TracedCause {
             category: o.cause.category.key().to_string(),
             name: o.cause.name.clone(),
-            words: cause_words(o.cause.category, &o.cause.name),
+            words: match o.cause.lost_events {
+                Some(n) => format!("unknown (trace lost {n} events)"),
+                None => cause_words(o.cause.category, &o.cause.name),
+            },
             ns: o.cause.ns,
             detail: o.cause.detail.clone(),
         })
@@ -946,6 +1102,9 @@ pub fn summary(by_cause: &[CauseCount], n: u64, steal_ns: u64) -> String {
 /// A cause in words: `the VM was not running`, `task stress (pid 42)`, …
 pub fn cause_words(cat: Category, name: &str) -> String {
     match cat {
+        Category::Unknown if name == attribute::TRACE_LOST => {
+            "unknown (trace lost events)".to_string()
+        }
         Category::Task => format!("task {name}"),
         Category::Irq => format!("interrupt {name}"),
         Category::Softirq => format!("softirq {name}"),
