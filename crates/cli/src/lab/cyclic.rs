@@ -88,7 +88,11 @@ pub struct Args {
     #[arg(long, value_name = "DIR")]
     plots: Option<PathBuf>,
     /// Explain the worst wake-ups: trace scheduler, interrupt, softirq, idle and page-fault
-    /// events while measuring (tracefs, root) and name what made each outlier late.
+    /// events while measuring (tracefs, root) and name what made each outlier late. Only the
+    /// measured CPUs are recorded, the ring buffers hold 2 s of the event rate measured in a
+    /// 200 ms probe at the start, and a wake-up whose span the kernel lost events in is
+    /// "unknown (trace lost N events)", never guessed (FIRMTIME_EXPLAIN_UNFILTERED=1: every
+    /// CPU and a fixed 4 MiB, as before).
     #[arg(long, overrides_with = "no_explain")]
     explain: bool,
     /// Do not trace (the default for `lab cyclic`; `lab all` explains where it can).
@@ -427,6 +431,7 @@ pub fn print_explanation(e: &firmtime_trace::explain::Explanation, n: usize) {
         "why the worst wake-ups were late ({})",
         e.events_line("--explain-max-events")
     );
+    println!("  {}", e.capture_line());
     if e.outliers.is_empty() {
         println!("  no wake-up above the threshold");
         return;

@@ -20,7 +20,15 @@
 //! outlier, so the store bounds the run length that can be explained; what
 //! the store could not hold (`dropped`), what the kernel lost (`lost`) and
 //! wake-ups beyond the noted ones (`not_noted`) are counted, and a wake-up
-//! the trace does not cover is [`Category::Unknown`], never hidden.
+//! the trace does not cover is [`Category::Unknown`], never hidden. What the
+//! kernel lost is located in time ([`crate::loss`]): a wake-up whose span
+//! lost events is `unknown` ([`attribute::TRACE_LOST`]), never guessed.
+//!
+//! Lossless by design where it can be ([`Config::cpus`],
+//! [`Config::size_from_rate`]): only the measured CPUs' events are written
+//! (`tracing_cpumask`), the measured threads' page faults and wake-ups are
+//! filtered in the kernel, and the ring buffers hold two seconds of the
+//! event rate measured at the start.
 
 pub mod advice;
 pub mod attribute;
@@ -949,26 +957,45 @@ impl Explanation {
 
     /// The cause summary in one line: `7 of 14 outliers: the VM was not
     /// running (worst 2.1 ms); 5: softirq NET_RX (worst 0.8 ms); …`
-    /// ([`summary`]).
+    /// ([`summary`]), and when the kernel lost events how many outliers
+    /// that left without a cause ([`Explanation::lost_words`]).
     pub fn summary(&self) -> String {
         let s = summary(&self.by_cause, self.outliers.len() as u64, self.steal_ns());
         format!("{s}{}", self.lost_words())
     }
 
     /// `9 of 10 deadline misses and 10 of the 10 worst wake-ups have a
-    /// cause`, and when the kernel lost events how many outliers that left
-    /// without one (`; 3 of 14 outliers unknown because the trace lost
-    /// events in their spans (5678 events lost in all)`) or that none was
-    /// touched ([`Explanation::lost_words`]).
+    /// cause` (a wake-up whose span lost events has none; [`Explanation::summary`]
+    /// says how many).
     pub fn coverage(&self) -> String {
         format!(
-            "{} of {} deadline misses and {} of the {} worst wake-ups have a cause{}",
-            self.missed_explained,
-            self.missed,
-            self.worst_explained,
-            self.worst,
-            self.lost_words()
+            "{} of {} deadline misses and {} of the {} worst wake-ups have a cause",
+            self.missed_explained, self.missed, self.worst_explained, self.worst
         )
+    }
+
+    /// How the trace recorded, in one line: `recorded CPUs 0, 1 (the
+    /// measured ones); ring buffer 25,391 KiB per CPU (2 s of 13.0 MB/s
+    /// measured at the start)`.
+    pub fn capture_line(&self) -> String {
+        let c = &self.capture;
+        let cpus: Vec<String> = c.cpus.iter().map(usize::to_string).collect();
+        let which = if c.filtered {
+            "the measured ones"
+        } else {
+            "every CPU, unfiltered"
+        };
+        let buffer = if c.rate_bytes_per_s > 0 {
+            format!(
+                "ring buffer {} KiB per CPU ({} s of {:.1} MB/s measured at the start)",
+                c.buffer_kb,
+                tracefs::BUFFER_HORIZON_S,
+                c.rate_bytes_per_s as f64 / 1e6
+            )
+        } else {
+            format!("ring buffer {} KiB per CPU", c.buffer_kb)
+        };
+        format!("recorded CPUs {} ({which}); {buffer}", cpus.join(", "))
     }
 
     /// What the kernel's losses did to the causes, for the end of a line
