@@ -555,6 +555,14 @@ pub trait MidiBackend: Send {
     fn describe_input_loss(&self) -> Option<String> {
         None
     }
+
+    /// Calls `f` for each block of audio input queued since the last call,
+    /// oldest first, and returns how many there were: taps from sound
+    /// ([`crate::jack::audio_in`]). Backends without an audio input have
+    /// none. **RT-safe.**
+    fn poll_audio(&mut self, _f: &mut dyn FnMut(&crate::jack::AudioBlock)) -> usize {
+        0
+    }
 }
 
 #[cfg(test)]

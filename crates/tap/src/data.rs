@@ -160,6 +160,82 @@ pub fn write_csv<W: std::io::Write>(w: W, events: &[Event]) -> Result<()> {
     w.flush().map_err(|e| io(&e))
 }
 
+/// The CSV header of a trial whose taps came from an audio input
+/// (`[input] source = "audio"`): [`CSV_HEADER`] and four more columns,
+/// filled on `input` rows of audio taps, empty elsewhere.
+pub const CSV_HEADER_AUDIO: &str =
+    "kind,index,intended_us,actual_us,channel,note,velocity,on,source,onset_frame,peak_dbfs,confidence_db";
+
+/// What the audio input's detector recorded of one tap (the extra columns
+/// of [`CSV_HEADER_AUDIO`]).
+#[derive(Clone, Copy, PartialEq, Debug)]
+pub struct AudioTapData {
+    /// The keystroke it is (the `index` of its `input` row).
+    pub keystroke: u32,
+    /// The frame of its onset (JACK's frame counter).
+    pub onset_frame: u64,
+    /// Its peak level, dBFS.
+    pub peak_dbfs: f32,
+    /// The envelope's peak above the noise floor, dB.
+    pub confidence_db: f32,
+}
+
+impl From<crate::engine::AudioTap> for AudioTapData {
+    fn from(t: crate::engine::AudioTap) -> Self {
+        AudioTapData {
+            keystroke: t.keystroke,
+            onset_frame: t.onset_frame,
+            peak_dbfs: t.peak_dbfs,
+            confidence_db: t.confidence_db,
+        }
+    }
+}
+
+/// Writes the events of an audio-input trial as CSV with the columns of
+/// [`CSV_HEADER_AUDIO`]: an `input` note-on whose keystroke is in `taps`
+/// gets `source` = `audio`, its onset frame, peak (dBFS, 0.1 dB) and
+/// confidence (dB, 0.1 dB).
+///
+/// # Errors
+/// [`ErrorKind::Io`] if writing fails.
+pub fn write_csv_audio<W: std::io::Write>(
+    w: W,
+    events: &[Event],
+    taps: &[AudioTapData],
+) -> Result<()> {
+    let io =
+        |e: &dyn std::fmt::Display| Error::new(ErrorKind::Io, format!("cannot write CSV: {e}"));
+    let by_key: std::collections::HashMap<u32, &AudioTapData> =
+        taps.iter().map(|t| (t.keystroke, t)).collect();
+    let mut w = csv::Writer::from_writer(w);
+    w.write_record(CSV_HEADER_AUDIO.split(','))
+        .map_err(|e| io(&e))?;
+    for e in events {
+        let tap = (e.kind == EventKind::Input && e.note.is_some_and(|n| n.on))
+            .then(|| by_key.get(&e.index).copied())
+            .flatten();
+        let row = Row::of(e);
+        let r = [
+            row.kind.to_string(),
+            row.index.to_string(),
+            row.intended_us.map(|v| v.to_string()).unwrap_or_default(),
+            row.actual_us.to_string(),
+            row.channel.map(|v| v.to_string()).unwrap_or_default(),
+            row.note.map(|v| v.to_string()).unwrap_or_default(),
+            row.velocity.map(|v| v.to_string()).unwrap_or_default(),
+            row.on.map(|v| v.to_string()).unwrap_or_default(),
+            tap.map(|_| "audio".to_string()).unwrap_or_default(),
+            tap.map(|t| t.onset_frame.to_string()).unwrap_or_default(),
+            tap.map(|t| format!("{:.1}", t.peak_dbfs))
+                .unwrap_or_default(),
+            tap.map(|t| format!("{:.1}", t.confidence_db))
+                .unwrap_or_default(),
+        ];
+        w.write_record(&r).map_err(|e| io(&e))?;
+    }
+    w.flush().map_err(|e| io(&e))
+}
+
 /// The columns of [`CSV_HEADER`], in order.
 const COLUMNS: [&str; 8] = [
     "kind",
@@ -490,6 +566,76 @@ pub struct Sidecar {
     pub stopped_by: Option<String>,
     /// Number of CSV rows.
     pub events: u64,
+    /// Taps from sound (`[input] source = "audio"`): the detector's
+    /// settings and what the audio input did; absent for MIDI input.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audio_input: Option<AudioInputInfo>,
+}
+
+/// The sidecar's `audio_input` block (docs/TAP.md §10).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AudioInputInfo {
+    /// The JACK audio input port the taps came in on (empty if unknown).
+    pub port: String,
+    /// Sample rate, Hz.
+    pub sample_rate: u32,
+    /// `[input] threshold_db`.
+    pub threshold_db: f64,
+    /// `[input] refractory_ms`.
+    pub refractory_ms: f64,
+    /// The detector's fixed constants, in words and figures.
+    pub detector: serde_json::Value,
+    /// Taps detected during the trial (each a keystroke and an `input` row).
+    pub taps: u64,
+    /// Onsets stamped before the trial's start: dropped, not trial data.
+    pub before_start: u64,
+    /// Taps detected but not stored (storage full).
+    pub taps_dropped: u64,
+    /// Audio frames the backend dropped (its ring full): taps among them are lost.
+    pub frames_dropped: u64,
+    /// Audio frames analysed during the trial.
+    pub frames: u64,
+    /// Detector restarts during the trial (gaps in the frames), each a
+    /// warm-up without detection.
+    pub restarts: u64,
+    /// The noise floor at the trial's end (mean square of the high-passed
+    /// input), dBFS.
+    pub floor_dbfs: f64,
+}
+
+impl AudioInputInfo {
+    /// The record of `r`, from the audio input `port`.
+    pub fn of(r: crate::engine::AudioInputReport, port: &str) -> Self {
+        use crate::onset as o;
+        AudioInputInfo {
+            port: port.to_string(),
+            sample_rate: r.sample_rate,
+            threshold_db: r.settings.threshold_db,
+            refractory_ms: r.settings.refractory_ms,
+            detector: serde_json::json!({
+                "highpass_hz": o::HIGHPASS_HZ,
+                "envelope_ms": o::ENVELOPE_MS,
+                "floor_ms": o::FLOOR_MS,
+                "warmup_ms": o::WARMUP_MS,
+                "floor_min_dbfs": o::FLOOR_MIN_DBFS,
+                "peak_ms": o::PEAK_MS,
+                "lookback_ms": o::LOOKBACK_MS,
+                "onset_fraction": o::ONSET_FRACTION,
+                "onset_noise_sigmas": o::ONSET_NOISE_SIGMAS,
+            }),
+            taps: r.taps,
+            before_start: r.before_start,
+            taps_dropped: r.taps_dropped,
+            frames_dropped: r.frames_dropped,
+            frames: r.frames,
+            restarts: r.restarts,
+            floor_dbfs: if r.floor_dbfs.is_finite() {
+                r.floor_dbfs
+            } else {
+                o::FLOOR_MIN_DBFS
+            },
+        }
+    }
 }
 
 /// Writes `bytes` to `path` atomically with [`firmtime_rt::fs::write_atomic`]:
@@ -509,8 +655,25 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 /// # Errors
 /// As [`write_atomic`]; [`ErrorKind::Format`] if the sidecar cannot be serialized.
 pub fn write_trial(stem: &Path, events: &[Event], sidecar: &Sidecar) -> Result<()> {
+    write_trial_with(stem, events, None, sidecar)
+}
+
+/// As [`write_trial`]; with `taps` (an audio-input trial) the CSV has the
+/// columns of [`CSV_HEADER_AUDIO`] ([`write_csv_audio`]).
+///
+/// # Errors
+/// As [`write_trial`].
+pub fn write_trial_with(
+    stem: &Path,
+    events: &[Event],
+    taps: Option<&[AudioTapData]>,
+    sidecar: &Sidecar,
+) -> Result<()> {
     let mut csv = Vec::with_capacity(events.len() * 40 + 64);
-    write_csv(&mut csv, events)?;
+    match taps {
+        None => write_csv(&mut csv, events)?,
+        Some(t) => write_csv_audio(&mut csv, events, t)?,
+    }
     write_atomic(&stem.with_extension("csv"), &csv)?;
     let json = serde_json::to_string_pretty(sidecar).map_err(|e| {
         Error::new(

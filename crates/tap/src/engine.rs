@@ -72,9 +72,10 @@ use firmtime_midi::{
 use firmtime_rt::clock::monotonic_ns;
 
 use crate::data::{self, EventKind, NoteData, SelfChecks};
-use crate::experiment::{Experiment, TrialEnd, Trigger, TriggerAt, MAX_TRIGGERS};
+use crate::experiment::{Experiment, InputSource, TrialEnd, Trigger, TriggerAt, MAX_TRIGGERS};
 use crate::late::{Handover, LateOutput};
 use crate::live::LiveStatus;
+use crate::onset::{Onset, OnsetDetector};
 use crate::params::{MaskSource, NoteLength, Params, Setting};
 use firmtime_rt::outliers::Notes;
 use firmtime_rt::rng::Rng;
@@ -87,6 +88,11 @@ pub const INPUT_BATCH: usize = 1024;
 pub const MIN_EVENTS: usize = 4096;
 /// See [`MIN_EVENTS`].
 pub const MAX_EVENTS: usize = 1 << 21;
+/// An audio tap has no release: feedback to it with `duration = as_played`
+/// lasts this long.
+pub const AUDIO_TAP_NOTE_NS: u64 = 100_000_000;
+/// Most onsets taken from the audio input in one pass; more are counted.
+const ONSET_BATCH: usize = 256;
 /// The event kind of each feedback voice (FTAP's two feedback channels).
 const FEEDBACK_KINDS: [EventKind; 2] = [EventKind::Feedback, EventKind::Feedback2];
 
@@ -359,6 +365,68 @@ pub struct Engine {
     loss0: u32,
     /// The loss that ended the trial.
     loss: Option<InputLoss>,
+    /// Taps from sound: the detector and what it found (`None`: MIDI input).
+    audio: Option<AudioTaps>,
+}
+
+/// One tap detected in the audio input, as the engine recorded it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AudioTap {
+    /// Its keystroke number (the `index` of its `input` row).
+    pub keystroke: u32,
+    /// The frame of its onset (the backend's frame counter).
+    pub onset_frame: u64,
+    /// Its peak level, dBFS.
+    pub peak_dbfs: f32,
+    /// The detector's confidence: the envelope's peak above the noise floor, dB.
+    pub confidence_db: f32,
+}
+
+/// What the audio input did in a trial (the sidecar's `audio_input`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AudioInputReport {
+    /// The detector's settings.
+    pub settings: crate::onset::OnsetSettings,
+    /// The sample rate the detector ran at, Hz (0: no audio came).
+    pub sample_rate: u32,
+    /// Taps detected during the trial (each a keystroke).
+    pub taps: u64,
+    /// Onsets stamped before the trial's start (dropped, not trial data).
+    pub before_start: u64,
+    /// Taps not stored (storage or batch full).
+    pub taps_dropped: u64,
+    /// Audio frames the backend dropped during the trial (its ring full).
+    pub frames_dropped: u64,
+    /// Audio frames the detector took during the trial.
+    pub frames: u64,
+    /// Restarts of the detector during the trial (a gap in the frames): each
+    /// is a warm-up without detection.
+    pub restarts: u64,
+    /// The noise floor at the trial's end, dBFS.
+    pub floor_dbfs: f64,
+}
+
+/// The engine's audio-tap state, all allocated in [`Engine::new`].
+#[derive(Debug)]
+struct AudioTaps {
+    detector: OnsetDetector,
+    channel0: u8,
+    note: u8,
+    taps: Vec<AudioTap>,
+    onsets: Vec<(Onset, u64)>,
+    report: AudioInputReport,
+    dropped_seen: u64,
+    restarts0: u64,
+}
+
+/// An audio tap's velocity from its peak: −60 dBFS → 1 … 0 dBFS → 127, linear in dB. **RT-safe.**
+pub fn tap_velocity(peak_dbfs: f32) -> u8 {
+    let v = 1.0 + 126.0 * (peak_dbfs + 60.0) / 60.0;
+    if v.is_finite() {
+        v.round().clamp(1.0, 127.0) as u8
+    } else {
+        1
+    }
 }
 
 /// After an input loss, how long the engine waits before it reads the
@@ -448,6 +516,29 @@ impl Engine {
             INPUT_BATCH
         ];
         sentbuf.clear();
+        let audio = match e.input.source {
+            InputSource::Midi => None,
+            InputSource::Audio => Some(AudioTaps {
+                detector: OnsetDetector::new(e.input.onset_settings(), 48_000)?,
+                channel0: e.input.channel.saturating_sub(1),
+                note: e.input.note,
+                taps: Vec::with_capacity(opts.event_capacity / 2 + 16),
+                onsets: Vec::with_capacity(ONSET_BATCH),
+                report: AudioInputReport {
+                    settings: e.input.onset_settings(),
+                    sample_rate: 0,
+                    taps: 0,
+                    before_start: 0,
+                    taps_dropped: 0,
+                    frames_dropped: 0,
+                    frames: 0,
+                    restarts: 0,
+                    floor_dbfs: f64::NEG_INFINITY,
+                },
+                dropped_seen: 0,
+                restarts0: 0,
+            }),
+        };
         let mut diag = SchedDiag::new(DEFAULT_LIMIT_NS, opts.diag_samples);
         for i in 0..opts.diag_samples as u64 {
             diag.tick(i);
@@ -497,7 +588,103 @@ impl Engine {
             before_start: 0,
             loss0: 0,
             loss: None,
+            audio,
         })
+    }
+
+    /// The taps detected in the audio input in the last trial (empty for
+    /// MIDI input). Allocates: call it after the trial.
+    pub fn audio_taps(&self) -> Vec<AudioTap> {
+        self.audio
+            .as_ref()
+            .map_or_else(Vec::new, |a| a.taps.clone())
+    }
+
+    /// What the audio input did in the last trial; `None` for MIDI input.
+    pub fn audio_report(&self) -> Option<AudioInputReport> {
+        self.audio.as_ref().map(|a| a.report)
+    }
+
+    /// Takes the audio input's blocks, runs the onset detector on them and
+    /// makes each onset at or after the start a keystroke. **RT-safe.**
+    fn poll_audio(&mut self, b: &mut dyn MidiBackend) {
+        let Some(mut a) = self.audio.take() else {
+            return;
+        };
+        a.onsets.clear();
+        let mut lost = 0u64;
+        {
+            let AudioTaps {
+                detector,
+                onsets,
+                report,
+                dropped_seen,
+                ..
+            } = &mut a;
+            b.poll_audio(&mut |blk| {
+                if blk.sample_rate != detector.sample_rate() {
+                    if let Ok(d) = OnsetDetector::new(detector.settings(), blk.sample_rate) {
+                        *detector = d;
+                    }
+                }
+                report.sample_rate = blk.sample_rate;
+                report.frames_dropped += blk.dropped_frames.saturating_sub(*dropped_seen);
+                *dropped_seen = blk.dropped_frames.max(*dropped_seen);
+                report.frames += u64::from(blk.len);
+                let cycle = blk.cycle;
+                detector.process(blk.frame, blk.samples(), &mut |o| {
+                    push_or_count(onsets, &mut lost, (o, cycle.frame_to_ns(o.frame)));
+                });
+            });
+        }
+        a.report.taps_dropped += lost;
+        a.report.restarts = a.detector.restarts().saturating_sub(a.restarts0);
+        a.report.floor_dbfs = a.detector.floor_dbfs();
+        for i in 0..a.onsets.len() {
+            let (o, t) = a.onsets[i];
+            if t < self.start_ns {
+                a.report.before_start += 1;
+                continue;
+            }
+            if self.ended.is_some() {
+                continue;
+            }
+            let k0 = self.keystrokes;
+            let n = usize::from(a.note & 0x7f);
+            self.press(
+                b,
+                t,
+                Some(o.frame),
+                a.channel0,
+                a.note,
+                tap_velocity(o.peak_dbfs),
+            );
+            if self.keystrokes == k0 {
+                continue;
+            }
+            a.report.taps += 1;
+            let tap = AudioTap {
+                keystroke: self.keystrokes,
+                onset_frame: o.frame,
+                peak_dbfs: o.peak_dbfs,
+                confidence_db: o.confidence_db,
+            };
+            if a.taps.len() < a.taps.capacity() {
+                a.taps.push(tap);
+            } else {
+                a.report.taps_dropped += 1;
+            }
+            // No release comes: the feedback note ends after AUDIO_TAP_NOTE_NS.
+            self.answering = Some(t);
+            for (v, kind) in FEEDBACK_KINDS.into_iter().enumerate() {
+                if let Some(h) = self.held[v][n].take() {
+                    let off = h.at_ns + AUDIO_TAP_NOTE_NS;
+                    self.out(b, kind, h.keystroke, off, h.channel, h.note, 0, false);
+                }
+            }
+            self.answering = None;
+        }
+        self.audio = Some(a);
     }
 
     /// The counters of the running trial, for a watcher on another thread
@@ -629,6 +816,23 @@ impl Engine {
         self.answering = None;
         self.before_start = 0;
         self.loss = None;
+        if let Some(a) = self.audio.as_mut() {
+            a.taps.clear();
+            a.onsets.clear();
+            a.restarts0 = a.detector.restarts();
+            let settings = a.report.settings;
+            a.report = AudioInputReport {
+                settings,
+                sample_rate: a.detector.sample_rate(),
+                taps: 0,
+                before_start: 0,
+                taps_dropped: 0,
+                frames_dropped: 0,
+                frames: 0,
+                restarts: 0,
+                floor_dbfs: a.detector.floor_dbfs(),
+            };
+        }
     }
 
     /// Records a key press (`on`) or release as an input event. **RT-safe.**
@@ -873,16 +1077,39 @@ impl Engine {
             } => (channel, note, velocity, false),
             _ => return,
         };
-        if !bits_contains(self.opts.input_channels, channel) || self.ended.is_some() {
+        if !bits_contains(self.opts.input_channels, channel)
+            || self.ended.is_some()
+            || self.audio.is_some()
+        {
+            // (With audio input, keystrokes come from the sound only.)
             return;
         }
         let t = ev.t_ns;
-        let n = usize::from(note & 0x7f);
         if press {
+            self.press(b, t, ev.frame, channel, note, velocity);
+        } else {
+            self.release(b, t, ev.frame, channel, note, velocity);
+        }
+    }
+
+    /// A key press (or an audio tap) at `t`: keystroke *k*, its feedback,
+    /// keystroke triggers and the keystroke end. **RT-safe.**
+    fn press(
+        &mut self,
+        b: &mut dyn MidiBackend,
+        t: u64,
+        frame: Option<u64>,
+        channel: u8,
+        note: u8,
+        velocity: u8,
+    ) {
+        let n = usize::from(note & 0x7f);
+        {
+            let ev_frame = frame;
             self.keystrokes += 1;
             let k = self.keystrokes;
             self.press_index[n] = k;
-            self.record_input(k, t, ev.frame, channel, note, velocity, true);
+            self.record_input(k, t, ev_frame, channel, note, velocity, true);
             self.answering = Some(t);
             for (v, kind) in FEEDBACK_KINDS.into_iter().enumerate() {
                 let fb = self.params.feedback[v];
@@ -920,14 +1147,28 @@ impl Engine {
             if self.end.keystrokes.is_some_and(|e| k >= e) && self.end_at.is_none() {
                 self.end_at = Some((t, EndReason::Condition));
             }
-        } else {
+        }
+    }
+
+    /// A key release at `t`. **RT-safe.**
+    fn release(
+        &mut self,
+        b: &mut dyn MidiBackend,
+        t: u64,
+        frame: Option<u64>,
+        channel: u8,
+        note: u8,
+        velocity: u8,
+    ) {
+        let n = usize::from(note & 0x7f);
+        {
             let k = self.press_index[n];
             if k == 0 {
                 // Its press came before the trial's start: not trial data either.
                 self.before_start += 1;
                 return;
             }
-            self.record_input(k, t, ev.frame, channel, note, velocity, false);
+            self.record_input(k, t, frame, channel, note, velocity, false);
             self.answering = Some(t);
             for (v, kind) in FEEDBACK_KINDS.into_iter().enumerate() {
                 if let Some(h) = self.held[v][n].take() {
@@ -1056,6 +1297,7 @@ impl Engine {
                 self.ended = Some((now, EndReason::Disconnected));
                 break;
             }
+            self.poll_audio(b);
             if let Some(l) = self.new_loss(b) {
                 self.loss = Some(l);
                 self.ended = Some((l.t_ns.clamp(t0, now), EndReason::InputLost));
@@ -1681,6 +1923,162 @@ set.feedback.delay = { mode = "none" }
         fn input_loss(&self) -> Option<InputLoss> {
             (monotonic_ns() >= self.at_ns).then_some(self.loss)
         }
+    }
+
+    /// A loopback with an audio input playing `samples` from frame
+    /// `frame0`, at 48 kHz in real time from `t0_ns`, in blocks of 256.
+    struct AudioFeed {
+        lb: Loopback,
+        samples: Vec<f32>,
+        frame0: u64,
+        t0_ns: u64,
+        next: usize,
+    }
+
+    impl MidiBackend for AudioFeed {
+        fn kind(&self) -> firmtime_midi::BackendKind {
+            self.lb.kind()
+        }
+        fn poll_input(&mut self, f: &mut dyn FnMut(InputEvent)) -> Result<usize, BackendError> {
+            self.lb.poll_input(f)
+        }
+        fn wait(&mut self, deadline_ns: u64) -> Result<(), BackendError> {
+            self.lb.wait(deadline_ns)
+        }
+        fn send(&mut self, ev: OutputEvent) -> Result<(), BackendError> {
+            self.lb.send(ev)
+        }
+        fn poll_sent(&mut self, f: &mut dyn FnMut(SentEvent)) -> usize {
+            self.lb.poll_sent(f)
+        }
+        fn stats(&self) -> BackendStats {
+            self.lb.stats()
+        }
+        fn poll_audio(&mut self, f: &mut dyn FnMut(&firmtime_midi::jack::AudioBlock)) -> usize {
+            let now = monotonic_ns();
+            let ns = |i: usize| self.t0_ns + (i as u64 * 1_000_000_000) / 48_000;
+            let mut n = 0;
+            while self.next + 256 <= self.samples.len() && ns(self.next + 256) <= now {
+                let i = self.next;
+                let mut blk = firmtime_midi::jack::AudioBlock {
+                    frame: self.frame0 + i as u64,
+                    cycle: firmtime_jack::CycleTimes {
+                        frame: self.frame0 + i as u64,
+                        n_frames: 256,
+                        start_ns: ns(i),
+                        next_ns: ns(i + 256),
+                    },
+                    sample_rate: 48_000,
+                    dropped_frames: 0,
+                    len: 256,
+                    samples: [0.0; firmtime_midi::jack::AUDIO_BLOCK],
+                };
+                blk.samples[..256].copy_from_slice(&self.samples[i..i + 256]);
+                f(&blk);
+                self.next += 256;
+                n += 1;
+            }
+            n
+        }
+    }
+
+    /// Issue 30: taps detected in an audio input are keystrokes at their
+    /// onset's time, with feedback, counts and the keystroke end, and
+    /// the trial allocates nothing.
+    #[test]
+    fn audio_taps_are_keystrokes_at_their_onsets_with_feedback_without_allocating() {
+        use crate::onset::synthetic::{score, track, Noise, TrackSpec};
+        let e = exp("[input]\nsource = \"audio\"\nnote = 64\n\
+            [feedback]\ndelay = { mode = \"fixed\", ms = 30 }\n[end]\nkeystrokes = 12\n");
+        let t = track(&TrackSpec {
+            taps: 12,
+            seed: 5,
+            lead_ms: 300.0,
+            interval_ms: (120.0, 200.0),
+            snr_db: Some(20.0),
+            noise: Noise::Pink,
+            ..TrackSpec::default()
+        });
+        let o = EngineOptions::for_experiment(&e, 1);
+        let mut eng = Engine::new(&e, o).unwrap();
+        // The audio began 150 ms before the trial (the detector's warm-up
+        // and a tap-free stretch before the start).
+        let frame0 = 7_000_000;
+        let t0_ns = monotonic_ns() - 150_000_000;
+        let mut b = AudioFeed {
+            lb: Loopback::new(LoopbackOptions::default()),
+            samples: t.samples.clone(),
+            frame0,
+            t0_ns,
+            next: 0,
+        };
+        // MIDI input is no keystroke with an audio input.
+        b.lb.send(OutputEvent {
+            at_ns: None,
+            port: 0,
+            msg: on(0, 60),
+            tag: 0x8000_0000,
+        })
+        .unwrap();
+        let stop = AtomicBool::new(false);
+        let out = assert_no_alloc::assert_no_alloc(|| eng.run(&mut b, &stop)).unwrap();
+        assert_eq!(out.reason, EndReason::Condition);
+        assert_eq!(out.keystrokes, 12);
+        let ev = eng.events();
+        let inputs: Vec<&TrialEvent> = ev.iter().filter(|e| e.kind == EventKind::Input).collect();
+        assert_eq!(inputs.len(), 12, "one press row per tap, no release rows");
+        let frames: Vec<u64> = inputs.iter().map(|e| e.frame.unwrap() - frame0).collect();
+        let sc = score(&t.onsets, &frames, 480);
+        assert_eq!((sc.hits, sc.misses, sc.false_taps), (12, 0, 0));
+        assert!(sc.errors.iter().all(|e| e.abs() <= 24), "{:?}", sc.errors);
+        for (k, e) in inputs.iter().enumerate() {
+            assert_eq!(e.index, k as u32 + 1);
+            let f = e.frame.unwrap() - frame0;
+            // The onset frame's time (to the rounding of the cycle's interpolation).
+            let want = t0_ns + f * 1_000_000_000 / 48_000;
+            assert!(e.actual_ns.unwrap().abs_diff(want) <= 2, "{e:?} vs {want}");
+            assert_eq!(
+                e.note.map(|n| (n.channel, n.note, n.on)),
+                Some((1, 64, true))
+            );
+            let fb: Vec<&TrialEvent> = ev
+                .iter()
+                .filter(|x| x.kind == EventKind::Feedback && x.index == e.index)
+                .collect();
+            assert_eq!(fb.len(), 2, "note-on and its note-off");
+            let at = e.actual_ns.unwrap() + 30_000_000;
+            assert_eq!(fb[0].intended_ns, Some(at));
+            assert_eq!(fb[1].intended_ns, Some(at + AUDIO_TAP_NOTE_NS));
+        }
+        let taps = eng.audio_taps();
+        assert_eq!(taps.len(), 12);
+        assert!(taps
+            .iter()
+            .all(|t| t.confidence_db >= 12.0 && t.peak_dbfs < 0.0));
+        let r = eng.audio_report().unwrap();
+        assert_eq!(
+            (r.taps, r.before_start, r.taps_dropped, r.frames_dropped),
+            (12, 0, 0, 0)
+        );
+        assert_eq!(r.sample_rate, 48_000);
+        // The CSV of such a trial: the extra columns on the taps' rows.
+        let rows = eng.data_events();
+        let data: Vec<data::AudioTapData> = taps.into_iter().map(Into::into).collect();
+        let mut csv = Vec::new();
+        data::write_csv_audio(&mut csv, &rows, &data).unwrap();
+        let text = String::from_utf8(csv).unwrap();
+        let mut lines = text.lines();
+        assert_eq!(lines.next(), Some(data::CSV_HEADER_AUDIO));
+        let first = lines.find(|l| l.starts_with("input,1,")).unwrap();
+        let f = data[0].onset_frame;
+        assert!(first.contains(&format!(",1,64,")), "{first}");
+        assert!(first.contains(&format!(",audio,{f},")), "{first}");
+        assert!(text
+            .lines()
+            .filter(|l| l.starts_with("feedback,"))
+            .all(|l| l.ends_with(",,,,")));
+        // And it reads back as a trial (extra columns ignored).
+        assert_eq!(data::read_csv(&text).unwrap().len(), rows.len());
     }
 
     const SYNC: &str = "[feedback]\ndelay = { mode = \"fixed\", ms = 5 }\n\

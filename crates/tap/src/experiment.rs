@@ -253,8 +253,108 @@ impl Default for Output {
     }
 }
 
+/// Where keystrokes come from (`[input] source`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InputSource {
+    /// Note-ons of a MIDI keyboard or drum pad.
+    #[default]
+    Midi,
+    /// Tap onsets detected in an audio input (a contact microphone, a
+    /// piezo, a pad's audio): [`crate::onset`].
+    Audio,
+}
+
+impl<'de> Deserialize<'de> for InputSource {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        match s.as_str() {
+            "midi" => Ok(InputSource::Midi),
+            "audio" => Ok(InputSource::Audio),
+            "midi+audio" => Err(de::Error::custom(
+                "input.source \"midi+audio\" (MIDI keystrokes paired with their sound) is not \
+                 supported yet; use \"midi\" or \"audio\"",
+            )),
+            other => Err(de::Error::custom(format!(
+                "input.source must be \"midi\" or \"audio\", got \"{other}\""
+            ))),
+        }
+    }
+}
+
+impl std::fmt::Display for InputSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            InputSource::Midi => "midi",
+            InputSource::Audio => "audio",
+        })
+    }
+}
+
+/// `[input]`: where keystrokes come from and, for audio, the onset
+/// detector's settings (docs/TAP.md §10).
+#[derive(Clone, Copy, PartialEq, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Input {
+    /// MIDI or audio.
+    pub source: InputSource,
+    /// Audio: the envelope's rise above the noise floor that is a tap, dB.
+    pub threshold_db: f64,
+    /// Audio: no second tap within this long of a tap's onset, ms.
+    pub refractory_ms: f64,
+    /// Audio: the MIDI channel (1–16) an audio tap plays as, for the
+    /// feedback's key ranges and the data's `channel` column.
+    pub channel: u8,
+    /// Audio: the note (0–127) an audio tap plays as.
+    pub note: u8,
+}
+
+impl Default for Input {
+    fn default() -> Self {
+        let o = crate::onset::OnsetSettings::default();
+        Input {
+            source: InputSource::Midi,
+            threshold_db: o.threshold_db,
+            refractory_ms: o.refractory_ms,
+            channel: 1,
+            note: 60,
+        }
+    }
+}
+
+impl Input {
+    /// The detector's settings.
+    pub fn onset_settings(&self) -> crate::onset::OnsetSettings {
+        crate::onset::OnsetSettings {
+            threshold_db: self.threshold_db,
+            refractory_ms: self.refractory_ms,
+        }
+    }
+
+    fn is_default(&self) -> bool {
+        *self == Input::default()
+    }
+}
+
 trait Check {
     fn check(&self) -> std::result::Result<(), String>;
+}
+impl Check for Input {
+    fn check(&self) -> std::result::Result<(), String> {
+        self.onset_settings()
+            .check()
+            .map_err(|e| e.message().to_string())?;
+        if !(1..=16).contains(&self.channel) {
+            return Err(format!(
+                "input.channel must be a MIDI channel 1–16, got {}",
+                self.channel
+            ));
+        }
+        if self.note > 127 {
+            return Err(format!("input.note must be 0–127, got {}", self.note));
+        }
+        Ok(())
+    }
 }
 impl Check for Feedback {
     fn check(&self) -> std::result::Result<(), String> {
@@ -325,6 +425,13 @@ pub struct Experiment {
     /// Output device.
     #[serde(default, deserialize_with = "checked")]
     pub output: Output,
+    /// Where keystrokes come from (MIDI if the table is absent).
+    #[serde(
+        default,
+        deserialize_with = "checked",
+        skip_serializing_if = "Input::is_default"
+    )]
+    pub input: Input,
     /// End conditions.
     #[serde(default)]
     pub end: TrialEnd,
@@ -444,6 +551,15 @@ impl Experiment {
             );
         } else {
             let _ = writeln!(s, "metronome: off at start");
+        }
+        let i = &self.input;
+        if i.source == InputSource::Audio {
+            let _ = writeln!(
+                s,
+                "input: taps detected in sound from an audio input (onset {} dB above the noise floor, \
+                 {} ms refractory), each a keystroke of note {} on channel {}",
+                i.threshold_db, i.refractory_ms, i.note, i.channel
+            );
         }
         let k = &self.masking;
         let _ = writeln!(

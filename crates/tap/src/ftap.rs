@@ -592,6 +592,7 @@ pub fn import(text: &str, name: &str) -> Result<Import> {
             metronome: b.metronome,
             masking: b.masking,
             output: Output::default(),
+            input: crate::experiment::Input::default(),
             end: TrialEnd::default(),
             triggers: trs,
         },

@@ -58,7 +58,7 @@ pub mod replay;
 pub mod session;
 
 pub use error::{Error, ErrorKind, Result};
-pub use experiment::{Experiment, TrialEnd, Trigger, TriggerAt};
+pub use experiment::{Experiment, Input, InputSource, TrialEnd, Trigger, TriggerAt};
 /// The seeded RNG of feedback randomization ([`Delay::sample_us`], [`Pitch::apply`]): firmtime-rt's.
 pub use firmtime_rt::rng::Rng;
 pub use params::{Delay, Feedback, Metronome, Params, Pitch, Setting};

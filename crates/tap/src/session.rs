@@ -159,6 +159,8 @@ pub struct TrialMeta {
     /// The backend's words on the loss of the input, for a trial that
     /// ended for it ([`firmtime_midi::MidiBackend::describe_input_loss`]).
     pub input_loss_detail: Option<String>,
+    /// The audio input port taps from sound came in on (empty: unknown or none).
+    pub audio_input_port: String,
 }
 
 /// Writes a finished trial: its events (from `engine`) as `<stem>.csv` and
@@ -197,8 +199,13 @@ pub fn write_trial(
             None
         },
         events: events.len() as u64,
+        audio_input: engine
+            .audio_report()
+            .map(|r| data::AudioInputInfo::of(r, &meta.audio_input_port)),
     };
-    data::write_trial(stem, &events, &sidecar)?;
+    let taps: Vec<data::AudioTapData> = engine.audio_taps().into_iter().map(Into::into).collect();
+    let audio = engine.audio_report().is_some();
+    data::write_trial_with(stem, &events, audio.then_some(&taps[..]), &sidecar)?;
     Ok(sidecar)
 }
 

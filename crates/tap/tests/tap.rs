@@ -418,6 +418,7 @@ fn csv_round_trip_and_atomic_write() {
         input_lost: None,
         stopped_by: Some("SIGTERM".into()),
         events: events.len() as u64,
+        audio_input: None,
     };
     data::write_trial(&stem, &events, &side).unwrap();
     let text = std::fs::read_to_string(stem.with_extension("csv")).unwrap();
@@ -1124,6 +1125,7 @@ fn a_raw_device_that_ends_mid_trial_ends_it_incomplete_with_cause_and_time() {
         rt: None,
         stopped_by: None,
         input_loss_detail: None,
+        audio_input_port: String::new(),
     };
     let prov = firmtime_rt::system::Provenance::begin(vec!["test".into()]);
     let side = firmtime_tap::session::write_trial(

@@ -603,6 +603,7 @@ fn session(a: RunArgs) -> anyhow::Result<Outcome> {
             input_loss_detail: outcome
                 .input_loss
                 .and_then(|_| opened.backend.describe_input_loss()),
+            audio_input_port: String::new(),
         };
         let stem = session::trial_stem(&a.out, &a.subject, a.session, trial);
         let side = session::write_trial(&stem, engine, &outcome, late, &meta, provenance)?;

@@ -8,9 +8,10 @@ use firmtime_jack::{
     activate, connect, deactivate, jack_clock_offset, open_client, port_names, FrameExtender,
     FrameGaps, JackClock,
 };
-use jack::{AudioOut, Client, MidiIn, MidiOut, Port};
+use jack::{AudioIn, AudioOut, Client, MidiIn, MidiOut, Port};
 
 use super::audio::{self, AudioOptions, AudioStats, Synth};
+use super::audio_in::{self, AudioBlock, AudioInEnd, AudioInOptions};
 use super::process::{new_core, AudioPart, Notifier, Process, Shared};
 use super::MAX_PORTS;
 use crate::backend::{
@@ -44,6 +45,9 @@ pub struct JackOptions {
     /// output index, [`JackBackend::audio_port`], whose note messages are
     /// rendered as sound at their frame.
     pub audio: Option<AudioOptions>,
+    /// Audio input (see [`audio_in`]): `Some` adds a mono audio input port
+    /// whose samples the engine side takes with [`MidiBackend::poll_audio`].
+    pub audio_in: Option<AudioInOptions>,
 }
 
 impl JackOptions {
@@ -59,6 +63,7 @@ impl JackOptions {
             connect_outputs: Vec::new(),
             queue_capacity: 4096,
             audio: None,
+            audio_in: None,
         }
     }
 }
@@ -76,6 +81,8 @@ pub struct JackBackend {
     audio_names: Vec<String>,
     audio_port: Option<PortIndex>,
     audio_counters: Option<Arc<audio::AudioCounters>>,
+    audio_in: Option<AudioInEnd>,
+    audio_in_name: Option<String>,
     client_name: String,
     sample_rate: u32,
     buffer_size: u32,
@@ -202,6 +209,22 @@ impl JackBackend {
         };
         let audio_port = audio.as_ref().map(|a| a.index);
         let audio_counters = audio.as_ref().map(|a| a.synth.counters());
+        let (audio_in_part, audio_in_end, audio_in_name) = match &options.audio_in {
+            None => (None, None, None),
+            Some(o) => {
+                let port = client
+                    .register_port(&o.port, AudioIn::default())
+                    .map_err(|e| {
+                        Error::new(
+                            ErrorKind::Port,
+                            format!("cannot register JACK audio input port {:?}: {e}", o.port),
+                        )
+                    })?;
+                let name = port_names(std::slice::from_ref(&port))?.remove(0);
+                let (part, end) = audio_in::new_audio_in(port, o.blocks, sample_rate);
+                (Some(part), Some(end), Some(name))
+            }
+        };
         let (clock_offset_ns, jack_clock) = jack_clock_offset(&client);
         let client_name = client.name().to_string();
         let buffer_size = client.buffer_size();
@@ -212,6 +235,7 @@ impl JackBackend {
             ins,
             outs,
             audio,
+            audio_in: audio_in_part,
             ext: FrameExtender::default(),
             gaps: FrameGaps::default(),
             clock_offset_ns,
@@ -228,6 +252,8 @@ impl JackBackend {
             audio_names,
             audio_port,
             audio_counters,
+            audio_in: audio_in_end,
+            audio_in_name,
             client_name,
             sample_rate,
             buffer_size,
@@ -260,7 +286,17 @@ impl JackBackend {
                 connect(c, &backend.audio_names[i.min(n - 1)], dst)?;
             }
         }
+        if let (Some(o), Some(dst)) = (&options.audio_in, &backend.audio_in_name) {
+            for src in &o.connect {
+                connect(c, src, dst)?;
+            }
+        }
         Ok(backend)
+    }
+
+    /// The audio input port's full name, when one was asked for.
+    pub fn audio_input_port_name(&self) -> Option<&str> {
+        self.audio_in_name.as_deref()
     }
 
     fn jack_client(&self) -> &Client {
@@ -423,6 +459,13 @@ impl MidiBackend for JackBackend {
 
     fn input_loss(&self) -> Option<InputLoss> {
         self.shared.link.loss.get()
+    }
+
+    fn poll_audio(&mut self, f: &mut dyn FnMut(&AudioBlock)) -> usize {
+        match self.audio_in.as_mut() {
+            Some(a) => a.poll(f),
+            None => 0,
+        }
     }
 
     fn describe_input_loss(&self) -> Option<String> {

@@ -38,6 +38,8 @@
 //!
 //! - `backend`: [`JackOptions`] and [`JackBackend`], the engine side;
 //! - `process`: the process callback and its JACK-free core;
+//! - [`audio_in`]: the optional audio input port (taps from sound), its
+//!   samples in blocks to the engine side;
 //! - [`audio`], [`relay`], [`tapper`]: the synth and onset recorder, the
 //!   loop-test relay, the simulated tapper (each its own client or part).
 //!
@@ -53,6 +55,7 @@
 //! under `firmtime_rt::assert_rt::no_alloc`.
 
 pub mod audio;
+pub mod audio_in;
 mod backend;
 mod process;
 pub mod relay;
@@ -62,6 +65,7 @@ pub use audio::{
     AudioOptions, AudioStats, NoiseColor, OnsetRecorder, RecorderOptions, RecorderReport, Sound,
     Synth, SynthOptions,
 };
+pub use audio_in::{AudioBlock, AudioInOptions, AUDIO_BLOCK};
 pub use backend::{JackBackend, JackOptions, STALL_NS};
 pub use relay::{HopSummary, LoopHops, Relay, RelayOptions, RelayReport};
 pub use tapper::{Tap, TapRecord, Tapper, TapperOptions};

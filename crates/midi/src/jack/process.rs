@@ -18,6 +18,7 @@ use jack::{
 use rtrb::{Consumer, Producer, RingBuffer};
 
 use super::audio::Synth;
+use super::audio_in::AudioInPart;
 use super::MAX_PORTS;
 use crate::backend::{
     bump, EngineEnds, EngineLink, InputEvent, LossCause, OutputEvent, PortIndex, SentEvent,
@@ -309,6 +310,7 @@ pub(super) struct Process {
     pub(super) ins: Vec<Port<MidiIn>>,
     pub(super) outs: Vec<Port<MidiOut>>,
     pub(super) audio: Option<AudioPart>,
+    pub(super) audio_in: Option<AudioInPart>,
     pub(super) ext: FrameExtender,
     pub(super) gaps: FrameGaps,
     pub(super) clock_offset_ns: i64,
@@ -377,6 +379,9 @@ impl Process {
             } else {
                 a.synth.render(&mut []);
             }
+        }
+        if let Some(a) = self.audio_in.as_mut() {
+            a.cycle(&cycle, ps);
         }
         self.core.end_cycle();
         Control::Continue

@@ -442,6 +442,7 @@ fn taps_logged_at_their_frames_feedback_and_metronome_at_intended_frames() {
         rt: None,
         stopped_by: None,
         input_loss_detail: None,
+        audio_input_port: String::new(),
     };
     let prov = firmtime_rt::system::Provenance::begin(vec!["test".into()]);
     let dropped = (r.outcome.backend.xruns, r.outcome.backend.frame_gaps);
@@ -992,6 +993,7 @@ fn assert_lost(
         rt: None,
         stopped_by: None,
         input_loss_detail: Some(detail.clone()),
+        audio_input_port: String::new(),
     };
     let prov = firmtime_rt::system::Provenance::begin(vec!["test".into()]);
     let causes = late::report(&engine.late_outputs(), &jack_timing(), (0, 0), None);
