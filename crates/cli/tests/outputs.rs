@@ -8,7 +8,6 @@
 mod common;
 
 use common::{assert_ok, firmtime, is_root, text, TestDir};
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -17,38 +16,12 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn c_path(p: &Path) -> std::ffi::CString {
-    std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap()
-}
-
-fn mkfifo(p: &Path) {
-    let c = c_path(p);
-    // SAFETY: `c` is NUL-terminated and outlives the call.
-    let r = unsafe { libc::mkfifo(c.as_ptr(), 0o600) };
-    assert_eq!(
-        r,
-        0,
-        "mkfifo {}: {}",
-        p.display(),
-        std::io::Error::last_os_error()
-    );
-}
+use firmtime_rt::testing::{mkfifo, mknod};
 
 /// A character device node `major:minor` at `p`, openable for writing
 /// (not on a nodev filesystem).
 fn mknod_char(p: &Path, major: u32, minor: u32) -> std::io::Result<()> {
-    let c = c_path(p);
-    // SAFETY: `c` is NUL-terminated and outlives the call.
-    let r = unsafe {
-        libc::mknod(
-            c.as_ptr(),
-            libc::S_IFCHR | 0o600,
-            libc::makedev(major, minor),
-        )
-    };
-    if r != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
+    mknod(p, libc::S_IFCHR, major, minor)?;
     std::fs::OpenOptions::new().write(true).open(p).map(drop)
 }
 

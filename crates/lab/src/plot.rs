@@ -944,33 +944,8 @@ mod tests {
         )
     }
 
-    /// A scratch directory, removed on drop (also when the test fails).
-    struct Scratch(PathBuf);
-
-    impl std::ops::Deref for Scratch {
-        type Target = Path;
-        fn deref(&self) -> &Path {
-            &self.0
-        }
-    }
-
-    impl AsRef<Path> for Scratch {
-        fn as_ref(&self) -> &Path {
-            &self.0
-        }
-    }
-
-    impl Drop for Scratch {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-
-    fn tmp(name: &str) -> Scratch {
-        let d =
-            std::env::temp_dir().join(format!("firmtime-lab-plot-{}-{name}", std::process::id()));
-        std::fs::create_dir_all(&d).unwrap();
-        Scratch(d)
+    fn tmp(name: &str) -> firmtime_rt::testing::ScratchDir {
+        firmtime_rt::testing::ScratchDir::new(&format!("lab-plot-{name}"))
     }
 
     #[test]

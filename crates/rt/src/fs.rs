@@ -515,65 +515,12 @@ pub fn read_small_file(path: &Path, max: u64, what: &str) -> Result<Vec<u8>, Str
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::ffi::OsStrExt;
     use std::os::unix::fs::MetadataExt;
 
-    /// A fresh directory for one test, removed on drop (a failed test too).
-    struct Scratch(PathBuf);
+    use crate::testing::{mkfifo, mknod, ScratchDir};
 
-    impl std::ops::Deref for Scratch {
-        type Target = Path;
-        fn deref(&self) -> &Path {
-            &self.0
-        }
-    }
-
-    impl AsRef<Path> for Scratch {
-        fn as_ref(&self) -> &Path {
-            &self.0
-        }
-    }
-
-    impl Drop for Scratch {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-
-    fn scratch(tag: &str) -> Scratch {
-        let d = std::env::temp_dir().join(format!("firmtime-rt-fs-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        Scratch(d)
-    }
-
-    fn c_path(p: &Path) -> std::ffi::CString {
-        std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap()
-    }
-
-    fn mkfifo(p: &Path) {
-        let c = c_path(p);
-        // SAFETY: `c` is NUL-terminated and outlives the call.
-        let r = unsafe { libc::mkfifo(c.as_ptr(), 0o600) };
-        assert_eq!(
-            r,
-            0,
-            "mkfifo {}: {}",
-            p.display(),
-            io::Error::last_os_error()
-        );
-    }
-
-    /// A device node `kind` (`S_IFCHR`, `S_IFBLK`) `major:minor` at `p`.
-    fn mknod(p: &Path, kind: libc::mode_t, major: u32, minor: u32) -> io::Result<()> {
-        let c = c_path(p);
-        // SAFETY: `c` is NUL-terminated and outlives the call.
-        let r = unsafe { libc::mknod(c.as_ptr(), kind | 0o600, libc::makedev(major, minor)) };
-        if r == 0 {
-            Ok(())
-        } else {
-            Err(io::Error::last_os_error())
-        }
+    fn scratch(tag: &str) -> ScratchDir {
+        ScratchDir::new(&format!("rt-fs-{tag}"))
     }
 
     #[test]

@@ -247,9 +247,118 @@ pub fn assert_rate_at_least(successes: u64, n: u64, p: f64, what: impl std::fmt:
     );
 }
 
+/// A fresh, empty directory for one test, `firmtime-test-NAME-PID` in the
+/// temp directory; removed on drop, also when the test fails. Derefs to its
+/// [`Path`](std::path::Path).
+#[derive(Debug)]
+pub struct ScratchDir(pub std::path::PathBuf);
+
+impl ScratchDir {
+    /// Creates the directory afresh (anything left there by an earlier run
+    /// of the same process id is removed first).
+    ///
+    /// # Panics
+    /// When the directory cannot be created.
+    pub fn new(name: &str) -> Self {
+        let p = std::env::temp_dir().join(format!("firmtime-test-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p)
+            .unwrap_or_else(|e| panic!("cannot create {}: {e}", p.display()));
+        Self(p)
+    }
+
+    /// The paths in the directory.
+    ///
+    /// # Panics
+    /// When the directory cannot be read.
+    pub fn entries(&self) -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(&self.0)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect()
+    }
+}
+
+impl std::ops::Deref for ScratchDir {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::path::Path> for ScratchDir {
+    fn as_ref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for ScratchDir {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.0.as_os_str()
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Makes a device node (mode 0600) at `p`: `kind` is `libc::S_IFCHR` or
+/// `libc::S_IFBLK`, `major:minor` the device (root only).
+///
+/// # Errors
+/// `mknod`'s.
+pub fn mknod(
+    p: &std::path::Path,
+    kind: libc::mode_t,
+    major: u32,
+    minor: u32,
+) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let c = std::ffi::CString::new(p.as_os_str().as_bytes())
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    // SAFETY: `c` is NUL-terminated and outlives the call.
+    let r = unsafe { libc::mknod(c.as_ptr(), kind | 0o600, libc::makedev(major, minor)) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Makes a FIFO (mode 0600) at `p`.
+///
+/// # Panics
+/// When `mkfifo` fails (naming the path and the error).
+pub fn mkfifo(p: &std::path::Path) {
+    use std::os::unix::ffi::OsStrExt as _;
+    let c = std::ffi::CString::new(p.as_os_str().as_bytes()).expect("a path without NUL");
+    // SAFETY: `c` is NUL-terminated and outlives the call.
+    let r = unsafe { libc::mkfifo(c.as_ptr(), 0o600) };
+    assert_eq!(
+        r,
+        0,
+        "mkfifo {}: {}",
+        p.display(),
+        std::io::Error::last_os_error()
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_scratch_dir_is_fresh_and_goes_on_drop() {
+        let d = ScratchDir::new("rt-testing-scratch");
+        assert!(d.entries().is_empty());
+        mkfifo(&d.join("f"));
+        assert_eq!(d.entries(), vec![d.join("f")]);
+        let p = d.0.clone();
+        drop(d);
+        assert!(!p.exists());
+    }
 
     #[test]
     fn a_test_waived_in_every_repetition_fails() {

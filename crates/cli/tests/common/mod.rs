@@ -107,52 +107,11 @@ pub fn take_json(p: &Path) -> serde_json::Value {
     v
 }
 
-/// A fresh, empty directory for one test, removed on drop.
-#[derive(Debug)]
-pub struct TestDir(pub PathBuf);
-
-impl TestDir {
-    /// Creates [`tmp_path`]`(name)` afresh.
-    pub fn new(name: &str) -> Self {
-        let p = tmp_path(name);
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir(&p).unwrap();
-        Self(p)
-    }
-
-    /// The paths in the directory.
-    pub fn entries(&self) -> Vec<PathBuf> {
-        std::fs::read_dir(&self.0)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .collect()
-    }
-}
-
-impl std::ops::Deref for TestDir {
-    type Target = Path;
-    fn deref(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl AsRef<Path> for TestDir {
-    fn as_ref(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl AsRef<std::ffi::OsStr> for TestDir {
-    fn as_ref(&self) -> &std::ffi::OsStr {
-        self.0.as_os_str()
-    }
-}
-
-impl Drop for TestDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+/// A fresh, empty directory for one test, `tmp_path(name)`, removed on
+/// drop (also when the test fails): the one scratch directory of every
+/// crate's tests.
+#[allow(unused_imports)] // each test binary uses only some of these
+pub use firmtime_rt::testing::ScratchDir as TestDir;
 
 /// A path in the temp directory for one test ([`tmp_path`]), made fresh:
 /// whatever the test puts there (a file or a directory) is removed on drop,
