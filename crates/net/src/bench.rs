@@ -79,6 +79,9 @@ pub struct BenchConfig {
     pub workers: Vec<SocketAddr>,
     /// Pre-shared key.
     pub key: Option<Key>,
+    /// Encrypt every session's data plane (needs `key`; see
+    /// [`SessionConfig::encrypt`]).
+    pub encrypt: bool,
     /// Frames per period (one f32 channel each way).
     pub period_frames: u32,
     /// Sample rate in Hz.
@@ -106,6 +109,7 @@ impl BenchConfig {
         Self {
             workers,
             key: None,
+            encrypt: false,
             period_frames: 64,
             rate: 48_000,
             window: 1,
@@ -210,6 +214,8 @@ pub struct BenchReport {
     pub rate: u32,
     /// Window.
     pub window: u8,
+    /// Whether the data plane was encrypted (ChaCha20-Poly1305).
+    pub encrypt: bool,
     /// `spin`, `sleep` or `none`.
     pub work_mode: String,
     /// Each step.
@@ -329,6 +335,7 @@ pub fn run(
         blocks.add::<f32>(Direction::FromWorker, frames)?;
         let mut sc = SessionConfig::new(w, period_ns);
         sc.key = cfg.key.clone();
+        sc.encrypt = cfg.encrypt;
         sc.window = cfg.window;
         sc.transform = Transform::Copy;
         sc.work = cfg.work;
@@ -381,6 +388,7 @@ pub fn run(
         period_frames: cfg.period_frames,
         rate: cfg.rate,
         window: cfg.window,
+        encrypt: cfg.encrypt,
         work_mode: format!("{:?}", cfg.work.mode).to_lowercase(),
         ..BenchReport::default()
     };

@@ -32,7 +32,12 @@
 //! One connection is one session (at most one [`Request::Setup`]); the
 //! stream lives while the connection does. Its data packets are keyed by
 //! both nonces ([`Conn::data_key`]), so a packet of one session is refused
-//! by every other. A worker range-checks each request before acting on it
+//! by every other. A master that wants the data plane encrypted sends
+//! [`Request::Encrypt`] before its setup ([`Conn::request_encryption`]);
+//! the worker's `ok` agrees, and both ends then key the session's packets
+//! with [`Key::sealed_session`]. A worker of an earlier version cannot
+//! decode that request and answers with an error, which the master reports:
+//! never a silent fallback to plaintext. A worker range-checks each request before acting on it
 //! ([`parse_request`], [`Setup::validate`]). See docs/NET.md.
 //!
 //! # RT contract
@@ -91,6 +96,10 @@ pub enum Request {
     },
     /// End the session (the stream is removed).
     Close,
+    /// Encrypt this session's data packets ([`Key::sealed_session`]); sent
+    /// before [`Request::Setup`], answered by [`Reply::Ok`]. Only on an
+    /// authenticated connection (the keys derive from the pre-shared key).
+    Encrypt,
 }
 
 /// Everything a worker needs to serve a stream.
@@ -459,6 +468,7 @@ pub struct Conn {
     received: u64,
     peer: SocketAddr,
     peer_has_key: bool,
+    sealed: bool,
 }
 
 /// 32 random bytes from the kernel.
@@ -651,6 +661,7 @@ impl Conn {
             received: 0,
             peer,
             peer_has_key: false,
+            sealed: false,
         })
     }
 
@@ -670,11 +681,75 @@ impl Conn {
     }
 
     /// The key of this session's data packets: the pre-shared key bound to
-    /// both nonces of this connection ([`Key::session`]); `None` without a key.
+    /// both nonces of this connection ([`Key::session`]), or, once
+    /// encryption is agreed ([`Self::set_sealed`]), the session's sealed
+    /// key ([`Key::sealed_session`]); `None` without a key.
     pub fn data_key(&self) -> Option<Key> {
-        self.key
-            .as_ref()
-            .map(|k| k.session(&self.worker_nonce, &self.master_nonce))
+        self.key.as_ref().map(|k| {
+            if self.sealed {
+                k.sealed_session(&self.worker_nonce, &self.master_nonce)
+            } else {
+                k.session(&self.worker_nonce, &self.master_nonce)
+            }
+        })
+    }
+
+    /// Whether this session's data packets are encrypted ([`Self::set_sealed`]).
+    pub fn sealed(&self) -> bool {
+        self.sealed
+    }
+
+    /// Marks encryption as agreed (the worker, on [`Request::Encrypt`]):
+    /// [`Self::data_key`] is then the sealed key.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidInput`] on a connection without a key: the
+    /// encryption keys derive from it.
+    pub fn set_sealed(&mut self) -> Result<()> {
+        if self.key.is_none() {
+            return Err(Error::invalid(
+                "encryption needs a key: start the worker and the master with the same --key FILE",
+            ));
+        }
+        self.sealed = true;
+        Ok(())
+    }
+
+    /// Asks the worker to encrypt this session's data packets (master side,
+    /// before [`Request::Setup`]) and, once it agrees, keys them so
+    /// ([`Self::data_key`]).
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidInput`] without a key on this side;
+    /// [`ErrorKind::PermissionDenied`] when the worker refuses or does not
+    /// know the request (a firmtime of an earlier version): the message
+    /// names the worker and says what to do. Never falls back to plaintext.
+    pub fn request_encryption(&mut self) -> Result<()> {
+        if self.key.is_none() {
+            return Err(Error::invalid(
+                "encryption (encrypt = true / --encrypt) needs a key: give the master and the \
+                 worker the same --key FILE",
+            ));
+        }
+        self.send(&Request::Encrypt)?;
+        let peer = self.peer;
+        match self.recv::<Reply>()? {
+            Reply::Ok => {
+                self.sealed = true;
+                Ok(())
+            }
+            Reply::Error { message } => Err(Error::new(
+                ErrorKind::PermissionDenied,
+                format!(
+                    "the worker at {peer} refused to encrypt the session ({message}); is it a \
+                     firmtime that supports `--encrypt` (control protocol {PROTOCOL} with \
+                     encryption)?"
+                ),
+            )),
+            other => Err(Error::invalid(format!(
+                "the worker at {peer} answered the encryption request with {other}"
+            ))),
+        }
     }
 
     /// Whether messages are authenticated (a key is set on this side).

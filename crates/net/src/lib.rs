@@ -99,7 +99,7 @@ pub use reassembly::{Accepted, Reassembler};
 pub use sample::{Sample, SampleType};
 pub use server::{ServerConfig, ServerEvent, WorkerServer};
 pub use session::{connect, Link, LinkStatus, SessionConfig};
-pub use wire::{decode, DropCounts, DropReason, Encoder, Header, Key, Packet};
+pub use wire::{decode, decode_in_place, DropCounts, DropReason, Encoder, Header, Key, Packet};
 pub use worker::{
     Answer, Polled, StreamOptions, StreamSpec, StreamStats, Worker, WorkerConfig, WorkerStats,
 };

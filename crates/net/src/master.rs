@@ -28,8 +28,8 @@ use crate::block::{BlockSet, Flow, Layout};
 use crate::error::{Error, Result};
 use crate::reassembly::{Accepted, Reassembler};
 use crate::wire::{
-    decode, max_chunk, DropCounts, DropReason, Encoder, Key, DEFAULT_MTU, IPV4_UDP_OVERHEAD,
-    IPV6_UDP_OVERHEAD, MAX_DATAGRAM,
+    decode_in_place, max_chunk, DropCounts, DropReason, Encoder, Key, DEFAULT_MTU,
+    IPV4_UDP_OVERHEAD, IPV6_UDP_OVERHEAD, MAX_DATAGRAM,
 };
 use firmtime_rt::clock::monotonic_ns;
 use std::io::ErrorKind as IoKind;
@@ -500,7 +500,8 @@ impl Master {
             let len = self
                 .encoder
                 .encode(&mut self.datagram, seq, &self.send_payload[..n], i);
-            if self.socket.send(&self.datagram[..len]).is_err() {
+            // 0: a sealing encoder refused the nonce (see `Encoder::encode`).
+            if len == 0 || self.socket.send(&self.datagram[..len]).is_err() {
                 self.stats.send_errors += 1;
             }
         }
@@ -568,7 +569,7 @@ impl Master {
     }
 
     fn handle(&mut self, len: usize, sent: u64) {
-        let pkt = match decode(&self.recv_buf[..len], self.key.as_ref()) {
+        let pkt = match decode_in_place(&mut self.recv_buf[..len], self.key.as_ref()) {
             Ok(p) => p,
             Err(r) => return self.stats.drops.add(r),
         };

@@ -224,7 +224,10 @@ impl Runner {
                     let n = blocks.encode(Flow::FromWorker, &mut out);
                     for i in 0..encoder.fragments(n) {
                         let len = encoder.encode(&mut datagram, job.seq, &out[..n], i);
-                        let _ = socket.send_to(&datagram[..len], job.to);
+                        // 0: a sealing encoder refused the nonce.
+                        if len > 0 {
+                            let _ = socket.send_to(&datagram[..len], job.to);
+                        }
                     }
                 }
             })

@@ -88,6 +88,11 @@ pub struct ServerConfig {
     /// reaches the port can run sessions). Otherwise [`WorkerServer::start`]
     /// refuses that.
     pub insecure_no_key: bool,
+    /// Serve only sessions whose data plane is encrypted (the master sent
+    /// [`Request::Encrypt`](crate::control::Request::Encrypt)); a setup
+    /// without it is refused with an `error` that says so. Needs `key`.
+    /// Without it, the worker encrypts the sessions whose master asks.
+    pub require_encrypt: bool,
 }
 
 /// Default of [`ServerConfig::max_connections`].
@@ -121,6 +126,7 @@ impl ServerConfig {
             max_sessions: DEFAULT_MAX_SESSIONS,
             max_memory: DEFAULT_MAX_MEMORY,
             insecure_no_key: false,
+            require_encrypt: false,
         }
     }
 
@@ -142,6 +148,12 @@ impl ServerConfig {
                      --insecure-no-key to accept that risk",
                     self.listen
                 ),
+            ));
+        }
+        if self.require_encrypt && self.key.is_none() {
+            return Err(Error::invalid(
+                "--encrypt needs --key FILE: the session keys that encrypt the data plane \
+                 derive from the pre-shared key",
             ));
         }
         self.gate.startups.validate()?;
@@ -292,6 +304,7 @@ struct Shared {
     sessions: AtomicU64,
     key: Option<Key>,
     heartbeat_timeout: Duration,
+    require_encrypt: bool,
     plugins: PluginAllowList,
     events: Mutex<Sender<ServerEvent>>,
     conns: Mutex<Vec<(u64, TcpStream)>>,
@@ -441,6 +454,7 @@ impl WorkerServer {
             sessions: AtomicU64::new(0),
             key: config.key.clone(),
             heartbeat_timeout: config.heartbeat_timeout,
+            require_encrypt: config.require_encrypt,
             plugins: config.plugins.clone(),
             events: Mutex::new(etx),
             conns: Mutex::new(Vec::new()),
@@ -1028,6 +1042,7 @@ fn session(mut conn: Conn, first: Request, commands: &Sender<Command>, sh: &Shar
                 // setup is told which field is wrong, not that memory ran out.
                 match s
                     .validate()
+                    .and_then(|()| encryption_agreed(&conn, sh))
                     .and_then(|()| Grant::take(&s.layout, sh))
                     .and_then(|g| setup(&s, peer, conn.data_key(), commands, sh).map(|r| (g, r)))
                 {
@@ -1060,6 +1075,15 @@ fn session(mut conn: Conn, first: Request, commands: &Sender<Command>, sh: &Shar
             }
             Request::Setup(_) => Reply::Error {
                 message: "this connection already has a session: open another connection".into(),
+            },
+            Request::Encrypt if stream.is_some() => Reply::Error {
+                message: "encrypt after setup: send it before the setup".into(),
+            },
+            Request::Encrypt => match conn.set_sealed() {
+                Ok(()) => Reply::Ok,
+                Err(e) => Reply::Error {
+                    message: e.message().to_string(),
+                },
             },
             Request::SetWork { work } => match &stream {
                 None => Reply::Error {
@@ -1177,6 +1201,18 @@ fn find_plugin(spec: &str, sh: &Shared) -> Result<firmtime_ladspa::Plugin> {
         ));
     }
     sh.plugins.find(spec)
+}
+
+/// Refuses a plaintext session on a worker that requires encryption.
+fn encryption_agreed(conn: &Conn, sh: &Shared) -> Result<()> {
+    if sh.require_encrypt && !conn.sealed() {
+        return Err(Error::new(
+            ErrorKind::PermissionDenied,
+            "this worker serves only encrypted sessions (--encrypt): set `encrypt = true` \
+             (or --encrypt) on the master",
+        ));
+    }
+    Ok(())
 }
 
 /// A session's stream: where its results go, its work handle, and (for a

@@ -59,6 +59,10 @@ pub struct SessionConfig {
     pub retry: Duration,
     /// Run this plugin on the worker instead of `transform` (see [`crate::remote`]).
     pub plugin: Option<PluginSetup>,
+    /// Encrypt the data plane (ChaCha20-Poly1305, [`Key::sealed_session`]);
+    /// needs `key`. Agreed with the worker before the setup
+    /// ([`Conn::request_encryption`]): a worker that cannot is an error.
+    pub encrypt: bool,
 }
 
 impl SessionConfig {
@@ -79,6 +83,7 @@ impl SessionConfig {
             timeout: Duration::from_millis(500),
             retry: Duration::from_millis(100),
             plugin: None,
+            encrypt: false,
         }
     }
 }
@@ -161,6 +166,9 @@ fn random_stream_id() -> Result<u32> {
 /// Runs setup on a fresh connection.
 fn open(cfg: &SessionConfig, setup: &Setup) -> Result<Conn> {
     let mut c = Conn::connect(cfg.worker, cfg.key.clone(), cfg.timeout)?;
+    if cfg.encrypt {
+        c.request_encryption()?;
+    }
     c.send(&Request::Setup(setup.clone()))?;
     match c.recv::<Reply>()? {
         Reply::Ready { stream_id } if stream_id == setup.stream_id => Ok(c),
@@ -181,6 +189,12 @@ fn open(cfg: &SessionConfig, setup: &Setup) -> Result<Conn> {
 /// ([`ErrorKind::PermissionDenied`](crate::ErrorKind::PermissionDenied)) or
 /// the setup (window, layout), or [`Master::new`] fails.
 pub fn connect(cfg: SessionConfig, blocks: BlockSet) -> Result<(Master, Link)> {
+    if cfg.encrypt && cfg.key.is_none() {
+        return Err(Error::invalid(
+            "encryption (encrypt = true / --encrypt) needs a key: give the master and the worker \
+             the same --key FILE",
+        ));
+    }
     let stream_id = random_stream_id()?;
     let mut mc = MasterConfig::new(cfg.worker, stream_id);
     mc.window = cfg.window;

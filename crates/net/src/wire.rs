@@ -1,5 +1,8 @@
 //! The wire format: one versioned 32-byte header, a fragment of a period's
-//! payload, and an optional 16-byte keyed MAC. Pure functions, no I/O.
+//! payload, and an optional 16-byte keyed MAC (HMAC-SHA256, truncated) or,
+//! for an encrypted ("sealed") session, a 16-byte Poly1305 tag after the
+//! payload encrypted with ChaCha20 ([`Key::sealed_session`]). Pure
+//! functions, no I/O.
 //!
 //! docs/WIRE.md has the byte-offset table and the drop rules. In short:
 //!
@@ -7,7 +10,7 @@
 //! |---|---|---|
 //! | 0 | 4 | magic `FTNB` |
 //! | 4 | 1 | version (2) |
-//! | 5 | 1 | flags: bit 0 = result (worker → master), bit 1 = MAC present |
+//! | 5 | 1 | flags: bit 0 = result (worker → master), bit 1 = MAC present, bit 2 = sealed (payload encrypted, the tag is Poly1305's) |
 //! | 6 | 2 | fragment index |
 //! | 8 | 2 | fragment count (≥ 1) |
 //! | 10 | 2 | fragment length (bytes of payload in this datagram) |
@@ -21,15 +24,31 @@
 //! shorter); fragment `i` starts at `i * chunk`. The receiver checks every
 //! field against that rule, so a fragment has exactly one valid place.
 //!
+//! # Sealed packets
+//! A sealed key ([`Key::sealed_session`]) holds one ChaCha20-Poly1305 key
+//! per direction. The header (32 bytes, in clear) is the associated data,
+//! the payload fragment is encrypted in place, and the 16-byte tag takes the
+//! MAC's place, so fragment sizes are those of a MAC'd session. The 96-bit
+//! nonce is `stream id (u32 LE) ‖ seq (low 48 bits, LE) ‖ fragment index
+//! (u16 LE)`; an [`Encoder`] never seals the same `(seq, index)` twice under
+//! one key and refuses sequence numbers of 2^48 and above
+//! ([`MAX_SEALED_SEQ`]) rather than wrap. Replays are refused as for MAC'd
+//! packets: by the receiver's sequence checks (duplicate, stale).
+//!
 //! # RT contract
-//! [`Encoder::encode`], [`decode`], [`Key::tag`] and [`Key::verify`] are
-//! **RT-safe**: no allocation, no lock, work bounded by the datagram length.
-//! [`decode`] never panics, whatever the bytes.
+//! [`Encoder::encode`], [`decode`], [`decode_in_place`], [`Key::tag`] and
+//! [`Key::verify`] are **RT-safe**: no allocation, no lock, work bounded by
+//! the datagram length. [`decode`] and [`decode_in_place`] never panic,
+//! whatever the bytes.
 
 use crate::block::Flow;
 use crate::error::{Error, Result};
+use chacha20poly1305::aead::{AeadInPlace, KeyInit};
+use chacha20poly1305::{ChaCha20Poly1305, Nonce, Tag};
+use hkdf::Hkdf;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
+use std::cell::Cell;
 use std::fmt;
 
 /// The first four bytes of every packet.
@@ -56,23 +75,72 @@ pub const MAX_DATAGRAM: usize = 65_507;
 pub const FLAG_RESULT: u8 = 0x01;
 /// Flag bit: a MAC follows the payload.
 pub const FLAG_MAC: u8 = 0x02;
-const KNOWN_FLAGS: u8 = FLAG_RESULT | FLAG_MAC;
+/// Flag bit: the packet is sealed: the payload is encrypted (ChaCha20) and
+/// the tag after it is Poly1305's over header and ciphertext. Always set
+/// with [`FLAG_MAC`]. A peer of an earlier version drops such a packet as
+/// [`DropReason::BadFlags`]: it never reads ciphertext as samples.
+pub const FLAG_SEALED: u8 = 0x04;
+const KNOWN_FLAGS: u8 = FLAG_RESULT | FLAG_MAC | FLAG_SEALED;
 
 type HmacSha256 = Hmac<Sha256>;
 
 /// What [`Key::session`] puts before the nonces.
 pub const SESSION_LABEL: &[u8] = b"firmtime-net-data/2";
 
+/// What [`Key::sealed_session`] puts before the nonces (the HKDF extract step).
+pub const SEAL_LABEL: &[u8] = b"firmtime-net-seal/1";
+/// HKDF-Expand info of the master → worker key.
+pub const SEAL_INFO_TO_WORKER: &[u8] = b"firmtime-net-seal/1 master->worker";
+/// HKDF-Expand info of the worker → master key.
+pub const SEAL_INFO_FROM_WORKER: &[u8] = b"firmtime-net-seal/1 worker->master";
+/// Largest sequence number a sealed packet may carry: the nonce holds 48
+/// bits of it (2^48 periods are 11 900 years at 750 periods a second). An
+/// [`Encoder`] refuses to seal beyond it rather than wrap.
+pub const MAX_SEALED_SEQ: u64 = (1 << 48) - 1;
+
+/// One AEAD key per direction (sealed sessions).
+#[derive(Clone)]
+struct Seal {
+    to_worker: ChaCha20Poly1305,
+    from_worker: ChaCha20Poly1305,
+}
+
+impl Seal {
+    fn cipher(&self, flow: Flow) -> &ChaCha20Poly1305 {
+        match flow {
+            Flow::ToWorker => &self.to_worker,
+            Flow::FromWorker => &self.from_worker,
+        }
+    }
+}
+
+/// The nonce of fragment `index` of period `seq` of `stream_id`
+/// (`seq` ≤ [`MAX_SEALED_SEQ`]; the direction is in the key).
+fn seal_nonce(stream_id: u32, seq: u64, index: u16) -> Nonce {
+    let mut n = [0u8; 12];
+    n[0..4].copy_from_slice(&stream_id.to_le_bytes());
+    n[4..10].copy_from_slice(&seq.to_le_bytes()[..6]);
+    n[10..12].copy_from_slice(&index.to_le_bytes());
+    Nonce::from(n)
+}
+
 /// A pre-shared key. Every packet then carries HMAC-SHA256 over header and
-/// payload, truncated to [`MAC_LEN`] bytes. `Debug` never shows the key.
+/// payload, truncated to [`MAC_LEN`] bytes; or, for a sealed session key
+/// ([`Key::sealed_session`]), is encrypted and authenticated with
+/// ChaCha20-Poly1305. `Debug` never shows the key.
 #[derive(Clone)]
 pub struct Key {
     mac: HmacSha256,
+    seal: Option<Seal>,
 }
 
 impl fmt::Debug for Key {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Key(<hidden>)")
+        f.write_str(if self.seal.is_some() {
+            "Key(<hidden>, sealed)"
+        } else {
+            "Key(<hidden>)"
+        })
     }
 }
 
@@ -93,9 +161,9 @@ impl Key {
                 Self::MIN_LEN
             )));
         }
-        let mac = HmacSha256::new_from_slice(bytes)
+        let mac = <HmacSha256 as Mac>::new_from_slice(bytes)
             .map_err(|_| Error::invalid("HMAC refused the key"))?;
-        Ok(Self { mac })
+        Ok(Self { mac, seal: None })
     }
 
     /// A key read from a file (its raw bytes, as `head -c 32 /dev/urandom`
@@ -143,8 +211,49 @@ impl Key {
         m.update(master_nonce);
         let full = m.finalize().into_bytes();
         Self {
-            mac: HmacSha256::new_from_slice(&full).unwrap_or_else(|_| self.mac.clone()),
+            mac: <HmacSha256 as Mac>::new_from_slice(&full).unwrap_or_else(|_| self.mac.clone()),
+            seal: None,
         }
+    }
+
+    /// The encrypting data-plane key of one control session (docs/WIRE.md,
+    /// "Sealed packets"): HKDF-SHA256 whose extract step is keyed by the
+    /// pre-shared key, `PRK = HMAC-SHA256(key, "firmtime-net-seal/1" ‖
+    /// worker nonce ‖ master nonce)`, expanded into one 32-byte
+    /// ChaCha20-Poly1305 key per direction ([`SEAL_INFO_TO_WORKER`],
+    /// [`SEAL_INFO_FROM_WORKER`]). Packets under it are sealed
+    /// ([`FLAG_SEALED`]); it refuses MAC'd ones and the other way round.
+    /// Both ends derive the same key from the same handshake; a packet of
+    /// one session, or of the other direction, fails the tag of any other.
+    pub fn sealed_session(&self, worker_nonce: &[u8; 32], master_nonce: &[u8; 32]) -> Key {
+        let mut m = self.mac.clone();
+        m.update(SEAL_LABEL);
+        m.update(worker_nonce);
+        m.update(master_nonce);
+        let prk = m.finalize().into_bytes();
+        let mut to_worker = [0u8; 32];
+        let mut from_worker = [0u8; 32];
+        // A 32-byte PRK is the hash's length and 32 bytes are far below
+        // HKDF's 255 × 32 limit: neither step can fail.
+        if let Ok(hk) = Hkdf::<Sha256>::from_prk(&prk) {
+            let _ = hk.expand(SEAL_INFO_TO_WORKER, &mut to_worker);
+            let _ = hk.expand(SEAL_INFO_FROM_WORKER, &mut from_worker);
+        }
+        let key = Self {
+            mac: self.session(worker_nonce, master_nonce).mac,
+            seal: Some(Seal {
+                to_worker: ChaCha20Poly1305::new(&to_worker.into()),
+                from_worker: ChaCha20Poly1305::new(&from_worker.into()),
+            }),
+        };
+        to_worker.fill(0);
+        from_worker.fill(0);
+        key
+    }
+
+    /// Whether packets under this key are sealed (encrypted), see [`Key::sealed_session`].
+    pub fn is_sealed(&self) -> bool {
+        self.seal.is_some()
     }
 
     /// Whether `tag` is the truncated tag of `data`, compared in constant time. **RT-safe.**
@@ -160,8 +269,10 @@ impl Key {
 pub struct Header {
     /// Which way the packet travels.
     pub flow: Flow,
-    /// Whether a MAC followed the payload.
+    /// Whether a MAC (or, sealed, a Poly1305 tag) followed the payload.
     pub mac: bool,
+    /// Whether the payload was sealed (encrypted; [`FLAG_SEALED`]).
+    pub sealed: bool,
     /// The stream the packet belongs to.
     pub stream_id: u32,
     /// Period sequence number.
@@ -344,6 +455,58 @@ pub struct Encoder {
     flow: Flow,
     max_chunk: usize,
     key: Option<Key>,
+    nonces: Cell<NonceGuard>,
+}
+
+/// Which nonces a sealing [`Encoder`] has used under its key: the highest
+/// sequence number begun, the 64 before it (bit `i` = `high − i` begun),
+/// and the fragment index expected next of the period being sealed.
+#[derive(Debug, Clone, Copy, Default)]
+struct NonceGuard {
+    high: Option<u64>,
+    begun: u64,
+    /// `(seq, next index)` of the period being sealed.
+    open: Option<(u64, usize)>,
+    refused: u64,
+}
+
+impl NonceGuard {
+    /// Whether fragment `index` of `seq` may be sealed (its nonce never
+    /// used under this key); records it if so. A period is begun at index 0
+    /// and sealed in index order; a period begun once is never begun again;
+    /// one more than 64 below the highest begun is refused.
+    fn take(&mut self, seq: u64, index: usize) -> bool {
+        if seq > MAX_SEALED_SEQ {
+            return false;
+        }
+        if index > 0 {
+            if self.open == Some((seq, index)) {
+                self.open = Some((seq, index + 1));
+                return true;
+            }
+            return false;
+        }
+        match self.high {
+            None => {
+                self.high = Some(seq);
+                self.begun = 1;
+            }
+            Some(h) if seq > h => {
+                let shift = seq - h;
+                self.begun = if shift >= 64 { 0 } else { self.begun << shift } | 1;
+                self.high = Some(seq);
+            }
+            Some(h) => {
+                let back = h - seq;
+                if back >= 64 || self.begun & (1 << back) != 0 {
+                    return false;
+                }
+                self.begun |= 1 << back;
+            }
+        }
+        self.open = Some((seq, 1));
+        true
+    }
 }
 
 impl Encoder {
@@ -364,13 +527,24 @@ impl Encoder {
             flow,
             max_chunk,
             key,
+            nonces: Cell::new(NonceGuard::default()),
         })
     }
 
-    /// Replaces the key (a new session's [`Key::session`]); the MAC flag
-    /// follows whether one is set. **RT-safe** (no allocation).
+    /// Replaces the key (a new session's [`Key::session`] or
+    /// [`Key::sealed_session`]); the MAC and sealed flags follow it. The
+    /// record of nonces used starts afresh (a new key). **RT-safe** (no
+    /// allocation).
     pub fn set_key(&mut self, key: Option<Key>) {
         self.key = key;
+        self.nonces.set(NonceGuard::default());
+    }
+
+    /// Fragments this encoder refused to seal because their nonce was used
+    /// under its key already (a period sealed twice, a fragment out of
+    /// order) or their sequence number is above [`MAX_SEALED_SEQ`].
+    pub fn refused(&self) -> u64 {
+        self.nonces.get().refused
     }
 
     /// Number of fragments a payload of `total` bytes is sent in.
@@ -385,6 +559,13 @@ impl Encoder {
 
     /// Writes fragment `index` of period `seq`'s `payload` into `out` and
     /// returns the datagram's length. **RT-safe.**
+    ///
+    /// Under a sealed key the payload is encrypted in place in `out`; the
+    /// fragments of a period must then be encoded in index order, each
+    /// period once (its nonces are used then), and a refused fragment
+    /// returns 0 (nothing to send; counted in [`Self::refused`]): a period
+    /// begun before, a fragment out of order, a period more than 64 below
+    /// the highest begun, or `seq` above [`MAX_SEALED_SEQ`].
     ///
     /// # Panics
     /// If `index` is not below [`Self::fragments`]`(payload.len())`, the
@@ -402,6 +583,19 @@ impl Encoder {
         if self.key.is_some() {
             flags |= FLAG_MAC;
         }
+        let seal = self.key.as_ref().and_then(|k| k.seal.as_ref());
+        if seal.is_some() {
+            flags |= FLAG_SEALED;
+            let mut guard = self.nonces.get();
+            let ok = guard.take(seq, index);
+            if !ok {
+                guard.refused += 1;
+            }
+            self.nonces.set(guard);
+            if !ok {
+                return 0;
+            }
+        }
         out[0..4].copy_from_slice(&MAGIC);
         out[4] = VERSION;
         out[5] = flags;
@@ -415,6 +609,19 @@ impl Encoder {
         out[28..32].copy_from_slice(&(offset as u32).to_le_bytes());
         let end = HEADER_LEN + len;
         out[HEADER_LEN..end].copy_from_slice(&payload[offset..offset + len]);
+        if let Some(seal) = seal {
+            let nonce = seal_nonce(self.stream_id, seq, index as u16);
+            let (head, rest) = out.split_at_mut(HEADER_LEN);
+            let Ok(tag) =
+                seal.cipher(self.flow)
+                    .encrypt_in_place_detached(&nonce, head, &mut rest[..len])
+            else {
+                // Only for a fragment of 256 GiB: cannot be. Send nothing.
+                return 0;
+            };
+            out[end..end + MAC_LEN].copy_from_slice(&tag);
+            return end + MAC_LEN;
+        }
         match &self.key {
             Some(key) => {
                 let tag = key.tag(&out[..end]);
@@ -446,9 +653,62 @@ fn le64(b: &[u8], at: usize) -> u64 {
 /// Stream, direction and sequence checks belong to the receiver
 /// ([`Reassembler`](crate::Reassembler)).
 ///
+/// A sealed packet cannot be opened in a shared buffer: under a sealed key
+/// use [`decode_in_place`]; here every packet is then
+/// [`DropReason::BadMac`].
+///
 /// # Errors
 /// The [`DropReason`] of the first check that failed.
 pub fn decode<'a>(buf: &'a [u8], key: Option<&Key>) -> Result<Packet<'a>, DropReason> {
+    let (header, end) = check(buf, key)?;
+    if header.sealed {
+        return Err(DropReason::BadMac);
+    }
+    if let Some(key) = key {
+        if !key.verify(&buf[..end], &buf[end..]) {
+            return Err(DropReason::BadMac);
+        }
+    }
+    Ok(Packet {
+        header,
+        payload: &buf[HEADER_LEN..end],
+    })
+}
+
+/// As [`decode`], and opens a sealed packet in place: verifies its
+/// Poly1305 tag (over header and ciphertext, before anything is
+/// decrypted) and decrypts its payload in `buf`. A packet that fails is
+/// left as it came. **RT-safe.** Never panics.
+///
+/// # Errors
+/// The [`DropReason`] of the first check that failed; a sealed packet
+/// where the key is not sealed (or none is set), a MAC'd one under a
+/// sealed key, or a tag that does not verify: [`DropReason::BadMac`].
+pub fn decode_in_place<'a>(buf: &'a mut [u8], key: Option<&Key>) -> Result<Packet<'a>, DropReason> {
+    let (header, end) = check(buf, key)?;
+    let Some(seal) = key.and_then(|k| k.seal.as_ref()) else {
+        return decode(buf, key);
+    };
+    let nonce = seal_nonce(header.stream_id, header.seq, header.frag_index);
+    let (head, rest) = buf.split_at_mut(HEADER_LEN);
+    let (body, tag) = rest.split_at_mut(end - HEADER_LEN);
+    let tag = Tag::from_slice(tag);
+    if header.seq > MAX_SEALED_SEQ
+        || seal
+            .cipher(header.flow)
+            .decrypt_in_place_detached(&nonce, head, body, tag)
+            .is_err()
+    {
+        return Err(DropReason::BadMac);
+    }
+    Ok(Packet {
+        header,
+        payload: &buf[HEADER_LEN..end],
+    })
+}
+
+/// The checks before the MAC: the header and where the payload ends.
+fn check(buf: &[u8], key: Option<&Key>) -> Result<(Header, usize), DropReason> {
     if buf.len() < HEADER_LEN {
         return Err(DropReason::Truncated);
     }
@@ -463,7 +723,8 @@ pub fn decode<'a>(buf: &'a [u8], key: Option<&Key>) -> Result<Packet<'a>, DropRe
         return Err(DropReason::BadFlags);
     }
     let has_mac = flags & FLAG_MAC != 0;
-    if has_mac != key.is_some() {
+    let sealed = flags & FLAG_SEALED != 0;
+    if has_mac != key.is_some() || sealed != key.is_some_and(Key::is_sealed) {
         return Err(DropReason::BadMac);
     }
     let header = Header {
@@ -473,6 +734,7 @@ pub fn decode<'a>(buf: &'a [u8], key: Option<&Key>) -> Result<Packet<'a>, DropRe
             Flow::ToWorker
         },
         mac: has_mac,
+        sealed,
         frag_index: le16(buf, 6),
         frag_count: le16(buf, 8),
         frag_len: le16(buf, 10),
@@ -497,15 +759,7 @@ pub fn decode<'a>(buf: &'a [u8], key: Option<&Key>) -> Result<Packet<'a>, DropRe
     if span != Some((header.frag_offset as usize, usize::from(header.frag_len))) {
         return Err(DropReason::BadLength);
     }
-    if let Some(key) = key {
-        if !key.verify(&buf[..end], &buf[end..]) {
-            return Err(DropReason::BadMac);
-        }
-    }
-    Ok(Packet {
-        header,
-        payload: &buf[HEADER_LEN..end],
-    })
+    Ok((header, end))
 }
 
 #[cfg(test)]
@@ -885,6 +1139,213 @@ pub(crate) mod tests {
             p[at] ^= 1 << rng.below(8);
             assert!(decode(&p, Some(&k)).is_err());
         }
+    }
+
+    fn sealed_key(worker_nonce: u8) -> Key {
+        key().sealed_session(&[worker_nonce; 32], &[2; 32])
+    }
+
+    /// Every fragment of `seq` sealed by `enc`, under `assert_no_alloc`.
+    fn sealed(enc: &Encoder, seq: u64, payload: &[u8]) -> Vec<Vec<u8>> {
+        let mut buf = vec![0u8; enc.max_datagram()];
+        (0..enc.fragments(payload.len()))
+            .map(|i| {
+                let n = assert_no_alloc::assert_no_alloc(|| enc.encode(&mut buf, seq, payload, i));
+                assert!(n > 0, "fragment {i} of {seq} refused");
+                buf[..n].to_vec()
+            })
+            .collect()
+    }
+
+    fn open(datagram: &[u8], k: &Key) -> Result<(Header, Vec<u8>), DropReason> {
+        let mut d = datagram.to_vec();
+        assert_no_alloc::assert_no_alloc(|| {
+            decode_in_place(&mut d, Some(k)).map(|p| (p.header, p.payload.len()))
+        })
+        .map(|(h, n)| (h, d[HEADER_LEN..HEADER_LEN + n].to_vec()))
+    }
+
+    #[test]
+    fn sealed_round_trip_both_ways_and_the_payload_is_not_in_clear() {
+        let k = sealed_key(1);
+        let payload: Vec<u8> = (0..3000u32).map(|i| (i * 7 % 251) as u8).collect();
+        for flow in [Flow::ToWorker, Flow::FromWorker] {
+            let chunk = max_chunk(1500, IPV4_UDP_OVERHEAD, true).unwrap();
+            let enc = Encoder::new(9, flow, chunk, Some(k.clone())).unwrap();
+            let frags = sealed(&enc, 41, &payload);
+            assert_eq!(frags.len(), 3);
+            let mut re = Reassembler::new(9, flow, payload.len(), 3);
+            for f in &frags {
+                assert_eq!(f[5] & (FLAG_SEALED | FLAG_MAC), FLAG_SEALED | FLAG_MAC);
+                assert!(f.len() <= 1500 - IPV4_UDP_OVERHEAD);
+                let (off, len) = (le32(f, 28) as usize, usize::from(le16(f, 10)));
+                // Ciphertext: no 8-byte run of the fragment's plaintext survives.
+                assert!(!f[HEADER_LEN..HEADER_LEN + len]
+                    .windows(8)
+                    .any(|w| payload[off..off + len].windows(8).any(|p| p == w)));
+                let mut d = f.clone();
+                let pkt = decode_in_place(&mut d, Some(&k)).unwrap();
+                assert!(pkt.header.sealed && pkt.header.mac);
+                assert_eq!(pkt.header.flow, flow);
+                assert_eq!(pkt.payload, &payload[off..off + len]);
+                let _ = re.accept(&pkt, 41, 41).unwrap();
+            }
+            assert_eq!(re.complete(41), Some(&payload[..]));
+        }
+    }
+
+    #[test]
+    fn tampered_sealed_datagrams_are_refused_and_left_as_they_came() {
+        let k = sealed_key(1);
+        let enc = Encoder::new(5, Flow::ToWorker, 64, Some(k.clone())).unwrap();
+        let good = sealed(&enc, 10, &[7u8; 100]).swap_remove(0);
+        assert!(open(&good, &k).is_ok());
+        let mut rng = Rng::new(11);
+        for at in 0..good.len() {
+            let mut p = good.clone();
+            p[at] ^= 1 << rng.below(8);
+            let before = p.clone();
+            let r = decode_in_place(&mut p, Some(&k)).map(|_| ());
+            assert!(r.is_err(), "a flipped bit at byte {at} was accepted");
+            assert_eq!(p, before, "byte {at}: a refused datagram was modified");
+        }
+        // Payload, header (associated data) and tag each: BadMac.
+        for at in [HEADER_LEN + 3, 16, 12, good.len() - 1] {
+            let mut p = good.clone();
+            p[at] ^= 0x10;
+            assert_eq!(open(&p, &k).unwrap_err(), DropReason::BadMac, "byte {at}");
+        }
+        // The result flag flipped: the other direction's key, and the header changed.
+        let mut p = good.clone();
+        p[5] |= FLAG_RESULT;
+        assert_eq!(open(&p, &k).unwrap_err(), DropReason::BadMac);
+    }
+
+    #[test]
+    fn a_replayed_sealed_datagram_is_refused_as_duplicate_then_stale() {
+        let k = sealed_key(1);
+        let enc = Encoder::new(5, Flow::ToWorker, 64, Some(k.clone())).unwrap();
+        let first = sealed(&enc, 10, &[3u8; 100]);
+        let mut re = Reassembler::new(5, Flow::ToWorker, 100, 3);
+        let mut bytes = first[0].clone();
+        let p = decode_in_place(&mut bytes, Some(&k)).unwrap();
+        assert_eq!(re.accept(&p, 10, 10), Ok(Accepted::Partial { seq: 10 }));
+        // The same bytes again (an attacker's copy): authentic, but a duplicate.
+        let mut replay = first[0].clone();
+        let p = decode_in_place(&mut replay, Some(&k)).unwrap();
+        assert_eq!(re.accept(&p, 10, 10), Err(DropReason::Duplicate));
+        // Once newer periods moved on, stale.
+        for seq in 11..14 {
+            for f in sealed(&enc, seq, &[3u8; 100]) {
+                let mut d = f.clone();
+                let p = decode_in_place(&mut d, Some(&k)).unwrap();
+                let _ = re.accept(&p, seq - 2, seq);
+            }
+        }
+        let mut replay = first[1].clone();
+        let p = decode_in_place(&mut replay, Some(&k)).unwrap();
+        assert_eq!(re.accept(&p, 12, 13), Err(DropReason::Stale));
+    }
+
+    #[test]
+    fn a_sealed_datagram_fails_under_every_other_key() {
+        let k = sealed_key(1);
+        let enc = Encoder::new(5, Flow::ToWorker, 64, Some(k.clone())).unwrap();
+        let good = sealed(&enc, 10, &[7u8; 100]).swap_remove(0);
+        // Another session's sealed key (other nonces), another shared key, the
+        // same session's MAC key, no key, and the immutable decode.
+        let other_session = sealed_key(3);
+        let other_shared = Key::new(&[9u8; 32])
+            .unwrap()
+            .sealed_session(&[1; 32], &[2; 32]);
+        let mac_key = key().session(&[1; 32], &[2; 32]);
+        for (what, wrong) in [
+            ("other session", Some(&other_session)),
+            ("other shared key", Some(&other_shared)),
+            ("the session's MAC key", Some(&mac_key)),
+            ("no key", None),
+        ] {
+            let mut d = good.clone();
+            assert_eq!(
+                decode_in_place(&mut d, wrong).map(|_| ()),
+                Err(DropReason::BadMac),
+                "{what}"
+            );
+        }
+        assert_eq!(decode(&good, Some(&k)), Err(DropReason::BadMac));
+        // And a MAC'd datagram under the sealed key: refused, never read as plaintext.
+        let menc = Encoder::new(5, Flow::ToWorker, 64, Some(mac_key.clone())).unwrap();
+        let mut plain = fragments(&menc, 10, &[7u8; 100]).swap_remove(0);
+        assert!(decode_in_place(&mut plain.clone(), Some(&mac_key)).is_ok());
+        assert_eq!(
+            decode_in_place(&mut plain, Some(&k)).map(|_| ()),
+            Err(DropReason::BadMac)
+        );
+        assert_eq!(format!("{k:?}"), "Key(<hidden>, sealed)");
+        assert!(k.is_sealed() && !mac_key.is_sealed());
+    }
+
+    /// With a zero payload the ciphertext is the keystream: two equal
+    /// keystreams would be one nonce used twice (or both directions keyed
+    /// alike).
+    #[test]
+    fn sealed_keystreams_never_repeat_over_many_blocks_and_both_ways() {
+        let k = sealed_key(1);
+        let zeros = [0u8; 300];
+        let mut seen = std::collections::HashSet::new();
+        let mut n = 0;
+        for flow in [Flow::ToWorker, Flow::FromWorker] {
+            for stream in [5u32, 6] {
+                let enc = Encoder::new(stream, flow, 100, Some(k.clone())).unwrap();
+                for seq in (0..5000u64).chain([MAX_SEALED_SEQ - 1, MAX_SEALED_SEQ]) {
+                    for f in sealed(&enc, seq, &zeros) {
+                        let stream_bytes: [u8; 32] =
+                            f[HEADER_LEN..HEADER_LEN + 32].try_into().unwrap();
+                        assert!(
+                            seen.insert(stream_bytes),
+                            "keystream repeated: {flow:?} stream {stream} seq {seq}"
+                        );
+                        n += 1;
+                    }
+                }
+            }
+        }
+        assert_eq!(n, 2 * 2 * 5002 * 3);
+    }
+
+    #[test]
+    fn an_encoder_never_seals_a_nonce_twice_and_refuses_to_wrap() {
+        let k = sealed_key(1);
+        let mut enc = Encoder::new(5, Flow::FromWorker, 40, Some(k.clone())).unwrap();
+        let p = [1u8; 100];
+        let mut buf = vec![0u8; enc.max_datagram()];
+        let mut seal = |enc: &Encoder, seq, i| enc.encode(&mut buf, seq, &p, i);
+        assert_eq!(enc.fragments(100), 3);
+        for i in 0..3 {
+            assert!(seal(&enc, 7, i) > 0);
+        }
+        // The same period again, a fragment again, or out of order: refused.
+        assert_eq!(seal(&enc, 7, 0), 0);
+        assert_eq!(seal(&enc, 7, 2), 0);
+        assert_eq!(seal(&enc, 9, 1), 0);
+        // A period reordered (8 after 9) is sealed once, within 64 of the highest.
+        assert!(seal(&enc, 9, 0) > 0);
+        assert!(seal(&enc, 8, 0) > 0);
+        assert_eq!(seal(&enc, 8, 0), 0);
+        assert!(seal(&enc, 100, 0) > 0);
+        assert_eq!(seal(&enc, 36, 0), 0, "more than 64 below the highest");
+        assert!(seal(&enc, 37, 0) > 0);
+        assert!(seal(&enc, MAX_SEALED_SEQ, 0) > 0);
+        assert_eq!(seal(&enc, MAX_SEALED_SEQ + 1, 0), 0, "the nonce would wrap");
+        assert_eq!(seal(&enc, u64::MAX, 0), 0);
+        assert_eq!(enc.refused(), 7);
+        // A new key starts afresh; a MAC'd encoder keeps encoding repeats.
+        enc.set_key(Some(sealed_key(4)));
+        assert!(enc.encode(&mut buf, 7, &p, 0) > 0);
+        assert_eq!(enc.refused(), 0);
+        let plain = Encoder::new(5, Flow::FromWorker, 40, Some(key())).unwrap();
+        assert!(plain.encode(&mut buf, 7, &p, 0) > 0);
+        assert!(plain.encode(&mut buf, 7, &p, 0) > 0);
     }
 
     #[test]

@@ -30,7 +30,7 @@ use crate::error::{Error, Result};
 use crate::published::PeriodTimes;
 use crate::reassembly::{Accepted, Reassembler};
 use crate::wire::{
-    decode, max_chunk, DropCounts, DropReason, Encoder, Key, DEFAULT_MTU, HEADER_LEN,
+    decode_in_place, max_chunk, DropCounts, DropReason, Encoder, Key, DEFAULT_MTU, HEADER_LEN,
     IPV4_UDP_OVERHEAD, IPV6_UDP_OVERHEAD, MAX_DATAGRAM,
 };
 use firmtime_rt::clock::monotonic_ns;
@@ -529,7 +529,7 @@ impl Worker {
     fn handle(&mut self, len: usize, from: SocketAddr) -> Polled {
         // A stream's packets carry its own data key: find it by the (not yet
         // authenticated) stream id and peer; the MAC decides.
-        let buf = &self.recv_buf[..len];
+        let buf = &mut self.recv_buf[..len];
         let key = if buf.len() >= HEADER_LEN {
             let id = u32::from_le_bytes([buf[12], buf[13], buf[14], buf[15]]);
             self.streams
@@ -539,7 +539,7 @@ impl Worker {
         } else {
             self.key.as_ref()
         };
-        let pkt = match decode(buf, key) {
+        let pkt = match decode_in_place(buf, key) {
             Ok(p) => p,
             Err(r) => {
                 self.stats.drops.add(r);
@@ -684,7 +684,8 @@ fn send_result(
         let n = stream
             .encoder
             .encode(send_buf, seq, &stream.out_payload[..len], i);
-        if out.socket.send_to(&send_buf[..n], to).is_err() {
+        // 0: a sealing encoder refused the nonce (see `Encoder::encode`).
+        if n == 0 || out.socket.send_to(&send_buf[..n], to).is_err() {
             stream.stats.send_errors += 1;
         }
     }

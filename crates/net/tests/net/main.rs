@@ -13,6 +13,7 @@ mod hostile;
 mod late;
 mod plugins;
 mod preauth;
+mod seal;
 mod session;
 mod soak;
 mod streams;
