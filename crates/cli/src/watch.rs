@@ -87,9 +87,18 @@ pub struct RunArgs {
     /// CPUs to watch, one pinned thread each (e.g. 0,2-3); default every online CPU.
     #[arg(long = "cpu", alias = "cpus", value_name = "LIST")]
     cpus: Option<String>,
-    /// Keep intervals this long, then delete them (e.g. 30d, 12h; at least 1min).
-    #[arg(long, value_name = "D", default_value = "30d", value_parser = long_duration)]
+    /// Keep nothing older than this, at any resolution (e.g. 30d, 12h; 1min to 3650d). The default keeps what --max-db-size holds.
+    #[arg(long, value_name = "D", default_value = "3650d", value_parser = long_duration)]
     keep: Duration,
+    /// Keep intervals as stored this long, then roll them up into one row per CPU and hour (1min to 3650d; at least one --interval).
+    #[arg(long, value_name = "D", default_value = "7d", value_parser = long_duration)]
+    keep_raw: Duration,
+    /// Keep hourly rows this long, then roll them up into one per CPU and day (at least --keep-raw).
+    #[arg(long, value_name = "D", default_value = "90d", value_parser = long_duration)]
+    keep_hourly: Duration,
+    /// Cap on the database file (1MiB to 64GiB): over it, the oldest day is rolled up early, then dropped.
+    #[arg(long, value_name = "SIZE", default_value = "256MiB", value_parser = args::size)]
+    max_db_size: u64,
     /// Worst wake-ups kept per CPU and interval, with their causes (1-1000).
     #[arg(long, value_name = "N", default_value_t = 10)]
     worst: usize,
@@ -198,6 +207,9 @@ fn config(a: &RunArgs) -> Result<Config, UsageError> {
         policy: a.policy,
         cpus,
         keep_ns: nanos(a.keep),
+        keep_raw_ns: nanos(a.keep_raw),
+        keep_hourly_ns: nanos(a.keep_hourly),
+        max_db_bytes: a.max_db_size,
         worst: a.worst,
         explain: match a.explain.as_str() {
             "on" => ExplainMode::On,
@@ -512,6 +524,31 @@ mod tests {
         assert_eq!(
             (c.interval_ns, c.keep_ns, c.period_ns),
             (2_000_000_000, 86_400_000_000_000, 10_000_000)
+        );
+        // The retention defaults: a week as stored, 90 days of hours, 256 MiB.
+        assert_eq!(
+            (c.keep_raw_ns, c.keep_hourly_ns, c.max_db_bytes),
+            (7 * 86_400_000_000_000, 90 * 86_400_000_000_000, 256 << 20)
+        );
+        let t = T::try_parse_from([
+            "t",
+            "--keep-raw",
+            "2d",
+            "--keep-hourly",
+            "30d",
+            "--max-db-size",
+            "1GiB",
+        ])
+        .unwrap();
+        let c = config(&t.w.run).unwrap();
+        assert_eq!(
+            (c.keep_raw_ns, c.keep_hourly_ns, c.max_db_bytes, c.keep_ns),
+            (
+                2 * 86_400_000_000_000,
+                30 * 86_400_000_000_000,
+                1 << 30,
+                3650 * 86_400_000_000_000
+            )
         );
         let t = T::try_parse_from(["t", "--interval", "1500us"]).unwrap();
         let e = config(&t.w.run).unwrap_err().0;

@@ -591,6 +591,22 @@ fn bad_watch_flags_are_usage_errors_naming_the_flag() {
                 &["--budget 0 % is out of range: valid is 0.01 % to 100 %"],
             ),
             ("--budget lots", &["--budget", "'lots' is not a percentage"]),
+            (
+                "--max-db-size 512KiB",
+                &["--max-db-size 512KiB is out of range: valid is 1MiB to 64GiB"],
+            ),
+            (
+                "--max-db-size 100GiB",
+                &["--max-db-size 100GiB is out of range: valid is 1MiB to 64GiB"],
+            ),
+            (
+                "--keep-raw 30d --keep-hourly 7d",
+                &["--keep-hourly 7d is shorter than --keep-raw (30d)"],
+            ),
+            (
+                "--interval 1h --keep-raw 10min",
+                &["--keep-raw 10min is shorter than one --interval (1h)"],
+            ),
         ],
     );
     assert!(!Path::new("/tmp/never-written.db").exists());

@@ -90,6 +90,9 @@ pub struct TimePoint {
     pub p999_ns: i64,
     /// Missed deadlines, all CPUs.
     pub missed: u64,
+    /// The row's resolution: 0 an interval as stored, else a roll-up's
+    /// length (the point then stands for an hour or a day), ns.
+    pub resolution_ns: u64,
 }
 
 /// What a period holds.
@@ -129,6 +132,39 @@ pub struct Period {
     pub explained_rows: u64,
     /// Machine states in force (the first one at the start of the period).
     pub states: Vec<(i64, MachineState)>,
+    /// Intervals the rows stand for (a roll-up stands for many).
+    pub intervals: u64,
+    /// Which resolution each part of the period has, oldest first: the
+    /// intervals as stored, or hourly or daily roll-ups (docs/WATCH.md,
+    /// "Retention").
+    pub resolutions: Vec<ResolutionSpan>,
+}
+
+/// A stretch of the period stored at one resolution.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ResolutionSpan {
+    /// `interval` (as stored), `hour` or `day`.
+    pub resolution: String,
+    /// 0 for intervals as stored, else the roll-up's length, ns.
+    pub resolution_ns: u64,
+    /// The first row's start, Unix ns.
+    pub from_unix_ns: i64,
+    /// The last row's end, Unix ns.
+    pub to_unix_ns: i64,
+    /// Rows at this resolution.
+    pub rows: u64,
+    /// Intervals they stand for.
+    pub intervals: u64,
+}
+
+/// The word for a resolution: `interval`, `hour`, `day`.
+pub fn resolution_word(ns: u64) -> String {
+    match ns {
+        crate::store::RAW => "interval".into(),
+        crate::store::HOUR_NS => "hour".into(),
+        crate::store::DAY_NS => "day".into(),
+        n => dur_words(n as i64),
+    }
 }
 
 impl Period {
@@ -146,18 +182,34 @@ impl Period {
         let (mut count, mut missed, mut explained_rows) = (0, 0, 0);
         let mut max: Option<(i64, i64, Option<String>)> = None;
         let mut spans: Vec<(i64, i64)> = Vec::new();
+        let mut intervals = 0;
+        let mut resolutions: Vec<ResolutionSpan> = Vec::new();
         for s in rows {
             let r = &s.interval;
             count += r.count;
             missed += r.missed;
-            explained_rows += u64::from(r.explained);
+            explained_rows += s.explained_rows;
+            intervals += s.source_rows;
+            match resolutions.last_mut() {
+                Some(l) if l.resolution_ns == s.resolution_ns => {
+                    l.to_unix_ns = l.to_unix_ns.max(r.end_unix_ns);
+                    l.rows += 1;
+                    l.intervals += s.source_rows;
+                }
+                _ => resolutions.push(ResolutionSpan {
+                    resolution: resolution_word(s.resolution_ns),
+                    resolution_ns: s.resolution_ns,
+                    from_unix_ns: r.start_unix_ns,
+                    to_unix_ns: r.end_unix_ns,
+                    rows: 1,
+                    intervals: s.source_rows,
+                }),
+            }
             spans.push((
                 r.start_unix_ns.max(since_unix_ns),
                 r.end_unix_ns.min(until_unix_ns),
             ));
-            let mut h = Hist::new();
-            h.add_sparse(&r.histogram);
-            all.merge(&h);
+            all.add_sparse(&r.histogram);
             let e = per.entry(r.cpu).or_insert_with(|| {
                 (
                     Hist::new(),
@@ -176,8 +228,8 @@ impl Period {
                     },
                 )
             });
-            e.0.merge(&h);
-            e.1.intervals += 1;
+            e.0.add_sparse(&r.histogram);
+            e.1.intervals += s.source_rows;
             e.1.count += r.count;
             e.1.missed += r.missed;
             e.1.steal_ns += r.steal_ns;
@@ -192,7 +244,9 @@ impl Period {
                     max_ns: m,
                     p999_ns: 0,
                     missed: 0,
+                    resolution_ns: s.resolution_ns,
                 });
+                tp.resolution_ns = tp.resolution_ns.max(s.resolution_ns);
                 tp.max_ns = tp.max_ns.max(m);
                 tp.p999_ns = tp.p999_ns.max(r.p999_ns.unwrap_or(0));
                 tp.missed += r.missed;
@@ -210,7 +264,7 @@ impl Period {
                     max = Some((m, at, cause));
                 }
             }
-            for w in &r.wakeups {
+            for w in s.cause_counts() {
                 let key = (
                     w.category.clone().unwrap_or_else(|| "unexplained".into()),
                     w.name.clone().unwrap_or_default(),
@@ -220,15 +274,15 @@ impl Period {
                     name: key.1,
                     wakeups: 0,
                     missed: 0,
-                    worst_latency_ns: w.latency_ns,
-                    first_unix_ns: w.deadline_unix_ns,
-                    last_unix_ns: w.deadline_unix_ns,
+                    worst_latency_ns: w.worst_latency_ns,
+                    first_unix_ns: w.first_unix_ns,
+                    last_unix_ns: w.last_unix_ns,
                 });
-                c.wakeups += 1;
+                c.wakeups += w.wakeups;
                 c.missed += w.missed;
-                c.worst_latency_ns = c.worst_latency_ns.max(w.latency_ns);
-                c.first_unix_ns = c.first_unix_ns.min(w.deadline_unix_ns);
-                c.last_unix_ns = c.last_unix_ns.max(w.deadline_unix_ns);
+                c.worst_latency_ns = c.worst_latency_ns.max(w.worst_latency_ns);
+                c.first_unix_ns = c.first_unix_ns.min(w.first_unix_ns);
+                c.last_unix_ns = c.last_unix_ns.max(w.last_unix_ns);
             }
         }
         let cpus = per
@@ -267,6 +321,8 @@ impl Period {
             causes,
             explained_rows,
             states,
+            intervals,
+            resolutions,
         }
     }
 
@@ -342,6 +398,26 @@ pub fn dur_words(ns: i64) -> String {
         }
     }
     firmtime_rt::units::format_duration(Duration::from_nanos(ns))
+}
+
+/// A size as a user types it: the largest binary unit that divides it
+/// (`256MiB`, `1GiB`), else MiB with one decimal (`3.4MiB`).
+pub fn size_words(bytes: u64) -> String {
+    const UNITS: [(u64, &str); 4] = [
+        (1 << 40, "TiB"),
+        (1 << 30, "GiB"),
+        (1 << 20, "MiB"),
+        (1 << 10, "KiB"),
+    ];
+    for (u, name) in UNITS {
+        if bytes >= u && bytes % u == 0 {
+            return format!("{}{name}", bytes / u);
+        }
+    }
+    if bytes < 1 << 20 {
+        return format!("{bytes}B");
+    }
+    format!("{:.1}MiB", bytes as f64 / f64::from(1u32 << 20))
 }
 
 /// "Was this machine fine?": fine when the period holds data, its worst
@@ -440,6 +516,27 @@ pub fn markdown(p: &Period, db: &Path, plots: &[PathBuf], max_latency_ns: i64) -
         utc(p.until_unix_ns)
     );
     let _ = writeln!(s, "**{line}**\n");
+    if !p.resolutions.is_empty() {
+        let _ = writeln!(
+            s,
+            "## Resolution\n\nOlder intervals are rolled up into hours, then days (docs/WATCH.md, \"Retention\"); the figures below sum them exactly (counts, misses, maxima, histograms).\n\n| from | to | resolution | rows | intervals |\n|---|---|---|---|---|"
+        );
+        for r in &p.resolutions {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} |",
+                utc(r.from_unix_ns),
+                utc(r.to_unix_ns),
+                match r.resolution_ns {
+                    0 => "each interval as stored".to_string(),
+                    _ => format!("per {}", r.resolution),
+                },
+                r.rows,
+                r.intervals
+            );
+        }
+        let _ = writeln!(s);
+    }
     let _ = writeln!(s, "## Per CPU\n");
     let _ = writeln!(
         s,
@@ -473,17 +570,18 @@ pub fn markdown(p: &Period, db: &Path, plots: &[PathBuf], max_latency_ns: i64) -
     worst.sort_by_key(|t| std::cmp::Reverse(t.max_ns));
     let _ = writeln!(
         s,
-        "The {} intervals with the latest wake-up:\n\n| interval start | max | p99.9 | missed |\n|---|---|---|---|",
+        "The {} intervals with the latest wake-up:\n\n| interval start | max | p99.9 | missed | resolution |\n|---|---|---|---|---|",
         worst.len().min(10)
     );
     for t in worst.iter().take(10) {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} |",
             utc(t.start_unix_ns),
             fmt_ns(t.max_ns),
             fmt_ns(t.p999_ns),
-            t.missed
+            t.missed,
+            resolution_word(t.resolution_ns)
         );
     }
     let _ = writeln!(s, "\n## Histogram of the period\n");
@@ -509,8 +607,8 @@ pub fn markdown(p: &Period, db: &Path, plots: &[PathBuf], max_latency_ns: i64) -
     } else {
         let _ = writeln!(
             s,
-            "Each interval keeps each CPU's worst wake-ups; {} of {} interval rows were explained by the trace.\n",
-            p.explained_rows, p.rows
+            "Each interval keeps each CPU's worst wake-ups; {} of {} intervals were explained by the trace.\n",
+            p.explained_rows, p.intervals
         );
         let _ = writeln!(
             s,
@@ -652,10 +750,10 @@ mod tests {
             h.record(10_000);
         }
         h.record(max_us * 1000);
-        StoredInterval {
-            id: 0,
-            run_id: 1,
-            interval: CpuInterval {
+        StoredInterval::raw(
+            0,
+            1,
+            CpuInterval {
                 seq: 0,
                 cpu,
                 start_unix_ns: start_s * 1_000_000_000,
@@ -683,7 +781,7 @@ mod tests {
                     cause_ns: cat.map(|_| 1000),
                 }],
             },
-        }
+        )
     }
 
     #[test]

@@ -11,7 +11,7 @@ use crate::error::{invalid, Error, ErrorKind, Result};
 use crate::interval::{rings, Interval, LoopEnd, WatchLoop};
 use crate::metrics::Totals;
 use crate::state;
-use crate::store::{CpuInterval, MachineState, RunInfo, Store, Wakeup};
+use crate::store::{CpuInterval, MachineState, Retention, RunInfo, Store, Wakeup, MAX_DB_BYTES};
 use firmtime_rt::clock::monotonic_ns;
 use firmtime_rt::outliers::Notes;
 use firmtime_rt::periodic::Periodic;
@@ -68,8 +68,17 @@ pub struct Config {
     pub policy: Policy,
     /// CPUs to watch (`--cpu`); `None`: every online CPU.
     pub cpus: Option<Vec<usize>>,
-    /// Retention (`--keep`), default 30 days.
+    /// Nothing older is kept, at any resolution (`--keep`), default 3650
+    /// days (10 years: in practice `--max-db-size` decides).
     pub keep_ns: u64,
+    /// Intervals are kept as stored this long, then rolled up into hours
+    /// (`--keep-raw`), default 7 days.
+    pub keep_raw_ns: u64,
+    /// Hourly roll-ups are kept this long, then rolled up into days
+    /// (`--keep-hourly`), default 90 days.
+    pub keep_hourly_ns: u64,
+    /// The cap on the database file (`--max-db-size`), bytes, default 256 MiB.
+    pub max_db_bytes: u64,
     /// Worst wake-ups kept per CPU and interval (`--worst`), default 10.
     pub worst: usize,
     /// The explaining trace (`--explain`), default auto.
@@ -89,7 +98,10 @@ impl Default for Config {
             duration_ns: None,
             policy: Policy::Fifo { priority: 80 },
             cpus: None,
-            keep_ns: 30 * 86_400_000_000_000,
+            keep_ns: 3650 * 86_400_000_000_000,
+            keep_raw_ns: 7 * 86_400_000_000_000,
+            keep_hourly_ns: 90 * 86_400_000_000_000,
+            max_db_bytes: 256 << 20,
             worst: 10,
             explain: ExplainMode::Auto,
             budget_percent: 0.5,
@@ -126,6 +138,30 @@ impl Config {
         check("--period", self.period_ns, &PERIOD_NS)?;
         check("--interval", self.interval_ns, &INTERVAL_NS)?;
         check("--keep", self.keep_ns, &KEEP_NS)?;
+        check("--keep-raw", self.keep_raw_ns, &KEEP_NS)?;
+        check("--keep-hourly", self.keep_hourly_ns, &KEEP_NS)?;
+        if !MAX_DB_BYTES.contains(&self.max_db_bytes) {
+            return Err(range_err(
+                "--max-db-size",
+                crate::report::size_words(self.max_db_bytes),
+                crate::report::size_words(*MAX_DB_BYTES.start()),
+                crate::report::size_words(*MAX_DB_BYTES.end()),
+            ));
+        }
+        if self.keep_hourly_ns < self.keep_raw_ns {
+            return Err(invalid(format!(
+                "--keep-hourly {} is shorter than --keep-raw ({}): intervals become hours before hours become days",
+                fmt_ns(self.keep_hourly_ns),
+                fmt_ns(self.keep_raw_ns)
+            )));
+        }
+        if self.keep_raw_ns < self.interval_ns {
+            return Err(invalid(format!(
+                "--keep-raw {} is shorter than one --interval ({})",
+                fmt_ns(self.keep_raw_ns),
+                fmt_ns(self.interval_ns)
+            )));
+        }
         if !BUDGET_PERCENT.contains(&self.budget_percent) {
             return Err(range_err(
                 "--budget",
@@ -192,6 +228,17 @@ impl Config {
         v
     }
 
+    /// The retention policy of `--keep`, `--keep-raw`, `--keep-hourly` and
+    /// `--max-db-size`.
+    pub fn retention(&self) -> Retention {
+        Retention {
+            keep_ns: self.keep_ns,
+            raw_ns: self.keep_raw_ns,
+            hourly_ns: self.keep_hourly_ns,
+            max_bytes: self.max_db_bytes,
+        }
+    }
+
     fn deadlines(&self) -> u64 {
         self.duration_ns.map_or(u64::MAX, |d| d / self.period_ns)
     }
@@ -224,6 +271,18 @@ pub struct Summary {
     pub intervals: u64,
     /// True when stopped by the stop flag.
     pub stopped: bool,
+}
+
+/// What the size cap made `maintain` do, in words.
+fn cap_notice(m: &crate::store::Maintenance, config: &Config) -> String {
+    format!(
+        "the database reached --max-db-size {}: {} rows rolled up before their time, {} rows of the oldest days dropped; it now starts at {} ({})",
+        crate::report::size_words(config.max_db_bytes),
+        m.cap_rolled,
+        m.cap_dropped,
+        m.oldest_unix_ns.map_or("-".into(), crate::report::utc),
+        crate::report::size_words(m.size_bytes)
+    )
 }
 
 fn unix_now_ns() -> i64 {
@@ -742,9 +801,15 @@ pub fn run(
                         }
                     }
                     events(Event::Stored(rows));
-                    match store.prune(unix_now_ns() - config.keep_ns as i64) {
-                        Ok(0) => {}
-                        Ok(n) => events(Event::Pruned(n)),
+                    match store.maintain(unix_now_ns(), &config.retention()) {
+                        Ok(m) => {
+                            if m.deleted > 0 {
+                                events(Event::Pruned(m.deleted));
+                            }
+                            if m.cap_rolled + m.cap_dropped > 0 {
+                                events(Event::Notice(cap_notice(&m, config)));
+                            }
+                        }
                         Err(e) => events(Event::Notice(format!("pruning failed: {}", e.message()))),
                     }
                 }

@@ -13,7 +13,24 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// The schema version this build writes (`meta.schema_version`).
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
+
+/// `resolution_ns` of a row as the writer stored it: one interval.
+pub const RAW: u64 = 0;
+/// `resolution_ns` of an hourly roll-up.
+pub const HOUR_NS: u64 = 3_600_000_000_000;
+/// `resolution_ns` of a daily roll-up (UTC days).
+pub const DAY_NS: u64 = 86_400_000_000_000;
+/// Worst wake-ups a rolled-up row keeps (with their causes).
+pub const ROLLUP_WORST: usize = 10;
+/// Causes a rolled-up row keeps by name; the rest of each category are
+/// summed under the name [`OTHER_NAMES`].
+pub const ROLLUP_CAUSES: usize = 32;
+/// The name under which a rolled-up row sums the causes beyond
+/// [`ROLLUP_CAUSES`] (per category).
+pub const OTHER_NAMES: &str = "(other names)";
+/// Valid `--max-db-size`, bytes (1 MiB … 64 GiB).
+pub const MAX_DB_BYTES: std::ops::RangeInclusive<u64> = (1 << 20)..=(64 << 30);
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -60,7 +77,10 @@ CREATE TABLE IF NOT EXISTS intervals(
   explained INTEGER NOT NULL,
   state_id INTEGER NOT NULL,
   histogram TEXT NOT NULL,
-  watch_cpu_ns INTEGER
+  watch_cpu_ns INTEGER,
+  resolution_ns INTEGER NOT NULL DEFAULT 0,
+  source_rows INTEGER NOT NULL DEFAULT 1,
+  explained_rows INTEGER
 );
 CREATE INDEX IF NOT EXISTS intervals_by_end ON intervals(end_unix_ns);
 CREATE TABLE IF NOT EXISTS wakeups(
@@ -73,7 +93,22 @@ CREATE TABLE IF NOT EXISTS wakeups(
   cause_ns INTEGER
 );
 CREATE INDEX IF NOT EXISTS wakeups_by_interval ON wakeups(interval_id);
+CREATE TABLE IF NOT EXISTS causes(
+  interval_id INTEGER NOT NULL REFERENCES intervals(id) ON DELETE CASCADE,
+  category TEXT,
+  name TEXT,
+  wakeups INTEGER NOT NULL,
+  missed INTEGER NOT NULL,
+  worst_latency_ns INTEGER NOT NULL,
+  first_unix_ns INTEGER NOT NULL,
+  last_unix_ns INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS causes_by_interval ON causes(interval_id);
 ";
+
+/// Indexes on the columns schema 3 added (after the migration).
+const SCHEMA_3_INDEXES: &str =
+    "CREATE INDEX IF NOT EXISTS intervals_by_resolution ON intervals(resolution_ns, start_unix_ns);";
 
 /// A `states` row selected as `key, kernel_release, kernel_cmdline,
 /// governors, preempt_model, clocksource, virtualization, tuned_profile`.
@@ -189,16 +224,510 @@ pub struct RunInfo {
     pub conditions: String,
 }
 
-/// An interval read back (with its row id and run).
+/// An interval read back (with its row id and run), or a roll-up of
+/// several ([`Store::maintain`]).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StoredInterval {
     /// Row id.
     pub id: i64,
-    /// The run.
+    /// The run (of a roll-up: the run of its latest interval).
     pub run_id: i64,
     /// The interval.
     #[serde(flatten)]
     pub interval: CpuInterval,
+    /// [`RAW`] (0) for an interval as stored, [`HOUR_NS`] or [`DAY_NS`]
+    /// for a roll-up.
+    pub resolution_ns: u64,
+    /// Intervals this row stands for (1 for an interval as stored).
+    pub source_rows: u64,
+    /// Of them, those the explaining trace explained.
+    pub explained_rows: u64,
+    /// A roll-up's cause counts over all the wake-ups its intervals kept
+    /// (its `wakeups` are then only the [`ROLLUP_WORST`] worst); empty for
+    /// an interval as stored, whose causes are its wake-ups.
+    pub causes: Vec<CauseCount>,
+}
+
+impl StoredInterval {
+    /// An interval as stored (resolution [`RAW`], one source row).
+    pub fn raw(id: i64, run_id: i64, interval: CpuInterval) -> StoredInterval {
+        StoredInterval {
+            id,
+            run_id,
+            explained_rows: u64::from(interval.explained),
+            interval,
+            resolution_ns: RAW,
+            source_rows: 1,
+            causes: Vec::new(),
+        }
+    }
+
+    /// The cause counts of the row: of a roll-up its `causes`, of an
+    /// interval as stored its wake-ups counted by category and name.
+    pub fn cause_counts(&self) -> Vec<CauseCount> {
+        if self.resolution_ns != RAW {
+            return self.causes.clone();
+        }
+        let mut m: std::collections::BTreeMap<(Option<String>, Option<String>), CauseCount> =
+            std::collections::BTreeMap::new();
+        for w in &self.interval.wakeups {
+            let c = CauseCount {
+                category: w.category.clone(),
+                name: w.name.clone(),
+                wakeups: 1,
+                missed: w.missed,
+                worst_latency_ns: w.latency_ns,
+                first_unix_ns: w.deadline_unix_ns,
+                last_unix_ns: w.deadline_unix_ns,
+            };
+            match m.entry((c.category.clone(), c.name.clone())) {
+                std::collections::btree_map::Entry::Vacant(v) => {
+                    v.insert(c);
+                }
+                std::collections::btree_map::Entry::Occupied(mut o) => o.get_mut().add(&c),
+            }
+        }
+        m.into_values().collect()
+    }
+}
+
+/// The wake-ups one cause made late, summed (a roll-up's `causes` row).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CauseCount {
+    /// Cause category (`None`: no trace ran).
+    pub category: Option<String>,
+    /// Cause name ([`OTHER_NAMES`]: the category's names beyond the
+    /// [`ROLLUP_CAUSES`] most frequent).
+    pub name: Option<String>,
+    /// Kept wake-ups it made late.
+    pub wakeups: u64,
+    /// Deadlines missed in them.
+    pub missed: u64,
+    /// The latest of them, ns.
+    pub worst_latency_ns: i64,
+    /// The first one's deadline, Unix ns.
+    pub first_unix_ns: i64,
+    /// The last one's deadline, Unix ns.
+    pub last_unix_ns: i64,
+}
+
+impl CauseCount {
+    /// Adds `o` (the same cause, or folded into this one).
+    pub fn add(&mut self, o: &CauseCount) {
+        self.wakeups += o.wakeups;
+        self.missed += o.missed;
+        self.worst_latency_ns = self.worst_latency_ns.max(o.worst_latency_ns);
+        self.first_unix_ns = self.first_unix_ns.min(o.first_unix_ns);
+        self.last_unix_ns = self.last_unix_ns.max(o.last_unix_ns);
+    }
+}
+
+/// The retention policy [`Store::maintain`] applies (`--keep`,
+/// `--keep-raw`, `--keep-hourly`, `--max-db-size`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Retention {
+    /// Nothing older is kept, at any resolution (`--keep`, default 10 years).
+    pub keep_ns: u64,
+    /// Intervals as stored are kept this long, then rolled up into hours
+    /// (`--keep-raw`, default 7 days).
+    pub raw_ns: u64,
+    /// Hourly roll-ups are kept this long, then rolled up into days
+    /// (`--keep-hourly`, default 90 days).
+    pub hourly_ns: u64,
+    /// The cap on the database file, bytes (`--max-db-size`, default 256 MiB).
+    pub max_bytes: u64,
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        Retention {
+            keep_ns: 3650 * DAY_NS,
+            raw_ns: 7 * DAY_NS,
+            hourly_ns: 90 * DAY_NS,
+            max_bytes: 256 << 20,
+        }
+    }
+}
+
+/// What one [`Store::maintain`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Maintenance {
+    /// Rows deleted as older than `keep`.
+    pub deleted: usize,
+    /// Interval rows rolled up into hours by age.
+    pub rolled_to_hour: usize,
+    /// Hourly rows rolled up into days by age.
+    pub rolled_to_day: usize,
+    /// Rows rolled up earlier than their age asks, to fit `max_bytes`.
+    pub cap_rolled: usize,
+    /// Rows of the oldest days deleted to fit `max_bytes`.
+    pub cap_dropped: usize,
+    /// The oldest row's start after the cap was applied (`None`: not applied).
+    pub oldest_unix_ns: Option<i64>,
+    /// The file's size afterwards, bytes.
+    pub size_bytes: u64,
+}
+
+/// Merges rows (of one CPU, period and state) into one of `resolution_ns`:
+/// sums of counts, misses, steal, watch's CPU time (`None` only when no
+/// row knew it), merged intervals and source rows; the exact minimum and
+/// maximum; the count-weighted mean; the bucket-wise sum of the histograms
+/// and its nearest-rank p99 and p99.9 capped at the maximum; the
+/// [`ROLLUP_WORST`] worst wake-ups; the cause counts of all, the
+/// [`ROLLUP_CAUSES`] most frequent by name and the rest of each category
+/// under [`OTHER_NAMES`]. Start and end span the rows; the run, sequence
+/// number and CPU are the latest row's. `rows` must not be empty.
+pub fn merge_rows(rows: &[StoredInterval], resolution_ns: u64) -> StoredInterval {
+    let mut hist = crate::hist::Hist::new();
+    let latest = rows
+        .iter()
+        .max_by_key(|r| (r.interval.start_unix_ns, r.id))
+        .expect("merge_rows: at least one row");
+    let mut out = CpuInterval {
+        seq: latest.interval.seq,
+        cpu: latest.interval.cpu,
+        start_unix_ns: i64::MAX,
+        end_unix_ns: i64::MIN,
+        period_ns: latest.interval.period_ns,
+        count: 0,
+        missed: 0,
+        min_ns: None,
+        max_ns: None,
+        mean_ns: None,
+        p99_ns: None,
+        p999_ns: None,
+        steal_ns: 0,
+        partial: false,
+        merged: 0,
+        explained: false,
+        histogram: Vec::new(),
+        wakeups: Vec::new(),
+        watch_cpu_ns: None,
+    };
+    let (mut source_rows, mut explained_rows, mut sum) = (0, 0, 0.0);
+    let mut causes: std::collections::BTreeMap<(Option<String>, Option<String>), CauseCount> =
+        std::collections::BTreeMap::new();
+    for s in rows {
+        let r = &s.interval;
+        out.start_unix_ns = out.start_unix_ns.min(r.start_unix_ns);
+        out.end_unix_ns = out.end_unix_ns.max(r.end_unix_ns);
+        out.count += r.count;
+        out.missed += r.missed;
+        out.min_ns = match (out.min_ns, r.min_ns) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        out.max_ns = out.max_ns.max(r.max_ns);
+        sum += r.mean_ns.unwrap_or(0.0) * r.count as f64;
+        out.steal_ns += r.steal_ns;
+        out.partial |= r.partial;
+        out.merged += r.merged;
+        out.explained |= r.explained;
+        hist.add_sparse(&r.histogram);
+        out.wakeups.extend(r.wakeups.iter().cloned());
+        if let Some(n) = r.watch_cpu_ns {
+            out.watch_cpu_ns = Some(out.watch_cpu_ns.unwrap_or(0) + n);
+        }
+        source_rows += s.source_rows;
+        explained_rows += s.explained_rows;
+        for c in s.cause_counts() {
+            match causes.entry((c.category.clone(), c.name.clone())) {
+                std::collections::btree_map::Entry::Vacant(v) => {
+                    v.insert(c);
+                }
+                std::collections::btree_map::Entry::Occupied(mut o) => o.get_mut().add(&c),
+            }
+        }
+    }
+    let max = out.max_ns.unwrap_or(0);
+    out.mean_ns = (out.count > 0).then(|| sum / out.count as f64);
+    out.p99_ns = hist.quantile(0.99, max);
+    out.p999_ns = hist.quantile(0.999, max);
+    out.histogram = hist.sparse();
+    out.wakeups.sort_by(|a, b| {
+        b.latency_ns
+            .cmp(&a.latency_ns)
+            .then(b.deadline_unix_ns.cmp(&a.deadline_unix_ns))
+    });
+    out.wakeups.truncate(ROLLUP_WORST);
+    let mut all: Vec<CauseCount> = causes.into_values().collect();
+    all.sort_by(|a, b| {
+        b.wakeups
+            .cmp(&a.wakeups)
+            .then(b.worst_latency_ns.cmp(&a.worst_latency_ns))
+    });
+    let mut kept: std::collections::BTreeMap<(Option<String>, Option<String>), CauseCount> =
+        std::collections::BTreeMap::new();
+    for (i, mut c) in all.into_iter().enumerate() {
+        if i >= ROLLUP_CAUSES {
+            c.name = Some(OTHER_NAMES.to_string());
+        }
+        match kept.entry((c.category.clone(), c.name.clone())) {
+            std::collections::btree_map::Entry::Vacant(v) => {
+                v.insert(c);
+            }
+            std::collections::btree_map::Entry::Occupied(mut o) => o.get_mut().add(&c),
+        }
+    }
+    StoredInterval {
+        id: 0,
+        run_id: latest.run_id,
+        interval: out,
+        resolution_ns,
+        source_rows,
+        explained_rows,
+        causes: kept.into_values().collect(),
+    }
+}
+
+/// Stores one interval group (see [`Store::write_interval`]) in `tx`.
+fn insert_group(
+    tx: &Connection,
+    run_id: i64,
+    now_unix_ns: i64,
+    state: &MachineState,
+    rows: &[CpuInterval],
+) -> Result<i64> {
+    let last: Option<(i64, MachineState)> = tx
+        .query_row(
+            "SELECT id, kernel_release, kernel_cmdline, governors, preempt_model, clocksource,
+                    virtualization, tuned_profile FROM states ORDER BY id DESC LIMIT 1",
+            [],
+            keyed_state,
+        )
+        .optional()?;
+    let state_id = match last {
+        Some((id, s)) if &s == state => id,
+        _ => {
+            tx.execute(
+                "INSERT INTO states(run_id, seen_unix_ns, kernel_release, kernel_cmdline, governors,
+                    preempt_model, clocksource, virtualization, tuned_profile)
+                 VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                params![
+                    run_id,
+                    now_unix_ns,
+                    state.kernel_release,
+                    state.kernel_cmdline,
+                    state.governors,
+                    state.preempt_model,
+                    state.clocksource,
+                    state.virtualization,
+                    state.tuned_profile
+                ],
+            )?;
+            tx.last_insert_rowid()
+        }
+    };
+    for row in rows {
+        insert_row(
+            tx,
+            run_id,
+            state_id,
+            &StoredInterval::raw(0, run_id, row.clone()),
+        )?;
+    }
+    Ok(state_id)
+}
+
+/// Inserts one row (an interval or a roll-up) with its wake-ups and causes.
+fn insert_row(tx: &Connection, run_id: i64, state_id: i64, s: &StoredInterval) -> Result<i64> {
+    let row = &s.interval;
+    let hist = serde_json::to_string(&row.histogram)
+        .map_err(|e| Error::new(ErrorKind::Database, format!("histogram: {e}")))?;
+    let mut st = tx.prepare_cached(
+        "INSERT INTO intervals(run_id, seq, cpu, start_unix_ns, end_unix_ns, period_ns, count,
+            missed, min_ns, max_ns, mean_ns, p99_ns, p999_ns, steal_ns, partial, merged,
+            explained, state_id, histogram, watch_cpu_ns, resolution_ns, source_rows, explained_rows)
+         VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23)",
+    )?;
+    st.execute(params![
+        run_id,
+        row.seq as i64,
+        row.cpu as i64,
+        row.start_unix_ns,
+        row.end_unix_ns,
+        row.period_ns as i64,
+        row.count as i64,
+        row.missed as i64,
+        row.min_ns,
+        row.max_ns,
+        row.mean_ns,
+        row.p99_ns,
+        row.p999_ns,
+        row.steal_ns as i64,
+        row.partial,
+        row.merged as i64,
+        row.explained,
+        state_id,
+        hist,
+        row.watch_cpu_ns.map(|n| n.min(i64::MAX as u64) as i64),
+        s.resolution_ns as i64,
+        s.source_rows as i64,
+        s.explained_rows as i64
+    ])?;
+    let id = tx.last_insert_rowid();
+    let mut wst = tx.prepare_cached(
+        "INSERT INTO wakeups(interval_id, deadline_unix_ns, latency_ns, missed, category, name, cause_ns)
+         VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )?;
+    for w in &row.wakeups {
+        wst.execute(params![
+            id,
+            w.deadline_unix_ns,
+            w.latency_ns,
+            w.missed as i64,
+            w.category,
+            w.name,
+            w.cause_ns.map(|n| n as i64)
+        ])?;
+    }
+    let mut cst = tx.prepare_cached(
+        "INSERT INTO causes(interval_id, category, name, wakeups, missed, worst_latency_ns,
+            first_unix_ns, last_unix_ns) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    )?;
+    for c in &s.causes {
+        cst.execute(params![
+            id,
+            c.category,
+            c.name,
+            c.wakeups as i64,
+            c.missed as i64,
+            c.worst_latency_ns,
+            c.first_unix_ns,
+            c.last_unix_ns
+        ])?;
+    }
+    Ok(id)
+}
+
+/// Deletes the states no row refers to (except the latest) and the
+/// finished runs before `before_unix_ns` that no row refers to.
+fn forget_unreferenced(tx: &Connection, before_unix_ns: i64) -> Result<()> {
+    tx.execute(
+        "DELETE FROM states WHERE id NOT IN (SELECT DISTINCT state_id FROM intervals)
+           AND id <> (SELECT MAX(id) FROM states)",
+        [],
+    )?;
+    tx.execute(
+        "DELETE FROM runs WHERE ended_unix_ns IS NOT NULL AND ended_unix_ns < ?1
+           AND id NOT IN (SELECT DISTINCT run_id FROM intervals)",
+        [before_unix_ns],
+    )?;
+    Ok(())
+}
+
+/// The rows `WHERE filter` (`params` bound), oldest first, with their
+/// wake-ups and causes.
+fn read_rows(
+    conn: &Connection,
+    filter: &str,
+    params: impl rusqlite::Params + Clone,
+) -> Result<Vec<StoredInterval>> {
+    let mut st = conn.prepare(&format!(
+        "SELECT id, run_id, seq, cpu, start_unix_ns, end_unix_ns, period_ns, count, missed, min_ns,
+                max_ns, mean_ns, p99_ns, p999_ns, steal_ns, partial, merged, explained, histogram,
+                watch_cpu_ns, resolution_ns, source_rows, COALESCE(explained_rows, explained)
+         FROM intervals WHERE {filter} ORDER BY start_unix_ns, cpu"
+    ))?;
+    let rows = st.query_map(params.clone(), |r| {
+        let hist: String = r.get(18)?;
+        Ok((
+            StoredInterval {
+                id: r.get(0)?,
+                run_id: r.get(1)?,
+                interval: CpuInterval {
+                    seq: r.get::<_, i64>(2)? as u64,
+                    cpu: r.get::<_, i64>(3)? as usize,
+                    start_unix_ns: r.get(4)?,
+                    end_unix_ns: r.get(5)?,
+                    period_ns: r.get::<_, i64>(6)? as u64,
+                    count: r.get::<_, i64>(7)? as u64,
+                    missed: r.get::<_, i64>(8)? as u64,
+                    min_ns: r.get(9)?,
+                    max_ns: r.get(10)?,
+                    mean_ns: r.get(11)?,
+                    p99_ns: r.get(12)?,
+                    p999_ns: r.get(13)?,
+                    steal_ns: r.get::<_, i64>(14)? as u64,
+                    partial: r.get(15)?,
+                    merged: r.get::<_, i64>(16)? as u64,
+                    explained: r.get(17)?,
+                    histogram: Vec::new(),
+                    wakeups: Vec::new(),
+                    watch_cpu_ns: r.get::<_, Option<i64>>(19)?.map(|n| n.max(0) as u64),
+                },
+                resolution_ns: r.get::<_, i64>(20)?.max(0) as u64,
+                source_rows: r.get::<_, i64>(21)?.max(0) as u64,
+                explained_rows: r.get::<_, i64>(22)?.max(0) as u64,
+                causes: Vec::new(),
+            },
+            hist,
+        ))
+    })?;
+    let mut out = Vec::new();
+    let mut at = std::collections::HashMap::new();
+    for row in rows {
+        let (mut s, hist) = row?;
+        s.interval.histogram = serde_json::from_str(&hist).map_err(|e| {
+            Error::new(
+                ErrorKind::Database,
+                format!("interval {}: histogram does not parse: {e}", s.id),
+            )
+        })?;
+        at.insert(s.id, out.len());
+        out.push(s);
+    }
+    let mut wst = conn.prepare(&format!(
+        "SELECT interval_id, deadline_unix_ns, latency_ns, missed, category, name, cause_ns FROM wakeups
+         WHERE interval_id IN (SELECT id FROM intervals WHERE {filter})
+         ORDER BY interval_id, latency_ns DESC"
+    ))?;
+    let ws = wst.query_map(params.clone(), |r| {
+        Ok((
+            r.get::<_, i64>(0)?,
+            Wakeup {
+                deadline_unix_ns: r.get(1)?,
+                latency_ns: r.get(2)?,
+                missed: r.get::<_, i64>(3)? as u64,
+                category: r.get(4)?,
+                name: r.get(5)?,
+                cause_ns: r.get::<_, Option<i64>>(6)?.map(|n| n as u64),
+            },
+        ))
+    })?;
+    for w in ws {
+        let (id, w) = w?;
+        if let Some(&i) = at.get(&id) {
+            out[i].interval.wakeups.push(w);
+        }
+    }
+    let mut cst = conn.prepare(&format!(
+        "SELECT interval_id, category, name, wakeups, missed, worst_latency_ns, first_unix_ns,
+                last_unix_ns FROM causes
+         WHERE interval_id IN (SELECT id FROM intervals WHERE {filter})
+         ORDER BY interval_id, wakeups DESC, worst_latency_ns DESC"
+    ))?;
+    let cs = cst.query_map(params, |r| {
+        Ok((
+            r.get::<_, i64>(0)?,
+            CauseCount {
+                category: r.get(1)?,
+                name: r.get(2)?,
+                wakeups: r.get::<_, i64>(3)?.max(0) as u64,
+                missed: r.get::<_, i64>(4)?.max(0) as u64,
+                worst_latency_ns: r.get(5)?,
+                first_unix_ns: r.get(6)?,
+                last_unix_ns: r.get(7)?,
+            },
+        ))
+    })?;
+    for c in cs {
+        let (id, c) = c?;
+        if let Some(&i) = at.get(&id) {
+            out[i].causes.push(c);
+        }
+    }
+    Ok(out)
 }
 
 /// A run as listed by [`Store::runs`]: `(id, started Unix ns, ended Unix
@@ -230,6 +759,10 @@ impl Store {
     pub fn open(path: &Path) -> Result<Store> {
         let conn = Connection::open(path).map_err(|e| db_err(path, e))?;
         conn.busy_timeout(std::time::Duration::from_secs(10))
+            .map_err(|e| db_err(path, e))?;
+        // Before the first table exists (a no-op afterwards): freed pages
+        // can be given back, so the file can shrink under --max-db-size.
+        conn.execute_batch("PRAGMA auto_vacuum=INCREMENTAL")
             .map_err(|e| db_err(path, e))?;
         let mode: String = conn
             .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
@@ -271,18 +804,37 @@ impl Store {
                     ),
                 ))
             }
-            Some(1) => {
-                // Version 2 added intervals.watch_cpu_ns (NULL in older rows).
-                conn.execute_batch(
-                    "BEGIN;
-                     ALTER TABLE intervals ADD COLUMN watch_cpu_ns INTEGER;
-                     UPDATE meta SET value='2' WHERE key='schema_version';
+            Some(v) if v < SCHEMA_VERSION => {
+                let mut sql = String::from("BEGIN;");
+                if v < 2 {
+                    // Version 2 added intervals.watch_cpu_ns (NULL in older rows).
+                    sql.push_str("ALTER TABLE intervals ADD COLUMN watch_cpu_ns INTEGER;");
+                }
+                // Version 3 added the roll-ups: a row's resolution, the
+                // intervals it stands for and how many of them were
+                // explained (NULL: the row's own `explained`).
+                sql.push_str(
+                    "ALTER TABLE intervals ADD COLUMN resolution_ns INTEGER NOT NULL DEFAULT 0;
+                     ALTER TABLE intervals ADD COLUMN source_rows INTEGER NOT NULL DEFAULT 1;
+                     ALTER TABLE intervals ADD COLUMN explained_rows INTEGER;
+                     UPDATE meta SET value='3' WHERE key='schema_version';
                      COMMIT;",
-                )
-                .map_err(|e| db_err(path, e))?;
+                );
+                conn.execute_batch(&sql).map_err(|e| db_err(path, e))?;
+                // Once: a file made before schema 3 has no incremental
+                // auto-vacuum; VACUUM turns it on (and compacts the file).
+                let av: i64 = conn
+                    .query_row("PRAGMA auto_vacuum", [], |r| r.get(0))
+                    .map_err(|e| db_err(path, e))?;
+                if av != 2 {
+                    conn.execute_batch("PRAGMA auto_vacuum=INCREMENTAL; VACUUM;")
+                        .map_err(|e| db_err(path, e))?;
+                }
             }
             Some(_) => {}
         }
+        conn.execute_batch(SCHEMA_3_INDEXES)
+            .map_err(|e| db_err(path, e))?;
         Ok(Store {
             conn,
             path: path.to_path_buf(),
@@ -380,86 +932,34 @@ impl Store {
     ) -> Result<i64> {
         let r = (|| -> Result<i64> {
             let tx = self.conn.transaction()?;
-            let last: Option<(i64, MachineState)> = tx
-                .query_row(
-                    "SELECT id, kernel_release, kernel_cmdline, governors, preempt_model, clocksource,
-                            virtualization, tuned_profile FROM states ORDER BY id DESC LIMIT 1",
-                    [],
-                    keyed_state,
-                )
-                .optional()?;
-            let state_id = match last {
-                Some((id, s)) if &s == state => id,
-                _ => {
-                    tx.execute(
-                        "INSERT INTO states(run_id, seen_unix_ns, kernel_release, kernel_cmdline, governors,
-                            preempt_model, clocksource, virtualization, tuned_profile)
-                         VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                        params![
-                            run_id,
-                            now_unix_ns,
-                            state.kernel_release,
-                            state.kernel_cmdline,
-                            state.governors,
-                            state.preempt_model,
-                            state.clocksource,
-                            state.virtualization,
-                            state.tuned_profile
-                        ],
-                    )?;
-                    tx.last_insert_rowid()
-                }
-            };
-            for row in rows {
-                let hist = serde_json::to_string(&row.histogram)
-                    .map_err(|e| Error::new(ErrorKind::Database, format!("histogram: {e}")))?;
-                tx.execute(
-                    "INSERT INTO intervals(run_id, seq, cpu, start_unix_ns, end_unix_ns, period_ns, count,
-                        missed, min_ns, max_ns, mean_ns, p99_ns, p999_ns, steal_ns, partial, merged,
-                        explained, state_id, histogram, watch_cpu_ns)
-                     VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)",
-                    params![
-                        run_id,
-                        row.seq as i64,
-                        row.cpu as i64,
-                        row.start_unix_ns,
-                        row.end_unix_ns,
-                        row.period_ns as i64,
-                        row.count as i64,
-                        row.missed as i64,
-                        row.min_ns,
-                        row.max_ns,
-                        row.mean_ns,
-                        row.p99_ns,
-                        row.p999_ns,
-                        row.steal_ns as i64,
-                        row.partial,
-                        row.merged as i64,
-                        row.explained,
-                        state_id,
-                        hist,
-                        row.watch_cpu_ns.map(|n| n.min(i64::MAX as u64) as i64)
-                    ],
-                )?;
-                let id = tx.last_insert_rowid();
-                for w in &row.wakeups {
-                    tx.execute(
-                        "INSERT INTO wakeups(interval_id, deadline_unix_ns, latency_ns, missed, category, name, cause_ns)
-                         VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                        params![
-                            id,
-                            w.deadline_unix_ns,
-                            w.latency_ns,
-                            w.missed as i64,
-                            w.category,
-                            w.name,
-                            w.cause_ns.map(|n| n as i64)
-                        ],
-                    )?;
-                }
+            let id = insert_group(&tx, run_id, now_unix_ns, state, rows)?;
+            tx.commit()?;
+            Ok(id)
+        })();
+        self.named(r)
+    }
+
+    /// Stores `groups` interval groups, each as [`Store::write_interval`]
+    /// would, all in one transaction: `make(i)` gives group `i` as `(now,
+    /// state, rows)`. For importing and for generated histories (tests,
+    /// benchmarks): a day of one-minute intervals is one commit, not 1440.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Database`]; nothing is stored then.
+    pub fn write_bulk(
+        &mut self,
+        run_id: i64,
+        groups: usize,
+        mut make: impl FnMut(usize) -> (i64, MachineState, Vec<CpuInterval>),
+    ) -> Result<()> {
+        let r = (|| -> Result<()> {
+            let tx = self.conn.transaction()?;
+            for i in 0..groups {
+                let (now, state, rows) = make(i);
+                insert_group(&tx, run_id, now, &state, &rows)?;
             }
             tx.commit()?;
-            Ok(state_id)
+            Ok(())
         })();
         self.named(r)
     }
@@ -472,103 +972,192 @@ impl Store {
     /// # Errors
     /// [`ErrorKind::Database`].
     pub fn prune(&mut self, before_unix_ns: i64) -> Result<usize> {
-        let r = (|| -> Result<usize> {
-            let tx = self.conn.transaction()?;
-            let n = tx.execute(
-                "DELETE FROM intervals WHERE end_unix_ns < ?1",
-                [before_unix_ns],
-            )?;
-            tx.execute(
-                "DELETE FROM states WHERE id NOT IN (SELECT DISTINCT state_id FROM intervals)
-                   AND id <> (SELECT MAX(id) FROM states)",
-                [],
-            )?;
-            tx.execute(
-                "DELETE FROM runs WHERE ended_unix_ns IS NOT NULL AND ended_unix_ns < ?1
-                   AND id NOT IN (SELECT DISTINCT run_id FROM intervals)",
-                [before_unix_ns],
-            )?;
-            tx.commit()?;
-            Ok(n)
+        let r = self.prune_inner(before_unix_ns);
+        self.named(r)
+    }
+
+    /// Applies `ret` at `now_unix_ns`, in this order: deletes what ended
+    /// before `keep` ([`Store::prune`]); rolls the intervals older than
+    /// `raw` up into one row per CPU, period, machine state and UTC hour,
+    /// and hourly rows older than `hourly` into one per UTC day (whole
+    /// hours and days only); then, while the pages in use exceed
+    /// `max_bytes`, coarsens the oldest day one step (its intervals to
+    /// hours, else its hours to a day, else drops it; the newest day is
+    /// never dropped) until they fit in 90 % of it; and when the file is
+    /// larger than `max_bytes`, gives the free pages back
+    /// (`incremental_vacuum`, then a WAL checkpoint that truncates).
+    ///
+    /// A roll-up keeps counts, misses, steal and watch's CPU time as sums,
+    /// the maximum and minimum exactly, the histogram as the bucket-wise sum
+    /// (so its percentiles are those of the union), the
+    /// [`ROLLUP_WORST`] worst wake-ups with their causes, and the cause
+    /// counts of all its wake-ups ([`CauseCount`]).
+    ///
+    /// # Errors
+    /// [`ErrorKind::Database`]; each step is one transaction, so an error
+    /// leaves the database as the last finished step left it.
+    pub fn maintain(&mut self, now_unix_ns: i64, ret: &Retention) -> Result<Maintenance> {
+        let r = (|| -> Result<Maintenance> {
+            let mut m = Maintenance {
+                deleted: self.prune_inner(now_unix_ns.saturating_sub(ret.keep_ns as i64))?,
+                ..Maintenance::default()
+            };
+            let h = HOUR_NS as i64;
+            let d = DAY_NS as i64;
+            let raw_limit = now_unix_ns.saturating_sub(ret.raw_ns as i64).div_euclid(h) * h;
+            m.rolled_to_hour = self.coarsen(HOUR_NS, i64::MIN, raw_limit)?;
+            let hour_limit = now_unix_ns
+                .saturating_sub(ret.hourly_ns as i64)
+                .div_euclid(d)
+                * d;
+            m.rolled_to_day = self.coarsen(DAY_NS, i64::MIN, hour_limit)?;
+            let newest_day = now_unix_ns.div_euclid(d);
+            if self.used_bytes()? > ret.max_bytes {
+                let target = ret.max_bytes / 10 * 9;
+                while self.used_bytes()? > target {
+                    let oldest: Option<i64> = self
+                        .conn
+                        .query_row(
+                            "SELECT start_unix_ns FROM intervals ORDER BY end_unix_ns LIMIT 1",
+                            [],
+                            |r| r.get(0),
+                        )
+                        .optional()?;
+                    let Some(oldest) = oldest else { break };
+                    let day = oldest.div_euclid(d);
+                    let (lo, hi) = (day * d, day * d + d);
+                    let finest: Option<i64> = self.conn.query_row(
+                        "SELECT MIN(resolution_ns) FROM intervals WHERE start_unix_ns >= ?1 AND start_unix_ns < ?2",
+                        [lo, hi],
+                        |r| r.get(0),
+                    )?;
+                    match finest {
+                        Some(0) => m.cap_rolled += self.coarsen(HOUR_NS, lo, hi)?,
+                        Some(r) if (r as u64) < DAY_NS => {
+                            m.cap_rolled += self.coarsen(DAY_NS, lo, hi)?;
+                        }
+                        _ if day < newest_day => {
+                            let tx = self.conn.transaction()?;
+                            m.cap_dropped += tx.execute(
+                                "DELETE FROM intervals WHERE start_unix_ns >= ?1 AND start_unix_ns < ?2",
+                                [lo, hi],
+                            )?;
+                            forget_unreferenced(&tx, hi)?;
+                            tx.commit()?;
+                        }
+                        _ => break,
+                    }
+                }
+                m.oldest_unix_ns =
+                    self.conn
+                        .query_row("SELECT MIN(start_unix_ns) FROM intervals", [], |r| r.get(0))?;
+            }
+            if self.file_bytes()? > ret.max_bytes {
+                // It frees one page per step: step it to the end.
+                let mut st = self.conn.prepare("PRAGMA incremental_vacuum")?;
+                let mut rows = st.query([])?;
+                while rows.next()?.is_some() {}
+                drop(rows);
+                drop(st);
+                // Best effort: a reader holding an old snapshot can keep the
+                // checkpoint from finishing; the next maintenance retries.
+                let _: (i64, i64, i64) =
+                    self.conn
+                        .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+                            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                        })?;
+            }
+            m.size_bytes = self.file_bytes()?;
+            Ok(m)
         })();
         self.named(r)
     }
 
+    fn prune_inner(&mut self, before_unix_ns: i64) -> Result<usize> {
+        let tx = self.conn.transaction()?;
+        let n = tx.execute(
+            "DELETE FROM intervals WHERE end_unix_ns < ?1",
+            [before_unix_ns],
+        )?;
+        forget_unreferenced(&tx, before_unix_ns)?;
+        tx.commit()?;
+        Ok(n)
+    }
+
+    /// Pages in use (not free) times the page size, bytes.
+    fn used_bytes(&self) -> Result<u64> {
+        let pages: i64 = self.conn.query_row("PRAGMA page_count", [], |r| r.get(0))?;
+        let free: i64 = self
+            .conn
+            .query_row("PRAGMA freelist_count", [], |r| r.get(0))?;
+        let size: i64 = self.conn.query_row("PRAGMA page_size", [], |r| r.get(0))?;
+        Ok(((pages - free).max(0) * size.max(0)) as u64)
+    }
+
+    /// The main file's size on disk, bytes (0 when it cannot be read).
+    fn file_bytes(&self) -> Result<u64> {
+        Ok(std::fs::metadata(&self.path).map_or(0, |m| m.len()))
+    }
+
+    /// Merges, for every bucket of `resolution_ns` (UTC-aligned) that
+    /// starts at or after `lo` and ends at or before `hi` and holds a
+    /// finer row, the rows of each CPU, period and machine state in it
+    /// into one row of that resolution (one transaction). Returns the rows
+    /// merged.
+    fn coarsen(&mut self, resolution_ns: u64, lo: i64, hi: i64) -> Result<usize> {
+        let r = resolution_ns as i64;
+        let tx = self.conn.transaction()?;
+        let mut buckets = std::collections::BTreeSet::new();
+        {
+            let mut st = tx.prepare(
+                "SELECT DISTINCT cpu, period_ns, state_id, start_unix_ns / ?4 FROM intervals
+                 WHERE resolution_ns = ?1 AND start_unix_ns >= ?2 AND start_unix_ns < ?3",
+            )?;
+            for fine in [RAW, HOUR_NS].into_iter().filter(|&f| f < resolution_ns) {
+                // Whole buckets only: rows up to the last bucket boundary at or before `hi`.
+                let hi = hi.div_euclid(r) * r;
+                let rows = st.query_map(params![fine as i64, lo, hi, r], |row| {
+                    Ok((
+                        row.get::<_, i64>(0)?,
+                        row.get::<_, i64>(1)?,
+                        row.get::<_, i64>(2)?,
+                        row.get::<_, i64>(3)?,
+                    ))
+                })?;
+                for b in rows {
+                    buckets.insert(b?);
+                }
+            }
+        }
+        let mut merged_rows = 0;
+        for (cpu, period, state_id, b) in buckets {
+            let rows = read_rows(
+                &tx,
+                "cpu = ?1 AND period_ns = ?2 AND state_id = ?3 AND start_unix_ns >= ?4
+                 AND start_unix_ns < ?5 AND resolution_ns <= ?6",
+                params![cpu, period, state_id, b * r, b * r + r, r],
+            )?;
+            if rows.is_empty() {
+                continue;
+            }
+            let m = merge_rows(&rows, resolution_ns);
+            for s in &rows {
+                tx.execute("DELETE FROM intervals WHERE id = ?1", [s.id])?;
+            }
+            merged_rows += rows.len();
+            insert_row(&tx, m.run_id, state_id, &m)?;
+        }
+        tx.commit()?;
+        Ok(merged_rows)
+    }
+
     /// Intervals that ended at or after `since_unix_ns`, oldest first, with
-    /// their wake-ups.
+    /// their wake-ups (and a rolled-up row's causes).
     ///
     /// # Errors
     /// [`ErrorKind::Database`], or a stored histogram that does not parse.
     pub fn intervals_since(&self, since_unix_ns: i64) -> Result<Vec<StoredInterval>> {
-        let r = (|| -> Result<Vec<StoredInterval>> {
-            let mut st = self.conn.prepare(
-                "SELECT id, run_id, seq, cpu, start_unix_ns, end_unix_ns, period_ns, count, missed, min_ns,
-                        max_ns, mean_ns, p99_ns, p999_ns, steal_ns, partial, merged, explained, histogram,
-                        watch_cpu_ns
-                 FROM intervals WHERE end_unix_ns >= ?1 ORDER BY start_unix_ns, cpu",
-            )?;
-            let rows = st.query_map([since_unix_ns], |r| {
-                let hist: String = r.get(18)?;
-                Ok((
-                    r.get::<_, i64>(0)?,
-                    r.get::<_, i64>(1)?,
-                    CpuInterval {
-                        seq: r.get::<_, i64>(2)? as u64,
-                        cpu: r.get::<_, i64>(3)? as usize,
-                        start_unix_ns: r.get(4)?,
-                        end_unix_ns: r.get(5)?,
-                        period_ns: r.get::<_, i64>(6)? as u64,
-                        count: r.get::<_, i64>(7)? as u64,
-                        missed: r.get::<_, i64>(8)? as u64,
-                        min_ns: r.get(9)?,
-                        max_ns: r.get(10)?,
-                        mean_ns: r.get(11)?,
-                        p99_ns: r.get(12)?,
-                        p999_ns: r.get(13)?,
-                        steal_ns: r.get::<_, i64>(14)? as u64,
-                        partial: r.get(15)?,
-                        merged: r.get::<_, i64>(16)? as u64,
-                        explained: r.get(17)?,
-                        histogram: Vec::new(),
-                        wakeups: Vec::new(),
-                        watch_cpu_ns: r.get::<_, Option<i64>>(19)?.map(|n| n.max(0) as u64),
-                    },
-                    hist,
-                ))
-            })?;
-            let mut out = Vec::new();
-            let mut wst = self.conn.prepare(
-                "SELECT deadline_unix_ns, latency_ns, missed, category, name, cause_ns FROM wakeups
-                 WHERE interval_id = ?1 ORDER BY latency_ns DESC",
-            )?;
-            for row in rows {
-                let (id, run_id, mut interval, hist) = row?;
-                interval.histogram = serde_json::from_str(&hist).map_err(|e| {
-                    Error::new(
-                        ErrorKind::Database,
-                        format!("interval {id}: histogram does not parse: {e}"),
-                    )
-                })?;
-                interval.wakeups = wst
-                    .query_map([id], |r| {
-                        Ok(Wakeup {
-                            deadline_unix_ns: r.get(0)?,
-                            latency_ns: r.get(1)?,
-                            missed: r.get::<_, i64>(2)? as u64,
-                            category: r.get(3)?,
-                            name: r.get(4)?,
-                            cause_ns: r.get::<_, Option<i64>>(5)?.map(|n| n as u64),
-                        })
-                    })?
-                    .collect::<rusqlite::Result<Vec<_>>>()?;
-                out.push(StoredInterval {
-                    id,
-                    run_id,
-                    interval,
-                });
-            }
-            Ok(out)
-        })();
+        let r = read_rows(&self.conn, "end_unix_ns >= ?1", params![since_unix_ns]);
         self.named(r)
     }
 

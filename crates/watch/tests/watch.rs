@@ -165,6 +165,102 @@ fn a_schema_1_database_gains_the_watch_cpu_column_and_keeps_its_rows() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// A schema-2 database as the previous watch wrote it (its exact schema:
+/// no roll-up columns, no `causes` table, no incremental auto-vacuum),
+/// with one interval and two wake-ups.
+#[test]
+fn a_schema_2_database_migrates_keeps_its_rows_and_rolls_them_up() {
+    let dir = scratch("migrate2");
+    let p = dir.join("v2.db");
+    {
+        let c = rusqlite::Connection::open(&p).unwrap();
+        c.execute_batch(
+            "PRAGMA journal_mode=WAL;
+             CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+             INSERT INTO meta VALUES('schema_version', '2');
+             CREATE TABLE runs(id INTEGER PRIMARY KEY, started_unix_ns INTEGER NOT NULL,
+               ended_unix_ns INTEGER, end_reason TEXT, firmtime_version TEXT NOT NULL,
+               command_line TEXT NOT NULL, config TEXT NOT NULL, conditions TEXT NOT NULL);
+             CREATE TABLE states(id INTEGER PRIMARY KEY, run_id INTEGER NOT NULL,
+               seen_unix_ns INTEGER NOT NULL, kernel_release TEXT NOT NULL,
+               kernel_cmdline TEXT NOT NULL, governors TEXT NOT NULL, preempt_model TEXT NOT NULL,
+               clocksource TEXT NOT NULL, virtualization TEXT NOT NULL, tuned_profile TEXT NOT NULL);
+             CREATE TABLE intervals(
+               id INTEGER PRIMARY KEY, run_id INTEGER NOT NULL, seq INTEGER NOT NULL,
+               cpu INTEGER NOT NULL, start_unix_ns INTEGER NOT NULL, end_unix_ns INTEGER NOT NULL,
+               period_ns INTEGER NOT NULL, count INTEGER NOT NULL, missed INTEGER NOT NULL,
+               min_ns INTEGER, max_ns INTEGER, mean_ns REAL, p99_ns INTEGER, p999_ns INTEGER,
+               steal_ns INTEGER NOT NULL, partial INTEGER NOT NULL, merged INTEGER NOT NULL,
+               explained INTEGER NOT NULL, state_id INTEGER NOT NULL, histogram TEXT NOT NULL,
+               watch_cpu_ns INTEGER);
+             CREATE INDEX intervals_by_end ON intervals(end_unix_ns);
+             CREATE TABLE wakeups(
+               interval_id INTEGER NOT NULL REFERENCES intervals(id) ON DELETE CASCADE,
+               deadline_unix_ns INTEGER NOT NULL, latency_ns INTEGER NOT NULL,
+               missed INTEGER NOT NULL, category TEXT, name TEXT, cause_ns INTEGER);
+             CREATE INDEX wakeups_by_interval ON wakeups(interval_id);
+             INSERT INTO runs VALUES(1, 0, 100, 'stopped', '0.1', 'firmtime watch', '{}', '[]');
+             INSERT INTO states VALUES(1, 1, 0, '6.1', '', '', '', '', '', '');
+             INSERT INTO intervals VALUES(1, 1, 0, 0, 0, 60000000000, 1000000, 60000, 2,
+               2000, 9000, 5000.0, 8000, 9000, 7, 0, 0, 1, 1, '[[8000,59990],[9000,10]]', 123);
+             INSERT INTO wakeups VALUES(1, 5, 9000, 1, 'irq', 'eth0', 100);
+             INSERT INTO wakeups VALUES(1, 6, 8500, 1, 'irq', 'eth0', 100);",
+        )
+        .unwrap();
+    }
+    let mut s = Store::open(&p).unwrap();
+    let c = rusqlite::Connection::open(&p).unwrap();
+    let q = |sql: &str| c.query_row(sql, [], |r| r.get::<_, String>(0)).unwrap();
+    assert_eq!(
+        q("SELECT value FROM meta WHERE key='schema_version'"),
+        store_version()
+    );
+    let av: i64 = c.query_row("PRAGMA auto_vacuum", [], |r| r.get(0)).unwrap();
+    assert_eq!(
+        av, 2,
+        "incremental auto-vacuum, so the cap can shrink the file"
+    );
+    let rows = s.intervals_since(i64::MIN).unwrap();
+    assert_eq!(rows.len(), 1);
+    let r = &rows[0];
+    assert_eq!(
+        (r.resolution_ns, r.source_rows, r.explained_rows),
+        (0, 1, 1),
+        "an old row is one interval as stored"
+    );
+    assert_eq!(
+        (r.interval.count, r.interval.missed, r.interval.watch_cpu_ns),
+        (60_000, 2, Some(123))
+    );
+    assert_eq!(r.interval.wakeups.len(), 2);
+    // It rolls up like a new one (a week and more later).
+    let m = s
+        .maintain(
+            8 * 86_400_000_000_000,
+            &firmtime_watch::store::Retention::default(),
+        )
+        .unwrap();
+    assert_eq!(m.rolled_to_hour, 1);
+    let rows = s.intervals_since(i64::MIN).unwrap();
+    assert_eq!(rows.len(), 1);
+    let h = &rows[0];
+    assert_eq!(
+        (h.resolution_ns, h.interval.count, h.interval.max_ns),
+        (firmtime_watch::store::HOUR_NS, 60_000, Some(9000))
+    );
+    assert_eq!(h.causes.len(), 1);
+    assert_eq!((h.causes[0].wakeups, h.causes[0].missed), (2, 2));
+    s.integrity_check().unwrap();
+    drop(s);
+    // Opening again changes nothing.
+    drop(Store::open(&p).unwrap());
+    assert_eq!(
+        Store::open(&p).unwrap().intervals_since(i64::MIN).unwrap(),
+        rows
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 fn store_version() -> String {
     firmtime_watch::store::SCHEMA_VERSION.to_string()
 }
