@@ -89,7 +89,7 @@ pub struct ServerConfig {
     /// refuses that.
     pub insecure_no_key: bool,
     /// Serve only sessions whose data plane is encrypted (the master sent
-    /// [`Request::Encrypt`](crate::control::Request::Encrypt)); a setup
+    /// [`Request::Encrypt`]); a setup
     /// without it is refused with an `error` that says so. Needs `key`.
     /// Without it, the worker encrypts the sessions whose master asks.
     pub require_encrypt: bool,
