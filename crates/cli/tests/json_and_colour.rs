@@ -187,11 +187,13 @@ fn tap_run_replay_and_export_json_summarise_what_they_did() {
                 "beats",
                 "ended",
                 "incomplete",
+                "input_lost",
                 "unreported",
                 "self_checks",
             ],
         );
         assert_eq!(t["trial"], i + 1);
+        assert!(t["input_lost"].is_null(), "no input, none lost: {t}");
         assert_eq!(t["beats"], 4, "300 ms at 50 ms per beat from 100 ms");
         assert_eq!(t["ended"], "condition");
         assert_eq!(t["incomplete"], false);
