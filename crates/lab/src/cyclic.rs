@@ -569,11 +569,27 @@ pub fn run_with_status(
         }
         let t0 = monotonic_ns();
         let mut shown = 0;
+        let mut followed = session.is_none();
         while handles
             .iter()
             .any(|h| h.as_ref().is_ok_and(|h| !h.is_finished()))
         {
             std::thread::sleep(Duration::from_millis(100));
+            if !followed {
+                // The measured threads' page faults by thread id once all
+                // are known (until then by name: no gap). A refused filter
+                // leaves the name's, a superset.
+                let tids: Vec<i32> = lives
+                    .iter()
+                    .map(|l| l.tid.load(Ordering::Relaxed))
+                    .collect();
+                if tids.iter().all(|&t| t > 0) {
+                    if let Some(s) = &session {
+                        let _ = s.follow(&tids);
+                    }
+                    followed = true;
+                }
+            }
             let lines: Vec<StatusLine> = lives
                 .iter()
                 .enumerate()

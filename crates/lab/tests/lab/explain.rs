@@ -543,6 +543,40 @@ fn the_explaining_instance_records_only_the_measured_cpus_and_filtered_faults() 
     assert!(inst.remove());
 }
 
+#[test]
+fn a_session_masks_its_cpus_sizes_its_buffer_from_the_rate_and_follows_thread_ids() {
+    if !usable() {
+        return;
+    }
+    let measured = victim_cpu();
+    let cfg = explain::Config {
+        cpus: Some(vec![measured]),
+        size_from_rate: true,
+        woken_by: explain::WokenBy::OwnTimer,
+        ..explain::Config::default()
+    };
+    let session = explain::Session::start(&cfg, "ft-follow*").expect("session");
+    let me = sched::current_tid();
+    session.follow(&[me, me + 1]).expect("follow");
+    let rec = session.finish().expect("finish");
+    let c = &rec.capture_setup;
+    assert_eq!(c.cpus, vec![measured]);
+    assert!(c.filtered);
+    assert_eq!(
+        c.buffer_kb,
+        firmtime_trace::tracefs::buffer_kb_for_rate(c.rate_bytes_per_s, cfg.buffer_kb),
+        "{c:?}"
+    );
+    if rec.events_enabled.contains(&EventKind::PageFault) {
+        let want = format!(
+            "exceptions/page_fault_user: common_pid == {me} || common_pid == {}",
+            me + 1
+        );
+        assert!(c.filters.contains(&want), "{:?}", c.filters);
+    }
+    assert!(rec.instance_removed);
+}
+
 pub(crate) fn usable() -> bool {
     match explain::available() {
         Ok(()) => true,

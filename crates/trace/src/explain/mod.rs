@@ -364,6 +364,18 @@ pub struct CaptureSetup {
     pub filtered: bool,
 }
 
+/// The filters in effect on `inst`'s events, `event: filter`, as the
+/// kernel reads them back.
+fn filters_of(inst: &Instance) -> Vec<String> {
+    inst.event_paths()
+        .iter()
+        .filter_map(|p| {
+            let f = inst.filter(p).ok()?;
+            (f != "none").then(|| format!("{p}: {f}"))
+        })
+        .collect()
+}
+
 /// Steal time of one CPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct CpuSteal {
@@ -453,14 +465,7 @@ impl Session {
                 buffer_kb = kb;
             }
         }
-        let filters = inst
-            .event_paths()
-            .iter()
-            .filter_map(|p| {
-                let f = inst.filter(p).ok()?;
-                (f != "none").then(|| format!("{p}: {f}"))
-            })
-            .collect();
+        let filters = filters_of(&inst);
         let setup = CaptureSetup {
             cpus: cpus.clone(),
             buffer_kb,
@@ -537,6 +542,39 @@ impl Session {
         Ok(s)
     }
 
+    /// Narrows the kernel-side filters from the measured threads' name to
+    /// their ids once they are known: `common_pid == a || common_pid == b`
+    /// on `page_fault_user`, `pid == a || …` on `sched_wakeup` (another
+    /// process's threads of the same name — a second run on the same
+    /// machine — are then left out too). The kernel swaps a filter whole,
+    /// so the name's filter holds until the ids' does: nothing of the
+    /// measured threads is missed. Nothing changes with
+    /// [`Config::unfiltered`] or without ids.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Io`] if the kernel refuses a filter (the name's stays).
+    pub fn follow(&self, tids: &[i32]) -> Result<()> {
+        let Some(inst) = &self.inst else {
+            return Ok(());
+        };
+        if !self.setup.filtered || tids.is_empty() {
+            return Ok(());
+        }
+        let any = |field: &str| {
+            tids.iter()
+                .map(|t| format!("{field} == {t}"))
+                .collect::<Vec<_>>()
+                .join(" || ")
+        };
+        if inst.events.contains(&EventKind::PageFault) {
+            inst.set_filter("exceptions/page_fault_user", &any("common_pid"))?;
+        }
+        if inst.events.contains(&EventKind::Wakeup) {
+            inst.set_filter("sched/sched_wakeup", &any("pid"))?;
+        }
+        Ok(())
+    }
+
     /// Where measured threads flag their late wake-ups
     /// ([`Notes::flagging`]); only the trace around them is kept.
     pub fn flags(&self) -> Arc<Flags> {
@@ -572,6 +610,7 @@ impl Session {
                 // The page flags and the stats count the same events: the
                 // larger of the two per CPU, never their sum.
                 let lost = crate::loss::reconcile(&mut losses, &a.lost_per_cpu(&self.cpus));
+                self.setup.filters = filters_of(&a);
                 let ev = a.events.clone();
                 let removed = Arc::try_unwrap(a).map(Instance::remove).unwrap_or(false);
                 (lost, ev, removed)
