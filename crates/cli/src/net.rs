@@ -115,6 +115,12 @@ pub struct WorkerArgs {
     /// another user than root or this one, or are group/world-writable.
     #[arg(long = "plugin-dir", value_name = "DIR")]
     plugin_dirs: Vec<PathBuf>,
+    /// Serve only masters that encrypt the data plane (ChaCha20-Poly1305,
+    /// keys derived per session from --key; needs --key). Without it the
+    /// worker encrypts the sessions whose master asks (--encrypt there) and
+    /// serves the others as before. See docs/NET.md, "Encryption".
+    #[arg(long)]
+    encrypt: bool,
     #[command(flatten)]
     metrics: crate::exposition::MetricsArgs,
 }
@@ -128,6 +134,11 @@ pub struct BenchArgs {
     /// Pre-shared key file (the worker's; a regular file others may not write).
     #[arg(long)]
     key: Option<PathBuf>,
+    /// Encrypt every data-plane datagram (ChaCha20-Poly1305, keys derived
+    /// per session from --key; needs --key). A worker that cannot is an
+    /// error, never a plaintext fallback. The JSON says "encrypt": true.
+    #[arg(long)]
+    encrypt: bool,
     /// Frames per period (16–8192).
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(args::PERIOD_FRAMES))]
     period_frames: u32,
@@ -276,6 +287,15 @@ pub fn run(c: NetCommand) -> anyhow::Result<Outcome> {
 fn worker(a: WorkerArgs) -> anyhow::Result<Outcome> {
     let mut cfg = ServerConfig::new(a.listen);
     cfg.key = key(&a.key)?;
+    if a.encrypt && cfg.key.is_none() {
+        return Err(UsageError(
+            "--encrypt needs --key FILE: the session keys that encrypt the data plane derive \
+             from the pre-shared key"
+                .into(),
+        )
+        .into());
+    }
+    cfg.require_encrypt = a.encrypt;
     set_limits(&mut cfg, &a)?;
     cfg.mtu = a.mtu;
     cfg.data_policy = Some(a.priority);
@@ -315,6 +335,9 @@ fn worker(a: WorkerArgs) -> anyhow::Result<Outcome> {
                         " — UNAUTHENTICATED: no --key, anyone who reaches this port can set up sessions"
                     }
                 );
+                if a.encrypt {
+                    eprintln!("data plane: encrypted sessions only (--encrypt)");
+                }
                 if !plugin_dirs.is_empty() {
                     let d: Vec<String> = plugin_dirs
                         .iter()
@@ -381,6 +404,15 @@ fn bench_cmd(a: BenchArgs) -> anyhow::Result<Outcome> {
     };
     let mut cfg = BenchConfig::new(workers);
     cfg.key = key(&a.key)?;
+    if a.encrypt && cfg.key.is_none() {
+        return Err(UsageError(
+            "--encrypt needs --key FILE (the worker's): the session keys that encrypt the data \
+             plane derive from it"
+                .into(),
+        )
+        .into());
+    }
+    cfg.encrypt = a.encrypt;
     cfg.period_frames = a.period_frames;
     cfg.rate = a.rate;
     cfg.window = a.window;
