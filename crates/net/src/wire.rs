@@ -1314,6 +1314,34 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn mutated_sealed_datagrams_never_open_never_panic_and_never_allocate() {
+        let k = sealed_key(1);
+        let mac = key().session(&[1; 32], &[2; 32]);
+        let enc = Encoder::new(5, Flow::FromWorker, 64, Some(k.clone())).unwrap();
+        let good = sealed(&enc, 10, &[7u8; 100]).swap_remove(0);
+        let mut rng = Rng::new(99);
+        let mut buf = vec![0u8; good.len() + 2];
+        for i in 0..50_000 {
+            let len = good.len() + rng.below(3) - 1;
+            buf[..good.len()].copy_from_slice(&good);
+            for _ in 0..1 + rng.below(3) {
+                let at = rng.below(len);
+                buf[at] ^= 1 << rng.below(8);
+            }
+            let key = [Some(&k), Some(&mac), None][i % 3];
+            let unchanged = buf[..len] == good[..];
+            let r = assert_no_alloc::assert_no_alloc(|| {
+                decode_in_place(&mut buf[..len], key).map(|p| p.header)
+            });
+            // A mutated sealed datagram opens under no key (flips that
+            // cancel out leave it as it was: then under the sealed key only).
+            if let Ok(h) = r {
+                assert!(unchanged && i % 3 == 0 && h.sealed, "case {i} opened");
+            }
+        }
+    }
+
+    #[test]
     fn an_encoder_never_seals_a_nonce_twice_and_refuses_to_wrap() {
         let k = sealed_key(1);
         let mut enc = Encoder::new(5, Flow::FromWorker, 40, Some(k.clone())).unwrap();
