@@ -39,7 +39,8 @@
 //! - `backend`: [`JackOptions`] and [`JackBackend`], the engine side;
 //! - `process`: the process callback and its JACK-free core;
 //! - [`audio_in`]: the optional audio input port (taps from sound), its
-//!   samples in blocks to the engine side;
+//!   samples in blocks to the engine side; [`player`]: a client that
+//!   plays a prepared signal (tap sounds) into it from a known frame;
 //! - [`audio`], [`relay`], [`tapper`]: the synth and onset recorder, the
 //!   loop-test relay, the simulated tapper (each its own client or part).
 //!
@@ -57,6 +58,7 @@
 pub mod audio;
 pub mod audio_in;
 mod backend;
+pub mod player;
 mod process;
 pub mod relay;
 pub mod tapper;
@@ -67,6 +69,7 @@ pub use audio::{
 };
 pub use audio_in::{AudioBlock, AudioInOptions, AUDIO_BLOCK};
 pub use backend::{JackBackend, JackOptions, STALL_NS};
+pub use player::{AudioPlayer, PlayerOptions, PlayerReport};
 pub use relay::{HopSummary, LoopHops, Relay, RelayOptions, RelayReport};
 pub use tapper::{Tap, TapRecord, Tapper, TapperOptions};
 
