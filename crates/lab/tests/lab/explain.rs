@@ -269,6 +269,12 @@ fn a_wake_up_whose_span_lost_events_is_unknown_never_the_vm() {
     let c = attribute(&tl, &w, &vm);
     assert_eq!((c.category, c.lost_events), (Category::Unknown, Some(0)));
     assert!(c.detail.contains("count not recorded"), "{}", c.detail);
+    // A count shared out from the CPU's stats is said to be an estimate.
+    let mut shared = a_loss(1, d, d + 1_000, 7);
+    shared.counted = false;
+    let tl = Timeline::new(a_silent_gap(d).0).with_losses(vec![shared]);
+    let c = attribute(&tl, &w, &vm);
+    assert!(c.detail.contains("lost about 7 events"), "{}", c.detail);
 }
 
 #[test]
@@ -541,6 +547,75 @@ fn the_explaining_instance_records_only_the_measured_cpus_and_filtered_faults() 
         0
     );
     assert!(inst.remove());
+}
+
+#[test]
+fn a_buffer_that_overflows_locates_its_lost_events_and_counts_them_once() {
+    // A 64 KiB buffer drained every 500 ms while two threads yield to each
+    // other on one CPU: the kernel overwrites pages. Each loss is located
+    // on that CPU (the page flags), and the losses add up to `lost` (the
+    // page counts and `stats` count the same events: not added).
+    if !usable() {
+        return;
+    }
+    let measured = victim_cpu();
+    let cfg = explain::Config {
+        buffer_kb: 64,
+        drain_interval_ns: 500_000_000,
+        drain_interval_max_ns: 500_000_000,
+        cpus: Some(vec![measured]),
+        woken_by: explain::WokenBy::OwnTimer,
+        ..explain::Config::default()
+    };
+    let (rec, t0, t1) = firmtime_rt::testing::until_checked(3, |_| {
+        let session = explain::Session::start(&cfg, "ft-nothing*").expect("session");
+        let t0 = monotonic_ns();
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            for _ in 0..2 {
+                let stop = &stop;
+                s.spawn(move || {
+                    let _ = sched::set_affinity(&[measured]);
+                    while !stop.load(Ordering::Relaxed) {
+                        std::thread::yield_now();
+                    }
+                });
+            }
+            std::thread::sleep(Duration::from_millis(1200));
+            stop.store(true, Ordering::Relaxed);
+        });
+        let rec = session.finish().expect("finish");
+        if rec.lost == 0 {
+            return firmtime_rt::testing::Attempt::Waived(
+                "the kernel lost no event: nothing to locate".into(),
+            );
+        }
+        firmtime_rt::testing::Attempt::Checked((rec, t0, monotonic_ns()))
+    });
+    assert!(
+        !rec.losses.is_empty(),
+        "lost {} but no loss located",
+        rec.lost
+    );
+    assert!(
+        rec.losses.iter().all(|l| usize::from(l.cpu) == measured),
+        "{:?}",
+        rec.losses
+    );
+    assert_eq!(
+        rec.losses.iter().map(|l| l.events).sum::<u64>(),
+        rec.lost,
+        "{:?}",
+        rec.losses
+    );
+    let located: Vec<_> = rec.losses.iter().filter(|l| l.to_ns != u64::MAX).collect();
+    assert!(!located.is_empty(), "{:?}", rec.losses);
+    for l in located {
+        assert!(
+            l.from_ns <= l.to_ns && l.to_ns >= t0 && l.to_ns <= t1,
+            "{l:?} outside {t0}..{t1}"
+        );
+    }
 }
 
 #[test]

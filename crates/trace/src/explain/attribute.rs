@@ -372,10 +372,16 @@ pub fn attribute(tl: &Timeline, w: &Wakeup, m: &Machine) -> Cause {
         .min(from.max(d.saturating_sub(w.period_ns)));
     let (lost, holes) = crate::loss::lost_in(&tl.losses, w.cpu, read_from, wk);
     if holes > 0 {
-        let n = if lost > 0 {
-            format!("{lost} events")
-        } else {
-            "events (count not recorded)".to_string()
+        // A page full to its end has no room for the count: the CPU's
+        // count from `stats` is then shared among such holes (an estimate).
+        let estimated = tl
+            .losses
+            .iter()
+            .any(|l| l.overlaps(w.cpu, read_from, wk) && !l.counted);
+        let n = match (lost, estimated) {
+            (0, _) => "events (count not recorded)".to_string(),
+            (n, true) => format!("about {n} events"),
+            (n, false) => format!("{n} events"),
         };
         return Cause {
             category: Category::Unknown,
