@@ -102,7 +102,9 @@ pub struct Args {
     /// Missed deadlines are always explained.
     #[arg(long, value_name = "D", value_parser = args::duration)]
     explain_above: Option<Duration>,
-    /// With --explain: how many of each thread's worst wake-ups are noted, 1 to 100000.
+    /// With --explain: how many of each thread's worst wake-ups are noted, 1 to 100000, at
+    /// least (a quarter of the run's deadlines are noted when that is more, up to 100000, so
+    /// that every wake-up that missed a deadline can be explained).
     #[arg(long, value_name = "N", default_value_t = 256)]
     explain_worst: usize,
     /// With --explain: trace events kept around late wake-ups (about 64 bytes each, allocated
