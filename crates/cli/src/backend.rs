@@ -107,6 +107,9 @@ pub(crate) struct Request<'a> {
     /// JACK: the synth's audio port, and where to connect it (`--audio-out`;
     /// empty: the physical playback ports of a real server, `none`: nowhere).
     pub audio: Option<(SynthOptions, &'a [String])>,
+    /// JACK: an audio input port (taps from sound) and the ports to connect
+    /// to it (`--audio-in`; `none` entries are skipped).
+    pub audio_in: Option<&'a [String]>,
     /// JACK: start the loop test's relay client and cable our output
     /// through it back to our input.
     pub relay: bool,
@@ -127,6 +130,7 @@ impl<'a> Request<'a> {
             connect: &[],
             connect_out: &[],
             audio: None,
+            audio_in: None,
             relay: false,
         }
     }
@@ -160,6 +164,8 @@ pub(crate) struct JackFacts {
     pub audio_port: Option<PortIndex>,
     /// The audio options the backend opened with.
     pub audio: Option<AudioOptions>,
+    /// Our audio input port (taps from sound), when one was asked for.
+    pub audio_input: Option<String>,
 }
 
 /// What was opened, per backend, for each command to render.
@@ -286,6 +292,10 @@ fn open_jack(r: &Request<'_>) -> anyhow::Result<Opened> {
         a.connect = audio_connections(audio_out, server_name.as_deref(), server.is_some());
         a
     });
+    jo.audio_in = r.audio_in.map(|c| jack::AudioInOptions {
+        connect: c.iter().filter(|p| *p != "none").cloned().collect(),
+        ..jack::AudioInOptions::default()
+    });
     let audio = jo.audio.clone();
     let b = JackBackend::open(jo)?;
     let relay = if r.relay {
@@ -311,6 +321,7 @@ fn open_jack(r: &Request<'_>) -> anyhow::Result<Opened> {
         audio_ports: b.audio_port_names().to_vec(),
         audio_port: b.audio_port(),
         audio,
+        audio_input: b.audio_input_port_name().map(str::to_string),
     });
     Ok(Opened {
         backend: Box::new(b),

@@ -1092,3 +1092,71 @@ fn the_live_line_says_input_lost_on_a_terminal() {
     );
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+/// Issue 30: an experiment with taps from sound is checked (its detector
+/// settings with their key and range), refused by backends without a JACK
+/// audio input and without a port to listen to, and runs on a dummy JACK
+/// server with the audio CSV columns and the sidecar's `audio_input`.
+#[test]
+fn taps_from_sound_are_checked_refused_without_jack_and_run_on_a_dummy_server() {
+    let d = tmpdir("audio-in");
+    assert_check_refuses(
+        &d,
+        "[input]\nsource = \"audio\"\nrefractory_ms = 1\n[end]\nkeystrokes = 3\n",
+        "line 1, column 1: input.refractory_ms must be 5–2000 ms, got 1",
+    );
+    assert_check_refuses(
+        &d,
+        "[input]\nsource = \"piezo\"\n[end]\nkeystrokes = 3\n",
+        "line 2, column 10: input.source must be \"midi\" or \"audio\", got \"piezo\"",
+    );
+    let exp = d.join("mic.toml");
+    std::fs::write(
+        &exp,
+        "name = \"mic\"\n[input]\nsource = \"audio\"\nthreshold_db = 15\n\
+         [feedback]\ndelay = { mode = \"fixed\", ms = 30 }\n[end]\nduration_ms = 600\n",
+    )
+    .unwrap();
+    let out = firmtime(&["tap", "check", exp.to_str().unwrap()]);
+    assert!(
+        assert_ok(&out).contains("input: taps detected in sound from an audio input (onset 15 dB"),
+        "{out:?}"
+    );
+    let (e, o) = (exp.to_str().unwrap(), d.to_str().unwrap());
+    let out = firmtime(&run_args(e, o, "1", "1"));
+    assert_exit(&out, 2, &["JACK audio input", "--backend jack"]);
+    let mut args = run_args(e, o, "2", "1");
+    args.retain(|a| *a != "loopback" && *a != "--backend");
+    args.extend(["--backend", "jack", "--jack-server", "ft-no-such-server"]);
+    assert_exit(&firmtime(&args), 2, &["--audio-in PORT"]);
+    if !jackd_installed() {
+        firmtime_rt::testing::skip("jackd not installed (Debian: apt-get install jackd2)");
+        return;
+    }
+    let mut args = run_args(e, o, "3", "1");
+    args.retain(|a| *a != "loopback" && *a != "--backend");
+    args.extend(["--backend", "jack", "--jack-dummy"]);
+    let out = firmtime(&args);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_ok(&out);
+    assert!(
+        err.contains("taps from sound on firmtime-tap:audio_in: 0 tap(s)"),
+        "{err}"
+    );
+    let stem = d.join("K9-s03-t001");
+    let csv = std::fs::read_to_string(stem.with_extension("csv")).unwrap();
+    assert_eq!(
+        csv.lines().next(),
+        Some("kind,index,intended_us,actual_us,channel,note,velocity,on,source,onset_frame,peak_dbfs,confidence_db")
+    );
+    assert!(csv.lines().last().unwrap().starts_with("end,0,"), "{csv}");
+    let side: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(stem.with_extension("json")).unwrap())
+            .unwrap();
+    let a = &side["audio_input"];
+    assert_eq!(a["port"], "firmtime-tap:audio_in", "{side}");
+    assert_eq!(a["taps"], 0);
+    assert_eq!(a["threshold_db"], 15.0);
+    assert_eq!(a["refractory_ms"], 60.0);
+    assert_eq!(a["detector"]["highpass_hz"], 1000.0);
+}

@@ -68,6 +68,13 @@ pub struct BackendArgs {
     /// a dummy server started by --jack-dummy. `none`: no connection.
     #[arg(long, value_name = "PORT")]
     audio_out: Vec<String>,
+    /// JACK, taps from sound ([input] source = "audio"): connect this port
+    /// (the capture port of the contact microphone, e.g. system:capture_1)
+    /// to our audio input firmtime-tap:audio_in; repeatable (mixed). Needed
+    /// for such experiments except with --jack-dummy; `none`: connect
+    /// nothing (connect it yourself before the first trial).
+    #[arg(long, value_name = "PORT")]
+    audio_in: Vec<String>,
     /// Raw: the device path.
     #[arg(long, value_name = "PATH")]
     device: Option<PathBuf>,
@@ -166,6 +173,8 @@ struct Opened {
     midi_port: Option<PortIndex>,
     /// The JACK synth's port, when audio was asked for.
     audio_port: Option<PortIndex>,
+    /// The JACK audio input port (taps from sound), when asked for.
+    audio_input: Option<String>,
     /// What the backend needs to place an output on time.
     timing: BackendTiming,
     _server: Option<DummyServer>,
@@ -176,8 +185,31 @@ fn rt_request(o: &BackendArgs, priority: u8, mlock: bool) -> RtRequest {
 }
 
 /// Opens the backend ([`backend::open`]); `synth`: the audio the
-/// experiments need (JACK only).
-fn open(o: &BackendArgs, client: &str, synth: Option<SynthOptions>) -> anyhow::Result<Opened> {
+/// experiments need (JACK only); `audio_in`: an audio input for taps from
+/// sound (JACK only).
+fn open(
+    o: &BackendArgs,
+    client: &str,
+    synth: Option<SynthOptions>,
+    audio_in: bool,
+) -> anyhow::Result<Opened> {
+    if audio_in && o.backend != TapBackend::Jack {
+        return Err(UsageError(
+            "taps from sound ([input] source = \"audio\") come in through a JACK audio input: use \
+             --backend jack (with --jack-dummy to try it without a sound card)"
+                .into(),
+        )
+        .into());
+    }
+    if audio_in && o.audio_in.is_empty() && !o.jack_dummy {
+        return Err(UsageError(
+            "[input] source = \"audio\": say which port carries the contact microphone with \
+             --audio-in PORT (e.g. --audio-in system:capture_1; `firmtime midi ports` lists them), \
+             or --audio-in none to connect it yourself"
+                .into(),
+        )
+        .into());
+    }
     if synth.is_some() && o.backend != TapBackend::Jack {
         return Err(UsageError(
             "audio output ([output] device = \"audio\", [masking] source = \"audio\" or replay --audio) is rendered \
@@ -202,8 +234,10 @@ fn open(o: &BackendArgs, client: &str, synth: Option<SynthOptions>) -> anyhow::R
     r.connect = &o.connect;
     r.connect_out = &o.connect_out;
     r.audio = synth.map(|s| (s, o.audio_out.as_slice()));
+    r.audio_in = audio_in.then_some(o.audio_in.as_slice());
     let opened = backend::open(&r)?;
     let mut audio_port = None;
+    let mut audio_input = None;
     let timing = match &opened.facts {
         backend::Facts::Jack(j) => BackendTiming::jack(j.sample_rate, j.buffer_size),
         backend::Facts::Raw { .. } => BackendTiming::at_once("raw, written at its time"),
@@ -216,6 +250,7 @@ fn open(o: &BackendArgs, client: &str, synth: Option<SynthOptions>) -> anyhow::R
         }
         backend::Facts::Jack(j) => {
             audio_port = j.audio_port;
+            audio_input.clone_from(&j.audio_input);
             let audio_detail = j.audio.as_ref().map(|a| {
                 serde_json::json!({
                     "sound": sound_name(a.synth.sound),
@@ -243,6 +278,10 @@ fn open(o: &BackendArgs, client: &str, synth: Option<SynthOptions>) -> anyhow::R
                 "jack_library": j.jack_library,
                 "audio_ports": j.audio_ports,
                 "audio": audio_detail,
+                "audio_input": j.audio_input.as_ref().map(|p| serde_json::json!({
+                    "port": p,
+                    "connect": o.audio_in.iter().filter(|c| *c != "none").collect::<Vec<_>>(),
+                })),
             })
         }
         #[cfg(feature = "alsa")]
@@ -255,6 +294,7 @@ fn open(o: &BackendArgs, client: &str, synth: Option<SynthOptions>) -> anyhow::R
         words,
         midi_port: Some(0),
         audio_port,
+        audio_input,
         timing,
         _server: opened.server,
     })
@@ -311,6 +351,9 @@ fn backend_words(opened: &backend::Opened) -> String {
                 names(&j.inputs),
                 names(&j.outputs),
             );
+            if let Some(p) = &j.audio_input {
+                let _ = write!(s, "; taps from sound on {p}");
+            }
             if let Some(a) = &j.audio {
                 let y = &a.synth;
                 let _ = write!(
@@ -484,7 +527,10 @@ fn session(a: RunArgs) -> anyhow::Result<Outcome> {
         );
     }
     let synth = audio::session_synth(exps.iter().map(|(_, _, e)| e))?;
-    let mut opened = open(&a.open, "firmtime-tap", synth)?;
+    let audio_in = exps
+        .iter()
+        .any(|(_, _, e)| e.input.source == firmtime_tap::InputSource::Audio);
+    let mut opened = open(&a.open, "firmtime-tap", synth, audio_in)?;
     if let Some(port) = &a.measure_roundtrip {
         opened.detail["audio_roundtrip"] = crate::audio::measure_feedback(&opened.detail, port)?;
     }
@@ -603,7 +649,7 @@ fn session(a: RunArgs) -> anyhow::Result<Outcome> {
             input_loss_detail: outcome
                 .input_loss
                 .and_then(|_| opened.backend.describe_input_loss()),
-            audio_input_port: String::new(),
+            audio_input_port: opened.audio_input.clone().unwrap_or_default(),
         };
         let stem = session::trial_stem(&a.out, &a.subject, a.session, trial);
         let side = session::write_trial(&stem, engine, &outcome, late, &meta, provenance)?;
@@ -637,6 +683,13 @@ fn session(a: RunArgs) -> anyhow::Result<Outcome> {
                 "firmtime: trial {trial}: {} malformed input event(s) (taps may be missing), \
                  {} output(s) refused by the backend (never went out, not in the data)",
                 c.input_malformed, c.outputs_refused
+            );
+        }
+        if let Some(t) = &side.audio_input {
+            eprintln!(
+                "firmtime: trial {trial}: taps from sound on {}: {} tap(s); noise floor {:.1} dBFS; \
+                 {} onset(s) before the start dropped, {} audio frame(s) dropped, {} detector restart(s)",
+                t.port, t.taps, t.floor_dbfs, t.before_start, t.frames_dropped, t.restarts
             );
         }
         if c.input_before_start > 0 {
@@ -816,7 +869,7 @@ pub fn replay(a: ReplayArgs) -> anyhow::Result<Outcome> {
     } else {
         None
     };
-    let mut opened = open(&a.open, "firmtime-replay", synth)?;
+    let mut opened = open(&a.open, "firmtime-replay", synth, false)?;
     let ports: Vec<PortIndex> = opened
         .midi_port
         .into_iter()
