@@ -2071,7 +2071,7 @@ set.feedback.delay = { mode = "none" }
         assert_eq!(lines.next(), Some(data::CSV_HEADER_AUDIO));
         let first = lines.find(|l| l.starts_with("input,1,")).unwrap();
         let f = data[0].onset_frame;
-        assert!(first.contains(&format!(",1,64,")), "{first}");
+        assert!(first.contains(",1,64,"), "{first}");
         assert!(first.contains(&format!(",audio,{f},")), "{first}");
         assert!(text
             .lines()

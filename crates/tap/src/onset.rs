@@ -358,7 +358,6 @@ impl OnsetDetector {
                     self.part_min = f64::INFINITY;
                     self.part_left = self.part_len;
                 }
-                return;
             }
             State::Idle => {
                 if !above {
