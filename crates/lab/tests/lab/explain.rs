@@ -1181,3 +1181,70 @@ fn a_flag_ring_that_overflows_counts_what_it_lost() {
     assert_eq!(lost, 6);
     assert_eq!(got, vec![6, 7, 8, 9]);
 }
+
+#[test]
+fn induced_lost_events_leave_their_wake_ups_unknown_and_no_cause_over_a_hole() {
+    // Issue 29: a trace that loses events under load (here a 64 KiB buffer,
+    // recorded as before: every CPU, and two threads yielding to each other
+    // on the measured CPU) must not name a cause over a hole: every outlier
+    // with a cause has no loss between its deadline and its wake-up on its
+    // CPU, those whose span lost events are `unknown (trace lost …)`, and
+    // the summary says how many.
+    let _g = INDUCED.lock().unwrap_or_else(|e| e.into_inner());
+    if !usable() {
+        return;
+    }
+    let cpu = victim_cpu();
+    let mut config = cyclic_on(cpu, 100_000, 2_000_000_000);
+    config.policy = Policy::Other { nice: 0 };
+    if let Some(e) = config.explain.as_mut() {
+        e.buffer_kb = 64;
+        e.unfiltered = true;
+    }
+    let e = firmtime_rt::testing::until_checked(3, |_| {
+        let stop = AtomicBool::new(false);
+        let r = std::thread::scope(|s| {
+            for _ in 0..2 {
+                let stop = &stop;
+                s.spawn(move || {
+                    let _ = sched::set_affinity(&[cpu]);
+                    while !stop.load(Ordering::Relaxed) {
+                        std::thread::yield_now();
+                    }
+                });
+            }
+            let r = cyclic::run(&config, &mut Silent);
+            stop.store(true, Ordering::Relaxed);
+            r
+        });
+        let e = r.expect("cyclic").explain.expect("explained");
+        if e.unknown_lost == 0 {
+            return firmtime_rt::testing::Attempt::Waived(format!(
+                "no outlier's span lost events (lost {}, {} outliers)",
+                e.lost,
+                e.outliers.len()
+            ));
+        }
+        firmtime_rt::testing::Attempt::Checked(e)
+    });
+    assert!(e.lost > 0);
+    for o in &e.outliers {
+        let wake = o.deadline_ns + u64::try_from(o.latency_ns.max(0)).unwrap_or(0);
+        let (lost, holes) = firmtime_trace::loss::lost_in(&e.losses, o.cpu, o.deadline_ns, wake);
+        if o.cause.category != Category::Unknown {
+            assert_eq!(holes, 0, "a cause over a hole of {lost} events: {o:?}");
+        }
+        if o.cause.lost_events.is_some() {
+            assert_eq!(o.cause.category, Category::Unknown, "{o:?}");
+        }
+    }
+    assert!(
+        e.summary().contains(&format!(
+            "{} of {} outliers unknown because the trace lost events",
+            e.unknown_lost,
+            e.outliers.len()
+        )),
+        "{}",
+        e.summary()
+    );
+}
