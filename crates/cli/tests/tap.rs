@@ -1108,7 +1108,7 @@ fn taps_from_sound_are_checked_refused_without_jack_and_run_on_a_dummy_server() 
     assert_check_refuses(
         &d,
         "[input]\nsource = \"piezo\"\n[end]\nkeystrokes = 3\n",
-        "line 2, column 10: input.source must be \"midi\" or \"audio\", got \"piezo\"",
+        "line 2, column 10: input.source must be \"midi\", \"audio\" or \"midi+audio\", got \"piezo\"",
     );
     let exp = d.join("mic.toml");
     std::fs::write(
@@ -1147,7 +1147,7 @@ fn taps_from_sound_are_checked_refused_without_jack_and_run_on_a_dummy_server() 
     let csv = std::fs::read_to_string(stem.with_extension("csv")).unwrap();
     assert_eq!(
         csv.lines().next(),
-        Some("kind,index,intended_us,actual_us,channel,note,velocity,on,source,onset_frame,peak_dbfs,confidence_db")
+        Some("kind,index,intended_us,actual_us,channel,note,velocity,on,source,onset_frame,peak_dbfs,confidence_db,pad_delay_us,flag")
     );
     assert!(csv.lines().last().unwrap().starts_with("end,0,"), "{csv}");
     let side: serde_json::Value =

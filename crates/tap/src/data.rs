@@ -42,6 +42,9 @@ pub enum EventKind {
     Trigger,
     /// The trial ended (`index` 0: by its end conditions or a trigger; 1: interrupted).
     End,
+    /// The onset of a tap's sound beside MIDI keystrokes (`[input] source =
+    /// "midi+audio"`): `index` is the keystroke it pairs with, 0 for none.
+    Sound,
 }
 
 impl EventKind {
@@ -55,6 +58,7 @@ impl EventKind {
             EventKind::Masking => "masking",
             EventKind::Trigger => "trigger",
             EventKind::End => "end",
+            EventKind::Sound => "sound",
         }
     }
 
@@ -67,6 +71,7 @@ impl EventKind {
             "masking" => EventKind::Masking,
             "trigger" => EventKind::Trigger,
             "end" => EventKind::End,
+            "sound" => EventKind::Sound,
             _ => return None,
         })
     }
@@ -164,7 +169,24 @@ pub fn write_csv<W: std::io::Write>(w: W, events: &[Event]) -> Result<()> {
 /// (`[input] source = "audio"`): [`CSV_HEADER`] and four more columns,
 /// filled on `input` rows of audio taps, empty elsewhere.
 pub const CSV_HEADER_AUDIO: &str =
-    "kind,index,intended_us,actual_us,channel,note,velocity,on,source,onset_frame,peak_dbfs,confidence_db";
+    "kind,index,intended_us,actual_us,channel,note,velocity,on,source,onset_frame,peak_dbfs,confidence_db,pad_delay_us,flag";
+
+/// The extra columns of one row of [`CSV_HEADER_AUDIO`] (all empty: `None`).
+#[derive(Clone, Copy, PartialEq, Debug, Default)]
+pub struct RowExtra {
+    /// `audio` (a tap from sound), `midi` (a MIDI press of a `midi+audio` trial).
+    pub source: Option<&'static str>,
+    /// The onset frame of the tap's sound.
+    pub onset_frame: Option<u64>,
+    /// Its peak, dBFS.
+    pub peak_dbfs: Option<f32>,
+    /// The detector's confidence, dB.
+    pub confidence_db: Option<f32>,
+    /// MIDI − sound, µs (a paired MIDI press).
+    pub pad_delay_us: Option<i64>,
+    /// `no_sound` (a MIDI press without a sound), `no_midi` (a sound without a press).
+    pub flag: Option<&'static str>,
+}
 
 /// What the audio input's detector recorded of one tap (the extra columns
 /// of [`CSV_HEADER_AUDIO`]).
@@ -203,17 +225,43 @@ pub fn write_csv_audio<W: std::io::Write>(
     events: &[Event],
     taps: &[AudioTapData],
 ) -> Result<()> {
-    let io =
-        |e: &dyn std::fmt::Display| Error::new(ErrorKind::Io, format!("cannot write CSV: {e}"));
     let by_key: std::collections::HashMap<u32, &AudioTapData> =
         taps.iter().map(|t| (t.keystroke, t)).collect();
+    let extras: Vec<RowExtra> = events
+        .iter()
+        .map(|e| {
+            let tap = (e.kind == EventKind::Input && e.note.is_some_and(|n| n.on))
+                .then(|| by_key.get(&e.index).copied())
+                .flatten();
+            tap.map_or_else(RowExtra::default, |t| RowExtra {
+                source: Some("audio"),
+                onset_frame: Some(t.onset_frame),
+                peak_dbfs: Some(t.peak_dbfs),
+                confidence_db: Some(t.confidence_db),
+                ..RowExtra::default()
+            })
+        })
+        .collect();
+    write_csv_extra(w, events, &extras)
+}
+
+/// Writes `events` as CSV with the columns of [`CSV_HEADER_AUDIO`], row
+/// `i`'s extra columns from `extras[i]` (missing: empty).
+///
+/// # Errors
+/// [`ErrorKind::Io`] if writing fails.
+pub fn write_csv_extra<W: std::io::Write>(
+    w: W,
+    events: &[Event],
+    extras: &[RowExtra],
+) -> Result<()> {
+    let io =
+        |e: &dyn std::fmt::Display| Error::new(ErrorKind::Io, format!("cannot write CSV: {e}"));
     let mut w = csv::Writer::from_writer(w);
     w.write_record(CSV_HEADER_AUDIO.split(','))
         .map_err(|e| io(&e))?;
-    for e in events {
-        let tap = (e.kind == EventKind::Input && e.note.is_some_and(|n| n.on))
-            .then(|| by_key.get(&e.index).copied())
-            .flatten();
+    for (i, e) in events.iter().enumerate() {
+        let x = extras.get(i).copied().unwrap_or_default();
         let row = Row::of(e);
         let r = [
             row.kind.to_string(),
@@ -224,12 +272,14 @@ pub fn write_csv_audio<W: std::io::Write>(
             row.note.map(|v| v.to_string()).unwrap_or_default(),
             row.velocity.map(|v| v.to_string()).unwrap_or_default(),
             row.on.map(|v| v.to_string()).unwrap_or_default(),
-            tap.map(|_| "audio".to_string()).unwrap_or_default(),
-            tap.map(|t| t.onset_frame.to_string()).unwrap_or_default(),
-            tap.map(|t| format!("{:.1}", t.peak_dbfs))
+            x.source.unwrap_or_default().to_string(),
+            x.onset_frame.map(|v| v.to_string()).unwrap_or_default(),
+            x.peak_dbfs.map(|v| format!("{v:.1}")).unwrap_or_default(),
+            x.confidence_db
+                .map(|v| format!("{v:.1}"))
                 .unwrap_or_default(),
-            tap.map(|t| format!("{:.1}", t.confidence_db))
-                .unwrap_or_default(),
+            x.pad_delay_us.map(|v| v.to_string()).unwrap_or_default(),
+            x.flag.unwrap_or_default().to_string(),
         ];
         w.write_record(&r).map_err(|e| io(&e))?;
     }
@@ -570,6 +620,10 @@ pub struct Sidecar {
     /// settings and what the audio input did; absent for MIDI input.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub audio_input: Option<AudioInputInfo>,
+    /// MIDI keystrokes paired with their sound (`[input] source =
+    /// "midi+audio"`); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pairing: Option<crate::pairing::PairingSummary>,
 }
 
 /// The sidecar's `audio_input` block (docs/TAP.md §10).
@@ -658,21 +712,21 @@ pub fn write_trial(stem: &Path, events: &[Event], sidecar: &Sidecar) -> Result<(
     write_trial_with(stem, events, None, sidecar)
 }
 
-/// As [`write_trial`]; with `taps` (an audio-input trial) the CSV has the
-/// columns of [`CSV_HEADER_AUDIO`] ([`write_csv_audio`]).
+/// As [`write_trial`]; with `extras` (a trial with an audio input) the CSV
+/// has the columns of [`CSV_HEADER_AUDIO`] ([`write_csv_extra`]).
 ///
 /// # Errors
 /// As [`write_trial`].
 pub fn write_trial_with(
     stem: &Path,
     events: &[Event],
-    taps: Option<&[AudioTapData]>,
+    extras: Option<&[RowExtra]>,
     sidecar: &Sidecar,
 ) -> Result<()> {
     let mut csv = Vec::with_capacity(events.len() * 40 + 64);
-    match taps {
+    match extras {
         None => write_csv(&mut csv, events)?,
-        Some(t) => write_csv_audio(&mut csv, events, t)?,
+        Some(x) => write_csv_extra(&mut csv, events, x)?,
     }
     write_atomic(&stem.with_extension("csv"), &csv)?;
     let json = serde_json::to_string_pretty(sidecar).map_err(|e| {

@@ -380,6 +380,8 @@ pub struct AudioTap {
     pub peak_dbfs: f32,
     /// The detector's confidence: the envelope's peak above the noise floor, dB.
     pub confidence_db: f32,
+    /// The onset's time, CLOCK_MONOTONIC ns.
+    pub t_ns: u64,
 }
 
 /// What the audio input did in a trial (the sidecar's `audio_input`).
@@ -409,6 +411,8 @@ pub struct AudioInputReport {
 /// The engine's audio-tap state, all allocated in [`Engine::new`].
 #[derive(Debug)]
 struct AudioTaps {
+    /// Sounds are keystrokes (`audio`), or evidence beside MIDI (`midi+audio`).
+    keystrokes: bool,
     detector: OnsetDetector,
     channel0: u8,
     note: u8,
@@ -518,7 +522,8 @@ impl Engine {
         sentbuf.clear();
         let audio = match e.input.source {
             InputSource::Midi => None,
-            InputSource::Audio => Some(AudioTaps {
+            InputSource::Audio | InputSource::MidiAudio => Some(AudioTaps {
+                keystrokes: e.input.source == InputSource::Audio,
                 detector: OnsetDetector::new(e.input.onset_settings(), 48_000)?,
                 channel0: e.input.channel.saturating_sub(1),
                 note: e.input.note,
@@ -600,6 +605,17 @@ impl Engine {
             .map_or_else(Vec::new, |a| a.taps.clone())
     }
 
+    /// True when keystrokes are MIDI, paired with sounds after the trial
+    /// (`[input] source = "midi+audio"`).
+    pub fn pairs_midi_with_sound(&self) -> bool {
+        self.audio.as_ref().is_some_and(|a| !a.keystrokes)
+    }
+
+    /// The start of the last trial, CLOCK_MONOTONIC ns.
+    pub fn start_ns(&self) -> u64 {
+        self.start_ns
+    }
+
     /// What the audio input did in the last trial; `None` for MIDI input.
     pub fn audio_report(&self) -> Option<AudioInputReport> {
         self.audio.as_ref().map(|a| a.report)
@@ -649,6 +665,23 @@ impl Engine {
             if self.ended.is_some() {
                 continue;
             }
+            if !a.keystrokes {
+                // midi+audio: the sound is evidence, paired after the trial.
+                a.report.taps += 1;
+                let tap = AudioTap {
+                    keystroke: 0,
+                    onset_frame: o.frame,
+                    peak_dbfs: o.peak_dbfs,
+                    confidence_db: o.confidence_db,
+                    t_ns: t,
+                };
+                if a.taps.len() < a.taps.capacity() {
+                    a.taps.push(tap);
+                } else {
+                    a.report.taps_dropped += 1;
+                }
+                continue;
+            }
             let k0 = self.keystrokes;
             let n = usize::from(a.note & 0x7f);
             self.press(
@@ -668,6 +701,7 @@ impl Engine {
                 onset_frame: o.frame,
                 peak_dbfs: o.peak_dbfs,
                 confidence_db: o.confidence_db,
+                t_ns: t,
             };
             if a.taps.len() < a.taps.capacity() {
                 a.taps.push(tap);
@@ -1079,7 +1113,7 @@ impl Engine {
         };
         if !bits_contains(self.opts.input_channels, channel)
             || self.ended.is_some()
-            || self.audio.is_some()
+            || self.audio.as_ref().is_some_and(|a| a.keystrokes)
         {
             // (With audio input, keystrokes come from the sound only.)
             return;
@@ -2079,6 +2113,88 @@ set.feedback.delay = { mode = "none" }
             .all(|l| l.ends_with(",,,,")));
         // And it reads back as a trial (extra columns ignored).
         assert_eq!(data::read_csv(&text).unwrap().len(), rows.len());
+    }
+
+    /// Issue 30 item 2: with `midi+audio` the MIDI presses are the
+    /// keystrokes and each is paired with its sound: the pad's delay per
+    /// tap, a dropped MIDI hit and a doubled one flagged.
+    #[test]
+    fn midi_paired_with_sound_measures_the_pad_delay_and_flags_dropped_and_doubled_hits() {
+        use crate::onset::synthetic::{track, Noise, TrackSpec};
+        let e = exp("[input]\nsource = \"midi+audio\"\n[end]\nduration_ms = 2600\n");
+        let t = track(&TrackSpec {
+            taps: 10,
+            seed: 9,
+            lead_ms: 300.0,
+            interval_ms: (150.0, 200.0),
+            snr_db: Some(20.0),
+            noise: Noise::Pink,
+            ..TrackSpec::default()
+        });
+        let mut o = EngineOptions::for_experiment(&e, 1);
+        o.input_channels = 1 << 15;
+        let mut eng = Engine::new(&e, o).unwrap();
+        let t0_ns = monotonic_ns() - 150_000_000;
+        let mut b = AudioFeed {
+            lb: Loopback::new(LoopbackOptions::default()),
+            samples: t.samples.clone(),
+            frame0: 0,
+            t0_ns,
+            next: 0,
+        };
+        // The pad's MIDI: 9 ms after each sound; the 3rd dropped, the 6th doubled.
+        for (i, &f) in t.onsets.iter().enumerate() {
+            let at = t0_ns + f * 1_000_000_000 / 48_000 + 9_000_000;
+            let copies: &[u64] = match i {
+                2 => &[],
+                5 => &[0, 4_000_000],
+                _ => &[0],
+            };
+            for &d in copies {
+                b.lb.send(OutputEvent {
+                    at_ns: Some(at + d),
+                    port: 0,
+                    msg: on(15, 60),
+                    tag: 0x8000_0000,
+                })
+                .unwrap();
+            }
+        }
+        let stop = AtomicBool::new(false);
+        let out = assert_no_alloc::assert_no_alloc(|| eng.run(&mut b, &stop)).unwrap();
+        assert_eq!(out.keystrokes, 10, "MIDI presses are the keystrokes");
+        let rows = crate::session::trial_rows(&eng);
+        let p = rows.pairing.expect("a pairing");
+        assert_eq!(
+            (
+                p.midi_presses,
+                p.sounds,
+                p.paired,
+                p.midi_without_sound,
+                p.sounds_without_midi
+            ),
+            (10, 10, 9, 1, 1),
+            "{p:?}"
+        );
+        let med = p.pad_delay_median_us.unwrap();
+        assert!((med - 9000.0).abs() <= 500.0, "pad delay median {med} µs");
+        let x = rows.extras.unwrap();
+        let flags: Vec<(&str, u32, &str)> = rows
+            .events
+            .iter()
+            .zip(&x)
+            .filter_map(|(e, x)| x.flag.map(|f| (e.kind.as_str(), e.index, f)))
+            .collect();
+        // The dropped hit: the 3rd sound pairs with no keystroke; the
+        // doubled hit: keystroke 6 (the 5th's second press) has no sound.
+        assert_eq!(flags, [("sound", 0, "no_midi"), ("input", 6, "no_sound")]);
+        assert_eq!(rows.events.last().map(|e| e.kind), Some(EventKind::End));
+        let sounds = rows
+            .events
+            .iter()
+            .filter(|e| e.kind == EventKind::Sound)
+            .count();
+        assert_eq!(sounds, 10);
     }
 
     const SYNC: &str = "[feedback]\ndelay = { mode = \"fixed\", ms = 5 }\n\

@@ -263,6 +263,18 @@ pub enum InputSource {
     /// Tap onsets detected in an audio input (a contact microphone, a
     /// piezo, a pad's audio): [`crate::onset`].
     Audio,
+    /// MIDI keystrokes, each paired with the onset of its sound in an
+    /// audio input ([`crate::pairing`]): the pad's delay per tap, and
+    /// hits without sound or sound without hits flagged.
+    #[serde(rename = "midi+audio")]
+    MidiAudio,
+}
+
+impl InputSource {
+    /// True when the backend needs an audio input.
+    pub fn has_audio(self) -> bool {
+        self != InputSource::Midi
+    }
 }
 
 impl<'de> Deserialize<'de> for InputSource {
@@ -271,12 +283,9 @@ impl<'de> Deserialize<'de> for InputSource {
         match s.as_str() {
             "midi" => Ok(InputSource::Midi),
             "audio" => Ok(InputSource::Audio),
-            "midi+audio" => Err(de::Error::custom(
-                "input.source \"midi+audio\" (MIDI keystrokes paired with their sound) is not \
-                 supported yet; use \"midi\" or \"audio\"",
-            )),
+            "midi+audio" => Ok(InputSource::MidiAudio),
             other => Err(de::Error::custom(format!(
-                "input.source must be \"midi\" or \"audio\", got \"{other}\""
+                "input.source must be \"midi\", \"audio\" or \"midi+audio\", got \"{other}\""
             ))),
         }
     }
@@ -287,6 +296,7 @@ impl std::fmt::Display for InputSource {
         f.write_str(match self {
             InputSource::Midi => "midi",
             InputSource::Audio => "audio",
+            InputSource::MidiAudio => "midi+audio",
         })
     }
 }
@@ -553,6 +563,15 @@ impl Experiment {
             let _ = writeln!(s, "metronome: off at start");
         }
         let i = &self.input;
+        if i.source == InputSource::MidiAudio {
+            let _ = writeln!(
+                s,
+                "input: MIDI keystrokes, each paired with its sound's onset in an audio input (onset {} dB \
+                 above the noise floor, {} ms refractory): pad delay per tap, hits without sound and \
+                 sounds without hits flagged",
+                i.threshold_db, i.refractory_ms
+            );
+        }
         if i.source == InputSource::Audio {
             let _ = writeln!(
                 s,

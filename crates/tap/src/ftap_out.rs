@@ -71,7 +71,7 @@ pub fn type_letter(kind: EventKind) -> Option<char> {
         EventKind::Metronome => 'M',
         EventKind::Trigger => 'T',
         EventKind::Masking => 'J',
-        EventKind::End => return None,
+        EventKind::End | EventKind::Sound => return None,
     })
 }
 

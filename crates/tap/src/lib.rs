@@ -14,6 +14,7 @@
 //!   each trial's self-checks).
 //! - [`onset`]: tap onsets from an audio input (a contact microphone):
 //!   the causal detector and synthetic test signals.
+//! - [`pairing`]: MIDI keystrokes paired with their sound (`midi+audio`).
 //! - [`analysis`]: inter-tap intervals, asynchronies, missing/double taps,
 //!   drift and the Wing–Kristofferson decomposition.
 //!
@@ -53,6 +54,7 @@ pub mod ftap_out;
 pub mod late;
 pub mod live;
 pub mod onset;
+pub mod pairing;
 pub mod params;
 pub mod replay;
 pub mod session;

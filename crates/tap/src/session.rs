@@ -177,7 +177,8 @@ pub fn write_trial(
     meta: &TrialMeta,
     provenance: Provenance,
 ) -> Result<Sidecar> {
-    let events = engine.data_events();
+    let rows = trial_rows(engine);
+    let events = rows.events;
     let sidecar = Sidecar {
         format_version: FORMAT_VERSION,
         subject: meta.subject.clone(),
@@ -202,11 +203,126 @@ pub fn write_trial(
         audio_input: engine
             .audio_report()
             .map(|r| data::AudioInputInfo::of(r, &meta.audio_input_port)),
+        pairing: rows.pairing,
     };
-    let taps: Vec<data::AudioTapData> = engine.audio_taps().into_iter().map(Into::into).collect();
-    let audio = engine.audio_report().is_some();
-    data::write_trial_with(stem, &events, audio.then_some(&taps[..]), &sidecar)?;
+    data::write_trial_with(stem, &events, rows.extras.as_deref(), &sidecar)?;
     Ok(sidecar)
+}
+
+/// A trial's rows as written: its events and, with an audio input, the
+/// extra columns of each row and (`midi+audio`) the pairing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrialRows {
+    /// The CSV's rows.
+    pub events: Vec<data::Event>,
+    /// Their extra columns ([`data::CSV_HEADER_AUDIO`]); `None`: MIDI input.
+    pub extras: Option<Vec<data::RowExtra>>,
+    /// MIDI paired with sound (`[input] source = "midi+audio"`).
+    pub pairing: Option<crate::pairing::PairingSummary>,
+}
+
+/// The rows of the last trial of `engine` (allocates; after the trial).
+/// With `midi+audio`, every sound is a `sound` row (its keystroke, or 0)
+/// and each MIDI press has its pad delay or the flag `no_sound`; a sound
+/// after the trial's `end` row is left out.
+pub fn trial_rows(engine: &Engine) -> TrialRows {
+    let mut events = engine.data_events();
+    if engine.audio_report().is_none() {
+        return TrialRows {
+            events,
+            extras: None,
+            pairing: None,
+        };
+    }
+    let taps = engine.audio_taps();
+    if !engine.pairs_midi_with_sound() {
+        let data: Vec<data::AudioTapData> = taps.into_iter().map(Into::into).collect();
+        let by_key: std::collections::HashMap<u32, data::AudioTapData> =
+            data.iter().map(|t| (t.keystroke, *t)).collect();
+        let extras = events
+            .iter()
+            .map(|e| {
+                let t = (e.kind == data::EventKind::Input && e.note.is_some_and(|n| n.on))
+                    .then(|| by_key.get(&e.index))
+                    .flatten();
+                t.map_or_else(data::RowExtra::default, |t| data::RowExtra {
+                    source: Some("audio"),
+                    onset_frame: Some(t.onset_frame),
+                    peak_dbfs: Some(t.peak_dbfs),
+                    confidence_db: Some(t.confidence_db),
+                    ..data::RowExtra::default()
+                })
+            })
+            .collect();
+        return TrialRows {
+            events,
+            extras: Some(extras),
+            pairing: None,
+        };
+    }
+    let start = engine.start_ns();
+    let rel = |t: u64| (i128::from(t) - i128::from(start)).div_euclid(1000) as i64;
+    let end_us = events
+        .iter()
+        .rev()
+        .find(|e| e.kind == data::EventKind::End)
+        .map_or(i64::MAX, |e| e.actual_us);
+    let sounds: Vec<(i64, crate::engine::AudioTap)> = taps
+        .into_iter()
+        .map(|t| (rel(t.t_ns), t))
+        .filter(|(us, _)| *us <= end_us)
+        .collect();
+    let press_rows: Vec<usize> = (0..events.len())
+        .filter(|&i| {
+            events[i].kind == data::EventKind::Input
+                && events[i].note.is_some_and(|n| n.on && n.velocity > 0)
+        })
+        .collect();
+    let press_us: Vec<i64> = press_rows.iter().map(|&i| events[i].actual_us).collect();
+    let sound_us: Vec<i64> = sounds.iter().map(|s| s.0).collect();
+    let pairs = crate::pairing::pair(&press_us, &sound_us);
+    let summary = crate::pairing::PairingSummary::of(&press_us, &sound_us, &pairs);
+    let mut extras = vec![data::RowExtra::default(); events.len()];
+    for (p, &row) in press_rows.iter().enumerate() {
+        let x = &mut extras[row];
+        x.source = Some("midi");
+        match pairs.sound_of_press[p] {
+            Some(j) => {
+                let t = sounds[j].1;
+                x.onset_frame = Some(t.onset_frame);
+                x.peak_dbfs = Some(t.peak_dbfs);
+                x.confidence_db = Some(t.confidence_db);
+                x.pad_delay_us = Some(press_us[p] - sound_us[j]);
+            }
+            None => x.flag = Some("no_sound"),
+        }
+    }
+    for (j, (us, t)) in sounds.iter().enumerate() {
+        let keystroke = pairs.press_of_sound[j].map_or(0, |p| events[press_rows[p]].index);
+        events.push(data::Event {
+            kind: data::EventKind::Sound,
+            index: keystroke,
+            intended_us: None,
+            actual_us: *us,
+            note: None,
+        });
+        extras.push(data::RowExtra {
+            source: Some("audio"),
+            onset_frame: Some(t.onset_frame),
+            peak_dbfs: Some(t.peak_dbfs),
+            confidence_db: Some(t.confidence_db),
+            pad_delay_us: pairs.press_of_sound[j].map(|p| press_us[p] - us),
+            flag: pairs.press_of_sound[j].is_none().then_some("no_midi"),
+        });
+    }
+    // In time order, the end row last (stable: a sound at the end's time before it).
+    let mut order: Vec<usize> = (0..events.len()).collect();
+    order.sort_by_key(|&i| (events[i].kind == data::EventKind::End, events[i].actual_us));
+    TrialRows {
+        events: order.iter().map(|&i| events[i]).collect(),
+        extras: Some(order.iter().map(|&i| extras[i]).collect()),
+        pairing: Some(summary),
+    }
 }
 
 #[cfg(test)]

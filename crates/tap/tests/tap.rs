@@ -419,6 +419,7 @@ fn csv_round_trip_and_atomic_write() {
         stopped_by: Some("SIGTERM".into()),
         events: events.len() as u64,
         audio_input: None,
+        pairing: None,
     };
     data::write_trial(&stem, &events, &side).unwrap();
     let text = std::fs::read_to_string(stem.with_extension("csv")).unwrap();
@@ -817,7 +818,7 @@ fn ftap_rows_match_the_csv_events_one_for_one() {
                 EventKind::Metronome => 'M',
                 EventKind::Trigger => 'T',
                 EventKind::Masking => 'J',
-                EventKind::End => unreachable!(),
+                EventKind::End | EventKind::Sound => unreachable!(),
             };
             assert_eq!(r.kind, letter, "{e:?}");
             assert_eq!(r.ms, e.actual_us.div_euclid(1000), "{e:?}");

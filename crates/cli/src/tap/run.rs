@@ -68,7 +68,7 @@ pub struct BackendArgs {
     /// a dummy server started by --jack-dummy. `none`: no connection.
     #[arg(long, value_name = "PORT")]
     audio_out: Vec<String>,
-    /// JACK, taps from sound ([input] source = "audio"): connect this port
+    /// JACK, taps from sound ([input] source = "audio" or "midi+audio"): connect this port
     /// (the capture port of the contact microphone, e.g. system:capture_1)
     /// to our audio input firmtime-tap:audio_in; repeatable (mixed). Needed
     /// for such experiments except with --jack-dummy; `none`: connect
@@ -195,7 +195,7 @@ fn open(
 ) -> anyhow::Result<Opened> {
     if audio_in && o.backend != TapBackend::Jack {
         return Err(UsageError(
-            "taps from sound ([input] source = \"audio\") come in through a JACK audio input: use \
+            "taps from sound ([input] source = \"audio\" or \"midi+audio\") come in through a JACK audio input: use \
              --backend jack (with --jack-dummy to try it without a sound card)"
                 .into(),
         )
@@ -203,7 +203,7 @@ fn open(
     }
     if audio_in && o.audio_in.is_empty() && !o.jack_dummy {
         return Err(UsageError(
-            "[input] source = \"audio\": say which port carries the contact microphone with \
+            "[input] source = \"audio\" or \"midi+audio\": say which port carries the contact microphone with \
              --audio-in PORT (e.g. --audio-in system:capture_1; `firmtime midi ports` lists them), \
              or --audio-in none to connect it yourself"
                 .into(),
@@ -527,9 +527,7 @@ fn session(a: RunArgs) -> anyhow::Result<Outcome> {
         );
     }
     let synth = audio::session_synth(exps.iter().map(|(_, _, e)| e))?;
-    let audio_in = exps
-        .iter()
-        .any(|(_, _, e)| e.input.source == firmtime_tap::InputSource::Audio);
+    let audio_in = exps.iter().any(|(_, _, e)| e.input.source.has_audio());
     let mut opened = open(&a.open, "firmtime-tap", synth, audio_in)?;
     if let Some(port) = &a.measure_roundtrip {
         opened.detail["audio_roundtrip"] = crate::audio::measure_feedback(&opened.detail, port)?;
@@ -690,6 +688,12 @@ fn session(a: RunArgs) -> anyhow::Result<Outcome> {
                 "firmtime: trial {trial}: taps from sound on {}: {} tap(s); noise floor {:.1} dBFS; \
                  {} onset(s) before the start dropped, {} audio frame(s) dropped, {} detector restart(s)",
                 t.port, t.taps, t.floor_dbfs, t.before_start, t.frames_dropped, t.restarts
+            );
+        }
+        if let Some(p) = &side.pairing {
+            eprintln!(
+                "firmtime: trial {trial}: MIDI paired with sound: {}",
+                p.words()
             );
         }
         if c.input_before_start > 0 {
