@@ -6,7 +6,9 @@
 //! activated and connected: that cycle's first frame plus
 //! [`PlayerOptions::lead_frames`]. Sample `i` of the signal goes out at
 //! frame `start + i`; a tap at sample `o` of the signal is at frame
-//! `start + o` in any client of the same server.
+//! `start + o` in any client of the same server. With
+//! [`AudioPlayer::start_with_midi`] it also plays MIDI messages at frames
+//! counted from the same start (a drum pad's MIDI beside its sound).
 //!
 //! # Real-time contract
 //!
@@ -19,13 +21,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use jack::{AudioOut, Client, Control, Port, ProcessScope};
+use jack::{AudioOut, Client, Control, MidiOut, Port, ProcessScope, RawMidi};
 
 use firmtime_jack::{
     activate, connect, deactivate, jack_clock_offset, open_client, port_name, read_cycle_times,
     CycleTimes, FrameExtender, FrameGaps, XrunNotifier,
 };
 
+use super::tapper::Tap;
 use crate::error::{Error, ErrorKind};
 
 /// Options for [`AudioPlayer::start`].
@@ -68,6 +71,8 @@ pub struct PlayerReport {
     pub xruns: u64,
     /// Cycles the server dropped while it ran (gaps in the frame counter).
     pub frame_gaps: u64,
+    /// MIDI messages that could not be written (port buffer full).
+    pub midi_dropped: u64,
 }
 
 #[derive(Debug)]
@@ -78,6 +83,8 @@ struct PlayerShared {
     played: AtomicU64,
     xruns: AtomicU64,
     frame_gaps: AtomicU64,
+    /// MIDI messages that could not be written (port buffer full).
+    midi_dropped: AtomicU64,
 }
 
 /// The player's process core over plain values.
@@ -87,6 +94,9 @@ struct PlayerCore {
     base: Option<u64>,
     lead: u64,
     shared: Arc<PlayerShared>,
+    /// MIDI messages at frame offsets from the same start, sorted.
+    midi: Vec<Tap>,
+    next_midi: usize,
 }
 
 impl PlayerCore {
@@ -116,11 +126,32 @@ impl PlayerCore {
             .min(len);
         self.shared.played.store(done, Ordering::Release);
     }
+
+    /// Writes the MIDI messages due in this cycle through `write(offset,
+    /// bytes)` (after [`PlayerCore::render`] fixed the start). **RT-safe.**
+    fn midi(&mut self, cycle: &CycleTimes, write: &mut dyn FnMut(u32, &[u8]) -> bool) {
+        let Some(base) = self.base else { return };
+        let end = cycle.end_frame();
+        while let Some(tap) = self.midi.get(self.next_midi) {
+            let frame = base + tap.offset;
+            if frame >= end {
+                break;
+            }
+            self.next_midi += 1;
+            let mut buf = [0u8; 3];
+            let n = tap.msg.encode(&mut buf);
+            let at = frame.max(cycle.frame) - cycle.frame;
+            if n == 0 || !write(at as u32, &buf[..n]) {
+                self.shared.midi_dropped.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
 }
 
 struct PlayerProcess {
     core: PlayerCore,
     port: Port<AudioOut>,
+    midi_port: Option<Port<MidiOut>>,
     ext: FrameExtender,
     gaps: FrameGaps,
     clock_offset_ns: i64,
@@ -136,6 +167,12 @@ impl jack::ProcessHandler for PlayerProcess {
             }
             let out = self.port.as_mut_slice(ps);
             self.core.render(&cycle, out);
+            if let Some(p) = self.midi_port.as_mut() {
+                let mut w = p.writer(ps);
+                self.core.midi(&cycle, &mut |time, bytes| {
+                    w.write(&RawMidi { time, bytes }).is_ok()
+                });
+            }
             Control::Continue
         })
     }
@@ -166,7 +203,41 @@ impl AudioPlayer {
     /// # Errors
     /// No libjack, no server, or a port that cannot be registered or connected.
     pub fn start(options: PlayerOptions, signal: Vec<f32>) -> Result<Self, Error> {
+        Self::start_with_midi(options, signal, Vec::new(), &[])
+    }
+
+    /// As [`AudioPlayer::start`], and plays `midi` (offsets from the same
+    /// start frame, any order) on a MIDI output `midi_out` connected to
+    /// `midi_to` (no MIDI port when `midi` is empty).
+    ///
+    /// # Errors
+    /// As [`AudioPlayer::start`].
+    pub fn start_with_midi(
+        options: PlayerOptions,
+        signal: Vec<f32>,
+        mut midi: Vec<Tap>,
+        midi_to: &[String],
+    ) -> Result<Self, Error> {
         let client = open_client(&options.client_name, options.server_name.as_deref())?;
+        midi.sort_by_key(|t| t.offset);
+        let midi_port = if midi.is_empty() {
+            None
+        } else {
+            Some(
+                client
+                    .register_port("midi_out", MidiOut::default())
+                    .map_err(|e| {
+                        Error::new(
+                            ErrorKind::Port,
+                            format!("cannot register JACK MIDI port \"midi_out\": {e}"),
+                        )
+                    })?,
+            )
+        };
+        let midi_name = match &midi_port {
+            Some(p) => Some(port_name(p)?),
+            None => None,
+        };
         let port = client
             .register_port(&options.port_name, AudioOut::default())
             .map_err(|e| {
@@ -187,6 +258,7 @@ impl AudioPlayer {
             played: AtomicU64::new(0),
             xruns: AtomicU64::new(0),
             frame_gaps: AtomicU64::new(0),
+            midi_dropped: AtomicU64::new(0),
         });
         let process = PlayerProcess {
             core: PlayerCore {
@@ -194,8 +266,11 @@ impl AudioPlayer {
                 base: None,
                 lead: options.lead_frames,
                 shared: Arc::clone(&shared),
+                midi,
+                next_midi: 0,
             },
             port,
+            midi_port,
             ext: FrameExtender::default(),
             gaps: FrameGaps::default(),
             clock_offset_ns,
@@ -204,6 +279,11 @@ impl AudioPlayer {
         let active = activate(client, notifier, process, "JACK client")?;
         for dst in &options.connect_to {
             connect(active.as_client(), &port_name, dst)?;
+        }
+        if let Some(m) = &midi_name {
+            for dst in midi_to {
+                connect(active.as_client(), m, dst)?;
+            }
         }
         shared.armed.store(true, Ordering::Release);
         Ok(AudioPlayer {
@@ -251,6 +331,7 @@ impl AudioPlayer {
             complete,
             xruns: self.shared.xruns.load(Ordering::Relaxed),
             frame_gaps: self.shared.frame_gaps.load(Ordering::Relaxed),
+            midi_dropped: self.shared.midi_dropped.load(Ordering::Relaxed),
         })
     }
 }
@@ -275,12 +356,15 @@ mod tests {
             played: AtomicU64::new(0),
             xruns: AtomicU64::new(0),
             frame_gaps: AtomicU64::new(0),
+            midi_dropped: AtomicU64::new(0),
         });
         let mut core = PlayerCore {
             signal: (1..=300).map(|i| i as f32).collect(),
             base: None,
             lead: 100,
             shared: Arc::clone(&shared),
+            midi: Vec::new(),
+            next_midi: 0,
         };
         let cyc = |k: u64| CycleTimes {
             frame: 5000 + k * 256,

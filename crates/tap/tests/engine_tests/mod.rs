@@ -1338,3 +1338,116 @@ fn audio_tap_figures_through_the_server() {
         );
     }
 }
+
+/// Issue 30 item 2, through the server: a pad's MIDI beside its sound. The
+/// player plays `taps` tap sounds in pink noise at 20 dB SNR into the
+/// engine's audio input and, from the same start frame, a MIDI note-on
+/// 9 ms (432 frames) after each into its MIDI input, but drops the copy of
+/// every 20th tap (5 %) and doubles every 33rd (3 %, a second press 4 ms
+/// later). Every dropped and doubled hit is flagged, nothing else, and the
+/// pad delay is measured within 0.5 ms.
+#[test]
+fn midi_paired_with_sound_through_the_server_flags_dropped_and_doubled_hits() {
+    use firmtime_midi::jack::{AudioInOptions, AudioPlayer, PlayerOptions};
+    use firmtime_tap::onset::synthetic::{track, Noise, TrackSpec};
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(srv) = server() else { return };
+    engine_rt();
+    let taps = 100;
+    let (dropped, doubled) = (|i: usize| i % 20 == 3, |i: usize| i % 33 == 7);
+    let t = track(&TrackSpec {
+        seed: 77,
+        taps,
+        snr_db: Some(20.0),
+        noise: Noise::Pink,
+        lead_ms: 2000.0,
+        interval_ms: (150.0, 400.0),
+        ..TrackSpec::default()
+    });
+    let n_dropped = (0..taps).filter(|&i| dropped(i)).count() as u64;
+    let n_doubled = (0..taps).filter(|&i| doubled(i) && !dropped(i)).count() as u64;
+    let mut midi = Vec::new();
+    for (i, &o) in t.onsets.iter().enumerate() {
+        if dropped(i) {
+            continue;
+        }
+        midi.push(Tap {
+            offset: o + 432,
+            msg: on(60),
+        });
+        if doubled(i) {
+            midi.push(Tap {
+                offset: o + 432 + 192,
+                msg: on(60),
+            });
+        }
+    }
+    let signal_ms = t.samples.len() as u64 * 1000 / RATE;
+    let e = Experiment::from_toml(&format!(
+        "[input]\nsource = \"midi+audio\"\n[end]\nduration_ms = {signal_ms}\n"
+    ))
+    .unwrap();
+    until_checked(3, |_| {
+        let mut jo = JackOptions::new("ft-engine");
+        jo.server_name = Some(srv.name().to_string());
+        jo.audio_in = Some(AudioInOptions::default());
+        let mut backend = JackBackend::open(jo).expect("engine client opens");
+        let mut engine = Engine::new(&e, EngineOptions::for_experiment(&e, 5)).unwrap();
+        let mut po = PlayerOptions::new("ft-pad");
+        po.server_name = Some(srv.name().to_string());
+        po.connect_to = vec![backend.audio_input_port_name().unwrap().to_string()];
+        let to = [backend.input_port_names()[0].clone()];
+        let player = AudioPlayer::start_with_midi(po, t.samples.clone(), midi.clone(), &to)
+            .expect("player starts");
+        let t0 = Instant::now();
+        while player.played() < RATE * 3 / 2 && t0.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let outcome = run_engine(
+            &mut engine,
+            &mut backend,
+            Duration::from_millis(signal_ms + 15_000),
+        );
+        let report = player
+            .finish(Duration::from_secs(10))
+            .expect("player finishes");
+        drop(backend);
+        let audio = engine.audio_report().unwrap();
+        let lost = outcome.backend.xruns
+            + outcome.backend.frame_gaps
+            + report.xruns
+            + report.frame_gaps
+            + audio.frames_dropped
+            + audio.restarts;
+        if lost > 0 {
+            return Attempt::Waived(format!("{lost} xruns, dropped cycles or dropped audio"));
+        }
+        assert!(report.complete);
+        assert_eq!(report.midi_dropped, 0);
+        let rows = session::trial_rows(&engine);
+        let p = rows.pairing.expect("a midi+audio trial has a pairing");
+        assert_eq!(
+            (
+                p.sounds,
+                p.midi_presses,
+                p.paired,
+                p.sounds_without_midi,
+                p.midi_without_sound
+            ),
+            (
+                taps as u64,
+                taps as u64 - n_dropped + n_doubled,
+                taps as u64 - n_dropped,
+                n_dropped,
+                n_doubled
+            ),
+            "{p:?}"
+        );
+        let med = p.pad_delay_median_us.unwrap();
+        assert!((med - 9000.0).abs() <= 500.0, "pad delay median {med} µs");
+        let (lo, hi) = (p.pad_delay_min_us.unwrap(), p.pad_delay_max_us.unwrap());
+        assert!(lo >= 8500 && hi <= 9500, "pad delays {lo}…{hi} µs");
+        println!("midi+audio: {}", p.words());
+        Attempt::Checked(())
+    });
+}
