@@ -169,8 +169,8 @@ pub fn resolution_word(ns: u64) -> String {
 
 impl Period {
     /// Sums `rows` (oldest first) over `[since, until]`.
-    pub fn of(
-        rows: &[StoredInterval],
+    pub fn of<'a>(
+        rows: &'a [StoredInterval],
         states: Vec<(i64, MachineState)>,
         since_unix_ns: i64,
         until_unix_ns: i64,
@@ -178,7 +178,8 @@ impl Period {
         let mut all = Hist::new();
         let mut per: BTreeMap<usize, (Hist, CpuLine)> = BTreeMap::new();
         let mut times: BTreeMap<i64, TimePoint> = BTreeMap::new();
-        let mut causes: BTreeMap<(String, String), CauseLine> = BTreeMap::new();
+        let mut causes: std::collections::HashMap<(Option<&'a str>, Option<&'a str>), CauseSum> =
+            std::collections::HashMap::new();
         let (mut count, mut missed, mut explained_rows) = (0, 0, 0);
         let mut max: Option<(i64, i64, Option<String>)> = None;
         let mut spans: Vec<(i64, i64)> = Vec::new();
@@ -264,27 +265,68 @@ impl Period {
                     max = Some((m, at, cause));
                 }
             }
-            for w in s.cause_counts() {
-                let key = (
-                    w.category.clone().unwrap_or_else(|| "unexplained".into()),
-                    w.name.clone().unwrap_or_default(),
-                );
-                let c = causes.entry(key.clone()).or_insert(CauseLine {
-                    category: key.0,
-                    name: key.1,
-                    wakeups: 0,
-                    missed: 0,
-                    worst_latency_ns: w.worst_latency_ns,
-                    first_unix_ns: w.first_unix_ns,
-                    last_unix_ns: w.last_unix_ns,
-                });
-                c.wakeups += w.wakeups;
-                c.missed += w.missed;
-                c.worst_latency_ns = c.worst_latency_ns.max(w.worst_latency_ns);
-                c.first_unix_ns = c.first_unix_ns.min(w.first_unix_ns);
-                c.last_unix_ns = c.last_unix_ns.max(w.last_unix_ns);
+            // Borrowed keys: no allocation per wake-up over months of rows.
+            let mut add =
+                |category: Option<&'a str>, name: Option<&'a str>, c: CauseSum| match causes
+                    .entry((category, name))
+                {
+                    std::collections::hash_map::Entry::Vacant(v) => {
+                        v.insert(c);
+                    }
+                    std::collections::hash_map::Entry::Occupied(mut o) => o.get_mut().add(&c),
+                };
+            if s.resolution_ns == crate::store::RAW {
+                for w in &r.wakeups {
+                    add(
+                        w.category.as_deref(),
+                        w.name.as_deref(),
+                        CauseSum {
+                            wakeups: 1,
+                            missed: w.missed,
+                            worst: w.latency_ns,
+                            first: w.deadline_unix_ns,
+                            last: w.deadline_unix_ns,
+                        },
+                    );
+                }
+            } else {
+                for c in &s.causes {
+                    add(
+                        c.category.as_deref(),
+                        c.name.as_deref(),
+                        CauseSum {
+                            wakeups: c.wakeups,
+                            missed: c.missed,
+                            worst: c.worst_latency_ns,
+                            first: c.first_unix_ns,
+                            last: c.last_unix_ns,
+                        },
+                    );
+                }
             }
         }
+        let mut by_key: BTreeMap<(String, String), CauseLine> = BTreeMap::new();
+        for ((cat, name), c) in causes {
+            let key = (
+                cat.unwrap_or("unexplained").to_string(),
+                name.unwrap_or_default().to_string(),
+            );
+            let l = by_key.entry(key.clone()).or_insert(CauseLine {
+                category: key.0,
+                name: key.1,
+                wakeups: 0,
+                missed: 0,
+                worst_latency_ns: c.worst,
+                first_unix_ns: c.first,
+                last_unix_ns: c.last,
+            });
+            l.wakeups += c.wakeups;
+            l.missed += c.missed;
+            l.worst_latency_ns = l.worst_latency_ns.max(c.worst);
+            l.first_unix_ns = l.first_unix_ns.min(c.first);
+            l.last_unix_ns = l.last_unix_ns.max(c.last);
+        }
+        let causes = by_key;
         let cpus = per
             .into_values()
             .map(|(h, mut l)| {
@@ -335,6 +377,26 @@ impl Period {
         let rows = store.intervals_since(since)?;
         let states = store.states_since(since)?;
         Ok(Period::of(&rows, states, since, now_unix_ns))
+    }
+}
+
+/// One cause's wake-ups summed while a period is read.
+#[derive(Debug, Clone, Copy)]
+struct CauseSum {
+    wakeups: u64,
+    missed: u64,
+    worst: i64,
+    first: i64,
+    last: i64,
+}
+
+impl CauseSum {
+    fn add(&mut self, o: &CauseSum) {
+        self.wakeups += o.wakeups;
+        self.missed += o.missed;
+        self.worst = self.worst.max(o.worst);
+        self.first = self.first.min(o.first);
+        self.last = self.last.max(o.last);
     }
 }
 
@@ -648,6 +710,29 @@ pub fn markdown(p: &Period, db: &Path, plots: &[PathBuf], max_latency_ns: i64) -
     s
 }
 
+/// Points the latency-over-time plot draws at most (about two per pixel
+/// column): months of one-minute intervals are tens of thousands.
+const PLOT_POINTS: usize = 2000;
+
+/// At most `n` points for a plot: consecutive points in equal groups, each
+/// group one point at its first start with the group's largest max and
+/// p99.9 and its summed misses, so that no spike is lost.
+fn decimate(points: &[TimePoint], n: usize) -> Vec<TimePoint> {
+    if points.len() <= n || n == 0 {
+        return points.to_vec();
+    }
+    points
+        .chunks(points.len().div_ceil(n))
+        .map(|g| TimePoint {
+            start_unix_ns: g[0].start_unix_ns,
+            max_ns: g.iter().map(|t| t.max_ns).max().unwrap_or(0),
+            p999_ns: g.iter().map(|t| t.p999_ns).max().unwrap_or(0),
+            missed: g.iter().map(|t| t.missed).sum(),
+            resolution_ns: g.iter().map(|t| t.resolution_ns).max().unwrap_or(0),
+        })
+        .collect()
+}
+
 /// Writes report.md, report.json and the plots into `out`.
 ///
 /// # Errors
@@ -674,13 +759,12 @@ pub fn write(p: &Period, db: &Path, out: &Path, max_latency_ns: i64) -> Result<W
             _ => (1e9, "seconds"),
         };
         let hours = |t: i64| (t - t0) as f64 / unit_ns;
-        let max: Vec<(f64, f64)> = p
-            .over_time
+        let points = decimate(&p.over_time, PLOT_POINTS);
+        let max: Vec<(f64, f64)> = points
             .iter()
             .map(|t| (hours(t.start_unix_ns), t.max_ns as f64 / 1000.0))
             .collect();
-        let p999: Vec<(f64, f64)> = p
-            .over_time
+        let p999: Vec<(f64, f64)> = points
             .iter()
             .map(|t| (hours(t.start_unix_ns), t.p999_ns as f64 / 1000.0))
             .collect();
@@ -825,6 +909,27 @@ mod tests {
         assert_eq!(late.over_time.len(), 2);
         // A higher limit and two allowed misses: fine.
         assert_eq!(verdict(&late, 5_000_000, 2).0, Answer::Fine);
+    }
+
+    /// Months of intervals are drawn as at most PLOT_POINTS points, and
+    /// the largest wake-up of the period is still one of them.
+    #[test]
+    fn a_decimated_plot_keeps_every_spike() {
+        let pts: Vec<TimePoint> = (0..10_001)
+            .map(|i| TimePoint {
+                start_unix_ns: i * 60,
+                max_ns: if i == 7_777 { 50_000_000 } else { 100 + i % 7 },
+                p999_ns: 50,
+                missed: u64::from(i % 100 == 0),
+                resolution_ns: 0,
+            })
+            .collect();
+        let d = decimate(&pts, 2000);
+        assert!(d.len() <= 2000, "{}", d.len());
+        assert_eq!(d.iter().map(|t| t.max_ns).max(), Some(50_000_000));
+        assert_eq!(d.iter().map(|t| t.missed).sum::<u64>(), 101);
+        assert_eq!(d[0].start_unix_ns, 0);
+        assert_eq!(decimate(&pts[..5], 2000), pts[..5].to_vec());
     }
 
     #[test]

@@ -616,6 +616,47 @@ fn forget_unreferenced(tx: &Connection, before_unix_ns: i64) -> Result<()> {
     Ok(())
 }
 
+/// The stored histogram JSON `[[edge,count],…]` as this crate writes it
+/// (no spaces, non-negative counts), read without a JSON parser: a report
+/// over months reads tens of thousands. `None` for anything else, which
+/// then goes to serde_json (and its error message).
+fn parse_sparse(text: &str) -> Option<Sparse> {
+    let b = text.as_bytes();
+    let mut out = Vec::with_capacity(b.len() / 12);
+    let mut i = 0;
+    let int = |i: &mut usize| -> Option<i64> {
+        let neg = b.get(*i) == Some(&b'-');
+        if neg {
+            *i += 1;
+        }
+        let start = *i;
+        let mut v: i64 = 0;
+        while let Some(d) = b.get(*i).filter(|d| d.is_ascii_digit()) {
+            v = v.checked_mul(10)?.checked_add(i64::from(d - b'0'))?;
+            *i += 1;
+        }
+        (*i > start).then_some(if neg { -v } else { v })
+    };
+    let expect = |i: &mut usize, c: u8| -> Option<()> { (b.get(*i) == Some(&c)).then(|| *i += 1) };
+    expect(&mut i, b'[')?;
+    if b.get(i) == Some(&b']') {
+        return (i + 1 == b.len()).then_some(out);
+    }
+    loop {
+        expect(&mut i, b'[')?;
+        let e = int(&mut i)?;
+        expect(&mut i, b',')?;
+        let c = int(&mut i)?;
+        expect(&mut i, b']')?;
+        out.push((e, u64::try_from(c).ok()?));
+        match b.get(i) {
+            Some(b',') => i += 1,
+            Some(b']') if i + 1 == b.len() => return Some(out),
+            _ => return None,
+        }
+    }
+}
+
 /// The rows `WHERE filter` (`params` bound), oldest first, with their
 /// wake-ups and causes.
 fn read_rows(
@@ -668,12 +709,15 @@ fn read_rows(
     let mut at = std::collections::HashMap::new();
     for row in rows {
         let (mut s, hist) = row?;
-        s.interval.histogram = serde_json::from_str(&hist).map_err(|e| {
-            Error::new(
-                ErrorKind::Database,
-                format!("interval {}: histogram does not parse: {e}", s.id),
-            )
-        })?;
+        s.interval.histogram = match parse_sparse(&hist) {
+            Some(h) => h,
+            None => serde_json::from_str(&hist).map_err(|e| {
+                Error::new(
+                    ErrorKind::Database,
+                    format!("interval {}: histogram does not parse: {e}", s.id),
+                )
+            })?,
+        };
         at.insert(s.id, out.len());
         out.push(s);
     }
@@ -776,8 +820,12 @@ impl Store {
                 ),
             ));
         }
-        conn.execute_batch("PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;")
-            .map_err(|e| db_err(path, e))?;
+        // Reading months of rows (a report) through memory maps rather than
+        // a read call per page.
+        conn.execute_batch(
+            "PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON; PRAGMA mmap_size=268435456;",
+        )
+        .map_err(|e| db_err(path, e))?;
         conn.execute_batch(SCHEMA).map_err(|e| db_err(path, e))?;
         let v: Option<String> = conn
             .query_row(
@@ -1129,13 +1177,23 @@ impl Store {
                 }
             }
         }
+        let finer = [RAW, HOUR_NS, DAY_NS]
+            .iter()
+            .filter(|&&f| f <= resolution_ns)
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(", ");
         let mut merged_rows = 0;
         for (cpu, period, state_id, b) in buckets {
+            // `resolution_ns IN (…)` rather than `<= r`: the index on
+            // (resolution_ns, start_unix_ns) then finds the bucket's rows.
             let rows = read_rows(
                 &tx,
-                "cpu = ?1 AND period_ns = ?2 AND state_id = ?3 AND start_unix_ns >= ?4
-                 AND start_unix_ns < ?5 AND resolution_ns <= ?6",
-                params![cpu, period, state_id, b * r, b * r + r, r],
+                &format!(
+                    "resolution_ns IN ({finer}) AND start_unix_ns >= ?4 AND start_unix_ns < ?5
+                     AND cpu = ?1 AND period_ns = ?2 AND state_id = ?3"
+                ),
+                params![cpu, period, state_id, b * r, b * r + r],
             )?;
             if rows.is_empty() {
                 continue;
@@ -1281,6 +1339,34 @@ mod tests {
             command_line: "firmtime watch".into(),
             config,
             conditions: "[]".into(),
+        }
+    }
+
+    /// The fast reader agrees with serde_json on what this crate writes,
+    /// and leaves anything else to it.
+    #[test]
+    fn stored_histograms_read_as_serde_json_reads_them() {
+        for h in [
+            vec![],
+            vec![(0, 1)],
+            vec![(5_000, 2), (13_000, 1), (i64::MAX, 7)],
+            vec![(-3, 0), (1_000_000, u64::MAX >> 1)],
+        ] {
+            let text = serde_json::to_string(&h).unwrap();
+            assert_eq!(parse_sparse(&text), Some(h.clone()), "{text}");
+            assert_eq!(serde_json::from_str::<Sparse>(&text).unwrap(), h);
+        }
+        for odd in [
+            "",
+            "[",
+            "[[1,2]",
+            "[[1,2],]",
+            "[[1,-2]]",
+            "[ [1,2]]",
+            "[[1,2]]x",
+            "[[99999999999999999999,1]]",
+        ] {
+            assert_eq!(parse_sparse(odd), None, "{odd}");
         }
     }
 

@@ -303,8 +303,19 @@ fn the_size_cap_holds_the_file_rolling_up_early_then_dropping_the_oldest_days() 
         names: 6,
     };
     let day = DAY_NS as i64;
-    // Two days of two CPUs, all younger than --keep-raw: larger than a 4 MiB cap.
-    let mut raw = generate(&mut s, run, D0, 2 * 1440, 2, shape, &mut BTreeMap::new());
+    // Two days of two CPUs, all younger than --keep-raw; the cap is 1.3
+    // times what one day takes.
+    let mut raw = generate(&mut s, run, D0, 1440, 2, shape, &mut BTreeMap::new());
+    let one_day = s.size_bytes().unwrap();
+    raw.extend(generate(
+        &mut s,
+        run,
+        D0 + day,
+        1440,
+        2,
+        shape,
+        &mut BTreeMap::new(),
+    ));
     let count = |rows: &[store::CpuInterval], from: i64| -> u64 {
         rows.iter()
             .filter(|r| r.start_unix_ns >= from)
@@ -318,9 +329,12 @@ fn the_size_cap_holds_the_file_rolling_up_early_then_dropping_the_oldest_days() 
             .map(|r| r.interval.count)
             .sum()
     };
-    let cap = 4u64 << 20;
-    let full = file_len(&db) + file_len(&d.0.join("w.db-wal"));
-    assert!(full > cap, "the history is larger than the cap: {full}");
+    let cap = one_day / 10 * 13;
+    let full = s.size_bytes().unwrap();
+    assert!(
+        full > cap,
+        "the history ({full} bytes) is larger than the cap ({cap})"
+    );
     let ret = Retention {
         max_bytes: cap,
         ..wide()
@@ -347,7 +361,8 @@ fn the_size_cap_holds_the_file_rolling_up_early_then_dropping_the_oldest_days() 
         shape,
         &mut BTreeMap::new(),
     ));
-    let cap = 2u64 << 20;
+    // Less than a day as stored takes.
+    let cap = one_day / 10 * 6;
     let ret = Retention {
         max_bytes: cap,
         ..wide()

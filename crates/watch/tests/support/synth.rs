@@ -100,13 +100,15 @@ pub fn minute(
         None => {
             let mut counts: Vec<(i64, u64)> = Vec::new();
             let mut left = 6000u64;
-            for us in 3..=60i64 {
-                let c = (left / 8).max(1) + rng.below(20);
+            // A VM's spread (about 150 non-empty buckets a minute, as the
+            // soak in docs/WATCH.md stored: ~3.9 KB a row).
+            for us in 3..=150i64 {
+                let c = (left / 30).max(1) + rng.below(4);
                 let c = c.min(left);
                 left -= c;
                 counts.push((us * 1000, c));
             }
-            counts.push((61_000, left));
+            counts.push((151_000, left));
             for _ in 0..(3 + rng.below(12)) {
                 let l = 100_000 + rng.below(2_000_000) as i64;
                 let i = firmtime_watch::hist::index(l);
@@ -121,7 +123,7 @@ pub fn minute(
                 sum += (e * c as i64) as f64;
                 min = min.min(e - 999);
             }
-            max = lat.iter().map(|x| x.0).max().unwrap_or(61_000);
+            max = lat.iter().map(|x| x.0).max().unwrap_or(151_000);
         }
     }
     let count = h.total();
