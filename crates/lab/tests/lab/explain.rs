@@ -79,6 +79,7 @@ fn bare_metal() -> Machine {
         on_vm: false,
         preempt_model: "voluntary".into(),
         virtualization: Some("none".into()),
+        idle_exit_max_ns: None,
     }
 }
 
@@ -162,6 +163,7 @@ fn a_late_timer_on_a_vm_is_the_vm_and_on_bare_metal_idle_exit() {
         on_vm: true,
         preempt_model: "full".into(),
         virtualization: Some("kvm".into()),
+        idle_exit_max_ns: None,
     };
     assert_eq!(attribute(&tl, &w, &vm).category, Category::Vm);
     assert_eq!(
@@ -229,6 +231,7 @@ fn a_wake_up_whose_span_lost_events_is_unknown_never_the_vm() {
         on_vm: true,
         preempt_model: "full".into(),
         virtualization: Some("kvm".into()),
+        idle_exit_max_ns: None,
     };
     let (events, w) = a_silent_gap(d);
     let tl = Timeline::new(events.clone()).with_losses(vec![a_loss(
@@ -326,6 +329,7 @@ fn an_explanation_with_lost_events_counts_its_unknowns_and_never_claims_all_expl
         on_vm: true,
         preempt_model: "full".into(),
         virtualization: Some("kvm".into()),
+        idle_exit_max_ns: None,
     };
     let e = explain::explain(rec, &[target], &vm);
     assert_eq!((e.missed, e.missed_explained), (2, 1));
@@ -1247,4 +1251,86 @@ fn induced_lost_events_leave_their_wake_ups_unknown_and_no_cause_over_a_hole() {
         "{}",
         e.summary()
     );
+}
+
+#[test]
+fn a_long_idle_stretch_on_a_vm_beyond_its_idle_states_exit_is_a_host_stall() {
+    // Issue 29 item 3: a 30 ms stall after the timer fired on time, the CPU
+    // idle, was "idle exit: the idle CPU was slow to wake" on a VM whose
+    // deepest idle state exits in 1 µs (haltpoll). Bounded by that exit
+    // latency (plus the wake-up path's margin), the rest is the host.
+    let d = 1_000_000;
+    let events = vec![
+        switch(10_000, TID, "measured", 19, 0, 120),
+        ev(d + 1_000, EventKind::LocalTimer),
+        ev(d + 3_000, EventKind::LocalTimerExit),
+        switch(d + 30_000_000, 0, "swapper/1", 120, TID, 19),
+        on(TID, ev(d + 31_000_000, EventKind::LocalTimer)),
+    ];
+    let tl = Timeline::new(events);
+    let w = late(d, d + 30_001_000);
+    let vm = |bound: Option<u64>| Machine {
+        on_vm: true,
+        preempt_model: "full".into(),
+        virtualization: Some("kvm".into()),
+        idle_exit_max_ns: bound,
+    };
+    let c = attribute(&tl, &w, &vm(Some(1_000)));
+    assert_eq!(c.category, Category::Vm, "{c:?}");
+    assert_eq!(c.name, "vCPU not running");
+    assert!(
+        c.detail.contains("stayed idle") && c.detail.contains("host stall"),
+        "{}",
+        c.detail
+    );
+    let idle = c
+        .parts
+        .iter()
+        .find(|p| p.category == Category::IdleExit)
+        .map(|p| p.ns);
+    assert_eq!(idle, Some(1_000 + explain::attribute::IDLE_EXIT_MARGIN_NS));
+    assert_eq!(c.parts.iter().map(|p| p.ns).sum::<u64>(), 30_001_000);
+    // Unknown idle states, or bare metal: idle exit as before.
+    assert_eq!(attribute(&tl, &w, &vm(None)).category, Category::IdleExit);
+    let metal = Machine {
+        idle_exit_max_ns: Some(1_000),
+        ..bare_metal()
+    };
+    assert_eq!(attribute(&tl, &w, &metal).category, Category::IdleExit);
+    // A short idle exit within the bound stays idle exit.
+    let events = vec![
+        switch(10_000, TID, "measured", 19, 0, 120),
+        ev(d + 1_000, EventKind::LocalTimer),
+        ev(d + 3_000, EventKind::LocalTimerExit),
+        switch(d + 15_000, 0, "swapper/1", 120, TID, 19),
+        on(TID, ev(d + 1_000_000, EventKind::LocalTimer)),
+    ];
+    let c = attribute(
+        &Timeline::new(events),
+        &late(d, d + 16_000),
+        &vm(Some(1_000)),
+    );
+    assert_eq!(c.category, Category::IdleExit, "{c:?}");
+}
+
+#[test]
+fn the_deepest_enabled_idle_states_exit_latency_is_read_from_cpuidle() {
+    let dir = std::env::temp_dir().join(format!("ft-cpuidle-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    for (cpu, state, latency, disable) in [
+        (0, 0, "0", "0"),
+        (0, 1, "1", "0"),
+        (1, 1, "2", "0"),
+        (1, 2, "500", "1"),
+    ] {
+        let p = dir.join(format!("cpu{cpu}/cpuidle/state{state}"));
+        std::fs::create_dir_all(&p).unwrap();
+        std::fs::write(p.join("latency"), latency).unwrap();
+        std::fs::write(p.join("disable"), disable).unwrap();
+    }
+    std::fs::create_dir_all(dir.join("cpufreq")).unwrap();
+    // The disabled 500 µs state does not count: 2 µs.
+    assert_eq!(explain::idle_exit_max_ns(&dir), Some(2_000));
+    assert_eq!(explain::idle_exit_max_ns(&dir.join("none")), None);
+    std::fs::remove_dir_all(&dir).unwrap();
 }

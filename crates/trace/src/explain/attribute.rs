@@ -149,7 +149,16 @@ pub struct Machine {
     pub preempt_model: String,
     /// `none` on bare metal, else the hypervisor; `None` when unknown.
     pub virtualization: Option<String>,
+    /// The exit latency of the deepest enabled idle state of its CPUs
+    /// (cpuidle sysfs), ns; `None` when unknown. On a VM an idle CPU slower
+    /// to wake than this plus [`IDLE_EXIT_MARGIN_NS`] was not running: the
+    /// rest is a host stall ([`Category::Vm`]), not "idle exit".
+    pub idle_exit_max_ns: Option<u64>,
 }
+
+/// What an idle CPU may take beyond its idle state's exit latency to run
+/// a woken thread (the wake-up path: interrupt, scheduler, switch), ns.
+pub const IDLE_EXIT_MARGIN_NS: u64 = 20_000;
 
 /// The cause of one late wake-up.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -517,6 +526,22 @@ pub fn attribute(tl: &Timeline, w: &Wakeup, m: &Machine) -> Cause {
         );
     }
 
+    // Issue 29: on a VM, an idle CPU cannot be slower to wake than its own
+    // deepest idle state allows (haltpoll: 1 µs); longer, with no guest
+    // event, the host was not running the vCPU — even when steal shows 0
+    // (it counts in 10 ms steps).
+    let mut host_stall_ns = 0;
+    if let (true, Some(bound)) = (m.on_vm, m.idle_exit_max_ns) {
+        let allowed = bound + IDLE_EXIT_MARGIN_NS;
+        let key = (Category::IdleExit, Ctx::Unknown);
+        if let Some(&idle) = acc.get(&key) {
+            if idle > allowed {
+                acc.insert(key, allowed);
+                host_stall_ns = idle - allowed;
+                *acc.entry((Category::Vm, Ctx::Unknown)).or_default() += host_stall_ns;
+            }
+        }
+    }
     let mut parts: Vec<Part> = acc
         .into_iter()
         .map(|((cat, ctx), ns)| part(tl, cat, ctx, ns, faults))
@@ -525,15 +550,26 @@ pub fn attribute(tl: &Timeline, w: &Wakeup, m: &Machine) -> Cause {
     let Some(top) = parts.first().cloned() else {
         return unknown("no traced context between the deadline and the wake-up".into());
     };
-    let detail = words(
-        tl,
-        &top,
-        w,
-        m,
-        own_prio,
-        faults,
-        fired.map(|f| f.saturating_sub(d)),
-    );
+    let detail = if top.category == Category::Vm && host_stall_ns * 2 >= top.ns {
+        format!(
+            "CPU {} stayed idle {} after the thread's timer fired with no event in the guest, \
+             longer than its deepest idle state takes to exit ({}): the hypervisor was not \
+             running this vCPU (a host stall; steal time counts in 10 ms steps and may show 0)",
+            w.cpu,
+            fmt_ns(top.ns),
+            fmt_ns(m.idle_exit_max_ns.unwrap_or(0))
+        )
+    } else {
+        words(
+            tl,
+            &top,
+            w,
+            m,
+            own_prio,
+            faults,
+            fired.map(|f| f.saturating_sub(d)),
+        )
+    };
     Cause {
         category: top.category,
         name: top.name.clone(),

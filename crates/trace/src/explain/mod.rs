@@ -866,7 +866,41 @@ pub fn this_machine() -> Machine {
         on_vm: s.virtualization.as_deref().is_some_and(|v| v != "none"),
         preempt_model: s.preempt_model.name().to_string(),
         virtualization: s.virtualization,
+        idle_exit_max_ns: idle_exit_max_ns(std::path::Path::new("/sys/devices/system/cpu")),
     }
+}
+
+/// The exit latency of the deepest enabled idle state over the CPUs under
+/// `cpu_dir` (`cpuN/cpuidle/stateK/latency`, µs, where `disable` is 0),
+/// ns; `None` without cpuidle.
+pub fn idle_exit_max_ns(cpu_dir: &std::path::Path) -> Option<u64> {
+    let mut max = None;
+    for cpu in std::fs::read_dir(cpu_dir).ok()?.flatten() {
+        let name = cpu.file_name();
+        let name = name.to_string_lossy();
+        if !name
+            .strip_prefix("cpu")
+            .is_some_and(|n| n.parse::<u32>().is_ok())
+        {
+            continue;
+        }
+        let Ok(states) = std::fs::read_dir(cpu.path().join("cpuidle")) else {
+            continue;
+        };
+        for st in states.flatten() {
+            let read = |f: &str| {
+                std::fs::read_to_string(st.path().join(f))
+                    .ok()
+                    .and_then(|t| t.trim().parse::<u64>().ok())
+            };
+            if read("disable") == Some(0) {
+                if let Some(us) = read("latency") {
+                    max = Some(max.unwrap_or(0).max(us * 1000));
+                }
+            }
+        }
+    }
+    max
 }
 
 /// Attributes the outliers of `targets` from `rec`.
