@@ -38,7 +38,7 @@ declare -A WALL SIZE LINE
 for d in 1 "$DAYS"; do
   echo "== $d simulated days" >&2
   "$EX" "$d" "$DIR/$d.db" | tee "$DIR/$d.txt" >&2
-  LINE[$d]=$(sed -n 's/^generated .*: kept \([0-9]*\) rows (\(.*\)); file.*/\1 rows (\2)/p' "$DIR/$d.txt")
+  LINE[$d]=$(sed -n 's/^generated .*; kept \([0-9]*\) rows (\(.*\)); file.*/\1 rows (\2)/p' "$DIR/$d.txt")
   SIZE[$d]=$(size "$DIR/$d.db")
   WALL[$d]=$(cli_median "$d")
 done

@@ -55,6 +55,7 @@ fn main() {
         samples: None,
         worst: 10,
         names: 6,
+        ..Shape::default()
     };
     let (mut t_gen, mut t_maint) = (0.0, 0.0);
     for d in (0..days).filter(|_| !reuse) {

@@ -16,6 +16,7 @@
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod change;
 pub mod error;
 pub mod hist;
 pub mod interval;

@@ -138,6 +138,9 @@ pub struct Period {
     /// intervals as stored, or hourly or daily roll-ups (docs/WATCH.md,
     /// "Retention").
     pub resolutions: Vec<ResolutionSpan>,
+    /// Where the daily p99.9 or miss rate shifted, and what changed with
+    /// it ([`crate::change`]), oldest first.
+    pub changes: Vec<crate::change::ChangePoint>,
 }
 
 /// A stretch of the period stored at one resolution.
@@ -180,6 +183,11 @@ impl Period {
         let mut times: BTreeMap<i64, TimePoint> = BTreeMap::new();
         let mut causes: std::collections::HashMap<(Option<&'a str>, Option<&'a str>), CauseSum> =
             std::collections::HashMap::new();
+        let mut days: BTreeMap<i64, (Hist, u64, u64)> = BTreeMap::new();
+        let mut day_causes: std::collections::HashMap<
+            (i64, Option<&'a str>, Option<&'a str>),
+            u64,
+        > = std::collections::HashMap::new();
         let (mut count, mut missed, mut explained_rows) = (0, 0, 0);
         let mut max: Option<(i64, i64, Option<String>)> = None;
         let mut spans: Vec<(i64, i64)> = Vec::new();
@@ -211,6 +219,11 @@ impl Period {
                 r.end_unix_ns.min(until_unix_ns),
             ));
             all.add_sparse(&r.histogram);
+            let day = r.start_unix_ns.div_euclid(crate::store::DAY_NS as i64);
+            let dd = days.entry(day).or_insert_with(|| (Hist::new(), 0, 0));
+            dd.0.add_sparse(&r.histogram);
+            dd.1 += r.count;
+            dd.2 += r.missed;
             let e = per.entry(r.cpu).or_insert_with(|| {
                 (
                     Hist::new(),
@@ -266,15 +279,15 @@ impl Period {
                 }
             }
             // Borrowed keys: no allocation per wake-up over months of rows.
-            let mut add =
-                |category: Option<&'a str>, name: Option<&'a str>, c: CauseSum| match causes
-                    .entry((category, name))
-                {
+            let mut add = |category: Option<&'a str>, name: Option<&'a str>, c: CauseSum| {
+                *day_causes.entry((day, category, name)).or_default() += c.wakeups;
+                match causes.entry((category, name)) {
                     std::collections::hash_map::Entry::Vacant(v) => {
                         v.insert(c);
                     }
                     std::collections::hash_map::Entry::Occupied(mut o) => o.get_mut().add(&c),
-                };
+                }
+            };
             if s.resolution_ns == crate::store::RAW {
                 for w in &r.wakeups {
                     add(
@@ -305,6 +318,35 @@ impl Period {
                 }
             }
         }
+        let mut daily: BTreeMap<i64, crate::change::Day> = days
+            .into_iter()
+            .map(|(d, (h, count, missed))| {
+                // The day's max is not kept apart: the bucket edge stands for it.
+                let p999_ns = h.quantile(0.999, i64::MAX);
+                (
+                    d,
+                    crate::change::Day {
+                        start_unix_ns: d * crate::store::DAY_NS as i64,
+                        count,
+                        missed,
+                        p999_ns,
+                        causes: BTreeMap::new(),
+                    },
+                )
+            })
+            .collect();
+        for ((d, cat, name), n) in day_causes {
+            if let Some(day) = daily.get_mut(&d) {
+                *day.causes
+                    .entry((
+                        cat.unwrap_or("unexplained").to_string(),
+                        name.unwrap_or_default().to_string(),
+                    ))
+                    .or_default() += n;
+            }
+        }
+        let daily: Vec<crate::change::Day> = daily.into_values().collect();
+        let changes = crate::change::find(&daily, &states);
         let mut by_key: BTreeMap<(String, String), CauseLine> = BTreeMap::new();
         for ((cat, name), c) in causes {
             let key = (
@@ -365,6 +407,7 @@ impl Period {
             states,
             intervals,
             resolutions,
+            changes,
         }
     }
 
@@ -596,6 +639,21 @@ pub fn markdown(p: &Period, db: &Path, plots: &[PathBuf], max_latency_ns: i64) -
                 r.rows,
                 r.intervals
             );
+        }
+        let _ = writeln!(s);
+    }
+    let _ = writeln!(s, "## What changed\n");
+    if p.changes.is_empty() {
+        let _ = writeln!(
+            s,
+            "No change point: the p99.9 and the miss rate per day did not shift (a two-sample test over up to {} days either side, |t| ≥ {}, a factor of {} at least).\n",
+            crate::change::WINDOW_DAYS,
+            crate::change::T_MIN,
+            crate::change::FACTOR_MIN
+        );
+    } else {
+        for c in &p.changes {
+            let _ = writeln!(s, "- {}", c.line());
         }
         let _ = writeln!(s);
     }

@@ -121,6 +121,7 @@ fn rollup_to_hours_then_days_keeps_counts_maxima_histograms_and_causes_exactly()
         samples: Some(300),
         worst: 5,
         names: 6,
+        ..Shape::default()
     };
     let mut union = BTreeMap::new();
     let raw = generate(&mut s, run, D0, 180, 2, shape, &mut union);
@@ -228,6 +229,7 @@ fn causes_beyond_a_rollups_list_are_summed_per_category_under_other_names() {
         samples: Some(100),
         worst: 10,
         names: 200,
+        ..Shape::default()
     };
     let raw = generate(&mut s, run, D0, 60, 1, shape, &mut BTreeMap::new());
     let rows: Vec<StoredInterval> = s.intervals_since(i64::MIN).unwrap();
@@ -301,6 +303,7 @@ fn the_size_cap_holds_the_file_rolling_up_early_then_dropping_the_oldest_days() 
         samples: None,
         worst: 10,
         names: 6,
+        ..Shape::default()
     };
     let day = DAY_NS as i64;
     // Two days of two CPUs, all younger than --keep-raw; the cap is 1.3
@@ -398,6 +401,7 @@ fn a_report_says_which_resolution_each_part_of_its_period_has() {
         samples: Some(50),
         worst: 3,
         names: 6,
+        ..Shape::default()
     };
     let mut u = BTreeMap::new();
     generate(&mut s, run, D0, 120, 1, shape, &mut u);

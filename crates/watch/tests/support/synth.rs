@@ -61,6 +61,25 @@ pub struct Shape {
     /// Distinct cause names to draw from: at most [`CAUSES`]'s length uses
     /// it, more adds `task-K` names (to overflow a roll-up's cause list).
     pub names: usize,
+    /// One drawn wake-up in this many is a late one (100 µs – 3.1 ms).
+    pub tail_every: u64,
+    /// The cause of every kept wake-up, instead of drawn ones.
+    pub cause: Option<(&'static str, &'static str)>,
+    /// The interval's length, ns.
+    pub len_ns: i64,
+}
+
+impl Default for Shape {
+    fn default() -> Self {
+        Shape {
+            samples: None,
+            worst: 10,
+            names: 6,
+            tail_every: 300,
+            cause: None,
+            len_ns: 60_000_000_000,
+        }
+    }
 }
 
 /// One CPU's interval of one minute from `start_ns`, with period 10 ms.
@@ -82,7 +101,7 @@ pub fn minute(
         Some(n) => {
             let mut u = union;
             for i in 0..n {
-                let l = if rng.below(300) == 0 {
+                let l = if rng.below(shape.tail_every) == 0 {
                     100_000 + rng.below(3_000_000) as i64
                 } else {
                     2_000 + rng.below(40_000) as i64
@@ -133,7 +152,9 @@ pub fn minute(
         .iter()
         .map(|&(l, d)| {
             let k = rng.below(shape.names as u64) as usize;
-            let (cat, name) = if k < CAUSES.len() {
+            let (cat, name) = if let Some((c, n)) = shape.cause {
+                (c.to_string(), n.to_string())
+            } else if k < CAUSES.len() {
                 (CAUSES[k].0.to_string(), CAUSES[k].1.to_string())
             } else {
                 ("task".to_string(), format!("task-{k}"))
@@ -153,7 +174,7 @@ pub fn minute(
         seq,
         cpu,
         start_unix_ns: start_ns,
-        end_unix_ns: start_ns + 60_000_000_000,
+        end_unix_ns: start_ns + shape.len_ns,
         period_ns: period as u64,
         count,
         missed,
