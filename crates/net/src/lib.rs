@@ -11,7 +11,8 @@
 //!
 //! - [`sample`]: native types and their little-endian encoding.
 //! - [`block`]: blocks, handles and the serializable [`Layout`].
-//! - [`wire`]: the packet format (docs/WIRE.md), pure encode/decode, MACs, drop reasons.
+//! - [`wire`]: the packet format (docs/WIRE.md), pure encode/decode, MACs,
+//!   sealing (ChaCha20-Poly1305 encryption of a session's packets), drop reasons.
 //! - [`reassembly`]: fragments into per-period slots, any arrival order.
 //! - [`master`] and [`worker`]: the two ends of the data plane.
 //!
