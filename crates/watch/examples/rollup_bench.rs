@@ -91,6 +91,9 @@ fn main() {
         report::size_words(ret.max_bytes)
     );
     drop(rows);
+    // The report opens the database as `watch report` does.
+    drop(s);
+    let s = Store::open_existing(&db).expect("open for the report");
     let out = db.with_extension("report");
     let cpu_s = || {
         // SAFETY: rusage is plain data; all zeros is a valid value.
