@@ -28,7 +28,7 @@ pub struct WatchArgs {
 /// The subcommands of `watch`.
 #[derive(Debug, Subcommand)]
 enum WatchCommand {
-    /// Latency over a period as Markdown + JSON + PNG: over time, the histogram, the top causes.
+    /// Latency over a period as Markdown + JSON + PNG: over time, the histogram, the top causes, what changed (and the resolution of each part: older intervals are rolled up into hours and days).
     Report(ReportArgs),
     /// Was this machine fine? One line; exit 0 fine, 1 not fine, 2 no data.
     Check(CheckArgs),

@@ -820,8 +820,12 @@ impl Store {
                 ),
             ));
         }
-        conn.execute_batch("PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;")
-            .map_err(|e| db_err(path, e))?;
+        // The WAL is cut back to 4 MiB after a checkpoint: a large
+        // transaction (a migration, a day rolled up) does not leave it big.
+        conn.execute_batch(
+            "PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON; PRAGMA journal_size_limit=4194304;",
+        )
+        .map_err(|e| db_err(path, e))?;
         conn.execute_batch(SCHEMA).map_err(|e| db_err(path, e))?;
         let v: Option<String> = conn
             .query_row(
