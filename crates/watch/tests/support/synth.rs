@@ -61,7 +61,8 @@ pub struct Shape {
     /// Distinct cause names to draw from: at most [`CAUSES`]'s length uses
     /// it, more adds `task-K` names (to overflow a roll-up's cause list).
     pub names: usize,
-    /// One drawn wake-up in this many is a late one (100 µs – 3.1 ms).
+    /// One drawn wake-up in this many is a late one (100 µs – 25.1 ms,
+    /// missing deadlines beyond the 10 ms period).
     pub tail_every: u64,
     /// The cause of every kept wake-up, instead of drawn ones.
     pub cause: Option<(&'static str, &'static str)>,
@@ -96,13 +97,15 @@ pub fn minute(
     let mut h = Hist::new();
     let mut lat: Vec<(i64, i64)> = Vec::new(); // (latency, deadline) of candidates for the worst
     let mut sum = 0f64;
+    let mut missed = 0u64;
     let (mut min, mut max) = (i64::MAX, i64::MIN);
     match shape.samples {
         Some(n) => {
             let mut u = union;
             for i in 0..n {
                 let l = if rng.below(shape.tail_every) == 0 {
-                    100_000 + rng.below(3_000_000) as i64
+                    // Up to 25 ms: beyond the 10 ms period, deadlines are missed.
+                    100_000 + rng.below(25_000_000) as i64
                 } else {
                     2_000 + rng.below(40_000) as i64
                 };
@@ -111,6 +114,7 @@ pub fn minute(
                     u.record(l);
                 }
                 sum += l as f64;
+                missed += (l / period) as u64;
                 min = min.min(l);
                 max = max.max(l);
                 lat.push((l, start_ns + i as i64 * period));
@@ -162,14 +166,16 @@ pub fn minute(
             Wakeup {
                 deadline_unix_ns: d,
                 latency_ns: l,
-                missed: u64::from(l > period),
+                missed: (l / period) as u64,
                 category: Some(cat),
                 name: Some(name),
                 cause_ns: Some(l as u64 / 2),
             }
         })
         .collect::<Vec<_>>();
-    let missed = wakeups.iter().map(|w| w.missed).sum();
+    if shape.samples.is_none() {
+        missed = wakeups.iter().map(|w| w.missed).sum();
+    }
     CpuInterval {
         seq,
         cpu,
