@@ -13,8 +13,10 @@
 # burst's first millisecond is about 6 dB above that average).
 #
 # Usage: scripts/tap-audio-onsets.sh [TAPS]   (TAPS through the servers, default 200)
-# A server that is not installed prints SKIP; a run with xruns or dropped
-# cycles is waived (WAIVED) and repeated.
+# A server that is not installed prints SKIP. The taps through a server are
+# played in trials of 40; a trial with xruns or dropped cycles (audio lost,
+# not the detector's doing) is waived (WAIVED, counted in the line) and
+# replaced, at most 3 times as many trials as needed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 taps=${1:-200}

@@ -1138,49 +1138,46 @@ impl Engine {
         velocity: u8,
     ) {
         let n = usize::from(note & 0x7f);
-        {
-            let ev_frame = frame;
-            self.keystrokes += 1;
-            let k = self.keystrokes;
-            self.press_index[n] = k;
-            self.record_input(k, t, ev_frame, channel, note, velocity, true);
-            self.answering = Some(t);
-            for (v, kind) in FEEDBACK_KINDS.into_iter().enumerate() {
-                let fb = self.params.feedback[v];
-                if !fb.on || !fb.keys.contains(note) {
-                    continue;
+        self.keystrokes += 1;
+        let k = self.keystrokes;
+        self.press_index[n] = k;
+        self.record_input(k, t, frame, channel, note, velocity, true);
+        self.answering = Some(t);
+        for (v, kind) in FEEDBACK_KINDS.into_iter().enumerate() {
+            let fb = self.params.feedback[v];
+            if !fb.on || !fb.keys.contains(note) {
+                continue;
+            }
+            let delay_ns = fb.delay.sample_us(u64::from(k - 1), &mut self.rng) * 1000;
+            let pitch = fb.pitch.apply(note, &mut self.rng);
+            let vel = fb.velocity.apply(velocity);
+            let at = t + delay_ns;
+            let ch = fb.channel.midi();
+            if let Some(h) = self.held[v][n].take() {
+                // Pressed again without a release: end the old note first.
+                let off = at.max(h.at_ns);
+                self.out(b, kind, h.keystroke, off, h.channel, h.note, 0, false);
+            }
+            self.out(b, kind, k, at, ch, pitch, vel, true);
+            match fb.duration {
+                NoteLength::Fixed { ms } => {
+                    self.out(b, kind, k, at + ms.us() * 1000, ch, pitch, 0, false);
                 }
-                let delay_ns = fb.delay.sample_us(u64::from(k - 1), &mut self.rng) * 1000;
-                let pitch = fb.pitch.apply(note, &mut self.rng);
-                let vel = fb.velocity.apply(velocity);
-                let at = t + delay_ns;
-                let ch = fb.channel.midi();
-                if let Some(h) = self.held[v][n].take() {
-                    // Pressed again without a release: end the old note first.
-                    let off = at.max(h.at_ns);
-                    self.out(b, kind, h.keystroke, off, h.channel, h.note, 0, false);
-                }
-                self.out(b, kind, k, at, ch, pitch, vel, true);
-                match fb.duration {
-                    NoteLength::Fixed { ms } => {
-                        self.out(b, kind, k, at + ms.us() * 1000, ch, pitch, 0, false);
-                    }
-                    NoteLength::AsPlayed => {
-                        self.held[v][n] = Some(Held {
-                            channel: ch,
-                            note: pitch,
-                            delay_ns,
-                            keystroke: k,
-                            at_ns: at,
-                        });
-                    }
+                NoteLength::AsPlayed => {
+                    self.held[v][n] = Some(Held {
+                        channel: ch,
+                        note: pitch,
+                        delay_ns,
+                        keystroke: k,
+                        at_ns: at,
+                    });
                 }
             }
-            self.answering = None;
-            self.fire_due(b, |a| matches!(a, TriggerAt::Keystroke(_)), t);
-            if self.end.keystrokes.is_some_and(|e| k >= e) && self.end_at.is_none() {
-                self.end_at = Some((t, EndReason::Condition));
-            }
+        }
+        self.answering = None;
+        self.fire_due(b, |a| matches!(a, TriggerAt::Keystroke(_)), t);
+        if self.end.keystrokes.is_some_and(|e| k >= e) && self.end_at.is_none() {
+            self.end_at = Some((t, EndReason::Condition));
         }
     }
 
@@ -1195,23 +1192,21 @@ impl Engine {
         velocity: u8,
     ) {
         let n = usize::from(note & 0x7f);
-        {
-            let k = self.press_index[n];
-            if k == 0 {
-                // Its press came before the trial's start: not trial data either.
-                self.before_start += 1;
-                return;
-            }
-            self.record_input(k, t, frame, channel, note, velocity, false);
-            self.answering = Some(t);
-            for (v, kind) in FEEDBACK_KINDS.into_iter().enumerate() {
-                if let Some(h) = self.held[v][n].take() {
-                    let at = (t + h.delay_ns).max(h.at_ns);
-                    self.out(b, kind, h.keystroke, at, h.channel, h.note, 0, false);
-                }
-            }
-            self.answering = None;
+        let k = self.press_index[n];
+        if k == 0 {
+            // Its press came before the trial's start: not trial data either.
+            self.before_start += 1;
+            return;
         }
+        self.record_input(k, t, frame, channel, note, velocity, false);
+        self.answering = Some(t);
+        for (v, kind) in FEEDBACK_KINDS.into_iter().enumerate() {
+            if let Some(h) = self.held[v][n].take() {
+                let at = (t + h.delay_ns).max(h.at_ns);
+                self.out(b, kind, h.keystroke, at, h.channel, h.note, 0, false);
+            }
+        }
+        self.answering = None;
     }
 
     fn schedule_metronome(&mut self, b: &mut dyn MidiBackend, now: u64) {
