@@ -365,8 +365,9 @@ pub struct Engine {
     loss0: u32,
     /// The loss that ended the trial.
     loss: Option<InputLoss>,
-    /// Taps from sound: the detector and what it found (`None`: MIDI input).
-    audio: Option<AudioTaps>,
+    /// Taps from sound: the detector and what it found (`None`: MIDI input;
+    /// boxed: the detector's history would make every engine larger).
+    audio: Option<Box<AudioTaps>>,
 }
 
 /// One tap detected in the audio input, as the engine recorded it.
@@ -522,7 +523,7 @@ impl Engine {
         sentbuf.clear();
         let audio = match e.input.source {
             InputSource::Midi => None,
-            InputSource::Audio | InputSource::MidiAudio => Some(AudioTaps {
+            InputSource::Audio | InputSource::MidiAudio => Some(Box::new(AudioTaps {
                 keystrokes: e.input.source == InputSource::Audio,
                 detector: OnsetDetector::new(e.input.onset_settings(), 48_000)?,
                 channel0: e.input.channel.saturating_sub(1),
@@ -542,7 +543,7 @@ impl Engine {
                 },
                 dropped_seen: 0,
                 restarts0: 0,
-            }),
+            })),
         };
         let mut diag = SchedDiag::new(DEFAULT_LIMIT_NS, opts.diag_samples);
         for i in 0..opts.diag_samples as u64 {
@@ -636,7 +637,7 @@ impl Engine {
                 report,
                 dropped_seen,
                 ..
-            } = &mut a;
+            } = &mut *a;
             b.poll_audio(&mut |blk| {
                 if blk.sample_rate != detector.sample_rate() {
                     if let Ok(d) = OnsetDetector::new(detector.settings(), blk.sample_rate) {
