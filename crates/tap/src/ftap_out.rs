@@ -183,6 +183,12 @@ pub fn parameter_lines(e: &Experiment) -> (Vec<String>, Vec<String>) {
     if e.output.device == Device::Audio {
         cannot.push("output.device = \"audio\"".into());
     }
+    if e.input.source.has_audio() {
+        cannot.push(format!(
+            "input.source = \"{}\" (threshold_db = {}, refractory_ms = {}; the `sound` rows are left out)",
+            e.input.source, e.input.threshold_db, e.input.refractory_ms
+        ));
+    }
     let mut next_id = e.triggers.iter().map(|t| t.id).max().unwrap_or(0);
     for t in &e.triggers {
         let at = trigger_at(t.at);
@@ -554,6 +560,23 @@ pub fn export_trial(csv: &Path) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 30: taps from sound are no FTAP keyword: said, not dropped.
+    #[test]
+    fn an_audio_input_is_listed_as_not_expressible_and_sound_rows_are_no_events() {
+        let e = Experiment::from_toml(
+            "[input]\nsource = \"midi+audio\"\nthreshold_db = 15\n[end]\nkeystrokes = 3\n",
+        )
+        .unwrap();
+        let (_, cannot) = parameter_lines(&e);
+        assert!(
+            cannot.iter().any(|c| c.starts_with(
+                "input.source = \"midi+audio\" (threshold_db = 15, refractory_ms = 60"
+            )),
+            "{cannot:?}"
+        );
+        assert_eq!(type_letter(EventKind::Sound), None);
+    }
 
     #[test]
     fn ms_of_is_a_millisecond_clock_reading() {
