@@ -480,7 +480,10 @@ fn engineer_dry_run_puts_the_plugin_on_the_worker_one_block_late_and_bit_exact()
     );
     const BLOCK: usize = 1024;
     assert_eq!((x.len(), y.len()), (96_000, local.len()));
-    assert!(y[..BLOCK].iter().all(|&v| v == 0), "the first block is silence");
+    assert!(
+        y[..BLOCK].iter().all(|&v| v == 0),
+        "the first block is silence"
+    );
     assert!(
         y[BLOCK..] == local[..local.len() - BLOCK],
         "one block late, bit-exact"
