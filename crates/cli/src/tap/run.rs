@@ -68,7 +68,7 @@ pub struct BackendArgs {
     /// a dummy server started by --jack-dummy. `none`: no connection.
     #[arg(long, value_name = "PORT")]
     audio_out: Vec<String>,
-    /// JACK, taps from sound ([input] source = "audio" or "midi+audio"): connect this port
+    /// JACK, taps from sound (`[input] source = "audio"` or `"midi+audio"`): connect this port
     /// (the capture port of the contact microphone, e.g. system:capture_1)
     /// to our audio input firmtime-tap:audio_in; repeatable (mixed). Needed
     /// for such experiments except with --jack-dummy; `none`: connect

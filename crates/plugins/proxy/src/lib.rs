@@ -9,7 +9,7 @@
 //! ID `0xF00000 + (remote ID mod 0x100000)` ([`config::proxy_id`]), and one
 //! more port: `latency`, an output control reporting `window × min(n₁,
 //! max_block)` samples, `n₁` being the frames of the instance's first run:
-//! constant for the instance, whatever the later runs' sizes ([`stream`];
+//! constant for the instance, whatever the later runs' sizes (module `stream`;
 //! default 0, for hosts such as sox that want a value for every control
 //! port). The output is the remote plugin's, exactly that late.
 //!
