@@ -38,6 +38,52 @@ fn test_name() -> String {
 
 // This module's own tests exercise waivers: they must not land in the
 // run's WAIVED list.
+/// Every stored input of fuzz target `target` under `fuzz_dir` (a crate's
+/// `fuzz/`): the committed seeds (`seeds/TARGET/`), then a local fuzz run's
+/// corpus (`corpus/TARGET/`) if there is one; each sorted by name, with its
+/// path.
+///
+/// # Panics
+/// When a listed file cannot be read.
+pub fn fuzz_inputs(fuzz_dir: &std::path::Path, target: &str) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    for dir in [
+        fuzz_dir.join("seeds").join(target),
+        fuzz_dir.join("corpus").join(target),
+    ] {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        let mut paths: Vec<std::path::PathBuf> = entries.map(|e| e.unwrap().path()).collect();
+        paths.sort();
+        for p in paths {
+            let data = std::fs::read(&p).unwrap_or_else(|e| panic!("reading {}: {e}", p.display()));
+            out.push((p, data));
+        }
+    }
+    out
+}
+
+/// Runs fuzz target `target`'s `check` on the stored input `data` (from
+/// `path`), and returns its result.
+///
+/// # Panics
+/// When `check` panics: names the input and how to reproduce it.
+pub fn fuzz_replay<T>(
+    target: &str,
+    path: &std::path::Path,
+    data: &[u8],
+    check: impl Fn(&[u8]) -> T,
+) -> T {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(data))).unwrap_or_else(|_| {
+        panic!(
+            "the {target} fuzz target's checks failed on {} (reproduce: cargo +nightly fuzz run {target} {})",
+            path.display(),
+            path.display()
+        )
+    })
+}
+
 #[cfg(test)]
 thread_local! {
     static QUIET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };

@@ -27,33 +27,12 @@ fn fuzz_dir() -> PathBuf {
 
 /// Every file of the seed corpus and of the local corpus (if any), by path.
 fn stored_inputs(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
-    let mut out = Vec::new();
-    for dir in [
-        fuzz_dir().join("seeds").join(target),
-        fuzz_dir().join("corpus").join(target),
-    ] {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        let mut paths: Vec<PathBuf> = entries.map(|e| e.unwrap().path()).collect();
-        paths.sort();
-        for p in paths {
-            let data = std::fs::read(&p).unwrap_or_else(|e| panic!("reading {}: {e}", p.display()));
-            out.push((p, data));
-        }
-    }
-    out
+    firmtime_rt::testing::fuzz_inputs(&fuzz_dir(), target)
 }
 
 /// Runs `check` on `data`, naming `path` when it panics.
 fn replay<T>(target: &str, path: &Path, data: &[u8], check: impl Fn(&[u8]) -> T) -> T {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(data))).unwrap_or_else(|_| {
-        panic!(
-            "the {target} fuzz target's checks failed on {} (reproduce: cargo +nightly fuzz run {target} {})",
-            path.display(),
-            path.display()
-        )
-    })
+    firmtime_rt::testing::fuzz_replay(target, path, data, check)
 }
 
 /// The committed seeds of `target` are exactly `seeds` (so they follow the
