@@ -47,6 +47,9 @@ pub struct JackOptions {
     pub audio: Option<AudioOptions>,
     /// Audio input (see [`audio_in`]): `Some` adds a mono audio input port
     /// whose samples the engine side takes with [`MidiBackend::poll_audio`].
+    /// It is watched as the MIDI inputs are: its last connection removed
+    /// or the client feeding it gone is an input loss
+    /// ([`MidiBackend::input_loss`]).
     pub audio_in: Option<AudioInOptions>,
 }
 
@@ -209,6 +212,7 @@ impl JackBackend {
         };
         let audio_port = audio.as_ref().map(|a| a.index);
         let audio_counters = audio.as_ref().map(|a| a.synth.counters());
+        let mut audio_in_handle = None;
         let (audio_in_part, audio_in_end, audio_in_name) = match &options.audio_in {
             None => (None, None, None),
             Some(o) => {
@@ -221,6 +225,7 @@ impl JackBackend {
                         )
                     })?;
                 let name = port_names(std::slice::from_ref(&port))?.remove(0);
+                audio_in_handle = Some(port.clone_unowned());
                 let (part, end) = audio_in::new_audio_in(port, o.blocks, sample_rate);
                 (Some(part), Some(end), Some(name))
             }
@@ -229,7 +234,15 @@ impl JackBackend {
         let client_name = client.name().to_string();
         let buffer_size = client.buffer_size();
         let (core, ends, shared) = new_core(options.queue_capacity);
-        let input_handles: Vec<Port<jack::Unowned>> = ins.iter().map(Port::clone_unowned).collect();
+        // The audio input is watched as the MIDI inputs are: a source that
+        // goes away mid-trial is an input loss (issue 30).
+        let mut input_handles: Vec<Port<jack::Unowned>> =
+            ins.iter().map(Port::clone_unowned).collect();
+        let mut watched_names = input_names.clone();
+        if let (Some(h), Some(n)) = (audio_in_handle, &audio_in_name) {
+            input_handles.push(h);
+            watched_names.push(n.clone());
+        }
         let process = Process {
             core,
             ins,
@@ -240,7 +253,7 @@ impl JackBackend {
             gaps: FrameGaps::default(),
             clock_offset_ns,
         };
-        let notifier = Notifier::new(Arc::clone(&shared), input_handles, input_names.clone());
+        let notifier = Notifier::new(Arc::clone(&shared), input_handles, watched_names);
         let active = activate(client, notifier, process, "JACK client")?;
         let backend = JackBackend {
             client: Some(active),
