@@ -100,6 +100,11 @@ pub struct RemoteEntry {
     pub late: Late,
     /// Offline renders: how long to wait for the worker before failing, in ms.
     pub offline_wait_ms: Option<u64>,
+    /// Encrypt the session's audio (ChaCha20-Poly1305 with per-session keys
+    /// derived from `key_file`, as `net bench --encrypt`); needs `key_file`.
+    /// A worker started with `--encrypt` serves only such sessions.
+    #[serde(default)]
+    pub encrypt: bool,
 }
 
 impl RemoteEntry {
@@ -142,6 +147,13 @@ impl RemoteEntry {
                     firmtime_ladspa::shown(v)
                 ));
             }
+        }
+        if self.encrypt && self.key_file.is_none() {
+            return Err(
+                "encrypt = true needs key_file: the session keys that encrypt the audio \
+                        derive from the key the worker has (its --key FILE)"
+                    .into(),
+            );
         }
         if self.label.is_empty() || self.label.chars().any(char::is_whitespace) {
             return Err(format!(
@@ -404,6 +416,53 @@ colour = "red"
         assert!(parse("remote = 3").unwrap_err().contains("[[remote]]"));
         assert!(parse("other = 1").unwrap_err().contains("unknown key"));
         assert!(parse("").unwrap().is_empty());
+    }
+
+    #[test]
+    fn encrypt_is_off_by_default_and_needs_a_key_file() {
+        let text = r#"
+[[remote]]
+worker = "h:1"
+key_file = "/k"
+label = "a"
+encrypt = true
+
+[[remote]]
+worker = "h:1"
+label = "b"
+
+[[remote]]
+worker = "h:1"
+label = "c"
+encrypt = true
+
+[[remote]]
+worker = "h:1"
+label = "d"
+encrypt = "yes"
+"#;
+        let p = parse(text).unwrap();
+        assert!(matches!(&p[0], Parsed::Entry(e) if e.encrypt), "{p:?}");
+        assert!(matches!(&p[1], Parsed::Entry(e) if !e.encrypt), "{p:?}");
+        match &p[2] {
+            Parsed::Bad { label, message, .. } => {
+                assert_eq!(label.as_deref(), Some("c"));
+                assert!(
+                    message.starts_with("encrypt = true needs key_file"),
+                    "{message}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        match &p[3] {
+            Parsed::Bad {
+                number, message, ..
+            } => {
+                assert_eq!(*number, 4);
+                assert!(message.contains("bool"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

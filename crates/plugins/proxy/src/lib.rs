@@ -611,6 +611,7 @@ fn connector(
                     let mut sc = SessionConfig::new(addr, period_ns.max(1));
                     sc.key = key_of(&cfg)?;
                     sc.window = cfg.window;
+                    sc.encrypt = cfg.encrypt;
                     sc.late_policy = Some(match cfg.late {
                         Late::Dry => LatePolicy::Dry,
                         Late::Zeros => LatePolicy::Zeros,
