@@ -819,6 +819,7 @@ pub fn build(
                 let mut sc = SessionConfig::new(worker, period_ns.max(1));
                 sc.key = key;
                 sc.window = r.window;
+                sc.encrypt = r.encrypt;
                 sc.late_policy = Some(LatePolicy::Dry);
                 sc.timeout = CONNECT_TIMEOUT;
                 sc.plugin = Some(PluginSetup {
@@ -873,6 +874,7 @@ pub fn build(
                 let mut sc = SessionConfig::new(worker, period_ns);
                 sc.key = key;
                 sc.window = r.window;
+                sc.encrypt = r.encrypt;
                 sc.transform = Transform::Copy;
                 sc.work = *work;
                 sc.late_policy = Some(LatePolicy::Dry);

@@ -66,6 +66,10 @@ pub struct RemoteSpec {
     pub key_file: Option<PathBuf>,
     /// Periods between sending a block and using its result: 0, 1 or 2.
     pub window: u8,
+    /// Encrypt the session's data plane (ChaCha20-Poly1305 with per-session
+    /// keys derived from the key file, as `net bench --encrypt`); needs
+    /// `key_file`. docs/NET.md, "Encryption".
+    pub encrypt: bool,
 }
 
 /// What a stage runs.
@@ -159,6 +163,8 @@ struct RawRemote {
     key_file: Option<PathBuf>,
     #[serde(default = "default_window")]
     window: Spanned<i64>,
+    #[serde(default)]
+    encrypt: Option<Spanned<bool>>,
 }
 
 fn default_window() -> Spanned<i64> {
@@ -273,10 +279,22 @@ impl RackFile {
                             &format!("window {w} is out of range: give 0, 1 or 2 periods"),
                         ));
                     }
+                    let encrypt = match r.encrypt {
+                        Some(e) if *e.get_ref() && r.key_file.is_none() => {
+                            return Err(err(
+                                e.span().start,
+                                "encrypt = true needs key_file: the session keys that encrypt \
+                                 the audio derive from the key the worker has (its --key FILE)",
+                            ));
+                        }
+                        Some(e) => *e.get_ref(),
+                        None => false,
+                    };
                     Some(RemoteSpec {
                         worker: r.worker,
                         key_file: r.key_file,
                         window: w as u8,
+                        encrypt,
                     })
                 }
             };

@@ -201,6 +201,7 @@ pub fn rack_for(spec: &PointSpec, workers: &[SocketAddr], fraction: f64) -> Resu
                         worker: w.to_string(),
                         key_file: None,
                         window,
+                        encrypt: false,
                     }),
                     at: Default::default(),
                 })
