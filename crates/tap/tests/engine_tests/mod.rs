@@ -1459,6 +1459,10 @@ fn pad_doubles(i: u64) -> bool {
     i % 33 == 7
 }
 
+/// A pairing's (sounds, MIDI presses, paired, sounds without MIDI, MIDI
+/// without sound).
+type PairCounts = (u64, u64, u64, u64, u64);
+
 /// One trial of the paired test: taps `first..first + taps` of the pad's
 /// schedule. Returns the pairing's (sounds, MIDI presses, paired, sounds
 /// without MIDI, MIDI without sound) after asserting them for this trial,
@@ -1468,7 +1472,7 @@ fn paired_trial(
     first: usize,
     taps: usize,
     seed: u64,
-) -> Attempt<((u64, u64, u64, u64, u64), u64)> {
+) -> Attempt<(PairCounts, u64)> {
     use firmtime_midi::jack::{AudioInOptions, AudioPlayer, PlayerOptions};
     use firmtime_tap::onset::synthetic::{track, Noise, TrackSpec};
     let t = track(&TrackSpec {
