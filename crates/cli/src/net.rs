@@ -131,6 +131,13 @@ pub struct BenchArgs {
     /// Worker addresses, comma-separated (host:port).
     #[arg(long, value_delimiter = ',', required = true)]
     workers: Vec<String>,
+    /// Hot standby workers, comma-separated (host:port): the k-th runs the
+    /// k-th worker's stream too (every block is sent to both) and the
+    /// master serves from it when the worker misses a deadline or is gone
+    /// (killed, unreachable). At most one per worker. The JSON reports
+    /// `from_standby`, `takeovers` and `mismatched` (see docs/NET.md, "Hot standby").
+    #[arg(long, value_delimiter = ',', value_name = "HOST:PORT")]
+    standby: Vec<String>,
     /// Pre-shared key file (the worker's; a regular file others may not write).
     #[arg(long)]
     key: Option<PathBuf>,
@@ -402,7 +409,22 @@ fn bench_cmd(a: BenchArgs) -> anyhow::Result<Outcome> {
         "spin" => WaitMode::Spin,
         w => return Err(UsageError(format!("--wait {w}: use poll or spin")).into()),
     };
+    let standby = a
+        .standby
+        .iter()
+        .map(|w| resolve(w))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    if standby.len() > workers.len() {
+        return Err(UsageError(format!(
+            "--standby: {} standbys for {} workers: give at most one per worker (the k-th \
+             standby serves the k-th of --workers)",
+            standby.len(),
+            workers.len()
+        ))
+        .into());
+    }
     let mut cfg = BenchConfig::new(workers);
+    cfg.standby = standby;
     cfg.key = key(&a.key)?;
     if a.encrypt && cfg.key.is_none() {
         return Err(UsageError(
@@ -501,6 +523,12 @@ fn bench_cmd(a: BenchArgs) -> anyhow::Result<Outcome> {
             r.master_cpu_fraction * 100.0,
             r.master_cpu_fraction_per_worker * 100.0
         );
+        if r.workers.iter().any(|w| w.standby.is_some()) {
+            println!(
+                "standby: {} results delivered from standbys, {} takeovers, {} not bit-exact",
+                r.from_standby, r.takeovers, r.mismatched
+            );
+        }
         println!("{}", r.late_summary());
         for c in r.late_causes.iter().take(5) {
             println!("  {}: {}", c.cause, c.detail);

@@ -77,6 +77,10 @@ pub struct Ramp {
 pub struct BenchConfig {
     /// Worker addresses; one master each.
     pub workers: Vec<SocketAddr>,
+    /// Hot standbys: the k-th serves the k-th worker's stream (mirrored;
+    /// see [`crate::Master`], "Hot standby"); fewer than the workers leaves
+    /// the rest without one.
+    pub standby: Vec<SocketAddr>,
     /// Pre-shared key.
     pub key: Option<Key>,
     /// Encrypt every session's data plane (needs `key`; see
@@ -108,6 +112,7 @@ impl BenchConfig {
     pub fn new(workers: Vec<SocketAddr>) -> Self {
         Self {
             workers,
+            standby: Vec::new(),
             key: None,
             encrypt: false,
             period_frames: 64,
@@ -158,6 +163,26 @@ pub struct WorkerDetail {
     pub lost_at_realtime_ns: Vec<u64>,
     /// Median round trip.
     pub rtt_p50_ns: u64,
+    /// The hot standby's address (`--standby`), `null` without one.
+    pub standby: Option<String>,
+    /// Results delivered from the standby (counted in `delivered`).
+    pub from_standby: u64,
+    /// Times the master switched the worker it serves from (to the standby
+    /// when the worker missed a deadline or was gone, and back).
+    pub takeovers: u64,
+    /// Each switch's time, CLOCK_REALTIME ns (at most 64 kept).
+    pub takeover_at_realtime_ns: Vec<u64>,
+    /// Times the standby was lost.
+    pub standby_losses: u64,
+    /// Times the standby's stream was set up again.
+    pub standby_reconnects: u64,
+    /// Periods of which not one fragment of the standby's result arrived,
+    /// among those it had not answered when the period was decided.
+    pub standby_lost: u64,
+    /// Results delivered (from either worker) whose samples differ from
+    /// the input they were computed from (the bench's workers copy): not
+    /// bit-exact with a run where nothing went wrong. 0 expected.
+    pub mismatched: u64,
 }
 
 /// One step of a ramp (or the single step of a plain run).
@@ -216,6 +241,13 @@ pub struct BenchReport {
     pub window: u8,
     /// Whether the data plane was encrypted (ChaCha20-Poly1305).
     pub encrypt: bool,
+    /// Results delivered from hot standbys, over every worker.
+    pub from_standby: u64,
+    /// Switches to and from hot standbys, over every worker.
+    pub takeovers: u64,
+    /// Delivered results not bit-exact with their input (copied by the
+    /// worker), over every worker; 0 expected.
+    pub mismatched: u64,
     /// `spin`, `sleep` or `none`.
     pub work_mode: String,
     /// Each step.
@@ -281,7 +313,11 @@ struct Remote {
     master: Master,
     link: Link,
     input: crate::block::BlockId<f32>,
+    output: crate::block::BlockId<f32>,
     late: u64,
+    mismatched: u64,
+    /// CLOCK_REALTIME of each takeover (preallocated, at most [`TAKEOVERS_KEPT`]).
+    takeovers: Vec<u64>,
     /// The last calls, by sequence number modulo 4 (window ≤ 2).
     sent: [Sent; 4],
 }
@@ -291,6 +327,12 @@ struct Remote {
 fn percentile(sorted: &[u64], p: f64) -> u64 {
     firmtime_rt::quantile::of_sorted(sorted, p).unwrap_or(0)
 }
+
+/// Takeover times kept per worker.
+const TAKEOVERS_KEPT: usize = 64;
+
+/// Counter values the bench sends are exact in an f32 below 2^24.
+const EXACT_COUNTER: u64 = 1 << 24;
 
 fn thread_cpu_ns() -> u64 {
     firmtime_rt::clock::read_ns(libc::CLOCK_THREAD_CPUTIME_ID)
@@ -327,13 +369,22 @@ pub fn run(
             "period of {period_ns} ns is too short: use at least 100 µs (frames / rate)"
         )));
     }
+    if cfg.standby.len() > cfg.workers.len() {
+        return Err(Error::invalid(format!(
+            "{} standbys for {} workers: give at most one standby per worker (the k-th \
+             standby serves the k-th worker)",
+            cfg.standby.len(),
+            cfg.workers.len()
+        )));
+    }
     let frames = cfg.period_frames as usize;
     let mut remotes = Vec::with_capacity(cfg.workers.len());
-    for &w in &cfg.workers {
+    for (k, &w) in cfg.workers.iter().enumerate() {
         let mut blocks = BlockSet::new();
         let input = blocks.add::<f32>(Direction::ToWorker, frames)?;
-        blocks.add::<f32>(Direction::FromWorker, frames)?;
+        let output = blocks.add::<f32>(Direction::FromWorker, frames)?;
         let mut sc = SessionConfig::new(w, period_ns);
+        sc.standby = cfg.standby.get(k).copied();
         sc.key = cfg.key.clone();
         sc.encrypt = cfg.encrypt;
         sc.window = cfg.window;
@@ -346,7 +397,10 @@ pub fn run(
             master,
             link,
             input,
+            output,
             late: 0,
+            mismatched: 0,
+            takeovers: Vec::with_capacity(TAKEOVERS_KEPT),
             sent: [Sent::default(); 4],
         });
     }
@@ -450,7 +504,23 @@ pub fn run(
                     if k == 0 {
                         first_ns = at_ns;
                     }
+                    let takeovers = r.master.stats().takeovers;
                     let rep = r.master.process(Deadline::At(deadline));
+                    if r.master.stats().takeovers != takeovers
+                        && r.takeovers.len() < r.takeovers.capacity()
+                    {
+                        r.takeovers.push(firmtime_rt::clock::gettimeofday_ns());
+                    }
+                    if let (Outcome::Delivered, Some(due)) = (rep.outcome, rep.result_seq) {
+                        // The worker copies: the result of period `due` is
+                        // the counter sent then (pass `due` sent `due + 1`).
+                        let want = (due + 1) as f32;
+                        if due + 1 < EXACT_COUNTER
+                            && r.master.blocks().get(r.output).iter().any(|&y| y != want)
+                        {
+                            r.mismatched += 1;
+                        }
+                    }
                     r.sent[(rep.seq % 4) as usize] = Sent {
                         seq: rep.seq,
                         pass,
@@ -607,6 +677,10 @@ pub fn run(
         per_rtts[k].sort_unstable();
         report.lost += st.lost;
         report.reordered += st.reordered;
+        report.from_standby += st.from_standby;
+        report.takeovers += st.takeovers;
+        report.mismatched += r.mismatched;
+        let sb = r.link.standby();
         report.workers.push(WorkerDetail {
             addr: r.link.worker().to_string(),
             delivered: st.delivered,
@@ -627,6 +701,14 @@ pub fn run(
                 .map(|e| e.realtime_ns)
                 .collect(),
             rtt_p50_ns: percentile(&per_rtts[k], 0.5),
+            standby: r.master.standby().map(|a| a.to_string()),
+            from_standby: st.from_standby,
+            takeovers: st.takeovers,
+            takeover_at_realtime_ns: r.takeovers.clone(),
+            standby_losses: sb.map_or(0, |l| l.status().losses),
+            standby_reconnects: sb.map_or(0, |l| l.status().reconnects),
+            standby_lost: st.standby.lost,
+            mismatched: r.mismatched,
         });
     }
     Ok(report)

@@ -35,7 +35,7 @@ use firmtime_rt::clock::monotonic_ns;
 use std::io::ErrorKind as IoKind;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// How [`Master::process`] waits for a result.
@@ -108,6 +108,12 @@ pub struct MasterConfig {
     pub late_policy: Option<LatePolicy>,
     /// Round-trip samples kept (a ring: the newest overwrite the oldest).
     pub rtt_capacity: usize,
+    /// A hot standby's data address: every period goes to it too (mirrored),
+    /// and its result is used when the worker's misses the deadline or the
+    /// worker is known gone (see [`Master`], "Hot standby"). `None`: no standby.
+    pub standby: Option<SocketAddr>,
+    /// The stream id of the standby's stream (`None`: `stream_id`).
+    pub standby_stream_id: Option<u32>,
 }
 
 impl MasterConfig {
@@ -124,6 +130,8 @@ impl MasterConfig {
             wait: WaitMode::Poll,
             late_policy: None,
             rtt_capacity: 1 << 16,
+            standby: None,
+            standby_stream_id: None,
         }
     }
 }
@@ -150,22 +158,19 @@ pub struct PeriodReport {
     pub outcome: Outcome,
     /// Round trip of the delivered result: from sending its input to its last fragment's arrival.
     pub rtt_ns: Option<u64>,
+    /// The delivered result is the standby's (see [`Master`], "Hot
+    /// standby"); always `false` without a standby.
+    pub from_standby: bool,
 }
 
-/// Counters of a [`Master`].
+/// Counters of one worker's side of a [`Master`]: the primary's are the
+/// fields of the same names in [`MasterStats`], the standby's are
+/// [`MasterStats::standby`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct MasterStats {
-    /// `process` calls.
-    pub periods: u64,
-    /// Results delivered in time.
-    pub delivered: u64,
-    /// Results not complete by their deadline (priming periods excluded).
-    pub late: u64,
-    /// The first `window` periods, which have no result.
-    pub priming: u64,
-    /// Late periods of which not one fragment arrived, before or after the
-    /// deadline, by the time their sequence number was retired (window + 2
-    /// periods later).
+pub struct PathStats {
+    /// Periods this worker had not answered when the period was decided of
+    /// which not one fragment arrived, before or after, by the time their
+    /// sequence number was retired (window + 2 periods later).
     pub lost: u64,
     /// Periods whose first fragment arrived after a fragment of a later period.
     pub reordered: u64,
@@ -175,8 +180,48 @@ pub struct MasterStats {
     pub recv_errors: u64,
     /// Packets dropped, by reason.
     pub drops: DropCounts,
+    /// Periods whose result from this worker was complete when the period
+    /// was decided (used or not).
+    pub ready: u64,
+}
+
+/// Counters of a [`Master`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MasterStats {
+    /// `process` calls.
+    pub periods: u64,
+    /// Results delivered in time (the worker's or, with a standby, the standby's).
+    pub delivered: u64,
+    /// Results not complete by their deadline (priming periods excluded):
+    /// with a standby, from neither worker — the blocks the late policy
+    /// substituted.
+    pub late: u64,
+    /// The first `window` periods, which have no result.
+    pub priming: u64,
+    /// Late periods of which not one fragment arrived, before or after the
+    /// deadline, by the time their sequence number was retired (window + 2
+    /// periods later). With a standby: the primary worker's ([`PathStats::lost`]).
+    pub lost: u64,
+    /// Periods whose first fragment arrived after a fragment of a later
+    /// period (the primary worker's).
+    pub reordered: u64,
+    /// Datagrams whose `send` failed (e.g. the worker's port is closed;
+    /// the primary worker's).
+    pub send_errors: u64,
+    /// `recv` errors other than "nothing there" (e.g. ICMP port
+    /// unreachable; the primary worker's).
+    pub recv_errors: u64,
+    /// Packets dropped, by reason (the primary worker's).
+    pub drops: DropCounts,
     /// Round-trip samples taken (may exceed the ring's capacity).
     pub rtt_samples: u64,
+    /// Periods delivered with the standby's result (counted in `delivered` too).
+    pub from_standby: u64,
+    /// Times the master switched the worker it waits for first (to the
+    /// standby when the primary missed a deadline or was gone, and back).
+    pub takeovers: u64,
+    /// The standby's side (all zero without a standby).
+    pub standby: PathStats,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -186,6 +231,8 @@ struct SeqMeta {
     sent_ns: u64,
     done_ns: u64,
     late: bool,
+    /// Decided with the other worker's result before this one's came.
+    spare: bool,
     any_fragment: bool,
     seen: bool,
 }
@@ -194,14 +241,45 @@ struct SeqMeta {
 /// the time a flood can hold `process` past its deadline).
 const DRAIN_AFTER_DEADLINE: u32 = 256;
 
-/// The master side of one remote stream. See the [module docs](self).
+/// One worker's side of a master: its socket, keys, reassembly and counters.
 #[derive(Debug)]
-pub struct Master {
+struct Path {
     socket: UdpSocket,
-    blocks: BlockSet,
     encoder: Encoder,
     key: Option<Key>,
     reasm: Reassembler,
+    meta: Vec<SeqMeta>,
+    max_seen: Option<u64>,
+    worker: SocketAddr,
+    key_cell: Option<(Arc<KeyCell>, u64)>,
+    /// The control link's "the worker answers" flag, if given.
+    alive: Option<Arc<AtomicBool>>,
+    /// A send or receive error this period (ICMP port unreachable: nothing listens there).
+    refused: bool,
+    stats: PathStats,
+}
+
+/// The master side of one remote stream. See the [module docs](self).
+///
+/// # Hot standby
+/// With [`MasterConfig::standby`] the master keeps a second data socket to
+/// a standby worker that runs the same stream (the control plane sets it
+/// up with the same plugin and the same control values, see
+/// [`crate::session`]). Every period's input goes to both (mirrored: the
+/// standby computes every block, so its plugin's state is the primary's).
+/// The master waits for the worker it is *serving from* (the primary at
+/// first); when that one's result is not complete at the deadline, or the
+/// worker is known gone (a send or receive error this period — the ICMP
+/// port unreachable of a killed process —, or its link's flag says it
+/// stopped answering) while the other's is complete, it delivers the other's result and
+/// serves from that worker from then on ([`MasterStats::takeovers`]). A
+/// period neither delivered gets the late policy.
+#[derive(Debug)]
+pub struct Master {
+    paths: Vec<Path>,
+    /// The path waited for first.
+    active: usize,
+    blocks: BlockSet,
     window: u64,
     wait: WaitMode,
     policy: LatePolicy,
@@ -210,15 +288,11 @@ pub struct Master {
     datagram: Vec<u8>,
     recv_buf: Vec<u8>,
     last_good: Vec<u8>,
-    meta: Vec<SeqMeta>,
     next_seq: u64,
     next_due: u64,
-    max_seen: Option<u64>,
     stats: MasterStats,
     rtt: Vec<u64>,
     rtt_head: usize,
-    worker: SocketAddr,
-    key_cell: Option<(Arc<KeyCell>, u64)>,
 }
 
 /// A data key handed to a running [`Master`] by another thread: the link
@@ -240,9 +314,161 @@ impl KeyCell {
     }
 }
 
+impl Path {
+    fn new(
+        config: &MasterConfig,
+        worker: SocketAddr,
+        stream_id: u32,
+        blocks: &BlockSet,
+    ) -> Result<Self> {
+        let overhead = if worker.is_ipv4() {
+            IPV4_UDP_OVERHEAD
+        } else {
+            IPV6_UDP_OVERHEAD
+        };
+        let chunk = max_chunk(config.mtu, overhead, config.key.is_some())?;
+        let to_len = blocks.payload_len(Flow::ToWorker);
+        let from_len = blocks.payload_len(Flow::FromWorker);
+        let encoder = Encoder::new(stream_id, Flow::ToWorker, chunk, config.key.clone())?;
+        if encoder.fragments(to_len) > usize::from(u16::MAX) {
+            return Err(Error::invalid(format!(
+                "the input blocks total {to_len} bytes: more than 65535 fragments of {chunk} bytes; \
+                 raise the MTU or send smaller blocks"
+            )));
+        }
+        let bind = config.bind.unwrap_or_else(|| {
+            if worker.is_ipv4() {
+                SocketAddr::from(([0, 0, 0, 0], 0))
+            } else {
+                SocketAddr::from(([0u16; 8], 0))
+            }
+        });
+        let socket =
+            UdpSocket::bind(bind).map_err(|e| Error::io(&format!("binding UDP {bind}"), e))?;
+        socket
+            .connect(worker)
+            .map_err(|e| Error::io(&format!("connecting UDP to {worker}"), e))?;
+        socket
+            .set_nonblocking(true)
+            .map_err(|e| Error::io("making the UDP socket non-blocking", e))?;
+        let slots = usize::from(config.window) + 2;
+        Ok(Self {
+            socket,
+            encoder,
+            key: config.key.clone(),
+            reasm: Reassembler::new(stream_id, Flow::FromWorker, from_len, slots),
+            meta: vec![SeqMeta::default(); slots],
+            max_seen: None,
+            worker,
+            key_cell: None,
+            alive: None,
+            refused: false,
+            stats: PathStats::default(),
+        })
+    }
+
+    /// **RT-safe**: an atomic load, and on a change a `try_lock` and a key copy.
+    fn take_key(&mut self) {
+        let Some((cell, seen)) = &mut self.key_cell else {
+            return;
+        };
+        let gen = cell.gen.load(Ordering::Acquire);
+        if gen == *seen {
+            return;
+        }
+        if let Ok(k) = cell.key.try_lock() {
+            self.key.clone_from(&k);
+            self.encoder.set_key(k.clone());
+            *seen = gen;
+        }
+    }
+
+    /// Whether the worker is known gone this period.
+    fn gone(&self) -> bool {
+        self.refused
+            || self
+                .alive
+                .as_ref()
+                .is_some_and(|a| !a.load(Ordering::Acquire))
+    }
+
+    /// Retires the sequence number whose slot `seq` takes over, counting it lost if nothing of it came.
+    fn retire(&mut self, seq: u64, now: u64) {
+        let slots = self.meta.len() as u64;
+        let m = &mut self.meta[(seq % slots) as usize];
+        if m.valid && (m.late || m.spare) && !m.any_fragment {
+            self.stats.lost += 1;
+        }
+        *m = SeqMeta {
+            seq,
+            valid: true,
+            sent_ns: now,
+            ..SeqMeta::default()
+        };
+    }
+
+    fn send(&mut self, seq: u64, payload: &[u8], datagram: &mut [u8]) {
+        for i in 0..self.encoder.fragments(payload.len()) {
+            let len = self.encoder.encode(datagram, seq, payload, i);
+            // 0: a sealing encoder refused the nonce (see `Encoder::encode`).
+            if len == 0 {
+                self.stats.send_errors += 1;
+            } else if self.socket.send(&datagram[..len]).is_err() {
+                self.stats.send_errors += 1;
+                self.refused = true;
+            }
+        }
+    }
+
+    fn handle(&mut self, buf: &mut [u8], sent: u64, next_due: u64) {
+        let pkt = match decode_in_place(buf, self.key.as_ref()) {
+            Ok(p) => p,
+            Err(r) => return self.stats.drops.add(r),
+        };
+        if let Err(r) = self.reasm.check(&pkt) {
+            return self.stats.drops.add(r);
+        }
+        let s = pkt.header.seq;
+        let slots = self.meta.len() as u64;
+        if s < next_due {
+            let m = &mut self.meta[(s % slots) as usize];
+            let reason = if !(m.valid && m.seq == s) {
+                DropReason::Stale
+            } else if m.spare {
+                // The other worker's result was used: this one is not late, just not needed.
+                m.any_fragment = true;
+                return;
+            } else if m.late {
+                m.any_fragment = true;
+                DropReason::AfterDeadline
+            } else {
+                DropReason::Duplicate
+            };
+            return self.stats.drops.add(reason);
+        }
+        match self.reasm.accept(&pkt, next_due, sent) {
+            Ok(acc) => {
+                let m = &mut self.meta[(s % slots) as usize];
+                if !m.seen {
+                    m.seen = true;
+                    if self.max_seen.is_some_and(|mx| s < mx) {
+                        self.stats.reordered += 1;
+                    }
+                }
+                self.max_seen = Some(self.max_seen.map_or(s, |mx| mx.max(s)));
+                if let Accepted::Complete { .. } = acc {
+                    m.done_ns = monotonic_ns();
+                }
+            }
+            Err(r) => self.stats.drops.add(r),
+        }
+    }
+}
+
 impl Master {
-    /// Binds a socket, connects it to `config.worker` and preallocates every
-    /// buffer for `blocks`.
+    /// Binds a socket (two with a standby), connects it to
+    /// `config.worker` (and `config.standby`) and preallocates every buffer
+    /// for `blocks`.
     ///
     /// # Errors
     /// [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput) for a
@@ -257,63 +483,44 @@ impl Master {
                 config.window
             )));
         }
-        let overhead = if config.worker.is_ipv4() {
-            IPV4_UDP_OVERHEAD
-        } else {
-            IPV6_UDP_OVERHEAD
-        };
-        let chunk = max_chunk(config.mtu, overhead, config.key.is_some())?;
+        let mut paths = Vec::with_capacity(2);
+        paths.push(Path::new(
+            &config,
+            config.worker,
+            config.stream_id,
+            &blocks,
+        )?);
+        if let Some(standby) = config.standby {
+            let id = config.standby_stream_id.unwrap_or(config.stream_id);
+            paths.push(Path::new(&config, standby, id, &blocks)?);
+        }
         let to_len = blocks.payload_len(Flow::ToWorker);
         let from_len = blocks.payload_len(Flow::FromWorker);
-        let encoder = Encoder::new(config.stream_id, Flow::ToWorker, chunk, config.key.clone())?;
-        if encoder.fragments(to_len) > usize::from(u16::MAX) {
-            return Err(Error::invalid(format!(
-                "the input blocks total {to_len} bytes: more than 65535 fragments of {chunk} bytes; \
-                 raise the MTU or send smaller blocks"
-            )));
-        }
-        let bind = config.bind.unwrap_or_else(|| {
-            if config.worker.is_ipv4() {
-                SocketAddr::from(([0, 0, 0, 0], 0))
-            } else {
-                SocketAddr::from(([0u16; 8], 0))
-            }
-        });
-        let socket =
-            UdpSocket::bind(bind).map_err(|e| Error::io(&format!("binding UDP {bind}"), e))?;
-        socket
-            .connect(config.worker)
-            .map_err(|e| Error::io(&format!("connecting UDP to {}", config.worker), e))?;
-        socket
-            .set_nonblocking(true)
-            .map_err(|e| Error::io("making the UDP socket non-blocking", e))?;
-        let slots = usize::from(config.window) + 2;
         let policy = config
             .late_policy
             .unwrap_or_else(|| LatePolicy::default_for(blocks.layout()));
+        let datagram = paths
+            .iter()
+            .map(|p| p.encoder.max_datagram())
+            .max()
+            .unwrap_or(0);
         Ok(Self {
             dry: blocks.layout().dry_pairs(),
-            reasm: Reassembler::new(config.stream_id, Flow::FromWorker, from_len, slots),
             send_payload: vec![0; to_len],
-            datagram: vec![0; encoder.max_datagram()],
+            datagram: vec![0; datagram],
             recv_buf: vec![0; MAX_DATAGRAM + 1],
             last_good: vec![0; from_len],
-            meta: vec![SeqMeta::default(); slots],
             rtt: vec![0; config.rtt_capacity],
             rtt_head: 0,
-            socket,
+            paths,
+            active: 0,
             blocks,
-            encoder,
-            key: config.key,
             window: u64::from(config.window),
             wait: config.wait,
             policy,
             next_seq: 0,
             next_due: 0,
-            max_seen: None,
             stats: MasterStats::default(),
-            worker: config.worker,
-            key_cell: None,
         })
     }
 
@@ -342,19 +549,46 @@ impl Master {
         self.window as u8
     }
 
-    /// The local address of the data socket.
+    /// The local address of the data socket (the primary worker's).
     ///
     /// # Errors
     /// The OS refused `getsockname`.
     pub fn local_addr(&self) -> Result<SocketAddr> {
-        self.socket
+        self.paths[0]
+            .socket
             .local_addr()
             .map_err(|e| Error::io("reading the socket's address", e))
     }
 
+    /// The local address of the standby's data socket; `None` without a standby.
+    ///
+    /// # Errors
+    /// The OS refused `getsockname`.
+    pub fn standby_local_addr(&self) -> Result<Option<SocketAddr>> {
+        self.paths
+            .get(1)
+            .map(|p| {
+                p.socket
+                    .local_addr()
+                    .map_err(|e| Error::io("reading the socket's address", e))
+            })
+            .transpose()
+    }
+
     /// The worker's data address.
     pub fn worker(&self) -> SocketAddr {
-        self.worker
+        self.paths[0].worker
+    }
+
+    /// The standby's data address, if there is one.
+    pub fn standby(&self) -> Option<SocketAddr> {
+        self.paths.get(1).map(|p| p.worker)
+    }
+
+    /// Whether the master serves from the standby now (after a takeover).
+    /// **RT-safe.**
+    pub fn serving_standby(&self) -> bool {
+        self.active == 1
     }
 
     /// Points the stream at another worker address (reconnection by the
@@ -363,10 +597,11 @@ impl Master {
     /// # Errors
     /// The OS refused `connect`.
     pub fn set_worker(&mut self, worker: SocketAddr) -> Result<()> {
-        self.socket
+        self.paths[0]
+            .socket
             .connect(worker)
             .map_err(|e| Error::io(&format!("connecting UDP to {worker}"), e))?;
-        self.worker = worker;
+        self.paths[0].worker = worker;
         Ok(())
     }
 
@@ -400,28 +635,37 @@ impl Master {
     /// start of each period, without waiting: a contended cell is read the
     /// period after).
     pub fn follow_key(&mut self, cell: Arc<KeyCell>) {
-        self.key_cell = Some((cell, u64::MAX));
-        self.take_key();
+        self.paths[0].key_cell = Some((cell, u64::MAX));
+        self.paths[0].take_key();
     }
 
-    /// **RT-safe**: an atomic load, and on a change a `try_lock` and a key copy.
-    fn take_key(&mut self) {
-        let Some((cell, seen)) = &mut self.key_cell else {
-            return;
-        };
-        let gen = cell.gen.load(Ordering::Acquire);
-        if gen == *seen {
-            return;
+    /// As [`Self::follow_key`], for the standby's session; nothing without a standby.
+    pub fn follow_standby_key(&mut self, cell: Arc<KeyCell>) {
+        if let Some(p) = self.paths.get_mut(1) {
+            p.key_cell = Some((cell, u64::MAX));
+            p.take_key();
         }
-        if let Ok(k) = cell.key.try_lock() {
-            self.key.clone_from(&k);
-            self.encoder.set_key(k.clone());
-            *seen = gen;
+    }
+
+    /// Reads each worker's "answers" flag (its control link's, see
+    /// [`crate::session::Link::connected`]) every period: a worker whose
+    /// flag is down is not waited for when the other's result is complete.
+    pub fn follow_liveness(
+        &mut self,
+        worker: Option<Arc<AtomicBool>>,
+        standby: Option<Arc<AtomicBool>>,
+    ) {
+        self.paths[0].alive = worker;
+        if let Some(p) = self.paths.get_mut(1) {
+            p.alive = standby;
         }
     }
 
     fn process_period(&mut self, deadline: Deadline) -> PeriodReport {
-        self.take_key();
+        for p in self.paths.iter_mut() {
+            p.take_key();
+            p.refused = false;
+        }
         let start = monotonic_ns();
         let deadline = match deadline {
             Deadline::At(t) => t,
@@ -430,29 +674,67 @@ impl Master {
         let seq = self.next_seq;
         self.next_seq += 1;
         self.stats.periods += 1;
-        self.retire(seq, start);
-        self.send(seq);
+        let n = self.blocks.encode(Flow::ToWorker, &mut self.send_payload);
+        for p in self.paths.iter_mut() {
+            p.retire(seq, start);
+            p.send(seq, &self.send_payload[..n], &mut self.datagram);
+        }
 
         let Some(due) = seq.checked_sub(self.window) else {
             // Priming: nothing can be due; take in what is queued and fill the outputs.
             self.receive(seq, None, deadline);
             self.stats.priming += 1;
             self.apply_policy();
+            self.sync_stats();
             return PeriodReport {
                 seq,
                 result_seq: None,
                 outcome: Outcome::Priming,
                 rtt_ns: None,
+                from_standby: false,
             };
         };
         self.receive(seq, Some(due), deadline);
         self.next_due = due + 1;
-        let slots = self.meta.len() as u64;
-        let m = &mut self.meta[(due % slots) as usize];
-        if let Some(payload) = self.reasm.complete(due) {
-            self.last_good.copy_from_slice(payload);
+        let other = self.paths.len() - 1 - self.active;
+        let pick = if self.paths[self.active].reasm.complete(due).is_some() {
+            Some(self.active)
+        } else if other != self.active && self.paths[other].reasm.complete(due).is_some() {
+            Some(other)
+        } else {
+            None
+        };
+        for (i, p) in self.paths.iter_mut().enumerate() {
+            let slots = p.meta.len() as u64;
+            let complete = p.reasm.complete(due).is_some();
+            let any = p.reasm.has_any(due);
+            let m = &mut p.meta[(due % slots) as usize];
+            if complete {
+                p.stats.ready += 1;
+            } else if pick.is_some() && i != self.active {
+                m.spare = true;
+                m.any_fragment = any;
+            } else {
+                m.late = true;
+                m.any_fragment = any;
+            }
+        }
+        let report = if let Some(i) = pick {
+            if i != self.active {
+                self.active = i;
+                self.stats.takeovers += 1;
+            }
+            let p = &self.paths[i];
+            if let Some(payload) = p.reasm.complete(due) {
+                self.last_good.copy_from_slice(payload);
+            }
             self.blocks.decode(Flow::FromWorker, &self.last_good);
             self.stats.delivered += 1;
+            if i == 1 {
+                self.stats.from_standby += 1;
+            }
+            let slots = p.meta.len() as u64;
+            let m = &p.meta[(due % slots) as usize];
             let rtt = m.done_ns.saturating_sub(m.sent_ns);
             if !self.rtt.is_empty() {
                 self.rtt[self.rtt_head] = rtt;
@@ -464,10 +746,9 @@ impl Master {
                 result_seq: Some(due),
                 outcome: Outcome::Delivered,
                 rtt_ns: Some(rtt),
+                from_standby: i == 1,
             }
         } else {
-            m.late = true;
-            m.any_fragment = self.reasm.has_any(due);
             self.stats.late += 1;
             self.apply_policy();
             PeriodReport {
@@ -475,77 +756,82 @@ impl Master {
                 result_seq: Some(due),
                 outcome: Outcome::Late,
                 rtt_ns: None,
+                from_standby: false,
             }
-        }
-    }
-
-    /// Retires the sequence number whose slot `seq` takes over, counting it lost if nothing of it came.
-    fn retire(&mut self, seq: u64, now: u64) {
-        let slots = self.meta.len() as u64;
-        let m = &mut self.meta[(seq % slots) as usize];
-        if m.valid && m.late && !m.any_fragment {
-            self.stats.lost += 1;
-        }
-        *m = SeqMeta {
-            seq,
-            valid: true,
-            sent_ns: now,
-            ..SeqMeta::default()
         };
+        self.sync_stats();
+        report
     }
 
-    fn send(&mut self, seq: u64) {
-        let n = self.blocks.encode(Flow::ToWorker, &mut self.send_payload);
-        for i in 0..self.encoder.fragments(n) {
-            let len = self
-                .encoder
-                .encode(&mut self.datagram, seq, &self.send_payload[..n], i);
-            // 0: a sealing encoder refused the nonce (see `Encoder::encode`).
-            if len == 0 || self.socket.send(&self.datagram[..len]).is_err() {
-                self.stats.send_errors += 1;
-            }
+    /// Copies the paths' counters into [`MasterStats`]. **RT-safe.**
+    fn sync_stats(&mut self) {
+        let p = &self.paths[0].stats;
+        self.stats.lost = p.lost;
+        self.stats.reordered = p.reordered;
+        self.stats.send_errors = p.send_errors;
+        self.stats.recv_errors = p.recv_errors;
+        self.stats.drops = p.drops;
+        if let Some(s) = self.paths.get(1) {
+            self.stats.standby = s.stats;
         }
     }
 
-    /// Takes in datagrams until `due` is complete or the deadline passes
+    /// Whether period `due` can be decided before the deadline: the
+    /// worker served from has its result, or it is gone and the other has.
+    fn decided(&self, due: u64) -> bool {
+        let a = &self.paths[self.active];
+        if a.reasm.complete(due).is_some() {
+            return true;
+        }
+        self.paths.len() > 1
+            && a.gone()
+            && self.paths[1 - self.active].reasm.complete(due).is_some()
+    }
+
+    /// Takes in datagrams until `due` is decided or the deadline passes
     /// (with `due == None`, only what is already queued).
     fn receive(&mut self, sent: u64, due: Option<u64>, deadline: u64) {
         let mut after_deadline = 0u32;
         loop {
             if let Some(d) = due {
-                if self.reasm.complete(d).is_some() {
+                if self.decided(d) {
                     return;
                 }
             }
-            match self.socket.recv(&mut self.recv_buf) {
-                Ok(len) => {
-                    self.handle(len, sent);
-                    if monotonic_ns() >= deadline {
-                        after_deadline += 1;
-                        if after_deadline >= DRAIN_AFTER_DEADLINE {
-                            return;
-                        }
+            let mut idle = true;
+            for p in self.paths.iter_mut() {
+                match p.socket.recv(&mut self.recv_buf) {
+                    Ok(len) => {
+                        idle = false;
+                        p.handle(&mut self.recv_buf[..len], sent, self.next_due);
+                    }
+                    Err(e) if e.kind() == IoKind::WouldBlock => {}
+                    Err(e) if e.kind() == IoKind::Interrupted => idle = false,
+                    Err(_) => {
+                        // ICMP port unreachable and the like: counted, and the period goes on.
+                        idle = false;
+                        p.stats.recv_errors += 1;
+                        p.refused = true;
                     }
                 }
-                Err(e) if e.kind() == IoKind::WouldBlock => {
-                    let Some(_) = due else { return };
-                    let now = monotonic_ns();
-                    if now >= deadline {
-                        return;
-                    }
-                    match self.wait {
-                        WaitMode::Spin => std::hint::spin_loop(),
-                        WaitMode::Poll => self.poll(deadline - now),
-                    }
-                }
-                Err(e) if e.kind() == IoKind::Interrupted => {}
-                Err(_) => {
-                    // ICMP port unreachable and the like: counted, and the period goes on.
-                    self.stats.recv_errors += 1;
-                    if monotonic_ns() >= deadline {
+            }
+            let now = monotonic_ns();
+            if !idle {
+                if now >= deadline {
+                    after_deadline += 1;
+                    if after_deadline >= DRAIN_AFTER_DEADLINE {
                         return;
                     }
                 }
+                continue;
+            }
+            let Some(_) = due else { return };
+            if now >= deadline {
+                return;
+            }
+            match self.wait {
+                WaitMode::Spin => std::hint::spin_loop(),
+                WaitMode::Poll => self.poll(deadline - now),
             }
         }
     }
@@ -555,56 +841,30 @@ impl Master {
             tv_sec: (timeout_ns / 1_000_000_000) as libc::time_t,
             tv_nsec: (timeout_ns % 1_000_000_000) as libc::c_long,
         };
-        let mut pfd = libc::pollfd {
-            fd: self.socket.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
+        let fd = |i: usize| self.paths.get(i).map_or(-1, |p| p.socket.as_raw_fd());
+        // A negative fd is ignored by ppoll (no standby).
+        let mut pfd = [
+            libc::pollfd {
+                fd: fd(0),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: fd(1),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
         // SAFETY: `pfd` and `ts` are valid for the call; a null sigmask means
         // "keep the current mask". The result is ignored: the caller's loop
-        // re-reads the socket and the clock either way.
+        // re-reads the sockets and the clock either way.
         unsafe {
-            libc::ppoll(&mut pfd, 1, &ts, std::ptr::null());
-        }
-    }
-
-    fn handle(&mut self, len: usize, sent: u64) {
-        let pkt = match decode_in_place(&mut self.recv_buf[..len], self.key.as_ref()) {
-            Ok(p) => p,
-            Err(r) => return self.stats.drops.add(r),
-        };
-        if let Err(r) = self.reasm.check(&pkt) {
-            return self.stats.drops.add(r);
-        }
-        let s = pkt.header.seq;
-        let slots = self.meta.len() as u64;
-        if s < self.next_due {
-            let m = &mut self.meta[(s % slots) as usize];
-            let reason = if !(m.valid && m.seq == s) {
-                DropReason::Stale
-            } else if m.late {
-                m.any_fragment = true;
-                DropReason::AfterDeadline
-            } else {
-                DropReason::Duplicate
-            };
-            return self.stats.drops.add(reason);
-        }
-        match self.reasm.accept(&pkt, self.next_due, sent) {
-            Ok(acc) => {
-                let m = &mut self.meta[(s % slots) as usize];
-                if !m.seen {
-                    m.seen = true;
-                    if self.max_seen.is_some_and(|mx| s < mx) {
-                        self.stats.reordered += 1;
-                    }
-                }
-                self.max_seen = Some(self.max_seen.map_or(s, |mx| mx.max(s)));
-                if let Accepted::Complete { .. } = acc {
-                    m.done_ns = monotonic_ns();
-                }
-            }
-            Err(r) => self.stats.drops.add(r),
+            libc::ppoll(
+                pfd.as_mut_ptr(),
+                self.paths.len() as libc::nfds_t,
+                &ts,
+                std::ptr::null(),
+            );
         }
     }
 

@@ -63,6 +63,11 @@ pub struct SessionConfig {
     /// needs `key`. Agreed with the worker before the setup
     /// ([`Conn::request_encryption`]): a worker that cannot is an error.
     pub encrypt: bool,
+    /// A hot standby worker (`standby = "host:port"`): [`connect`] sets the
+    /// same stream up there too (same plugin, layout, work), the master
+    /// sends every period to both, and serves from the standby when the
+    /// worker misses a deadline or is gone (see [`Master`], "Hot standby").
+    pub standby: Option<SocketAddr>,
 }
 
 impl SessionConfig {
@@ -84,6 +89,7 @@ impl SessionConfig {
             retry: Duration::from_millis(100),
             plugin: None,
             encrypt: false,
+            standby: None,
         }
     }
 }
@@ -123,7 +129,7 @@ pub struct LinkStatus {
 
 struct Shared {
     stop: AtomicBool,
-    connected: AtomicBool,
+    connected: Arc<AtomicBool>,
     losses: AtomicU64,
     reconnects: AtomicU64,
     work: Mutex<(u64, Work)>,
@@ -141,6 +147,8 @@ pub struct Link {
     thread: Option<JoinHandle<()>>,
     worker: SocketAddr,
     stream_id: u32,
+    /// The standby's link (its own connection, heartbeat and reconnection).
+    standby: Option<Box<Link>>,
 }
 
 impl std::fmt::Debug for Link {
@@ -149,6 +157,7 @@ impl std::fmt::Debug for Link {
             .field("worker", &self.worker)
             .field("stream_id", &self.stream_id)
             .field("status", &self.status())
+            .field("standby", &self.standby)
             .finish()
     }
 }
@@ -196,14 +205,25 @@ pub fn connect(cfg: SessionConfig, blocks: BlockSet) -> Result<(Master, Link)> {
         ));
     }
     let stream_id = random_stream_id()?;
+    let standby_id = match cfg.standby {
+        Some(_) => Some(loop {
+            let id = random_stream_id()?;
+            if id != stream_id {
+                break id;
+            }
+        }),
+        None => None,
+    };
     let mut mc = MasterConfig::new(cfg.worker, stream_id);
     mc.window = cfg.window;
     mc.key = cfg.key.clone();
     mc.wait = cfg.wait;
     mc.late_policy = cfg.late_policy;
     mc.mtu = cfg.mtu;
+    mc.standby = cfg.standby;
+    mc.standby_stream_id = standby_id;
     let layout = blocks.layout().clone();
-    let master = Master::new(mc, blocks)?;
+    let mut master = Master::new(mc, blocks)?;
     let setup = Setup {
         stream_id,
         data_port: master.local_addr()?.port(),
@@ -216,14 +236,49 @@ pub fn connect(cfg: SessionConfig, blocks: BlockSet) -> Result<(Master, Link)> {
     };
     cfg.work.validate()?;
     let conn = open(&cfg, &setup)?;
+    // The standby runs the same stream (same plugin, layout and work) for
+    // the master's second socket.
+    let standby = match (cfg.standby, standby_id, master.standby_local_addr()?) {
+        (Some(addr), Some(id), Some(local)) => {
+            let mut scfg = cfg.clone();
+            scfg.worker = addr;
+            scfg.standby = None;
+            let ssetup = Setup {
+                stream_id: id,
+                data_port: local.port(),
+                ..setup.clone()
+            };
+            let sconn = open(&scfg, &ssetup)
+                .map_err(|e| Error::new(e.kind(), format!("the standby: {}", e.message())))?;
+            let (keys, link) = spawn_link(scfg, ssetup, sconn, None)?;
+            master.follow_standby_key(keys);
+            Some(Box::new(link))
+        }
+        _ => None,
+    };
+    let standby_alive = standby.as_ref().map(|l| l.shared.connected.clone());
+    let (keys, link) = spawn_link(cfg, setup, conn, standby)?;
+    master.follow_key(keys);
+    if link.standby.is_some() {
+        master.follow_liveness(Some(link.shared.connected.clone()), standby_alive);
+    }
+    Ok((master, link))
+}
+
+/// Starts the link thread of a session set up on `conn`; returns the cell
+/// of its data keys (for the master) and the link.
+fn spawn_link(
+    cfg: SessionConfig,
+    setup: Setup,
+    conn: Conn,
+    standby: Option<Box<Link>>,
+) -> Result<(Arc<KeyCell>, Link)> {
     // The session's packets are keyed by this connection's nonces.
     let keys = Arc::new(KeyCell::default());
     keys.set(conn.data_key());
-    let mut master = master;
-    master.follow_key(keys.clone());
     let shared = Arc::new(Shared {
         stop: AtomicBool::new(false),
-        connected: AtomicBool::new(true),
+        connected: Arc::new(AtomicBool::new(true)),
         losses: AtomicU64::new(0),
         reconnects: AtomicU64::new(0),
         work: Mutex::new((0, cfg.work)),
@@ -235,17 +290,20 @@ pub fn connect(cfg: SessionConfig, blocks: BlockSet) -> Result<(Master, Link)> {
     });
     let sh = shared.clone();
     let worker = cfg.worker;
+    let stream_id = setup.stream_id;
+    let k = keys.clone();
     let thread = std::thread::Builder::new()
         .name("ft-net-link".into())
-        .spawn(move || link_loop(cfg, setup, conn, &keys, &sh))
+        .spawn(move || link_loop(cfg, setup, conn, &k, &sh))
         .map_err(|e| Error::io("spawning the link thread", e))?;
     Ok((
-        master,
+        keys,
         Link {
             shared,
             thread: Some(thread),
             worker,
             stream_id,
+            standby,
         },
     ))
 }
@@ -378,29 +436,33 @@ impl Link {
             .unwrap_or_default()
     }
 
+    /// The standby's link, if the session has a standby
+    /// ([`SessionConfig::standby`]): its status, events and counters.
+    pub fn standby(&self) -> Option<&Link> {
+        self.standby.as_deref()
+    }
+
     /// Changes the worker's hold and waits until the worker confirms it
     /// (or, if the worker is away, until `timeout`; it then takes the new
-    /// work when it comes back).
+    /// work when it comes back). With a standby both are asked; one
+    /// confirmation is enough (the other takes the work when it comes back).
     ///
     /// # Errors
     /// An invalid work; no confirmation within `timeout`.
     pub fn set_work(&self, work: Work, timeout: Duration) -> Result<()> {
         work.validate()?;
-        let gen = {
-            let mut g = self
-                .shared
-                .work
-                .lock()
-                .map_err(|_| Error::invalid("the link thread panicked"))?;
-            g.0 += 1;
-            g.1 = work;
-            g.0
-        };
-        if let Some(t) = &self.thread {
-            t.thread().unpark();
-        }
         let end = monotonic_ns() + timeout.as_nanos() as u64;
-        while self.shared.work_acked.load(Ordering::Acquire) < gen {
+        let gen = self.request_work(work)?;
+        let standby = match &self.standby {
+            Some(s) => Some((s, s.request_work(work)?)),
+            None => None,
+        };
+        loop {
+            if self.shared.work_acked.load(Ordering::Acquire) >= gen
+                || standby.is_some_and(|(s, g)| s.shared.work_acked.load(Ordering::Acquire) >= g)
+            {
+                return Ok(());
+            }
             if monotonic_ns() >= end {
                 return Err(Error::new(
                     crate::ErrorKind::Io,
@@ -416,7 +478,24 @@ impl Link {
             }
             std::thread::sleep(Duration::from_millis(2));
         }
-        Ok(())
+    }
+
+    /// Hands `work` to the link thread; returns its generation.
+    fn request_work(&self, work: Work) -> Result<u64> {
+        let gen = {
+            let mut g = self
+                .shared
+                .work
+                .lock()
+                .map_err(|_| Error::invalid("the link thread panicked"))?;
+            g.0 += 1;
+            g.1 = work;
+            g.0
+        };
+        if let Some(t) = &self.thread {
+            t.thread().unpark();
+        }
+        Ok(gen)
     }
 
     /// Asks the worker for its counters over this session's connection.
@@ -456,6 +535,9 @@ impl Link {
     }
 
     fn shutdown(&mut self) {
+        if let Some(mut s) = self.standby.take() {
+            s.shutdown();
+        }
         self.shared.stop.store(true, Ordering::Release);
         if let Some(t) = self.thread.take() {
             t.thread().unpark();
