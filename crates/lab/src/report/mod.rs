@@ -134,12 +134,25 @@ pub fn explain_section(runs: &[(&str, &Explanation)], not_explained: Option<&str
                 o.missed.to_string(),
                 o.cause.category.name().to_string(),
                 o.cause.detail.replace('|', "/"),
+                crate::explain::breakdown::largest_words(
+                    &o.cause.breakdown,
+                    crate::explain::PARTS_SHOWN,
+                )
+                .replace('|', "/"),
             ]);
         }
     }
     s.push('\n');
     s.push_str(&table(
-        &["Condition", "CPU", "latency µs", "missed", "cause", "what"],
+        &[
+            "Condition",
+            "CPU",
+            "latency µs",
+            "missed",
+            "cause",
+            "what",
+            "largest parts",
+        ],
         &rows,
     ));
     s

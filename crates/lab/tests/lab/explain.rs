@@ -19,9 +19,9 @@ use std::time::Duration;
 /// The induced-cause tests perturb the measured CPU: one at a time.
 pub(crate) static INDUCED: Mutex<()> = Mutex::new(());
 
-const TID: i32 = 500;
+pub(crate) const TID: i32 = 500;
 
-fn ev(t: u64, kind: EventKind) -> Event {
+pub(crate) fn ev(t: u64, kind: EventKind) -> Event {
     Event {
         time_ns: t,
         cpu: 1,
@@ -31,18 +31,25 @@ fn ev(t: u64, kind: EventKind) -> Event {
 }
 
 /// `e` recorded while `pid` was on the CPU (its common_pid).
-fn on(pid: i32, e: Event) -> Event {
+pub(crate) fn on(pid: i32, e: Event) -> Event {
     Event { pid, ..e }
 }
 
-fn comm(s: &str) -> [u8; 16] {
+pub(crate) fn comm(s: &str) -> [u8; 16] {
     let mut c = [0u8; 16];
     c[..s.len()].copy_from_slice(s.as_bytes());
     c
 }
 
 /// `prev` (comm, prio) leaves CPU 1 for `next` (prio).
-fn switch(t: u64, prev: i32, prev_comm: &str, prev_prio: i32, next: i32, next_prio: i32) -> Event {
+pub(crate) fn switch(
+    t: u64,
+    prev: i32,
+    prev_comm: &str,
+    prev_prio: i32,
+    next: i32,
+    next_prio: i32,
+) -> Event {
     Event {
         pid: prev,
         prev_pid: prev,
@@ -54,7 +61,7 @@ fn switch(t: u64, prev: i32, prev_comm: &str, prev_prio: i32, next: i32, next_pr
     }
 }
 
-fn wakeup(t: u64) -> Event {
+pub(crate) fn wakeup(t: u64) -> Event {
     Event {
         prev_pid: TID,
         next_pid: 1,
@@ -63,7 +70,7 @@ fn wakeup(t: u64) -> Event {
     }
 }
 
-fn late(deadline: u64, wake: u64) -> Wakeup {
+pub(crate) fn late(deadline: u64, wake: u64) -> Wakeup {
     Wakeup {
         cpu: 1,
         tid: TID,
@@ -74,7 +81,7 @@ fn late(deadline: u64, wake: u64) -> Wakeup {
     }
 }
 
-fn bare_metal() -> Machine {
+pub(crate) fn bare_metal() -> Machine {
     Machine {
         on_vm: false,
         preempt_model: "voluntary".into(),
@@ -200,7 +207,7 @@ fn a_wake_up_outside_the_trace_is_unknown_never_hidden() {
 
 /// The VM scenario of the test above: the timer interrupt comes 2 ms late
 /// with no event in the guest on CPU 1 between deadline and wake-up.
-fn a_silent_gap(d: u64) -> (Vec<Event>, Wakeup) {
+pub(crate) fn a_silent_gap(d: u64) -> (Vec<Event>, Wakeup) {
     let events = vec![
         switch(10_000, TID, "measured", 19, 0, 120),
         ev(d + 2_000_100, EventKind::LocalTimer),

@@ -6,6 +6,7 @@
 static ALLOC: assert_no_alloc::AllocDisabler = assert_no_alloc::AllocDisabler;
 
 mod billing;
+mod breakdown;
 mod clockread;
 mod cyclic;
 mod doctor;

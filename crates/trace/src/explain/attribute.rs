@@ -17,6 +17,7 @@
 //! waking ([`Category::IdleExit`]) or interrupts were off
 //! ([`Category::IrqsOff`]). The largest part is the cause.
 
+use super::breakdown::{self, Context, Facts, Segment, Share};
 use crate::raw::{softirq_name, switch_prios, Event, EventKind, IDLE_EXIT};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -173,6 +174,19 @@ pub struct Cause {
     pub detail: String,
     /// Every context, largest first.
     pub parts: Vec<Part>,
+    /// The lateness split into parts that add up to it exactly, largest
+    /// first ([`super::breakdown`]): timer delay, interrupts, softirqs,
+    /// tasks (with pid, process, policy, priority), a non-preemptible
+    /// stretch, idle exit, the vCPU not running, the thread's own work,
+    /// and the remainder, named. A wake-up without a cause has one
+    /// remainder part saying why.
+    pub breakdown: Vec<Share>,
+    /// Deadline → the thread's timer fired (the first local timer
+    /// interrupt after the deadline, or its wake-up), ns: rtla's "IRQ
+    /// latency"; the rest of the lateness is the thread's. Absent when the
+    /// trace shows no timer interrupt in the span.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timer_fired_ns: Option<u64>,
     /// Events the kernel lost on this wake-up's CPU in the span its
     /// attribution reads (then the cause is [`Category::Unknown`], named
     /// [`TRACE_LOST`]: a hole in the trace looks like "nothing ran", so no
@@ -341,9 +355,11 @@ pub fn attribute(tl: &Timeline, w: &Wakeup, m: &Machine) -> Cause {
         category: Category::Unknown,
         name: String::new(),
         ns: wk - d,
+        breakdown: rest_only(wk - d, "not in the trace"),
         detail,
         parts: Vec::new(),
         lost_events: None,
+        timer_fired_ns: None,
     };
     let from = match tl.span(w.cpu, d, wk) {
         Ok(f) => f,
@@ -403,6 +419,8 @@ pub fn attribute(tl: &Timeline, w: &Wakeup, m: &Machine) -> Cause {
             ),
             parts: Vec::new(),
             lost_events: Some(lost),
+            breakdown: rest_only(wk - d, TRACE_LOST),
+            timer_fired_ns: None,
         };
     }
     let end = ev.partition_point(|e| e.time_ns <= wk);
@@ -437,9 +455,11 @@ pub fn attribute(tl: &Timeline, w: &Wakeup, m: &Machine) -> Cause {
     let mut acc: HashMap<(Category, Ctx), u64> = HashMap::new();
     let mut slack_left = w.slack_ns;
     let mut idle_mark = 0u64;
+    let mut segments: Vec<Segment> = Vec::new();
     let mut t = d;
     for (i, e) in ev[start..end].iter().enumerate() {
         let now = e.time_ns.clamp(d, wk);
+        let mut segment_now = false;
         if now > t {
             let ctx = stack.last().copied().unwrap_or(task);
             charge(
@@ -454,6 +474,8 @@ pub fn attribute(tl: &Timeline, w: &Wakeup, m: &Machine) -> Cause {
                 &mut slack_left,
                 running_at_d,
             );
+            segments.push(segment(t, now, ctx, idle));
+            segment_now = true;
             t = now;
         }
         // A task seen on the CPU while the sweep believed it idle was
@@ -472,6 +494,14 @@ pub fn attribute(tl: &Timeline, w: &Wakeup, m: &Machine) -> Cause {
                 let prio = tl.prios.get(&seen).copied().unwrap_or(120);
                 *acc.entry((Category::Task, Ctx::Task(seen, prio)))
                     .or_default() += moved;
+            }
+            // The same for the breakdown: the stretch since the last
+            // record was that task's.
+            if let Some(s) = segments.last_mut().filter(|_| segment_now) {
+                if matches!(s.ctx, Context::Task(0, _)) {
+                    let prio = tl.prios.get(&seen).copied().unwrap_or(120);
+                    (s.ctx, s.idle) = (Context::Task(seen, prio), false);
+                }
             }
         }
         match e.kind {
@@ -512,6 +542,7 @@ pub fn attribute(tl: &Timeline, w: &Wakeup, m: &Machine) -> Cause {
     }
     if wk > t {
         let ctx = stack.last().copied().unwrap_or(task);
+        segments.push(segment(t, wk, ctx, idle));
         charge(
             &mut acc,
             ctx,
@@ -542,6 +573,17 @@ pub fn attribute(tl: &Timeline, w: &Wakeup, m: &Machine) -> Cause {
             }
         }
     }
+    let facts = Facts {
+        tid: w.tid,
+        fired,
+        running_at_d,
+        own_prio: own_prio.or_else(|| tl.prios.get(&w.tid).copied()),
+        slack_ns: w.slack_ns,
+        faults: faults as u64,
+        on_vm: m.on_vm,
+        idle_exit_max_ns: m.idle_exit_max_ns,
+    };
+    let shares = breakdown::split(&segments, &facts, &|p| tl.comm(p));
     let mut parts: Vec<Part> = acc
         .into_iter()
         .map(|((cat, ctx), ns)| part(tl, cat, ctx, ns, faults))
@@ -577,7 +619,26 @@ pub fn attribute(tl: &Timeline, w: &Wakeup, m: &Machine) -> Cause {
         detail,
         parts,
         lost_events: None,
+        breakdown: shares,
+        timer_fired_ns: fired.map(|f| f.saturating_sub(d)),
     }
+}
+
+/// A breakdown that is all remainder: `what` (the trace does not say).
+fn rest_only(ns: u64, what: &str) -> Vec<Share> {
+    vec![Share::remainder(ns, what)]
+}
+
+/// The breakdown's view of a context.
+fn segment(a: u64, b: u64, ctx: Ctx, idle: bool) -> Segment {
+    let ctx = match ctx {
+        Ctx::Irq(name, irq) => Context::IrqNamed(name, irq),
+        Ctx::LocalTimer => Context::Irq("local timer"),
+        Ctx::Softirq(v) => Context::Softirq(softirq_name(v)),
+        Ctx::Task(p, pr) => Context::Task(p, pr),
+        Ctx::Unknown => Context::Unknown,
+    };
+    Segment { a, b, ctx, idle }
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -32,9 +32,11 @@
 
 pub mod advice;
 pub mod attribute;
+pub mod breakdown;
 pub mod window;
 
 pub use attribute::{Category, Cause, Machine, Part, Timeline, Wakeup};
+pub use breakdown::{Kind, Share};
 pub use window::{Flags, Keeper, Window};
 
 use crate::error::{Error, ErrorKind, Result};
@@ -842,6 +844,9 @@ pub struct Explanation {
     pub outliers: Vec<Outlier>,
     /// Outliers by cause, most first.
     pub by_cause: Vec<CauseCount>,
+    /// The tasks of the outliers' breakdowns grouped by process (thread
+    /// group), most time first ([`breakdown::by_process`]).
+    pub by_process: Vec<breakdown::ProcessCount>,
     /// Deadlines missed in the run.
     pub missed: u64,
     /// Of those, in outliers with a cause other than `unknown`.
@@ -857,6 +862,36 @@ pub struct Explanation {
     pub losses: Vec<crate::loss::Loss>,
     /// How the capture was set up: CPUs, buffer size, measured rate, filters.
     pub capture: CaptureSetup,
+}
+
+/// What `/proc` says of task `pid` now (its comm, thread group, the
+/// group leader's comm, its policy); `None` once it is gone.
+pub fn proc_task_info(pid: i32) -> Option<breakdown::TaskInfo> {
+    let read = |p: String| std::fs::read_to_string(p).ok();
+    let comm = read(format!("/proc/{pid}/comm"))?.trim().to_string();
+    let status = read(format!("/proc/{pid}/status"))?;
+    let tgid = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))
+        .and_then(|v| v.trim().parse::<i32>().ok())?;
+    let stat = read(format!("/proc/{pid}/stat"))?;
+    // Fields after the comm's closing parenthesis start at field 3
+    // (state); the policy is field 41.
+    let policy = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(41 - 3))
+        .and_then(|v| v.parse::<u32>().ok())?;
+    let process = if tgid == pid {
+        comm.clone()
+    } else {
+        read(format!("/proc/{tgid}/comm")).map_or_else(|| comm.clone(), |c| c.trim().to_string())
+    };
+    Some(breakdown::TaskInfo {
+        comm,
+        tgid,
+        process,
+        policy,
+    })
 }
 
 /// The machine this runs on.
@@ -950,6 +985,16 @@ pub fn explain(rec: Recorded, targets: &[Target], machine: &Machine) -> Explanat
         });
     }
     outliers.sort_by_key(|o| std::cmp::Reverse(o.latency_ns));
+    let mut seen: std::collections::HashMap<i32, Option<breakdown::TaskInfo>> =
+        std::collections::HashMap::new();
+    for o in &mut outliers {
+        breakdown::fill_tasks(&mut o.cause.breakdown, &mut |pid| {
+            seen.entry(pid)
+                .or_insert_with(|| proc_task_info(pid))
+                .clone()
+        });
+    }
+    let by_process = breakdown::by_process(outliers.iter().map(|o| o.cause.breakdown.as_slice()));
     let known = |o: &&Outlier| o.cause.category != Category::Unknown;
     let missed_explained = outliers
         .iter()
@@ -979,6 +1024,7 @@ pub fn explain(rec: Recorded, targets: &[Target], machine: &Machine) -> Explanat
         drainer_lag_max_ns: rec.capture.max_age_ns,
         threads,
         by_cause: by_cause(&outliers),
+        by_process,
         outliers,
         missed,
         missed_explained,
@@ -1106,7 +1152,7 @@ impl Explanation {
                 None => cause_words(o.cause.category, &o.cause.name),
             },
             ns: o.cause.ns,
-            detail: o.cause.detail.clone(),
+            detail: with_parts(&o.cause),
         })
     }
 
@@ -1154,6 +1200,24 @@ impl Explanation {
             self.lost
         )
     }
+}
+
+/// Parts of a breakdown shown per outlier in a report.
+pub const PARTS_SHOWN: usize = 3;
+
+/// A cause's sentence followed by its largest parts (at most
+/// [`PARTS_SHOWN`]) when the lateness has more than one: `ft-hog … ran
+/// 2.9 ms … (parts: task ft-hog (pid 42, …) 2.9 ms; interrupt local timer
+/// 3 µs; timer delay 2 µs)`.
+pub fn with_parts(c: &Cause) -> String {
+    if c.breakdown.len() < 2 {
+        return c.detail.clone();
+    }
+    format!(
+        "{} (parts: {})",
+        c.detail,
+        breakdown::largest_words(&c.breakdown, PARTS_SHOWN)
+    )
 }
 
 /// Causes shown by name in a summary line; the rest are counted together.
