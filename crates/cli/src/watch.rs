@@ -34,6 +34,8 @@ enum WatchCommand {
     Check(CheckArgs),
     /// Write a systemd unit that runs `firmtime watch` with the flags given, and say how to enable it.
     Install(InstallArgs),
+    /// One stored wake-up's whole cause record, by the id a report, `watch check` or the metrics' exemplar gives.
+    Show(ShowArgs),
 }
 
 /// The default database: /var/lib/firmtime/watch.db for root, else
@@ -124,9 +126,12 @@ fn percent(s: &str) -> Result<f64, String> {
 /// `firmtime watch report`
 #[derive(Debug, Args)]
 struct ReportArgs {
-    /// The period: the last D (e.g. 24h, 7d).
-    #[arg(long, value_name = "D", default_value = "24h", value_parser = long_duration)]
-    since: Duration,
+    /// The period: the last D (e.g. 24h, 7d; default 24h). With --at, the D around that time (default 10min).
+    #[arg(long, value_name = "D", value_parser = long_duration)]
+    since: Option<Duration>,
+    /// Report the stored intervals around TIME (a spike's, as Grafana's link gives it): RFC 3339 in UTC (2026-11-27T10:01:02Z) or Unix seconds (or milliseconds).
+    #[arg(long, value_name = "TIME", value_parser = report::parse_time)]
+    at: Option<i64>,
     /// The database file (as for `watch`).
     #[arg(long, value_name = "PATH")]
     db: Option<PathBuf>,
@@ -159,6 +164,21 @@ struct CheckArgs {
     json: Option<PathBuf>,
 }
 
+/// `firmtime watch show`
+#[derive(Debug, Args)]
+struct ShowArgs {
+    /// The wake-up's id (the `id` column of a report's worst wake-ups, the `wakeup_id` of an exemplar).
+    #[arg(value_name = "ID")]
+    id: i64,
+    /// The database file (as for `watch`).
+    #[arg(long, value_name = "PATH")]
+    db: Option<PathBuf>,
+    /// Print the record as JSON to PATH instead (`-` or no value: stdout). A file is replaced
+    /// atomically, a device or FIFO written into, a symbolic link refused.
+    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "-")]
+    json: Option<PathBuf>,
+}
+
 /// `firmtime watch install`
 #[derive(Debug, Args)]
 struct InstallArgs {
@@ -180,6 +200,7 @@ pub fn run(a: WatchArgs) -> anyhow::Result<Outcome> {
         Some(WatchCommand::Report(r)) => report_cmd(r),
         Some(WatchCommand::Check(c)) => check_cmd(c),
         Some(WatchCommand::Install(i)) => install_cmd(i),
+        Some(WatchCommand::Show(s)) => show_cmd(s),
     }
 }
 
@@ -240,11 +261,11 @@ fn interval_line(rows: &[firmtime_watch::store::CpuInterval]) -> String {
             .wakeups
             .first()
             .and_then(|w| {
-                let c = firmtime_trace::explain::Category::from_key(w.category.as_deref()?)?;
-                Some(format!(
-                    ", worst: {}",
-                    firmtime_trace::explain::cause_words(c, w.name.as_deref().unwrap_or(""))
-                ))
+                let words = w.cause_words()?;
+                Some(match w.id {
+                    Some(id) => format!(", worst: {words} (wake-up {id})"),
+                    None => format!(", worst: {words}"),
+                })
             })
             .unwrap_or_default();
         let wall = r.end_unix_ns - r.start_unix_ns;
@@ -351,8 +372,19 @@ fn open_db(db: Option<PathBuf>) -> anyhow::Result<(PathBuf, Store)> {
 
 fn report_cmd(a: ReportArgs) -> anyhow::Result<Outcome> {
     args::check_output_dir("--out", &a.out)?;
+    // A link planted at one of the names is refused before anything is read or written.
+    for name in report::OUTPUT_FILES {
+        args::check_output_file("--out", &a.out.join(name))?;
+    }
     let (db, store) = open_db(a.db)?;
-    let p = Period::read(&store, nanos(a.since), now_unix_ns())?;
+    let p = match a.at {
+        Some(at) => Period::read_at(&store, at, a.since.map_or(600_000_000_000, nanos))?,
+        None => Period::read(
+            &store,
+            a.since.map_or(86_400_000_000_000, nanos),
+            now_unix_ns(),
+        )?,
+    };
     let max = nanos(a.max_latency) as i64;
     let w = report::write(&p, &db, &a.out, max)?;
     let (_, line) = report::verdict(&p, max, 0);
@@ -361,6 +393,115 @@ fn report_cmd(a: ReportArgs) -> anyhow::Result<Outcome> {
         eprintln!("watch report: plot not drawn: {e}");
     }
     println!("Report: {}", w.markdown.display());
+    Ok(Outcome::Ok)
+}
+
+/// The human form of a stored wake-up's record (`watch show`).
+pub fn show_text(r: &firmtime_watch::store::WakeupRecord) -> String {
+    use std::fmt::Write as _;
+    let w = &r.wakeup;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "wake-up {} on CPU {}: deadline {} ({}), {} late, {} deadline{} missed",
+        w.id.unwrap_or(0),
+        r.cpu,
+        report::utc(w.deadline_unix_ns),
+        firmtime_rt::system::rfc3339_utc(
+            UNIX_EPOCH + Duration::from_nanos(w.deadline_unix_ns.max(0) as u64)
+        ),
+        report::fmt_ns(w.latency_ns),
+        w.missed,
+        if w.missed == 1 { "" } else { "s" }
+    );
+    match w.cause_words() {
+        Some(words) => {
+            let _ = writeln!(
+                s,
+                "cause: {words}{}",
+                w.cause_ns.map_or(String::new(), |n| format!(
+                    ", {} charged to it",
+                    report::fmt_ns(n as i64)
+                ))
+            );
+        }
+        None => {
+            let _ = writeln!(s, "cause: none recorded (the explaining trace did not run)");
+        }
+    }
+    if let Some(d) = &w.detail {
+        let _ = writeln!(s, "  {d}");
+    }
+    if !w.parts.is_empty() {
+        let _ = writeln!(s, "parts of its lateness, largest first:");
+        for p in &w.parts {
+            let who = match (p.pid, p.prio) {
+                (Some(pid), Some(prio)) => format!(" (pid {pid}, priority {prio})"),
+                (Some(pid), None) => format!(" (pid {pid})"),
+                _ => String::new(),
+            };
+            let words = firmtime_trace::explain::Category::from_key(&p.category).map_or_else(
+                || format!("{} {}", p.category, p.name),
+                |c| firmtime_trace::explain::cause_words(c, &p.name),
+            );
+            let _ = writeln!(s, "  {}: {words}{who}", report::fmt_ns(p.ns as i64));
+        }
+    }
+    if let Some(n) = w.lost_events {
+        let _ = writeln!(
+            s,
+            "the kernel lost {n} trace events in the span this wake-up's attribution reads: no cause is given rather than a guess"
+        );
+    }
+    let row = if r.resolution_ns == firmtime_watch::store::RAW {
+        format!("interval {} of run {}", r.seq, r.run_id)
+    } else {
+        format!(
+            "a roll-up per {} (it kept this wake-up among its worst)",
+            report::resolution_word(r.resolution_ns)
+        )
+    };
+    let f = |v: Option<i64>| v.map_or("-".into(), report::fmt_ns);
+    let _ = writeln!(
+        s,
+        "in {row}, {} to {}: {} wake-ups, {} missed, p99.9 {}, max {}{}",
+        report::utc(r.interval_start_unix_ns),
+        report::utc(r.interval_end_unix_ns),
+        r.interval_count,
+        r.interval_missed,
+        f(r.interval_p999_ns),
+        f(r.interval_max_ns),
+        r.interval_trace_lost_events
+            .map_or(String::new(), |n| format!(", trace lost {n} events"))
+    );
+    let _ = writeln!(
+        s,
+        "around it: firmtime watch report --at {}",
+        firmtime_rt::system::rfc3339_utc(
+            UNIX_EPOCH + Duration::from_nanos(w.deadline_unix_ns.max(0) as u64)
+        )
+    );
+    s
+}
+
+/// `watch show ID`: exit 0 with the record, 2 when there is no such wake-up.
+fn show_cmd(a: ShowArgs) -> anyhow::Result<Outcome> {
+    if let Some(p) = &a.json {
+        args::check_output_file("--json", p)?;
+    }
+    let (db, store) = open_db(a.db)?;
+    let Some(r) = store.wakeup(a.id)? else {
+        return Err(UsageError(format!(
+            "no wake-up {} in {} (ids come from `watch report`'s worst wake-ups and the metrics' exemplars; a wake-up not among the worst kept by a roll-up is gone)",
+            a.id,
+            db.display()
+        ))
+        .into());
+    };
+    match &a.json {
+        Some(path) => args::write_json(path, &r)?,
+        None => print!("{}", show_text(&r)),
+    }
     Ok(Outcome::Ok)
 }
 

@@ -260,6 +260,7 @@ fn fake_row(seq: u64, end_unix_ns: i64, max_ns: i64, missed: u64) -> CpuInterval
         histogram: vec![(5_000, 60_000 - missed - 1), (max_ns, 1)],
         wakeups: vec![],
         watch_cpu_ns: None,
+        trace_lost_events: None,
     }
 }
 

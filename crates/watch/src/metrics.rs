@@ -62,6 +62,24 @@ pub struct CpuTotals {
     pub hist: Option<Hist>,
     /// The last interval's max latency, ns.
     pub last_max_ns: i64,
+    /// Events the explaining trace lost on this CPU (rows that recorded it).
+    pub trace_lost_events: u64,
+    /// The worst stored wake-up of the last interval: the latency
+    /// histogram's exemplar (`None` before one is stored).
+    pub worst: Option<WorstWakeup>,
+}
+
+/// The worst wake-up of an interval as an OpenMetrics exemplar on the
+/// latency histogram: its database id (`firmtime watch show ID`), its
+/// latency and when its deadline was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorstWakeup {
+    /// Its row id in the database.
+    pub id: i64,
+    /// Its latency, ns.
+    pub latency_ns: i64,
+    /// Its deadline, Unix ns.
+    pub deadline_unix_ns: i64,
 }
 
 /// Everything `watch` exposes.
@@ -87,6 +105,19 @@ impl Totals {
         t.watch_cpu_ns += row.watch_cpu_ns.unwrap_or(0);
         t.intervals += 1;
         t.last_max_ns = row.max_ns.unwrap_or(0);
+        t.trace_lost_events += row.trace_lost_events.unwrap_or(0);
+        if let Some(w) = row
+            .wakeups
+            .iter()
+            .filter(|w| w.id.is_some())
+            .max_by_key(|w| (w.latency_ns, w.deadline_unix_ns))
+        {
+            t.worst = w.id.map(|id| WorstWakeup {
+                id,
+                latency_ns: w.latency_ns,
+                deadline_unix_ns: w.deadline_unix_ns,
+            });
+        }
         t.hist
             .get_or_insert_with(Hist::new)
             .add_sparse(&row.histogram);
@@ -165,7 +196,7 @@ impl prometheus_client::collector::Collector for WatchCollector {
                 f.encode_histogram::<()>(c.sum_ns as f64 / 1e9, h.total(), &buckets, None)?;
             }
         }
-        let counters: [(&str, &str, Getter); 4] = [
+        let counters: [(&str, &str, Getter); 5] = [
             ("firmtime_watch_wakeups", "Wake-ups measured", |c| {
                 c.count as f64
             }),
@@ -183,6 +214,11 @@ impl prometheus_client::collector::Collector for WatchCollector {
                 "firmtime_watch_self_cpu_seconds",
                 "CPU time firmtime watch itself used, charged to the watched CPU (its measuring thread plus an equal share of the rest)",
                 |c| c.watch_cpu_ns as f64 / 1e9,
+            ),
+            (
+                "firmtime_watch_trace_lost_events",
+                "Events the kernel lost from the explaining trace of the CPU (ring buffer overrun); a late wake-up whose span lost events has the cause unknown (trace lost events)",
+                |c| c.trace_lost_events as f64,
             ),
         ];
         for (name, help, get) in counters {
@@ -248,15 +284,73 @@ impl WatchCollector {
         Self { totals }
     }
 
-    /// The OpenMetrics text of `totals` (ends with `# EOF`).
+    /// The OpenMetrics text of `totals` (ends with `# EOF`), each CPU's
+    /// latency histogram with the exemplar of its last interval's worst
+    /// wake-up ([`with_exemplars`]).
     pub fn render(totals: &Arc<Mutex<Totals>>) -> String {
+        let worst: BTreeMap<usize, WorstWakeup> = lock(totals)
+            .cpus
+            .iter()
+            .filter_map(|(&c, t)| Some((c, t.worst?)))
+            .collect();
         let mut reg = prometheus_client::registry::Registry::default();
         reg.register_collector(Box::new(WatchCollector::new(Arc::clone(totals))));
         let mut s = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut s, &reg);
-        s
+        with_exemplars(&s, &worst)
     }
+}
+
+/// The exemplar label naming a wake-up's database id.
+pub const EXEMPLAR_LABEL: &str = "wakeup_id";
+
+/// The upper edge (`le`) of the histogram bucket that holds `latency_ns`,
+/// as an index into [`BUCKET_EDGES_NS`] (its length: `+Inf`).
+pub fn bucket_of(latency_ns: i64) -> usize {
+    BUCKET_EDGES_NS
+        .iter()
+        .position(|&e| latency_ns <= e)
+        .unwrap_or(BUCKET_EDGES_NS.len())
+}
+
+/// Adds to the OpenMetrics text `om` each CPU's exemplar: on the line of
+/// `firmtime_watch_latency_seconds_bucket` of that CPU whose bucket holds
+/// the worst wake-up's latency, ` # {wakeup_id="ID"} LATENCY_S DEADLINE_S`
+/// (OpenMetrics 1.0: the exemplar's value lies in its bucket; its
+/// timestamp is the deadline). prometheus-client 0.22 cannot build an
+/// exemplar from outside, so it is added to its text (pure: unit-tested).
+pub fn with_exemplars(om: &str, worst: &BTreeMap<usize, WorstWakeup>) -> String {
+    if worst.is_empty() {
+        return om.to_string();
+    }
+    let mut out = String::with_capacity(om.len() + 64 * worst.len());
+    // The k-th bucket line of a CPU is its k-th edge (then +Inf).
+    let mut seen: BTreeMap<usize, usize> = BTreeMap::new();
+    for l in om.lines() {
+        out.push_str(l);
+        if let Some(rest) = l.strip_prefix("firmtime_watch_latency_seconds_bucket{") {
+            let cpu = rest
+                .split(',')
+                .find_map(|kv| kv.strip_prefix("cpu=\""))
+                .and_then(|v| v.split('"').next())
+                .and_then(|v| v.parse::<usize>().ok());
+            if let Some(cpu) = cpu {
+                let k = seen.entry(cpu).or_insert(0);
+                if let Some(w) = worst.get(&cpu).filter(|w| bucket_of(w.latency_ns) == *k) {
+                    out.push_str(&format!(
+                        " # {{{EXEMPLAR_LABEL}=\"{}\"}} {} {}",
+                        w.id,
+                        w.latency_ns as f64 / 1e9,
+                        w.deadline_unix_ns as f64 / 1e9
+                    ));
+                }
+                *k += 1;
+            }
+        }
+        out.push('\n');
+    }
+    out
 }
 
 /// Largest request head read, bytes.
@@ -380,6 +474,11 @@ pub fn to_prometheus_text(openmetrics: &str) -> String {
         if l == "# EOF" {
             continue;
         }
+        // The text format has no exemplars.
+        let l = match l.split_once(" # {") {
+            Some((sample, _)) if !l.starts_with('#') => sample,
+            _ => l,
+        };
         let renamed = ["# HELP ", "# TYPE "].iter().find_map(|p| {
             let rest = l.strip_prefix(p)?;
             let (name, tail) = rest.split_once(' ')?;

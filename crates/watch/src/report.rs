@@ -77,7 +77,107 @@ pub struct CpuLine {
     /// Time spanned by the rows that recorded `watch_cpu_ns`, ns.
     #[serde(skip)]
     watch_cpu_span_ns: i64,
+    /// Events the explaining trace lost on this CPU (rows that recorded
+    /// it; `None`: none did — no trace, or rows older than schema 4).
+    pub trace_lost_events: Option<u64>,
 }
+
+/// One of the period's worst kept wake-ups, with its id for `firmtime
+/// watch show ID`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WorstLine {
+    /// Its row id in the database.
+    pub id: Option<i64>,
+    /// The CPU.
+    pub cpu: usize,
+    /// Its deadline, Unix ns.
+    pub deadline_unix_ns: i64,
+    /// How late, ns.
+    pub latency_ns: i64,
+    /// Deadlines missed in it.
+    pub missed: u64,
+    /// Its cause in words (`None`: no trace ran).
+    pub cause: Option<String>,
+}
+
+/// The files `watch report` writes into its `--out` directory.
+pub const OUTPUT_FILES: [&str; 4] = [
+    "report.md",
+    "report.json",
+    "latency-over-time.png",
+    "histogram.png",
+];
+
+/// A time as `watch report --at` and Grafana's links give it: RFC 3339 in
+/// UTC (`2026-11-27T10:01:02Z`, fractions allowed, `+00:00` too), this
+/// report's own `2026-11-27 10:01:02.5 UTC`, or a Unix time in seconds
+/// (`1795000000`, `@1795000000.5`) or milliseconds (13 digits and more, as
+/// Grafana's `${__value.time}`). Returns Unix ns.
+///
+/// # Errors
+/// A message naming the forms accepted.
+pub fn parse_time(text: &str) -> std::result::Result<i64, String> {
+    let t = text.trim();
+    let bad = || {
+        format!(
+            "'{text}' is not a time: give RFC 3339 in UTC (2026-11-27T10:01:02Z) or Unix seconds (1795000000)"
+        )
+    };
+    let unix = t.strip_prefix('@').unwrap_or(t);
+    if !unix.is_empty() && unix.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        let v: f64 = unix.parse().map_err(|_| bad())?;
+        let int_digits = unix.split('.').next().unwrap_or("").len();
+        let ns = if int_digits >= 13 { v * 1e6 } else { v * 1e9 };
+        if !(0.0..9.2e18).contains(&ns) {
+            return Err(bad());
+        }
+        return Ok(ns.round() as i64);
+    }
+    let t = t
+        .strip_suffix(" UTC")
+        .or_else(|| t.strip_suffix('Z'))
+        .or_else(|| t.strip_suffix("+00:00"))
+        .ok_or_else(bad)?;
+    let (date, time) = t.split_once(['T', ' ']).ok_or_else(bad)?;
+    let num = |s: &str| s.parse::<i64>().map_err(|_| bad());
+    let d: Vec<&str> = date.split('-').collect();
+    let [y, mo, da] = d[..] else {
+        return Err(bad());
+    };
+    let (y, mo, da) = (num(y)?, num(mo)?, num(da)?);
+    let (hms, frac) = time.split_once('.').unwrap_or((time, ""));
+    let h: Vec<&str> = hms.split(':').collect();
+    let [hh, mi, ss] = h[..] else {
+        return Err(bad());
+    };
+    let (hh, mi, ss) = (num(hh)?, num(mi)?, num(ss)?);
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&da) || hh > 23 || mi > 59 || ss > 60 {
+        return Err(bad());
+    }
+    if !frac.bytes().all(|b| b.is_ascii_digit()) || frac.len() > 9 {
+        return Err(bad());
+    }
+    let frac_ns = if frac.is_empty() {
+        0
+    } else {
+        num(frac)? * 10i64.pow(9 - frac.len() as u32)
+    };
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let (yy, m) = if mo <= 2 {
+        (y - 1, mo + 9)
+    } else {
+        (y, mo - 3)
+    };
+    let era = yy.div_euclid(400);
+    let yoe = yy - era * 400;
+    let doy = (153 * m + 2) / 5 + da - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Ok(((days * 86_400 + hh * 3600 + mi * 60 + ss) * 1_000_000_000) + frac_ns)
+}
+
+/// Worst wake-ups a report lists.
+pub const WORST_LISTED: usize = 10;
 
 /// One point of the latency-over-time plot: an interval (all CPUs).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -141,6 +241,10 @@ pub struct Period {
     /// Where the daily p99.9 or miss rate shifted, and what changed with
     /// it ([`crate::change`]), oldest first.
     pub changes: Vec<crate::change::ChangePoint>,
+    /// Events the explaining trace lost, all CPUs (`None`: no row recorded it).
+    pub trace_lost_events: Option<u64>,
+    /// The [`WORST_LISTED`] worst kept wake-ups, latest first, with their ids.
+    pub worst: Vec<WorstLine>,
 }
 
 /// A stretch of the period stored at one resolution.
@@ -193,6 +297,7 @@ impl Period {
         let mut spans: Vec<(i64, i64)> = Vec::new();
         let mut intervals = 0;
         let mut resolutions: Vec<ResolutionSpan> = Vec::new();
+        let mut worst: Vec<((i64, i64), usize, &'a crate::store::Wakeup)> = Vec::new();
         for s in rows {
             let r = &s.interval;
             count += r.count;
@@ -239,6 +344,7 @@ impl Period {
                         watch_cpu_ns: 0,
                         watch_cpu_percent: None,
                         watch_cpu_span_ns: 0,
+                        trace_lost_events: None,
                     },
                 )
             });
@@ -252,6 +358,19 @@ impl Period {
                 e.1.watch_cpu_span_ns += (r.end_unix_ns - r.start_unix_ns).max(0);
             }
             e.1.max_ns = e.1.max_ns.max(r.max_ns);
+            if let Some(n) = r.trace_lost_events {
+                e.1.trace_lost_events = Some(e.1.trace_lost_events.unwrap_or(0) + n);
+            }
+            for w in &r.wakeups {
+                let key = (w.latency_ns, w.deadline_unix_ns);
+                if worst.len() < WORST_LISTED {
+                    worst.push((key, r.cpu, w));
+                } else if let Some(m) = worst.iter_mut().min_by_key(|x| x.0) {
+                    if key > m.0 {
+                        *m = (key, r.cpu, w);
+                    }
+                }
+            }
             if let Some(m) = r.max_ns {
                 let tp = times.entry(r.start_unix_ns).or_insert(TimePoint {
                     start_unix_ns: r.start_unix_ns,
@@ -267,14 +386,7 @@ impl Period {
                 if max.as_ref().map_or(true, |(x, _, _)| m > *x) {
                     let w = r.wakeups.iter().find(|w| w.latency_ns == m);
                     let at = w.map_or(r.start_unix_ns, |w| w.deadline_unix_ns);
-                    let cause = w.and_then(|w| {
-                        let c =
-                            firmtime_trace::explain::Category::from_key(w.category.as_deref()?)?;
-                        Some(firmtime_trace::explain::cause_words(
-                            c,
-                            w.name.as_deref().unwrap_or(""),
-                        ))
-                    });
+                    let cause = w.and_then(crate::store::Wakeup::cause_words);
                     max = Some((m, at, cause));
                 }
             }
@@ -387,6 +499,22 @@ impl Period {
                 .then(b.worst_latency_ns.cmp(&a.worst_latency_ns))
         });
         let m = max.as_ref().map_or(0, |x| x.0);
+        worst.sort_by_key(|w| std::cmp::Reverse(w.0));
+        let worst = worst
+            .into_iter()
+            .map(|(_, cpu, w)| WorstLine {
+                id: w.id,
+                cpu,
+                deadline_unix_ns: w.deadline_unix_ns,
+                latency_ns: w.latency_ns,
+                missed: w.missed,
+                cause: w.cause_words(),
+            })
+            .collect();
+        let trace_lost_events = rows
+            .iter()
+            .filter_map(|s| s.interval.trace_lost_events)
+            .reduce(|a, b| a + b);
         Period {
             since_unix_ns,
             until_unix_ns,
@@ -408,7 +536,26 @@ impl Period {
             intervals,
             resolutions,
             changes,
+            trace_lost_events,
+            worst,
         }
+    }
+
+    /// Reads the period `[at − width/2, at + width/2]` from `store`: the
+    /// rows (every CPU) whose span overlaps it — the stored interval of a
+    /// spike, or the hour or day it was rolled into (`watch report --at`).
+    ///
+    /// # Errors
+    /// [`ErrorKind::Database`].
+    pub fn read_at(store: &Store, at_unix_ns: i64, width_ns: u64) -> Result<Period> {
+        let half = (width_ns / 2).min(i64::MAX as u64) as i64;
+        let (since, until) = (
+            at_unix_ns.saturating_sub(half),
+            at_unix_ns.saturating_add(half),
+        );
+        let rows = store.intervals_around(since, until)?;
+        let states = store.states_since(since)?;
+        Ok(Period::of(&rows, states, since, until))
     }
 
     /// Reads the period `[now − since, now]` from `store`.
@@ -660,13 +807,13 @@ pub fn markdown(p: &Period, db: &Path, plots: &[PathBuf], max_latency_ns: i64) -
     let _ = writeln!(s, "## Per CPU\n");
     let _ = writeln!(
         s,
-        "| CPU | intervals | wake-ups | missed | p99 | p99.9 | max | steal | watch itself |\n|---|---|---|---|---|---|---|---|---|"
+        "| CPU | intervals | wake-ups | missed | p99 | p99.9 | max | steal | watch itself | trace lost |\n|---|---|---|---|---|---|---|---|---|---|"
     );
     for c in &p.cpus {
         let f = |v: Option<i64>| v.map_or("-".into(), fmt_ns);
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             c.cpu,
             c.intervals,
             c.count,
@@ -676,8 +823,37 @@ pub fn markdown(p: &Period, db: &Path, plots: &[PathBuf], max_latency_ns: i64) -
             f(c.max_ns),
             fmt_ns(c.steal_ns as i64),
             c.watch_cpu_percent
-                .map_or("-".into(), |p| format!("{p:.2} % of the CPU"))
+                .map_or("-".into(), |p| format!("{p:.2} % of the CPU")),
+            c.trace_lost_events
+                .map_or("-".into(), |n| format!("{n} events"))
         );
+    }
+    if let Some(n) = p.trace_lost_events.filter(|&n| n > 0) {
+        let _ = writeln!(
+            s,
+            "\nThe kernel lost {n} events from the explaining trace in this period (ring buffer overrun): a late wake-up whose span lost events has the cause \"unknown (trace lost N events)\", never a guess."
+        );
+    }
+    let _ = writeln!(s, "\n## Worst wake-ups\n");
+    if p.worst.is_empty() {
+        let _ = writeln!(s, "No wake-up kept in this period.");
+    } else {
+        let _ = writeln!(
+            s,
+            "Each with its id: `firmtime watch show ID` prints its whole cause record.\n\n| id | CPU | deadline | late | missed | cause |\n|---|---|---|---|---|---|"
+        );
+        for w in &p.worst {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} | {} |",
+                w.id.map_or("-".into(), |i| i.to_string()),
+                w.cpu,
+                utc(w.deadline_unix_ns),
+                fmt_ns(w.latency_ns),
+                w.missed,
+                w.cause.as_deref().unwrap_or("no trace (cause unknown)")
+            );
+        }
     }
     let _ = writeln!(s, "\n## Latency over time\n");
     for pl in plots {
@@ -803,10 +979,21 @@ pub fn write(p: &Period, db: &Path, out: &Path, max_latency_ns: i64) -> Result<W
             format!("--out {}: cannot create: {e}", out.display()),
         )
     })?;
+    // Before anything is written: a symbolic link (or a directory, …)
+    // planted at one of the names is refused and left alone, and so is the
+    // whole report (none of it half-written beside it).
+    for name in OUTPUT_FILES {
+        firmtime_rt::fs::output_kind(&out.join(name)).map_err(|e| {
+            Error::new(
+                ErrorKind::InvalidInput,
+                format!("--out {}: {e}", out.display()),
+            )
+        })?;
+    }
     let mut plots = Vec::new();
     let mut plot_errors = Vec::new();
     if !p.over_time.is_empty() {
-        let path = out.join("latency-over-time.png");
+        let path = out.join(OUTPUT_FILES[2]);
         let t0 = p.over_time[0].start_unix_ns;
         let span = p.over_time[p.over_time.len() - 1].start_unix_ns - t0;
         // The x axis in the unit that suits the span.
@@ -839,7 +1026,7 @@ pub fn write(p: &Period, db: &Path, out: &Path, max_latency_ns: i64) -> Result<W
         }
     }
     if !p.histogram.is_empty() {
-        let path = out.join("histogram.png");
+        let path = out.join(OUTPUT_FILES[3]);
         let pts: Vec<(f64, f64)> = p
             .histogram
             .iter()
@@ -861,9 +1048,9 @@ pub fn write(p: &Period, db: &Path, out: &Path, max_latency_ns: i64) -> Result<W
             Err(e) => plot_errors.push(format!("{}: {}", path.display(), e.message())),
         }
     }
-    let md = out.join("report.md");
+    let md = out.join(OUTPUT_FILES[0]);
     firmtime_rt::fs::write_atomic(&md, markdown(p, db, &plots, max_latency_ns).as_bytes())?;
-    let json = out.join("report.json");
+    let json = out.join(OUTPUT_FILES[1]);
     let text = serde_json::to_string_pretty(p)
         .map_err(|e| Error::new(ErrorKind::Io, format!("report.json: {e}")))?;
     firmtime_rt::fs::write_atomic(&json, text.as_bytes())?;
@@ -913,6 +1100,7 @@ mod tests {
                 merged: 0,
                 explained: cat.is_some(),
                 watch_cpu_ns: None,
+                trace_lost_events: None,
                 histogram: h.sparse(),
                 wakeups: vec![Wakeup {
                     deadline_unix_ns: (start_s + 7) * 1_000_000_000,
@@ -921,6 +1109,7 @@ mod tests {
                     category: cat.map(str::to_string),
                     name: cat.map(|_| "kworker/0:1".to_string()),
                     cause_ns: cat.map(|_| 1000),
+                    ..crate::store::Wakeup::default()
                 }],
             },
         )

@@ -383,6 +383,49 @@ pub fn over_budget(rows: &[CpuInterval], config: &Config) -> Option<String> {
     ))
 }
 
+/// Events the kernel lost from the explaining trace on `cpu` in `[a, b]`
+/// (trace clock, ns): what a row's `trace_lost_events` stores. A loss
+/// that could not be located in time covers its CPU's whole session and
+/// so counts in every interval of it (pure: unit-tested).
+pub fn interval_lost(losses: &[firmtime_trace::loss::Loss], cpu: usize, a: u64, b: u64) -> u64 {
+    let mine: Vec<firmtime_trace::loss::Loss> = losses
+        .iter()
+        .filter(|l| usize::from(l.cpu) == cpu)
+        .copied()
+        .collect();
+    firmtime_trace::loss::lost_between(&mine, a, b)
+}
+
+/// The stored form of an explained wake-up whose deadline was
+/// `deadline_unix_ns`: its cause's category, name, time, sentence and
+/// parts, and the events the trace lost in its span (then the cause is
+/// `unknown`, `trace lost events`, never a guess) (pure: unit-tested).
+pub fn stored_cause(o: &explain::Outlier, deadline_unix_ns: i64) -> Wakeup {
+    Wakeup {
+        id: None,
+        deadline_unix_ns,
+        latency_ns: o.latency_ns,
+        missed: o.missed,
+        category: Some(o.cause.category.key().to_string()),
+        name: Some(o.cause.name.clone()),
+        cause_ns: Some(o.cause.ns),
+        lost_events: o.cause.lost_events,
+        detail: (!o.cause.detail.is_empty()).then(|| o.cause.detail.clone()),
+        parts: o
+            .cause
+            .parts
+            .iter()
+            .map(|p| crate::store::CausePart {
+                category: p.category.key().to_string(),
+                name: p.name.clone(),
+                pid: p.pid,
+                prio: p.prio,
+                ns: p.ns,
+            })
+            .collect(),
+    }
+}
+
 /// Runs the watch until `stop` is set or `--duration` is over (see the
 /// module docs). `events` is called from this (non-RT) thread.
 ///
@@ -661,6 +704,18 @@ pub fn run(
             }
             let mut causes: BTreeMap<(usize, u64), Wakeup> = BTreeMap::new();
             let mut explained: Vec<bool> = vec![false; group.len()];
+            let mut lost: Vec<Option<u64>> = vec![None; group.len()];
+            // The span of a buffer's interval, CLOCK_MONOTONIC ns: its
+            // first deadline to its end (the last wake-up of a cut-short one).
+            let span_of = |b: &Interval| {
+                let start = t0 + b.first_index * config.period_ns;
+                let end = if b.partial {
+                    b.last_wake_ns.max(start)
+                } else {
+                    t0 + (b.seq + 1 + b.merged) * config.interval_ns
+                };
+                (start, end)
+            };
             let tags: Vec<u64> = group.iter().map(|(_, b)| b.tag).collect();
             for tag in tags
                 .iter()
@@ -697,19 +752,19 @@ pub fn run(
                             .collect();
                         for tg in &targets {
                             explained[tg.thread] = true;
+                            let (a, z) = span_of(&group[tg.thread].1);
+                            lost[tg.thread] = Some(interval_lost(
+                                &rec.losses,
+                                tg.cpu,
+                                a.saturating_sub(lookback),
+                                z,
+                            ));
                         }
                         let ex = explain::explain(rec, &targets, &machine);
                         for o in &ex.outliers {
                             causes.insert(
                                 (o.thread, o.index),
-                                Wakeup {
-                                    deadline_unix_ns: unix_of(o.deadline_ns),
-                                    latency_ns: o.latency_ns,
-                                    missed: o.missed,
-                                    category: Some(o.cause.category.key().to_string()),
-                                    name: Some(o.cause.name.clone()),
-                                    cause_ns: Some(o.cause.ns),
-                                },
+                                stored_cause(o, unix_of(o.deadline_ns)),
                             );
                         }
                     }
@@ -746,18 +801,12 @@ pub fn run(
                             deadline_unix_ns: unix_of(n.deadline_ns),
                             latency_ns: n.latency_ns,
                             missed: n.missed,
-                            category: None,
-                            name: None,
-                            cause_ns: None,
+                            ..Wakeup::default()
                         })
                     })
                     .collect();
                 let start = b.first_index;
-                let end_mono = if b.partial {
-                    b.last_wake_ns.max(t0 + start * config.period_ns)
-                } else {
-                    t0 + (b.seq + 1 + b.merged) * config.interval_ns
-                };
+                let (_, end_mono) = span_of(b);
                 rows.push(CpuInterval {
                     seq: b.seq,
                     cpu: lanes[*i].cpu,
@@ -778,6 +827,7 @@ pub fn run(
                     histogram: b.hist.sparse(),
                     wakeups,
                     watch_cpu_ns: Some(b.own_cpu_ns + share),
+                    trace_lost_events: lost[k],
                 });
             }
             steal_prev = steal_now;
@@ -791,7 +841,7 @@ pub fn run(
                 }
             }
             let st: MachineState = state::read(&cpus, &preempt0, &virt);
-            match store.write_interval(run_id, unix_now_ns(), &st, &rows) {
+            match store.store_interval(run_id, unix_now_ns(), &st, &mut rows) {
                 Ok(_) => {
                     stored += 1;
                     if let Some(t) = &totals {

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// The schema version this build writes (`meta.schema_version`).
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// `resolution_ns` of a row as the writer stored it: one interval.
 pub const RAW: u64 = 0;
@@ -80,17 +80,22 @@ CREATE TABLE IF NOT EXISTS intervals(
   watch_cpu_ns INTEGER,
   resolution_ns INTEGER NOT NULL DEFAULT 0,
   source_rows INTEGER NOT NULL DEFAULT 1,
-  explained_rows INTEGER
+  explained_rows INTEGER,
+  trace_lost_events INTEGER
 );
 CREATE INDEX IF NOT EXISTS intervals_by_end ON intervals(end_unix_ns);
 CREATE TABLE IF NOT EXISTS wakeups(
+  id INTEGER PRIMARY KEY,
   interval_id INTEGER NOT NULL REFERENCES intervals(id) ON DELETE CASCADE,
   deadline_unix_ns INTEGER NOT NULL,
   latency_ns INTEGER NOT NULL,
   missed INTEGER NOT NULL,
   category TEXT,
   name TEXT,
-  cause_ns INTEGER
+  cause_ns INTEGER,
+  lost_events INTEGER,
+  detail TEXT,
+  parts TEXT
 );
 CREATE INDEX IF NOT EXISTS wakeups_by_interval ON wakeups(interval_id);
 CREATE TABLE IF NOT EXISTS causes(
@@ -146,9 +151,32 @@ pub struct MachineState {
     pub tuned_profile: String,
 }
 
+/// One part of a wake-up's lateness as the explaining trace split it
+/// (`firmtime_trace::explain::Part`): stored with the wake-up, shown by
+/// `watch show`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct CausePart {
+    /// The category key (`task`, `irq`, …).
+    pub category: String,
+    /// The task's comm, the interrupt's or softirq's name, …
+    pub name: String,
+    /// The task's pid (task, irqs off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<i32>,
+    /// The task's kernel priority (0–99 real-time, 100–139 normal).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prio: Option<i32>,
+    /// Time charged, ns.
+    pub ns: u64,
+}
+
 /// One worst wake-up, with its cause when the explaining trace ran.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct Wakeup {
+    /// Its row id in the database (`watch show ID`, the metrics' exemplar);
+    /// `None` until stored. A roll-up keeps the ids of the wake-ups it keeps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<i64>,
     /// Its deadline, Unix ns.
     pub deadline_unix_ns: i64,
     /// How late, ns.
@@ -161,6 +189,36 @@ pub struct Wakeup {
     pub name: Option<String>,
     /// Time charged to the cause, ns.
     pub cause_ns: Option<u64>,
+    /// Events the kernel lost in the span its attribution reads: then the
+    /// cause is `unknown` named `trace lost events`, never a guess
+    /// ([`Wakeup::cause_words`] says `unknown (trace lost N events)`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_events: Option<u64>,
+    /// The cause in one sentence, with figures. Stored, and read back by
+    /// [`Store::wakeup`] only (a period's rows are read without it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// The parts of its lateness, largest first. Stored, and read back by
+    /// [`Store::wakeup`] only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<CausePart>,
+}
+
+impl Wakeup {
+    /// The cause in words: `task stress`, `interrupt eth0`, `unknown
+    /// (trace lost 42 events)`; `None` without the trace.
+    pub fn cause_words(&self) -> Option<String> {
+        let cat = self.category.as_deref()?;
+        let name = self.name.as_deref().unwrap_or("");
+        if let Some(n) = self.lost_events {
+            return Some(format!("unknown (trace lost {n} events)"));
+        }
+        Some(match firmtime_trace::explain::Category::from_key(cat) {
+            Some(c) => firmtime_trace::explain::cause_words(c, name),
+            None if name.is_empty() => cat.to_string(),
+            None => format!("{cat} {name}"),
+        })
+    }
 }
 
 /// One CPU's interval, as stored.
@@ -207,6 +265,11 @@ pub struct CpuInterval {
     /// (writer, explaining trace, metrics), ns. `None` in rows stored
     /// before schema version 2.
     pub watch_cpu_ns: Option<u64>,
+    /// Events the kernel lost from the explaining trace of this CPU in the
+    /// interval (`firmtime_trace::loss::lost_between`); `None` when no
+    /// trace ran or in rows stored before schema version 4.
+    #[serde(default)]
+    pub trace_lost_events: Option<u64>,
 }
 
 /// What a run was: stored once when it starts.
@@ -403,6 +466,7 @@ pub fn merge_rows(rows: &[StoredInterval], resolution_ns: u64) -> StoredInterval
         histogram: Vec::new(),
         wakeups: Vec::new(),
         watch_cpu_ns: None,
+        trace_lost_events: None,
     };
     let (mut source_rows, mut explained_rows, mut sum) = (0, 0, 0.0);
     let mut causes: std::collections::BTreeMap<(Option<String>, Option<String>), CauseCount> =
@@ -427,6 +491,9 @@ pub fn merge_rows(rows: &[StoredInterval], resolution_ns: u64) -> StoredInterval
         out.wakeups.extend(r.wakeups.iter().cloned());
         if let Some(n) = r.watch_cpu_ns {
             out.watch_cpu_ns = Some(out.watch_cpu_ns.unwrap_or(0) + n);
+        }
+        if let Some(n) = r.trace_lost_events {
+            out.trace_lost_events = Some(out.trace_lost_events.unwrap_or(0) + n);
         }
         source_rows += s.source_rows;
         explained_rows += s.explained_rows;
@@ -486,7 +553,7 @@ fn insert_group(
     run_id: i64,
     now_unix_ns: i64,
     state: &MachineState,
-    rows: &[CpuInterval],
+    rows: &mut [CpuInterval],
 ) -> Result<i64> {
     let last: Option<(i64, MachineState)> = tx
         .query_row(
@@ -519,26 +586,38 @@ fn insert_group(
         }
     };
     for row in rows {
-        insert_row(
+        let (_, ids) = insert_row(
             tx,
             run_id,
             state_id,
             &StoredInterval::raw(0, run_id, row.clone()),
         )?;
+        for (w, id) in row.wakeups.iter_mut().zip(ids) {
+            w.id = Some(id);
+        }
     }
     Ok(state_id)
 }
 
-/// Inserts one row (an interval or a roll-up) with its wake-ups and causes.
-fn insert_row(tx: &Connection, run_id: i64, state_id: i64, s: &StoredInterval) -> Result<i64> {
+/// Inserts one row (an interval or a roll-up) with its wake-ups and causes;
+/// returns its id and its wake-ups' ids. A wake-up with an id that is
+/// stored already (a roll-up's kept wake-ups) is moved to the new row,
+/// its id, detail and parts unchanged.
+fn insert_row(
+    tx: &Connection,
+    run_id: i64,
+    state_id: i64,
+    s: &StoredInterval,
+) -> Result<(i64, Vec<i64>)> {
     let row = &s.interval;
     let hist = serde_json::to_string(&row.histogram)
         .map_err(|e| Error::new(ErrorKind::Database, format!("histogram: {e}")))?;
     let mut st = tx.prepare_cached(
         "INSERT INTO intervals(run_id, seq, cpu, start_unix_ns, end_unix_ns, period_ns, count,
             missed, min_ns, max_ns, mean_ns, p99_ns, p999_ns, steal_ns, partial, merged,
-            explained, state_id, histogram, watch_cpu_ns, resolution_ns, source_rows, explained_rows)
-         VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23)",
+            explained, state_id, histogram, watch_cpu_ns, resolution_ns, source_rows, explained_rows,
+            trace_lost_events)
+         VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24)",
     )?;
     st.execute(params![
         run_id,
@@ -563,23 +642,46 @@ fn insert_row(tx: &Connection, run_id: i64, state_id: i64, s: &StoredInterval) -
         row.watch_cpu_ns.map(|n| n.min(i64::MAX as u64) as i64),
         s.resolution_ns as i64,
         s.source_rows as i64,
-        s.explained_rows as i64
+        s.explained_rows as i64,
+        row.trace_lost_events.map(|n| n.min(i64::MAX as u64) as i64)
     ])?;
     let id = tx.last_insert_rowid();
     let mut wst = tx.prepare_cached(
-        "INSERT INTO wakeups(interval_id, deadline_unix_ns, latency_ns, missed, category, name, cause_ns)
-         VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        "INSERT INTO wakeups(id, interval_id, deadline_unix_ns, latency_ns, missed, category, name,
+            cause_ns, lost_events, detail, parts)
+         VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
     )?;
+    let mut moved = tx.prepare_cached("UPDATE wakeups SET interval_id = ?1 WHERE id = ?2")?;
+    let mut ids = Vec::with_capacity(row.wakeups.len());
     for w in &row.wakeups {
+        if let Some(wid) = w.id {
+            if moved.execute([id, wid])? == 1 {
+                ids.push(wid);
+                continue;
+            }
+        }
+        let parts = if w.parts.is_empty() {
+            None
+        } else {
+            Some(
+                serde_json::to_string(&w.parts)
+                    .map_err(|e| Error::new(ErrorKind::Database, format!("cause parts: {e}")))?,
+            )
+        };
         wst.execute(params![
+            w.id,
             id,
             w.deadline_unix_ns,
             w.latency_ns,
             w.missed as i64,
             w.category,
             w.name,
-            w.cause_ns.map(|n| n as i64)
+            w.cause_ns.map(|n| n as i64),
+            w.lost_events.map(|n| n.min(i64::MAX as u64) as i64),
+            w.detail,
+            parts
         ])?;
+        ids.push(tx.last_insert_rowid());
     }
     let mut cst = tx.prepare_cached(
         "INSERT INTO causes(interval_id, category, name, wakeups, missed, worst_latency_ns,
@@ -597,7 +699,7 @@ fn insert_row(tx: &Connection, run_id: i64, state_id: i64, s: &StoredInterval) -
             c.last_unix_ns
         ])?;
     }
-    Ok(id)
+    Ok((id, ids))
 }
 
 /// Deletes the states no row refers to (except the latest) and the
@@ -657,18 +759,68 @@ fn parse_sparse(text: &str) -> Option<Sparse> {
     }
 }
 
+/// What a reader selects for the columns a file's schema version has or
+/// lacks: a reader never migrates (it opens the file read-only), so an
+/// older file is read as the migration would make it (a missing
+/// `watch_cpu_ns` is NULL, a row without `resolution_ns` one interval as
+/// stored, a wake-up's id its rowid, which the migration keeps).
+#[derive(Debug, Clone, Copy)]
+struct Cols {
+    version: i64,
+}
+
+impl Cols {
+    const CURRENT: Cols = Cols {
+        version: SCHEMA_VERSION,
+    };
+
+    fn pick(&self, since: i64, have: &'static str, lack: &'static str) -> &'static str {
+        if self.version >= since {
+            have
+        } else {
+            lack
+        }
+    }
+
+    /// The interval columns after `histogram`, as [`read_rows`] reads them.
+    fn interval_tail(&self) -> String {
+        [
+            self.pick(2, "watch_cpu_ns", "NULL"),
+            self.pick(3, "resolution_ns", "0"),
+            self.pick(3, "source_rows", "1"),
+            self.pick(3, "COALESCE(explained_rows, explained)", "explained"),
+            self.pick(4, "trace_lost_events", "NULL"),
+        ]
+        .join(", ")
+    }
+
+    fn wakeup_id(&self) -> &'static str {
+        self.pick(4, "id", "rowid")
+    }
+
+    fn wakeup_lost(&self) -> &'static str {
+        self.pick(4, "lost_events", "NULL")
+    }
+
+    fn has_causes(&self) -> bool {
+        self.version >= 3
+    }
+}
+
 /// The rows `WHERE filter` (`params` bound), oldest first, with their
 /// wake-ups and causes.
 fn read_rows(
     conn: &Connection,
+    cols: Cols,
     filter: &str,
     params: impl rusqlite::Params + Clone,
 ) -> Result<Vec<StoredInterval>> {
     let mut st = conn.prepare(&format!(
         "SELECT id, run_id, seq, cpu, start_unix_ns, end_unix_ns, period_ns, count, missed, min_ns,
                 max_ns, mean_ns, p99_ns, p999_ns, steal_ns, partial, merged, explained, histogram,
-                watch_cpu_ns, resolution_ns, source_rows, COALESCE(explained_rows, explained)
-         FROM intervals WHERE {filter} ORDER BY start_unix_ns, cpu"
+                {}
+         FROM intervals WHERE {filter} ORDER BY start_unix_ns, cpu",
+        cols.interval_tail()
     ))?;
     let rows = st.query_map(params.clone(), |r| {
         let hist: String = r.get(18)?;
@@ -696,6 +848,7 @@ fn read_rows(
                     histogram: Vec::new(),
                     wakeups: Vec::new(),
                     watch_cpu_ns: r.get::<_, Option<i64>>(19)?.map(|n| n.max(0) as u64),
+                    trace_lost_events: r.get::<_, Option<i64>>(23)?.map(|n| n.max(0) as u64),
                 },
                 resolution_ns: r.get::<_, i64>(20)?.max(0) as u64,
                 source_rows: r.get::<_, i64>(21)?.max(0) as u64,
@@ -722,9 +875,12 @@ fn read_rows(
         out.push(s);
     }
     let mut wst = conn.prepare(&format!(
-        "SELECT interval_id, deadline_unix_ns, latency_ns, missed, category, name, cause_ns FROM wakeups
+        "SELECT interval_id, deadline_unix_ns, latency_ns, missed, category, name, cause_ns, {}, {}
+         FROM wakeups
          WHERE interval_id IN (SELECT id FROM intervals WHERE {filter})
-         ORDER BY interval_id, latency_ns DESC"
+         ORDER BY interval_id, latency_ns DESC",
+        cols.wakeup_id(),
+        cols.wakeup_lost()
     ))?;
     let ws = wst.query_map(params.clone(), |r| {
         Ok((
@@ -736,6 +892,9 @@ fn read_rows(
                 category: r.get(4)?,
                 name: r.get(5)?,
                 cause_ns: r.get::<_, Option<i64>>(6)?.map(|n| n as u64),
+                id: r.get(7)?,
+                lost_events: r.get::<_, Option<i64>>(8)?.map(|n| n.max(0) as u64),
+                ..Wakeup::default()
             },
         ))
     })?;
@@ -744,6 +903,9 @@ fn read_rows(
         if let Some(&i) = at.get(&id) {
             out[i].interval.wakeups.push(w);
         }
+    }
+    if !cols.has_causes() {
+        return Ok(out);
     }
     let mut cst = conn.prepare(&format!(
         "SELECT interval_id, category, name, wakeups, missed, worst_latency_ns, first_unix_ns,
@@ -774,6 +936,203 @@ fn read_rows(
     Ok(out)
 }
 
+/// A wake-up read back with its cause record and the row it belongs to
+/// ([`Store::wakeup`], `watch show`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WakeupRecord {
+    /// The wake-up: its id, deadline, latency, misses and cause, with the
+    /// cause's detail and parts.
+    pub wakeup: Wakeup,
+    /// The row it belongs to (an interval, or a roll-up that kept it).
+    pub interval_id: i64,
+    /// The run of that row.
+    pub run_id: i64,
+    /// The row's interval number in its run.
+    pub seq: u64,
+    /// The CPU.
+    pub cpu: usize,
+    /// The row's start, Unix ns.
+    pub interval_start_unix_ns: i64,
+    /// The row's end, Unix ns.
+    pub interval_end_unix_ns: i64,
+    /// Period of the wake-ups, ns.
+    pub period_ns: u64,
+    /// The row's resolution ([`RAW`], [`HOUR_NS`], [`DAY_NS`]).
+    pub resolution_ns: u64,
+    /// Wake-ups in the row.
+    pub interval_count: u64,
+    /// Deadlines missed in the row.
+    pub interval_missed: u64,
+    /// The row's largest latency, ns.
+    pub interval_max_ns: Option<i64>,
+    /// The row's p99.9, ns.
+    pub interval_p999_ns: Option<i64>,
+    /// Events the trace lost on this CPU in the row (`None`: no trace, or
+    /// a row stored before schema 4).
+    pub interval_trace_lost_events: Option<u64>,
+}
+
+/// A database error: the file is SQLite but not a watch database.
+fn not_watch(path: &Path, why: &str) -> Error {
+    Error::new(
+        ErrorKind::Database,
+        format!(
+            "database {}: not a firmtime watch database ({why}); give the file `firmtime watch --db` writes",
+            path.display()
+        ),
+    )
+}
+
+/// The schema version of the file `conn` has open, read without writing:
+/// `None` for a file without tables (new).
+///
+/// # Errors
+/// A file with tables but no `meta.schema_version` ([`not_watch`]); what
+/// SQLite says of a file that is not a database.
+fn schema_of(conn: &Connection, path: &Path) -> Result<Option<i64>> {
+    let table = |name: &str| -> Result<bool> {
+        let n: i64 = conn
+            .query_row(
+                "SELECT COUNT(*) FROM sqlite_master WHERE type='table' AND name LIKE ?1",
+                [name],
+                |r| r.get(0),
+            )
+            .map_err(|e| db_err(path, e))?;
+        Ok(n > 0)
+    };
+    if !table("%")? {
+        return Ok(None);
+    }
+    if !table("meta")? {
+        return Err(not_watch(path, "it has tables but no meta table"));
+    }
+    let v: Option<String> = conn
+        .query_row(
+            "SELECT value FROM meta WHERE key='schema_version'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(|e| db_err(path, e))?;
+    match v.as_deref().map(str::parse::<i64>) {
+        Some(Ok(v)) if v >= 1 => Ok(Some(v)),
+        Some(_) => Err(not_watch(path, "its meta.schema_version is not a version")),
+        None => Err(not_watch(path, "its meta table has no schema_version")),
+    }
+}
+
+/// A file written by a newer schema is refused, by name, untouched.
+fn refuse_newer(path: &Path, v: i64) -> Result<()> {
+    if v > SCHEMA_VERSION {
+        return Err(Error::new(
+            ErrorKind::Database,
+            format!(
+                "database {}: schema version {v} is newer than this firmtime's ({SCHEMA_VERSION}); use a newer firmtime",
+                path.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Migrates a file of schema `v` (1 to 3) to [`SCHEMA_VERSION`], its rows
+/// kept: version 2 added `intervals.watch_cpu_ns` (NULL in older rows);
+/// version 3 the roll-ups (a row's resolution, the intervals it stands for
+/// and how many were explained; NULL: the row's own `explained`), the
+/// `causes` table and incremental auto-vacuum; version 4 the trace's lost
+/// events per interval and per wake-up, a wake-up's id (its rowid until
+/// then, so ids stay), its cause's detail and parts.
+fn migrate(conn: &Connection, v: i64) -> rusqlite::Result<()> {
+    let mut sql = String::from("BEGIN;");
+    if v < 2 {
+        sql.push_str("ALTER TABLE intervals ADD COLUMN watch_cpu_ns INTEGER;");
+    }
+    if v < 3 {
+        sql.push_str(
+            "ALTER TABLE intervals ADD COLUMN resolution_ns INTEGER NOT NULL DEFAULT 0;
+             ALTER TABLE intervals ADD COLUMN source_rows INTEGER NOT NULL DEFAULT 1;
+             ALTER TABLE intervals ADD COLUMN explained_rows INTEGER;",
+        );
+    }
+    if v < 4 {
+        sql.push_str(
+            "ALTER TABLE intervals ADD COLUMN trace_lost_events INTEGER;
+             CREATE TABLE wakeups_v4(
+               id INTEGER PRIMARY KEY,
+               interval_id INTEGER NOT NULL REFERENCES intervals(id) ON DELETE CASCADE,
+               deadline_unix_ns INTEGER NOT NULL,
+               latency_ns INTEGER NOT NULL,
+               missed INTEGER NOT NULL,
+               category TEXT,
+               name TEXT,
+               cause_ns INTEGER,
+               lost_events INTEGER,
+               detail TEXT,
+               parts TEXT
+             );
+             INSERT INTO wakeups_v4(id, interval_id, deadline_unix_ns, latency_ns, missed, category,
+               name, cause_ns)
+               SELECT rowid, interval_id, deadline_unix_ns, latency_ns, missed, category, name, cause_ns
+               FROM wakeups;
+             DROP TABLE wakeups;
+             ALTER TABLE wakeups_v4 RENAME TO wakeups;
+             CREATE INDEX IF NOT EXISTS wakeups_by_interval ON wakeups(interval_id);",
+        );
+    }
+    sql.push_str(&format!(
+        "UPDATE meta SET value='{SCHEMA_VERSION}' WHERE key='schema_version'; COMMIT;"
+    ));
+    conn.execute_batch(&sql)?;
+    // Once: a file made before schema 3 has no incremental auto-vacuum;
+    // VACUUM turns it on (and compacts the file).
+    let av: i64 = conn.query_row("PRAGMA auto_vacuum", [], |r| r.get(0))?;
+    if av != 2 {
+        conn.execute_batch("PRAGMA auto_vacuum=INCREMENTAL; VACUUM;")?;
+    }
+    Ok(())
+}
+
+/// `path` as the path of an SQLite URI (`file:…`): what is not plainly
+/// safe percent-encoded (`?`, `#`, `%`, spaces, non-ASCII).
+fn uri_path(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let mut s = String::new();
+    for &b in path.as_os_str().as_bytes() {
+        if b.is_ascii_alphanumeric() || b"/._-~".contains(&b) {
+            s.push(b as char);
+        } else {
+            s.push_str(&format!("%{b:02X}"));
+        }
+    }
+    s
+}
+
+/// Opens `path` read-only, writing nothing: beside a running writer (its
+/// `-wal` is there) as a WAL reader; otherwise as immutable, so that no
+/// `-wal` or `-shm` file is made (a reader may not be allowed to, and
+/// must not leave them).
+fn open_read_only(path: &Path) -> Result<Connection> {
+    use rusqlite::OpenFlags;
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    let quiet = !Path::new(&wal).exists();
+    let uri = format!(
+        "file:{}?mode=ro{}",
+        uri_path(path),
+        if quiet { "&immutable=1" } else { "" }
+    );
+    let conn = Connection::open_with_flags(
+        &uri,
+        OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_URI
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|e| db_err(path, e))?;
+    conn.busy_timeout(std::time::Duration::from_secs(10))
+        .map_err(|e| db_err(path, e))?;
+    Ok(conn)
+}
+
 /// A run as listed by [`Store::runs`]: `(id, started Unix ns, ended Unix
 /// ns, end reason)`.
 pub type RunRow = (i64, i64, Option<i64>, Option<String>);
@@ -784,6 +1143,10 @@ pub struct Store {
     conn: Connection,
     /// The file, named in every error.
     path: PathBuf,
+    /// What the file's schema has (a reader reads older files as they are).
+    cols: Cols,
+    /// Opened read-only ([`Store::open_existing`]).
+    read_only: bool,
 }
 
 fn db_err(path: &Path, e: rusqlite::Error) -> Error {
@@ -794,16 +1157,22 @@ fn db_err(path: &Path, e: rusqlite::Error) -> Error {
 }
 
 impl Store {
-    /// Opens (creating if needed) the database at `path`: WAL,
-    /// `synchronous=FULL`, the schema.
+    /// Opens (creating if needed) the database at `path` for writing: WAL,
+    /// `synchronous=FULL`, the schema, an older schema migrated. The file
+    /// is looked at before anything is written: a newer schema or a file
+    /// that is not a watch database is refused and left as it was.
     ///
     /// # Errors
     /// [`ErrorKind::Database`] naming the file, also for a database written
-    /// by a newer schema.
+    /// by a newer schema or a SQLite file that is not a watch database.
     pub fn open(path: &Path) -> Result<Store> {
         let conn = Connection::open(path).map_err(|e| db_err(path, e))?;
         conn.busy_timeout(std::time::Duration::from_secs(10))
             .map_err(|e| db_err(path, e))?;
+        let found = schema_of(&conn, path)?;
+        if let Some(v) = found {
+            refuse_newer(path, v)?;
+        }
         // Before the first table exists (a no-op afterwards): freed pages
         // can be given back, so the file can shrink under --max-db-size.
         conn.execute_batch("PRAGMA auto_vacuum=INCREMENTAL")
@@ -827,15 +1196,7 @@ impl Store {
         )
         .map_err(|e| db_err(path, e))?;
         conn.execute_batch(SCHEMA).map_err(|e| db_err(path, e))?;
-        let v: Option<String> = conn
-            .query_row(
-                "SELECT value FROM meta WHERE key='schema_version'",
-                [],
-                |r| r.get(0),
-            )
-            .optional()
-            .map_err(|e| db_err(path, e))?;
-        match v.and_then(|v| v.parse::<i64>().ok()) {
+        match found {
             None => {
                 conn.execute(
                     "INSERT OR REPLACE INTO meta(key, value) VALUES('schema_version', ?1)",
@@ -843,42 +1204,7 @@ impl Store {
                 )
                 .map_err(|e| db_err(path, e))?;
             }
-            Some(v) if v > SCHEMA_VERSION => {
-                return Err(Error::new(
-                    ErrorKind::Database,
-                    format!(
-                        "database {}: schema version {v} is newer than this firmtime's ({SCHEMA_VERSION}); use a newer firmtime",
-                        path.display()
-                    ),
-                ))
-            }
-            Some(v) if v < SCHEMA_VERSION => {
-                let mut sql = String::from("BEGIN;");
-                if v < 2 {
-                    // Version 2 added intervals.watch_cpu_ns (NULL in older rows).
-                    sql.push_str("ALTER TABLE intervals ADD COLUMN watch_cpu_ns INTEGER;");
-                }
-                // Version 3 added the roll-ups: a row's resolution, the
-                // intervals it stands for and how many of them were
-                // explained (NULL: the row's own `explained`).
-                sql.push_str(
-                    "ALTER TABLE intervals ADD COLUMN resolution_ns INTEGER NOT NULL DEFAULT 0;
-                     ALTER TABLE intervals ADD COLUMN source_rows INTEGER NOT NULL DEFAULT 1;
-                     ALTER TABLE intervals ADD COLUMN explained_rows INTEGER;
-                     UPDATE meta SET value='3' WHERE key='schema_version';
-                     COMMIT;",
-                );
-                conn.execute_batch(&sql).map_err(|e| db_err(path, e))?;
-                // Once: a file made before schema 3 has no incremental
-                // auto-vacuum; VACUUM turns it on (and compacts the file).
-                let av: i64 = conn
-                    .query_row("PRAGMA auto_vacuum", [], |r| r.get(0))
-                    .map_err(|e| db_err(path, e))?;
-                if av != 2 {
-                    conn.execute_batch("PRAGMA auto_vacuum=INCREMENTAL; VACUUM;")
-                        .map_err(|e| db_err(path, e))?;
-                }
-            }
+            Some(v) if v < SCHEMA_VERSION => migrate(&conn, v).map_err(|e| db_err(path, e))?,
             Some(_) => {}
         }
         conn.execute_batch(SCHEMA_3_INDEXES)
@@ -886,6 +1212,8 @@ impl Store {
         Ok(Store {
             conn,
             path: path.to_path_buf(),
+            cols: Cols::CURRENT,
+            read_only: false,
         })
     }
 
@@ -910,11 +1238,18 @@ impl Store {
         })
     }
 
-    /// Opens an existing database for reading (`report`, `check`).
+    /// Opens an existing database for reading (`report`, `check`, `show`,
+    /// tests): read-only, so the file is left byte for byte as it was —
+    /// whoever owns it, whatever its schema. The schema version is checked
+    /// first: a newer one is refused, a file that is not a watch database
+    /// too; an older one is read as it is (not migrated: the next `watch`
+    /// on it migrates it). While a writer runs (its `-wal` file is there)
+    /// the reader shares its WAL; otherwise the file is read as immutable,
+    /// so that not even the `-wal` and `-shm` files are made.
     ///
     /// # Errors
-    /// [`ErrorKind::Database`] when the file does not exist or is not a
-    /// firmtime watch database.
+    /// [`ErrorKind::Database`] when the file does not exist, cannot be
+    /// read, or is not a firmtime watch database of this version or older.
     pub fn open_existing(path: &Path) -> Result<Store> {
         if !path.is_file() {
             return Err(Error::new(
@@ -925,14 +1260,128 @@ impl Store {
                 ),
             ));
         }
-        let s = Store::open(path)?;
+        let conn = open_read_only(path)?;
+        let v = schema_of(&conn, path)?.ok_or_else(|| not_watch(path, "it has no tables"))?;
+        refuse_newer(path, v)?;
         // A reader goes through months of rows (a report) through memory
         // maps rather than a read call per page. Not the writer: mapped
         // pages it touches would count in watch's RSS.
-        s.conn
-            .execute_batch("PRAGMA mmap_size=268435456")
+        conn.execute_batch("PRAGMA mmap_size=268435456")
             .map_err(|e| db_err(path, e))?;
-        Ok(s)
+        Ok(Store {
+            conn,
+            path: path.to_path_buf(),
+            cols: Cols { version: v },
+            read_only: true,
+        })
+    }
+
+    /// The schema version of the file as opened (a reader's may be older
+    /// than [`SCHEMA_VERSION`]).
+    pub fn schema_version(&self) -> i64 {
+        self.cols.version
+    }
+
+    /// Whether this store was opened read-only ([`Store::open_existing`]).
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// The wake-up with row id `id` and the row it belongs to, with its
+    /// full cause record (detail and parts); `None` when there is none
+    /// (never stored, or rolled up and not among the worst kept).
+    ///
+    /// # Errors
+    /// [`ErrorKind::Database`].
+    pub fn wakeup(&self, id: i64) -> Result<Option<WakeupRecord>> {
+        let c = self.cols;
+        let r = (|| -> Result<Option<WakeupRecord>> {
+            let sql = format!(
+                "SELECT w.{wid}, w.deadline_unix_ns, w.latency_ns, w.missed, w.category, w.name,
+                        w.cause_ns, {lost}, {detail}, {parts},
+                        i.id, i.run_id, i.seq, i.cpu, i.start_unix_ns, i.end_unix_ns, i.period_ns,
+                        {res}, i.count, i.missed, i.max_ns, i.p999_ns, {tl}
+                 FROM wakeups w JOIN intervals i ON i.id = w.interval_id WHERE w.{wid} = ?1",
+                wid = c.wakeup_id(),
+                lost = c.pick(4, "w.lost_events", "NULL"),
+                detail = c.pick(4, "w.detail", "NULL"),
+                parts = c.pick(4, "w.parts", "NULL"),
+                res = c.pick(3, "i.resolution_ns", "0"),
+                tl = c.pick(4, "i.trace_lost_events", "NULL"),
+            );
+            let row = self
+                .conn
+                .query_row(&sql, [id], |r| {
+                    Ok((
+                        Wakeup {
+                            id: r.get(0)?,
+                            deadline_unix_ns: r.get(1)?,
+                            latency_ns: r.get(2)?,
+                            missed: r.get::<_, i64>(3)?.max(0) as u64,
+                            category: r.get(4)?,
+                            name: r.get(5)?,
+                            cause_ns: r.get::<_, Option<i64>>(6)?.map(|n| n.max(0) as u64),
+                            lost_events: r.get::<_, Option<i64>>(7)?.map(|n| n.max(0) as u64),
+                            detail: r.get(8)?,
+                            parts: Vec::new(),
+                        },
+                        r.get::<_, Option<String>>(9)?,
+                        WakeupRecord {
+                            wakeup: Wakeup::default(),
+                            interval_id: r.get(10)?,
+                            run_id: r.get(11)?,
+                            seq: r.get::<_, i64>(12)?.max(0) as u64,
+                            cpu: r.get::<_, i64>(13)?.max(0) as usize,
+                            interval_start_unix_ns: r.get(14)?,
+                            interval_end_unix_ns: r.get(15)?,
+                            period_ns: r.get::<_, i64>(16)?.max(0) as u64,
+                            resolution_ns: r.get::<_, i64>(17)?.max(0) as u64,
+                            interval_count: r.get::<_, i64>(18)?.max(0) as u64,
+                            interval_missed: r.get::<_, i64>(19)?.max(0) as u64,
+                            interval_max_ns: r.get(20)?,
+                            interval_p999_ns: r.get(21)?,
+                            interval_trace_lost_events: r
+                                .get::<_, Option<i64>>(22)?
+                                .map(|n| n.max(0) as u64),
+                        },
+                    ))
+                })
+                .optional()?;
+            let Some((mut w, parts, mut rec)) = row else {
+                return Ok(None);
+            };
+            if let Some(p) = parts {
+                w.parts = serde_json::from_str(&p).map_err(|e| {
+                    Error::new(
+                        ErrorKind::Database,
+                        format!("wake-up {id}: cause parts do not parse: {e}"),
+                    )
+                })?;
+            }
+            rec.wakeup = w;
+            Ok(Some(rec))
+        })();
+        self.named(r)
+    }
+
+    /// Rows (at any resolution) whose span holds a moment of `[from, to]`
+    /// (Unix ns), oldest first, with their wake-ups: the stored interval
+    /// (or hour, or day) of a spike, for `watch report --at`.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Database`].
+    pub fn intervals_around(
+        &self,
+        from_unix_ns: i64,
+        to_unix_ns: i64,
+    ) -> Result<Vec<StoredInterval>> {
+        let r = read_rows(
+            &self.conn,
+            self.cols,
+            "end_unix_ns >= ?1 AND start_unix_ns <= ?2",
+            params![from_unix_ns, to_unix_ns],
+        );
+        self.named(r)
     }
 
     /// Records a run's start; returns its id.
@@ -985,6 +1434,22 @@ impl Store {
         state: &MachineState,
         rows: &[CpuInterval],
     ) -> Result<i64> {
+        self.store_interval(run_id, now_unix_ns, state, &mut rows.to_vec())
+    }
+
+    /// As [`Store::write_interval`], and sets each wake-up's
+    /// [`Wakeup::id`] to the id it was stored under (for the metrics'
+    /// exemplars and `watch show`).
+    ///
+    /// # Errors
+    /// [`ErrorKind::Database`]; nothing of the interval is stored then.
+    pub fn store_interval(
+        &mut self,
+        run_id: i64,
+        now_unix_ns: i64,
+        state: &MachineState,
+        rows: &mut [CpuInterval],
+    ) -> Result<i64> {
         let r = (|| -> Result<i64> {
             let tx = self.conn.transaction()?;
             let id = insert_group(&tx, run_id, now_unix_ns, state, rows)?;
@@ -1010,8 +1475,8 @@ impl Store {
         let r = (|| -> Result<()> {
             let tx = self.conn.transaction()?;
             for i in 0..groups {
-                let (now, state, rows) = make(i);
-                insert_group(&tx, run_id, now, &state, &rows)?;
+                let (now, state, mut rows) = make(i);
+                insert_group(&tx, run_id, now, &state, &mut rows)?;
             }
             tx.commit()?;
             Ok(())
@@ -1196,6 +1661,7 @@ impl Store {
             // (resolution_ns, start_unix_ns) then finds the bucket's rows.
             let rows = read_rows(
                 &tx,
+                Cols::CURRENT,
                 &format!(
                     "resolution_ns IN ({finer}) AND start_unix_ns >= ?4 AND start_unix_ns < ?5
                      AND cpu = ?1 AND period_ns = ?2 AND state_id = ?3"
@@ -1206,11 +1672,13 @@ impl Store {
                 continue;
             }
             let m = merge_rows(&rows, resolution_ns);
+            // The new row first: the wake-ups it keeps move to it (ids,
+            // details and parts kept), the rest go with the old rows.
+            insert_row(&tx, m.run_id, state_id, &m)?;
             for s in &rows {
                 tx.execute("DELETE FROM intervals WHERE id = ?1", [s.id])?;
             }
             merged_rows += rows.len();
-            insert_row(&tx, m.run_id, state_id, &m)?;
         }
         tx.commit()?;
         Ok(merged_rows)
@@ -1222,7 +1690,12 @@ impl Store {
     /// # Errors
     /// [`ErrorKind::Database`], or a stored histogram that does not parse.
     pub fn intervals_since(&self, since_unix_ns: i64) -> Result<Vec<StoredInterval>> {
-        let r = read_rows(&self.conn, "end_unix_ns >= ?1", params![since_unix_ns]);
+        let r = read_rows(
+            &self.conn,
+            self.cols,
+            "end_unix_ns >= ?1",
+            params![since_unix_ns],
+        );
         self.named(r)
     }
 

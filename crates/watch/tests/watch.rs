@@ -337,6 +337,7 @@ fn row(end: i64, wakeups: Vec<Wakeup>) -> CpuInterval {
         histogram: vec![(9_000, 500), (10_000, 490), (150_000, 8), (1_500_000, 1)],
         wakeups,
         watch_cpu_ns: Some(4_000_000),
+        trace_lost_events: None,
     }
 }
 
@@ -348,6 +349,7 @@ fn wakeup(cat: &str) -> Wakeup {
         category: Some(cat.into()),
         name: Some("x".into()),
         cause_ns: Some(1_000_000),
+        ..Wakeup::default()
     }
 }
 

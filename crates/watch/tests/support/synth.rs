@@ -170,6 +170,7 @@ pub fn minute(
                 category: Some(cat),
                 name: Some(name),
                 cause_ns: Some(l as u64 / 2),
+                ..Wakeup::default()
             }
         })
         .collect::<Vec<_>>();
@@ -196,5 +197,6 @@ pub fn minute(
         histogram: h.sparse(),
         wakeups,
         watch_cpu_ns: Some(250_000_000 + rng.below(50_000_000)),
+        trace_lost_events: Some(0),
     }
 }
