@@ -16,4 +16,5 @@ mod preauth;
 mod seal;
 mod session;
 mod soak;
+mod standby;
 mod streams;
