@@ -36,6 +36,8 @@ enum WatchCommand {
     Install(InstallArgs),
     /// One stored wake-up's whole cause record, by the id a report, `watch check` or the metrics' exemplar gives.
     Show(ShowArgs),
+    /// Remove the tracefs instances of firmtime processes that are gone (a run killed with SIGKILL leaves its instance tracing); the unit runs it after each stop.
+    CleanTrace,
 }
 
 /// The default database: /var/lib/firmtime/watch.db for root, else
@@ -188,6 +190,11 @@ struct InstallArgs {
     /// Where to write the unit.
     #[arg(long, value_name = "PATH", default_value = unit::UNIT_PATH)]
     unit: PathBuf,
+    /// The binary the unit runs: this binary is copied there (atomically, mode 0755) unless it
+    /// is already that file. Default: this binary, unless it is in a cargo build tree or under
+    /// /home or /root (then give e.g. `--exe /usr/local/bin/firmtime`).
+    #[arg(long, value_name = "PATH")]
+    exe: Option<PathBuf>,
     /// The `firmtime watch` flags the service runs with (after `--`), e.g. `-- --cpu 1 --keep 90d`.
     #[arg(last = true, value_name = "WATCH-FLAGS")]
     flags: Vec<String>,
@@ -201,6 +208,7 @@ pub fn run(a: WatchArgs) -> anyhow::Result<Outcome> {
         Some(WatchCommand::Check(c)) => check_cmd(c),
         Some(WatchCommand::Install(i)) => install_cmd(i),
         Some(WatchCommand::Show(s)) => show_cmd(s),
+        Some(WatchCommand::CleanTrace) => clean_trace_cmd(),
     }
 }
 
@@ -550,6 +558,9 @@ fn check_cmd(a: CheckArgs) -> anyhow::Result<Outcome> {
 }
 
 fn install_cmd(a: InstallArgs) -> anyhow::Result<Outcome> {
+    let refused = |e: unit::UnitError| UsageError(format!("watch install: {e}"));
+    // A value the unit file cannot carry (a newline would end ExecStart=).
+    unit::check_args(&a.flags).map_err(refused)?;
     // Check the flags now, as `firmtime watch` would parse them.
     #[derive(Debug, clap::Parser)]
     struct Probe {
@@ -565,17 +576,76 @@ fn install_cmd(a: InstallArgs) -> anyhow::Result<Outcome> {
             e.render().to_string().trim()
         ))
     })?;
-    let cfg = config(&probe.run)?;
-    let exe = std::env::current_exe().context("cannot find this executable")?;
+    config(&probe.run)?;
     let mut flags = a.flags.clone();
-    if probe.run.db.is_none() {
-        // Pin the database the service uses (root's default).
-        flags.splice(0..0, ["--db".to_string(), cfg.db.display().to_string()]);
+    // The service runs as root: pin root's default database, whoever installs.
+    let db = match &probe.run.db {
+        Some(db) => db.clone(),
+        None => {
+            let db = Path::new(unit::STATE_DIR).join("watch.db");
+            flags.splice(0..0, ["--db".to_string(), db.display().to_string()]);
+            db
+        }
+    };
+    unit::check_service_path("--db", &db).map_err(refused)?;
+    for token in unit::values_of(&a.flags, "--metrics-token") {
+        unit::check_service_path("--metrics-token", Path::new(token)).map_err(refused)?;
     }
-    let text = unit::unit_text(&exe, &flags);
+    // The binary the unit runs: never one in a build tree.
+    let running = std::env::current_exe().context("cannot find this executable")?;
+    let exe = match &a.exe {
+        Some(exe) => {
+            unit::check_exe(exe).map_err(refused)?;
+            exe.clone()
+        }
+        None => match unit::check_exe(&running) {
+            Ok(()) => running.clone(),
+            Err(e) if a.print => {
+                eprintln!(
+                    "watch install: {e}\n(the unit below runs {}, as `--exe {}` would install it)",
+                    unit::STABLE_EXE,
+                    unit::STABLE_EXE
+                );
+                PathBuf::from(unit::STABLE_EXE)
+            }
+            Err(e) => {
+                let shown: Vec<String> = a.flags.iter().map(|f| shell_word(f)).collect();
+                let given = if shown.is_empty() {
+                    String::new()
+                } else {
+                    format!(" -- {}", shown.join(" "))
+                };
+                let msg = e.to_string().replace(" -- WATCH-FLAGS", &given);
+                return Err(UsageError(format!("watch install: {msg}")).into());
+            }
+        },
+    };
+    let text = unit::unit_text(&unit::Service {
+        exe: &exe,
+        args: &flags,
+        db: &db,
+    });
     if a.print {
         print!("{text}");
         return Ok(Outcome::Ok);
+    }
+    if let Some(m) = masked(&a.unit) {
+        return Err(UsageError(m).into());
+    }
+    args::check_output_file("--unit", &a.unit)?;
+    if unit::install_exe(Path::new("/proc/self/exe"), &exe)
+        .with_context(|| format!("--exe {}: cannot install this binary there", exe.display()))?
+    {
+        println!(
+            "Installed this binary as {} (rerun `watch install` after a rebuild to update it).",
+            exe.display()
+        );
+    }
+    let dir = unit::db_dir(&db);
+    if dir != Path::new(unit::STATE_DIR) {
+        // ReadWritePaths= needs it to exist when the service starts.
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("--db {}: cannot create {}", db.display(), dir.display()))?;
     }
     write_unit(&a.unit, &text)?;
     let name = a
@@ -583,18 +653,43 @@ fn install_cmd(a: InstallArgs) -> anyhow::Result<Outcome> {
         .file_name()
         .and_then(|n| n.to_str())
         .unwrap_or("firmtime-watch.service");
-    println!("Wrote {}. Enable and start it with:", a.unit.display());
+    println!(
+        "Wrote {} (mode 0644). Enable and start it with:",
+        a.unit.display()
+    );
     println!("  systemctl daemon-reload && systemctl enable --now {name}");
     println!("Follow it with `journalctl -u {name} -f`; check it with `firmtime watch check`.");
     Ok(Outcome::Ok)
 }
 
-fn write_unit(path: &Path, text: &str) -> anyhow::Result<()> {
-    if let Some(m) = masked(path) {
-        return Err(UsageError(m).into());
+/// `word` as a shell reads it back (single-quoted when needed).
+fn shell_word(word: &str) -> String {
+    if !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c))
+    {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
     }
-    args::check_output_file("--unit", path)?;
-    firmtime_rt::fs::write_atomic(path, text.as_bytes())
+}
+
+/// `firmtime watch clean-trace` (the unit's ExecStopPost=).
+fn clean_trace_cmd() -> anyhow::Result<Outcome> {
+    let removed = unit::clean_trace(Path::new(unit::TRACEFS_INSTANCES))
+        .with_context(|| format!("watch clean-trace: {}", unit::TRACEFS_INSTANCES))?;
+    for name in removed {
+        eprintln!(
+            "watch clean-trace: removed {}/{name} (its process is gone)",
+            unit::TRACEFS_INSTANCES
+        );
+    }
+    Ok(Outcome::Ok)
+}
+
+fn write_unit(path: &Path, text: &str) -> anyhow::Result<()> {
+    unit::write_unit_file(path, text)
         .with_context(|| format!("--unit {}: cannot write", path.display()))
 }
 

@@ -125,13 +125,23 @@ pub fn parse_time(text: &str) -> std::result::Result<i64, String> {
     };
     let unix = t.strip_prefix('@').unwrap_or(t);
     if !unix.is_empty() && unix.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
-        let v: f64 = unix.parse().map_err(|_| bad())?;
-        let int_digits = unix.split('.').next().unwrap_or("").len();
-        let ns = if int_digits >= 13 { v * 1e6 } else { v * 1e9 };
-        if !(0.0..9.2e18).contains(&ns) {
+        let (int, frac) = unix.split_once('.').unwrap_or((unix, ""));
+        if int.is_empty() || frac.contains('.') {
             return Err(bad());
         }
-        return Ok(ns.round() as i64);
+        // Milliseconds from 13 digits on (Grafana's), else seconds.
+        let digits: u32 = if int.len() >= 13 { 6 } else { 9 };
+        let frac: String = frac
+            .chars()
+            .chain(std::iter::repeat('0'))
+            .take(digits as usize)
+            .collect();
+        let i: i64 = int.parse().map_err(|_| bad())?;
+        let f: i64 = frac.parse().map_err(|_| bad())?;
+        return i
+            .checked_mul(10i64.pow(digits))
+            .and_then(|n| n.checked_add(f))
+            .ok_or_else(bad);
     }
     let t = t
         .strip_suffix(" UTC")

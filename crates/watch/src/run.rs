@@ -396,23 +396,28 @@ pub fn interval_lost(losses: &[firmtime_trace::loss::Loss], cpu: usize, a: u64, 
     firmtime_trace::loss::lost_between(&mine, a, b)
 }
 
-/// The stored form of an explained wake-up whose deadline was
-/// `deadline_unix_ns`: its cause's category, name, time, sentence and
-/// parts, and the events the trace lost in its span (then the cause is
-/// `unknown`, `trace lost events`, never a guess) (pure: unit-tested).
-pub fn stored_cause(o: &explain::Outlier, deadline_unix_ns: i64) -> Wakeup {
+/// The stored form of a wake-up `latency_ns` late (`missed` deadlines)
+/// whose deadline was `deadline_unix_ns`, explained as `cause`: its
+/// category, name, time, sentence and parts, and the events the trace lost
+/// in its span (then the cause is `unknown`, `trace lost events`, never a
+/// guess) (pure: tested).
+pub fn stored_cause(
+    cause: &explain::Cause,
+    deadline_unix_ns: i64,
+    latency_ns: i64,
+    missed: u64,
+) -> Wakeup {
     Wakeup {
         id: None,
         deadline_unix_ns,
-        latency_ns: o.latency_ns,
-        missed: o.missed,
-        category: Some(o.cause.category.key().to_string()),
-        name: Some(o.cause.name.clone()),
-        cause_ns: Some(o.cause.ns),
-        lost_events: o.cause.lost_events,
-        detail: (!o.cause.detail.is_empty()).then(|| o.cause.detail.clone()),
-        parts: o
-            .cause
+        latency_ns,
+        missed,
+        category: Some(cause.category.key().to_string()),
+        name: Some(cause.name.clone()),
+        cause_ns: Some(cause.ns),
+        lost_events: cause.lost_events,
+        detail: (!cause.detail.is_empty()).then(|| cause.detail.clone()),
+        parts: cause
             .parts
             .iter()
             .map(|p| crate::store::CausePart {
@@ -764,7 +769,12 @@ pub fn run(
                         for o in &ex.outliers {
                             causes.insert(
                                 (o.thread, o.index),
-                                stored_cause(o, unix_of(o.deadline_ns)),
+                                stored_cause(
+                                    &o.cause,
+                                    unix_of(o.deadline_ns),
+                                    o.latency_ns,
+                                    o.missed,
+                                ),
                             );
                         }
                     }
