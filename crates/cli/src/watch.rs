@@ -444,7 +444,7 @@ pub fn show_text(r: &firmtime_watch::store::WakeupRecord) -> String {
         let _ = writeln!(s, "parts of its lateness, largest first:");
         for p in &w.parts {
             let who = match (p.pid, p.prio) {
-                (Some(pid), Some(prio)) => format!(" (pid {pid}, priority {prio})"),
+                (Some(pid), Some(prio)) => format!(" (pid {pid}, kernel prio {prio})"),
                 (Some(pid), None) => format!(" (pid {pid})"),
                 _ => String::new(),
             };
