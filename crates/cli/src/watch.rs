@@ -591,11 +591,30 @@ fn install_cmd(a: InstallArgs) -> anyhow::Result<Outcome> {
     for token in unit::values_of(&a.flags, "--metrics-token") {
         unit::check_service_path("--metrics-token", Path::new(token)).map_err(refused)?;
     }
+    if !a.print {
+        if let Some(m) = masked(&a.unit) {
+            return Err(UsageError(m).into());
+        }
+        args::check_output_file("--unit", &a.unit)?;
+    }
     // The binary the unit runs: never one in a build tree.
     let running = std::env::current_exe().context("cannot find this executable")?;
+    // The command to run instead, with the flags given.
+    let refused_exe = |e: unit::UnitError| {
+        let shown: Vec<String> = a.flags.iter().map(|f| shell_word(f)).collect();
+        let given = if shown.is_empty() {
+            String::new()
+        } else {
+            format!(" -- {}", shown.join(" "))
+        };
+        UsageError(format!(
+            "watch install: {}",
+            e.to_string().replace(" -- WATCH-FLAGS", &given)
+        ))
+    };
     let exe = match &a.exe {
         Some(exe) => {
-            unit::check_exe(exe).map_err(refused)?;
+            unit::check_exe(exe).map_err(refused_exe)?;
             exe.clone()
         }
         None => match unit::check_exe(&running) {
@@ -608,16 +627,7 @@ fn install_cmd(a: InstallArgs) -> anyhow::Result<Outcome> {
                 );
                 PathBuf::from(unit::STABLE_EXE)
             }
-            Err(e) => {
-                let shown: Vec<String> = a.flags.iter().map(|f| shell_word(f)).collect();
-                let given = if shown.is_empty() {
-                    String::new()
-                } else {
-                    format!(" -- {}", shown.join(" "))
-                };
-                let msg = e.to_string().replace(" -- WATCH-FLAGS", &given);
-                return Err(UsageError(format!("watch install: {msg}")).into());
-            }
+            Err(e) => return Err(refused_exe(e).into()),
         },
     };
     let text = unit::unit_text(&unit::Service {
@@ -629,10 +639,6 @@ fn install_cmd(a: InstallArgs) -> anyhow::Result<Outcome> {
         print!("{text}");
         return Ok(Outcome::Ok);
     }
-    if let Some(m) = masked(&a.unit) {
-        return Err(UsageError(m).into());
-    }
-    args::check_output_file("--unit", &a.unit)?;
     if unit::install_exe(Path::new("/proc/self/exe"), &exe)
         .with_context(|| format!("--exe {}: cannot install this binary there", exe.display()))?
     {
