@@ -652,3 +652,50 @@ fn a_report_refuses_a_link_planted_at_one_of_its_names() {
     let id = p.worst[0].id.unwrap();
     assert!(md.contains(&format!("| {id} | 0 |")), "{md}");
 }
+
+/// `watch --db` on a newer file switched it to WAL and ran `CREATE TABLE`
+/// before it looked at the version; on a foreign SQLite file it added its
+/// tables. Now both are refused before anything is written.
+#[test]
+fn the_writer_refuses_a_newer_or_foreign_file_untouched() {
+    let d = scratch("writer-refuses");
+    let newer = d.0.join("newer");
+    std::fs::create_dir_all(&newer).unwrap();
+    {
+        let c = rusqlite::Connection::open(newer.join("w.db")).unwrap();
+        c.execute_batch(
+            "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+             INSERT INTO meta VALUES('schema_version', '99');
+             CREATE TABLE intervals_v99(x);",
+        )
+        .unwrap();
+    }
+    let foreign = d.0.join("foreign");
+    std::fs::create_dir_all(&foreign).unwrap();
+    rusqlite::Connection::open(foreign.join("w.db"))
+        .unwrap()
+        .execute_batch("CREATE TABLE t(x); INSERT INTO t VALUES(1);")
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    for (dir, want) in [
+        (
+            &newer,
+            "schema version 99 is newer than this firmtime's (4)",
+        ),
+        (
+            &foreign,
+            "not a firmtime watch database (it has tables but no meta table)",
+        ),
+    ] {
+        let before = snapshot(dir);
+        let e = Store::open(&dir.join("w.db")).unwrap_err();
+        assert!(e.message().contains(want), "{}", e.message());
+        assert!(
+            e.message()
+                .contains(&dir.join("w.db").display().to_string()),
+            "{}",
+            e.message()
+        );
+        assert!(before == snapshot(dir), "{} was changed", dir.display());
+    }
+}
