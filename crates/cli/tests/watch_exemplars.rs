@@ -167,7 +167,7 @@ fn a_prometheus_exemplar_resolves_to_the_wakeup_the_hog_made_late() {
             )
         })
         .collect();
-    ex.sort_by(|a, b| a.0.cmp(&b.0));
+    ex.sort_by_key(|e| e.0);
     ex.dedup_by_key(|e| e.0);
     assert!(
         ex.len() >= 2,
