@@ -8,6 +8,7 @@ use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use firmtime_lab::plot::{chart_png, Mark, Series};
 use firmtime_tap::analysis::{self, AnalysisConfig, Phase, TrialAnalysis};
+use firmtime_tap::certificate::Recorded;
 use firmtime_tap::{data, ftap, ftap_out, Experiment};
 
 mod run;
@@ -76,8 +77,33 @@ enum TapCommand {
     Run(RunArgs),
     /// Play a recorded trial back through a MIDI backend (FTAP's playftap).
     Replay(ReplayArgs),
+    /// Take the timing certificate of a session (what `tap run` takes before
+    /// each session) and print it: a self-test of the paths the experiments use.
+    ///
+    /// Three checks, each passed, FAILED or not tested (with the reason):
+    /// the audio loop (a test signal out and back in, `audio roundtrip`:
+    /// inside JACK with --loop self, through a cable with --loop
+    /// CAPTURE_PORT), MIDI stamping against the backend's frame clock
+    /// (probe notes through a MIDI loop inside JACK: their input frames and
+    /// time stamps against the frames they went out at), and the feedback
+    /// delay as scheduled against as emitted (each returned probe answered
+    /// as a keystroke, with the experiments' delays, on their output: MIDI
+    /// or the audio synth). The checks run on clients of their own beside
+    /// the session's (`firmtime-tap-certify`, `firmtime-tap-certify-loop`),
+    /// never on its ports, and play no sound to the subject.
+    ///
+    /// `tap run` records the certificate in every trial's sidecar
+    /// (`certificate`), as `certificate` rows at the top of its CSV and in
+    /// the `.abs` header; `tap analyze` prints it beside the results.
+    /// Format: docs/TAP.md §11. Exit status 1 when a check FAILED.
+    Certify(run::certify::CertifyArgs),
     /// Analyze trial CSVs: inter-tap intervals, asynchronies, missing and
     /// double taps, drift, Wing–Kristofferson clock and motor variance.
+    ///
+    /// After the table, each trial's timing certificate (`tap certify`,
+    /// docs/TAP.md §11), once for trials that share one (a session's): from
+    /// its sidecar, else the CSV's `certificate` rows; a trial recorded
+    /// before firmtime took certificates says "no timing certificate".
     ///
     /// A trial whose JSON sidecar (beside its CSV) flags a self-check gets
     /// one line on stderr first: interrupted, lost taps, xruns, late outputs
@@ -167,6 +193,7 @@ pub fn run(a: TapArgs) -> anyhow::Result<Outcome> {
         TapCommand::Analyze(a) => analyze(a),
         TapCommand::Run(a) => run::run(a),
         TapCommand::Replay(a) => run::replay(a),
+        TapCommand::Certify(a) => run::certify::certify(a),
     }
 }
 
@@ -336,6 +363,34 @@ fn self_check_note(side: &data::Sidecar) -> Option<String> {
     (!parts.is_empty()).then(|| format!("self-checks: {}", parts.join("; ")))
 }
 
+/// The timing certificates beside the results (stdout, after the table):
+/// one block per run of trials with the same certificate (a session's).
+fn print_certificates(results: &[(String, TrialAnalysis)], certs: &[Recorded]) {
+    let mut i = 0;
+    while i < certs.len() {
+        let mut j = i + 1;
+        while j < certs.len() && certs[j] == certs[i] {
+            j += 1;
+        }
+        let names = if j - i == 1 {
+            results[i].0.clone()
+        } else {
+            format!("{} … {} ({} trials)", results[i].0, results[j - 1].0, j - i)
+        };
+        match &certs[i] {
+            Recorded::Sidecar(c) => {
+                let lines = c.lines();
+                println!("{names}: {}", lines[0]);
+                for l in &lines[1..] {
+                    println!("{l}");
+                }
+            }
+            other => println!("{names}: {}", other.summary()),
+        }
+        i = j;
+    }
+}
+
 /// The `FLAG` lines of one trial: its input lost (from its sidecar), its
 /// phases with no input where input was expected.
 fn trial_flags(side: Option<&data::Sidecar>, r: &TrialAnalysis) -> Vec<String> {
@@ -381,12 +436,20 @@ fn analyze(a: AnalyzeArgs) -> anyhow::Result<Outcome> {
     let mut notes = Vec::new();
     let mut flags: Vec<Vec<String>> = Vec::new();
     let mut results = Vec::new();
+    let mut certificates = Vec::new();
     for path in &a.trials {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read {}", path.display()))?;
-        let events =
-            data::read_csv(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        let (events, cert_rows) = data::read_csv_certified(&text)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
         let side = sidecar_of(path);
+        certificates.push(
+            match (side.as_ref().and_then(|s| s.certificate.clone()), cert_rows) {
+                (Some(c), _) => Recorded::Sidecar(Box::new(c)),
+                (None, rows) if !rows.is_empty() => Recorded::Rows(rows),
+                (None, _) => Recorded::None,
+            },
+        );
         let note = side.as_ref().and_then(self_check_note);
         if let Some(note) = &note {
             eprintln!("{}: {note}", trial_name(path));
@@ -431,6 +494,7 @@ fn analyze(a: AnalyzeArgs) -> anyhow::Result<Outcome> {
         }
     }
     print!("{}", crate::table::render(&table));
+    print_certificates(&results, &certificates);
     // After the table, where they are seen last: figures that are no result.
     for ((name, _), fl) in results.iter().zip(&flags) {
         for f in fl {
@@ -470,12 +534,18 @@ fn analyze(a: AnalyzeArgs) -> anyhow::Result<Outcome> {
             .zip(&a.trials)
             .zip(&notes)
             .zip(&flags)
-            .map(|((((name, r), file), note), fl)| {
+            .zip(&certificates)
+            .map(|(((((name, r), file), note), fl), cert)| {
                 serde_json::json!({
                     "trial": name,
                     "file": file,
                     "self_check_note": note,
                     "flags": fl,
+                    "certificate": match cert {
+                        Recorded::Sidecar(c) => serde_json::to_value(c).unwrap_or_default(),
+                        _ => serde_json::Value::Null,
+                    },
+                    "certificate_note": cert.summary(),
                     "analysis": r,
                 })
             })

@@ -153,11 +153,27 @@ impl Row {
 /// # Errors
 /// [`ErrorKind::Io`] if writing fails.
 pub fn write_csv<W: std::io::Write>(w: W, events: &[Event]) -> Result<()> {
+    write_csv_certified(w, events, &[])
+}
+
+/// As [`write_csv`], with the timing certificate's rows (kind
+/// `certificate`, [`crate::certificate::CertificateRow`]) right after the
+/// header, before the events.
+///
+/// # Errors
+/// [`ErrorKind::Io`] if writing fails.
+pub fn write_csv_certified<W: std::io::Write>(
+    w: W,
+    events: &[Event],
+    certificate: &[crate::certificate::CertificateRow],
+) -> Result<()> {
     let io =
         |e: &dyn std::fmt::Display| Error::new(ErrorKind::Io, format!("cannot write CSV: {e}"));
-    let mut w = csv::Writer::from_writer(w);
-    if events.is_empty() {
-        w.write_record(CSV_HEADER.split(',')).map_err(|e| io(&e))?;
+    let mut w = csv::WriterBuilder::new().has_headers(false).from_writer(w);
+    w.write_record(CSV_HEADER.split(',')).map_err(|e| io(&e))?;
+    for r in certificate {
+        w.write_record(r.fields(COLUMNS.len()))
+            .map_err(|e| io(&e))?;
     }
     for e in events {
         w.serialize(Row::of(e)).map_err(|e| io(&e))?;
@@ -255,11 +271,29 @@ pub fn write_csv_extra<W: std::io::Write>(
     events: &[Event],
     extras: &[RowExtra],
 ) -> Result<()> {
+    write_csv_extra_certified(w, events, extras, &[])
+}
+
+/// As [`write_csv_extra`], with the timing certificate's rows right after
+/// the header (their extra columns empty).
+///
+/// # Errors
+/// [`ErrorKind::Io`] if writing fails.
+pub fn write_csv_extra_certified<W: std::io::Write>(
+    w: W,
+    events: &[Event],
+    extras: &[RowExtra],
+    certificate: &[crate::certificate::CertificateRow],
+) -> Result<()> {
     let io =
         |e: &dyn std::fmt::Display| Error::new(ErrorKind::Io, format!("cannot write CSV: {e}"));
     let mut w = csv::Writer::from_writer(w);
     w.write_record(CSV_HEADER_AUDIO.split(','))
         .map_err(|e| io(&e))?;
+    let width = CSV_HEADER_AUDIO.split(',').count();
+    for r in certificate {
+        w.write_record(r.fields(width)).map_err(|e| io(&e))?;
+    }
     for (i, e) in events.iter().enumerate() {
         let x = extras.get(i).copied().unwrap_or_default();
         let row = Row::of(e);
@@ -342,6 +376,19 @@ fn whole(s: &str) -> Option<i64> {
 /// [`ErrorKind::Format`] with the line and column if the header lacks a
 /// column or a row is malformed.
 pub fn read_csv(text: &str) -> Result<Vec<Event>> {
+    read_csv_certified(text).map(|(events, _)| events)
+}
+
+/// As [`read_csv`], and the rows of the timing certificate (kind
+/// `certificate`, written right after the header since issue 30; none in
+/// older files). [`read_csv`] leaves them out: they are no events.
+///
+/// # Errors
+/// As [`read_csv`]; a `certificate` row whose `index`, `actual_us` or `on`
+/// is not a number, with its line and column.
+pub fn read_csv_certified(
+    text: &str,
+) -> Result<(Vec<Event>, Vec<crate::certificate::CertificateRow>)> {
     if text.trim().is_empty() {
         return Err(Error::new(
             ErrorKind::Format,
@@ -378,6 +425,7 @@ pub fn read_csv(text: &str) -> Result<Vec<Event>> {
         ));
     }
     let mut out = Vec::new();
+    let mut certificate = Vec::new();
     for rec in rdr.records() {
         let rec = rec.map_err(|e| {
             let line = e.position().map_or(0, |p| p.line() as usize);
@@ -420,10 +468,43 @@ pub fn read_csv(text: &str) -> Result<Vec<Event>> {
                 format!("{what} in `{raw}`"),
             )
         };
+        if field(0) == "certificate" {
+            let check = whole(field(1))
+                .and_then(|v| u32::try_from(v).ok())
+                .ok_or_else(|| bad(1, "a certificate row's index is not a check number"))?;
+            let expected_us = if missing(field(2)) {
+                None
+            } else {
+                Some(whole(field(2)).ok_or_else(|| bad(2, "intended_us is not a whole number"))?)
+            };
+            let measured_us =
+                whole(field(3)).ok_or_else(|| bad(3, "actual_us is not a whole number"))?;
+            let passed = match field(7) {
+                "1" | "TRUE" | "True" | "true" => true,
+                "0" | "FALSE" | "False" | "false" => false,
+                s => match whole(s) {
+                    Some(1) => true,
+                    Some(0) => false,
+                    _ => {
+                        return Err(bad(
+                            7,
+                            "a certificate row's on must be 1 (passed) or 0 (failed)",
+                        ))
+                    }
+                },
+            };
+            certificate.push(crate::certificate::CertificateRow {
+                check,
+                expected_us,
+                measured_us,
+                passed,
+            });
+            continue;
+        }
         let kind = EventKind::parse(field(0)).ok_or_else(|| {
             bad(
                 0,
-                "unknown kind (input, feedback, feedback2, metronome, masking, trigger or end)",
+                "unknown kind (input, feedback, feedback2, metronome, masking, trigger, end, sound or certificate)",
             )
         })?;
         let index = whole(field(1))
@@ -463,7 +544,7 @@ pub fn read_csv(text: &str) -> Result<Vec<Event>> {
             note,
         });
     }
-    Ok(out)
+    Ok((out, certificate))
 }
 
 /// The self-checks stored with every trial.
@@ -624,6 +705,12 @@ pub struct Sidecar {
     /// "midi+audio"`); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pairing: Option<crate::pairing::PairingSummary>,
+    /// The session's timing certificate (docs/TAP.md §11): taken before
+    /// its first trial, or `certified: false` with the reason; absent in
+    /// sidecars written before issue 30 (and by library callers that took
+    /// none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub certificate: Option<crate::certificate::Certificate>,
 }
 
 /// The sidecar's `audio_input` block (docs/TAP.md §10).
@@ -704,7 +791,8 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 }
 
 /// Writes a trial: `<stem>.csv` and `<stem>.json` atomically, CSV first, so
-/// a sidecar never exists without its data.
+/// a sidecar never exists without its data. The sidecar's certificate, if
+/// any, is also the CSV's `certificate` rows.
 ///
 /// # Errors
 /// As [`write_atomic`]; [`ErrorKind::Format`] if the sidecar cannot be serialized.
@@ -724,9 +812,14 @@ pub fn write_trial_with(
     sidecar: &Sidecar,
 ) -> Result<()> {
     let mut csv = Vec::with_capacity(events.len() * 40 + 64);
+    let rows = sidecar
+        .certificate
+        .as_ref()
+        .map(crate::certificate::Certificate::csv_rows)
+        .unwrap_or_default();
     match extras {
-        None => write_csv(&mut csv, events)?,
-        Some(x) => write_csv_extra(&mut csv, events, x)?,
+        None => write_csv_certified(&mut csv, events, &rows)?,
+        Some(x) => write_csv_extra_certified(&mut csv, events, x, &rows)?,
     }
     write_atomic(&stem.with_extension("csv"), &csv)?;
     let json = serde_json::to_string_pretty(sidecar).map_err(|e| {

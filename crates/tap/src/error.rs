@@ -18,6 +18,9 @@ pub enum ErrorKind {
     Format,
     /// Reading or writing a file failed.
     Io,
+    /// The MIDI backend failed (disconnected, refused an output) outside a
+    /// trial (the timing certificate).
+    Backend,
 }
 
 firmtime_rt::define_error! {

@@ -13,7 +13,8 @@
 //!
 //! The file: `#` lines (provenance, the parameters as FTAP parameter-file
 //! keywords in `firmtime tap import-ftap`'s numbering, what FTAP keywords
-//! cannot express, self-checks, how the trial ended, the column names), then
+//! cannot express, self-checks, the timing certificate, how the trial
+//! ended, the column names), then
 //! one row per event, whitespace-separated, in the CSV's order:
 //!
 //! ```text
@@ -435,6 +436,13 @@ pub fn write(events: &[Event], sidecar: &Sidecar, source: &str) -> Result<String
         c.input_overruns,
         c.events_dropped
     );
+    // The session's timing certificate (docs/TAP.md §11); none in trials
+    // recorded before firmtime took one.
+    if let Some(cert) = &sidecar.certificate {
+        for l in cert.lines() {
+            let _ = writeln!(s, "# {l}");
+        }
+    }
     match events.iter().rev().find(|e| e.kind == EventKind::End) {
         Some(e) => {
             let how = if e.index == 1 {

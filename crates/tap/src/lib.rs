@@ -15,6 +15,8 @@
 //! - [`onset`]: tap onsets from an audio input (a contact microphone):
 //!   the causal detector and synthetic test signals.
 //! - [`pairing`]: MIDI keystrokes paired with their sound (`midi+audio`).
+//! - [`certificate`]: the timing certificate of a session (a self-test of
+//!   the audio loop, MIDI stamping and the feedback delay) kept with every trial.
 //! - [`analysis`]: inter-tap intervals, asynchronies, missing/double taps,
 //!   drift and the Wing–Kristofferson decomposition.
 //!
@@ -45,6 +47,7 @@
 
 pub mod analysis;
 pub mod audio;
+pub mod certificate;
 pub mod data;
 pub mod engine;
 pub mod error;

@@ -177,6 +177,23 @@ pub fn write_trial(
     meta: &TrialMeta,
     provenance: Provenance,
 ) -> Result<Sidecar> {
+    write_trial_certified(stem, engine, outcome, late, meta, provenance, None)
+}
+
+/// As [`write_trial`], with the session's timing certificate: the
+/// sidecar's `certificate` and the CSV's `certificate` rows (docs/TAP.md §11).
+///
+/// # Errors
+/// As [`data::write_trial`].
+pub fn write_trial_certified(
+    stem: &Path,
+    engine: &Engine,
+    outcome: &TrialOutcome,
+    late: LateReport,
+    meta: &TrialMeta,
+    provenance: Provenance,
+    certificate: Option<&crate::certificate::Certificate>,
+) -> Result<Sidecar> {
     let rows = trial_rows(engine);
     let events = rows.events;
     let sidecar = Sidecar {
@@ -204,6 +221,7 @@ pub fn write_trial(
             .audio_report()
             .map(|r| data::AudioInputInfo::of(r, &meta.audio_input_port)),
         pairing: rows.pairing,
+        certificate: certificate.cloned(),
     };
     data::write_trial_with(stem, &events, rows.extras.as_deref(), &sidecar)?;
     Ok(sidecar)

@@ -420,6 +420,7 @@ fn csv_round_trip_and_atomic_write() {
         events: events.len() as u64,
         audio_input: None,
         pairing: None,
+        certificate: None,
     };
     data::write_trial(&stem, &events, &side).unwrap();
     let text = std::fs::read_to_string(stem.with_extension("csv")).unwrap();

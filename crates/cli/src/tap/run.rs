@@ -24,6 +24,8 @@ use crate::args::{self, Outcome, UsageError};
 use crate::backend;
 use crate::signals::{self, Repeat};
 
+pub(super) mod certify;
+
 /// The MIDI backends a session can run on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum TapBackend {
@@ -125,6 +127,18 @@ pub struct RunArgs {
     /// Pin the engine's loop to this CPU (default: not pinned).
     #[arg(long, value_name = "N")]
     cpu: Option<usize>,
+    /// Take no timing certificate before the session (docs/TAP.md §11):
+    /// every trial's sidecar then says `"certified": false`, "not certified,
+    /// by request (--no-certify)".
+    #[arg(long)]
+    no_certify: bool,
+    /// Where the timing certificate's audio loop comes back: `self` (inside
+    /// JACK: the server's graph, not the sound card; the default on a dummy
+    /// server started by --jack-dummy) or a capture port cabled from the
+    /// audio output (default: the --measure-roundtrip port). Without one
+    /// the audio loop is not tested and the certificate says why.
+    #[arg(long, value_name = "self|PORT")]
+    certify_loop: Option<String>,
     /// JACK, audio output: before the first trial, measure the feedback
     /// path's round trip: a test signal to the --audio-out ports, back
     /// through a loopback cable on PORT (e.g. system:capture_1). Printed,
@@ -177,7 +191,25 @@ struct Opened {
     audio_input: Option<String>,
     /// What the backend needs to place an output on time.
     timing: BackendTiming,
+    /// Which backend.
+    kind: TapBackend,
+    /// JACK: what the timing certificate needs.
+    jack: Option<JackSession>,
+    /// The synth the backend opened with (audio output).
+    synth: Option<SynthOptions>,
     _server: Option<DummyServer>,
+}
+
+/// The JACK facts of a session the timing certificate needs.
+struct JackSession {
+    /// The server (`None`: the default).
+    server: Option<String>,
+    sample_rate: u32,
+    period: u32,
+    /// A dummy server was started for this session (--jack-dummy).
+    dummy_started: bool,
+    /// Where the audio output is connected.
+    audio_connect: Vec<String>,
 }
 
 fn rt_request(o: &BackendArgs, priority: u8, mlock: bool) -> RtRequest {
@@ -234,6 +266,7 @@ fn open(
     r.connect = &o.connect;
     r.connect_out = &o.connect_out;
     r.audio = synth.map(|s| (s, o.audio_out.as_slice()));
+    let mut jack = None;
     r.audio_in = audio_in.then_some(o.audio_in.as_slice());
     let opened = backend::open(&r)?;
     let mut audio_port = None;
@@ -249,6 +282,17 @@ fn open(
             serde_json::json!({"backend": "raw", "device": device, "baud": info.baud, "rt_io_thread": info.rt})
         }
         backend::Facts::Jack(j) => {
+            jack = Some(JackSession {
+                server: j.server.clone(),
+                sample_rate: j.sample_rate,
+                period: j.buffer_size,
+                dummy_started: opened.server.is_some(),
+                audio_connect: j
+                    .audio
+                    .as_ref()
+                    .map(|a| a.connect.clone())
+                    .unwrap_or_default(),
+            });
             audio_port = j.audio_port;
             audio_input.clone_from(&j.audio_input);
             let audio_detail = j.audio.as_ref().map(|a| {
@@ -296,6 +340,9 @@ fn open(
         audio_port,
         audio_input,
         timing,
+        kind: o.backend,
+        jack,
+        synth,
         _server: opened.server,
     })
 }
@@ -590,6 +637,17 @@ fn session(a: RunArgs) -> anyhow::Result<Outcome> {
         },
     );
     eprintln!("firmtime: backend: {}", opened.words);
+    let certificate = if a.no_certify {
+        firmtime_tap::certificate::Certificate::not_taken(
+            "not certified, by request (--no-certify)",
+            certify::backend_label(&opened),
+        )
+    } else {
+        let refs: Vec<&Experiment> = exps.iter().map(|(_, _, e)| e).collect();
+        let loop_ = a.certify_loop.as_deref().or(a.measure_roundtrip.as_deref());
+        certify::take(&opened, &refs, loop_, "before the session", seed)?
+    };
+    certify::print(&certificate);
     for (i, &x) in list.iter().enumerate() {
         let trial = i as u32 + 1;
         let (path, text, e) = &exps[x];
@@ -650,7 +708,15 @@ fn session(a: RunArgs) -> anyhow::Result<Outcome> {
             audio_input_port: opened.audio_input.clone().unwrap_or_default(),
         };
         let stem = session::trial_stem(&a.out, &a.subject, a.session, trial);
-        let side = session::write_trial(&stem, engine, &outcome, late, &meta, provenance)?;
+        let side = session::write_trial_certified(
+            &stem,
+            engine,
+            &outcome,
+            late,
+            &meta,
+            provenance,
+            Some(&certificate),
+        )?;
         let c = &side.self_checks;
         eprintln!(
             "trial {trial}/{n}: {} keystrokes, {} beats, ended {}; loop mean {:.3} ms max {:.3} ms; late {} (> {} µs), xruns {} (frame gaps {}), input overruns {}, unreported {} → {}",
@@ -751,6 +817,7 @@ fn session(a: RunArgs) -> anyhow::Result<Outcome> {
                 "session": a.session,
                 "seed": seed,
                 "out": a.out,
+                "certificate": certificate,
                 "trials": summary,
             }),
         )?;
