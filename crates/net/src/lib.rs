@@ -14,7 +14,9 @@
 //! - [`wire`]: the packet format (docs/WIRE.md), pure encode/decode, MACs,
 //!   sealing (ChaCha20-Poly1305 encryption of a session's packets), drop reasons.
 //! - [`reassembly`]: fragments into per-period slots, any arrival order.
-//! - [`master`] and [`worker`]: the two ends of the data plane.
+//! - [`master`] and [`worker`]: the two ends of the data plane; a master
+//!   may mirror every period to a hot standby worker and serve from it
+//!   when its worker misses a deadline or dies ([`Master`], "Hot standby").
 //!
 //! The control plane runs off the RT path: [`control`] (the TCP protocol),
 //! [`gate`] (the bounds a stranger meets before authenticating),
@@ -93,7 +95,8 @@ pub use block::{BlockId, BlockSet, BlockSpec, Direction, Flow, Layout};
 pub use error::{Error, ErrorKind, Result};
 pub use gate::{GateConfig, GateStats, Startups};
 pub use master::{
-    Deadline, LatePolicy, Master, MasterConfig, MasterStats, Outcome, PeriodReport, WaitMode,
+    Deadline, LatePolicy, Master, MasterConfig, MasterStats, Outcome, PathStats, PeriodReport,
+    WaitMode,
 };
 pub use processor::{Processor, Transform, Work, WorkMode};
 pub use reassembly::{Accepted, Reassembler};

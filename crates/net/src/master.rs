@@ -17,6 +17,10 @@
 //! For `window ≥ 1` the first `window` periods have no result yet: they
 //! follow the late policy and are counted as priming, not as late.
 //!
+//! With a hot standby ([`MasterConfig::standby`]) every period goes to two
+//! workers and the master serves from the second when the first misses a
+//! deadline or is gone ([`Master`], "Hot standby").
+//!
 //! # RT contract
 //! [`Master::new`] allocates everything. After that [`Master::process`] is
 //! **RT-safe**: no allocation, no lock; its only system calls are `send` and

@@ -12,6 +12,12 @@
 //! sets up the same stream again (same stream id, same master data port)
 //! and results flow again, without touching the [`Master`].
 //!
+//! With a hot standby ([`SessionConfig::standby`]) the same stream is set
+//! up on a second worker, with a link of its own ([`Link::standby`]); the
+//! [`Master`] sends every period to both and serves from the standby when
+//! the worker misses a deadline or is gone (its link's flag is one of the
+//! signs it reads), so a lost worker costs no block.
+//!
 //! # RT contract
 //! Only the [`Master`] belongs on the RT thread. The [`Link`] owns a
 //! thread that allocates and blocks on TCP; its methods are not RT-safe.
