@@ -624,6 +624,20 @@ fn session(a: RunArgs) -> anyhow::Result<Outcome> {
     };
     let rt_conditions: RtConditions = rt.conditions.clone();
     signals::catch(Repeat::Caught)?;
+    // Taken before the session is announced: the announcement means the
+    // first trial is about to start (a stop signal meanwhile stops the
+    // session before it).
+    let certificate = if a.no_certify {
+        firmtime_tap::certificate::Certificate::not_taken(
+            "not certified, by request (--no-certify)",
+            certify::backend_label(&opened),
+        )
+    } else {
+        let refs: Vec<&Experiment> = exps.iter().map(|(_, _, e)| e).collect();
+        let loop_ = a.certify_loop.as_deref().or(a.measure_roundtrip.as_deref());
+        certify::take(&opened, &refs, loop_, "before the session", seed)?
+    };
+    certify::print(&certificate);
     let interactive = !a.no_prompt && std::io::stdin().is_terminal();
     let n = list.len();
     let mut failed = false;
@@ -637,17 +651,6 @@ fn session(a: RunArgs) -> anyhow::Result<Outcome> {
         },
     );
     eprintln!("firmtime: backend: {}", opened.words);
-    let certificate = if a.no_certify {
-        firmtime_tap::certificate::Certificate::not_taken(
-            "not certified, by request (--no-certify)",
-            certify::backend_label(&opened),
-        )
-    } else {
-        let refs: Vec<&Experiment> = exps.iter().map(|(_, _, e)| e).collect();
-        let loop_ = a.certify_loop.as_deref().or(a.measure_roundtrip.as_deref());
-        certify::take(&opened, &refs, loop_, "before the session", seed)?
-    };
-    certify::print(&certificate);
     for (i, &x) in list.iter().enumerate() {
         let trial = i as u32 + 1;
         let (path, text, e) = &exps[x];
