@@ -1236,3 +1236,47 @@ fn a_soak_keeps_memory_flat_and_the_database_bounded_by_keep() {
         "database grew from {db_at_65} to {end_bytes} bytes while pruning"
     );
 }
+
+/// The service's case: root's `watch` writes its database while another
+/// user runs `watch check` on it (it failed with "attempt to write a
+/// readonly database", exit 1, read as "not fine").
+#[test]
+fn another_user_checks_the_database_of_a_running_watch() {
+    if !root("another_user_checks_the_database_of_a_running_watch") {
+        return;
+    }
+    let dir = TestDir::new("watch-other-user");
+    let db = db_arg(&dir);
+    let mut child = start_watch(
+        &[
+            "--db",
+            &db,
+            "--cpu",
+            "0",
+            "--interval",
+            "1s",
+            "--explain",
+            "off",
+        ],
+        2,
+    );
+    let out = Command::new(EXE)
+        .args([
+            "watch",
+            "check",
+            "--db",
+            &db,
+            "--max-latency",
+            "1s",
+            "--max-missed",
+            "1000000",
+        ])
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    let _ = kill(child.id(), libc::SIGTERM);
+    assert!(child.wait().unwrap().success());
+    assert_eq!(out.status.code(), Some(0), "{}", text_of(&out));
+    assert!(text(&out.stdout).starts_with("fine: "), "{}", text_of(&out));
+}
