@@ -80,11 +80,13 @@ SH
 # after each line that starts a program in the background.
 emit_sh() {
   local line code eof="" worker_re='net worker .*--listen ([^ ]+)' seq_re='^jack_midiseq ([^ ]+)'
+  local listen_re='(--metrics-listen |--web\.listen-address=)([^ ]+)'
   local heredoc_re="<<-?'?([A-Za-z_]+)"
   printf '%s\n# --- docs/START.md, try: %s\n' "$PREAMBLE" "$1"
   blocks "$1" "" |
     sed -e "s/firmtime-try/${START_JACK_SERVER:-firmtime-try}/g" \
       -e "s/127\.0\.0\.1:7700/${START_ADDR:-127.0.0.1:7700}/g" \
+      -e "s/127\.0\.0\.1:9090/${START_PROM_ADDR:-127.0.0.1:9090}/g" \
       -e "s#/usr/local/lib/ladspa#${START_LADSPA_DIR:-/usr/local/lib/ladspa}#g" |
     while IFS= read -r line; do
       printf '%s\n' "$line"
@@ -101,6 +103,8 @@ emit_sh() {
       if [[ $code == *'&' && $code != *'&&' ]]; then
         if [[ $code =~ $worker_re ]]; then
           echo "__wait_tcp ${BASH_REMATCH[1]}"
+        elif [[ $code =~ $listen_re ]]; then
+          echo "__wait_tcp ${BASH_REMATCH[2]}"
         elif [[ $code =~ $seq_re ]]; then
           echo "__wait_jack_port ${BASH_REMATCH[1]}:out"
         else
@@ -117,9 +121,9 @@ if [ "${1:-}" = --emit ]; then
 fi
 
 PATHS=("$@")
-[ ${#PATHS[@]} -gt 0 ] || PATHS=(scientist engineer rt)
+[ ${#PATHS[@]} -gt 0 ] || PATHS=(scientist engineer rt fleet)
 for p in "${PATHS[@]}"; do
-  case $p in scientist | engineer | rt) ;; *) echo "unknown path '$p': scientist, engineer or rt" >&2; exit 2 ;; esac
+  case $p in scientist | engineer | rt | fleet) ;; *) echo "unknown path '$p': scientist, engineer, rt or fleet" >&2; exit 2 ;; esac
 done
 
 say() { echo "start-paths: $*" >&2; }
@@ -131,6 +135,7 @@ result() { SUMMARY+=("$(printf '%-10s %s' "$1" "$2")"); }
 declare -A PACKAGE=(
   [jackd]=jackd2 [jack_wait]=jackd2 [jack_lsp]=jackd2 [jack_midiseq]=jackd2 [jq]=jq
   [python3]=python3 [ss]=iproute2 [ecasound]=ecasound [cyclictest]=rt-tests
+  [prometheus]=prometheus [promtool]=prometheus [curl]=curl [systemd-analyze]=systemd
 )
 # Prints the packages missing for programs "$@" (installs them with INSTALL=1).
 missing_packages() {
@@ -178,8 +183,9 @@ run_path() {
   local dir=$SCRATCH/$1
   mkdir -p "$dir"
   ln -s "$ROOT/examples" "$dir/examples"
+  ln -s "$ROOT/contrib" "$dir/contrib"
   START_JACK_SERVER=firmtime-try-$$-$1 START_ADDR=127.0.0.1:$(free_port) \
-    START_LADSPA_DIR=$SCRATCH/ladspa emit_sh "$1" >"$dir/run.sh"
+    START_PROM_ADDR=127.0.0.1:$(free_port) START_LADSPA_DIR=$SCRATCH/ladspa emit_sh "$1" >"$dir/run.sh"
   say "$1: running docs/START.md's blocks (log: $dir/run.log)"
   if (cd "$dir" && FIRMTIME_PROXY_CACHE=$dir/proxy-cache JACK_NO_AUDIO_RESERVATION=1 \
     bash run.sh >run.log 2>&1); then
@@ -360,6 +366,41 @@ PY
     result "  lab all" "FAILED (see above)"
     FAILED=1
   fi
+}
+
+fleet() {
+  local need dir=$SCRATCH/fleet line
+  need=$(missing_packages prometheus promtool curl jq systemd-analyze python3 ss)
+  [ -z "$need" ] || { result fleet "skipped: install $need"; return; }
+  [ "$PRIVILEGED" = yes ] || { result fleet "skipped: watch needs real-time privileges (root or rtprio: docs/RT-SETUP.md)"; return; }
+  local rc=0
+  run_path fleet || rc=$?
+  [ $rc -eq 0 ] || { result fleet "FAILED (watch, the unit, Prometheus)"; FAILED=1; return; }
+  line=$(python3 - "$dir" "$ROOT" <<'PY'
+import json, re, sys
+d, root = sys.argv[1], sys.argv[2]
+log = open(f"{d}/run.log").read()
+rep = json.load(open(f"{d}/watch-report/report.json"))
+# 8 s of 10 ms wake-ups on CPU 0, in 2 s intervals: every deadline is a wake-up or a miss.
+assert rep["count"] + rep["missed"] == 800, (rep["count"], rep["missed"])
+assert re.search(r"^(fine|NOT fine): .*8s of the last 1h watched on CPU 0$", log, re.M), "watch check's line"
+unit = open(f"{d}/firmtime-watch.service").read()
+assert "\nExecStart=/usr/local/bin/firmtime watch --db /var/lib/firmtime/watch.db --metrics-listen 0.0.0.0:9807\n" in unit, unit
+m = re.search(r"Overall exposure level for firmtime-watch\.service: ([0-9.]+)", log)
+assert m and float(m.group(1)) <= 4.0, "exposure"
+w = json.load(open(f"{d}/wakeups.json"))["data"]["result"]
+assert len(w) == 1 and w[0]["metric"]["job"] == "firmtime-watch" and float(w[0]["value"][1]) > 0, w
+rules = open(f"{root}/contrib/prometheus/firmtime-watch.rules.yml").read()
+alerts = re.findall(r"^\s*- alert: (\S+)", rules, re.M)
+listed = re.findall(r"^(Firmtime\w+): (\w+)$", log, re.M)
+assert sorted(a for a, _ in listed) == sorted(alerts), (listed, alerts)
+title = json.load(open(f"{root}/contrib/grafana/firmtime-watch.json"))["title"]
+assert f"\n{title}\n" in log, title
+print(f"watch {rep['count']} wake-ups, {rep['missed']} missed; unit exposure {m.group(1)}; "
+      f"Prometheus scraped {w[0]['value'][1]} wake-ups; alerts loaded: {', '.join(a for a, _ in listed)}")
+PY
+) || { result fleet "FAILED: $line"; FAILED=1; return; }
+  result fleet "ok: $line"
 }
 
 for p in "${PATHS[@]}"; do "$p"; done

@@ -86,6 +86,7 @@ fn emit(path: &str, kind: &str, ladspa_dir: &Path) -> String {
             format!("firmtime-try-{}-{path}", std::process::id()),
         )
         .env("START_ADDR", format!("127.0.0.1:{}", free_port()))
+        .env("START_PROM_ADDR", format!("127.0.0.1:{}", free_port()))
         .env("START_LADSPA_DIR", ladspa_dir)
         .output()
         .expect("run scripts/start-paths.sh --emit");
@@ -97,10 +98,11 @@ fn emit(path: &str, kind: &str, ladspa_dir: &Path) -> String {
     script
 }
 
-/// A scratch directory where `examples` is the repository's.
+/// A scratch directory where `examples` and `contrib` are the repository's.
 fn scratch(name: &str) -> TestDir {
     let d = TestDir::new(name);
     std::os::unix::fs::symlink(root().join("examples"), d.0.join("examples")).unwrap();
+    std::os::unix::fs::symlink(root().join("contrib"), d.0.join("contrib")).unwrap();
     d
 }
 
@@ -747,6 +749,14 @@ fn every_firmtime_flag_on_the_page_is_in_its_help() {
             }
             assert!(!chain.is_empty(), "no subcommand in `{part}`");
             for w in &words[at + 1..] {
+                if *w == "--" {
+                    // `watch install … -- WATCH-FLAGS`: the flags of `watch`.
+                    if chain != ["watch", "install"] {
+                        break;
+                    }
+                    h = help(&["watch"]).0;
+                    continue;
+                }
                 if let Some(flag) = w.strip_prefix("--") {
                     let flag = format!("--{}", flag.split('=').next().unwrap());
                     let listed = h
@@ -821,4 +831,94 @@ fn the_doctor_items_the_page_names_exist_and_ports_list_without_hardware() {
     ] {
         assert!(ports.contains(backend), "{ports}");
     }
+}
+
+#[test]
+fn fleet_dry_run_watch_its_report_the_unit_prometheus_and_the_alerts() {
+    let t = "fleet_dry_run";
+    let needs = [
+        "prometheus",
+        "promtool",
+        "curl",
+        "jq",
+        "systemd-analyze",
+        "ss",
+    ];
+    if !can_run(t, &needs, true) {
+        return;
+    }
+    let d = scratch("start-fleet");
+    let Some(log) = run_path("fleet", &d.0, &d.0) else {
+        return;
+    };
+    // 4.1: 8 s of 10 ms wake-ups on CPU 0: every deadline a wake-up or a miss.
+    let rep = common::read_json(&d.0.join("watch-report/report.json"));
+    let (count, missed) = (
+        rep["count"].as_u64().unwrap(),
+        rep["missed"].as_u64().unwrap(),
+    );
+    assert_eq!(count + missed, 800, "{rep}");
+    assert!(
+        log.lines()
+            .any(|l| (l.starts_with("fine: ") || l.starts_with("NOT fine: "))
+                && l.ends_with("8s of the last 1h watched on CPU 0")),
+        "watch check's line: {log}"
+    );
+    // 4.2: the unit runs the stable path, hardened; its exposure.
+    let unit = read(&d.0.join("firmtime-watch.service"));
+    assert!(
+        unit.contains("\nExecStart=/usr/local/bin/firmtime watch --db /var/lib/firmtime/watch.db --metrics-listen 0.0.0.0:9807\n"),
+        "{unit}"
+    );
+    let exposure: f64 = log
+        .lines()
+        .find_map(|l| l.strip_prefix("→ Overall exposure level for firmtime-watch.service: "))
+        .and_then(|r| r.split(' ').next())
+        .expect("systemd-analyze's figure in the log")
+        .parse()
+        .unwrap();
+    assert!(exposure <= 4.0, "exposure {exposure}");
+    // 4.3: Prometheus scraped this watch (the address the harness gave it).
+    let script = read(&d.0.join("run.sh"));
+    let addr = script
+        .split("--metrics-listen ")
+        .filter_map(|r| r.split(' ').next())
+        .find(|a| a.starts_with("127.0.0.1:"))
+        .expect("the watch serving metrics on loopback");
+    let w = common::read_json(&d.0.join("wakeups.json"));
+    let series = w["data"]["result"].as_array().unwrap();
+    assert_eq!(series.len(), 1, "{w}");
+    assert_eq!(series[0]["metric"]["job"], "firmtime-watch");
+    assert_eq!(series[0]["metric"]["instance"], addr);
+    let scraped: f64 = series[0]["value"][1].as_str().unwrap().parse().unwrap();
+    assert!(scraped > 0.0, "{w}");
+    // 4.4: the rule tests pass, Prometheus lists every alert of the file,
+    // and the dashboard's panels are the file's.
+    assert!(
+        log.contains("Unit Testing:  contrib/prometheus/firmtime-watch.rules.test.yml\n  SUCCESS"),
+        "{log}"
+    );
+    let rules = read(&root().join("contrib/prometheus/firmtime-watch.rules.yml"));
+    let mut alerts: Vec<&str> = rules
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("- alert: "))
+        .collect();
+    let mut listed: Vec<&str> = log
+        .lines()
+        .filter(|l| l.starts_with("Firmtime"))
+        .filter_map(|l| l.split(": ").next())
+        .collect();
+    alerts.sort_unstable();
+    listed.sort_unstable();
+    assert!(!alerts.is_empty());
+    assert_eq!(listed, alerts, "{log}");
+    let dash: serde_json::Value =
+        serde_json::from_str(&read(&root().join("contrib/grafana/firmtime-watch.json"))).unwrap();
+    for p in dash["panels"].as_array().unwrap() {
+        let title = format!("  {}", p["title"].as_str().unwrap());
+        assert!(log.lines().any(|l| l == title), "{title}: {log}");
+    }
+    println!(
+        "watch: {count} wake-ups, {missed} missed; unit exposure {exposure}; Prometheus scraped {scraped} wake-ups; alerts {listed:?}"
+    );
 }
