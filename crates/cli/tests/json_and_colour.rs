@@ -119,7 +119,15 @@ fn tap_analyze_json_has_each_trials_phases_and_the_settings() {
     assert_eq!(trials.len(), 1);
     assert_keys(
         &trials[0],
-        &["trial", "file", "self_check_note", "flags", "analysis"],
+        &[
+            "trial",
+            "file",
+            "self_check_note",
+            "flags",
+            "certificate",
+            "certificate_note",
+            "analysis",
+        ],
     );
     assert_eq!(trials[0]["trial"], "trial-small");
     assert_eq!(
@@ -171,7 +179,10 @@ fn tap_run_replay_and_export_json_summarise_what_they_did() {
     ]);
     assert_ok(&out);
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    assert_keys(&v, &["subject", "session", "seed", "out", "trials"]);
+    assert_keys(
+        &v,
+        &["subject", "session", "seed", "out", "certificate", "trials"],
+    );
     assert_eq!(v["subject"], "J1");
     let trials = v["trials"].as_array().unwrap();
     assert_eq!(trials.len(), 2);
