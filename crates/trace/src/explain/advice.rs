@@ -33,6 +33,7 @@ pub fn checks_for(c: &CauseCount) -> &'static [&'static str] {
     let name = c.name.as_str();
     match c.category {
         Category::Vm => &["virtualization", "steal_time"],
+        Category::Task if name == super::attribute::RT_THROTTLING => &["sched_rt_runtime"],
         Category::Task if c.prio.is_some_and(|p| p >= 100) => {
             &["preempt_model", "isolcpus", "sched_rt_runtime"]
         }

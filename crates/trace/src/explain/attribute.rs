@@ -456,6 +456,8 @@ pub fn attribute(tl: &Timeline, w: &Wakeup, m: &Machine) -> Cause {
     let mut slack_left = w.slack_ns;
     let mut idle_mark = 0u64;
     let mut segments: Vec<Segment> = Vec::new();
+    // Real-time tasks throttled (see `breakdown::Kind::RtThrottled`).
+    let mut throttled = false;
     let mut t = d;
     for (i, e) in ev[start..end].iter().enumerate() {
         let now = e.time_ns.clamp(d, wk);
@@ -474,7 +476,7 @@ pub fn attribute(tl: &Timeline, w: &Wakeup, m: &Machine) -> Cause {
                 &mut slack_left,
                 running_at_d,
             );
-            segments.push(segment(t, now, ctx, idle));
+            segments.push(segment(t, now, ctx, idle, throttled));
             segment_now = true;
             t = now;
         }
@@ -506,7 +508,12 @@ pub fn attribute(tl: &Timeline, w: &Wakeup, m: &Machine) -> Cause {
         }
         match e.kind {
             EventKind::Switch => {
-                let (_, next_prio) = switch_prios(e.arg);
+                let (prev_prio, next_prio) = switch_prios(e.arg);
+                if next_prio < 100 {
+                    throttled = false;
+                } else if (0..100).contains(&prev_prio) && e.preempted() {
+                    throttled = true;
+                }
                 task = Ctx::Task(e.next_pid, next_prio);
                 idle = e.next_pid == 0;
                 if e.next_pid == w.tid {
@@ -542,7 +549,7 @@ pub fn attribute(tl: &Timeline, w: &Wakeup, m: &Machine) -> Cause {
     }
     if wk > t {
         let ctx = stack.last().copied().unwrap_or(task);
-        segments.push(segment(t, wk, ctx, idle));
+        segments.push(segment(t, wk, ctx, idle, throttled));
         charge(
             &mut acc,
             ctx,
@@ -571,6 +578,29 @@ pub fn attribute(tl: &Timeline, w: &Wakeup, m: &Machine) -> Cause {
                 host_stall_ns = idle - allowed;
                 *acc.entry((Category::Vm, Ctx::Unknown)).or_default() += host_stall_ns;
             }
+        }
+    }
+    // The scheduler chose a normal task (or idle) over the woken real-time
+    // thread: only throttling does that (a non-preemptible stretch delays
+    // the choice, never makes it). Then the whole stretch after the timer
+    // was throttled, from before that switch too: the switch that began it
+    // can lie before the kept span.
+    let own_rt = own_prio
+        .or_else(|| tl.prios.get(&w.tid).copied())
+        .is_some_and(|p| (0..100).contains(&p));
+    let chose_normal = own_rt
+        && !running_at_d
+        && fired.is_some_and(|f| {
+            ev[start..end]
+                .iter()
+                .filter(|e| e.kind == EventKind::Switch && e.time_ns >= f)
+                .take_while(|e| e.next_pid != w.tid)
+                .any(|e| e.prev_pid != w.tid && switch_prios(e.arg).1 >= 100)
+        });
+    if chose_normal {
+        let f = fired.unwrap_or(d);
+        for s in segments.iter_mut().filter(|s| s.b > f) {
+            s.throttled = true;
         }
     }
     let facts = Facts {
@@ -612,10 +642,35 @@ pub fn attribute(tl: &Timeline, w: &Wakeup, m: &Machine) -> Cause {
             fired.map(|f| f.saturating_sub(d)),
         )
     };
+    // RT throttling: the stretch is the kernel's, whichever normal tasks
+    // (or idle) it ran, one cause with the knob that sets it.
+    let throttled_ns: u64 = shares
+        .iter()
+        .filter(|s| s.kind == breakdown::Kind::RtThrottled)
+        .map(|s| s.ns)
+        .sum();
+    let (category, name, ns, detail) = if shares
+        .first()
+        .is_some_and(|s| s.kind == breakdown::Kind::RtThrottled)
+    {
+        let who: Vec<String> = shares
+            .iter()
+            .filter(|s| s.kind == breakdown::Kind::RtThrottled)
+            .map(|s| s.name.clone())
+            .collect();
+        (
+            Category::Task,
+            RT_THROTTLING.to_string(),
+            throttled_ns,
+            throttling_words(w.cpu, throttled_ns, &who),
+        )
+    } else {
+        (top.category, top.name.clone(), top.ns, detail)
+    };
     Cause {
-        category: top.category,
-        name: top.name.clone(),
-        ns: top.ns,
+        category,
+        name,
+        ns,
         detail,
         parts,
         lost_events: None,
@@ -624,13 +679,31 @@ pub fn attribute(tl: &Timeline, w: &Wakeup, m: &Machine) -> Cause {
     }
 }
 
+/// The name of a [`Category::Task`] cause that was RT throttling
+/// ([`breakdown::Kind::RtThrottled`] the largest part).
+pub const RT_THROTTLING: &str = "RT throttling";
+
+/// RT throttling in words, with the knobs that set it.
+pub fn throttling_words(cpu: usize, ns: u64, who: &[String]) -> String {
+    format!(
+        "RT throttling: the kernel held real-time tasks off CPU {cpu} for {} and ran {} at \
+         normal priority (it reserves part of each second for normal tasks: since Linux 6.12 \
+         the fair server, /sys/kernel/debug/sched/fair_server/cpu{cpu}/runtime, default 50 ms \
+         of each 1 s, which sched_rt_runtime_us = -1 does not turn off; before 6.12 \
+         /proc/sys/kernel/sched_rt_runtime_us, default 950000 of 1000000 µs): keep the \
+         real-time load of this CPU under 95 % or lower the reserve",
+        fmt_ns(ns),
+        who.join(", ")
+    )
+}
+
 /// A breakdown that is all remainder: `what` (the trace does not say).
 fn rest_only(ns: u64, what: &str) -> Vec<Share> {
     vec![Share::remainder(ns, what)]
 }
 
 /// The breakdown's view of a context.
-fn segment(a: u64, b: u64, ctx: Ctx, idle: bool) -> Segment {
+fn segment(a: u64, b: u64, ctx: Ctx, idle: bool, throttled: bool) -> Segment {
     let ctx = match ctx {
         Ctx::Irq(name, irq) => Context::IrqNamed(name, irq),
         Ctx::LocalTimer => Context::Irq("local timer"),
@@ -638,7 +711,13 @@ fn segment(a: u64, b: u64, ctx: Ctx, idle: bool) -> Segment {
         Ctx::Task(p, pr) => Context::Task(p, pr),
         Ctx::Unknown => Context::Unknown,
     };
-    Segment { a, b, ctx, idle }
+    Segment {
+        a,
+        b,
+        ctx,
+        idle,
+        throttled,
+    }
 }
 
 #[allow(clippy::too_many_arguments)]

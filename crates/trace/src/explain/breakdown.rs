@@ -62,6 +62,13 @@ pub enum Kind {
     IdleExit,
     /// The vCPU was not running: a silent gap with no event in the guest.
     VcpuNotRunning,
+    /// RT throttling: the kernel gave the CPU to normal tasks (or idled)
+    /// while real-time tasks were runnable — the fair server (Linux 6.12
+    /// and later) or `sched_rt_runtime_us`. Seen as a switch from a
+    /// preempted real-time task to a normal one, which the scheduler makes
+    /// for no other reason; the stretch lasts until a real-time task runs
+    /// again.
+    RtThrottled,
     /// The thread's own work: its previous cycle overran (page faults).
     OwnWork,
     /// What is left, with what it is in the part's `name`.
@@ -80,13 +87,14 @@ impl Kind {
             Kind::IrqsOff => "irqs_off",
             Kind::IdleExit => "idle_exit",
             Kind::VcpuNotRunning => "vcpu_not_running",
+            Kind::RtThrottled => "rt_throttled",
             Kind::OwnWork => "own_work",
             Kind::Remainder => "remainder",
         }
     }
 
     /// Every kind.
-    pub const ALL: [Kind; 10] = [
+    pub const ALL: [Kind; 11] = [
         Kind::TimerDelay,
         Kind::Irq,
         Kind::Softirq,
@@ -95,6 +103,7 @@ impl Kind {
         Kind::IrqsOff,
         Kind::IdleExit,
         Kind::VcpuNotRunning,
+        Kind::RtThrottled,
         Kind::OwnWork,
         Kind::Remainder,
     ];
@@ -209,6 +218,7 @@ impl Share {
             Kind::IrqsOff => format!("interrupts off in {} {t}", who("")),
             Kind::IdleExit => format!("idle exit {t}"),
             Kind::VcpuNotRunning => format!("vCPU not running {t}"),
+            Kind::RtThrottled => format!("RT throttling: {} ran {t}", who("")),
             Kind::OwnWork => match self.faults {
                 Some(n) if n > 0 => format!("the thread itself {t} ({n} page faults)"),
                 _ => format!("the thread itself {t}"),
@@ -263,6 +273,9 @@ pub struct Segment {
     pub ctx: Context,
     /// The CPU was in an idle state.
     pub idle: bool,
+    /// Real-time tasks were throttled: since a switch from a preempted
+    /// real-time task to a normal one (or idle), no real-time task ran.
+    pub throttled: bool,
 }
 
 /// What the split needs to know besides the segments.
@@ -410,7 +423,12 @@ fn before_timer(acc: &mut Acc, s: &Segment, ns: u64, budget: &mut u64, f: &Facts
 
 /// `ns` of segment `s` once the timer fired (or with the thread running).
 fn after_timer(acc: &mut Acc, s: &Segment, ns: u64, f: &Facts) {
+    let rt_thread = f.own_prio.is_some_and(|p| (0..100).contains(&p));
     match s.ctx {
+        Context::Task(p, theirs) if s.throttled && rt_thread && p != f.tid && theirs >= 100 => {
+            let name = (p == 0).then_some("idle");
+            acc.add(Kind::RtThrottled, ns, s.ctx, name);
+        }
         Context::Irq(_) | Context::IrqNamed(..) => acc.add(Kind::Irq, ns, s.ctx, None),
         Context::Softirq(_) => acc.add(Kind::Softirq, ns, s.ctx, None),
         Context::Unknown => acc.add(Kind::Remainder, ns, s.ctx, None),
@@ -519,7 +537,10 @@ pub fn by_process<'a>(breakdowns: impl IntoIterator<Item = &'a [Share]>) -> Vec<
     for parts in breakdowns {
         let mut here: Vec<(usize, u64)> = Vec::new();
         for p in parts.iter().filter(|p| {
-            matches!(p.kind, Kind::Task | Kind::NonPreemptible | Kind::IrqsOff) && p.pid.is_some()
+            matches!(
+                p.kind,
+                Kind::Task | Kind::NonPreemptible | Kind::IrqsOff | Kind::RtThrottled
+            ) && p.pid.is_some()
         }) {
             let process = p.process.clone().unwrap_or_else(|| p.name.clone());
             let i = match v
@@ -580,6 +601,7 @@ mod tests {
             b,
             ctx,
             idle: false,
+            throttled: false,
         }
     }
 

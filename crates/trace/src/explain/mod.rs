@@ -1269,6 +1269,9 @@ pub fn cause_words(cat: Category, name: &str) -> String {
         Category::Unknown if name == attribute::TRACE_LOST => {
             "unknown (trace lost events)".to_string()
         }
+        Category::Task if name == attribute::RT_THROTTLING => {
+            "RT throttling (normal tasks got the CPU's reserve)".to_string()
+        }
         Category::Task => format!("task {name}"),
         Category::Irq => format!("interrupt {name}"),
         Category::Softirq => format!("softirq {name}"),
