@@ -440,8 +440,48 @@ pub fn show_text(r: &firmtime_watch::store::WakeupRecord) -> String {
     if let Some(d) = &w.detail {
         let _ = writeln!(s, "  {d}");
     }
+    let shares = w
+        .breakdown
+        .as_ref()
+        .and_then(|b| b.as_array())
+        .filter(|a| !a.is_empty());
+    if let Some(shares) = shares {
+        let _ = writeln!(s, "its lateness, part by part (they add up to it):");
+        for p in shares {
+            let field = |k: &str| p.get(k).and_then(|v| v.as_str()).unwrap_or("");
+            let mut who = Vec::new();
+            if let Some(pid) = p.get("pid").and_then(|v| v.as_i64()) {
+                who.push(format!("pid {pid}"));
+            }
+            if !field("process").is_empty() {
+                who.push(format!("process {}", field("process")));
+            }
+            if !field("policy").is_empty() {
+                who.push(field("policy").to_string());
+            }
+            if let Some(prio) = p.get("prio").and_then(|v| v.as_i64()) {
+                who.push(format!("kernel prio {prio}"));
+            }
+            if let Some(n) = p.get("faults").and_then(|v| v.as_u64()) {
+                who.push(format!("{n} page faults"));
+            }
+            let who = if who.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", who.join(", "))
+            };
+            let ns = p.get("ns").and_then(|v| v.as_i64()).unwrap_or(0);
+            let _ = writeln!(
+                s,
+                "  {}: {} {}{who}",
+                report::fmt_ns(ns),
+                field("kind").replace('_', " "),
+                field("name")
+            );
+        }
+    }
     if !w.parts.is_empty() {
-        let _ = writeln!(s, "parts of its lateness, largest first:");
+        let _ = writeln!(s, "what ran in its window, largest first:");
         for p in &w.parts {
             let who = match (p.pid, p.prio) {
                 (Some(pid), Some(prio)) => format!(" (pid {pid}, kernel prio {prio})"),

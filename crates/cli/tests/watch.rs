@@ -813,6 +813,11 @@ fn recorded_db(name: &str) -> (TestDir, String, i64, i64) {
                 ns: 40_000,
             },
         ],
+        breakdown: Some(serde_json::json!([
+            {"kind": "task", "ns": 2_300_000, "name": "ft-hog", "pid": 4242, "tgid": 4240,
+             "process": "watch_exemplars", "policy": "SCHED_FIFO", "prio": 9},
+            {"kind": "timer_delay", "ns": 45_000, "name": "hrtimer"}
+        ])),
         ..Wakeup::default()
     }];
     let mut s = Store::open(&db).unwrap();
@@ -844,7 +849,8 @@ fn watch_show_prints_a_wakeups_whole_cause_record() {
         "2.3 ms late, 1 deadline missed".to_string(),
         "cause: task ft-hog, 2.3 ms charged to it".to_string(),
         "  ft-hog (pid 4242, SCHED_FIFO 90) ran 2.30 ms".to_string(),
-        "  2.3 ms: task ft-hog (pid 4242, kernel prio 9)".to_string(),
+        "its lateness, part by part (they add up to it):\n  2.3 ms: task ft-hog (pid 4242, process watch_exemplars, SCHED_FIFO, kernel prio 9)\n  45 µs: timer delay hrtimer\n".to_string(),
+        "what ran in its window, largest first:\n  2.3 ms: task ft-hog (pid 4242, kernel prio 9)".to_string(),
         "  40 µs: interrupt eth0".to_string(),
         "in interval 3 of run 1".to_string(),
         format!("around it: firmtime watch report --at {at}"),
@@ -861,6 +867,8 @@ fn watch_show_prints_a_wakeups_whole_cause_record() {
     assert_eq!(v["wakeup"]["name"], "ft-hog");
     assert_eq!(v["wakeup"]["parts"][0]["pid"], 4242);
     assert_eq!(v["wakeup"]["parts"][1]["name"], "eth0");
+    assert_eq!(v["wakeup"]["breakdown"][0]["policy"], "SCHED_FIFO");
+    assert_eq!(v["wakeup"]["breakdown"][1]["kind"], "timer_delay");
     assert_eq!(v["cpu"], 0);
     assert_eq!(v["seq"], 3);
     // No such wake-up: a usage error naming it.

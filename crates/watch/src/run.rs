@@ -428,6 +428,9 @@ pub fn stored_cause(
                 ns: p.ns,
             })
             .collect(),
+        breakdown: serde_json::to_value(&cause.breakdown)
+            .ok()
+            .filter(|v| v.as_array().is_some_and(|a| !a.is_empty())),
     }
 }
 

@@ -95,7 +95,8 @@ CREATE TABLE IF NOT EXISTS wakeups(
   cause_ns INTEGER,
   lost_events INTEGER,
   detail TEXT,
-  parts TEXT
+  parts TEXT,
+  breakdown TEXT
 );
 CREATE INDEX IF NOT EXISTS wakeups_by_interval ON wakeups(interval_id);
 CREATE TABLE IF NOT EXISTS causes(
@@ -198,10 +199,19 @@ pub struct Wakeup {
     /// [`Store::wakeup`] only (a period's rows are read without it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
-    /// The parts of its lateness, largest first. Stored, and read back by
-    /// [`Store::wakeup`] only.
+    /// The contexts that ran in its window (tasks, interrupts, …), largest
+    /// first. Stored, and read back by [`Store::wakeup`] only.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub parts: Vec<CausePart>,
+    /// Its lateness split into parts that add up to it, as the explaining
+    /// trace gives them (`firmtime_trace::explain::Share` as JSON: `kind`
+    /// — `timer_delay`, `irq`, `softirq`, `task`, `non_preemptible`,
+    /// `irqs_off`, `idle_exit`, `vcpu_not_running`, `rt_throttled`,
+    /// `own_work`, `remainder` — `ns`, `name`, and where known `pid`,
+    /// `tgid`, `process`, `policy`, `prio`, `faults`). Stored, and read
+    /// back by [`Store::wakeup`] only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub breakdown: Option<serde_json::Value>,
 }
 
 impl Wakeup {
@@ -648,8 +658,8 @@ fn insert_row(
     let id = tx.last_insert_rowid();
     let mut wst = tx.prepare_cached(
         "INSERT INTO wakeups(id, interval_id, deadline_unix_ns, latency_ns, missed, category, name,
-            cause_ns, lost_events, detail, parts)
-         VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            cause_ns, lost_events, detail, parts, breakdown)
+         VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
     )?;
     let mut moved = tx.prepare_cached("UPDATE wakeups SET interval_id = ?1 WHERE id = ?2")?;
     let mut ids = Vec::with_capacity(row.wakeups.len());
@@ -679,7 +689,8 @@ fn insert_row(
             w.cause_ns.map(|n| n as i64),
             w.lost_events.map(|n| n.min(i64::MAX as u64) as i64),
             w.detail,
-            parts
+            parts,
+            w.breakdown.as_ref().map(|b| b.to_string())
         ])?;
         ids.push(tx.last_insert_rowid());
     }
@@ -1041,7 +1052,7 @@ fn refuse_newer(path: &Path, v: i64) -> Result<()> {
 /// and how many were explained; NULL: the row's own `explained`), the
 /// `causes` table and incremental auto-vacuum; version 4 the trace's lost
 /// events per interval and per wake-up, a wake-up's id (its rowid until
-/// then, so ids stay), its cause's detail and parts.
+/// then, so ids stay), its cause's detail, parts and breakdown.
 fn migrate(conn: &Connection, v: i64) -> rusqlite::Result<()> {
     let mut sql = String::from("BEGIN;");
     if v < 2 {
@@ -1068,7 +1079,8 @@ fn migrate(conn: &Connection, v: i64) -> rusqlite::Result<()> {
                cause_ns INTEGER,
                lost_events INTEGER,
                detail TEXT,
-               parts TEXT
+               parts TEXT,
+               breakdown TEXT
              );
              INSERT INTO wakeups_v4(id, interval_id, deadline_unix_ns, latency_ns, missed, category,
                name, cause_ns)
@@ -1300,7 +1312,7 @@ impl Store {
                 "SELECT w.{wid}, w.deadline_unix_ns, w.latency_ns, w.missed, w.category, w.name,
                         w.cause_ns, {lost}, {detail}, {parts},
                         i.id, i.run_id, i.seq, i.cpu, i.start_unix_ns, i.end_unix_ns, i.period_ns,
-                        {res}, i.count, i.missed, i.max_ns, i.p999_ns, {tl}
+                        {res}, i.count, i.missed, i.max_ns, i.p999_ns, {tl}, {bd}
                  FROM wakeups w JOIN intervals i ON i.id = w.interval_id WHERE w.{wid} = ?1",
                 wid = c.wakeup_id(),
                 lost = c.pick(4, "w.lost_events", "NULL"),
@@ -1308,6 +1320,7 @@ impl Store {
                 parts = c.pick(4, "w.parts", "NULL"),
                 res = c.pick(3, "i.resolution_ns", "0"),
                 tl = c.pick(4, "i.trace_lost_events", "NULL"),
+                bd = c.pick(4, "w.breakdown", "NULL"),
             );
             let row = self
                 .conn
@@ -1324,8 +1337,12 @@ impl Store {
                             lost_events: r.get::<_, Option<i64>>(7)?.map(|n| n.max(0) as u64),
                             detail: r.get(8)?,
                             parts: Vec::new(),
+                            breakdown: None,
                         },
-                        r.get::<_, Option<String>>(9)?,
+                        (
+                            r.get::<_, Option<String>>(9)?,
+                            r.get::<_, Option<String>>(23)?,
+                        ),
                         WakeupRecord {
                             wakeup: Wakeup::default(),
                             interval_id: r.get(10)?,
@@ -1347,9 +1364,17 @@ impl Store {
                     ))
                 })
                 .optional()?;
-            let Some((mut w, parts, mut rec)) = row else {
+            let Some((mut w, (parts, breakdown), mut rec)) = row else {
                 return Ok(None);
             };
+            if let Some(b) = breakdown {
+                w.breakdown = Some(serde_json::from_str(&b).map_err(|e| {
+                    Error::new(
+                        ErrorKind::Database,
+                        format!("wake-up {id}: its breakdown does not parse: {e}"),
+                    )
+                })?);
+            }
             if let Some(p) = parts {
                 w.parts = serde_json::from_str(&p).map_err(|e| {
                     Error::new(

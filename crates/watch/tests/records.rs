@@ -462,6 +462,16 @@ fn a_wakeup_whose_span_lost_events_is_stored_as_unknown_trace_lost_n_events() {
     let whole = attribute::attribute(&Timeline::new(events.clone()), &w, &m);
     assert_eq!(whole.lost_events, None, "{whole:?}");
     assert_ne!(whole.name, attribute::TRACE_LOST, "{whole:?}");
+    // Its breakdown is stored as the trace gives it, and read back.
+    let kept = run::stored_cause(&whole, 1, 2_000_000, 0);
+    let shares = kept
+        .breakdown
+        .as_ref()
+        .and_then(|b| b.as_array())
+        .expect("a breakdown");
+    let sum: u64 = shares.iter().map(|s| s["ns"].as_u64().unwrap()).sum();
+    assert_eq!(sum, whole.breakdown.iter().map(|s| s.ns).sum::<u64>());
+    assert_eq!(shares.len(), whole.breakdown.len());
     let holed = Timeline::new(events).with_losses(vec![Loss {
         cpu: 0,
         from_ns: d + 100_000,
@@ -480,7 +490,7 @@ fn a_wakeup_whose_span_lost_events_is_stored_as_unknown_trace_lost_n_events() {
     // Stored and read back as `watch show` reads it.
     let dir = scratch("lost-cause");
     let (mut s, run) = new_db(&dir.0.join("w.db"));
-    let mut rows = vec![row(0, 0, vec![stored], Some(42))];
+    let mut rows = vec![row(0, 0, vec![stored, kept], Some(42))];
     s.store_interval(run, 1, &MachineState::default(), &mut rows)
         .unwrap();
     let id = rows[0].wakeups[0].id.unwrap();
@@ -502,6 +512,9 @@ fn a_wakeup_whose_span_lost_events_is_stored_as_unknown_trace_lost_n_events() {
         r.wakeup.detail
     );
     assert_eq!(r.interval_trace_lost_events, Some(42));
+    let k = s.wakeup(rows[0].wakeups[1].id.unwrap()).unwrap().unwrap();
+    assert_eq!(k.wakeup.breakdown, rows[0].wakeups[1].breakdown);
+    assert!(k.wakeup.breakdown.is_some());
     let p = Period::of(&s.intervals_since(i64::MIN).unwrap(), Vec::new(), 0, MIN);
     assert_eq!(
         p.worst[0].cause.as_deref(),
