@@ -451,6 +451,16 @@ pub fn print_explanation(e: &firmtime_trace::explain::Explanation, n: usize) {
             o.cause.category.name(),
             o.cause.detail
         );
+        if o.cause.breakdown.len() > 1 {
+            println!(
+                "  {:>38}largest parts: {}",
+                "",
+                firmtime_trace::explain::breakdown::largest_words(
+                    &o.cause.breakdown,
+                    firmtime_trace::explain::PARTS_SHOWN
+                )
+            );
+        }
     }
     if e.outliers.len() > n {
         println!("  … {} more in the JSON", e.outliers.len() - n);
