@@ -6,8 +6,9 @@
 //! binary 0755 whatever the umask, and its `ExecStopPost=` step removes the
 //! tracefs instance a killed run left, and no other.
 //!
-//! The unit is not started here: this machine's PID 1 is not systemd (see
-//! docs/WATCH.md, "The service", for the run under a systemd of its own).
+//! The unit is not started by these tests (this machine's PID 1 is not
+//! systemd): `scripts/watch-unit-systemd.sh` starts it under a systemd of
+//! its own, kills it and stops it (docs/WATCH.md, "The service").
 
 mod common;
 
