@@ -28,13 +28,13 @@ pub struct WatchArgs {
 /// The subcommands of `watch`.
 #[derive(Debug, Subcommand)]
 enum WatchCommand {
-    /// Latency over a period as Markdown + JSON + PNG: over time, the histogram, the top causes, what changed (and the resolution of each part: older intervals are rolled up into hours and days).
+    /// Latency over a period (or around a moment: --at) as Markdown + JSON + PNG: over time, the histogram, the worst wake-ups with their ids, the top causes, what changed (and the resolution of each part: older intervals are rolled up into hours and days).
     Report(ReportArgs),
     /// Was this machine fine? One line; exit 0 fine, 1 not fine, 2 no data.
     Check(CheckArgs),
     /// Write a systemd unit that runs `firmtime watch` with the flags given, and say how to enable it.
     Install(InstallArgs),
-    /// One stored wake-up's whole cause record, by the id a report, `watch check` or the metrics' exemplar gives.
+    /// One stored wake-up's whole cause record, by the id a report, the journal's interval lines or the metrics' exemplar give; exit 0 shown, 2 no such wake-up.
     Show(ShowArgs),
     /// Remove the tracefs instances of firmtime processes that are gone (a run killed with SIGKILL leaves its instance tracing); the unit runs it after each stop.
     CleanTrace,
