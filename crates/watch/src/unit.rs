@@ -88,6 +88,15 @@ impl fmt::Display for UnitError {
                 "{flag}: the value {value:?} holds {what}, which systemd would misread in the unit \
                  (a newline ends the ExecStart= line): not written; give it without control characters"
             ),
+            UnitError::Hidden { flag, path } if flag == "--exe" => write!(
+                f,
+                "--exe {}: the service cannot see it (the unit has ProtectHome=yes, which hides {}): \
+                 install a copy at a stable path and point the unit at it: \
+                 `sudo {} watch install --exe {STABLE_EXE} -- WATCH-FLAGS`",
+                path.display(),
+                HIDDEN.join(", "),
+                path.display()
+            ),
             UnitError::Hidden { flag, path } => write!(
                 f,
                 "{flag} {}: the service cannot see it (the unit has ProtectHome=yes, which hides {}): \
@@ -615,10 +624,13 @@ mod tests {
             "{e}"
         );
         assert_eq!(build_tree(Path::new("/usr/local/bin/firmtime")), None);
-        assert!(matches!(
-            check_exe(Path::new("/root/.cargo/bin/firmtime")),
-            Err(UnitError::Hidden { .. })
-        ));
+        let e = check_exe(Path::new("/root/.cargo/bin/firmtime")).unwrap_err();
+        assert!(matches!(e, UnitError::Hidden { .. }), "{e:?}");
+        assert!(
+            e.to_string()
+                .contains("`sudo /root/.cargo/bin/firmtime watch install --exe /usr/local/bin/firmtime -- WATCH-FLAGS`"),
+            "{e}"
+        );
         assert!(matches!(
             check_exe(Path::new("bin/firmtime")),
             Err(UnitError::Relative { .. })
