@@ -302,12 +302,17 @@ pub fn run(a: RackArgs) -> anyhow::Result<Outcome> {
     ));
     for s in &stats.stages {
         say(format!(
-            "  {}: {} runs, mean {:.1} µs, max {:.1} µs, {} late, latency {} frames",
+            "  {}: {} runs, mean {:.1} µs, max {:.1} µs, {} late{}, latency {} frames",
             s.name,
             s.runs,
             s.mean_ns as f64 / 1e3,
             s.max_ns as f64 / 1e3,
             s.late,
+            if s.away > 0 {
+                format!(" ({} with the worker away: dry without waiting)", s.away)
+            } else {
+                String::new()
+            },
             s.latency_frames
         ));
     }

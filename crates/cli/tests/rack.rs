@@ -433,3 +433,58 @@ fn a_killed_worker_turns_the_stage_dry_and_counts_late_periods() {
     drop(engine);
     control.close();
 }
+
+/// Regression (issue 32 item 4): a remote *work* stage whose worker was
+/// known to be away still called the master every cycle and waited until
+/// the deadline (90 % of the period by default: with a worker frozen, 5
+/// xruns in 3 s at 128 frames); only plugin stages skipped. Now every
+/// remote stage passes its input through without waiting while the
+/// session's heartbeat says the worker is away, and counts it `away` (a
+/// part of `late`).
+#[test]
+fn a_work_stage_whose_worker_is_away_passes_through_and_counts_it_away() {
+    let mut w = common::NetWorker::start();
+    let text = format!(
+        "deadline = 1.0\n[[stage]]\nname = \"far\"\nwork = {{ fraction = 0.0, mode = \"none\" }}\n\
+         channels = 1\nremote = {{ worker = \"{}\", window = 0 }}\n",
+        w.1
+    );
+    let file = RackFile::parse(&text, "work.toml").unwrap();
+    let (mut engine, control) = build(&file, &Scan::dirs(&[]), RATE, BLOCK).unwrap();
+    for n in 0..10 {
+        let x = signal(n);
+        // The worker's copy, or (late) the dry input: the same samples.
+        assert_eq!(run(&mut engine, &x), x, "period {n}");
+    }
+    let st = control.stats();
+    assert_eq!(st.stages[0].away, 0, "{st:?}");
+    assert!(st.stages[0].late < 10, "no result came back: {st:?}");
+    let _ = w.0.kill();
+    let _ = w.0.wait();
+    // The heartbeat notices within its timeout (500 ms); until then periods are late.
+    let mut n = 10;
+    while control.stats().stages[0].away == 0 {
+        assert!(
+            n < 10 + 400,
+            "the stage never saw the worker away: {:?}",
+            control.stats()
+        );
+        let x = signal(n);
+        assert_eq!(run(&mut engine, &x), x, "period {n}");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        n += 1;
+    }
+    let before = control.stats().stages[0].clone();
+    let more = 25;
+    for k in 0..more {
+        let x = signal(n + k);
+        assert_eq!(run(&mut engine, &x), x, "period {}", n + k);
+    }
+    let after = control.stats().stages[0].clone();
+    assert_eq!(after.away - before.away, more as u64, "{after:?}");
+    assert_eq!(after.late - before.late, more as u64, "{after:?}");
+    assert_eq!(after.runs, (n + more) as u64);
+    assert!(after.away <= after.late, "{after:?}");
+    drop(engine);
+    control.close();
+}

@@ -14,7 +14,7 @@
 //! allocate, lock, print or block — beyond each plugin's own run() and a
 //! remote stage's wait for its result, which ends at the deadline (a late
 //! result is counted and the middleware's late policy, dry pass-through,
-//! fills the output). A remote plugin stage checks its session's
+//! fills the output). A remote stage checks its session's
 //! [`Link::connected`] (one atomic load) and, while the worker is away,
 //! passes audio through without waiting. Tests run them under
 //! `assert_no_alloc`; with the `assert-rt` feature every cycle runs under
@@ -62,6 +62,7 @@ struct StageCounters {
     time_sum_ns: AtomicU64,
     time_max_ns: AtomicU64,
     late: AtomicU64,
+    away: AtomicU64,
 }
 
 /// Counters the engine writes and the controller reads (relaxed atomics).
@@ -86,6 +87,11 @@ enum Stage {
         outs: Vec<BlockId<f32>>,
         /// `Some` for a real plugin hosted by the worker.
         plugin: Option<RemotePlugin>,
+        /// The session's controller: [`Link::connected`] is RT-safe (one
+        /// atomic load), so the stage passes audio through without waiting
+        /// while the worker is away. Shared with [`RackControl`] (a work
+        /// stage's `fraction`); the session ends when both have dropped it.
+        link: Arc<Link>,
     },
 }
 
@@ -94,10 +100,6 @@ struct RemotePlugin {
     ids: PluginBlocks,
     /// Current control input values, in `ids.control_in_ports` order.
     values: Vec<f32>,
-    /// The session's controller: [`Link::connected`] is RT-safe, so the
-    /// stage passes audio through without waiting while the worker is away.
-    /// Dropping the engine closes the session.
-    link: Link,
 }
 
 impl Stage {
@@ -220,6 +222,7 @@ impl Engine {
         for (k, stage) in self.stages.iter_mut().enumerate() {
             let t0 = monotonic_ns();
             let mut late = false;
+            let mut away = false;
             match stage {
                 Stage::Local {
                     instance,
@@ -242,10 +245,13 @@ impl Engine {
                     ins,
                     outs,
                     plugin,
+                    link,
                 } => {
-                    if plugin.as_ref().is_some_and(|p| !p.link.connected()) {
-                        // The worker is known to be away: dry without waiting.
+                    if !link.connected() {
+                        // The worker is known to be away: dry without waiting
+                        // (a work stage waited until the deadline every cycle).
                         late = true;
+                        away = true;
                         for b in bufs.iter_mut().take(outs.len()).skip(ins.len()) {
                             b[..frames].fill(0.0);
                         }
@@ -292,6 +298,9 @@ impl Engine {
             if late {
                 sc.late.fetch_add(1, Ordering::Relaxed);
             }
+            if away {
+                sc.away.fetch_add(1, Ordering::Relaxed);
+            }
         }
         if monotonic_ns().saturating_sub(cycle_start_ns) > self.period_ns {
             counters.overruns.fetch_add(1, Ordering::Relaxed);
@@ -328,6 +337,9 @@ pub struct StageStats {
     /// Cycles whose remote result was late or whose worker was away (dry
     /// pass-through instead).
     pub late: u64,
+    /// Of `late`, the cycles whose worker was known to be away (the
+    /// session's heartbeat noticed): passed through dry without waiting.
+    pub away: u64,
     /// Frames the stage delays its audio by (window × block size; 0 local).
     pub latency_frames: u64,
 }
@@ -417,7 +429,7 @@ impl EngineCounters {
 pub struct RackControl {
     infos: Vec<StageInfo>,
     work: Vec<Option<Work>>,
-    links: Vec<Option<Link>>,
+    links: Vec<Option<Arc<Link>>>,
     producer: Producer<ControlChange>,
     counters: Arc<Counters>,
     dropped: u64,
@@ -572,6 +584,7 @@ impl RackControl {
                         mean_ns: s.time_sum_ns.load(Ordering::Relaxed) / runs.max(1),
                         max_ns: s.time_max_ns.load(Ordering::Relaxed),
                         late: s.late.load(Ordering::Relaxed),
+                        away: s.away.load(Ordering::Relaxed),
                         latency_frames: i.latency_frames,
                     }
                 })
@@ -592,11 +605,14 @@ impl RackControl {
         }
     }
 
-    /// Closes the remote sessions (the engine's masters then only see late
-    /// periods and pass audio through dry).
+    /// Closes the sessions of the remote work stages whose engine is gone;
+    /// a session the engine still holds (every remote plugin stage's, a work
+    /// stage's while the engine runs) closes when the engine is dropped.
     pub fn close(mut self) {
         for l in self.links.iter_mut().filter_map(Option::take) {
-            l.close();
+            if let Ok(l) = Arc::try_unwrap(l) {
+                l.close();
+            }
         }
     }
 }
@@ -829,6 +845,7 @@ pub fn build(
                     ports: desc.ports.clone(),
                 });
                 let (master, link) = connect(sc, blocks).map_err(remote_err)?;
+                let link = Arc::new(link);
                 let values = ids
                     .control_in_ports
                     .iter()
@@ -845,7 +862,8 @@ pub fn build(
                         master: Box::new(master),
                         ins: ids.audio_in.iter().map(|&(_, id)| id).collect(),
                         outs: ids.audio_out.iter().map(|&(_, id)| id).collect(),
-                        plugin: Some(RemotePlugin { ids, values, link }),
+                        plugin: Some(RemotePlugin { ids, values }),
+                        link,
                     },
                     info,
                     None,
@@ -884,6 +902,7 @@ pub fn build(
                         format!("{at}: stage {:?}: {e}", spec.name),
                     )
                 })?;
+                let link = Arc::new(link);
                 let info = StageInfo {
                     name: spec.name.clone(),
                     description: format!(
@@ -905,6 +924,7 @@ pub fn build(
                         ins,
                         outs,
                         plugin: None,
+                        link: Arc::clone(&link),
                     },
                     info,
                     Some(*work),
