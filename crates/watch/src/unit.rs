@@ -483,8 +483,10 @@ fn instance_pid(name: &str) -> Option<u32> {
 /// `firmtime_trace::tracefs::instance_name` names them) for a process that
 /// is gone: a run killed with SIGKILL leaves its instance and keeps
 /// tracing into its ring buffers. Instances of live processes, and any
-/// other name, are left alone. Returns the names removed; a directory
-/// that is missing (tracefs not mounted) removes nothing.
+/// other name, are left alone, and so is one the kernel refuses to remove
+/// because a process still has its files open (EBUSY). Returns the names
+/// removed; a directory that is missing (tracefs not mounted) removes
+/// nothing.
 ///
 /// # Errors
 /// The first instance that could not be removed (the others are still
@@ -507,7 +509,11 @@ pub fn clean_trace(instances: &Path) -> io::Result<Vec<String>> {
         }
         match std::fs::remove_dir(entry.path()) {
             Ok(()) => removed.push(name),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            // Gone meanwhile, or busy: a process (one in another pid
+            // namespace, whose pid this one does not see) holds it open.
+            Err(e)
+                if e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::EBUSY) => {
+            }
             Err(e) => {
                 first_err.get_or_insert_with(|| {
                     io::Error::new(
