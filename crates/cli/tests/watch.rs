@@ -711,8 +711,10 @@ fn the_grafana_dashboard_queries_only_metrics_watch_serves() {
         let url = p["fieldConfig"]["defaults"]["links"][0]["url"]
             .as_str()
             .unwrap();
+        // This dashboard (by its uid), the moment (Unix ms) and the machine.
         assert!(
-            url.contains("var-at=${__value.time}")
+            url.starts_with(&format!("/d/{}?", d["uid"].as_str().unwrap()))
+                && url.contains("var-at=${__value.time}")
                 && url.contains("var-spike_instance=${__field.labels.instance}"),
             "{url}"
         );
