@@ -688,6 +688,18 @@ fn induced(outliers: &[Outlier], floor_ns: i64) -> Vec<&Outlier> {
         .collect()
 }
 
+/// Every outlier's breakdown adds up to its lateness, exactly (issue 29).
+fn parts_add_up(outliers: &[Outlier]) {
+    for o in outliers {
+        assert_eq!(
+            explain::breakdown::sum_ns(&o.cause.breakdown),
+            o.latency_ns.max(0) as u64,
+            "{:#?}",
+            o.cause
+        );
+    }
+}
+
 fn show(v: &[&Outlier]) -> String {
     v.iter()
         .map(|o| {
@@ -929,6 +941,7 @@ fn induced_a_udp_flood_is_named_as_net_rx_softirq() {
         unsafe { libc::close(fd) };
     }
     let e = result.explain.expect("explained");
+    parts_add_up(&e.outliers);
     let v = induced(&e.outliers, 100_000);
     let net = v
         .iter()
@@ -1007,6 +1020,7 @@ fn induced_page_faults_without_mlock_are_the_thread_itself() {
         missed: 0,
     };
     let e = explain::explain(rec, &[target], &explain::this_machine());
+    parts_add_up(&e.outliers);
     let v = induced(&e.outliers, 500_000);
     eprintln!(
         "page faults: {} ({} trace events lost)",
