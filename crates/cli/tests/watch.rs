@@ -933,6 +933,14 @@ fn report_check_and_show_leave_the_database_byte_identical() {
         "the database directory changed"
     );
     // `--at` reports the interval around the spike, with its worst wake-up's id.
+    // The check's line names the worst wake-up's id.
+    let out = firmtime(&["watch", "check", "--db", &db, "--max-latency", "1ms"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text_of(&out));
+    assert!(
+        text(&out.stdout).contains(&format!("(task ft-hog; wake-up {id}) > 1ms")),
+        "{}",
+        text_of(&out)
+    );
     let v = read_json(&out_dir.join("report.json"));
     assert_eq!(v["rows"], 1);
     assert_eq!(v["worst"][0]["id"], id);

@@ -708,11 +708,18 @@ pub fn verdict(p: &Period, max_latency_ns: i64, max_missed: u64) -> (Answer, Str
         .max_at_unix_ns
         .map(|t| format!(" at {}", utc(t)))
         .unwrap_or_default();
-    let cause = p
-        .max_cause
-        .as_ref()
-        .map(|c| format!(" ({c})"))
-        .unwrap_or_default();
+    // The worst wake-up's id, for `watch show`.
+    let id = p
+        .worst
+        .first()
+        .filter(|w| w.latency_ns == max)
+        .and_then(|w| w.id);
+    let cause = match (&p.max_cause, id) {
+        (Some(c), Some(id)) => format!(" ({c}; wake-up {id})"),
+        (Some(c), None) => format!(" ({c})"),
+        (None, Some(id)) => format!(" (wake-up {id})"),
+        (None, None) => String::new(),
+    };
     let p999 = p.p999_ns.map_or("-".into(), fmt_ns);
     if max > max_latency_ns || p.missed > max_missed {
         let mut why = Vec::new();
@@ -1024,7 +1031,7 @@ pub fn write(p: &Period, db: &Path, out: &Path, max_latency_ns: i64) -> Result<W
             .map(|t| (hours(t.start_unix_ns), t.p999_ns as f64 / 1000.0))
             .collect();
         let title = format!("Wake-up latency per interval from {}", utc(t0));
-        match firmtime_lab::plot::series_png(
+        match firmtime_plot::series_png(
             &path,
             &title,
             x_label,
@@ -1043,11 +1050,11 @@ pub fn write(p: &Period, db: &Path, out: &Path, max_latency_ns: i64) -> Result<W
             .filter(|(e, _)| *e != OVERFLOW_EDGE)
             .map(|&(e, c)| (e as f64 / 1000.0, (c as f64).log10()))
             .collect();
-        let series = [firmtime_lab::plot::Series {
-            mark: firmtime_lab::plot::Mark::Points,
-            ..firmtime_lab::plot::Series::new("wake-ups per bucket", &pts)
+        let series = [firmtime_plot::Series {
+            mark: firmtime_plot::Mark::Points,
+            ..firmtime_plot::Series::new("wake-ups per bucket", &pts)
         }];
-        match firmtime_lab::plot::chart_png(
+        match firmtime_plot::chart_png(
             &path,
             "Histogram of the period",
             "latency (µs, upper bucket edge)",
