@@ -494,7 +494,7 @@ struct Proxy {
     stream: Stream,
     max_frames: usize,
     deadline_ns: Option<u64>,
-    /// `Auto` until the first run() decides.
+    /// `Auto` until a run() on a real-time thread settles it ([`mode_of_run`]).
     mode: Mode,
     late: Late,
     gate: WaitGate,
@@ -559,6 +559,22 @@ impl WaitGate {
 fn answers(m: &Master) -> u64 {
     let s = m.stats();
     s.delivered + s.drops.get(DropReason::AfterDeadline) + s.drops.get(DropReason::Stale)
+}
+
+/// The mode of one run() of an instance in `mode`, and the mode it keeps
+/// for the next: `Auto` settles on real time at the first run on a
+/// real-time thread (`realtime_thread`, asked only in `Auto`); a run on
+/// another thread before that is offline and settles nothing. Ardour runs
+/// every new instance once on the thread that makes it (not real-time) to
+/// read its latency: settled there, as it was, a live session on JACK
+/// stayed offline for good — a lost worker blocked the audio thread for
+/// `deadline_ms`, then ended Ardour with exit status 75. **RT-safe.**
+fn mode_of_run(mode: Mode, realtime_thread: impl FnOnce() -> bool) -> (Mode, Mode) {
+    match mode {
+        Mode::Auto if realtime_thread() => (Mode::Realtime, Mode::Realtime),
+        Mode::Auto => (Mode::Offline, Mode::Auto),
+        m => (m, m),
+    }
 }
 
 /// Whether the calling thread runs under a real-time policy. **RT-safe** (one syscall).
@@ -836,15 +852,10 @@ impl Proxy {
             self.stream.start(n)
         };
         self.write_latency();
-        if self.mode == Mode::Auto {
-            self.mode = if thread_is_realtime() {
-                Mode::Realtime
-            } else {
-                Mode::Offline
-            };
-        }
+        let (mode, settled) = mode_of_run(self.mode, thread_is_realtime);
+        self.mode = settled;
         self.handoff.mode.store(
-            if self.mode == Mode::Offline {
+            if mode == Mode::Offline {
                 MODE_OFFLINE
             } else {
                 MODE_REALTIME
@@ -854,7 +865,7 @@ impl Proxy {
         self.frames += n as u64;
         self.handoff.frames.store(self.frames, Ordering::Relaxed);
         self.take_remote();
-        if self.mode == Mode::Offline {
+        if mode == Mode::Offline {
             return self.run_offline(n, block);
         }
         if self.max_frames == 0 {
@@ -1246,6 +1257,29 @@ mod tests {
         // A result in time ends probing too.
         g.after(Outcome::Delivered, 3);
         assert_eq!(g.wait(full), full);
+    }
+
+    /// Regression test (issue 32, found with Ardour): auto was settled by
+    /// the first run(), which in Ardour is its latency run on a plain
+    /// thread, so the proxy stayed offline in the real-time audio thread
+    /// after it (`crates/cli/tests/ardour.rs`,
+    /// `a_worker_killed_in_a_live_ardour_session_does_not_end_ardour`).
+    #[test]
+    fn auto_settles_at_the_first_run_on_a_realtime_thread_only() {
+        let mut mode = Mode::Auto;
+        // Runs on plain threads (Ardour's latency run; every run of sox):
+        // offline, still auto.
+        for _ in 0..3 {
+            let (run, settled) = mode_of_run(mode, || false);
+            assert_eq!((run, settled), (Mode::Offline, Mode::Auto));
+            mode = settled;
+        }
+        // The audio thread: real time, for good.
+        assert_eq!(mode_of_run(mode, || true), (Mode::Realtime, Mode::Realtime));
+        // A chosen mode is kept, and the thread is not asked.
+        for m in [Mode::Realtime, Mode::Offline] {
+            assert_eq!(mode_of_run(m, || -> bool { panic!("asked") }), (m, m));
+        }
     }
 
     #[test]
