@@ -18,6 +18,7 @@ PACKAGES=(
   ecasound                    # a real-time LADSPA host (scripts/ladspa-proxy-ecasound.sh)
   sox                         # another LADSPA host the proxy tests run
   lilv-utils                  # lv2apply, lv2info, lv2ls: the LV2 host of the LV2 tests
+  ardour                      # Ardour 7: ardour7-lua runs the proxy's DAW tests headless (crates/cli/tests/ardour.rs)
   fonts-dejavu-core           # the font firmtime loads to label its PNG plots
   jq python3                  # the acceptance scripts in scripts/ read firmtime's JSON
   python3-pandas r-base-core  # START.md's pandas and R analysis snippets, run by the tests
