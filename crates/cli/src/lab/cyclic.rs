@@ -10,9 +10,9 @@ use firmtime_lab::load::LoadSpec;
 use firmtime_lab::measure::{Cell, Progress, Silent};
 use firmtime_lab::measurement::Cyclic;
 use firmtime_lab::output::{self, RtTestsHeader, StatusLine, ThreadHist};
-use firmtime_lab::plot::{self, Unit};
 use firmtime_lab::report::{Answer, Bar};
 use firmtime_lab::stats::Summary;
+use firmtime_plot::{self as plot, Unit};
 use firmtime_rt::sched::{self, Policy};
 use firmtime_rt::sleep::Mechanism;
 use std::io::{IsTerminal, Write};
@@ -466,6 +466,10 @@ pub fn print_explanation(e: &firmtime_trace::explain::Explanation, n: usize) {
         println!("  … {} more in the JSON", e.outliers.len() - n);
     }
     println!("by cause: {}", e.summary());
+    let processes = e.process_line();
+    if !processes.is_empty() {
+        println!("tasks by process: {processes}");
+    }
     println!("{}", e.coverage());
 }
 

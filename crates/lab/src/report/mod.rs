@@ -123,6 +123,10 @@ pub fn explain_section(runs: &[(&str, &Explanation)], not_explained: Option<&str
             e.coverage(),
             e.events_line("--explain-max-events")
         );
+        let processes = e.process_line();
+        if !processes.is_empty() {
+            let _ = writeln!(s, "  Tasks by process: {processes}.");
+        }
     }
     let mut rows = Vec::new();
     for (label, e) in runs {

@@ -291,21 +291,31 @@ fn threads_of_one_process_are_one_cause_by_process() {
         faults: None,
     };
     let a = vec![
-        task(10, "opt 1", Some(5), Some("rustc"), 300),
-        task(11, "opt 2", Some(5), Some("rustc"), 200),
+        task(10, "opt 1", Some(5), Some("rustc"), 300_000),
+        task(11, "opt 2", Some(5), Some("rustc"), 200_000),
         Share::remainder(7, "x"),
     ];
     let b = vec![
-        task(12, "opt 3", Some(5), Some("rustc"), 400),
-        task(20, "kworker/1:0", None, None, 800),
+        task(12, "opt 3", Some(5), Some("rustc"), 400_000),
+        task(20, "kworker/1:0", None, None, 800_000),
     ];
     let v = breakdown::by_process([a.as_slice(), b.as_slice()]);
     assert_eq!(v.len(), 2, "{v:#?}");
     let rustc = v.iter().find(|p| p.process == "rustc").unwrap();
     assert_eq!(rustc.tgid, Some(5));
     assert_eq!(rustc.threads, ["opt 1", "opt 2", "opt 3"]);
-    assert_eq!((rustc.outliers, rustc.ns, rustc.worst_ns), (2, 900, 500));
+    assert_eq!(
+        (rustc.outliers, rustc.ns, rustc.worst_ns),
+        (2, 900_000, 500_000)
+    );
     assert_eq!(v[0].process, "rustc", "most time first: {v:#?}");
+    // In words, as `lab cyclic` and `lab all`'s report print it.
+    let words = explain::process_words(&v);
+    assert_eq!(
+        words,
+        "rustc (pid 5; threads opt 1, opt 2, opt 3): 2 outliers, 900 µs in all, up to 500 µs \
+         in one; kworker/1:0: 1 outlier, 800 µs in all, up to 800 µs in one"
+    );
     assert_eq!((v[1].tgid, v[1].threads.len()), (None, 1));
 }
 
@@ -364,6 +374,15 @@ fn the_breakdown_is_in_the_json_beside_every_existing_key_and_in_the_traced_word
     for k in Kind::ALL {
         assert_eq!(serde_json::to_value(k).unwrap(), k.key());
     }
+    // lab all's report: the largest parts beside each wake-up, the tasks
+    // by process under each condition.
+    let section = firmtime_lab::report::explain_section(&[("SCHED_FIFO idle", &e)], None);
+    assert!(
+        section.contains("| largest parts |")
+            && section.contains("| task hog (pid 42, RT priority 90) 796 µs; ")
+            && section.contains("  Tasks by process: hog: 1 outlier, 796 µs in all"),
+        "{section}"
+    );
     // tap run and net bench get the largest parts in the cause's words.
     let t = e.traced(3).unwrap();
     assert!(
