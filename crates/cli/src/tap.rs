@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
-use firmtime_lab::plot::{chart_png, Mark, Series};
+use firmtime_plot::{chart_png, Mark, Series};
 use firmtime_tap::analysis::{self, AnalysisConfig, Phase, TrialAnalysis};
 use firmtime_tap::certificate::Recorded;
 use firmtime_tap::{data, ftap, ftap_out, Experiment};

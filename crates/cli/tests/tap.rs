@@ -441,7 +441,7 @@ fn analyze_writes_iti_asynchrony_and_summary_plots() {
         "trial-small-asynchrony.png",
         "summary.png",
     ] {
-        assert_eq!(png_size(&d.join(f)), firmtime_lab::plot::SIZE, "{f}");
+        assert_eq!(png_size(&d.join(f)), firmtime_plot::SIZE, "{f}");
     }
     std::fs::remove_dir_all(&d).unwrap();
 }

@@ -24,7 +24,8 @@ use crate::measurement::{
 use crate::output::{self, RtTestsHeader, ThreadHist};
 use crate::report::{self, CyclicRow};
 use crate::stats::LatencyHistogram;
-use crate::{cyclic, plot};
+use crate::cyclic;
+use firmtime_plot as plot;
 use firmtime_rt::sched::Policy;
 use firmtime_rt::system::Provenance;
 use serde::Serialize;
@@ -550,7 +551,7 @@ fn write_cyclic_plots(
         .first()
         .map_or(1_000_000, |(_, _, r)| r.config.interval_ns);
     let mut out = Vec::new();
-    let mut draw = |name: &str, caption: &str, f: &dyn Fn(&Path) -> Result<()>| {
+    let mut draw = |name: &str, caption: &str, f: &dyn Fn(&Path) -> plot::Result<()>| {
         let path = w.out.join(name);
         match f(&path) {
             Ok(()) => {

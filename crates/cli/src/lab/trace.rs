@@ -271,7 +271,7 @@ fn plot(r: &TraceResult, path: &std::path::Path) -> anyhow::Result<()> {
     let series: Vec<(&str, &firmtime_lab::stats::LatencyHistogram)> =
         hists.iter().map(|(n, h)| (n.as_str(), h)).collect();
     let title = format!("Effective quantum CDF — {}", r.kernel.describe());
-    firmtime_lab::plot::cdf_png(path, &title, &series)?;
+    firmtime_plot::cdf_png(path, &title, &series)?;
     eprintln!("wrote {}", path.display());
     Ok(())
 }

@@ -3,12 +3,11 @@
 
 use std::path::{Path, PathBuf};
 
-use firmtime_lab::plot::{
-    axis_number, cdf_png, comparison_png, histogram_png, histogram_png_with_period, tail_png,
-    use_font, Unit, SIZE,
-};
 use firmtime_lab::stats::{summarize, LatencyHistogram, Summary};
-use firmtime_lab::ErrorKind;
+use firmtime_plot::{
+    axis_number, cdf_png, comparison_png, histogram_png, histogram_png_with_period, tail_png,
+    use_font, ErrorKind, Unit, SIZE,
+};
 
 /// A fresh directory under the system temp dir, removed on drop.
 struct TempDir(PathBuf);
@@ -142,7 +141,7 @@ fn nothing_to_plot_is_an_error_and_writes_no_file() {
     let e = histogram_png(&p, "t", &[("e", &empty)], Unit::Us).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidInput);
     assert_eq!(
-        cdf_png(&p, "t", &[]).unwrap_err().kind(),
+        cdf_png::<LatencyHistogram>(&p, "t", &[]).unwrap_err().kind(),
         ErrorKind::InvalidInput
     );
     let none = Summary::empty(0);

@@ -134,8 +134,8 @@ type Series = (String, Vec<(f64, f64)>);
 
 fn plots(r: &ExperimentReport, dir: &Path) -> Result<()> {
     use std::collections::BTreeMap;
-    let font = firmtime_lab::plot::font_path();
-    firmtime_lab::plot::use_font(&font).map_err(|e| Error::new(ErrorKind::Io, e.to_string()))?;
+    let font = firmtime_plot::font_path();
+    firmtime_plot::use_font(&font).map_err(|e| Error::new(ErrorKind::Io, e.to_string()))?;
     let mut figs: BTreeMap<u8, BTreeMap<String, Vec<(f64, f64)>>> = BTreeMap::new();
     for p in &r.points {
         let (key, x, y) = match (p.spec.figure, &p.spec.placement) {
@@ -212,8 +212,8 @@ fn line_png(
     xl: &str,
     yl: &str,
     series: &[Series],
-) -> firmtime_lab::Result<()> {
-    use firmtime_lab::plot;
+) -> firmtime_plot::Result<()> {
+    use firmtime_plot as plot;
     let xs = series.iter().flat_map(|s| s.1.iter().map(|p| p.0));
     let xmax = xs.fold(0.0f64, f64::max) * 1.1 + 0.5;
     let ymax = series
