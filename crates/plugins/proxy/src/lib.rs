@@ -42,7 +42,9 @@
 //!   [`config::RENDER_FAILED_EXIT`] after one line on stderr — LADSPA gives
 //!   run() no error to return, and ecasound ignores a refused instantiate;
 //! - auto (default): real time when the thread calling run() has a
-//!   real-time scheduling policy, else offline.
+//!   real-time scheduling policy, else offline; the first run on a
+//!   real-time thread settles it (Ardour runs a plugin once on a plain
+//!   thread before its audio thread does).
 //!
 //! # Real-time contract
 //! instantiate allocates everything. In real time run() does not allocate,
