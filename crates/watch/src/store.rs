@@ -1207,17 +1207,21 @@ impl Store {
             "PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON; PRAGMA journal_size_limit=4194304;",
         )
         .map_err(|e| db_err(path, e))?;
-        conn.execute_batch(SCHEMA).map_err(|e| db_err(path, e))?;
         match found {
-            None => {
-                conn.execute(
-                    "INSERT OR REPLACE INTO meta(key, value) VALUES('schema_version', ?1)",
-                    [SCHEMA_VERSION.to_string()],
-                )
-                .map_err(|e| db_err(path, e))?;
+            // A new file: its tables and version in one transaction, so
+            // that no file has tables without a version.
+            None => conn
+                .execute_batch(&format!(
+                    "BEGIN; {SCHEMA} INSERT OR REPLACE INTO meta(key, value) \
+                     VALUES('schema_version', '{SCHEMA_VERSION}'); COMMIT;"
+                ))
+                .map_err(|e| db_err(path, e))?,
+            Some(v) => {
+                conn.execute_batch(SCHEMA).map_err(|e| db_err(path, e))?;
+                if v < SCHEMA_VERSION {
+                    migrate(&conn, v).map_err(|e| db_err(path, e))?;
+                }
             }
-            Some(v) if v < SCHEMA_VERSION => migrate(&conn, v).map_err(|e| db_err(path, e))?,
-            Some(_) => {}
         }
         conn.execute_batch(SCHEMA_3_INDEXES)
             .map_err(|e| db_err(path, e))?;
