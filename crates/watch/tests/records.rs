@@ -712,3 +712,30 @@ fn the_writer_refuses_a_newer_or_foreign_file_untouched() {
         assert!(before == snapshot(dir), "{} was changed", dir.display());
     }
 }
+
+/// The read-only open goes through an SQLite URI: a path with `?`, `#`,
+/// `%` or a space must still name the file (not a query, a fragment or an
+/// escape).
+#[test]
+fn a_reader_opens_a_path_with_uri_characters() {
+    let d = scratch("uri-chars");
+    let dir = d.0.join("a dir?x=1#frag%20");
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("w 1%41.db");
+    {
+        let (mut s, run) = new_db(&p);
+        s.write_interval(
+            run,
+            1,
+            &MachineState::default(),
+            &[row(0, 0, vec![late(5, 2_000_000, "hog")], Some(0))],
+        )
+        .unwrap();
+    }
+    let before = snapshot(&dir);
+    let s = Store::open_existing(&p).unwrap();
+    assert_eq!(s.intervals_since(i64::MIN).unwrap().len(), 1);
+    drop(s);
+    assert!(before == snapshot(&dir));
+    assert!(!d.0.join("a dir").exists(), "no file made at the cut path");
+}
