@@ -574,6 +574,22 @@ fn a_normal_task_chosen_over_the_woken_real_time_thread_makes_the_whole_stretch_
     assert_eq!(of(&c, Kind::RtThrottled), 30_498_000, "{c:#?}");
     assert_eq!(of(&c, Kind::NonPreemptible), 0);
     assert_eq!(c.name, explain::attribute::RT_THROTTLING);
+    // The same switch with the thread woken 500 µs after the timer: too
+    // short for throttling (a sleeper whose timer expired after the first
+    // tick past its deadline looks alike), the normal tasks were not
+    // preempted.
+    let events = vec![
+        on(88, ev(d - 500_000, EventKind::LocalTimer)),
+        on(88, ev(d - 499_000, EventKind::LocalTimerExit)),
+        on(88, ev(d + 1_000, EventKind::LocalTimer)),
+        on(88, ev(d + 2_000, EventKind::LocalTimerExit)),
+        preempting(d + 300_000, 88, "spinner", 120, 54, 100),
+        preempting(d + 500_000, 54, "kworker/1:1H", 100, TID, 19),
+        on(TID, ev(d + 41_000_000, EventKind::LocalTimer)),
+    ];
+    let c = attribute(&Timeline::new(events), &late(d, d + 501_000), &bare_metal());
+    assert_eq!(of(&c, Kind::RtThrottled), 0, "{c:#?}");
+    assert_eq!(of(&c, Kind::NonPreemptible), 498_000, "{c:#?}");
 }
 
 #[test]

@@ -590,6 +590,7 @@ pub fn attribute(tl: &Timeline, w: &Wakeup, m: &Machine) -> Cause {
         .is_some_and(|p| (0..100).contains(&p));
     let chose_normal = own_rt
         && !running_at_d
+        && fired.is_some_and(|f| wk.saturating_sub(f) >= THROTTLED_MIN_NS)
         && fired.is_some_and(|f| {
             ev[start..end]
                 .iter()
@@ -678,6 +679,14 @@ pub fn attribute(tl: &Timeline, w: &Wakeup, m: &Machine) -> Cause {
         timer_fired_ns: fired.map(|f| f.saturating_sub(d)),
     }
 }
+
+/// The least time from the thread's timer to its wake-up for a switch to
+/// a normal task in between to count as throttling, ns. The timer is
+/// taken to have fired at the first local timer interrupt after the
+/// deadline; a sleeper whose timer expires a little later (a relative
+/// sleep that drifted) wakes within microseconds of it, a throttled one
+/// waits for the rest of the reserve (tens of ms).
+pub const THROTTLED_MIN_NS: u64 = 1_000_000;
 
 /// The name of a [`Category::Task`] cause that was RT throttling
 /// ([`breakdown::Kind::RtThrottled`] the largest part).
