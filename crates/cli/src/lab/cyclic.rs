@@ -88,7 +88,10 @@ pub struct Args {
     #[arg(long, value_name = "DIR")]
     plots: Option<PathBuf>,
     /// Explain the worst wake-ups: trace scheduler, interrupt, softirq, idle and page-fault
-    /// events while measuring (tracefs, root) and name what made each outlier late. Only the
+    /// events while measuring (tracefs, root) and name what made each outlier late, its lateness
+    /// split into parts that add up to it (timer delay, interrupts, tasks with pid and priority,
+    /// a non-preemptible stretch, RT throttling, idle exit, the vCPU, the thread itself: the
+    /// three largest printed, all in the JSON's `breakdown`). Only the
     /// measured CPUs are recorded, the ring buffers hold 2 s of the event rate measured in a
     /// 200 ms probe at the start, and a wake-up whose span the kernel lost events in is
     /// "unknown (trace lost N events)", never guessed (FIRMTIME_EXPLAIN_UNFILTERED=1: every
