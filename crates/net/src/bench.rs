@@ -248,6 +248,10 @@ pub struct BenchReport {
     /// Delivered results not bit-exact with their input (copied by the
     /// worker), over every worker; 0 expected.
     pub mismatched: u64,
+    /// When the loop woke after missing deadlines (counted periods),
+    /// CLOCK_REALTIME ns, at most 64 kept: to tell the misses near an
+    /// event (a worker killed) from the others.
+    pub missed_at_realtime_ns: Vec<u64>,
     /// `spin`, `sleep` or `none`.
     pub work_mode: String,
     /// Each step.
@@ -453,6 +457,7 @@ pub fn run(
     let mut wall_ns = 0u64;
     let mut counter = 0f32;
     let mut records: Vec<LateRecord> = Vec::with_capacity(LATE_RECORDS);
+    let mut missed_at: Vec<u64> = Vec::with_capacity(TAKEOVERS_KEPT);
     let mut pass = 0u64;
     for &fraction in &fractions {
         let work = Work {
@@ -561,6 +566,9 @@ pub fn run(
                         _ => {}
                     }
                     if tick.missed > 0 {
+                        if missed_at.len() < missed_at.capacity() {
+                            missed_at.push(firmtime_rt::clock::gettimeofday_ns());
+                        }
                         if records.len() < records.capacity() {
                             records.push(LateRecord {
                                 pass,
@@ -655,6 +663,7 @@ pub fn run(
             }
         }
     }
+    report.missed_at_realtime_ns = missed_at;
     report.rt = Some(setup.conditions.clone());
     drop(setup);
     if let Some(p) = before {
