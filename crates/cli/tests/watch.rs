@@ -439,18 +439,17 @@ fn report_writes_markdown_json_and_plots() {
     ] {
         assert!(md.contains(needle), "{needle} missing from {md}");
     }
-    assert!(
-        std::fs::metadata(out_dir.join("latency-over-time.png"))
-            .unwrap()
-            .len()
-            > 1000
-    );
-    assert!(
-        std::fs::metadata(out_dir.join("histogram.png"))
-            .unwrap()
-            .len()
-            > 1000
-    );
+    for png in ["latency-over-time.png", "histogram.png"] {
+        let b = std::fs::read(out_dir.join(png)).unwrap();
+        assert!(b.len() > 1000, "{png}: {} bytes", b.len());
+        assert_eq!(&b[..8], b"\x89PNG\r\n\x1a\n", "{png}: PNG signature");
+        assert_eq!(&b[12..16], b"IHDR", "{png}");
+        let size = (
+            u32::from_be_bytes(b[16..20].try_into().unwrap()),
+            u32::from_be_bytes(b[20..24].try_into().unwrap()),
+        );
+        assert_eq!(size, firmtime_plot::SIZE, "{png}");
+    }
     let v = read_json(&out_dir.join("report.json"));
     assert_eq!(v["count"], 1_800_000);
     assert_eq!(v["over_time"].as_array().unwrap().len(), 30);

@@ -14,6 +14,7 @@
 //! measurement; everything measured so far is written and the report is
 //! flagged partial.
 
+use crate::cyclic;
 use crate::error::{Error, ErrorKind, Result};
 use crate::load::LoadSpec;
 use crate::measure::{stop_requested, Envelope, Progress};
@@ -24,7 +25,6 @@ use crate::measurement::{
 use crate::output::{self, RtTestsHeader, ThreadHist};
 use crate::report::{self, CyclicRow};
 use crate::stats::LatencyHistogram;
-use crate::cyclic;
 use firmtime_plot as plot;
 use firmtime_rt::sched::Policy;
 use firmtime_rt::system::Provenance;
@@ -564,7 +564,7 @@ fn write_cyclic_plots(
     if !series.is_empty() {
         draw(
             "cyclic-histogram-us.png",
-            "Wake-up latency per condition, µs, log counts (one step line per condition, as cyclictest/OSADL plots)",
+            "Wake-up latency per condition as OSADL plots it: 1 µs classes, log counts, one step line per condition; x up to the largest wake-up, or to about p99.99 with the later ones counted in the legend",
             &|p| {
                 plot::histogram_png_with_period(
                     p,
@@ -577,11 +577,11 @@ fn write_cyclic_plots(
         );
         draw(
             "cyclic-histogram-periods.png",
-            "Wake-up latency in units of the period (Varoquaux's plot)",
+            "Every wake-up against the deadline, in units of the period (Varoquaux's plot): classes of 1/100 period, log counts, a dashed line at one period; the legend counts the wake-ups later than one period",
             &|p| {
                 plot::histogram_png(
                     p,
-                    "Wake-up latency in periods",
+                    "Wake-up latency against the period",
                     &series,
                     plot::Unit::Periods(period),
                 )

@@ -1031,12 +1031,15 @@ pub fn write(p: &Period, db: &Path, out: &Path, max_latency_ns: i64) -> Result<W
             .map(|t| (hours(t.start_unix_ns), t.p999_ns as f64 / 1000.0))
             .collect();
         let title = format!("Wake-up latency per interval from {}", utc(t0));
-        match firmtime_plot::series_png(
+        match firmtime_plot::chart_png_log_y(
             &path,
             &title,
             x_label,
-            "latency (µs)",
-            &[("max", &max), ("p99.9", &p999)],
+            "latency (µs, log)",
+            &[
+                firmtime_plot::Series::new("max", &max),
+                firmtime_plot::Series::new("p99.9", &p999),
+            ],
         ) {
             Ok(()) => plots.push(path),
             Err(e) => plot_errors.push(format!("{}: {}", path.display(), e.message())),
@@ -1044,22 +1047,26 @@ pub fn write(p: &Period, db: &Path, out: &Path, max_latency_ns: i64) -> Result<W
     }
     if !p.histogram.is_empty() {
         let path = out.join(OUTPUT_FILES[3]);
-        let pts: Vec<(f64, f64)> = p
-            .histogram
-            .iter()
-            .filter(|(e, _)| *e != OVERFLOW_EDGE)
-            .map(|&(e, c)| (e as f64 / 1000.0, (c as f64).log10()))
-            .collect();
-        let series = [firmtime_plot::Series {
-            mark: firmtime_plot::Mark::Points,
-            ..firmtime_plot::Series::new("wake-ups per bucket", &pts)
-        }];
-        match firmtime_plot::chart_png(
+        // watch's buckets are upper-inclusive, (previous edge, edge].
+        let buckets = p.histogram.iter().map(|&(e, count)| {
+            let i = crate::hist::index(e.min(1_000_000_001));
+            let low_ns = if i == 0 {
+                e
+            } else {
+                crate::hist::edge(i - 1) + 1
+            };
+            firmtime_plot::Bucket {
+                low_ns,
+                high_ns: e,
+                count,
+            }
+        });
+        let counts = firmtime_plot::Counts::new(buckets).with_extremes(None, p.max_ns);
+        match firmtime_plot::histogram_png(
             &path,
-            "Histogram of the period",
-            "latency (µs, upper bucket edge)",
-            "log10(wake-ups)",
-            &series,
+            "Histogram of the period: wake-up latency, all CPUs",
+            &[("wake-ups", &counts)],
+            firmtime_plot::Unit::Us,
         ) {
             Ok(()) => plots.push(path),
             Err(e) => plot_errors.push(format!("{}: {}", path.display(), e.message())),

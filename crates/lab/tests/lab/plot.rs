@@ -141,7 +141,9 @@ fn nothing_to_plot_is_an_error_and_writes_no_file() {
     let e = histogram_png(&p, "t", &[("e", &empty)], Unit::Us).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidInput);
     assert_eq!(
-        cdf_png::<LatencyHistogram>(&p, "t", &[]).unwrap_err().kind(),
+        cdf_png::<LatencyHistogram>(&p, "t", &[])
+            .unwrap_err()
+            .kind(),
         ErrorKind::InvalidInput
     );
     let none = Summary::empty(0);
@@ -182,4 +184,52 @@ fn missing_font_says_what_to_install() {
     let e = use_font(&bad).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Unavailable);
     assert!(e.message().contains("not a usable TrueType font"), "{e}");
+}
+
+/// `lab all`'s µs histogram ran linearly from 0 to the one 9 ms wake-up
+/// (bins ~45 µs wide), squeezing every condition against x = 0, and its
+/// periods plot repeated it at a 1 ms period. Now the µs plot is in 1 µs
+/// classes up to about p99.99 with the outlier counted beyond, and the
+/// periods plot spans every wake-up and the deadline; each of `lab all`'s
+/// four plots is a PNG.
+#[test]
+fn lab_all_plots_show_the_body_in_microseconds_and_every_wake_up_against_the_period() {
+    let idle = hist((0..100_000).map(|i| 4_000 + (i * 37 % 20_000)));
+    let mut loaded = hist((0..100_000).map(|i| 6_000 + (i * 7_919 % 60_000)));
+    loaded.record(9_000_000);
+    let series = [("idle", &idle), ("stress", &loaded)];
+    let hists = [&idle, &loaded];
+    let us = firmtime_plot::axis::us_axis(&hists).unwrap();
+    assert_eq!(us.class_ns, 1_000);
+    assert_eq!(us.start_ns, 0);
+    assert!(
+        us.end_ns >= 66_000 && us.end_ns < 100_000,
+        "the axis ends near p99.99, not at 9 ms: {us:?}"
+    );
+    let beyond = firmtime_plot::axis::classes(&loaded, &us);
+    assert_eq!(beyond.beyond, 1);
+    assert_eq!(beyond.counts.iter().map(|c| c.1).sum::<u64>(), 100_000);
+    assert_eq!(firmtime_plot::axis::classes(&idle, &us).beyond, 0);
+    let per = firmtime_plot::axis::periods_axis(&hists, 1_000_000).unwrap();
+    assert!(per.end_ns > 9_000_000, "{per:?}");
+    assert_eq!(firmtime_plot::axis::classes(&loaded, &per).beyond, 0);
+    assert_ne!(us, per, "the two plots differ");
+
+    let dir = TempDir::new("all");
+    let summaries = [("idle", idle.summary(0)), ("stress", loaded.summary(8))];
+    let levels: Vec<(&str, &Summary)> = summaries.iter().map(|(n, s)| (*n, s)).collect();
+    let files = [
+        "cyclic-histogram-us.png",
+        "cyclic-histogram-periods.png",
+        "cyclic-cdf.png",
+        "cyclic-comparison.png",
+    ];
+    let p = |f: &str| dir.0.join(f);
+    histogram_png_with_period(&p(files[0]), "us", &series, Unit::Us, Some(1_000_000)).unwrap();
+    histogram_png(&p(files[1]), "periods", &series, Unit::Periods(1_000_000)).unwrap();
+    tail_png(&p(files[2]), "tail", &series, Some(1_000_000)).unwrap();
+    comparison_png(&p(files[3]), "cmp", &levels).unwrap();
+    for f in files {
+        assert_png(&p(f));
+    }
 }
