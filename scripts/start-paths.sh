@@ -134,7 +134,7 @@ result() { SUMMARY+=("$(printf '%-10s %s' "$1" "$2")"); }
 # Debian package of each program a path needs.
 declare -A PACKAGE=(
   [jackd]=jackd2 [jack_wait]=jackd2 [jack_lsp]=jackd2 [jack_midiseq]=jackd2 [jq]=jq
-  [python3]=python3 [ss]=iproute2 [ecasound]=ecasound [cyclictest]=rt-tests
+  [python3]=python3 [ss]=iproute2 [ecasound]=ecasound [sox]=sox [cyclictest]=rt-tests
   [prometheus]=prometheus [promtool]=prometheus [curl]=curl [systemd-analyze]=systemd
 )
 # Prints the packages missing for programs "$@" (installs them with INSTALL=1).
@@ -256,7 +256,7 @@ run_snippet() { # KIND DIR
 
 scientist() {
   local need dir=$SCRATCH/scientist line
-  need=$(missing_packages jackd jack_wait jack_lsp jack_midiseq jq python3 ss)
+  need=$(missing_packages jackd jack_wait jack_lsp jack_midiseq jq python3 ss sox ecasound)
   [ -z "$need" ] || { result scientist "skipped: install $need"; return; }
   [ "$PRIVILEGED" = yes ] || { result scientist "skipped: tap run needs real-time privileges (root or rtprio: docs/RT-SETUP.md)"; return; }
   local rc=0

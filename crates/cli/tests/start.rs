@@ -213,7 +213,16 @@ fn scientist_dry_run_writes_the_documented_trial_and_the_snippets_agree_with_ana
     let t = "scientist_dry_run";
     if !can_run(
         t,
-        &["jackd", "jack_wait", "jack_lsp", "jack_midiseq", "jq", "ss"],
+        &[
+            "jackd",
+            "jack_wait",
+            "jack_lsp",
+            "jack_midiseq",
+            "jq",
+            "ss",
+            "sox",
+            "ecasound",
+        ],
         true,
     ) {
         return;
@@ -296,6 +305,19 @@ fn scientist_dry_run_writes_the_documented_trial_and_the_snippets_agree_with_ana
     ] {
         assert!(d.0.join("analysis").join(f).exists(), "{f}");
     }
+
+    // 1.7: taps on a table, played by ecasound: every tap of the trial
+    // from the sound, and the certificate with the loop inside JACK.
+    let audio = common::read_json(&d.0.join("data/TRY-s02-t001.json"));
+    assert_eq!(audio["audio_input"]["taps"], 42, "{audio:#}");
+    assert_eq!(audio["incomplete"], false);
+    assert_eq!(audio["certificate"]["taken"], "before the session");
+    assert!(
+        audio["certificate"]["audio_loop"]["path"]
+            .as_str()
+            .is_some_and(|p| p.contains("a loop inside JACK")),
+        "{audio:#}"
+    );
 
     // The pandas and R snippets compute the asynchronies firmtime does.
     let mut ran = 0;
