@@ -34,8 +34,8 @@ enum TapCommand {
     /// Write recorded trials in FTAP's output form (`TRIAL.abs`) for FTAP
     /// analysis scripts.
     ///
-    /// One `#` header (parameters as FTAP keywords, self-checks, how the
-    /// trial ended) and one row per MIDI event: `ms type on chan note vel
+    /// One `#` header (parameters as FTAP keywords, self-checks, the timing
+    /// certificate, how the trial ended) and one row per MIDI event: `ms type on chan note vel
     /// seq sched_ms`, type K keystroke, F feedback, M metronome, T trigger,
     /// J masking. Needs each trial's JSON sidecar beside its CSV. Which
     /// parts follow FTAP's documentation and which are firmtime's choice:
@@ -69,6 +69,13 @@ enum TapCommand {
     /// error or end of file) ends the trial at that moment: kept, flagged
     /// incomplete, the cause and time in the sidecar's `input_lost`, an
     /// `INPUT LOST` line on stderr; the session stops with exit status 1.
+    ///
+    /// Before the session a timing certificate is taken (as `tap certify`:
+    /// the audio loop, MIDI stamping against the frame clock, the feedback
+    /// delay as scheduled against as emitted), printed, and recorded in
+    /// every trial's sidecar (`certificate`), CSV (`certificate` rows) and
+    /// `.abs` header; `--no-certify` records "not certified, by request".
+    /// A failed check is a warning: the session goes on.
     ///
     /// On a terminal a status line is redrawn during each trial (trial n/N,
     /// elapsed and time left, taps heard, beats, late outputs, xruns, input
