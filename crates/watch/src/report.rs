@@ -371,7 +371,16 @@ impl Period {
             if let Some(n) = r.trace_lost_events {
                 e.1.trace_lost_events = Some(e.1.trace_lost_events.unwrap_or(0) + n);
             }
-            for w in &r.wakeups {
+            // A row whose largest latency is below the 10th worst so far
+            // has none to add (months of rows: most are skipped whole).
+            let floor = (worst.len() == WORST_LISTED)
+                .then(|| worst.iter().map(|x| x.0 .0).min())
+                .flatten();
+            let wakeups: &[crate::store::Wakeup] = match (floor, r.max_ns) {
+                (Some(f), Some(m)) if m < f => &[],
+                _ => &r.wakeups,
+            };
+            for w in wakeups {
                 let key = (w.latency_ns, w.deadline_unix_ns);
                 if worst.len() < WORST_LISTED {
                     worst.push((key, r.cpu, w));

@@ -739,3 +739,49 @@ fn a_reader_opens_a_path_with_uri_characters() {
     assert!(before == snapshot(&dir));
     assert!(!d.0.join("a dir").exists(), "no file made at the cut path");
 }
+
+/// The period's worst wake-ups are the 10 latest of all its rows' (ties
+/// by the later deadline), whatever order the rows come in.
+#[test]
+fn a_periods_worst_wakeups_are_the_ten_latest_of_all_its_rows() {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let rows: Vec<firmtime_watch::store::StoredInterval> = (0..200)
+        .map(|k| {
+            let w: Vec<Wakeup> = (0..(next() % 12))
+                .map(|i| {
+                    let mut w = late(
+                        k * MIN + i as i64,
+                        10_000 + (next() % 500) as i64 * 1000,
+                        "t",
+                    );
+                    w.id = Some(k * 100 + i as i64);
+                    w
+                })
+                .collect();
+            firmtime_watch::store::StoredInterval::raw(
+                k,
+                1,
+                row((k % 2) as usize, k * MIN, w, None),
+            )
+        })
+        .collect();
+    let p = Period::of(&rows, Vec::new(), 0, 201 * MIN);
+    let mut all: Vec<(i64, i64, Option<i64>)> = rows
+        .iter()
+        .flat_map(|r| r.interval.wakeups.iter())
+        .map(|w| (w.latency_ns, w.deadline_unix_ns, w.id))
+        .collect();
+    all.sort_by_key(|w| std::cmp::Reverse((w.0, w.1)));
+    let got: Vec<(i64, i64, Option<i64>)> = p
+        .worst
+        .iter()
+        .map(|w| (w.latency_ns, w.deadline_unix_ns, w.id))
+        .collect();
+    assert_eq!(got, all[..report::WORST_LISTED]);
+}
