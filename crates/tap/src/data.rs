@@ -695,7 +695,7 @@ pub struct Sidecar {
     /// `SIGHUP`); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped_by: Option<String>,
-    /// Number of CSV rows.
+    /// Number of event rows in the CSV (the certificate's rows are none).
     pub events: u64,
     /// Taps from sound (`[input] source = "audio"`): the detector's
     /// settings and what the audio input did; absent for MIDI input.
