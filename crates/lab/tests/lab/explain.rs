@@ -312,6 +312,7 @@ fn an_explanation_with_lost_events_counts_its_unknowns_and_never_claims_all_expl
         drainer_held_ns: 0,
         losses: vec![a_loss(1, d2 + 100_000, d2 + 200_000, 300)],
         capture_setup: explain::CaptureSetup::default(),
+        lease: None,
     };
     let note = |index: u64, deadline_ns: u64| explain::Note {
         index,
@@ -661,6 +662,56 @@ fn a_session_masks_its_cpus_sizes_its_buffer_from_the_rate_and_follows_thread_id
         assert!(c.filters.contains(&want), "{:?}", c.filters);
     }
     assert!(rec.instance_removed);
+}
+
+#[test]
+fn sessions_started_one_per_interval_reuse_one_storage_from_their_pool() {
+    // Issue 29 item 5: `watch` started a fresh session per interval, each
+    // drainer allocating ~38 MiB anew. From a pool, the second session
+    // takes the first one's buffers (the pool is empty while it runs) and
+    // gives back as many bytes, no more.
+    if !usable() {
+        return;
+    }
+    let cfg = explain::Config {
+        max_events: 200_000,
+        buffer_kb: 1024,
+        woken_by: explain::WokenBy::OwnTimer,
+        ..explain::Config::default()
+    };
+    let pool = explain::Pool::new();
+    let interval = |pool: &explain::Pool| {
+        let session = explain::Session::start_pooled(&cfg, "ft-pooled*", pool).expect("session");
+        let during = pool.spare();
+        let rec = session.finish().expect("finish");
+        assert!(rec.lease.is_some());
+        let _ = explain::explain(rec, &[], &explain::this_machine());
+        during
+    };
+    assert_eq!(interval(&pool), 0);
+    assert_eq!(pool.spare(), 1, "the first session's buffers came back");
+    let bytes = pool.spare_bytes();
+    assert!(
+        bytes > 20 << 20,
+        "{bytes} bytes: the pending queues are pooled"
+    );
+    assert_eq!(
+        interval(&pool),
+        0,
+        "the second session took the pooled buffers"
+    );
+    assert_eq!(pool.spare(), 1);
+    assert_eq!(
+        pool.spare_bytes(),
+        bytes,
+        "the second session allocated more"
+    );
+    // A session dropped unfinished gives its buffers back too.
+    let s = explain::Session::start_pooled(&cfg, "ft-pooled*", &pool).expect("session");
+    assert_eq!(pool.spare(), 0);
+    drop(s);
+    assert_eq!(pool.spare(), 1);
+    assert_eq!(pool.spare_bytes(), bytes);
 }
 
 pub(crate) fn usable() -> bool {

@@ -291,6 +291,12 @@ impl Timeline {
         &self.events[a..b]
     }
 
+    /// The events back (sorted by CPU then time), for their store to be
+    /// reused ([`super::Lease::give_store`]).
+    pub fn into_events(self) -> Vec<Event> {
+        self.events
+    }
+
     /// Events in the timeline.
     pub fn len(&self) -> usize {
         self.events.len()

@@ -33,11 +33,13 @@
 pub mod advice;
 pub mod attribute;
 pub mod breakdown;
+pub mod pool;
 pub mod window;
 
 pub use attribute::{Category, Cause, Machine, Part, Timeline, Wakeup};
 pub use breakdown::{Kind, Share};
-pub use window::{Flags, Keeper, Window};
+pub use pool::{Lease, Pool};
+pub use window::{Flags, Keeper, Storage, Window};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::raw::{EventKind, EXPLAIN_EVENTS};
@@ -316,6 +318,8 @@ pub struct Session {
     cpus: Vec<usize>,
     steal_before: Vec<u64>,
     setup: CaptureSetup,
+    /// Where the drainer's buffers go back ([`Session::start_pooled`]).
+    pool: Option<Pool>,
 }
 
 /// What a finished session recorded.
@@ -347,6 +351,10 @@ pub struct Recorded {
     pub losses: Vec<crate::loss::Loss>,
     /// How the capture was set up (CPUs, buffer, measured rate, filters).
     pub capture_setup: CaptureSetup,
+    /// The drainer's buffers on their way back to the session's [`Pool`]
+    /// ([`Session::start_pooled`]; `None` otherwise): [`explain`] returns
+    /// the store of kept events to it once they are attributed.
+    pub lease: Option<Lease>,
 }
 
 /// How an explaining trace recorded: what it was limited to, and the buffer
@@ -433,6 +441,22 @@ impl Session {
     /// [`ErrorKind::Unavailable`] without root or tracefs; [`ErrorKind::Io`]
     /// if tracefs refuses a setting.
     pub fn start(config: &Config, traced_comm: &str) -> Result<Session> {
+        Session::start_in(config, traced_comm, None)
+    }
+
+    /// Like [`Session::start`], the drainer's buffers (tens of MB) taken
+    /// from `pool` and returned to it: by [`explain`] of the [`Recorded`]
+    /// ([`Recorded::lease`]), or when the session is dropped unfinished. A
+    /// consumer that starts one session per interval (`watch`) then
+    /// allocates them once per overlapping session, not per interval.
+    ///
+    /// # Errors
+    /// As [`Session::start`].
+    pub fn start_pooled(config: &Config, traced_comm: &str, pool: &Pool) -> Result<Session> {
+        Session::start_in(config, traced_comm, Some(pool))
+    }
+
+    fn start_in(config: &Config, traced_comm: &str, pool: Option<&Pool>) -> Result<Session> {
         config.validate()?;
         if !tracefs::is_root() {
             return Err(Error::new(
@@ -492,6 +516,7 @@ impl Session {
                 buffer_bytes: u64::from(buffer_kb) * 1024,
             },
         );
+        let storage = pool.map(Pool::take).unwrap_or_default();
         let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel::<()>(1);
         let drainer = std::thread::Builder::new()
             .name("ft-explain-drain".into())
@@ -505,7 +530,7 @@ impl Session {
                     });
                 let _ = firmtime_rt::sched::set_affinity(&c2);
                 let per_cpu = (PENDING_EVENTS / c2.len().max(1)).max(PENDING_PER_CPU_MIN);
-                let mut k = Keeper::new(per_cpu, cap, KEEP_NS);
+                let mut k = Keeper::reusing(per_cpu, cap, KEEP_NS, storage);
                 k.reserve_cpus(c2.iter().max().map_or(0, |&c| c + 1));
                 // Set up before anything is measured: `start` waits for it.
                 let _ = ready_tx.send(());
@@ -537,6 +562,7 @@ impl Session {
             cpus,
             steal_before,
             setup,
+            pool: pool.cloned(),
         };
         if let Some(i) = &s.inst {
             i.set_on(true)?;
@@ -603,8 +629,9 @@ impl Session {
         };
         capture.dropped = keeper.dropped;
         let (flags_lost, windows_dropped) = (keeper.flags_lost, keeper.windows_dropped);
-        let (store, windows, evicted) = keeper.into_windows();
+        let (store, windows, evicted, storage) = keeper.into_parts();
         capture.events = store;
+        let lease = self.pool.take().map(|p| Lease::new(p, storage));
         let inst = self.inst.take();
         let mut losses = std::mem::take(&mut capture.losses);
         let (lost, events_enabled, instance_removed) = match inst {
@@ -640,6 +667,7 @@ impl Session {
             drainer_held_ns,
             losses,
             capture_setup: std::mem::take(&mut self.setup),
+            lease,
         })
     }
 }
@@ -649,7 +677,11 @@ impl Drop for Session {
         self.stop.store(true, Ordering::SeqCst);
         if let Some(h) = self.drainer.take() {
             h.thread().unpark();
-            let _ = h.join();
+            if let (Ok(Ok((_, keeper, _))), Some(pool)) = (h.join(), &self.pool) {
+                let (store, _, _, mut storage) = keeper.into_parts();
+                storage.give_store(store);
+                pool.give(storage);
+            }
         }
         // Dropping the last Arc removes the instance.
         self.inst.take();
@@ -983,6 +1015,9 @@ pub fn explain(rec: Recorded, targets: &[Target], machine: &Machine) -> Explanat
             outliers: n,
             not_noted: t.missing_not_kept,
         });
+    }
+    if let Some(mut lease) = rec.lease {
+        lease.give_store(tl.into_events());
     }
     outliers.sort_by_key(|o| std::cmp::Reverse(o.latency_ns));
     let mut seen: std::collections::HashMap<i32, Option<breakdown::TaskInfo>> =

@@ -36,6 +36,9 @@ pub struct Keeper {
     checked: Vec<usize>,
     /// Capacity of each CPU's pending queue.
     per_cpu: usize,
+    /// Events the store holds at most (its capacity may be larger when it
+    /// was reused: [`Storage`]).
+    store_cap: usize,
     /// Events kept (inside a window).
     pub store: Vec<Event>,
     /// The window each kept event belongs to (index into `windows`).
@@ -68,6 +71,69 @@ pub struct Keeper {
 
 /// Windows the keeper can hold.
 const MAX_WINDOWS: usize = 1 << 16;
+
+/// A CPU's pending queue of `n` events, its memory touched now.
+fn touched_queue(n: usize) -> VecDeque<Event> {
+    let mut q: VecDeque<Event> = vec![Event::ZERO; n].into();
+    q.clear();
+    q
+}
+
+/// A [`Keeper`]'s buffers, emptied, for the next one ([`Keeper::reusing`]):
+/// the CPUs' pending queues (most of the memory: ~26 MB), the store of
+/// kept events and the window lists.
+#[derive(Debug, Default)]
+pub struct Storage {
+    pending: Vec<VecDeque<Event>>,
+    store: Vec<Event>,
+    owner: Vec<u32>,
+    windows: Vec<Window>,
+    from: Vec<u64>,
+    counts: Vec<u32>,
+    evicted: Vec<bool>,
+    checked_span: Vec<Option<Span>>,
+}
+
+impl Storage {
+    /// Gives back the store of kept events once they are attributed
+    /// ([`super::Timeline::into_events`]).
+    pub fn give_store(&mut self, store: Vec<Event>) {
+        if store.capacity() > self.store.capacity() {
+            self.store = store;
+        }
+    }
+
+    /// Bytes these buffers hold (their capacity), for a check that the
+    /// next session allocates nothing new.
+    pub fn bytes(&self) -> usize {
+        use std::mem::size_of;
+        self.pending
+            .iter()
+            .map(|q| q.capacity() * size_of::<Event>())
+            .sum::<usize>()
+            + self.store.capacity() * size_of::<Event>()
+            + self.owner.capacity() * size_of::<u32>()
+            + self.windows.capacity() * size_of::<Window>()
+            + self.from.capacity() * size_of::<u64>()
+            + self.counts.capacity() * size_of::<u32>()
+            + self.evicted.capacity()
+            + self.checked_span.capacity() * size_of::<Option<Span>>()
+    }
+
+    /// Where each buffer lives (the pending queues' then the store's), for
+    /// a check that a reused keeper kept them.
+    pub fn addresses(&self) -> Vec<usize> {
+        let mut a: Vec<usize> = self
+            .pending
+            .iter()
+            .map(|q| q.as_slices().0.as_ptr() as usize)
+            .collect();
+        a.push(self.store.as_ptr() as usize);
+        a.push(self.owner.as_ptr() as usize);
+        a.push(self.windows.as_ptr() as usize);
+        a
+    }
+}
 
 /// Kept from the whole flagged lookback, not only from the last switch:
 /// the measured threads' page faults and wake-ups (filtered in the kernel).
@@ -109,23 +175,58 @@ impl Keeper {
     /// `store` kept events; undecided events older than `keep_ns` behind
     /// the newest are let go.
     pub fn new(pending: usize, store: usize, keep_ns: u64) -> Keeper {
-        // Touched now, so the drainer never faults them in later (the
+        Keeper::reusing(pending, store, keep_ns, Storage::default())
+    }
+
+    /// Like [`Keeper::new`], in the buffers of an earlier keeper
+    /// ([`Keeper::into_parts`]): those large enough are emptied and kept,
+    /// the others allocated (and touched) anew. A long-running consumer
+    /// that starts a session per interval (`watch`) then allocates its tens
+    /// of megabytes once, not at every interval ([`super::Pool`]).
+    pub fn reusing(pending: usize, store: usize, keep_ns: u64, s: Storage) -> Keeper {
+        let per_cpu = pending.max(1);
+        let store_cap = store.max(1);
+        // Touched when new, so the drainer never faults them in later (the
         // CPUs' pending queues: `reserve_cpus`).
-        let mut s = vec![Event::ZERO; store.max(1)];
-        s.clear();
-        let mut o = vec![0u32; store.max(1)];
-        o.clear();
+        let reuse = |mut v: Vec<Event>| {
+            v.clear();
+            if v.capacity() < store_cap {
+                v = vec![Event::ZERO; store_cap];
+                v.clear();
+            }
+            v
+        };
+        let store_v = reuse(s.store);
+        let mut owner = s.owner;
+        owner.clear();
+        if owner.capacity() < store_cap {
+            owner = vec![0u32; store_cap];
+            owner.clear();
+        }
+        let mut queues = s.pending;
+        for q in &mut queues {
+            q.clear();
+            if q.capacity() < per_cpu {
+                *q = touched_queue(per_cpu);
+            }
+        }
+        fn emptied<T>(mut v: Vec<T>) -> Vec<T> {
+            v.clear();
+            v.reserve_exact(MAX_WINDOWS);
+            v
+        }
         Keeper {
-            pending: Vec::new(),
-            checked: Vec::new(),
-            per_cpu: pending.max(1),
-            store: s,
-            owner: o,
-            windows: Vec::with_capacity(MAX_WINDOWS),
-            from: Vec::with_capacity(MAX_WINDOWS),
-            counts: Vec::with_capacity(MAX_WINDOWS),
-            evicted: Vec::with_capacity(MAX_WINDOWS),
-            checked_span: Vec::with_capacity(MAX_WINDOWS),
+            checked: vec![0; queues.len()],
+            pending: queues,
+            per_cpu,
+            store_cap,
+            store: store_v,
+            owner,
+            windows: emptied(s.windows),
+            from: emptied(s.from),
+            counts: emptied(s.counts),
+            evicted: emptied(s.evicted),
+            checked_span: emptied(s.checked_span),
             first_active: 0,
             next_flag: 0,
             latest_ns: 0,
@@ -142,9 +243,7 @@ impl Keeper {
     /// due (a CPU's queue is otherwise made when its first event comes).
     pub fn reserve_cpus(&mut self, cpus: usize) {
         while self.pending.len() < cpus {
-            let mut q: VecDeque<Event> = vec![Event::ZERO; self.per_cpu].into();
-            q.clear();
-            self.pending.push(q);
+            self.pending.push(touched_queue(self.per_cpu));
             self.checked.push(0);
         }
     }
@@ -167,6 +266,14 @@ impl Keeper {
 
     /// The windows kept whole, and those dropped for want of room.
     pub fn into_windows(self) -> (Vec<Event>, Vec<Window>, Vec<Window>) {
+        let (store, kept, evicted, _) = self.into_parts();
+        (store, kept, evicted)
+    }
+
+    /// [`Keeper::into_windows`], and the buffers for a later keeper
+    /// ([`Keeper::reusing`]; the store goes back in [`Storage::give_store`]
+    /// once the kept events are attributed).
+    pub fn into_parts(self) -> (Vec<Event>, Vec<Window>, Vec<Window>, Storage) {
         let mut kept = Vec::new();
         let mut evicted = Vec::new();
         for (w, &ev) in self.windows.iter().zip(&self.evicted) {
@@ -176,7 +283,20 @@ impl Keeper {
                 kept.push(*w);
             }
         }
-        (self.store, kept, evicted)
+        let (mut pending, mut owner) = (self.pending, self.owner);
+        pending.iter_mut().for_each(VecDeque::clear);
+        owner.clear();
+        let rest = Storage {
+            pending,
+            store: Vec::new(),
+            owner,
+            windows: self.windows,
+            from: self.from,
+            counts: self.counts,
+            evicted: self.evicted,
+            checked_span: self.checked_span,
+        };
+        (self.store, kept, evicted, rest)
     }
 
     /// Where the kept span of a new window on `cpu` begins: the last
@@ -297,7 +417,7 @@ impl Keeper {
             p.deadline_ns = p.deadline_ns.min(w.deadline_ns);
             p.latency_ns = p.latency_ns.max(w.latency_ns);
             self.from[j] = self.from[j].min(from);
-        } else if n < self.windows.capacity() {
+        } else if n < MAX_WINDOWS {
             self.windows.push(w);
             self.from.push(from);
             self.counts.push(0);
@@ -315,7 +435,7 @@ impl Keeper {
             self.dropped += 1;
             return;
         }
-        if self.store.len() == self.store.capacity() {
+        if self.store.len() >= self.store_cap {
             // The least late window holding events, this one included.
             let victim = (0..self.windows.len())
                 .filter(|&k| self.counts[k] > 0 && !self.evicted[k])
