@@ -1297,3 +1297,73 @@ fn another_user_checks_the_database_of_a_running_watch() {
     assert_eq!(out.status.code(), Some(0), "{}", text_of(&out));
     assert!(text(&out.stdout).starts_with("fine: "), "{}", text_of(&out));
 }
+
+/// The Done-when of issue 31 item 10, through the commands: `check`,
+/// `report` and `show` on a newer-schema database and on a SQLite file of
+/// something else refuse it by name and leave it byte-identical (they
+/// used to switch it to WAL and create their tables first).
+#[test]
+fn readers_refuse_a_newer_or_foreign_database_and_leave_it_byte_identical() {
+    let dir = TestDir::new("watch-newer");
+    let newer = dir.0.join("newer");
+    let foreign = dir.0.join("foreign");
+    for d in [&newer, &foreign] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    drop(Store::open(&newer.join("w.db")).unwrap());
+    // This crate has no SQLite of its own: python3's writes the two files.
+    let py = |db: &Path, sql: &str| {
+        Command::new("python3")
+            .args([
+                "-c",
+                "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.executescript(sys.argv[2]); c.commit(); c.close()",
+            ])
+            .arg(db)
+            .arg(sql)
+            .status()
+    };
+    match py(
+        &newer.join("w.db"),
+        "UPDATE meta SET value='99' WHERE key='schema_version';",
+    ) {
+        Ok(st) => assert!(st.success()),
+        Err(_) => {
+            firmtime_rt::testing::skip(
+                "readers_refuse_a_newer_or_foreign_database: python3 not installed",
+            );
+            return;
+        }
+    }
+    assert!(py(
+        &foreign.join("w.db"),
+        "CREATE TABLE t(x); INSERT INTO t VALUES(1);"
+    )
+    .unwrap()
+    .success());
+    std::thread::sleep(Duration::from_millis(20));
+    let out_dir = dir.0.join("rep");
+    for (d, want) in [
+        (&newer, "schema version 99 is newer than this firmtime's"),
+        (&foreign, "not a firmtime watch database"),
+    ] {
+        let db = d.join("w.db").display().to_string();
+        let before = snapshot(d);
+        for args in [
+            vec!["watch", "check", "--db", &db],
+            vec![
+                "watch",
+                "report",
+                "--db",
+                &db,
+                "--out",
+                out_dir.to_str().unwrap(),
+            ],
+            vec!["watch", "show", "--db", &db, "1"],
+        ] {
+            let out = firmtime(&args);
+            assert_ne!(out.status.code(), Some(0), "{args:?}: {}", text_of(&out));
+            assert!(text_of(&out).contains(want), "{args:?}: {}", text_of(&out));
+        }
+        assert!(before == snapshot(d), "{} changed", d.display());
+    }
+}
