@@ -337,6 +337,7 @@ fn the_breakdown_is_in_the_json_beside_every_existing_key_and_in_the_traced_word
         drainer_held_ns: 0,
         losses: Vec::new(),
         capture_setup: explain::CaptureSetup::default(),
+        names: Default::default(),
         lease: None,
     };
     let target = explain::Target {

@@ -312,6 +312,7 @@ fn an_explanation_with_lost_events_counts_its_unknowns_and_never_claims_all_expl
         drainer_held_ns: 0,
         losses: vec![a_loss(1, d2 + 100_000, d2 + 200_000, 300)],
         capture_setup: explain::CaptureSetup::default(),
+        names: Default::default(),
         lease: None,
     };
     let note = |index: u64, deadline_ns: u64| explain::Note {

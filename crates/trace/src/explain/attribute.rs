@@ -204,6 +204,9 @@ pub const TRACE_LOST: &str = "trace lost events";
 pub struct Timeline {
     events: Vec<Event>,
     comms: HashMap<i32, [u8; 16]>,
+    /// Names of tasks no record names, resolved by the session
+    /// ([`Timeline::with_names`]).
+    names: HashMap<i32, String>,
     prios: HashMap<i32, i32>,
     /// The spans the trace covers (`None`: all of it).
     windows: Option<Vec<super::Window>>,
@@ -247,6 +250,7 @@ impl Timeline {
         Timeline {
             events,
             comms,
+            names: HashMap::new(),
             prios,
             windows: windows.into(),
             evicted,
@@ -259,6 +263,15 @@ impl Timeline {
     /// ([`Cause::lost_events`]).
     pub fn with_losses(mut self, losses: Vec<crate::loss::Loss>) -> Timeline {
         self.losses = losses;
+        self
+    }
+
+    /// The same timeline, knowing the names of tasks that no record names
+    /// ([`unnamed_pids`]; the session reads them from `/proc` while they
+    /// run: [`super::session::resolve_names`]). Without one a task is
+    /// `pid N`.
+    pub fn with_names(mut self, names: HashMap<i32, String>) -> Timeline {
+        self.names = names;
         self
     }
 
@@ -317,11 +330,38 @@ impl Timeline {
                 let n = c.iter().position(|&b| b == 0).unwrap_or(16);
                 String::from_utf8_lossy(&c[..n]).into_owned()
             }
-            None => std::fs::read_to_string(format!("/proc/{pid}/comm"))
-                .map(|s| s.trim().to_string())
-                .unwrap_or_else(|_| format!("pid {pid}")),
+            None => self
+                .names
+                .get(&pid)
+                .cloned()
+                .unwrap_or_else(|| format!("pid {pid}")),
         }
     }
+}
+
+/// The tasks `events` show on a CPU (`common_pid`, a switch's next task)
+/// that no record names (a switch names its previous task, a wake-up the
+/// woken one), ascending: their names must come from elsewhere
+/// ([`Timeline::with_names`]).
+pub fn unnamed_pids(events: &[Event]) -> Vec<i32> {
+    let mut named = std::collections::HashSet::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for e in events {
+        match e.kind {
+            EventKind::Switch => {
+                named.insert(e.prev_pid);
+                seen.insert(e.next_pid);
+            }
+            EventKind::Wakeup | EventKind::WakeupNew => {
+                named.insert(e.prev_pid);
+            }
+            _ => {}
+        }
+        seen.insert(e.pid);
+    }
+    seen.into_iter()
+        .filter(|p| *p != 0 && !named.contains(p))
+        .collect()
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -895,5 +935,46 @@ fn words(
         }
         Category::Slack => format!("the thread's timer slack let the kernel fire its timer {x} late"),
         Category::Unknown => format!("no traced event explains {x} on CPU {c}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(kind: EventKind, pid: i32, prev_pid: i32, next_pid: i32, comm: &str) -> Event {
+        let mut c = [0u8; 16];
+        c[..comm.len()].copy_from_slice(comm.as_bytes());
+        Event {
+            kind,
+            pid,
+            prev_pid,
+            next_pid,
+            comm: c,
+            ..Event::ZERO
+        }
+    }
+
+    #[test]
+    fn attribution_names_tasks_from_the_trace_and_the_session_never_from_proc() {
+        // This process's pid has a /proc/PID/comm: the timeline used to read
+        // it; now a task no record names is `pid N` unless the session
+        // passed its name in.
+        let me = std::process::id() as i32;
+        let events = vec![
+            ev(EventKind::Switch, 5, 5, me, "named"),
+            ev(EventKind::Wakeup, 0, 6, 1, "woken"),
+            ev(EventKind::LocalTimer, 7, 0, 0, ""),
+        ];
+        assert_eq!(unnamed_pids(&events), vec![7, me]);
+        let tl = Timeline::new(events.clone());
+        assert_eq!(tl.comm(5), "named");
+        assert_eq!(tl.comm(6), "woken");
+        assert_eq!(tl.comm(me), format!("pid {me}"));
+        assert_eq!(tl.comm(0), "idle");
+        let names = HashMap::from([(me, "resolved".to_string())]);
+        let tl = Timeline::new(events).with_names(names);
+        assert_eq!(tl.comm(me), "resolved");
+        assert_eq!(tl.comm(7), "pid 7");
     }
 }
