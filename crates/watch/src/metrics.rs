@@ -14,6 +14,14 @@
 //! silent clients cannot keep a scrape out (sshd's MaxStartups, with the
 //! oldest dropped), and nothing a stranger sends can grow memory or hold
 //! the process. It never runs in RT context.
+//!
+//! A client (an IP address) gets at most one full render per
+//! [`MIN_RENDER_INTERVAL`]; asking again sooner, it is served the last
+//! text rendered (at most that old), so a flood of scrapes cannot make the
+//! process render thousands of times a second. The endpoint's threads
+//! count their CPU time ([`endpoint_cpu_ns`]): `watch` charges the
+//! process's CPU to the watched CPUs without it, and serves it as
+//! `firmtime_watch_endpoint_cpu_seconds`.
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::hist::Hist;
@@ -22,7 +30,7 @@ use prometheus_client::metrics::MetricType;
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -90,11 +98,21 @@ pub struct Totals {
     /// Explained worst wake-ups by cause category (the bounded label set of
     /// `firmtime_trace::explain::Category`).
     pub causes: BTreeMap<&'static str, u64>,
+    /// The storage interval (`--interval`), ns; 0 before the run starts
+    /// (then its gauge is not served).
+    pub interval_ns: u64,
+    /// The end of the last stored interval, Unix ns (the run's start until
+    /// the first is stored); `None` before the run starts.
+    pub last_interval_end_unix_ns: Option<i64>,
 }
 
 impl Totals {
     /// Adds one stored interval of `cpu`.
     pub fn add(&mut self, row: &crate::store::CpuInterval) {
+        self.last_interval_end_unix_ns = Some(
+            self.last_interval_end_unix_ns
+                .map_or(row.end_unix_ns, |e| e.max(row.end_unix_ns)),
+        );
         let t = self.cpus.entry(row.cpu).or_default();
         t.count += row.count;
         t.missed += row.missed;
@@ -267,6 +285,44 @@ impl prometheus_client::collector::Collector for WatchCollector {
                     .encode_gauge(&(c.last_max_ns as f64 / 1e9))?;
             }
         }
+        // What an alert needs to know whether the watch still stores, at
+        // any --interval and under any job name (contrib/prometheus).
+        if t.interval_ns > 0 {
+            enc.encode_descriptor(
+                "firmtime_watch_interval_seconds",
+                "The storage interval (--interval): one interval is stored this often",
+                None,
+                MetricType::Gauge,
+            )?
+            .encode_gauge(&(t.interval_ns as f64 / 1e9))?;
+        }
+        if let Some(end) = t.last_interval_end_unix_ns {
+            enc.encode_descriptor(
+                "firmtime_watch_last_interval_end_timestamp_seconds",
+                "End of the last stored interval, Unix seconds (the run's start until the first is stored)",
+                None,
+                MetricType::Gauge,
+            )?
+            .encode_gauge(&(end as f64 / 1e9))?;
+        }
+        encode_counter(
+            enc.encode_descriptor(
+                "firmtime_watch_endpoint_cpu_seconds",
+                "CPU time of this metrics endpoint (its threads: accepting, reading requests, rendering), not charged to the watched CPUs",
+                None,
+                MetricType::Counter,
+            )?,
+            endpoint_cpu_ns() as f64 / 1e9,
+        )?;
+        encode_counter(
+            enc.encode_descriptor(
+                "firmtime_watch_endpoint_cached_responses",
+                "Scrapes answered with the last rendered text because their client asked again within the minimum interval per client",
+                None,
+                MetricType::Counter,
+            )?,
+            ENDPOINT_CACHED.load(Ordering::Relaxed) as f64,
+        )?;
         Ok(())
     }
 }
@@ -360,6 +416,66 @@ pub const CONN_DEADLINE: Duration = Duration::from_secs(2);
 /// The OpenMetrics content type.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
+/// The shortest time between two full renders for one client (its IP
+/// address): a client asking again sooner is answered with the last text
+/// rendered (at most this old), so a flood of scrapes costs at most
+/// `1 s / MIN_RENDER_INTERVAL` renders a second per client.
+pub const MIN_RENDER_INTERVAL: Duration = Duration::from_millis(250);
+/// Clients whose last render time is remembered; beyond it, the oldest
+/// memories are forgotten (the bound still holds per remembered client).
+pub const MAX_CLIENTS: usize = 1024;
+
+/// CPU time of the endpoints' threads (accept loops and connections),
+/// ns, over the process's life.
+static ENDPOINT_CPU_NS: AtomicU64 = AtomicU64::new(0);
+/// Scrapes answered with cached text.
+static ENDPOINT_CACHED: AtomicU64 = AtomicU64::new(0);
+
+/// The CPU time the metrics endpoints of this process have used, ns: what
+/// their threads (accepting, reading, rendering, writing) ran, counted
+/// apart so that the process's CPU can be charged without it (`watch`'s
+/// own-CPU figure of the measuring threads excludes it).
+pub fn endpoint_cpu_ns() -> u64 {
+    ENDPOINT_CPU_NS.load(Ordering::Relaxed)
+}
+
+/// The calling thread's CPU time, ns.
+fn thread_cpu_ns() -> u64 {
+    firmtime_rt::clock::read_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+/// Per-client render times and the last text rendered.
+#[derive(Debug, Default)]
+struct Limiter {
+    last: std::collections::HashMap<std::net::IpAddr, std::time::Instant>,
+    text: Option<Arc<str>>,
+}
+
+impl Limiter {
+    /// Whether `peer` may have a full render now (then it is noted), or
+    /// gets the cached text (`Some`).
+    fn cached_for(&mut self, peer: std::net::IpAddr, now: std::time::Instant) -> Option<Arc<str>> {
+        if let (Some(t), Some(text)) = (self.last.get(&peer), &self.text) {
+            if now.saturating_duration_since(*t) < MIN_RENDER_INTERVAL {
+                return Some(Arc::clone(text));
+            }
+        }
+        if self.last.len() >= MAX_CLIENTS && !self.last.contains_key(&peer) {
+            self.last
+                .retain(|_, t| now.saturating_duration_since(*t) < MIN_RENDER_INTERVAL);
+            if self.last.len() >= MAX_CLIENTS {
+                // Every remembered client is within its interval: forget
+                // the oldest one.
+                if let Some(oldest) = self.last.iter().min_by_key(|(_, t)| **t).map(|(k, _)| *k) {
+                    self.last.remove(&oldest);
+                }
+            }
+        }
+        self.last.insert(peer, now);
+        None
+    }
+}
+
 /// A running endpoint; dropping it stops it.
 #[derive(Debug)]
 pub struct Server {
@@ -417,10 +533,17 @@ pub fn serve(
     let render: Arc<Mutex<Box<dyn Fn() -> String + Send>>> = Arc::new(Mutex::new(Box::new(render)));
     let token: Option<Arc<str>> = token.map(Arc::from);
     let slots = Arc::new(Mutex::new(Slots::default()));
+    let limiter = Arc::new(Mutex::new(Limiter::default()));
     let thread = std::thread::Builder::new()
         .name("ft-metrics".into())
         .spawn(move || {
+            let mut counted = thread_cpu_ns();
             for conn in listener.incoming() {
+                // This thread's CPU (accepting, starting threads) is the
+                // endpoint's: added as it goes.
+                let now = thread_cpu_ns();
+                ENDPOINT_CPU_NS.fetch_add(now.saturating_sub(counted), Ordering::Relaxed);
+                counted = now;
                 if s2.load(Ordering::SeqCst) {
                     break;
                 }
@@ -428,20 +551,38 @@ pub fn serve(
                 let Some(id) = lock(&slots).admit(&c) else {
                     continue; // every slot is writing a response: refused
                 };
-                let (sl, render, token) = (Arc::clone(&slots), Arc::clone(&render), token.clone());
+                let (sl, render, token, lim) = (
+                    Arc::clone(&slots),
+                    Arc::clone(&render),
+                    token.clone(),
+                    Arc::clone(&limiter),
+                );
                 let spawned = std::thread::Builder::new()
                     .name("ft-metrics-conn".into())
                     .spawn(move || {
-                        let _ = handle(c, token.as_deref(), &|| (lock(&render))(), &|| {
-                            lock(&sl).headed(id)
-                        });
+                        let peer = c.peer_addr().ok().map(|a| a.ip());
+                        let body = || -> Arc<str> {
+                            if let Some(p) = peer {
+                                let cached = lock(&lim).cached_for(p, std::time::Instant::now());
+                                if let Some(t) = cached {
+                                    ENDPOINT_CACHED.fetch_add(1, Ordering::Relaxed);
+                                    return t;
+                                }
+                            }
+                            let text: Arc<str> = Arc::from((lock(&render))());
+                            lock(&lim).text = Some(Arc::clone(&text));
+                            text
+                        };
+                        let _ = handle(c, token.as_deref(), &body, &|| lock(&sl).headed(id));
                         lock(&sl).done(id);
+                        ENDPOINT_CPU_NS.fetch_add(thread_cpu_ns(), Ordering::Relaxed);
                     });
                 if spawned.is_err() {
                     // The closure (and the connection) were dropped.
                     lock(&slots).done(id);
                 }
             }
+            ENDPOINT_CPU_NS.fetch_add(thread_cpu_ns().saturating_sub(counted), Ordering::Relaxed);
         })
         .map_err(|e| {
             Error::new(
@@ -603,7 +744,7 @@ impl Slots {
 fn handle(
     mut c: TcpStream,
     token: Option<&str>,
-    render: &dyn Fn() -> String,
+    render: &dyn Fn() -> Arc<str>,
     headed: &dyn Fn(),
 ) -> std::io::Result<()> {
     let deadline = std::time::Instant::now() + CONN_DEADLINE;
@@ -632,7 +773,7 @@ fn handle(
         None => Request::Bad,
     };
     let (status, ctype, body) = match req {
-        Request::Metrics(true) => ("200 OK", CONTENT_TYPE, render()),
+        Request::Metrics(true) => ("200 OK", CONTENT_TYPE, render().to_string()),
         Request::Metrics(false) => ("200 OK", TEXT_CONTENT_TYPE, to_prometheus_text(&render())),
         Request::Unauthorized => (
             "401 Unauthorized",
@@ -690,6 +831,78 @@ mod tests {
             Request::MethodNotAllowed
         );
         assert_eq!(parse_request("hello", None), Request::Bad);
+    }
+
+    /// A flood of scrapes from one client: ~10,000 a second once cost
+    /// ~1.1 CPU, every one a full render. Now one client gets at most one
+    /// render per MIN_RENDER_INTERVAL, the rest the cached text (the same
+    /// bytes), and the endpoint's threads count their CPU time.
+    #[test]
+    fn a_scrape_flood_is_bounded_per_client_and_its_cpu_counted_apart() {
+        let renders = Arc::new(AtomicU64::new(0));
+        let r2 = Arc::clone(&renders);
+        let server = serve("127.0.0.1:0".parse().unwrap(), None, move || {
+            let n = r2.fetch_add(1, Ordering::SeqCst);
+            // A render that costs CPU, as watch's does.
+            let mut s = String::new();
+            for k in 0..2000 {
+                s.push_str(&format!("m_{k} {n}\n"));
+            }
+            s.push_str("# EOF\n");
+            s
+        })
+        .unwrap();
+        let cpu0 = endpoint_cpu_ns();
+        let t0 = std::time::Instant::now();
+        let mut answered = 0u64;
+        let mut served = std::collections::BTreeSet::new();
+        while t0.elapsed() < Duration::from_millis(1200) {
+            let mut c = TcpStream::connect(server.addr()).unwrap();
+            c.write_all(b"GET /metrics HTTP/1.1\r\nAccept: application/openmetrics-text\r\n\r\n")
+                .unwrap();
+            let mut out = String::new();
+            c.read_to_string(&mut out).unwrap();
+            assert!(out.starts_with("HTTP/1.1 200 OK\r\n"), "{out:.200}");
+            // Every answer is a whole render: the last line of one.
+            let body = out.split_once("\r\n\r\n").unwrap().1;
+            assert!(body.ends_with("\n# EOF\n"), "{body:.100}");
+            served.insert(body.lines().next().unwrap().to_string());
+            answered += 1;
+        }
+        let elapsed = t0.elapsed();
+        drop(server);
+        let n = renders.load(Ordering::SeqCst);
+        let bound = (elapsed.as_nanos() / MIN_RENDER_INTERVAL.as_nanos()) as u64 + 1;
+        assert!(
+            answered > bound,
+            "the flood was too slow to test: {answered} requests"
+        );
+        assert!(
+            n <= bound,
+            "{n} full renders for {answered} scrapes in {elapsed:?}: bound {bound}"
+        );
+        // The cached answers are renders that were made (no other text).
+        assert!(served.len() as u64 <= n, "{served:?}");
+        assert!(
+            endpoint_cpu_ns() > cpu0,
+            "the endpoint's CPU was not counted"
+        );
+    }
+
+    #[test]
+    fn the_limiter_forgets_clients_beyond_its_bound() {
+        let mut l = Limiter::default();
+        let t = std::time::Instant::now();
+        let ip = |k: u32| std::net::IpAddr::from(k.to_be_bytes());
+        // No text yet: everyone renders.
+        assert!(l.cached_for(ip(1), t).is_none());
+        l.text = Some(Arc::from("x"));
+        assert_eq!(l.cached_for(ip(1), t).as_deref(), Some("x"));
+        assert!(l.cached_for(ip(1), t + MIN_RENDER_INTERVAL).is_none());
+        for k in 2..(MAX_CLIENTS as u32 + 10) {
+            assert!(l.cached_for(ip(k), t + MIN_RENDER_INTERVAL).is_none());
+        }
+        assert!(l.last.len() <= MAX_CLIENTS, "{}", l.last.len());
     }
 
     #[test]

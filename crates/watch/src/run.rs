@@ -331,15 +331,18 @@ fn process_cpu_ns() -> u64 {
     firmtime_rt::clock::read_ns(libc::CLOCK_PROCESS_CPUTIME_ID)
 }
 
-/// The CPU time of the process not spent in the measuring threads, split
-/// evenly over them: `process` ns in all, `own` each thread's.
-fn shared_cpu_ns(process: u64, own: impl Iterator<Item = u64>) -> u64 {
+/// The CPU time of the process not spent in the measuring threads nor in
+/// the metrics endpoint, split evenly over the measuring threads:
+/// `process` ns in all, `endpoint` the endpoint's (accounted apart:
+/// `firmtime_watch_endpoint_cpu_seconds`), `own` each thread's (pure:
+/// unit-tested).
+pub fn shared_cpu_ns(process: u64, endpoint: u64, own: impl Iterator<Item = u64>) -> u64 {
     let (mut sum, mut n) = (0u64, 0u64);
     for o in own {
         sum += o;
         n += 1;
     }
-    process.saturating_sub(sum) / n.max(1)
+    process.saturating_sub(sum).saturating_sub(endpoint) / n.max(1)
 }
 
 /// The wake-up periods a notice suggests: 100 µs, 200 µs, 500 µs, 1 ms …
@@ -611,6 +614,10 @@ pub fn run(
         for &c in &cpus {
             t.cpus.entry(c).or_default();
         }
+        // An alert reads these: the interval, and the last interval's
+        // end (the start until the first is stored).
+        t.interval_ns = config.interval_ns;
+        t.last_interval_end_unix_ns = Some(started_unix);
     }
     events(Event::Started {
         conditions: conditions.clone(),
@@ -626,6 +633,7 @@ pub fn run(
         cpus.iter().map(|_| BTreeMap::new()).collect();
     let mut steal_prev = state::steal_ns(&cpus);
     let mut proc_cpu_prev = process_cpu_ns();
+    let mut endpoint_cpu_prev = crate::metrics::endpoint_cpu_ns();
     let mut budget_noticed: Option<u64> = None;
     let mut stored = 0u64;
     let mut db_error: Option<Error> = None;
@@ -794,12 +802,17 @@ pub fn run(
                 sessions.remove(&k);
             }
             let steal_now = state::steal_ns(&cpus);
+            // The endpoint's counter first: what it adds after the process's
+            // reading is left for the next interval, never subtracted twice.
+            let endpoint_cpu_now = crate::metrics::endpoint_cpu_ns();
             let proc_cpu_now = process_cpu_ns();
             let share = shared_cpu_ns(
                 proc_cpu_now.saturating_sub(proc_cpu_prev),
+                endpoint_cpu_now.saturating_sub(endpoint_cpu_prev),
                 group.iter().map(|(_, b)| b.own_cpu_ns),
             );
             proc_cpu_prev = proc_cpu_now;
+            endpoint_cpu_prev = endpoint_cpu_now;
             let mut rows = Vec::with_capacity(group.len());
             for (k, (i, b)) in group.iter().enumerate() {
                 let cpu_pos = *i;

@@ -486,6 +486,69 @@ fn metrics_text_has_cumulative_buckets_and_passes_promtool() {
     }
 }
 
+/// `FirmtimeWatchStalled` once fired on a healthy watch storing every
+/// 30 min (a fixed 10 min window): the alert now reads the interval and
+/// the last interval's end from the metrics.
+#[test]
+fn metrics_serve_the_interval_and_the_last_stored_intervals_end() {
+    let t = totals();
+    // Before the run starts: neither is served (no false "stalled").
+    let text = WatchCollector::render(&t);
+    assert!(!text.contains("firmtime_watch_interval_seconds"), "{text}");
+    t.lock().unwrap().interval_ns = 1_800_000_000_000;
+    t.lock().unwrap().last_interval_end_unix_ns = Some(1_700_000_000_500_000_000);
+    let text = WatchCollector::render(&t);
+    for line in [
+        "# TYPE firmtime_watch_interval_seconds gauge",
+        "firmtime_watch_interval_seconds 1800.0",
+        "# TYPE firmtime_watch_last_interval_end_timestamp_seconds gauge",
+        "firmtime_watch_last_interval_end_timestamp_seconds 1700000000.5",
+        "# TYPE firmtime_watch_endpoint_cpu_seconds counter",
+    ] {
+        assert!(
+            text.lines().any(|l| l == line),
+            "{line} missing from:\n{text}"
+        );
+    }
+    // A stored interval moves the end to its own; a row ending earlier
+    // (another CPU's) never moves it back.
+    t.lock()
+        .unwrap()
+        .add(&row(1_800_000_000_000_000_000, vec![]));
+    let text = WatchCollector::render(&t);
+    assert!(
+        text.lines()
+            .any(|l| l == "firmtime_watch_last_interval_end_timestamp_seconds 1800000000.0"),
+        "{text}"
+    );
+    t.lock().unwrap().add(&row(5, vec![]));
+    assert_eq!(
+        t.lock().unwrap().last_interval_end_unix_ns,
+        Some(1_800_000_000_000_000_000)
+    );
+}
+
+/// A scrape flood's CPU (~1.1 CPU at 10,000 scrapes/s) was charged to the
+/// measuring threads' figure (`watch_cpu_ns`, the budget notice): the
+/// share of the process's CPU they are charged now leaves the endpoint's
+/// out.
+#[test]
+fn the_measuring_threads_share_leaves_the_endpoints_cpu_out() {
+    // 10 ms of process CPU: two threads 1 ms each, the endpoint 6 ms: 2 ms
+    // of the rest (writer, trace) split over two is 1 ms each.
+    assert_eq!(
+        run::shared_cpu_ns(10_000_000, 6_000_000, [1_000_000, 1_000_000].into_iter()),
+        1_000_000
+    );
+    // Without the endpoint the whole rest is shared (4 ms each).
+    assert_eq!(
+        run::shared_cpu_ns(10_000_000, 0, [1_000_000, 1_000_000].into_iter()),
+        4_000_000
+    );
+    // Never below zero when the readings cross.
+    assert_eq!(run::shared_cpu_ns(1_000, 6_000, [500].into_iter()), 0);
+}
+
 fn get(addr: std::net::SocketAddr, req: &str) -> String {
     let mut c = TcpStream::connect(addr).unwrap();
     c.write_all(req.as_bytes()).unwrap();
