@@ -11,6 +11,24 @@ use firmtime_jack::{ServerKind, TestServer};
 use firmtime_rt::testing::{until_checked, Attempt};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+
+/// The JACK tests one at a time: each measures timing on this machine.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// `--no-rt` unless real-time scheduling is allowed (root): the
+/// certificate measures the machine as a session would run on it.
+fn rt_flag() -> &'static str {
+    if common::is_root() {
+        "--priority=70"
+    } else {
+        "--no-rt"
+    }
+}
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -59,7 +77,7 @@ fn run_on(
         "--trials",
         "1x2",
         "--no-prompt",
-        "--no-rt",
+        rt_flag(),
         "--out",
         out.to_str().unwrap(),
         "--backend",
@@ -101,6 +119,7 @@ fn disturbed_failure(cert: &Value) -> Option<String> {
 /// `.abs` header; and `tap analyze` prints it once for the session.
 #[test]
 fn run_records_the_certificate_in_every_sidecar_csv_and_abs_and_analyze_prints_it() {
+    let _g = serial();
     let Some(srv) = server() else { return };
     let d = tmpdir("run");
     let exp = d.join("daf.toml");
@@ -108,8 +127,7 @@ fn run_records_the_certificate_in_every_sidecar_csv_and_abs_and_analyze_prints_i
     let session = until_checked(3, |i| {
         let session = (i + 1).to_string();
         let out = run_on(&srv, &exp, &d, &session, &["--certify-loop", "self"]);
-        let err = assert_ok(&out);
-        let _ = err;
+        assert_ok(&out);
         let stderr = text(&out.stderr);
         assert!(
             stderr.contains("firmtime: timing certificate (before the session at "),
@@ -246,6 +264,7 @@ fn run_records_the_certificate_in_every_sidecar_csv_and_abs_and_analyze_prints_i
 /// CSV has rows only for what was tested.
 #[test]
 fn a_session_without_a_loop_says_what_could_not_be_tested_and_why() {
+    let _g = serial();
     let Some(srv) = server() else { return };
     let d = tmpdir("noloop");
     let exp = d.join("daf.toml");
@@ -290,6 +309,7 @@ fn a_session_without_a_loop_says_what_could_not_be_tested_and_why() {
 /// `tap certify --json -` prints the same certificate as JSON.
 #[test]
 fn on_the_loopback_backend_the_certificate_names_what_it_lacks() {
+    let _g = serial();
     let d = tmpdir("loopback");
     let exp = d.join("daf.toml");
     std::fs::write(&exp, DAF).unwrap();
@@ -299,7 +319,7 @@ fn on_the_loopback_backend_the_certificate_names_what_it_lacks() {
         exp.to_str().unwrap(),
         "--backend",
         "loopback",
-        "--no-rt",
+        rt_flag(),
         "--json",
         "-",
     ]);
@@ -330,7 +350,7 @@ fn on_the_loopback_backend_the_certificate_names_what_it_lacks() {
         exp.to_str().unwrap(),
         "--backend",
         "loopback",
-        "--no-rt",
+        rt_flag(),
     ]);
     let stdout = assert_ok(&out);
     assert!(
@@ -463,6 +483,7 @@ fn files_from_before_are_analyzed_and_said_to_have_no_certificate() {
 /// the feedback is checked on the synth's audio port.
 #[test]
 fn certify_through_a_cable_measures_its_delay_and_feedback_on_the_audio_port() {
+    let _g = serial();
     let Some(srv) = server() else { return };
     let d = tmpdir("cable");
     let exp = d.join("daf-audio.toml");
@@ -480,7 +501,7 @@ fn certify_through_a_cable_measures_its_delay_and_feedback_on_the_audio_port() {
                 "jack",
                 "--jack-server",
                 srv.name(),
-                "--no-rt",
+                rt_flag(),
                 "--audio-out",
                 cable.in_port(),
                 "--loop",
@@ -515,4 +536,56 @@ fn certify_through_a_cable_measures_its_delay_and_feedback_on_the_audio_port() {
         "{f}"
     );
     drop(cable);
+}
+
+/// The same certificate on PipeWire's JACK (a private headless PipeWire;
+/// its JACK clients run in the children, so this process loads no libjack
+/// for it): the loop inside the graph and the MIDI probes take one period,
+/// the feedback goes out at its time.
+#[test]
+fn on_pipewire_the_certificate_measures_the_same_paths() {
+    let _g = serial();
+    let Some(srv) =
+        firmtime_jack::PipeWireServer::start_for_test(48_000, 256).map(TestServer::PipeWire)
+    else {
+        firmtime_rt::testing::skip(format!(
+            "PipeWire not installed (Debian: {})",
+            ServerKind::PipeWire.install_hint()
+        ));
+        return;
+    };
+    let d = tmpdir("pipewire");
+    let exp = d.join("daf.toml");
+    std::fs::write(&exp, DAF).unwrap();
+    let c = until_checked(3, |_| {
+        let out = common::firmtime_on(
+            &srv,
+            &[
+                "tap",
+                "certify",
+                exp.to_str().unwrap(),
+                "--backend",
+                "jack",
+                "--jack-server",
+                srv.name(),
+                rt_flag(),
+                "--loop",
+                "self",
+                "--json",
+                "-",
+            ],
+        );
+        assert_ne!(out.status.code(), Some(2), "{}", text(&out.stderr));
+        let c: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}\n{}", text(&out.stdout), text(&out.stderr)));
+        match disturbed_failure(&c) {
+            Some(why) => Attempt::Waived(why),
+            None => Attempt::Checked(c),
+        }
+    });
+    assert_eq!(c["status"], "passed", "{c:#}");
+    assert_eq!(c["audio_loop"]["frames"], 256, "{c:#}");
+    assert_eq!(c["midi_stamping"]["loop_frames"], 256, "{c:#}");
+    assert_eq!(c["midi_stamping"]["returned"], 16, "{c:#}");
+    assert_eq!(c["feedback_delay"]["emitted"], 16, "{c:#}");
 }

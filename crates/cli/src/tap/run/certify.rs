@@ -4,10 +4,10 @@
 //! The checks run beside the session's backend, never through its ports
 //! (a connection made and removed on them would be an input loss): the
 //! audio loop is `audio roundtrip`'s measurement on the session's server
-//! (inside JACK, or through the cable named), MIDI stamping and the
-//! feedback delay run on a second instance of the session's backend
-//! (`firmtime-tap-certify`, same server, period and synth) whose MIDI
-//! output is connected to its own input.
+//! (inside JACK through a copying client, or through the cable named);
+//! MIDI stamping and the feedback delay run on a second instance of the
+//! session's backend (`firmtime-tap-certify`, same server, period and
+//! synth) whose MIDI output is connected to its own input.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -37,12 +37,12 @@ pub struct CertifyArgs {
     /// audio output and input decide what is tested).
     #[arg(required = true, value_name = "EXPERIMENT.toml")]
     experiments: Vec<PathBuf>,
-    /// Where the audio loop's test signal comes back: `self` (a connection
-    /// inside JACK from the certificate's output to its input: the server's
-    /// graph, not the sound card; the default on a dummy server started by
-    /// --jack-dummy) or a capture port cabled from the audio output (e.g.
-    /// system:capture_1). Without it, and on other servers, the audio loop
-    /// is not tested (the certificate says why).
+    /// Where the audio loop's test signal comes back: `self` (a loop
+    /// inside JACK through a client that copies its input to its output:
+    /// the server's graph, not the sound card; the default on a dummy
+    /// server started by --jack-dummy) or a capture port cabled from the
+    /// audio output (e.g. system:capture_1). Without it, and on other
+    /// servers, the audio loop is not tested (the certificate says why).
     #[arg(long = "loop", value_name = "self|PORT")]
     loop_: Option<String>,
     /// Write the certificate as JSON to PATH (`-` or a bare --json: stdout); docs/TAP.md §11.
@@ -137,12 +137,34 @@ fn audio_loop(opened: &Opened, loop_: Option<&str>) -> AudioLoopCheck {
              nothing and the server has no physical playback port): give --audio-out PORT",
         );
     }
+    // Inside JACK the loop goes through a client of its own that copies
+    // its input to its output (no delay): PipeWire's JACK delivers nothing
+    // on a connection from a client's output to its own input, jackd one
+    // period later either way.
+    let cable = if self_loop {
+        match roundtrip::Cable::start("firmtime-tap-certify-cable", j.server.as_deref(), 0) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                return AudioLoopCheck::not_tested(format!(
+                    "the loop inside JACK needs a client of its own, which could not open: {e}"
+                ))
+            }
+        }
+    } else {
+        None
+    };
     let options = RoundTripOptions {
         client_name: "firmtime-tap-certify-loop".into(),
         server: j.server.clone(),
-        connect_out: playback.clone(),
-        connect_in: capture.iter().cloned().collect(),
-        self_loop,
+        connect_out: match &cable {
+            Some(c) => vec![c.in_port().to_string()],
+            None => playback.clone(),
+        },
+        connect_in: match &cable {
+            Some(c) => vec![c.out_port().to_string()],
+            None => capture.iter().cloned().collect(),
+        },
+        self_loop: false,
         bursts: 4,
         // Our own connections: seen at once, or after the server's next
         // graph change on a loaded machine.
@@ -155,8 +177,8 @@ fn audio_loop(opened: &Opened, loop_: Option<&str>) -> AudioLoopCheck {
         ..RoundTripOptions::new()
     };
     let path = if self_loop {
-        "a loop inside JACK, firmtime-tap-certify-loop:out -> firmtime-tap-certify-loop:in (the \
-         server's graph, no sound card)"
+        "a loop inside JACK, firmtime-tap-certify-loop:out -> firmtime-tap-certify-cable (a copy, \
+         no delay) -> firmtime-tap-certify-loop:in (the server's graph, no sound card)"
             .to_string()
     } else {
         format!(
@@ -175,6 +197,7 @@ fn audio_loop(opened: &Opened, loop_: Option<&str>) -> AudioLoopCheck {
         };
         let disturbed = check.xruns.unwrap_or(0) + check.frame_gaps.unwrap_or(0) > 0;
         if check.status == Status::Passed || !disturbed || attempts >= ATTEMPTS {
+            drop(cable);
             return check;
         }
     }
