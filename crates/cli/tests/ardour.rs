@@ -50,8 +50,7 @@ const ARDOUR_TIMEOUT: Duration = Duration::from_secs(120);
 
 static SEQ: AtomicU32 = AtomicU32::new(0);
 /// The tests run their Ardour processes one test at a time: each loads
-/// the 2 vCPUs of a CI machine (and JACK's client handshake times out when
-/// the machine is that busy).
+/// the 2 vCPUs of a CI machine.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// A scratch directory, removed when the test ends (pass or fail).
@@ -219,6 +218,45 @@ fn ok(what: &str, out: &Output) -> String {
     stdout
 }
 
+/// Why an Ardour run that did not print `marker` has nothing to check,
+/// if that is the case: Ardour 7.3 crashed (SIGABRT, SIGSEGV; see
+/// [`export`]), or the proxy failed the render as it must when a result
+/// does not come (exit status 75, "offline render failed": on a loaded
+/// machine a datagram can be dropped, and the protocol does not resend).
+fn nothing_to_check(out: &Output, marker: &str) -> Option<String> {
+    use std::os::unix::process::ExitStatusExt;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if stdout.lines().any(|l| l.starts_with(marker)) {
+        return None;
+    }
+    match (out.status.signal(), out.status.code()) {
+        (Some(sig @ (libc::SIGABRT | libc::SIGSEGV)), _) => Some(format!(
+            "Ardour crashed (signal {sig}) before it printed {marker:?}: {}",
+            stderr.trim()
+        )),
+        (_, Some(75)) if stderr.contains("offline render failed") => Some(format!(
+            "the proxy failed the render (a result did not come): {}",
+            stderr.trim()
+        )),
+        _ => None,
+    }
+}
+
+/// Like [`ok`], but a crash (SIGABRT, SIGSEGV) after the script printed
+/// `marker` (its work done: the session saved, the file exported) is
+/// Ardour 7.3 tearing itself down, which touches nothing written; see
+/// [`export`].
+fn done(what: &str, out: &Output, marker: &str) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let crashed = matches!(out.status.signal(), Some(libc::SIGABRT | libc::SIGSEGV));
+    if crashed && stdout.lines().any(|l| l.starts_with(marker)) {
+        return stdout;
+    }
+    ok(what, out)
+}
+
 /// The words after `prefix` on the lines of `text` that start with it.
 fn lines_after<'a>(text: &'a str, prefix: &str) -> Vec<Vec<&'a str>> {
     text.lines()
@@ -301,7 +339,8 @@ fn setup(name: &str) -> Setup {
         .map(|w| {
             format!(
                 "[[remote]]\nworker = \"{}\"\nkey_file = \"{}\"\nlabel = \"lpf\"\n\
-                 window = {w}\ndeadline_ms = 5000\nconnect_timeout_ms = 2000\n",
+                 window = {w}\ndeadline_ms = 20000\noffline_wait_ms = 20000\n\
+                 connect_timeout_ms = 2000\n",
                 worker.1,
                 key.display()
             )
@@ -382,10 +421,20 @@ fn setup(name: &str) -> Setup {
     let mut args = vec![s.session.clone(), "proxy".into(), FRAMES.to_string()];
     args.extend(specs.iter().map(|(t, spec)| format!("{t}={spec}")));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let out = ok(
-        "creating the session",
-        &run(&mut s.ardour("proxy-session.lua", &args)),
-    );
+    let out = firmtime_rt::testing::until_checked(4, |_| {
+        let _ = std::fs::remove_dir_all(&s.session);
+        let out = run(&mut s.ardour("proxy-session.lua", &args));
+        match nothing_to_check(&out, "created ") {
+            Some(why) => {
+                firmtime_rt::testing::Attempt::Waived(format!("creating the session: {why}"))
+            }
+            None => firmtime_rt::testing::Attempt::Checked(done(
+                "creating the session",
+                &out,
+                "created ",
+            )),
+        }
+    });
     // Ardour took the LADSPA proxy from where the test put it (not, say,
     // a stale firmtime_proxy.so in /usr/local/lib/ladspa, which Ardour
     // searches too).
@@ -405,7 +454,9 @@ fn setup(name: &str) -> Setup {
     s
 }
 
-/// Exports the session at `buffer` frames per cycle into `dir/bBUFFER.wav`;
+/// Exports the session at `buffer` frames per cycle into `dir/NAME.wav`,
+/// Ardour ignoring the latency of the plugins on the tracks `ignore`
+/// matches (a Lua pattern; see `scripts/ardour/proxy-export.lua`);
 /// returns what the script printed. Ardour 7.3 (Debian) itself frees
 /// export objects twice now and then: SIGABRT ("free(): invalid size") or
 /// SIGSEGV in `ExportGraphBuilder::reset`, from
@@ -413,38 +464,28 @@ fn setup(name: &str) -> Setup {
 /// exports of a session without the proxy here (the script leaves without
 /// closing the session, where it crashed too; it still crashes now and
 /// then on its way out after that, which does not touch the file written).
-/// An attempt that crashed before the file was written has nothing to
-/// check: it is waived and repeated. Any other failure fails.
-fn export(s: &Setup, buffer: usize, dir: &Path) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    let name = format!("b{buffer}");
+/// An attempt that crashed before the file was written, or whose render
+/// the proxy failed ([`nothing_to_check`]), has nothing to check: it is
+/// waived and repeated. Any other failure fails.
+fn export(s: &Setup, buffer: usize, dir: &Path, name: &str, ignore: Option<&str>) -> String {
+    let (frames, buffer_s) = (FRAMES.to_string(), buffer.to_string());
+    let mut args = vec![
+        s.session.as_str(),
+        "proxy",
+        &frames,
+        &buffer_s,
+        dir.to_str().unwrap(),
+        name,
+        PRESET,
+    ];
+    args.extend(ignore);
     firmtime_rt::testing::until_checked(6, |_| {
-        let out = run(&mut s.ardour(
-            "proxy-export.lua",
-            &[
-                &s.session,
-                "proxy",
-                &FRAMES.to_string(),
-                &buffer.to_string(),
-                dir.to_str().unwrap(),
-                &name,
-                PRESET,
-            ],
-        ));
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        let crashed = matches!(out.status.signal(), Some(libc::SIGABRT | libc::SIGSEGV));
-        if crashed && !stdout.contains("exported ") {
-            firmtime_rt::testing::Attempt::Waived(format!(
-                "Ardour crashed ({:?}) in its export at buffer {buffer}, before the file was \
-                 written (Ardour 7.3's ExportGraphBuilder::reset; stderr: {})",
-                out.status,
-                String::from_utf8_lossy(&out.stderr).trim()
-            ))
-        } else if crashed {
-            // Crashed on its way out, after the export.
-            firmtime_rt::testing::Attempt::Checked(stdout)
-        } else {
-            firmtime_rt::testing::Attempt::Checked(ok(&name, &out))
+        let out = run(&mut s.ardour("proxy-export.lua", &args));
+        match nothing_to_check(&out, "exported ") {
+            Some(why) => {
+                firmtime_rt::testing::Attempt::Waived(format!("export at buffer {buffer}: {why}"))
+            }
+            None => firmtime_rt::testing::Attempt::Checked(done(name, &out, "exported ")),
         }
     })
 }
@@ -459,7 +500,8 @@ fn export(s: &Setup, buffer: usize, dir: &Path) -> String {
 /// `lpf` on the same float input (the local track must equal it too, which
 /// shows that the session adds nothing: no fades, no gain, no panning).
 /// The region is 48 123 frames, no multiple of either buffer: the last
-/// frames count too.
+/// frames count too. A control export, Ardour told to ignore the window-1
+/// proxies' latency, finds their tracks exactly that late.
 #[test]
 fn ardour_compensates_the_proxys_latency_and_its_tracks_are_bit_exact() {
     if !have_ardour() {
@@ -484,7 +526,7 @@ fn ardour_compensates_the_proxys_latency_and_its_tracks_are_bit_exact() {
     assert_ne!(want, input, "the filter changes the signal");
     let export_dir = s.dir.0.join("export");
     for buffer in [256usize, 1024] {
-        let out = export(&s, buffer, &export_dir);
+        let out = export(&s, buffer, &export_dir, &format!("b{buffer}"), None);
         assert_eq!(lines_after(&out, "block "), [[buffer.to_string()]], "{out}");
         // The latency Ardour took from each track's plugin.
         let reported = lines_after(&out, "latency ");
@@ -533,6 +575,42 @@ fn ardour_compensates_the_proxys_latency_and_its_tracks_are_bit_exact() {
             );
         }
     }
+    // The control: with Ardour told to ignore what the window-1 proxies
+    // report (a user latency of 0 on their processors), their tracks come
+    // out exactly that many frames late, zeros before; the window-0 ones
+    // (latency 0) stay on the local track's frame. So the checks above
+    // see an uncompensated latency, and what Ardour compensates there is
+    // the proxy's true delay.
+    let buffer = 256;
+    let out = export(&s, buffer, &export_dir, "ignored", Some("_w1$"));
+    let ignored: Vec<(&str, usize)> = lines_after(&out, "ignored ")
+        .iter()
+        .map(|w| (w[0], w[1].parse().unwrap()))
+        .collect();
+    assert_eq!(
+        ignored,
+        [("ladspa_w1", ARDOUR_LADSPA_FIRST_RUN), ("lv2_w1", buffer)],
+        "{out}"
+    );
+    let reported = lines_after(&out, "latency ");
+    assert!(reported.iter().all(|w| w[1] == "0"), "{out}");
+    let ch = read_channels(&export_dir.join("ignored.wav"));
+    assert_eq!(ch[0].len(), FRAMES);
+    for (k, (track, _)) in s.tracks.iter().enumerate().skip(1) {
+        let late = ignored
+            .iter()
+            .find(|(t, _)| t == track)
+            .map_or(0, |&(_, l)| l);
+        assert!(
+            ch[k][..late].iter().all(|&x| x == 0.0)
+                && ch[k][late..]
+                    .iter()
+                    .zip(&ch[0])
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+            "latency ignored: the track {track} should be the local output {late} frames late; {}",
+            shift_of(&ch[k], &ch[0])
+        );
+    }
 }
 
 /// Regression test for a bug found with Ardour: `mode = "auto"` (the
@@ -562,7 +640,7 @@ fn a_worker_killed_in_a_live_ardour_session_does_not_end_ardour() {
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let mut s = setup("live");
-    let (status, stdout, stderr) = firmtime_rt::testing::until_checked(4, |_| {
+    let (status, stdout, stderr) = firmtime_rt::testing::until_checked(8, |_| {
         if s.worker.0.try_wait().unwrap().is_some() {
             // Killed in a waived attempt: the session's worker again.
             s.worker = Worker::start_on(&s.key, &s.worker.1.clone());
@@ -605,9 +683,16 @@ fn a_worker_killed_in_a_live_ardour_session_does_not_end_ardour() {
         let stderr = e.join().unwrap();
         let text = stdout.join("\n");
         drop(jack);
-        // Ardour's JACK client could not talk to the server (on a busy
-        // machine its handshake times out): nothing ran, nothing to check.
-        if !rolling && text.contains("JACK: ") && text.contains("the engine does not run") {
+        // Ardour's JACK client lost its request protocol with the server
+        // while the session loaded (jackd: "CheckSize error", then
+        // "Unknown request" ×67; Ardour: "JACK: Cannot read socket"): the
+        // engine stopped before anything played, nothing to check. Ardour
+        // 7.3 with jackd 1.9.21 does this in 1–2 of 10 loads on a busy
+        // 2-vCPU machine, sessions without the proxy too.
+        if !rolling
+            && text.contains("JACK: ")
+            && (text.contains("the engine does not run") || text.contains("load_session"))
+        {
             return firmtime_rt::testing::Attempt::Waived(format!(
                 "Ardour did not start on JACK: {}",
                 stdout.join(" | ")
