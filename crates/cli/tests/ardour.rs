@@ -660,6 +660,23 @@ fn a_worker_killed_in_a_live_ardour_session_does_not_end_ardour() {
             let _ = err.read_to_string(&mut v);
             v
         });
+        // A watchdog: Ardour killed after ARDOUR_TIMEOUT if it hangs.
+        let pid = child.id();
+        let finished = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let watchdog = {
+            let finished = finished.clone();
+            std::thread::spawn(move || {
+                let end = Instant::now() + ARDOUR_TIMEOUT;
+                while !finished.load(Ordering::Acquire) {
+                    if Instant::now() > end {
+                        common::kill(pid, libc::SIGKILL);
+                        return true;
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                false
+            })
+        };
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
         let mut stdout = Vec::new();
         // Until the transport rolls (or the script ends).
@@ -680,6 +697,11 @@ fn a_worker_killed_in_a_live_ardour_session_does_not_end_ardour() {
             stdout.push(l.unwrap());
         }
         let status = child.wait().unwrap();
+        finished.store(true, Ordering::Release);
+        assert!(
+            !watchdog.join().unwrap(),
+            "Ardour took longer than {ARDOUR_TIMEOUT:?}: killed; {stdout:?}"
+        );
         let stderr = e.join().unwrap();
         let text = stdout.join("\n");
         drop(jack);
