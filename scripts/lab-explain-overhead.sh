@@ -1,7 +1,7 @@
 #!/bin/sh
 # Issue 15, item 4: what the explaining trace (`lab cyclic --explain`, on by
 # default in `lab all`) costs. The same alternating design as
-# scripts/lab-trace-overhead.sh (crates/lab/src/trace/overhead.rs): the sort
+# scripts/lab-trace-overhead.sh (crates/lab/src/quanta/overhead.rs): the sort
 # benchmark with the typist and player beside it and the drainer, pinned to
 # one CPU, in one continuous run cut into slices; between slices the
 # explaining trace's events (sched_switch, local_timer_entry/exit,

@@ -112,6 +112,9 @@ fn bad_flags_exit_2_naming_the_flag() {
                 &["--array-size", "valid"],
             ),
             ("billing --duration 2h", &["--duration", "valid"]),
+            // `lab quanta`, the measurement's name, is `lab trace`.
+            ("quanta --duration 1ms", &["--duration", "valid"]),
+            ("quanta --overhead --cpu 4096", &["--cpu", "valid"]),
         ],
     );
 }

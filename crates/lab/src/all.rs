@@ -47,7 +47,7 @@ pub struct Config {
     /// The command line, recorded in every file.
     pub command_line: Vec<String>,
     /// Explain the periodic wake-up outliers from a trace where tracefs is
-    /// usable (`--no-explain` turns it off; see [`crate::explain`]).
+    /// usable (`--no-explain` turns it off; see [`firmtime_trace::explain`]).
     pub explain: bool,
     /// Trace events kept per condition (`--explain-max-events`).
     pub explain_max_events: usize,
@@ -230,7 +230,7 @@ impl Step for CyclicConditions {
 
     fn run(&self, run: &mut Run<'_>, progress: &mut dyn Progress) -> Result<()> {
         let explain = if run.cfg.explain {
-            crate::explain::available()
+            firmtime_trace::explain::available()
         } else {
             Err("turned off with --no-explain".to_string())
         };
@@ -242,9 +242,9 @@ impl Step for CyclicConditions {
             let mut c = Cyclic.config(run.cfg.preset, &run.cfg.exe);
             c.policy = policy;
             c.load = load;
-            c.explain = explain.is_ok().then(|| crate::explain::Config {
+            c.explain = explain.is_ok().then(|| firmtime_trace::explain::Config {
                 max_events: run.cfg.explain_max_events,
-                ..crate::explain::Config::default()
+                ..firmtime_trace::explain::Config::default()
             });
             let p = run.w.provenance();
             let start_time = SystemTime::now();
@@ -277,7 +277,7 @@ impl Step for CyclicConditions {
                 .collect();
             let rows = cyclic_rows(&run.cyclic);
             let mut section = report::cyclic_section(&rows, &refs);
-            let explained: Vec<(&str, &crate::explain::Explanation)> = run
+            let explained: Vec<(&str, &firmtime_trace::explain::Explanation)> = run
                 .cyclic
                 .iter()
                 .filter_map(|(_, label, r)| Some((*label, r.explain.as_ref()?)))

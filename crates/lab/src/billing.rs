@@ -2,7 +2,7 @@
 //! ran — Etsion, Tsafrir & Feitelson (2003) §4, Table 3 and Figure 4.
 //!
 //! The precise run time of a process is the sum of its effective quanta in
-//! the scheduler trace ([`crate::trace`]). Tick sampling charges a whole
+//! the scheduler trace (`crate::quanta`). Tick sampling charges a whole
 //! tick to whichever task is running when the tick interrupt fires; the
 //! trace sees those interrupts (the tick's `hrtimer_expire_entry`, recorded
 //! with the interrupted task's pid), so the ticks each quantum was charged
@@ -119,32 +119,6 @@ pub const PAPER_TABLE3: [PaperBilling; 6] = [
 /// The paper's Table 3 row for `application` (`Emacs`, `Xine`, `X Server`, …).
 pub fn paper_row(application: &str) -> Option<&'static PaperBilling> {
     PAPER_TABLE3.iter().find(|r| r.application == application)
-}
-
-/// `lab billing`'s default: the trace of [`crate::trace::Config`] with the
-/// four [`Workload::BILLING`](crate::workloads::Workload::BILLING)
-/// workloads (typist, player, sorter and the tick-synchronized xserver), 10 s.
-pub fn default_config() -> crate::trace::Config {
-    crate::trace::Config {
-        workloads: crate::workloads::Workload::BILLING.to_vec(),
-        ..crate::trace::Config::default()
-    }
-}
-
-/// `lab billing --quick`: as [`default_config`] for 4 s.
-pub fn quick() -> crate::trace::Config {
-    crate::trace::Config {
-        workloads: crate::workloads::Workload::BILLING.to_vec(),
-        ..crate::trace::Config::quick()
-    }
-}
-
-/// `lab billing --full` (for the report): as [`default_config`] for 30 s.
-pub fn full() -> crate::trace::Config {
-    crate::trace::Config {
-        workloads: crate::workloads::Workload::BILLING.to_vec(),
-        ..crate::trace::Config::full()
-    }
 }
 
 /// One effective quantum as billing sees it.

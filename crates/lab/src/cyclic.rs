@@ -20,11 +20,10 @@
 //! stores atomics ([`LiveThread`]) that a non-RT monitor reads for the
 //! status line. It never allocates, locks or prints. With `--explain` it
 //! also offers each wake-up to its preallocated worst-wake-up notes, which
-//! flag the trace windows to keep ([`crate::explain`]; atomics only).
+//! flag the trace windows to keep ([`firmtime_trace::explain`]; atomics only).
 
 use crate::check::{self, fmt_ns, invalid};
 use crate::error::{Error, ErrorKind, Result};
-use crate::explain::{self, Explanation, Notes};
 use crate::load::{ChildOutcome, LoadSet, LoadSpec};
 use crate::measure::{stop_flag, Cell, Progress};
 use crate::output::{StatusLine, ThreadHist};
@@ -36,6 +35,7 @@ use firmtime_rt::setup::{self, RtConditions, RtRequest};
 use firmtime_rt::sleep::{self, Mechanism, Sleeper};
 use firmtime_rt::Errno;
 use firmtime_rt::{memory, runaway};
+use firmtime_trace::explain::{self, Explanation, Notes};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU64, AtomicUsize, Ordering};
@@ -91,7 +91,7 @@ pub struct Config {
     /// (`--allow-downgrade`), default off: a refusal is an error.
     pub allow_downgrade: bool,
     /// Explain the worst wake-ups from a trace (`--explain`), default off
-    /// (see [`crate::explain`]).
+    /// (see [`firmtime_trace::explain`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub explain: Option<explain::Config>,
     /// The firmtime binary that runs the load children (`None` = this
@@ -462,7 +462,7 @@ pub struct CyclicResult {
     pub load: Vec<ChildOutcome>,
     /// True when interrupted (Ctrl-C): fewer deadlines than asked.
     pub partial: bool,
-    /// Why the worst wake-ups were late (`--explain`; see [`crate::explain`]).
+    /// Why the worst wake-ups were late (`--explain`; see [`firmtime_trace::explain`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub explain: Option<Explanation>,
 }

@@ -27,17 +27,15 @@ pub mod measurement;
 pub mod output;
 pub mod overhead;
 pub mod plot;
+pub mod quanta;
 pub mod report;
 pub mod stats;
 pub mod suspend;
 pub mod tails;
 pub mod ticks;
-pub mod trace;
 pub mod workloads;
 
 pub use error::{Error, ErrorKind, Result};
-/// The explaining trace lives in `firmtime-trace`; the lab measures with it.
-pub(crate) use firmtime_trace::explain;
 
 // Unit tests run RT closures under `assert_no_alloc`: any allocation aborts.
 #[cfg(all(test, debug_assertions))]

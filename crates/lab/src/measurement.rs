@@ -9,8 +9,8 @@
 
 use crate::error::{ErrorKind, Result};
 use crate::measure::Progress;
-use crate::{billing, clockread, cyclic, frames, interrupts, overhead, report, suspend, tails};
-use crate::{ticks, trace};
+use crate::{clockread, cyclic, frames, interrupts, overhead, report, suspend, tails};
+use crate::{quanta, ticks};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
@@ -60,7 +60,7 @@ pub struct Kept {
     /// Timer-interrupt overhead.
     pub interrupts: Option<interrupts::InterruptsResult>,
     /// The scheduler trace.
-    pub trace: Option<trace::TraceResult>,
+    pub trace: Option<quanta::TraceResult>,
     /// The idle CPUs' local timer.
     pub ticks: Option<ticks::TickRates>,
 }
@@ -146,11 +146,11 @@ macro_rules! checked {
 
 checked! {
     configs: clockread::Config, suspend::Config, cyclic::Config, tails::Config,
-        overhead::Config, frames::Config, interrupts::Config, trace::Config,
-        trace::overhead::Config;
+        overhead::Config, frames::Config, interrupts::Config, quanta::Config,
+        quanta::overhead::Config;
     results: clockread::ClockResult, suspend::SleepResult, cyclic::CyclicResult,
         tails::TailsResult, overhead::OverheadResult, frames::FramesResult,
-        interrupts::InterruptsResult, trace::TraceResult, trace::overhead::OverheadResult
+        interrupts::InterruptsResult, quanta::TraceResult, quanta::overhead::OverheadResult
 }
 
 /// The interval of [`Ticks`]: any is valid.
@@ -435,8 +435,8 @@ impl Measurement for Interrupts {
 pub struct Trace;
 
 impl Measurement for Trace {
-    type Config = trace::Config;
-    type Output = trace::TraceResult;
+    type Config = quanta::Config;
+    type Output = quanta::TraceResult;
     fn name(&self) -> &'static str {
         "trace"
     }
@@ -445,12 +445,12 @@ impl Measurement for Trace {
     }
     fn config(&self, preset: Preset, _exe: &Path) -> Self::Config {
         match preset {
-            Preset::Full => billing::full(),
-            Preset::Quick | Preset::Default => billing::quick(),
+            Preset::Full => quanta::Config::billing_full(),
+            Preset::Quick | Preset::Default => quanta::Config::billing_quick(),
         }
     }
     fn run(&self, config: &Self::Config, progress: &mut dyn Progress) -> Result<Self::Output> {
-        trace::run(config, progress)
+        quanta::run(config, progress)
     }
     fn section(&self, output: &Self::Output) -> Option<String> {
         Some(report::trace_section(output))
@@ -473,8 +473,8 @@ impl Measurement for Trace {
 pub struct Billing;
 
 impl Measurement for Billing {
-    type Config = trace::Config;
-    type Output = trace::TraceResult;
+    type Config = quanta::Config;
+    type Output = quanta::TraceResult;
     fn name(&self) -> &'static str {
         "billing"
     }
@@ -484,13 +484,13 @@ impl Measurement for Billing {
     fn config(&self, preset: Preset, _exe: &Path) -> Self::Config {
         pick(
             preset,
-            billing::quick,
-            billing::default_config,
-            billing::full,
+            quanta::Config::billing_quick,
+            quanta::Config::billing,
+            quanta::Config::billing_full,
         )
     }
     fn run(&self, config: &Self::Config, progress: &mut dyn Progress) -> Result<Self::Output> {
-        trace::run(config, progress)
+        quanta::run(config, progress)
     }
     fn section(&self, output: &Self::Output) -> Option<String> {
         Some(report::trace_section(output))
@@ -502,8 +502,8 @@ impl Measurement for Billing {
 pub struct TraceOverhead;
 
 impl Measurement for TraceOverhead {
-    type Config = trace::overhead::Config;
-    type Output = trace::overhead::OverheadResult;
+    type Config = quanta::overhead::Config;
+    type Output = quanta::overhead::OverheadResult;
     fn name(&self) -> &'static str {
         "trace overhead"
     }
@@ -513,13 +513,13 @@ impl Measurement for TraceOverhead {
     fn config(&self, preset: Preset, _exe: &Path) -> Self::Config {
         pick(
             preset,
-            trace::overhead::Config::quick,
-            trace::overhead::Config::default,
-            trace::overhead::Config::full,
+            quanta::overhead::Config::quick,
+            quanta::overhead::Config::default,
+            quanta::overhead::Config::full,
         )
     }
     fn run(&self, config: &Self::Config, progress: &mut dyn Progress) -> Result<Self::Output> {
-        trace::overhead::run(config, progress)
+        quanta::overhead::run(config, progress)
     }
     fn section(&self, output: &Self::Output) -> Option<String> {
         Some(report::trace_overhead_section(output))

@@ -3,13 +3,12 @@
 //! built-in workloads plus a tick-synchronized bursty process (the paper's
 //! X server case).
 
-use super::trace::{label, notes, workloads};
+use super::quanta::{label, notes, workloads};
 use super::{Common, Runner};
 use crate::args;
 use crate::Outcome;
-use firmtime_lab::billing;
 use firmtime_lab::measurement::Billing;
-use firmtime_lab::trace::TraceResult;
+use firmtime_lab::quanta::{self, TraceResult};
 use std::time::Duration;
 
 /// Arguments of `firmtime lab billing`.
@@ -28,7 +27,9 @@ pub struct Args {
 /// Runs `firmtime lab billing`.
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let config = || {
-        let mut cfg = args.common.preset(billing::quick, billing::default_config);
+        let mut cfg = args
+            .common
+            .preset(quanta::Config::billing_quick, quanta::Config::billing);
         super::set_given(&mut cfg.duration_ns, args.duration.map(args::nanos));
         if let Some(w) = &args.workload {
             cfg.workloads = workloads(w)?;

@@ -17,9 +17,9 @@ mod cyclic;
 mod frames;
 mod interrupts;
 mod overhead;
+mod quanta;
 mod sleep;
 mod tails;
-mod trace;
 
 /// Flags every lab subcommand takes.
 #[derive(Debug, Clone, clap::Args)]
@@ -268,7 +268,8 @@ pub enum LabCommand {
     /// Throughput cost of extra timer interrupts on a sort benchmark (Etsion et al. 2003, Figs 2, 3 and 8).
     Interrupts(interrupts::Args),
     /// Scheduler trace: effective quanta, preempted vs blocked, CPU share (Etsion et al. 2003, Tables 4–5, Fig. 6).
-    Trace(trace::Args),
+    #[command(visible_alias = "quanta")]
+    Trace(quanta::Args),
     /// Tick-sampled CPU billing vs precise run time (Etsion et al. 2003, Table 3, Fig. 4).
     Billing(billing::Args),
 }
@@ -287,7 +288,7 @@ pub fn run(cmd: LabCommand) -> anyhow::Result<Outcome> {
         LabCommand::Overhead(a) => overhead::run(a),
         LabCommand::Frames(a) => frames::run(a),
         LabCommand::Interrupts(a) => interrupts::run(a),
-        LabCommand::Trace(a) => trace::run(a),
+        LabCommand::Trace(a) => quanta::run(a),
         LabCommand::Billing(a) => billing::run(a),
     }
 }

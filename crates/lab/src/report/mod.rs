@@ -10,8 +10,8 @@
 
 mod etsion;
 mod finney;
+mod quanta;
 mod since2003;
-mod trace;
 mod varoquaux;
 mod verdict;
 
@@ -19,10 +19,10 @@ pub use etsion::{
     frames_section, frames_target, interrupts_section, overhead_section, tails_section,
 };
 pub use finney::{clock_section, sleep_section};
+pub use quanta::{trace_overhead_section, trace_section};
 pub use since2003::{
     since_2003_section, FramesFigures, InterruptFigures, Since2003, TailsFigures, TraceFigures,
 };
-pub use trace::{trace_overhead_section, trace_section};
 pub use varoquaux::{cyclic_section, CyclicRow};
 pub use verdict::{verdict, Answer, Bar, Condition, Verdict};
 
@@ -93,7 +93,7 @@ fn skipped_cells(reason: &str, blanks: usize) -> impl Iterator<Item = String> {
     std::iter::once(skipped(reason)).chain((0..blanks).map(|_| String::new()))
 }
 
-use crate::explain::Explanation;
+use firmtime_trace::explain::Explanation;
 
 /// The report's "Why the outliers were late" part: per condition the
 /// coverage, the summary by cause and the five latest wake-ups with their
@@ -138,9 +138,9 @@ pub fn explain_section(runs: &[(&str, &Explanation)], not_explained: Option<&str
                 o.missed.to_string(),
                 o.cause.category.name().to_string(),
                 o.cause.detail.replace('|', "/"),
-                crate::explain::breakdown::largest_words(
+                firmtime_trace::explain::breakdown::largest_words(
                     &o.cause.breakdown,
-                    crate::explain::PARTS_SHOWN,
+                    firmtime_trace::explain::PARTS_SHOWN,
                 )
                 .replace('|', "/"),
             ]);

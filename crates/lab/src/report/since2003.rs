@@ -98,7 +98,7 @@ impl Since2003 {
         frames: Option<&crate::frames::FramesResult>,
         interrupts: Option<&crate::interrupts::InterruptsResult>,
         ticks: Option<crate::ticks::TickRates>,
-        trace: Option<&crate::trace::TraceResult>,
+        trace: Option<&crate::quanta::TraceResult>,
         tails: Option<&TailsResult>,
     ) -> Since2003 {
         let frames = frames.and_then(|r| {
@@ -317,7 +317,7 @@ pub fn since_2003_section(f: &Since2003) -> String {
         }),
     ]);
 
-    let q = crate::trace::paper_quanta("CPU-bound").map(|p| p.quanta_per_s);
+    let q = crate::quanta::paper_quanta("CPU-bound").map(|p| p.quanta_per_s);
     rows.push([
         "How long are the quanta? (Table 4, Fig 6)".into(),
         q.map_or_else(String::new, |q| {

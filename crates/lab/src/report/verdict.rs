@@ -10,8 +10,8 @@
 //! to the fix that would remove it, and says what is left over.
 
 use super::{thousands, us};
-use crate::explain::{self, advice, Category, CauseCount};
 use crate::stats::Summary;
+use firmtime_trace::explain::{self, advice, Category, CauseCount};
 use std::fmt::Write as _;
 
 /// One periodic wake-up condition, as the verdict reads it.

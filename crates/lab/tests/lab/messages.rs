@@ -5,7 +5,7 @@
 use firmtime_lab::load::{LoadSet, LoadSpec};
 use firmtime_lab::measure::Priority;
 use firmtime_lab::tails::CellSpec;
-use firmtime_lab::{clockread, cyclic, frames, interrupts, overhead, suspend, tails, trace};
+use firmtime_lab::{clockread, cyclic, frames, interrupts, overhead, quanta, suspend, tails};
 use firmtime_lab::{ErrorKind, Result};
 use firmtime_rt::sched;
 use firmtime_rt::sleep::Mechanism;
@@ -345,9 +345,9 @@ fn overhead_messages() {
 
 #[test]
 fn trace_messages() {
-    let d = trace::Config::default;
+    let d = quanta::Config::default;
     expect(
-        trace::Config {
+        quanta::Config {
             duration_ns: 1,
             ..d()
         }
@@ -355,7 +355,7 @@ fn trace_messages() {
         "--duration 1ns is out of range: valid is 100ms to 3600s",
     );
     expect(
-        trace::Config {
+        quanta::Config {
             buffer_kb: 1,
             ..d()
         }
@@ -363,7 +363,7 @@ fn trace_messages() {
         "--buffer-kb 1 is out of range: valid is 64 to 1048576 (KiB per CPU)",
     );
     expect(
-        trace::Config {
+        quanta::Config {
             max_events: 1,
             ..d()
         }
@@ -371,7 +371,7 @@ fn trace_messages() {
         "--max-events 1 is out of range: valid is 1000 to 50000000",
     );
     expect(
-        trace::Config {
+        quanta::Config {
             drain_interval_ns: 1,
             ..d()
         }
@@ -379,7 +379,7 @@ fn trace_messages() {
         "drain interval 1ns is out of range: valid is 1ms to 10s",
     );
     expect(
-        trace::Config {
+        quanta::Config {
             workloads: vec![],
             ..d()
         }
@@ -388,7 +388,7 @@ fn trace_messages() {
          --pids LIST or -- CMD…",
     );
     expect(
-        trace::Config {
+        quanta::Config {
             pids: vec![-1],
             ..d()
         }
@@ -396,7 +396,7 @@ fn trace_messages() {
         "--pids: process -1 does not exist: valid are running process ids",
     );
     expect(
-        trace::Config {
+        quanta::Config {
             command: vec![String::new()],
             ..d()
         }
@@ -407,7 +407,7 @@ fn trace_messages() {
 
 #[test]
 fn trace_overhead_messages() {
-    use trace::overhead::Config;
+    use quanta::overhead::Config;
     let d = Config::default;
     expect(
         Config { pairs: 0, ..d() }.validate(),

@@ -6,11 +6,12 @@
 
 use firmtime_lab::measure::Cell;
 use firmtime_lab::measure::Silent;
-use firmtime_lab::trace::quanta::{self, Targets, TickSource};
-use firmtime_lab::trace::{self, overhead, tracefs, Config};
+use firmtime_lab::quanta::analysis::{self, Targets, TickSource};
+use firmtime_lab::quanta::{self, overhead, Config};
 use firmtime_lab::workloads::Workload;
 use firmtime_lab::ErrorKind;
 use firmtime_trace::raw::{Decoder, Event, EventKind, Format, EVENTS};
+use firmtime_trace::tracefs;
 
 fn fixture(name: &str) -> std::path::PathBuf {
     crate::data(&format!("trace/{name}"))
@@ -235,7 +236,7 @@ fn quanta_are_exact_on_a_synthetic_sequence() {
     let mut t = Targets::new(2, true);
     t.add(10, 0);
     t.add(20, 1);
-    let a = quanta::analyze(&events, &mut t, TickSource::Handler(TICK_FN));
+    let a = analysis::analyze(&events, &mut t, TickSource::Handler(TICK_FN));
     let q0: Vec<(u64, u32, bool)> = a.quanta[0]
         .iter()
         .map(|q| (q.duration_ns, q.ticks, q.preempted))
@@ -262,7 +263,7 @@ fn quanta_are_exact_on_a_synthetic_sequence() {
     let mut t = Targets::new(2, true);
     t.add(10, 0);
     t.add(20, 1);
-    let g = quanta::analyze(&events, &mut t, TickSource::Grid(2_000));
+    let g = analysis::analyze(&events, &mut t, TickSource::Grid(2_000));
     let ticks: Vec<u32> = g.quanta[0].iter().map(|q| q.ticks).collect();
     // 1000..5000 holds 2000 and 4000; 9000..12000 holds 10000 and 12000.
     assert_eq!(ticks, vec![2, 2]);
@@ -270,12 +271,12 @@ fn quanta_are_exact_on_a_synthetic_sequence() {
 
 #[test]
 fn cdf_steps_are_nearest_rank() {
-    let c = trace::cdf(&(1..=100).collect::<Vec<i64>>());
+    let c = quanta::cdf(&(1..=100).collect::<Vec<i64>>());
     assert_eq!(c.len(), 20);
     assert_eq!(c[0].quantum_ns, 5);
     assert_eq!(c[9].quantum_ns, 50);
     assert_eq!(c[19].quantum_ns, 100);
-    assert!(trace::cdf(&[]).is_empty());
+    assert!(quanta::cdf(&[]).is_empty());
 }
 
 #[test]
@@ -361,7 +362,7 @@ fn live_trace_of_workloads_measures_them_and_removes_its_instance() {
         max_events: 200_000,
         ..Config::default()
     };
-    let r = trace::run(&cfg, &mut Silent).unwrap();
+    let r = quanta::run(&cfg, &mut Silent).unwrap();
     assert!(r.instance_removed);
     assert!(
         !std::path::Path::new(&r.instance).exists(),
@@ -433,7 +434,7 @@ fn live_trace_of_a_command_follows_its_children() {
         max_events: 100_000,
         ..Config::default()
     };
-    let r = trace::run(&cfg, &mut Silent).unwrap();
+    let r = quanta::run(&cfg, &mut Silent).unwrap();
     assert_eq!(r.command_status, Some(3));
     assert!(
         r.duration_ns < 4_000_000_000,

@@ -14,7 +14,7 @@
 //! # RT contract
 //! Runs after the trace, on the collected events; allocates freely.
 
-use super::raw::{Event, EventKind};
+use firmtime_trace::raw::{Event, EventKind};
 use std::collections::HashMap;
 
 /// How ticks are recognized.

@@ -21,7 +21,6 @@
 //! # RT contract
 //! Not RT code. The sorter counts into preallocated atomics only.
 
-use super::tracefs::{self, Instance};
 use crate::check::{self, invalid};
 use crate::error::{Error, ErrorKind, Result};
 use crate::measure::{stop_requested, Cell, Progress};
@@ -29,6 +28,7 @@ use crate::workloads::{self, Control, Workload};
 use firmtime_rt::clock::monotonic_ns;
 use firmtime_rt::sched;
 use firmtime_rt::setup;
+use firmtime_trace::tracefs::{self, Instance};
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
@@ -89,7 +89,7 @@ pub struct Config {
     /// 1000 and 20,000 Hz clock rates.
     pub rates_hz: Vec<u32>,
     /// Record the explaining trace's events (`lab cyclic --explain`,
-    /// [`crate::explain`]) instead of `lab trace`'s (`--explain-events`).
+    /// [`firmtime_trace::explain`]) instead of `lab trace`'s (`--explain-events`).
     pub explain_events: bool,
 }
 
@@ -368,10 +368,10 @@ pub fn run(config: &Config, progress: &mut dyn Progress) -> Result<OverheadResul
             .ok_or_else(|| Error::new(ErrorKind::Io, "no online CPU found in /sys"))?,
     };
     let inst = if config.explain_events {
-        crate::explain::instance(
+        firmtime_trace::explain::instance(
             config.buffer_kb,
             "firmtime-cycl*",
-            crate::explain::WokenBy::OwnTimer,
+            firmtime_trace::explain::WokenBy::OwnTimer,
         )?
     } else {
         Instance::create(&tracefs::instance_name(), config.buffer_kb)?

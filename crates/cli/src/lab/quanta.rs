@@ -7,7 +7,7 @@ use super::{Common, Runner};
 use crate::args::{self, UsageError};
 use crate::Outcome;
 use firmtime_lab::measurement::{Trace, TraceOverhead};
-use firmtime_lab::trace::{self, overhead, Config, TraceResult};
+use firmtime_lab::quanta::{self, overhead, Config, TraceResult};
 use firmtime_lab::workloads::Workload;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -121,7 +121,7 @@ pub(super) fn notes(r: &TraceResult) {
     if r.mounted_tracefs {
         eprintln!(
             "note: tracefs was not mounted; mounted it at {}",
-            trace::tracefs::TRACEFS
+            firmtime_trace::tracefs::TRACEFS
         );
     }
     eprintln!(
@@ -207,7 +207,7 @@ fn print_tables(r: &TraceResult) {
         "@1000Hz"
     );
     let t5 = |row: &str| {
-        trace::PAPER_TABLE5
+        quanta::PAPER_TABLE5
             .iter()
             .find(|p| p.row == row)
             .map(|p| p.percent)
@@ -242,7 +242,7 @@ fn print_tables(r: &TraceResult) {
 }
 
 /// `typist (Emacs)`.
-pub(super) fn label(a: &trace::AppResult) -> String {
+pub(super) fn label(a: &quanta::AppResult) -> String {
     let mut s = match &a.paper_application {
         Some(p) => format!("{} ({p})", a.name),
         None => a.name.clone(),

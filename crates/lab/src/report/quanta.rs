@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 /// Etsion et al. (2003) Tables 3–5 beside this machine: effective quanta and
 /// tick billing of the paper's workloads, from a scheduler trace.
-pub fn trace_section(r: &crate::trace::TraceResult) -> String {
+pub fn trace_section(r: &crate::quanta::TraceResult) -> String {
     let mut s = String::new();
     let k = &r.kernel;
     let _ = writeln!(
@@ -69,8 +69,8 @@ pub fn trace_section(r: &crate::trace::TraceResult) -> String {
 /// The trace-overhead section (issue 8, acceptance figure 1): the sort
 /// benchmark's throughput with the trace on versus off at each timer rate,
 /// beside klogger's. `firmtime lab trace --overhead` prints the same text.
-pub fn trace_overhead_section(r: &crate::trace::overhead::OverheadResult) -> String {
-    use crate::trace::{OVERHEAD_TARGET_PERCENT, PAPER_KLOGGER_OVERHEAD_PERCENT};
+pub fn trace_overhead_section(r: &crate::quanta::overhead::OverheadResult) -> String {
+    use crate::quanta::{OVERHEAD_TARGET_PERCENT, PAPER_KLOGGER_OVERHEAD_PERCENT};
     let mut s = String::new();
     let pct = |v: f64| format!("{v:.2} %");
     let _ = writeln!(
@@ -185,7 +185,7 @@ pub fn trace_overhead_section(r: &crate::trace::overhead::OverheadResult) -> Str
                     format!("{} Hz", thousands(i64::from(m.rate_hz)))
                 },
                 firmtime_rt::units::format_ns(m.slice_ns as f64),
-                crate::trace::overhead::MIN_SORTS_PER_SLICE
+                crate::quanta::overhead::MIN_SORTS_PER_SLICE
             );
         }
     }

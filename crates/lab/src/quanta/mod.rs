@@ -1,16 +1,18 @@
-//! `lab trace`: klogger rebuilt on tracefs — effective quanta, quanta per
+//! `lab trace` (also `lab quanta`): klogger rebuilt on tracefs — effective quanta, quanta per
 //! second, preempted versus blocked and CPU share per application
 //! (Etsion, Tsafrir & Feitelson 2003, §2, §6, Tables 4–5, Figure 6), and the
-//! tick billing of the same quanta (§4, Table 3; see [`crate::billing`]).
+//! tick billing of the same quanta (§4, Table 3; see [`crate::billing`],
+//! which this module uses and which does not use it: `lab billing`'s
+//! trace is [`Config::billing`]).
 //!
 //! The paper's klogger logged scheduler events into a 4 MB kernel buffer
 //! exported every few seconds by a daemon. Here a private tracefs instance
-//! ([`tracefs::Instance`]) records `sched_switch`, `sched_wakeup(_new)`,
+//! ([`firmtime_trace::tracefs::Instance`]) records `sched_switch`, `sched_wakeup(_new)`,
 //! `sched_process_fork`, `hrtimer_expire_entry` and `local_timer_entry` with
 //! the `mono` clock into per-CPU ring buffers; a drainer thread reads the
 //! binary pages (`trace_pipe_raw`) into a preallocated store
-//! ([`tracefs::drain`]), [`raw`] decodes them with the kernel's own format
-//! files, and [`quanta`] turns the switches into effective quanta.
+//! ([`firmtime_trace::tracefs::drain`]), [`firmtime_trace::raw`] decodes them with the kernel's own format
+//! files, and [`analysis`] turns the switches into effective quanta.
 //!
 //! What is traced: built-in [`Workload`]s (threads of this process), a list
 //! of running processes (`--pids`, with their threads and anything they
@@ -20,10 +22,8 @@
 //! Nothing here runs at a deadline. The drainer never allocates after setup
 //! (its store is preallocated and touched) and counts what does not fit.
 
+pub mod analysis;
 pub mod overhead;
-pub mod quanta;
-
-pub use firmtime_trace::{raw, tracefs, BUFFER_KB, MAX_EVENTS};
 
 use crate::billing::{self, BillingRow, Fig4Bin, KernelAccounting, ProcAccounting, QuantumBill};
 use crate::check::{self, invalid};
@@ -31,9 +31,11 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::measure::{stop_requested, Progress};
 use crate::stats::{summarize, Summary};
 use crate::workloads::{self, Control, Workload};
+use analysis::{Analysis, Targets, TickSource};
 use firmtime_rt::clock::monotonic_ns;
-use quanta::{Analysis, Targets, TickSource};
-use raw::EventKind;
+use firmtime_trace::raw::EventKind;
+use firmtime_trace::tracefs;
+use firmtime_trace::{BUFFER_KB, MAX_EVENTS};
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::time::Duration;
@@ -182,6 +184,32 @@ impl Default for Config {
 }
 
 impl Config {
+    /// `lab billing`'s default: this trace of the four
+    /// [`Workload::BILLING`] workloads (typist, player, sorter and the
+    /// tick-synchronized xserver), 10 s.
+    pub fn billing() -> Config {
+        Config {
+            workloads: Workload::BILLING.to_vec(),
+            ..Config::default()
+        }
+    }
+
+    /// `lab billing --quick`: as [`Config::billing`] for 4 s.
+    pub fn billing_quick() -> Config {
+        Config {
+            workloads: Workload::BILLING.to_vec(),
+            ..Config::quick()
+        }
+    }
+
+    /// `lab billing --full` (for the report): as [`Config::billing`] for 30 s.
+    pub fn billing_full() -> Config {
+        Config {
+            workloads: Workload::BILLING.to_vec(),
+            ..Config::full()
+        }
+    }
+
     /// `--quick`: the three workloads for 4 s.
     pub fn quick() -> Self {
         Self {
@@ -555,7 +583,7 @@ pub fn run(config: &Config, progress: &mut dyn Progress) -> Result<TraceResult> 
 
     let mut events = capture.events;
     events.sort_by_key(|e| e.time_ns);
-    let analysis = quanta::analyze(&events, &mut targets, ticks);
+    let analysis = analysis::analyze(&events, &mut targets, ticks);
     let user_hz = billing::user_hz();
     let apps = names
         .iter()
