@@ -202,8 +202,7 @@ fn a_sigkilled_primary_is_replaced_by_its_standby_bit_exact_with_real_plugins() 
             first <= KILL_AT + 2,
             "{plugin}: the standby took over only at block {first}"
         );
-        for n in first..BLOCKS {
-            let (r, _) = &killed[n];
+        for (n, (r, _)) in killed.iter().enumerate().skip(first) {
             assert!(
                 r.from_standby || r.outcome == Outcome::Late,
                 "{plugin}: block {n} after the takeover: {r:?}"
