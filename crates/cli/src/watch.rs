@@ -30,7 +30,7 @@ pub struct WatchArgs {
 enum WatchCommand {
     /// Latency over a period (or around a moment: --at) as Markdown + JSON + PNG: over time, the histogram, the worst wake-ups with their ids, the top causes, what changed (and the resolution of each part: older intervals are rolled up into hours and days).
     Report(ReportArgs),
-    /// Was this machine fine? One line; exit 0 fine, 1 not fine, 2 no data.
+    /// Was this machine fine? One line; exit 0 fine, 1 not fine, 2 no data, 3 the file is not a watch database (not SQLite, another program's, or a newer firmtime's).
     Check(CheckArgs),
     /// Write a systemd unit that runs `firmtime watch` with the flags given, and say how to enable it.
     Install(InstallArgs),
@@ -111,9 +111,34 @@ pub struct RunArgs {
     explain: String,
     #[command(flatten)]
     metrics: crate::exposition::MetricsArgs,
+    /// After the last interval is stored at exit, keep serving --metrics-listen until one scrape
+    /// has read it, at most this long (0s to 20s; the unit stops within 30 s), so that
+    /// Prometheus sees the last interval too.
+    #[arg(long, value_name = "D", default_value = "15s", value_parser = linger)]
+    metrics_linger: Duration,
     /// Share of each watched CPU watch itself may use, % (0.01 to 100): every interval's own CPU is stored; one above it gets a notice naming a --period that fits.
     #[arg(long, value_name = "PERCENT", default_value = "0.5", value_parser = percent)]
     budget: f64,
+}
+
+/// The longest `--metrics-linger`: the unit's `TimeoutStopSec=30` leaves
+/// the final interval's storing time besides.
+pub const MAX_LINGER: Duration = Duration::from_secs(20);
+
+/// `--metrics-linger`: a duration from 0 to [`MAX_LINGER`].
+fn linger(s: &str) -> Result<Duration, String> {
+    let d = if s.trim() == "0" {
+        Duration::ZERO
+    } else {
+        args::duration(s)?
+    };
+    if d > MAX_LINGER {
+        return Err(format!(
+            "out of range: valid is 0s to {}s",
+            MAX_LINGER.as_secs()
+        ));
+    }
+    Ok(d)
 }
 
 /// A percentage: `0.5` or `0.5%`.
@@ -323,7 +348,14 @@ fn watch(a: RunArgs) -> anyhow::Result<Outcome> {
     }
     let totals = Arc::new(Mutex::new(t0));
     let t = Arc::clone(&totals);
-    let _server = endpoint.serve("watch", move || WatchCollector::render(&t))?;
+    // Full renders so far: counted as each starts, so one counted after
+    // the final store read the final totals.
+    let renders = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let r = Arc::clone(&renders);
+    let server = endpoint.serve("watch", move || {
+        r.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        WatchCollector::render(&t)
+    })?;
     let cmdline = std::env::args().collect::<Vec<_>>().join(" ");
     let db = cfg.db.clone();
     let summary = run::run(&cfg, &cmdline, stop, Some(totals), &mut |e| match e {
@@ -356,6 +388,9 @@ fn watch(a: RunArgs) -> anyhow::Result<Outcome> {
         Event::Pruned(n) => eprintln!("watch: deleted {n} interval rows older than --keep"),
         Event::Notice(s) => eprintln!("watch: {s}"),
     })?;
+    if server.is_some() && summary.intervals > 0 {
+        linger_for_a_scrape(&renders, a.metrics_linger);
+    }
     if summary.stopped {
         eprintln!(
             "watch: stopped by {}; {} intervals stored (run {})",
@@ -370,6 +405,32 @@ fn watch(a: RunArgs) -> anyhow::Result<Outcome> {
         );
     }
     Ok(Outcome::Ok)
+}
+
+/// Keeps the endpoint open (the caller holds it) until a scrape has
+/// rendered the final figures or `most` has passed, and says which.
+fn linger_for_a_scrape(renders: &std::sync::atomic::AtomicU64, most: Duration) {
+    use std::sync::atomic::Ordering;
+    if most.is_zero() {
+        eprintln!("watch: --metrics-linger 0s: the last interval is not served");
+        return;
+    }
+    let before = renders.load(Ordering::SeqCst);
+    let t0 = std::time::Instant::now();
+    while t0.elapsed() < most {
+        if renders.load(Ordering::SeqCst) > before {
+            eprintln!(
+                "watch: the last interval was scraped {} after it was stored",
+                firmtime_rt::units::format_duration(t0.elapsed())
+            );
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    eprintln!(
+        "watch: no scrape within --metrics-linger {}: Prometheus did not see the last interval",
+        firmtime_rt::units::format_duration(most)
+    );
 }
 
 fn open_db(db: Option<PathBuf>) -> anyhow::Result<(PathBuf, Store)> {
@@ -553,23 +614,33 @@ fn show_cmd(a: ShowArgs) -> anyhow::Result<Outcome> {
     Ok(Outcome::Ok)
 }
 
-/// `watch check`: exit 0 fine, 1 not fine, 2 no data (the process exits here).
+/// `watch check`: exit 0 fine, 1 not fine, 2 no data, 3 not a watch
+/// database (the process exits here).
 fn check_cmd(a: CheckArgs) -> anyhow::Result<Outcome> {
     if let Some(p) = &a.json {
         args::check_output_file("--json", p)?;
     }
     let db = a.db.clone().unwrap_or_else(default_db);
-    let (answer, line, period) = if db.is_file() {
-        let store = Store::open_existing(&db)?;
-        let p = Period::read(&store, nanos(a.since), now_unix_ns())?;
-        let (ans, line) = report::verdict(&p, nanos(a.max_latency) as i64, a.max_missed);
-        (ans, line, Some(p))
+    let opened = if db.is_file() {
+        Some(Store::open_existing(&db))
     } else {
-        (
+        None
+    };
+    let (answer, line, period) = match opened {
+        Some(Err(e)) if e.kind() == firmtime_watch::ErrorKind::NotWatchDatabase => {
+            (Answer::NotWatchDatabase, e.message().to_string(), None)
+        }
+        Some(opened) => {
+            let store = opened?;
+            let p = Period::read(&store, nanos(a.since), now_unix_ns())?;
+            let (ans, line) = report::verdict(&p, nanos(a.max_latency) as i64, a.max_missed);
+            (ans, line, Some(p))
+        }
+        None => (
             Answer::NoData,
             format!("no data: database {} does not exist", db.display()),
             None,
-        )
+        ),
     };
     if let Some(path) = &a.json {
         #[derive(serde::Serialize)]
@@ -837,6 +908,14 @@ mod tests {
         assert!(
             e.starts_with("--interval 1500µs is out of range: valid is 1s to 1h"),
             "{e}"
+        );
+        // --metrics-linger: 15 s by default, 0 to 20 s.
+        assert_eq!(t.w.run.metrics_linger, Duration::from_secs(15));
+        assert_eq!(linger("0"), Ok(Duration::ZERO));
+        assert_eq!(linger("20s"), Ok(MAX_LINGER));
+        assert_eq!(
+            linger("21s"),
+            Err("out of range: valid is 0s to 20s".to_string())
         );
         let t = T::try_parse_from(["t", "--policy", "other"]).unwrap();
         let e = config(&t.w.run).unwrap_err().0;

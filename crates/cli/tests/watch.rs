@@ -1367,3 +1367,209 @@ fn readers_refuse_a_newer_or_foreign_database_and_leave_it_byte_identical() {
         assert!(before == snapshot(d), "{} changed", d.display());
     }
 }
+
+/// `watch check` on a file that is not a watch database exited 1, which
+/// reads as "the machine was not fine": it has its own status, 3, for every
+/// kind of such file, and its JSON says so.
+#[test]
+fn check_exits_3_on_a_file_that_is_not_a_watch_database() {
+    let dir = TestDir::new("watch-check-foreign");
+    let text_file = dir.0.join("notes.txt");
+    std::fs::write(
+        &text_file,
+        "not a database at all, just words\n".repeat(200),
+    )
+    .unwrap();
+    let empty = dir.0.join("empty.db");
+    std::fs::write(&empty, "").unwrap();
+    let newer = dir.0.join("newer.db");
+    fake_db(
+        &newer,
+        &[fake_row(0, now_ns() - 60_000_000_000, 300_000, 0)],
+    );
+    let foreign = dir.0.join("foreign.db");
+    let py = |db: &Path, sql: &str| {
+        Command::new("python3")
+            .args([
+                "-c",
+                "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.executescript(sys.argv[2]); c.commit(); c.close()",
+            ])
+            .arg(db)
+            .arg(sql)
+            .status()
+    };
+    let mut cases = vec![
+        (text_file, "it is not an SQLite database"),
+        (empty, "it has no tables"),
+    ];
+    match py(&newer, "UPDATE meta SET value='99' WHERE key='schema_version';") {
+        Ok(st) => {
+            assert!(st.success());
+            assert!(py(&foreign, "CREATE TABLE t(x); INSERT INTO t VALUES(1);")
+                .unwrap()
+                .success());
+            cases.push((newer, "schema version 99 is newer than this firmtime's"));
+            cases.push((foreign, "not a firmtime watch database"));
+        }
+        Err(_) => firmtime_rt::testing::skip(
+            "check_exits_3: python3 not installed: the newer and foreign SQLite files are not tried",
+        ),
+    }
+    for (db, want) in cases {
+        let db = db.display().to_string();
+        let out = firmtime(&["watch", "check", "--db", &db]);
+        assert_eq!(out.status.code(), Some(3), "{db}: {}", text_of(&out));
+        let line = text(&out.stdout);
+        assert!(line.contains(want) && line.contains(&db), "{db}: {line}");
+        assert_eq!(line.lines().count(), 1, "{line}");
+        let json = dir.0.join("check.json");
+        let out = firmtime(&[
+            "watch",
+            "check",
+            "--db",
+            &db,
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        assert_eq!(out.status.code(), Some(3), "{db}: {}", text_of(&out));
+        let v = read_json(&json);
+        assert_eq!(v["answer"], "not_watch_database", "{v}");
+        assert!(v["period"].is_null(), "{v}");
+    }
+    // --help says what 3 means.
+    let help = text(&firmtime(&["watch", "check", "--help"]).stdout);
+    let words = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        words.contains("3 the file is not a watch database"),
+        "{help}"
+    );
+}
+
+/// The last interval before exit never reached Prometheus: the endpoint
+/// closed right after the final store. Now it stays open until a scrape
+/// has read it (at most --metrics-linger): a client scraping until the
+/// connection is refused last sees exactly what the database holds.
+#[test]
+fn the_last_interval_reaches_a_scraper_before_watch_exits() {
+    if !root("the_last_interval_reaches_a_scraper_before_watch_exits") {
+        return;
+    }
+    let dir = TestDir::new("watch-linger");
+    let db = db_arg(&dir);
+    let target = format!("127.0.0.1:{}", free_port());
+    let mut child = Command::new(EXE)
+        .args([
+            "watch",
+            "--period",
+            "1ms",
+            "--db",
+            &db,
+            "--cpu",
+            "0",
+            "--interval",
+            "1s",
+            "--duration",
+            "2s",
+            "--explain",
+            "off",
+            "--metrics-listen",
+            &target,
+            "--metrics-linger",
+            "10s",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = stderr_lines(&mut child);
+    let child = Killed(child);
+    // A scraper every 2 s (slower than the run's intervals): the final
+    // store falls between two of its scrapes.
+    let scraper = {
+        let target = target.clone();
+        std::thread::spawn(move || {
+            let t0 = Instant::now();
+            let mut last: Option<String> = None;
+            let mut refused_after_serving = false;
+            while t0.elapsed() < Duration::from_secs(30) {
+                match http_get(&target, "/metrics") {
+                    Some(body) => last = Some(body),
+                    None if last.is_some() => {
+                        refused_after_serving = true;
+                        break;
+                    }
+                    None => {}
+                }
+                std::thread::sleep(if last.is_some() {
+                    Duration::from_secs(2)
+                } else {
+                    Duration::from_millis(50)
+                });
+            }
+            (last, refused_after_serving)
+        })
+    };
+    let mut said = Vec::new();
+    while let Ok(l) = lines.recv_timeout(Duration::from_secs(30)) {
+        said.push(l);
+    }
+    let mut child = child;
+    let st = child.0.wait().unwrap();
+    assert!(st.success(), "{st:?}: {said:?}");
+    let (last, refused) = scraper.join().unwrap();
+    assert!(refused, "the endpoint never closed: {said:?}");
+    let last = last.expect("never scraped");
+    assert!(
+        said.iter()
+            .any(|l| l.starts_with("watch: the last interval was scraped ")),
+        "{said:?}"
+    );
+    let r = rows(Path::new(&db));
+    let stored: u64 = r.iter().map(|x| x.1).sum();
+    let served = last
+        .lines()
+        .find_map(|l| l.strip_prefix("firmtime_watch_intervals_total{cpu=\"0\"} "))
+        .and_then(|v| v.parse::<f64>().ok())
+        .expect("intervals served");
+    assert_eq!(served as usize, r.len(), "{r:?}\n{last}");
+    let wakeups = last
+        .lines()
+        .find_map(|l| l.strip_prefix("firmtime_watch_wakeups_total{cpu=\"0\"} "))
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap();
+    let missed = last
+        .lines()
+        .find_map(|l| l.strip_prefix("firmtime_watch_missed_deadlines_total{cpu=\"0\"} "))
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap();
+    assert_eq!((wakeups + missed) as u64, stored, "{last}");
+    // Nobody scraping: it waits --metrics-linger and says so.
+    let quiet = format!("127.0.0.1:{}", free_port());
+    let out = firmtime(&[
+        "watch",
+        "--period",
+        "1ms",
+        "--db",
+        &db,
+        "--cpu",
+        "0",
+        "--interval",
+        "1s",
+        "--duration",
+        "1s",
+        "--explain",
+        "off",
+        "--metrics-listen",
+        &quiet,
+        "--metrics-linger",
+        "500ms",
+    ]);
+    assert!(out.status.success(), "{}", text_of(&out));
+    assert!(
+        text(&out.stderr).contains(
+            "watch: no scrape within --metrics-linger 500ms: Prometheus did not see the last interval"
+        ),
+        "{}",
+        text_of(&out)
+    );
+}

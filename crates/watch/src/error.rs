@@ -11,6 +11,9 @@ pub enum ErrorKind {
     Realtime,
     /// The database could not be opened, read or written.
     Database,
+    /// The file is not a firmtime watch database this firmtime reads: not
+    /// SQLite, a SQLite file of something else, or a newer schema.
+    NotWatchDatabase,
     /// Any other operating-system error.
     Io,
 }

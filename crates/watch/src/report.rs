@@ -638,15 +638,21 @@ pub enum Answer {
     NotFine,
     /// No interval stored in the period.
     NoData,
+    /// The file is not a watch database this firmtime reads (not SQLite,
+    /// another program's SQLite file, or a newer schema): no answer about
+    /// the machine, and not "not fine" either.
+    NotWatchDatabase,
 }
 
 impl Answer {
-    /// The exit code: 0 fine, 1 not fine, 2 no data.
+    /// The exit code: 0 fine, 1 not fine, 2 no data, 3 not a watch
+    /// database.
     pub fn code(self) -> u8 {
         match self {
             Answer::Fine => 0,
             Answer::NotFine => 1,
             Answer::NoData => 2,
+            Answer::NotWatchDatabase => 3,
         }
     }
 }

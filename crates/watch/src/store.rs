@@ -986,7 +986,7 @@ pub struct WakeupRecord {
 /// A database error: the file is SQLite but not a watch database.
 fn not_watch(path: &Path, why: &str) -> Error {
     Error::new(
-        ErrorKind::Database,
+        ErrorKind::NotWatchDatabase,
         format!(
             "database {}: not a firmtime watch database ({why}); give the file `firmtime watch --db` writes",
             path.display()
@@ -1008,7 +1008,12 @@ fn schema_of(conn: &Connection, path: &Path) -> Result<Option<i64>> {
                 [name],
                 |r| r.get(0),
             )
-            .map_err(|e| db_err(path, e))?;
+            .map_err(|e| match e.sqlite_error_code() {
+                Some(rusqlite::ErrorCode::NotADatabase) => {
+                    not_watch(path, "it is not an SQLite database")
+                }
+                _ => db_err(path, e),
+            })?;
         Ok(n > 0)
     };
     if !table("%")? {
@@ -1036,7 +1041,7 @@ fn schema_of(conn: &Connection, path: &Path) -> Result<Option<i64>> {
 fn refuse_newer(path: &Path, v: i64) -> Result<()> {
     if v > SCHEMA_VERSION {
         return Err(Error::new(
-            ErrorKind::Database,
+            ErrorKind::NotWatchDatabase,
             format!(
                 "database {}: schema version {v} is newer than this firmtime's ({SCHEMA_VERSION}); use a newer firmtime",
                 path.display()
@@ -1175,8 +1180,9 @@ impl Store {
     /// that is not a watch database is refused and left as it was.
     ///
     /// # Errors
-    /// [`ErrorKind::Database`] naming the file, also for a database written
-    /// by a newer schema or a SQLite file that is not a watch database.
+    /// [`ErrorKind::Database`] naming the file;
+    /// [`ErrorKind::NotWatchDatabase`] for a database written by a newer
+    /// schema or a file that is not a watch database.
     pub fn open(path: &Path) -> Result<Store> {
         let conn = Connection::open(path).map_err(|e| db_err(path, e))?;
         conn.busy_timeout(std::time::Duration::from_secs(10))
@@ -1264,8 +1270,9 @@ impl Store {
     /// so that not even the `-wal` and `-shm` files are made.
     ///
     /// # Errors
-    /// [`ErrorKind::Database`] when the file does not exist, cannot be
-    /// read, or is not a firmtime watch database of this version or older.
+    /// [`ErrorKind::Database`] when the file does not exist or cannot be
+    /// read; [`ErrorKind::NotWatchDatabase`] when it is not a firmtime
+    /// watch database of this version or older.
     pub fn open_existing(path: &Path) -> Result<Store> {
         if !path.is_file() {
             return Err(Error::new(
