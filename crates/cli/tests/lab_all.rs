@@ -78,6 +78,23 @@ fn quick_and_full_exclude_each_other() {
     );
 }
 
+#[test]
+fn explain_takes_auto_on_or_off_and_refuses_anything_else() {
+    common::assert_usage_error(
+        &["lab", "all", "--explain", "maybe", "--out", "/nonexistent"],
+        &["--explain", "auto, on or off"],
+    );
+    // The old spelling still parses (as `--explain off`), hidden.
+    let help = Command::new(EXE)
+        .args(["lab", "all", "--no-explain", "--help"])
+        .output()
+        .expect("run firmtime");
+    assert!(help.status.success());
+    let text = String::from_utf8_lossy(&help.stdout);
+    assert!(text.contains("--explain [<MODE>]"), "{text}");
+    assert!(!text.contains("--no-explain"), "{text}");
+}
+
 /// Piped, `lab all` said nothing for minutes: each step is a line on
 /// stderr, with the time so far and an estimate of the time left.
 #[test]

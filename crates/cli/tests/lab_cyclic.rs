@@ -82,6 +82,7 @@ fn cyclic_bad_flags_exit_2_naming_the_flag_and_range() {
             ("--priority 150", &["--priority", "1-99"]),
             ("--load cpu:0", &["--load"]),
             ("--explain --explain-worst 0", &["--explain-worst"]),
+            ("--explain bogus", &["--explain", "auto, on or off"]),
             ("--max-latency soon", &["--max-latency"]),
             ("--max-missed many", &["--max-missed"]),
         ],
@@ -284,6 +285,27 @@ fn cyclic_explain_adds_a_documented_block_and_prints_causes() {
     let p = read_json(&plain);
     assert!(p["result"].get("explain").is_none());
     assert!(p["result"]["config"].get("explain").is_none());
+
+    // `--explain MODE`: the last of --explain and the old --no-explain
+    // wins, `off` traces nothing, `auto` traces here (root).
+    for (flags, traced) in [
+        (&["--explain", "--no-explain"][..], false),
+        (&["--no-explain", "--explain"][..], true),
+        (&["--explain", "off"][..], false),
+        (&["--explain=auto"][..], true),
+    ] {
+        let out = d.0.join("m.json");
+        let mut a = vec!["lab", "cyclic", "--duration", "50ms", "--cpu", "0"];
+        a.extend_from_slice(flags);
+        a.extend_from_slice(&["--json", out.to_str().unwrap()]);
+        assert_ok(&firmtime(&a));
+        let m = read_json(&out);
+        assert_eq!(
+            m["result"]["config"].get("explain").is_some(),
+            traced,
+            "{flags:?}"
+        );
+    }
 }
 
 #[test]

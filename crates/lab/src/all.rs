@@ -46,9 +46,12 @@ pub struct Config {
     pub exe: PathBuf,
     /// The command line, recorded in every file.
     pub command_line: Vec<String>,
-    /// Explain the periodic wake-up outliers from a trace where tracefs is
-    /// usable (`--no-explain` turns it off; see [`firmtime_trace::explain`]).
-    pub explain: bool,
+    /// Explain the periodic wake-up outliers from a trace (`--explain
+    /// auto|on|off`, default auto: where tracefs is usable; see
+    /// [`firmtime_trace::explain`]). `on` where it cannot run is refused
+    /// before anything is measured (the CLI's check); here it is run where
+    /// it can, like `auto`.
+    pub explain: firmtime_trace::explain::ExplainMode,
     /// Trace events kept per condition (`--explain-max-events`).
     pub explain_max_events: usize,
 }
@@ -229,10 +232,10 @@ impl Step for CyclicConditions {
     }
 
     fn run(&self, run: &mut Run<'_>, progress: &mut dyn Progress) -> Result<()> {
-        let explain = if run.cfg.explain {
-            firmtime_trace::explain::available()
-        } else {
-            Err("turned off with --no-explain".to_string())
+        use firmtime_trace::explain::Decision;
+        let explain = match run.cfg.explain.decide(firmtime_trace::explain::available) {
+            Decision::Run => Ok(()),
+            Decision::Skip(why) | Decision::Refuse(why) => Err(why),
         };
         for (slug, label, policy, load) in cyclic_conditions() {
             if stop_requested() {

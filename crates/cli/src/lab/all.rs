@@ -5,6 +5,7 @@ use crate::args::{self, UsageError};
 use crate::progress::Bars;
 use crate::Outcome;
 use firmtime_lab::all::{self, Preset};
+use firmtime_trace::explain::{Decision, ExplainMode};
 use std::path::PathBuf;
 
 /// Arguments of `firmtime lab all`.
@@ -18,10 +19,8 @@ pub struct Args {
     /// Directory for report.md, the JSON files, plots and histograms (created if missing).
     #[arg(long, value_name = "DIR", default_value = "firmtime-report")]
     out: PathBuf,
-    /// Do not trace the periodic wake-ups to explain their outliers (by default they are
-    /// explained where tracefs is usable: root).
-    #[arg(long)]
-    no_explain: bool,
+    #[command(flatten)]
+    explain: super::ExplainFlag,
     /// Trace events kept around each condition's late wake-ups (about 64 bytes each, allocated
     /// before measuring), 1000 to 50000000. When full, the windows of the least late
     /// wake-ups are dropped first, whole.
@@ -70,12 +69,18 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     }
     .validate()
     .map_err(|e| UsageError(e.message().to_string()))?;
+    let explain = args.explain.mode(ExplainMode::Auto);
+    if explain == ExplainMode::On {
+        if let Decision::Refuse(why) = explain.decide(firmtime_trace::explain::available) {
+            return Err(UsageError(format!("--explain on: {why}")).into());
+        }
+    }
     let cfg = all::Config {
         preset,
         out: args.out.clone(),
         exe: std::env::current_exe()?,
         command_line: std::env::args().collect(),
-        explain: !args.no_explain,
+        explain,
         explain_max_events: args.explain_max_events,
     };
     eprintln!(

@@ -87,20 +87,8 @@ pub struct Args {
     /// Write histogram PNGs (µs and units of the period) into DIR.
     #[arg(long, value_name = "DIR")]
     plots: Option<PathBuf>,
-    /// Explain the worst wake-ups: trace scheduler, interrupt, softirq, idle and page-fault
-    /// events while measuring (tracefs, root) and name what made each outlier late, its lateness
-    /// split into parts that add up to it (timer delay, interrupts, tasks with pid and priority,
-    /// a non-preemptible stretch, RT throttling, idle exit, the vCPU, the thread itself: the
-    /// three largest printed, all in the JSON's `breakdown`). Only the
-    /// measured CPUs are recorded, the ring buffers hold 2 s of the event rate measured in a
-    /// 200 ms probe at the start, and a wake-up whose span the kernel lost events in is
-    /// "unknown (trace lost N events)", never guessed (FIRMTIME_EXPLAIN_UNFILTERED=1: every
-    /// CPU and a fixed 4 MiB, as before).
-    #[arg(long, overrides_with = "no_explain")]
-    explain: bool,
-    /// Do not trace (the default for `lab cyclic`; `lab all` explains where it can).
-    #[arg(long)]
-    no_explain: bool,
+    #[command(flatten)]
+    explain: super::ExplainFlag,
     /// With --explain: explain wake-ups later than D [default: the thread's p99.9].
     /// Missed deadlines are always explained.
     #[arg(long, value_name = "D", value_parser = args::duration)]
@@ -166,6 +154,23 @@ fn policy(policy: Option<PolicyArg>, priority: Option<Policy>) -> Result<Policy,
     }
 }
 
+/// Whether `lab cyclic` traces: off by default, on with a bare `--explain`
+/// or `--explain-above` (the session then fails, naming the reason, where
+/// it cannot run), `--explain auto` where it can.
+fn explain_runs(a: &Args) -> Result<bool, UsageError> {
+    use firmtime_trace::explain::ExplainMode;
+    let default = if a.explain_above.is_some() {
+        ExplainMode::On
+    } else {
+        ExplainMode::Off
+    };
+    match a.explain.mode(default) {
+        ExplainMode::Off => Ok(false),
+        ExplainMode::On => Ok(true),
+        auto => super::ExplainFlag::runs(auto),
+    }
+}
+
 fn config(a: &Args) -> anyhow::Result<Config> {
     if let Some(p) = &a.histogram {
         args::check_output_file("--histogram", p)?;
@@ -206,13 +211,11 @@ fn config(a: &Args) -> anyhow::Result<Config> {
         dma_latency_us: a.dma_latency,
         timer_slack_ns: a.timer_slack.map(|d| args::nanos(d).max(1)),
         allow_downgrade: a.allow_downgrade,
-        explain: ((a.explain || a.explain_above.is_some()) && !a.no_explain).then(|| {
-            firmtime_trace::explain::Config {
-                above_ns: a.explain_above.map(args::nanos),
-                worst: a.explain_worst,
-                max_events: a.explain_max_events,
-                ..firmtime_trace::explain::Config::default()
-            }
+        explain: explain_runs(a)?.then(|| firmtime_trace::explain::Config {
+            above_ns: a.explain_above.map(args::nanos),
+            worst: a.explain_worst,
+            max_events: a.explain_max_events,
+            ..firmtime_trace::explain::Config::default()
         }),
         load_exe: Some(std::env::current_exe().context("cannot find the firmtime binary")?),
         ..base

@@ -46,6 +46,7 @@ pub mod advice;
 pub mod attribute;
 pub mod breakdown;
 pub mod gate;
+pub mod mode;
 pub mod outcome;
 pub mod pool;
 pub mod session;
@@ -54,6 +55,7 @@ pub mod words;
 
 pub use attribute::{Category, Cause, Machine, Part, Timeline, Wakeup};
 pub use breakdown::{Kind, Share};
+pub use mode::{Decision, ExplainMode};
 pub use outcome::{by_cause, explain, CauseCount, Explanation, Outlier, Target, ThreadExplained};
 pub use pool::{Lease, Pool};
 pub use session::{
