@@ -62,7 +62,7 @@ pub use session::{
     available, idle_exit_max_ns, instance, instance_on, proc_task_info, this_machine, CaptureSetup,
     CpuSteal, LoopThread, LoopWatch, Recorded, Session,
 };
-pub use window::{Flags, Keeper, Storage, Window};
+pub use window::{Keeper, Storage};
 pub use words::{cause_words, process_words, summary, with_parts, PARTS_SHOWN, SUMMARY_CAUSES};
 
 use crate::error::Result;
@@ -72,7 +72,11 @@ use serde::{Deserialize, Serialize};
 /// Valid `--explain-worst` range (wake-ups noted per thread).
 pub const WORST: std::ops::RangeInclusive<usize> = 1..=100_000;
 
-pub use firmtime_rt::outliers::{lookback_ns, Note, Notes, TraceCoverage, TracedCause, LANES};
+/// The RT side (what the measured threads touch: no allocation, no
+/// syscall) lives in `firmtime_rt::outliers`; this is its one path here.
+pub use firmtime_rt::outliers::{
+    lookback_ns, Flags, Note, Notes, TraceCoverage, TracedCause, Window, LANES,
+};
 
 /// The worst wake-ups of each thread always explained, whatever the threshold.
 pub const WORST_SHOWN: usize = 10;

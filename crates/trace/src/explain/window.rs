@@ -17,7 +17,7 @@
 //! [`Keeper::dropped`]).
 
 use crate::raw::{Event, EventKind};
-pub use firmtime_rt::outliers::{Flags, Window};
+use firmtime_rt::outliers::{Flags, Window};
 use std::collections::VecDeque;
 
 /// The drainer's side: pending events, kept events and the windows.
