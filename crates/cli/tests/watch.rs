@@ -1573,3 +1573,71 @@ fn the_last_interval_reaches_a_scraper_before_watch_exits() {
         text_of(&out)
     );
 }
+
+/// Two watches started together on one database: one exited at once with
+/// "database is locked" (10 of 10 tries) or both wrote interleaved runs.
+/// Now one runs and stores its intervals; the other is refused at once,
+/// naming the first one's pid — every try.
+#[test]
+fn two_watches_started_together_on_one_database_both_get_a_clear_outcome() {
+    if !root("two_watches_started_together") {
+        return;
+    }
+    for attempt in 0..3 {
+        let dir = TestDir::new(&format!("watch-two-{attempt}"));
+        let db = db_arg(&dir);
+        let args = [
+            "watch",
+            "--period",
+            "1ms",
+            "--db",
+            &db,
+            "--cpu",
+            "0",
+            "--interval",
+            "1s",
+            "--duration",
+            "2s",
+            "--explain",
+            "off",
+        ];
+        let spawn = || {
+            Command::new(EXE)
+                .args(args)
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let (a, b) = (spawn(), spawn());
+        let pids = [a.id(), b.id()];
+        let outs = [a.wait_with_output().unwrap(), b.wait_with_output().unwrap()];
+        let ok: Vec<usize> = (0..2).filter(|&i| outs[i].status.success()).collect();
+        assert_eq!(
+            ok.len(),
+            1,
+            "exactly one runs: {:?} / {:?}",
+            text_of(&outs[0]),
+            text_of(&outs[1])
+        );
+        let (won, lost) = (ok[0], 1 - ok[0]);
+        let refused = text(&outs[lost].stderr);
+        assert_eq!(outs[lost].status.code(), Some(1), "{refused}");
+        assert!(
+            refused.contains(&format!(
+                "--db {db}: another firmtime watch (pid {}) is writing this database",
+                pids[won]
+            )),
+            "{refused}"
+        );
+        // Refused before it measured anything or touched the database.
+        assert!(!refused.contains("watch: CPU 0"), "{refused}");
+        assert!(
+            text(&outs[won].stderr).contains("intervals stored (run 1)"),
+            "{}",
+            text_of(&outs[won])
+        );
+        let s = Store::open_existing(Path::new(&db)).unwrap();
+        assert_eq!(s.runs().unwrap().len(), 1);
+    }
+}

@@ -14,6 +14,8 @@ pub enum ErrorKind {
     /// The file is not a firmtime watch database this firmtime reads: not
     /// SQLite, a SQLite file of something else, or a newer schema.
     NotWatchDatabase,
+    /// Another watch writes the database (its pid named).
+    InUse,
     /// Any other operating-system error.
     Io,
 }

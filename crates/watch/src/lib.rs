@@ -20,6 +20,7 @@ pub mod change;
 pub mod error;
 pub mod hist;
 pub mod interval;
+pub mod lock;
 pub mod metrics;
 pub mod report;
 pub mod run;

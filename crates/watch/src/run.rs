@@ -444,7 +444,8 @@ pub fn stored_cause(
 /// [`ErrorKind::InvalidInput`] for a bad config; [`ErrorKind::Realtime`]
 /// when a thread's policy or memory locking is refused;
 /// [`ErrorKind::Database`] when the database cannot be opened or written
-/// (intervals already stored stay).
+/// (intervals already stored stay); [`ErrorKind::InUse`] when another
+/// watch writes it ([`crate::lock`]).
 pub fn run(
     config: &Config,
     command_line: &str,
@@ -454,6 +455,8 @@ pub fn run(
 ) -> Result<Summary> {
     config.validate()?;
     let cpus = config.selected_cpus();
+    // One writer per database: a second watch is refused naming the first.
+    let _writer = crate::lock::WriterLock::acquire(&config.db)?;
     let mut store = Store::open(&config.db)?;
     let explain_ok: std::result::Result<(), String> = match config.explain {
         ExplainMode::Off => Err("off (--explain off)".into()),
