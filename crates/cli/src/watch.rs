@@ -74,8 +74,9 @@ pub struct RunArgs {
     /// Period of the wake-ups (100us to 1s). Each wake-up costs CPU (about 25 µs in a VM, a few µs on bare metal); see --budget.
     #[arg(long, value_name = "D", default_value = "10ms", value_parser = args::duration)]
     period: Duration,
-    /// How often an interval is stored (1s to 1h; a whole number of --period).
-    #[arg(long, value_name = "D", default_value = "1min", value_parser = args::duration)]
+    /// How often an interval is stored: the storage interval (1s to 1h; a whole number of
+    /// --period). `--interval` is the old spelling.
+    #[arg(long = "store-every", alias = "interval", value_name = "D", default_value = "1min", value_parser = args::duration)]
     interval: Duration,
     /// Stop after this long (default: until SIGTERM or SIGINT).
     #[arg(long, value_name = "D", value_parser = long_duration)]
@@ -94,7 +95,7 @@ pub struct RunArgs {
     /// Keep nothing older than this, at any resolution (e.g. 30d, 12h; 1min to 3650d). The default keeps what --max-db-size holds.
     #[arg(long, value_name = "D", default_value = "3650d", value_parser = long_duration)]
     keep: Duration,
-    /// Keep intervals as stored this long, then roll them up into one row per CPU and hour (1min to 3650d; at least one --interval).
+    /// Keep intervals as stored this long, then roll them up into one row per CPU and hour (1min to 3650d; at least one --store-every).
     #[arg(long, value_name = "D", default_value = "7d", value_parser = long_duration)]
     keep_raw: Duration,
     /// Keep hourly rows this long, then roll them up into one per CPU and day (at least --keep-raw).
@@ -906,7 +907,7 @@ mod tests {
         let t = T::try_parse_from(["t", "--interval", "1500us"]).unwrap();
         let e = config(&t.w.run).unwrap_err().0;
         assert!(
-            e.starts_with("--interval 1500µs is out of range: valid is 1s to 1h"),
+            e.starts_with("--store-every 1500µs is out of range: valid is 1s to 1h"),
             "{e}"
         );
         // --metrics-linger: 15 s by default, 0 to 20 s.

@@ -68,10 +68,16 @@ const CONCEPTS: &[Concept] = &[
         synonyms: &["--cell", "--time", "--length", "--secs", "--seconds"],
     },
     Concept {
-        concept: "period of periodic wake-ups",
+        concept: "the sleep intervals asked for (lab sleep's list); never a period or a storage interval",
         flag: "--interval",
-        values: &["D", "LIST"],
+        values: &["LIST"],
         synonyms: &["--intervals"],
+    },
+    Concept {
+        concept: "how often watch stores an interval (the storage interval)",
+        flag: "--store-every",
+        values: &["D"],
+        synonyms: &["--store-interval", "--flush-every", "--save-every"],
     },
     Concept {
         concept: "JACK server name",
@@ -98,10 +104,10 @@ const CONCEPTS: &[Concept] = &[
         synonyms: &["--frames", "--buffer-frames", "--nframes"],
     },
     Concept {
-        concept: "period of a duty-cycle load (a duration)",
+        concept: "period of something periodic: the wake-ups (lab cyclic, watch), a duty-cycle load (load); always a duration",
         flag: "--period",
         values: &["D"],
-        synonyms: &[],
+        synonyms: &["--wakeup-period", "--cycle"],
     },
     Concept {
         concept: "how a loop waits (poll or spin)",
@@ -147,9 +153,11 @@ const DURATION_FLAGS: &[&str] = &[
     "--margin",
     "--max-delay",
     "--max-latency",
+    "--metrics-linger",
     "--slice",
     "--status-every",
     "--step-duration",
+    "--store-every",
     "--timeout",
     "--timer-slack",
     "--wait",
@@ -202,6 +210,8 @@ const OLD_SPELLINGS: &[(&str, &[&str])] = &[
     ("rack x.toml", &["--status-every", "1"]),
     ("ladspa apply in.wav out.wav", &["-s", "2"]),
     ("ladspa apply in.wav out.wav", &["--decay", "2"]),
+    ("lab cyclic", &["--interval", "1ms"]),
+    ("watch", &["--interval", "30s"]),
 ];
 
 /// The new forms every command now also takes.
@@ -235,6 +245,8 @@ const NEW_FORMS: &[(&str, &[&str])] = &[
     ("rack x.toml", &["--status-every", "500ms"]),
     ("tap analyze x.csv", &["--debounce", "50ms"]),
     ("ladspa apply in.wav out.wav", &["--decay", "2s"]),
+    ("lab cyclic", &["--period", "1ms"]),
+    ("watch", &["--period", "10ms", "--store-every", "30s"]),
 ];
 
 /// `firmtime PATH… --help`'s text (exit status 0 asserted).
@@ -383,6 +395,56 @@ fn every_command_spells_each_concept_one_way() {
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// `--interval` was the wake-up period in `lab cyclic` and the storage
+/// interval in `watch`, whose wake-up period was `--period`: one word, two
+/// meanings. Each word now has one: the wake-up period is `--period` in
+/// both, the storage interval `--store-every`; the old `--interval` of each
+/// stays as a hidden alias that means what it meant there.
+#[test]
+fn the_wakeup_period_and_the_storage_interval_have_one_word_each() {
+    let all = every_command();
+    let shows = |cmd: &str, flag: &str| {
+        all.get(cmd)
+            .unwrap_or_else(|| panic!("no command {cmd}"))
+            .iter()
+            .any(|(n, _)| n == flag)
+    };
+    for cmd in ["lab cyclic", "watch"] {
+        assert!(shows(cmd, "--period"), "{cmd} --period");
+        assert!(!shows(cmd, "--interval"), "{cmd} still shows --interval");
+    }
+    assert!(shows("watch", "--store-every"));
+    let periods: Vec<&String> = all
+        .iter()
+        .filter(|(_, f)| f.iter().any(|(n, _)| n == "--period"))
+        .map(|(c, _)| c)
+        .collect();
+    assert_eq!(
+        periods,
+        ["lab cyclic", "load", "watch"],
+        "who shows --period"
+    );
+    // The old spellings mean what they meant: watch's the storage interval
+    // (checked by the range its error names), lab cyclic's the period.
+    let out = Command::new(EXE)
+        .args([
+            "watch",
+            "--db",
+            "/tmp/never-written.db",
+            "--interval",
+            "500ms",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("--store-every 500ms is out of range: valid is 1s to 1h"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!std::path::Path::new("/tmp/never-written.db").exists());
 }
 
 #[test]

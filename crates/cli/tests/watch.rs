@@ -532,7 +532,7 @@ fn install_prints_and_writes_a_unit_that_systemd_accepts() {
     // Bad watch flags are refused before anything is written.
     assert_usage_error(
         &["watch", "install", "--print", "--", "--interval", "10ms"],
-        &["--interval 10ms is out of range: valid is 1s to 1h"],
+        &["--store-every 10ms is out of range: valid is 1s to 1h"],
     );
 }
 
@@ -569,8 +569,8 @@ fn bad_watch_flags_are_usage_errors_naming_the_flag() {
         "watch --db /tmp/never-written.db",
         &[
             (
-                "--interval 500ms",
-                &["--interval 500ms is out of range: valid is 1s to 1h"],
+                "--store-every 500ms",
+                &["--store-every 500ms is out of range: valid is 1s to 1h"],
             ),
             (
                 "--period 10us",
@@ -579,7 +579,7 @@ fn bad_watch_flags_are_usage_errors_naming_the_flag() {
             ("--keep 30s", &["--keep 30s is out of range"]),
             (
                 "--interval 1s --period 3ms",
-                &["--interval 1s must be a whole number of --period (3ms)"],
+                &["--store-every 1s must be a whole number of --period (3ms)"],
             ),
             (
                 "--priority other",
@@ -609,8 +609,12 @@ fn bad_watch_flags_are_usage_errors_naming_the_flag() {
                 &["--keep-hourly 7d is shorter than --keep-raw (30d)"],
             ),
             (
+                "--metrics-linger 30s",
+                &["--metrics-linger", "out of range: valid is 0s to 20s"],
+            ),
+            (
                 "--interval 1h --keep-raw 10min",
-                &["--keep-raw 10min is shorter than one --interval (1h)"],
+                &["--keep-raw 10min is shorter than one --store-every (1h)"],
             ),
         ],
     );

@@ -98,7 +98,7 @@ pub struct Totals {
     /// Explained worst wake-ups by cause category (the bounded label set of
     /// `firmtime_trace::explain::Category`).
     pub causes: BTreeMap<&'static str, u64>,
-    /// The storage interval (`--interval`), ns; 0 before the run starts
+    /// The storage interval (`--store-every`), ns; 0 before the run starts
     /// (then its gauge is not served).
     pub interval_ns: u64,
     /// The end of the last stored interval, Unix ns (the run's start until
@@ -286,11 +286,11 @@ impl prometheus_client::collector::Collector for WatchCollector {
             }
         }
         // What an alert needs to know whether the watch still stores, at
-        // any --interval and under any job name (contrib/prometheus).
+        // any --store-every and under any job name (contrib/prometheus).
         if t.interval_ns > 0 {
             enc.encode_descriptor(
                 "firmtime_watch_interval_seconds",
-                "The storage interval (--interval): one interval is stored this often",
+                "The storage interval (--store-every): one interval is stored this often",
                 None,
                 MetricType::Gauge,
             )?

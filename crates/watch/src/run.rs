@@ -29,7 +29,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Valid `--period` range, ns (100 µs … 1 s).
 pub const PERIOD_NS: std::ops::RangeInclusive<u64> = 100_000..=1_000_000_000;
-/// Valid `--interval` range, ns (1 s … 1 h).
+/// Valid `--store-every` range, ns (1 s … 1 h).
 pub const INTERVAL_NS: std::ops::RangeInclusive<u64> = 1_000_000_000..=3_600_000_000_000;
 /// Valid `--keep` range, ns (1 min … 10 years).
 pub const KEEP_NS: std::ops::RangeInclusive<u64> = 60_000_000_000..=315_360_000_000_000_000;
@@ -60,7 +60,7 @@ pub struct Config {
     pub db: PathBuf,
     /// Period of the wake-ups (`--period`), default 10 ms.
     pub period_ns: u64,
-    /// Storage interval (`--interval`), default 1 min.
+    /// Storage interval (`--store-every`, old spelling `--interval`), default 1 min.
     pub interval_ns: u64,
     /// Stop after this long (`--duration`); `None`: until stopped.
     pub duration_ns: Option<u64>,
@@ -136,7 +136,7 @@ impl Config {
             }
         };
         check("--period", self.period_ns, &PERIOD_NS)?;
-        check("--interval", self.interval_ns, &INTERVAL_NS)?;
+        check("--store-every", self.interval_ns, &INTERVAL_NS)?;
         check("--keep", self.keep_ns, &KEEP_NS)?;
         check("--keep-raw", self.keep_raw_ns, &KEEP_NS)?;
         check("--keep-hourly", self.keep_hourly_ns, &KEEP_NS)?;
@@ -157,7 +157,7 @@ impl Config {
         }
         if self.keep_raw_ns < self.interval_ns {
             return Err(invalid(format!(
-                "--keep-raw {} is shorter than one --interval ({})",
+                "--keep-raw {} is shorter than one --store-every ({})",
                 fmt_ns(self.keep_raw_ns),
                 fmt_ns(self.interval_ns)
             )));
@@ -172,14 +172,14 @@ impl Config {
         }
         if self.interval_ns % self.period_ns != 0 {
             return Err(invalid(format!(
-                "--interval {} must be a whole number of --period ({})",
+                "--store-every {} must be a whole number of --period ({})",
                 fmt_ns(self.interval_ns),
                 fmt_ns(self.period_ns)
             )));
         }
         if self.keep_ns < self.interval_ns {
             return Err(invalid(format!(
-                "--keep {} is shorter than one --interval ({})",
+                "--keep {} is shorter than one --store-every ({})",
                 fmt_ns(self.keep_ns),
                 fmt_ns(self.interval_ns)
             )));

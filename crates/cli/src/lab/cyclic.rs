@@ -22,14 +22,14 @@ use std::time::{Duration, SystemTime};
 /// Arguments of `firmtime lab cyclic`.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:\n  \
-    firmtime lab cyclic --interval 1ms --duration 10s --priority fifo:80 --cpu 1\n  \
+    firmtime lab cyclic --period 1ms --duration 10s --priority fifo:80 --cpu 1\n  \
     firmtime lab cyclic --sleeper hybrid --margin 50us --load stress\n  \
     firmtime lab cyclic --histogram hist.txt --rt-tests-json rt.json --plots plots/")]
 pub struct Args {
     #[command(flatten)]
     common: Common,
-    /// Period of the wake-ups, 10us to 1s.
-    #[arg(long, value_name = "D", default_value = "1ms", value_parser = args::duration)]
+    /// Period of the wake-ups, 10us to 1s (cyclictest's -i; `--interval` is the old spelling).
+    #[arg(long = "period", alias = "interval", value_name = "D", default_value = "1ms", value_parser = args::duration)]
     interval: Duration,
     /// Length of the run, 10ms to 24h [default: 10s, 5s with --quick].
     #[arg(long, value_name = "D", value_parser = args::duration)]
