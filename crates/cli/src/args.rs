@@ -495,47 +495,70 @@ mod tests {
     }
 }
 
-/// `--explain`/`--no-explain` of the commands that explain one loop's late
-/// wake-ups (`tap run`, `net bench`): on by default where the explaining
-/// trace can run (root, tracefs), off with `--no-explain`; an explicit
-/// `--explain` fails when it cannot run, the default only says why not.
+/// `--explain [auto|on|off]` of the commands that explain one loop's late
+/// wake-ups (`tap run`, `net bench`): auto by default (where the explaining
+/// trace can run: root, tracefs), a bare `--explain` is on (fails when it
+/// cannot run), the old `--no-explain` a hidden spelling of `--explain off`
+/// (one mode type, [`firmtime_trace::explain::ExplainMode`], in every
+/// command: docs/VOCABULARY.md).
 #[derive(Debug, Clone, clap::Args)]
 pub struct ExplainArgs {
-    /// Trace the loop's wake-ups to name the cause of each late one (the default
-    /// where tracefs is usable, i.e. as root); fail if it cannot run.
-    #[arg(long, overrides_with = "no_explain")]
-    pub explain: bool,
-    /// Do not trace: late items are still classified from their timestamps,
-    /// but a late wake-up of the loop gets no named cause.
-    #[arg(long)]
+    /// Trace the loop's wake-ups to name the cause of each late one, its lateness split
+    /// into parts: auto (where tracefs is usable, i.e. as root; elsewhere says why not), on
+    /// (fail when it cannot run), off (late items are still classified from their
+    /// timestamps, but a late wake-up gets no named cause); a bare --explain is on
+    /// [default: auto].
+    #[arg(
+        long,
+        value_name = "MODE",
+        num_args = 0..=1,
+        default_missing_value = "on",
+        overrides_with = "no_explain"
+    )]
+    pub explain: Option<firmtime_trace::explain::ExplainMode>,
+    /// Old spelling of --explain off.
+    #[arg(long, hide = true, overrides_with = "explain")]
     pub no_explain: bool,
 }
 
 impl ExplainArgs {
+    /// The mode asked for (auto without either flag).
+    pub fn mode(&self) -> firmtime_trace::explain::ExplainMode {
+        if self.no_explain {
+            firmtime_trace::explain::ExplainMode::Off
+        } else {
+            self.explain.unwrap_or_default()
+        }
+    }
+
     /// Starts the explaining trace for threads whose comm matches
-    /// `traced_comm`, or says why not: `Ok(None)` with the reason printed to
-    /// stderr when it is off by default and cannot run, or when `--no-explain`.
+    /// `traced_comm`, or says why not: `Ok(None)` when off, or (the reason
+    /// printed to stderr) in `auto` where it cannot run.
     ///
     /// # Errors
-    /// With `--explain`, when the trace cannot run (names the reason).
+    /// With `--explain on`, when the trace cannot run (names the reason).
     pub fn start(
         &self,
         traced_comm: &str,
     ) -> anyhow::Result<Option<firmtime_trace::explain::LoopWatch>> {
-        if self.no_explain {
-            return Ok(None);
-        }
-        if let Err(why) = firmtime_trace::explain::available() {
-            if self.explain {
-                anyhow::bail!("--explain: {why}");
+        use firmtime_trace::explain::{available, Decision, ExplainMode};
+        let mode = self.mode();
+        match mode.decide(available) {
+            Decision::Run => {}
+            Decision::Skip(why) => {
+                if mode == ExplainMode::Auto {
+                    eprintln!(
+                        "late wake-ups are not explained: {why} (--explain off silences this)"
+                    );
+                }
+                return Ok(None);
             }
-            eprintln!("late wake-ups are not explained: {why} (--no-explain silences this)");
-            return Ok(None);
+            Decision::Refuse(why) => anyhow::bail!("--explain on: {why}"),
         }
         let config = firmtime_trace::explain::Config::default();
         match firmtime_trace::explain::LoopWatch::start(&config, traced_comm) {
             Ok(w) => Ok(Some(w)),
-            Err(e) if self.explain => Err(anyhow::anyhow!("--explain: {e}")),
+            Err(e) if mode == ExplainMode::On => Err(anyhow::anyhow!("--explain on: {e}")),
             Err(e) => {
                 eprintln!("late wake-ups are not explained: {e}");
                 Ok(None)

@@ -445,10 +445,11 @@ fn analyze(a: AnalyzeArgs) -> anyhow::Result<Outcome> {
     let mut results = Vec::new();
     let mut certificates = Vec::new();
     for path in &a.trials {
+        // A file that cannot be read is exit 2 (TAP.md), not 1 ("flagged").
         let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read {}", path.display()))?;
+            .map_err(|e| UsageError(format!("cannot read {}: {e}", path.display())))?;
         let (events, cert_rows) = data::read_csv_certified(&text)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+            .map_err(|e| UsageError(format!("{}: {e}", path.display())))?;
         let side = sidecar_of(path);
         certificates.push(
             match (side.as_ref().and_then(|s| s.certificate.clone()), cert_rows) {

@@ -170,6 +170,20 @@ fn silent_continuation_csv() -> String {
     csv
 }
 
+/// Regression: a file `tap analyze` cannot read or parse exited 1 — the
+/// status of "trials flagged" — where TAP.md and --help say 2.
+#[test]
+fn analyze_exits_2_naming_a_file_it_cannot_read_or_parse() {
+    let d = tmpdir("analyze-bad-file");
+    let bad = d.join("bad.csv");
+    std::fs::write(&bad, "this is not,a tap file\n1,2\n").unwrap();
+    let run = firmtime(&["tap", "analyze", bad.to_str().unwrap()]);
+    assert_exit(&run, 2, &["bad.csv"]);
+    let missing = d.join("missing.csv");
+    let run = firmtime(&["tap", "analyze", missing.to_str().unwrap()]);
+    assert_exit(&run, 2, &["cannot read", "missing.csv"]);
+}
+
 /// Regression (issue 28, item 2): `tap analyze` reported the continuation
 /// phase of a trial whose keyboard was gone as "0 taps, 0 missing" and
 /// exited 0. It says FLAG (the phase and why), still writes every file,

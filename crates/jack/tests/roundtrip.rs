@@ -162,6 +162,24 @@ fn an_open_loop_names_the_ports_and_how_to_connect_them() {
     );
 }
 
+/// Regression: with one side connected, the message said "firmtime-roundtrip:in
+/// is connected to anything" (the "not" was missing).
+#[test]
+fn a_loop_open_on_one_side_names_that_side_as_not_connected() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(srv) = server() else { return };
+    let mut o = options(&srv);
+    o.connect_out = vec!["system:playback_1".into()];
+    let e = measure(&o, &|| false).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Port, "{e}");
+    let m = e.message();
+    assert!(
+        m.contains("firmtime-roundtrip:in is not connected to anything: "),
+        "{m}"
+    );
+    assert!(!m.contains("firmtime-roundtrip:out is"), "{m}");
+}
+
 #[test]
 fn a_loop_that_brings_nothing_back_is_no_signal_naming_the_ports() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());

@@ -505,16 +505,13 @@ fn wait_for_connections(
         }
         if Instant::now() >= deadline || stop() {
             let which = match (o, i) {
-                (0, 0) => format!("neither {out_name} nor {in_name} is"),
-                (0, _) => format!("{out_name} is"),
-                _ => format!("{in_name} is"),
+                (0, 0) => format!("neither {out_name} nor {in_name} is connected to anything"),
+                (0, _) => format!("{out_name} is not connected to anything"),
+                _ => format!("{in_name} is not connected to anything"),
             };
             return Err(Error::new(
                 ErrorKind::Port,
-                format!(
-                    "{which} connected to anything: {}",
-                    how_to_connect(c, out_name, in_name)
-                ),
+                format!("{which}: {}", how_to_connect(c, out_name, in_name)),
             ));
         }
         std::thread::sleep(Duration::from_millis(20));
