@@ -495,19 +495,28 @@ mod tests {
     }
 }
 
-/// `--explain [auto|on|off]` of the commands that explain one loop's late
-/// wake-ups (`tap run`, `net bench`): auto by default (where the explaining
-/// trace can run: root, tracefs), a bare `--explain` is on (fails when it
-/// cannot run), the old `--no-explain` a hidden spelling of `--explain off`
-/// (one mode type, [`firmtime_trace::explain::ExplainMode`], in every
-/// command: docs/VOCABULARY.md).
+/// `--explain [auto|on|off]` of every command that explains its late
+/// wake-ups (`lab cyclic`, `lab all`, `tap run`, `net bench`): the default
+/// is the command's ([`ExplainArgs::mode`]: off in `lab cyclic`, auto
+/// elsewhere, where the explaining trace can run: root, tracefs), a bare
+/// `--explain` is on (fails when it cannot run), the old `--no-explain` a
+/// hidden spelling of `--explain off` (one mode type,
+/// [`firmtime_trace::explain::ExplainMode`], in every command:
+/// docs/VOCABULARY.md).
 #[derive(Debug, Clone, clap::Args)]
 pub struct ExplainArgs {
-    /// Trace the loop's wake-ups to name the cause of each late one, its lateness split
-    /// into parts: auto (where tracefs is usable, i.e. as root; elsewhere says why not), on
-    /// (fail when it cannot run), off (late items are still classified from their
-    /// timestamps, but a late wake-up gets no named cause); a bare --explain is on
-    /// [default: auto].
+    /// Trace the wake-ups to name the cause of each late one: auto (where tracefs is usable,
+    /// i.e. as root; elsewhere says why not), on (fail when it cannot run), off (late items
+    /// are still classified from their timestamps, but a late wake-up gets no named cause); a
+    /// bare --explain is on [default: off for lab cyclic, auto elsewhere]. While measuring it
+    /// traces scheduler, interrupt, softirq, idle and page-fault events (tracefs) and names
+    /// what made each outlier late, its lateness split into parts that add up to it (timer
+    /// delay, interrupts, tasks with pid and priority, a non-preemptible stretch, RT
+    /// throttling, idle exit, the vCPU, the thread itself: the three largest printed, all in
+    /// the JSON's `breakdown`). Only the measured CPUs are recorded, the ring buffers hold 2 s
+    /// of the event rate measured in a 200 ms probe at the start, and a wake-up whose span the
+    /// kernel lost events in is "unknown (trace lost N events)", never guessed
+    /// (FIRMTIME_EXPLAIN_UNFILTERED=1: every CPU and a fixed 4 MiB, as before).
     #[arg(
         long,
         value_name = "MODE",
@@ -522,18 +531,43 @@ pub struct ExplainArgs {
 }
 
 impl ExplainArgs {
-    /// The mode asked for (auto without either flag).
-    pub fn mode(&self) -> firmtime_trace::explain::ExplainMode {
+    /// The mode asked for; the command's `default` without either flag.
+    pub fn mode(
+        &self,
+        default: firmtime_trace::explain::ExplainMode,
+    ) -> firmtime_trace::explain::ExplainMode {
         if self.no_explain {
             firmtime_trace::explain::ExplainMode::Off
         } else {
-            self.explain.unwrap_or_default()
+            self.explain.unwrap_or(default)
         }
     }
 
-    /// Starts the explaining trace for threads whose comm matches
-    /// `traced_comm`, or says why not: `Ok(None)` when off, or (the reason
-    /// printed to stderr) in `auto` where it cannot run.
+    /// Whether the explaining trace runs in mode `mode`: `Ok(true)`, or
+    /// `Ok(false)` (off, or `auto` where it cannot run: said on stderr
+    /// then), or an error naming `--explain on` and why it cannot run.
+    ///
+    /// # Errors
+    /// With `--explain on`, when the trace cannot run (names the reason).
+    pub fn runs(mode: firmtime_trace::explain::ExplainMode) -> Result<bool, UsageError> {
+        use firmtime_trace::explain::{available, Decision, ExplainMode};
+        match mode.decide(available) {
+            Decision::Run => Ok(true),
+            Decision::Skip(why) => {
+                if mode == ExplainMode::Auto {
+                    eprintln!(
+                        "late wake-ups are not explained: {why} (--explain off silences this)"
+                    );
+                }
+                Ok(false)
+            }
+            Decision::Refuse(why) => Err(UsageError(format!("--explain on: {why}"))),
+        }
+    }
+
+    /// Starts the explaining trace (auto by default) for threads whose comm
+    /// matches `traced_comm`, or says why not: `Ok(None)` when off, or (the
+    /// reason printed to stderr) in `auto` where it cannot run.
     ///
     /// # Errors
     /// With `--explain on`, when the trace cannot run (names the reason).
@@ -541,19 +575,10 @@ impl ExplainArgs {
         &self,
         traced_comm: &str,
     ) -> anyhow::Result<Option<firmtime_trace::explain::LoopWatch>> {
-        use firmtime_trace::explain::{available, Decision, ExplainMode};
-        let mode = self.mode();
-        match mode.decide(available) {
-            Decision::Run => {}
-            Decision::Skip(why) => {
-                if mode == ExplainMode::Auto {
-                    eprintln!(
-                        "late wake-ups are not explained: {why} (--explain off silences this)"
-                    );
-                }
-                return Ok(None);
-            }
-            Decision::Refuse(why) => anyhow::bail!("--explain on: {why}"),
+        use firmtime_trace::explain::ExplainMode;
+        let mode = self.mode(ExplainMode::Auto);
+        if !Self::runs(mode).map_err(|UsageError(why)| anyhow::anyhow!(why))? {
+            return Ok(None);
         }
         let config = firmtime_trace::explain::Config::default();
         match firmtime_trace::explain::LoopWatch::start(&config, traced_comm) {

@@ -20,7 +20,7 @@ pub struct Args {
     #[arg(long, value_name = "DIR", default_value = "firmtime-report")]
     out: PathBuf,
     #[command(flatten)]
-    explain: super::ExplainFlag,
+    explain: args::ExplainArgs,
     /// Trace events kept around each condition's late wake-ups (about 64 bytes each, allocated
     /// before measuring), 1000 to 50000000. When full, the windows of the least late
     /// wake-ups are dropped first, whole.

@@ -88,7 +88,7 @@ pub struct Args {
     #[arg(long, value_name = "DIR")]
     plots: Option<PathBuf>,
     #[command(flatten)]
-    explain: super::ExplainFlag,
+    explain: args::ExplainArgs,
     /// With --explain: explain wake-ups later than D [default: the thread's p99.9].
     /// Missed deadlines are always explained.
     #[arg(long, value_name = "D", value_parser = args::duration)]
@@ -167,7 +167,7 @@ fn explain_runs(a: &Args) -> Result<bool, UsageError> {
     match a.explain.mode(default) {
         ExplainMode::Off => Ok(false),
         ExplainMode::On => Ok(true),
-        auto => super::ExplainFlag::runs(auto),
+        auto => args::ExplainArgs::runs(auto),
     }
 }
 

@@ -21,68 +21,6 @@ mod quanta;
 mod sleep;
 mod tails;
 
-/// `--explain [auto|on|off]` of the lab commands that explain their late
-/// wake-ups (`lab cyclic`: off by default; `lab all`: auto), with the old
-/// `--no-explain` as a hidden spelling of `--explain off`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct ExplainFlag {
-    /// Explain the worst wake-ups: auto (where the trace can run: root, tracefs), on (fail
-    /// when it cannot), off; a bare --explain is on [default: off for lab cyclic, auto for
-    /// lab all]. While measuring it traces scheduler, interrupt, softirq, idle and page-fault
-    /// events (tracefs) and names what made each outlier late, its lateness split into parts
-    /// that add up to it (timer delay, interrupts, tasks with pid and priority, a
-    /// non-preemptible stretch, RT throttling, idle exit, the vCPU, the thread itself: the
-    /// three largest printed, all in the JSON's `breakdown`). Only the measured CPUs are
-    /// recorded, the ring buffers hold 2 s of the event rate measured in a 200 ms probe at
-    /// the start, and a wake-up whose span the kernel lost events in is "unknown (trace lost
-    /// N events)", never guessed (FIRMTIME_EXPLAIN_UNFILTERED=1: every CPU and a fixed 4 MiB,
-    /// as before).
-    #[arg(
-        long,
-        value_name = "MODE",
-        num_args = 0..=1,
-        default_missing_value = "on",
-        overrides_with = "no_explain"
-    )]
-    pub explain: Option<firmtime_trace::explain::ExplainMode>,
-    /// Old spelling of --explain off.
-    #[arg(long, hide = true, overrides_with = "explain")]
-    pub no_explain: bool,
-}
-
-impl ExplainFlag {
-    /// The mode asked for; `default` without either flag.
-    pub fn mode(
-        &self,
-        default: firmtime_trace::explain::ExplainMode,
-    ) -> firmtime_trace::explain::ExplainMode {
-        if self.no_explain {
-            firmtime_trace::explain::ExplainMode::Off
-        } else {
-            self.explain.unwrap_or(default)
-        }
-    }
-
-    /// Whether the explaining trace runs in mode `mode`: `Ok(true)`, or
-    /// `Ok(false)` (off, or `auto` where it cannot run: said on stderr
-    /// then), or an error naming `--explain on` and why it cannot run.
-    pub fn runs(mode: firmtime_trace::explain::ExplainMode) -> Result<bool, UsageError> {
-        use firmtime_trace::explain::{available, Decision, ExplainMode};
-        match mode.decide(available) {
-            Decision::Run => Ok(true),
-            Decision::Skip(why) => {
-                if mode == ExplainMode::Auto {
-                    eprintln!(
-                        "late wake-ups are not explained: {why} (--explain off silences this)"
-                    );
-                }
-                Ok(false)
-            }
-            Decision::Refuse(why) => Err(UsageError(format!("--explain on: {why}"))),
-        }
-    }
-}
-
 /// Flags every lab subcommand takes.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Common {
