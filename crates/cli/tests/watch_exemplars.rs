@@ -82,9 +82,9 @@ fn with_hog<T>(cpu: usize, tid: &AtomicI32, f: impl FnOnce() -> T) -> T {
                 }
             })
             .expect("start the hog");
-        let r = f();
-        stop.store(true, Ordering::Relaxed);
-        r
+        // Stops the hog also when `f` panics (else the scope's join hangs).
+        let _stop = firmtime_rt::testing::StopOnDrop(&stop);
+        f()
     })
 }
 

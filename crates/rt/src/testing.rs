@@ -195,6 +195,20 @@ impl Repetitions {
     }
 }
 
+/// Sets its flag when dropped: a test's load thread (a hog, a flood) stops
+/// also when the test panics. Threads of a `std::thread::scope` are joined
+/// before the scope returns or unwinds, so a load thread that waits for a
+/// flag set only after the test's body would turn a failure into a hang;
+/// hold one of these in the scope instead.
+#[derive(Debug)]
+pub struct StopOnDrop<'a>(pub &'a std::sync::atomic::AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// One attempt of [`until_checked`]: it checked (with its result) or it was
 /// waived (with the reason).
 #[derive(Debug)]
@@ -404,6 +418,27 @@ pub fn mkfifo(p: &std::path::Path) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn stop_on_drop_stops_a_scoped_load_thread_when_the_body_panics() {
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+        let stop = AtomicBool::new(false);
+        let spins = AtomicU64::new(0);
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    while !stop.load(Ordering::Relaxed) {
+                        spins.fetch_add(1, Ordering::Relaxed);
+                        std::thread::yield_now();
+                    }
+                });
+                let _stop = StopOnDrop(&stop);
+                panic!("the test body failed");
+            })
+        }));
+        assert!(r.is_err(), "the body's panic comes through");
+        assert!(stop.load(Ordering::Relaxed), "the flag was set");
+    }
+
     use super::*;
 
     #[test]

@@ -337,9 +337,9 @@ pub fn with_fifo_hog<T>(
                 }
             })
             .expect("start the hog");
-        let r = f();
-        stop.store(true, Ordering::Relaxed);
-        r
+        // Stops the hog also when `f` panics (else the scope's join hangs).
+        let _stop = firmtime_rt::testing::StopOnDrop(&stop);
+        f()
     })
 }
 
