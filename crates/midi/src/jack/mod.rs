@@ -61,6 +61,7 @@ mod backend;
 pub mod player;
 mod process;
 pub mod relay;
+mod sim;
 pub mod tapper;
 
 pub use audio::{

@@ -17,17 +17,15 @@
 //! printing.
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use jack::{AudioOut, Client, Control, MidiOut, Port, ProcessScope, RawMidi};
 
-use firmtime_jack::{
-    activate, connect, deactivate, jack_clock_offset, open_client, port_name, read_cycle_times,
-    CycleTimes, FrameExtender, FrameGaps, XrunNotifier,
-};
+use firmtime_jack::{open_client, port_name, CycleTimes};
 
+use super::sim::{Running, Schedule, SimClock, SimShared};
 use super::tapper::Tap;
 use crate::error::{Error, ErrorKind};
 
@@ -75,28 +73,12 @@ pub struct PlayerReport {
     pub midi_dropped: u64,
 }
 
-#[derive(Debug)]
-struct PlayerShared {
-    armed: AtomicBool,
-    start_frame: AtomicU64,
-    /// Samples played so far.
-    played: AtomicU64,
-    xruns: AtomicU64,
-    frame_gaps: AtomicU64,
-    /// MIDI messages that could not be written (port buffer full).
-    midi_dropped: AtomicU64,
-}
-
-/// The player's process core over plain values.
+/// The player's process core over plain values: the signal, and MIDI
+/// messages at frame offsets from the same start.
 #[derive(Debug)]
 struct PlayerCore {
     signal: Vec<f32>,
-    base: Option<u64>,
-    lead: u64,
-    shared: Arc<PlayerShared>,
-    /// MIDI messages at frame offsets from the same start, sorted.
-    midi: Vec<Tap>,
-    next_midi: usize,
+    schedule: Schedule,
 }
 
 impl PlayerCore {
@@ -104,15 +86,8 @@ impl PlayerCore {
     /// cycle, silence elsewhere. **RT-safe.**
     fn render(&mut self, cycle: &CycleTimes, out: &mut [f32]) {
         out.fill(0.0);
-        let base = match self.base {
-            Some(b) => b,
-            None if self.shared.armed.load(Ordering::Acquire) => {
-                let b = cycle.frame + self.lead;
-                self.base = Some(b);
-                self.shared.start_frame.store(b, Ordering::Release);
-                b
-            }
-            None => return,
+        let Some(base) = self.schedule.start(cycle) else {
+            return;
         };
         let len = self.signal.len() as u64;
         for (i, o) in out.iter_mut().enumerate() {
@@ -124,27 +99,16 @@ impl PlayerCore {
         let done = (cycle.frame + out.len() as u64)
             .saturating_sub(base)
             .min(len);
-        self.shared.played.store(done, Ordering::Release);
+        self.schedule.shared.progress.store(done, Ordering::Release);
     }
 
     /// Writes the MIDI messages due in this cycle through `write(offset,
     /// bytes)` (after [`PlayerCore::render`] fixed the start). **RT-safe.**
     fn midi(&mut self, cycle: &CycleTimes, write: &mut dyn FnMut(u32, &[u8]) -> bool) {
-        let Some(base) = self.base else { return };
-        let end = cycle.end_frame();
-        while let Some(tap) = self.midi.get(self.next_midi) {
-            let frame = base + tap.offset;
-            if frame >= end {
-                break;
-            }
-            self.next_midi += 1;
-            let mut buf = [0u8; 3];
-            let n = tap.msg.encode(&mut buf);
-            let at = frame.max(cycle.frame) - cycle.frame;
-            if n == 0 || !write(at as u32, &buf[..n]) {
-                self.shared.midi_dropped.fetch_add(1, Ordering::Relaxed);
-            }
-        }
+        let Some(base) = self.schedule.base() else {
+            return;
+        };
+        self.schedule.emit(cycle, base, write, &mut |_, _, _| {});
     }
 }
 
@@ -152,19 +116,14 @@ struct PlayerProcess {
     core: PlayerCore,
     port: Port<AudioOut>,
     midi_port: Option<Port<MidiOut>>,
-    ext: FrameExtender,
-    gaps: FrameGaps,
-    clock_offset_ns: i64,
+    clock: SimClock,
 }
 
 impl jack::ProcessHandler for PlayerProcess {
     fn process(&mut self, _: &Client, ps: &ProcessScope) -> Control {
         // Under the `assert-rt` feature an allocation here aborts.
         firmtime_rt::assert_rt::no_alloc(|| {
-            let cycle = read_cycle_times(ps, &mut self.ext, self.clock_offset_ns);
-            if self.gaps.observe_cycle(&cycle) {
-                self.core.shared.frame_gaps.fetch_add(1, Ordering::Relaxed);
-            }
+            let cycle = self.clock.read(ps, &self.core.schedule.shared);
             let out = self.port.as_mut_slice(ps);
             self.core.render(&cycle, out);
             if let Some(p) = self.midi_port.as_mut() {
@@ -181,17 +140,14 @@ impl jack::ProcessHandler for PlayerProcess {
 /// A running player. [`AudioPlayer::finish`] waits for the end of the
 /// signal; dropping it closes the client.
 pub struct AudioPlayer {
-    client: Option<jack::AsyncClient<XrunNotifier<PlayerShared>, PlayerProcess>>,
-    shared: Arc<PlayerShared>,
-    len: u64,
-    port_name: String,
+    running: Running<PlayerProcess>,
 }
 
 impl fmt::Debug for AudioPlayer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AudioPlayer")
-            .field("port_name", &self.port_name)
-            .field("len", &self.len)
+            .field("port_name", &self.running.port_name)
+            .field("len", &self.running.total())
             .finish_non_exhaustive()
     }
 }
@@ -215,11 +171,10 @@ impl AudioPlayer {
     pub fn start_with_midi(
         options: PlayerOptions,
         signal: Vec<f32>,
-        mut midi: Vec<Tap>,
+        midi: Vec<Tap>,
         midi_to: &[String],
     ) -> Result<Self, Error> {
         let client = open_client(&options.client_name, options.server_name.as_deref())?;
-        midi.sort_by_key(|t| t.offset);
         let midi_port = if midi.is_empty() {
             None
         } else {
@@ -250,66 +205,50 @@ impl AudioPlayer {
                 )
             })?;
         let port_name = port_name(&port)?;
-        let (clock_offset_ns, _) = jack_clock_offset(&client);
+        let clock = SimClock::new(&client);
         let len = signal.len() as u64;
-        let shared = Arc::new(PlayerShared {
-            armed: AtomicBool::new(false),
-            start_frame: AtomicU64::new(u64::MAX),
-            played: AtomicU64::new(0),
-            xruns: AtomicU64::new(0),
-            frame_gaps: AtomicU64::new(0),
-            midi_dropped: AtomicU64::new(0),
-        });
+        let shared = SimShared::new();
         let process = PlayerProcess {
             core: PlayerCore {
                 signal,
-                base: None,
-                lead: options.lead_frames,
-                shared: Arc::clone(&shared),
-                midi,
-                next_midi: 0,
+                schedule: Schedule::new(midi, options.lead_frames, Arc::clone(&shared)),
             },
             port,
             midi_port,
-            ext: FrameExtender::default(),
-            gaps: FrameGaps::default(),
-            clock_offset_ns,
+            clock,
         };
-        let notifier = XrunNotifier::new(&shared, |s| &s.xruns);
-        let active = activate(client, notifier, process, "JACK client")?;
-        for dst in &options.connect_to {
-            connect(active.as_client(), &port_name, dst)?;
-        }
+        let mut connections: Vec<(&str, &str)> = options
+            .connect_to
+            .iter()
+            .map(|dst| (port_name.as_str(), dst.as_str()))
+            .collect();
         if let Some(m) = &midi_name {
-            for dst in midi_to {
-                connect(active.as_client(), m, dst)?;
-            }
+            connections.extend(midi_to.iter().map(|dst| (m.as_str(), dst.as_str())));
         }
-        shared.armed.store(true, Ordering::Release);
-        Ok(AudioPlayer {
-            client: Some(active),
+        let running = Running::start(
+            client,
+            process,
             shared,
             len,
-            port_name,
-        })
+            port_name.clone(),
+            &connections,
+        )?;
+        Ok(AudioPlayer { running })
     }
 
     /// Full name of the player's output port.
     pub fn port_name(&self) -> &str {
-        &self.port_name
+        &self.running.port_name
     }
 
     /// The frame of the signal's sample 0, once the first armed cycle has run.
     pub fn start_frame(&self) -> Option<u64> {
-        match self.shared.start_frame.load(Ordering::Acquire) {
-            u64::MAX => None,
-            f => Some(f),
-        }
+        self.running.shared().start_frame()
     }
 
     /// Samples played so far.
     pub fn played(&self) -> u64 {
-        self.shared.played.load(Ordering::Acquire)
+        self.running.progress()
     }
 
     /// Waits until the whole signal has gone out or `timeout` has passed,
@@ -317,30 +256,15 @@ impl AudioPlayer {
     ///
     /// # Errors
     /// [`ErrorKind::Backend`] when the client cannot be deactivated.
-    pub fn finish(mut self, timeout: Duration) -> Result<PlayerReport, Error> {
-        let deadline = Instant::now() + timeout;
-        while self.played() < self.len && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(2));
-        }
-        let complete = self.played() >= self.len;
-        if let Some(client) = self.client.take() {
-            deactivate(client, "JACK client")?;
-        }
+    pub fn finish(self, timeout: Duration) -> Result<PlayerReport, Error> {
+        let done = self.running.finish(timeout)?;
         Ok(PlayerReport {
-            start_frame: self.start_frame(),
-            complete,
-            xruns: self.shared.xruns.load(Ordering::Relaxed),
-            frame_gaps: self.shared.frame_gaps.load(Ordering::Relaxed),
-            midi_dropped: self.shared.midi_dropped.load(Ordering::Relaxed),
+            start_frame: done.start_frame,
+            complete: done.complete,
+            xruns: done.xruns,
+            frame_gaps: done.frame_gaps,
+            midi_dropped: done.dropped,
         })
-    }
-}
-
-impl Drop for AudioPlayer {
-    fn drop(&mut self) {
-        if let Some(c) = self.client.take() {
-            let _ = c.deactivate();
-        }
     }
 }
 
@@ -350,21 +274,10 @@ mod tests {
 
     #[test]
     fn the_signal_starts_at_the_first_armed_cycle_plus_the_lead_across_cycles() {
-        let shared = Arc::new(PlayerShared {
-            armed: AtomicBool::new(false),
-            start_frame: AtomicU64::new(u64::MAX),
-            played: AtomicU64::new(0),
-            xruns: AtomicU64::new(0),
-            frame_gaps: AtomicU64::new(0),
-            midi_dropped: AtomicU64::new(0),
-        });
+        let shared = SimShared::new();
         let mut core = PlayerCore {
             signal: (1..=300).map(|i| i as f32).collect(),
-            base: None,
-            lead: 100,
-            shared: Arc::clone(&shared),
-            midi: Vec::new(),
-            next_midi: 0,
+            schedule: Schedule::new(Vec::new(), 100, Arc::clone(&shared)),
         };
         let cyc = |k: u64| CycleTimes {
             frame: 5000 + k * 256,
@@ -389,6 +302,6 @@ mod tests {
         assert_eq!(all[100], 1.0);
         assert_eq!(all[399], 300.0);
         assert!(all[400..].iter().all(|&x| x == 0.0));
-        assert_eq!(shared.played.load(Ordering::Relaxed), 300);
+        assert_eq!(shared.progress.load(Ordering::Relaxed), 300);
     }
 }

@@ -17,17 +17,15 @@
 //! atomics. No allocation, no locks, no printing.
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use jack::{Client, Control, MidiOut, Port, ProcessScope, RawMidi};
 
-use firmtime_jack::{
-    activate, connect, deactivate, jack_clock_offset, open_client, port_name, read_cycle_times,
-    CycleTimes, FrameExtender, FrameGaps, XrunNotifier,
-};
+use firmtime_jack::{open_client, port_name, CycleTimes};
 
+use super::sim::{Running, Schedule, SimClock, SimShared};
 use super::MidiSink;
 use crate::error::{Error, ErrorKind};
 use crate::MidiMessage;
@@ -102,45 +100,19 @@ pub struct TapperReport {
     pub complete: bool,
 }
 
-#[derive(Debug)]
-struct TapShared {
-    armed: AtomicBool,
-    start_frame: AtomicU64,
-    emitted: AtomicUsize,
-    dropped: AtomicU64,
-    xruns: AtomicU64,
-    frame_gaps: AtomicU64,
-}
-
 /// The tapper's process core over plain values (unit-tested without a server).
 #[derive(Debug)]
 pub(crate) struct TapperCore {
-    taps: Vec<Tap>,
+    schedule: Schedule,
     records: Vec<TapRecord>,
-    next: usize,
-    base: Option<u64>,
-    lead: u64,
-    shared: Arc<TapShared>,
 }
 
 impl TapperCore {
-    fn new(mut taps: Vec<Tap>, lead: u64) -> Self {
-        taps.sort_by_key(|t| t.offset);
+    fn new(taps: Vec<Tap>, lead: u64) -> Self {
         let records = Vec::with_capacity(taps.len());
         TapperCore {
-            taps,
+            schedule: Schedule::new(taps, lead, SimShared::new()),
             records,
-            next: 0,
-            base: None,
-            lead,
-            shared: Arc::new(TapShared {
-                armed: AtomicBool::new(false),
-                start_frame: AtomicU64::new(u64::MAX),
-                emitted: AtomicUsize::new(0),
-                dropped: AtomicU64::new(0),
-                xruns: AtomicU64::new(0),
-                frame_gaps: AtomicU64::new(0),
-            }),
         }
     }
 
@@ -151,7 +123,7 @@ impl TapperCore {
 
     #[cfg(test)]
     pub(crate) fn arm_for_test(&self) {
-        self.shared.armed.store(true, Ordering::Release);
+        self.schedule.shared.armed.store(true, Ordering::Release);
     }
 
     #[cfg(test)]
@@ -161,50 +133,37 @@ impl TapperCore {
 
     /// Writes every tap due in this cycle to output port 0 of `sink`. **RT-safe.**
     pub(crate) fn emit(&mut self, cycle: &CycleTimes, sink: &mut dyn MidiSink) {
-        let base = match self.base {
-            Some(b) => b,
-            None if self.shared.armed.load(Ordering::Acquire) => {
-                let b = cycle.frame + self.lead;
-                self.base = Some(b);
-                self.shared.start_frame.store(b, Ordering::Release);
-                b
-            }
-            None => return,
+        let Some(base) = self.schedule.start(cycle) else {
+            return;
         };
-        let end = cycle.end_frame();
-        while let Some(tap) = self.taps.get(self.next) {
-            let frame = base + tap.offset;
-            if frame >= end {
-                break;
-            }
-            self.next += 1;
-            let placed = frame.max(cycle.frame);
-            let mut buf = [0u8; 3];
-            let n = tap.msg.encode(&mut buf);
-            if n == 0 || !sink.write(0, (placed - cycle.frame) as u32, &buf[..n]) {
-                self.shared.dropped.fetch_add(1, Ordering::Relaxed);
-                continue;
-            }
-            // Capacity is the number of taps: this push never allocates.
-            if self.records.len() < self.records.capacity() {
-                self.records.push(TapRecord {
-                    frame: placed,
-                    t_ns: cycle.frame_to_ns(placed),
-                    msg: tap.msg,
-                    late: frame < cycle.frame,
-                });
-            }
-        }
-        self.shared.emitted.store(self.next, Ordering::Release);
+        let records = &mut self.records;
+        self.schedule.emit(
+            cycle,
+            base,
+            &mut |offset, bytes| sink.write(0, offset, bytes),
+            &mut |frame, tap, late| {
+                // Capacity is the number of taps: this push never allocates.
+                if records.len() < records.capacity() {
+                    records.push(TapRecord {
+                        frame,
+                        t_ns: cycle.frame_to_ns(frame),
+                        msg: tap.msg,
+                        late,
+                    });
+                }
+            },
+        );
+        self.schedule
+            .shared
+            .progress
+            .store(self.schedule.next() as u64, Ordering::Release);
     }
 }
 
 struct TapProcess {
     core: TapperCore,
     port: Port<MidiOut>,
-    ext: FrameExtender,
-    gaps: FrameGaps,
-    clock_offset_ns: i64,
+    clock: SimClock,
 }
 
 struct OneWriter<'a>(jack::MidiWriter<'a>);
@@ -232,10 +191,7 @@ impl jack::ProcessHandler for TapProcess {
 impl TapProcess {
     /// One process cycle. **RT-safe.**
     fn cycle(&mut self, ps: &ProcessScope) -> Control {
-        let cycle = read_cycle_times(ps, &mut self.ext, self.clock_offset_ns);
-        if self.gaps.observe_cycle(&cycle) {
-            self.core.shared.frame_gaps.fetch_add(1, Ordering::Relaxed);
-        }
+        let cycle = self.clock.read(ps, &self.core.schedule.shared);
         let mut sink = OneWriter(self.port.writer(ps));
         self.core.emit(&cycle, &mut sink);
         Control::Continue
@@ -245,17 +201,14 @@ impl TapProcess {
 /// A running simulated tapper. [`Tapper::finish`] waits for the schedule
 /// and returns the ground truth; dropping it closes the client.
 pub struct Tapper {
-    client: Option<jack::AsyncClient<XrunNotifier<TapShared>, TapProcess>>,
-    shared: Arc<TapShared>,
-    n_taps: usize,
-    port_name: String,
+    running: Running<TapProcess>,
 }
 
 impl fmt::Debug for Tapper {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Tapper")
-            .field("port_name", &self.port_name)
-            .field("n_taps", &self.n_taps)
+            .field("port_name", &self.running.port_name)
+            .field("n_taps", &self.running.total())
             .finish_non_exhaustive()
     }
 }
@@ -282,47 +235,40 @@ impl Tapper {
                 )
             })?;
         let port_name = port_name(&port)?;
-        let (clock_offset_ns, _) = jack_clock_offset(&client);
-        let n_taps = taps.len();
+        let clock = SimClock::new(&client);
+        let n_taps = taps.len() as u64;
         let core = TapperCore::new(taps, options.lead_frames);
-        let shared = Arc::clone(&core.shared);
-        let process = TapProcess {
-            core,
-            port,
-            ext: FrameExtender::default(),
-            gaps: FrameGaps::default(),
-            clock_offset_ns,
-        };
-        let notifier = XrunNotifier::new(&shared, |s| &s.xruns);
-        let active = activate(client, notifier, process, "JACK client")?;
-        for dst in &options.connect_to {
-            connect(active.as_client(), &port_name, dst)?;
-        }
-        shared.armed.store(true, Ordering::Release);
-        Ok(Tapper {
-            client: Some(active),
+        let shared = Arc::clone(&core.schedule.shared);
+        let process = TapProcess { core, port, clock };
+        let connections: Vec<(&str, &str)> = options
+            .connect_to
+            .iter()
+            .map(|dst| (port_name.as_str(), dst.as_str()))
+            .collect();
+        let running = Running::start(
+            client,
+            process,
             shared,
             n_taps,
-            port_name,
-        })
+            port_name.clone(),
+            &connections,
+        )?;
+        Ok(Tapper { running })
     }
 
     /// Full name of the tapper's output port.
     pub fn port_name(&self) -> &str {
-        &self.port_name
+        &self.running.port_name
     }
 
     /// The start frame, once the first armed cycle has run.
     pub fn start_frame(&self) -> Option<u64> {
-        match self.shared.start_frame.load(Ordering::Acquire) {
-            u64::MAX => None,
-            f => Some(f),
-        }
+        self.running.shared().start_frame()
     }
 
     /// How many taps have gone out (or been dropped) so far.
     pub fn emitted(&self) -> usize {
-        self.shared.emitted.load(Ordering::Acquire)
+        self.running.progress() as usize
     }
 
     /// Waits until every tap has gone out or `timeout` has passed, closes
@@ -330,32 +276,15 @@ impl Tapper {
     ///
     /// # Errors
     /// [`ErrorKind::Backend`] when the client cannot be deactivated.
-    pub fn finish(mut self, timeout: Duration) -> Result<TapperReport, Error> {
-        let deadline = Instant::now() + timeout;
-        while self.emitted() < self.n_taps && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(2));
-        }
-        let complete = self.emitted() >= self.n_taps;
-        let client = self
-            .client
-            .take()
-            .expect("client is Some until finish or drop");
-        let (_, _, process) = deactivate(client, "JACK client")?;
+    pub fn finish(self, timeout: Duration) -> Result<TapperReport, Error> {
+        let done = self.running.finish(timeout)?;
         Ok(TapperReport {
-            start_frame: self.start_frame(),
-            records: process.core.records,
-            dropped: self.shared.dropped.load(Ordering::Relaxed),
-            xruns: self.shared.xruns.load(Ordering::Relaxed),
-            frame_gaps: self.shared.frame_gaps.load(Ordering::Relaxed),
-            complete,
+            start_frame: done.start_frame,
+            records: done.process.core.records,
+            dropped: done.dropped,
+            xruns: done.xruns,
+            frame_gaps: done.frame_gaps,
+            complete: done.complete,
         })
-    }
-}
-
-impl Drop for Tapper {
-    fn drop(&mut self) {
-        if let Some(c) = self.client.take() {
-            let _ = c.deactivate();
-        }
     }
 }
