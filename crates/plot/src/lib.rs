@@ -548,6 +548,35 @@ pub fn histogram_png_with_period<H: Latencies + ?Sized>(
     })
 }
 
+/// Where bucket `b` of `h` steps on a distribution plot ([`cdf_png`],
+/// [`tail_png`]): its upper edge, kept within the series' own minimum and
+/// maximum, µs.
+fn step_us<H: Latencies + ?Sized>(h: &H, b: &Bucket) -> f64 {
+    b.high_ns
+        .clamp(h.min_ns().unwrap_or(0), h.max_ns().unwrap_or(0)) as f64
+        / 1000.0
+}
+
+/// Draws one series' steps `pts` as a line 2 px wide in `c`, with its
+/// legend entry `name` (a stroke `legend_width` px wide).
+fn distribution_line<'a, CT: CoordTranslate<From = (f64, f64)>>(
+    chart: &mut Chart<'a, CT>,
+    path: &Path,
+    pts: Vec<(f64, f64)>,
+    name: &str,
+    c: RGBColor,
+    legend_width: u32,
+) -> Result<()> {
+    chart
+        .draw_series(LineSeries::new(pts, c.stroke_width(2)))
+        .map_err(|e| draw_err(path, e))?
+        .label(name)
+        .legend(move |(x, y)| {
+            PathElement::new([(x, y), (x + 16, y)], c.stroke_width(legend_width))
+        });
+    Ok(())
+}
+
 /// Writes the cumulative distribution of each series: fraction of samples
 /// at or below a latency (µs), one line per condition (`lab trace`'s
 /// effective quanta, Etsion et al. Fig. 6). For wake-up latencies, whose
@@ -589,20 +618,12 @@ pub fn cdf_png<H: Latencies + ?Sized>(
             }
             for b in h.latency_buckets() {
                 // Steps: flat to the bucket, then up by its count.
-                let x = (b
-                    .high_ns
-                    .clamp(h.min_ns().unwrap_or(0), h.max_ns().unwrap_or(0)))
-                    as f64
-                    / 1000.0;
+                let x = step_us(*h, &b);
                 pts.push((x, seen as f64 / n));
                 seen += b.count;
                 pts.push((x, seen as f64 / n));
             }
-            chart
-                .draw_series(LineSeries::new(pts, c.stroke_width(2)))
-                .map_err(|e| draw_err(path, e))?
-                .label(*name)
-                .legend(move |(x, y)| PathElement::new([(x, y), (x + 16, y)], c.stroke_width(2)));
+            distribution_line(&mut chart, path, pts, name, c, 2)?;
         }
         finish(&root, &mut chart, path, SeriesLabelPosition::LowerRight)
     })
@@ -681,11 +702,7 @@ pub fn tail_png<H: Latencies + ?Sized>(
             }
             for b in h.latency_buckets() {
                 // Steps: flat to the bucket's upper edge, then down by its count.
-                let x = (b
-                    .high_ns
-                    .clamp(h.min_ns().unwrap_or(0), h.max_ns().unwrap_or(0)))
-                    as f64
-                    / 1000.0;
+                let x = step_us(*h, &b);
                 let x = x.max(x0);
                 pts.push((x, later as f64 / n));
                 later = later.saturating_sub(b.count);
@@ -695,11 +712,7 @@ pub fn tail_png<H: Latencies + ?Sized>(
                 }
                 pts.push((x, later as f64 / n));
             }
-            chart
-                .draw_series(LineSeries::new(pts, c.stroke_width(2)))
-                .map_err(|e| draw_err(path, e))?
-                .label(*name)
-                .legend(move |(x, y)| PathElement::new([(x, y), (x + 16, y)], c.stroke_width(3)));
+            distribution_line(&mut chart, path, pts, name, c, 3)?;
         }
         finish(&root, &mut chart, path, SeriesLabelPosition::UpperRight)
     })
