@@ -1923,6 +1923,31 @@ set.feedback.delay = { mode = "none" }
         }
     }
 
+    /// The [`MidiBackend`] methods a test backend passes on to its
+    /// loopback `lb` unchanged.
+    macro_rules! through_loopback {
+        () => {
+            fn kind(&self) -> firmtime_midi::BackendKind {
+                self.lb.kind()
+            }
+            fn poll_input(&mut self, f: &mut dyn FnMut(InputEvent)) -> Result<usize, BackendError> {
+                self.lb.poll_input(f)
+            }
+            fn wait(&mut self, deadline_ns: u64) -> Result<(), BackendError> {
+                self.lb.wait(deadline_ns)
+            }
+            fn send(&mut self, ev: OutputEvent) -> Result<(), BackendError> {
+                self.lb.send(ev)
+            }
+            fn poll_sent(&mut self, f: &mut dyn FnMut(SentEvent)) -> usize {
+                self.lb.poll_sent(f)
+            }
+            fn stats(&self) -> BackendStats {
+                self.lb.stats()
+            }
+        };
+    }
+
     /// A loopback whose input is lost (`loss`) from `at_ns` on, as a JACK
     /// port's disconnection would be seen.
     struct LosesInput {
@@ -1932,24 +1957,7 @@ set.feedback.delay = { mode = "none" }
     }
 
     impl MidiBackend for LosesInput {
-        fn kind(&self) -> firmtime_midi::BackendKind {
-            self.lb.kind()
-        }
-        fn poll_input(&mut self, f: &mut dyn FnMut(InputEvent)) -> Result<usize, BackendError> {
-            self.lb.poll_input(f)
-        }
-        fn wait(&mut self, deadline_ns: u64) -> Result<(), BackendError> {
-            self.lb.wait(deadline_ns)
-        }
-        fn send(&mut self, ev: OutputEvent) -> Result<(), BackendError> {
-            self.lb.send(ev)
-        }
-        fn poll_sent(&mut self, f: &mut dyn FnMut(SentEvent)) -> usize {
-            self.lb.poll_sent(f)
-        }
-        fn stats(&self) -> BackendStats {
-            self.lb.stats()
-        }
+        through_loopback!();
         fn input_loss(&self) -> Option<InputLoss> {
             (monotonic_ns() >= self.at_ns).then_some(self.loss)
         }
@@ -1966,24 +1974,7 @@ set.feedback.delay = { mode = "none" }
     }
 
     impl MidiBackend for AudioFeed {
-        fn kind(&self) -> firmtime_midi::BackendKind {
-            self.lb.kind()
-        }
-        fn poll_input(&mut self, f: &mut dyn FnMut(InputEvent)) -> Result<usize, BackendError> {
-            self.lb.poll_input(f)
-        }
-        fn wait(&mut self, deadline_ns: u64) -> Result<(), BackendError> {
-            self.lb.wait(deadline_ns)
-        }
-        fn send(&mut self, ev: OutputEvent) -> Result<(), BackendError> {
-            self.lb.send(ev)
-        }
-        fn poll_sent(&mut self, f: &mut dyn FnMut(SentEvent)) -> usize {
-            self.lb.poll_sent(f)
-        }
-        fn stats(&self) -> BackendStats {
-            self.lb.stats()
-        }
+        through_loopback!();
         fn poll_audio(&mut self, f: &mut dyn FnMut(&firmtime_midi::jack::AudioBlock)) -> usize {
             let now = monotonic_ns();
             let ns = |i: usize| self.t0_ns + (i as u64 * 1_000_000_000) / 48_000;
