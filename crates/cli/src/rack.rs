@@ -302,7 +302,7 @@ pub fn run(a: RackArgs) -> anyhow::Result<Outcome> {
     ));
     for s in &stats.stages {
         say(format!(
-            "  {}: {} runs, mean {:.1} µs, max {:.1} µs, {} late{}, latency {} frames",
+            "  {}: {} runs, mean {:.1} µs, max {:.1} µs, {} late{}, latency {} frames{}",
             s.name,
             s.runs,
             s.mean_ns as f64 / 1e3,
@@ -313,7 +313,14 @@ pub fn run(a: RackArgs) -> anyhow::Result<Outcome> {
             } else {
                 String::new()
             },
-            s.latency_frames
+            s.latency_frames,
+            match &s.standby {
+                Some(sb) => format!(
+                    ", standby {sb}: {} from the standby, {} takeover(s)",
+                    s.from_standby, s.takeovers
+                ),
+                None => String::new(),
+            }
         ));
     }
     Ok(if shut { Outcome::Failed } else { Outcome::Ok })

@@ -63,6 +63,10 @@ struct StageCounters {
     time_max_ns: AtomicU64,
     late: AtomicU64,
     away: AtomicU64,
+    /// The session master's [`MasterStats`](firmtime_net::MasterStats)
+    /// `from_standby` and `takeovers`, stored after every exchange.
+    from_standby: AtomicU64,
+    takeovers: AtomicU64,
 }
 
 /// Counters the engine writes and the controller reads (relaxed atomics).
@@ -247,7 +251,9 @@ impl Engine {
                     plugin,
                     link,
                 } => {
-                    if !link.connected() {
+                    // With a hot standby the stage is away only when both
+                    // workers are (one atomic load each).
+                    if !link.connected() && !link.standby().is_some_and(Link::connected) {
                         // The worker is known to be away: dry without waiting
                         // (a work stage waited until the deadline every cycle).
                         late = true;
@@ -272,6 +278,12 @@ impl Engine {
                         }
                         let report = master.process(deadline);
                         late = report.outcome == Outcome::Late;
+                        if master.standby().is_some() {
+                            let st = master.stats();
+                            let sc = &counters.stages[k];
+                            sc.from_standby.store(st.from_standby, Ordering::Relaxed);
+                            sc.takeovers.store(st.takeovers, Ordering::Relaxed);
+                        }
                         let b = master.blocks();
                         // A delivered plugin result says how many frames it holds.
                         let done = match (
@@ -320,6 +332,8 @@ pub struct StageInfo {
     /// Frames a remote stage delays its audio by: window × block size
     /// (0 for a local stage).
     pub latency_frames: u64,
+    /// A remote stage's hot standby, `HOST:PORT` (`None` without one).
+    pub standby: Option<String>,
 }
 
 /// One stage's counters.
@@ -342,6 +356,15 @@ pub struct StageStats {
     pub away: u64,
     /// Frames the stage delays its audio by (window × block size; 0 local).
     pub latency_frames: u64,
+    /// The stage's hot standby, `HOST:PORT`; `null` without one.
+    pub standby: Option<String>,
+    /// With a hot standby (`standby = "HOST:PORT"`): cycles delivered with
+    /// the standby's result (counted as delivered, not in `late`); 0 without.
+    pub from_standby: u64,
+    /// With a hot standby: times the stage switched the worker it serves
+    /// from (to the standby when the worker missed a deadline or died, and
+    /// back); 0 without.
+    pub takeovers: u64,
 }
 
 /// Counters of a whole rack.
@@ -586,6 +609,9 @@ impl RackControl {
                         late: s.late.load(Ordering::Relaxed),
                         away: s.away.load(Ordering::Relaxed),
                         latency_frames: i.latency_frames,
+                        standby: i.standby.clone(),
+                        from_standby: s.from_standby.load(Ordering::Relaxed),
+                        takeovers: s.takeovers.load(Ordering::Relaxed),
                     }
                 })
                 .collect(),
@@ -627,6 +653,36 @@ fn resolve_worker(spec: &str, at: &str) -> Result<SocketAddr> {
                 format!("{at}: cannot resolve worker address {spec:?}: give HOST:PORT"),
             )
         })
+}
+
+/// The stage's hot standby address, if it names one.
+fn resolve_standby(r: &RemoteSpec, at: &str) -> Result<Option<SocketAddr>> {
+    match &r.standby {
+        None => Ok(None),
+        Some(s) => s
+            .to_socket_addrs()
+            .ok()
+            .and_then(|mut a| a.next())
+            .map(Some)
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorKind::Remote,
+                    format!("{at}: cannot resolve standby address {s:?}: give HOST:PORT"),
+                )
+            }),
+    }
+}
+
+/// A session error in words: one the standby caused (`connect` starts
+/// those with "the standby") names the standby first, the others `what`.
+fn standby_err(what: &str, standby: Option<SocketAddr>, e: &firmtime_net::Error) -> String {
+    match standby {
+        Some(s) if e.message().starts_with("the standby") => format!(
+            "standby {s} (for {what}) cannot serve: {e}; the standby must be reachable, with \
+             the same key and plugin, when the rack starts"
+        ),
+        _ => format!("{what}: {e}"),
+    }
 }
 
 /// The control inputs `ports` (name, port index, hints) with their
@@ -778,6 +834,7 @@ pub fn build(
                     description: format!("local {}", pinfo.label),
                     controls,
                     latency_frames: 0,
+                    standby: None,
                 };
                 (
                     Stage::Local {
@@ -792,13 +849,16 @@ pub fn build(
             }
             (StageKind::Plugin(label), Some(r)) => {
                 let worker = resolve_worker(&r.worker, &at)?;
+                let standby = resolve_standby(r, &at)?;
                 let key = key_of(r, &at, &mut warnings)?;
                 let remote_err = |e: firmtime_net::Error| {
+                    let what = format!("plugin {label} on worker {worker}");
                     Error::new(
                         ErrorKind::Remote,
                         format!(
-                            "{at}: stage {:?}: plugin {label} on worker {worker}: {e}",
-                            spec.name
+                            "{at}: stage {:?}: {}",
+                            spec.name,
+                            standby_err(&what, standby, &e)
                         ),
                     )
                 };
@@ -836,6 +896,7 @@ pub fn build(
                 sc.key = key;
                 sc.window = r.window;
                 sc.encrypt = r.encrypt;
+                sc.standby = standby;
                 sc.late_policy = Some(LatePolicy::Dry);
                 sc.timeout = CONNECT_TIMEOUT;
                 sc.plugin = Some(PluginSetup {
@@ -853,9 +914,16 @@ pub fn build(
                     .collect();
                 let info = StageInfo {
                     name: spec.name.clone(),
-                    description: format!("remote {} @ {} window {}", desc.label, worker, r.window),
+                    description: format!(
+                        "remote {} @ {}{} window {}",
+                        desc.label,
+                        worker,
+                        standby.map_or(String::new(), |s| format!(" (standby {s})")),
+                        r.window
+                    ),
                     controls,
                     latency_frames: u64::from(r.window) * block_size as u64,
+                    standby: standby.map(|s| s.to_string()),
                 };
                 (
                     Stage::Remote {
@@ -879,6 +947,7 @@ pub fn build(
             (StageKind::Work { work, channels }, Some(r)) => {
                 let ch = channels.or(prev_out).unwrap_or(1);
                 let worker = resolve_worker(&r.worker, &at)?;
+                let standby = resolve_standby(r, &at)?;
                 let key = key_of(r, &at, &mut warnings)?;
                 let mut blocks = BlockSet::new();
                 let mut ins = Vec::with_capacity(ch);
@@ -893,30 +962,38 @@ pub fn build(
                 sc.key = key;
                 sc.window = r.window;
                 sc.encrypt = r.encrypt;
+                sc.standby = standby;
                 sc.transform = Transform::Copy;
                 sc.work = *work;
                 sc.late_policy = Some(LatePolicy::Dry);
                 let (master, link) = connect(sc, blocks).map_err(|e| {
+                    let what = format!("work on worker {worker}");
+                    let msg = match standby {
+                        Some(_) => standby_err(&what, standby, &e),
+                        None => e.to_string(),
+                    };
                     Error::new(
                         ErrorKind::Remote,
-                        format!("{at}: stage {:?}: {e}", spec.name),
+                        format!("{at}: stage {:?}: {msg}", spec.name),
                     )
                 })?;
                 let link = Arc::new(link);
                 let info = StageInfo {
                     name: spec.name.clone(),
                     description: format!(
-                        "remote work ({}) @ {} window {}",
+                        "remote work ({}) @ {}{} window {}",
                         match work.mode {
                             WorkMode::Spin => "spin",
                             WorkMode::Sleep => "sleep",
                             WorkMode::None => "none",
                         },
                         worker,
+                        standby.map_or(String::new(), |s| format!(" (standby {s})")),
                         r.window
                     ),
                     controls: vec![("fraction".into(), 0, work.fraction as f32)],
                     latency_frames: u64::from(r.window) * block_size as u64,
+                    standby: standby.map(|s| s.to_string()),
                 };
                 (
                     Stage::Remote {

@@ -16,6 +16,7 @@
 //! name = "far"
 //! work = { fraction = 0.5, mode = "sleep" }   # the worker's built-in waste_time
 //! remote = { worker = "127.0.0.1:7700", window = 1 }
+//! # a hot standby: remote = { worker = "…", standby = "10.0.0.3:7700" }
 //! ```
 //!
 //! A stage is one of three kinds: a local plugin (`plugin`), a remote real
@@ -70,6 +71,10 @@ pub struct RemoteSpec {
     /// keys derived from the key file, as `net bench --encrypt`); needs
     /// `key_file`. docs/NET.md, "Encryption".
     pub encrypt: bool,
+    /// A hot standby worker, `host:port` (`standby = "…"`): it runs the
+    /// same stream (every block mirrored) and serves when the worker misses
+    /// a deadline or dies. docs/NET.md, "Hot standby"; docs/RACK.md.
+    pub standby: Option<String>,
 }
 
 /// What a stage runs.
@@ -165,6 +170,7 @@ struct RawRemote {
     window: Spanned<i64>,
     #[serde(default)]
     encrypt: Option<Spanned<bool>>,
+    standby: Option<Spanned<String>>,
 }
 
 fn default_window() -> Spanned<i64> {
@@ -290,11 +296,25 @@ impl RackFile {
                         Some(e) => *e.get_ref(),
                         None => false,
                     };
+                    let standby = match r.standby {
+                        Some(s) if s.get_ref().trim() == r.worker.trim() => {
+                            return Err(err(
+                                s.span().start,
+                                &format!(
+                                    "standby = {:?} is the worker itself: give a second \
+                                     worker (HOST:PORT) that holds the same plugin",
+                                    s.get_ref()
+                                ),
+                            ));
+                        }
+                        s => s.map(Spanned::into_inner),
+                    };
                     Some(RemoteSpec {
                         worker: r.worker,
                         key_file: r.key_file,
                         window: w as u8,
                         encrypt,
+                        standby,
                     })
                 }
             };
@@ -408,6 +428,30 @@ mod tests {
         )
         .unwrap();
         assert_eq!(f.stages[0].controls, vec![("Gain".to_string(), 2.5)]);
+    }
+
+    #[test]
+    fn a_standby_is_read_beside_the_worker_and_may_not_be_the_worker() {
+        let f = RackFile::parse(
+            "[[stage]]\nplugin = \"a\"\nremote = { worker = \"h:1\", standby = \"g:2\" }\n",
+            "t.toml",
+        )
+        .unwrap();
+        assert_eq!(
+            f.stages[0].remote.as_ref().unwrap().standby.as_deref(),
+            Some("g:2")
+        );
+        let f = RackFile::parse(
+            "[[stage]]\nplugin = \"a\"\nremote = { worker = \"h:1\" }\n",
+            "t.toml",
+        )
+        .unwrap();
+        assert_eq!(f.stages[0].remote.as_ref().unwrap().standby, None);
+        let m = parse_err(
+            "[[stage]]\nplugin = \"a\"\nremote = { worker = \"h:1\", standby = \"h:1\" }\n",
+        );
+        assert!(m.starts_with("t.toml:3:"), "{m}");
+        assert!(m.contains("is the worker itself"), "{m}");
     }
 
     #[test]

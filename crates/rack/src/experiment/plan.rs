@@ -202,6 +202,7 @@ pub fn rack_for(spec: &PointSpec, workers: &[SocketAddr], fraction: f64) -> Resu
                         key_file: None,
                         window,
                         encrypt: false,
+                        standby: None,
                     }),
                     at: Default::default(),
                 })
