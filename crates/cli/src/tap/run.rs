@@ -529,6 +529,22 @@ fn late_report(
     }
 }
 
+/// Reads and checks the experiment files `paths` (`tap run`, `tap
+/// certify`): each one's path, text and experiment, in order; an error
+/// names the file.
+fn read_experiments(paths: &[PathBuf]) -> anyhow::Result<Vec<(PathBuf, String, Experiment)>> {
+    let mut exps = Vec::new();
+    for p in paths {
+        let text =
+            std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?;
+        let e =
+            Experiment::from_toml(&text).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+        audio::synth_options(&e).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+        exps.push((p.clone(), text, e));
+    }
+    Ok(exps)
+}
+
 /// The session of `firmtime tap run`, on the engine's thread.
 fn session(a: RunArgs) -> anyhow::Result<Outcome> {
     session::check_subject(&a.subject).map_err(|e| UsageError(e.to_string()))?;
@@ -537,15 +553,7 @@ fn session(a: RunArgs) -> anyhow::Result<Outcome> {
     }
     let mut summary = Vec::new();
     let pin = a.cpu.map(args::pin_to).transpose()?;
-    let mut exps = Vec::new();
-    for p in &a.experiments {
-        let text =
-            std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?;
-        let e =
-            Experiment::from_toml(&text).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
-        audio::synth_options(&e).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
-        exps.push((p.clone(), text, e));
-    }
+    let exps = read_experiments(&a.experiments)?;
     let mut list = match &a.trials {
         Some(s) => {
             session::parse_trial_list(s, exps.len()).map_err(|e| UsageError(e.to_string()))?

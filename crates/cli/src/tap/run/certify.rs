@@ -386,16 +386,10 @@ fn certify_on_thread(a: CertifyArgs) -> anyhow::Result<Outcome> {
     if let Some(p) = &a.json {
         args::check_output_file("--json", p)?;
     }
-    let mut exps = Vec::new();
-    for p in &a.experiments {
-        let text =
-            std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?;
-        let e =
-            Experiment::from_toml(&text).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
-        firmtime_tap::audio::synth_options(&e)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
-        exps.push(e);
-    }
+    let exps: Vec<Experiment> = super::read_experiments(&a.experiments)?
+        .into_iter()
+        .map(|(_, _, e)| e)
+        .collect();
     let synth = firmtime_tap::audio::session_synth(exps.iter())?;
     let audio_in = exps.iter().any(|e| e.input.source.has_audio());
     let opened = open(&a.open, "firmtime-tap", synth, audio_in)?;
