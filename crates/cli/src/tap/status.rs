@@ -27,6 +27,20 @@ struct Showing {
     live: Arc<LiveStatus>,
 }
 
+impl Showing {
+    /// The status line of this trial at `snap`, now.
+    fn line(&self, snap: &live::LiveSnapshot) -> String {
+        live::status_line(
+            self.trial,
+            self.of,
+            &self.name,
+            &self.end,
+            snap,
+            firmtime_rt::clock::monotonic_ns(),
+        )
+    }
+}
+
 struct Shared {
     /// `None` between trials; the lock also keeps the session's own lines
     /// from landing in the middle of a redraw.
@@ -92,16 +106,7 @@ impl StatusLine {
             let mut g = lock(&s.showing);
             let last = g.take().and_then(|show| {
                 let snap = show.live.read();
-                snap.input_lost.map(|_| {
-                    live::status_line(
-                        show.trial,
-                        show.of,
-                        &show.name,
-                        &show.end,
-                        &snap,
-                        firmtime_rt::clock::monotonic_ns(),
-                    )
-                })
+                snap.input_lost.map(|_| show.line(&snap))
             });
             let drawn = s.drawn.swap(false, Ordering::Relaxed);
             match last {
@@ -140,14 +145,7 @@ fn draw_loop(s: &Shared) {
         if !snap.running {
             continue;
         }
-        let line = live::status_line(
-            show.trial,
-            show.of,
-            &show.name,
-            &show.end,
-            &snap,
-            firmtime_rt::clock::monotonic_ns(),
-        );
+        let line = show.line(&snap);
         let width = terminal_width().saturating_sub(1).max(20);
         let line: String = line.chars().take(width).collect();
         let mut err = std::io::stderr().lock();
