@@ -323,6 +323,24 @@ impl prometheus_client::collector::Collector for WatchCollector {
             )?,
             ENDPOINT_CACHED.load(Ordering::Relaxed) as f64,
         )?;
+        encode_counter(
+            enc.encode_descriptor(
+                "firmtime_watch_endpoint_refused_connections",
+                "Connections answered 429 at once because their client opened more than 32 in 250 ms",
+                None,
+                MetricType::Counter,
+            )?,
+            ENDPOINT_REFUSED.load(Ordering::Relaxed) as f64,
+        )?;
+        encode_counter(
+            enc.encode_descriptor(
+                "firmtime_watch_endpoint_renders",
+                "Scrapes answered with a full render (at most one per client every 250 ms)",
+                None,
+                MetricType::Counter,
+            )?,
+            ENDPOINT_RENDERS.load(Ordering::Relaxed) as f64,
+        )?;
         Ok(())
     }
 }
@@ -421,6 +439,15 @@ pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; cha
 /// rendered (at most this old), so a flood of scrapes costs at most
 /// `1 s / MIN_RENDER_INTERVAL` renders a second per client.
 pub const MIN_RENDER_INTERVAL: Duration = Duration::from_millis(250);
+/// Connections one client may open per [`MIN_RENDER_INTERVAL`] that are
+/// served (the first gets a render, the rest the cached text); beyond
+/// them the accepting thread answers `429 Too Many Requests` itself and
+/// closes, without reading the request or starting a thread, so a flood
+/// costs little more than its accepts. Twice the connections the
+/// endpoint keeps open at most (`2 × MAX_CONNECTIONS`), so that a client's
+/// few held connections meet the slots' rule (the oldest closed) first and
+/// this one only a flood.
+pub const MAX_CONNECTIONS_PER_WINDOW: u32 = 4 * MAX_CONNECTIONS as u32;
 /// Clients whose last render time is remembered; beyond it, the oldest
 /// memories are forgotten (the bound still holds per remembered client).
 pub const MAX_CLIENTS: usize = 1024;
@@ -430,6 +457,46 @@ pub const MAX_CLIENTS: usize = 1024;
 static ENDPOINT_CPU_NS: AtomicU64 = AtomicU64::new(0);
 /// Scrapes answered with cached text.
 static ENDPOINT_CACHED: AtomicU64 = AtomicU64::new(0);
+/// Scrapes answered with a full render.
+static ENDPOINT_RENDERS: AtomicU64 = AtomicU64::new(0);
+/// Connections refused with 429 by the accepting thread.
+static ENDPOINT_REFUSED: AtomicU64 = AtomicU64::new(0);
+
+/// Connections per client in the current window, on the accepting thread.
+#[derive(Debug, Default)]
+struct Windows {
+    seen: std::collections::HashMap<std::net::IpAddr, (std::time::Instant, u32)>,
+}
+
+impl Windows {
+    /// Whether `peer`'s connection accepted `now` is one too many (pure:
+    /// unit-tested).
+    fn too_many(&mut self, peer: std::net::IpAddr, now: std::time::Instant) -> bool {
+        if self.seen.len() >= MAX_CLIENTS && !self.seen.contains_key(&peer) {
+            self.seen
+                .retain(|_, (t, _)| now.saturating_duration_since(*t) < MIN_RENDER_INTERVAL);
+            if self.seen.len() >= MAX_CLIENTS {
+                if let Some(oldest) = self
+                    .seen
+                    .iter()
+                    .min_by_key(|(_, (t, _))| *t)
+                    .map(|(k, _)| *k)
+                {
+                    self.seen.remove(&oldest);
+                }
+            }
+        }
+        let w = self.seen.entry(peer).or_insert((now, 0));
+        if now.saturating_duration_since(w.0) >= MIN_RENDER_INTERVAL {
+            *w = (now, 0);
+        }
+        w.1 += 1;
+        w.1 > MAX_CONNECTIONS_PER_WINDOW
+    }
+}
+
+/// What the accepting thread answers a client over its window.
+const TOO_MANY: &[u8] = b"HTTP/1.1 429 Too Many Requests\r\nRetry-After: 1\r\nContent-Type: text/plain\r\nContent-Length: 18\r\nConnection: close\r\n\r\ntoo many requests\n";
 
 /// The CPU time the metrics endpoints of this process have used, ns: what
 /// their threads (accepting, reading, rendering, writing) ran, counted
@@ -538,7 +605,11 @@ pub fn serve(
         .name("ft-metrics".into())
         .spawn(move || {
             let mut counted = thread_cpu_ns();
-            for conn in listener.incoming() {
+            let mut windows = Windows::default();
+            loop {
+                // The peer's address as accepted: asked later, a connection
+                // the client has closed meanwhile has none.
+                let conn = listener.accept();
                 // This thread's CPU (accepting, starting threads) is the
                 // endpoint's: added as it goes.
                 let now = thread_cpu_ns();
@@ -547,7 +618,15 @@ pub fn serve(
                 if s2.load(Ordering::SeqCst) {
                     break;
                 }
-                let Ok(c) = conn else { continue };
+                let Ok((c, peer)) = conn else { continue };
+                let peer = peer.ip();
+                if windows.too_many(peer, std::time::Instant::now()) {
+                    ENDPOINT_REFUSED.fetch_add(1, Ordering::Relaxed);
+                    // Never blocks: a full socket buffer drops the answer.
+                    let _ = c.set_nonblocking(true);
+                    let _ = (&c).write(TOO_MANY);
+                    continue;
+                }
                 let Some(id) = lock(&slots).admit(&c) else {
                     continue; // every slot is writing a response: refused
                 };
@@ -560,17 +639,18 @@ pub fn serve(
                 let spawned = std::thread::Builder::new()
                     .name("ft-metrics-conn".into())
                     .spawn(move || {
-                        let peer = c.peer_addr().ok().map(|a| a.ip());
+                        // Decided and rendered under one lock: a client's
+                        // request that arrives while a render runs waits
+                        // for its text rather than rendering again.
                         let body = || -> Arc<str> {
-                            if let Some(p) = peer {
-                                let cached = lock(&lim).cached_for(p, std::time::Instant::now());
-                                if let Some(t) = cached {
-                                    ENDPOINT_CACHED.fetch_add(1, Ordering::Relaxed);
-                                    return t;
-                                }
+                            let mut l = lock(&lim);
+                            if let Some(t) = l.cached_for(peer, std::time::Instant::now()) {
+                                ENDPOINT_CACHED.fetch_add(1, Ordering::Relaxed);
+                                return t;
                             }
+                            ENDPOINT_RENDERS.fetch_add(1, Ordering::Relaxed);
                             let text: Arc<str> = Arc::from((lock(&render))());
-                            lock(&lim).text = Some(Arc::clone(&text));
+                            l.text = Some(Arc::clone(&text));
                             text
                         };
                         let _ = handle(c, token.as_deref(), &body, &|| lock(&sl).headed(id));
@@ -836,7 +916,10 @@ mod tests {
     /// A flood of scrapes from one client: ~10,000 a second once cost
     /// ~1.1 CPU, every one a full render. Now one client gets at most one
     /// render per MIN_RENDER_INTERVAL, the rest the cached text (the same
-    /// bytes), and the endpoint's threads count their CPU time.
+    /// bytes), and the endpoint's threads count their CPU time. Eight
+    /// clients at once on one address: with the address asked of the
+    /// connection late, one the endpoint had closed to make room had none,
+    /// and was rendered for without a limit (130 renders a second).
     #[test]
     fn a_scrape_flood_is_bounded_per_client_and_its_cpu_counted_apart() {
         let renders = Arc::new(AtomicU64::new(0));
@@ -852,34 +935,59 @@ mod tests {
             s
         })
         .unwrap();
+        let addr = server.addr();
         let cpu0 = endpoint_cpu_ns();
         let t0 = std::time::Instant::now();
-        let mut answered = 0u64;
+        let clients: Vec<_> = (0..8)
+            .map(|_| {
+                std::thread::spawn(move || {
+                    let (mut answered, mut closed) = (0u64, 0u64);
+                    let mut served = std::collections::BTreeSet::new();
+                    while t0.elapsed() < Duration::from_millis(1200) {
+                        let mut c = TcpStream::connect(addr).unwrap();
+                        let mut out = String::new();
+                        let sent = c.write_all(
+                            b"GET /metrics HTTP/1.1\r\nAccept: application/openmetrics-text\r\n\r\n",
+                        );
+                        if sent.is_err() || c.read_to_string(&mut out).is_err() || out.is_empty() {
+                            // Closed to make room for a newer connection.
+                            closed += 1;
+                            continue;
+                        }
+                        if out.starts_with("HTTP/1.1 429 Too Many Requests\r\n") {
+                            closed += 1;
+                            continue;
+                        }
+                        assert!(out.starts_with("HTTP/1.1 200 OK\r\n"), "{out:.200}");
+                        // Every answer is a whole render.
+                        let body = out.split_once("\r\n\r\n").unwrap().1;
+                        assert!(body.ends_with("\n# EOF\n"), "{body:.100}");
+                        served.insert(body.lines().next().unwrap().to_string());
+                        answered += 1;
+                    }
+                    (answered, closed, served)
+                })
+            })
+            .collect();
+        let (mut answered, mut closed) = (0, 0);
         let mut served = std::collections::BTreeSet::new();
-        while t0.elapsed() < Duration::from_millis(1200) {
-            let mut c = TcpStream::connect(server.addr()).unwrap();
-            c.write_all(b"GET /metrics HTTP/1.1\r\nAccept: application/openmetrics-text\r\n\r\n")
-                .unwrap();
-            let mut out = String::new();
-            c.read_to_string(&mut out).unwrap();
-            assert!(out.starts_with("HTTP/1.1 200 OK\r\n"), "{out:.200}");
-            // Every answer is a whole render: the last line of one.
-            let body = out.split_once("\r\n\r\n").unwrap().1;
-            assert!(body.ends_with("\n# EOF\n"), "{body:.100}");
-            served.insert(body.lines().next().unwrap().to_string());
-            answered += 1;
+        for c in clients {
+            let (a, z, s) = c.join().unwrap();
+            answered += a;
+            closed += z;
+            served.extend(s);
         }
         let elapsed = t0.elapsed();
         drop(server);
         let n = renders.load(Ordering::SeqCst);
         let bound = (elapsed.as_nanos() / MIN_RENDER_INTERVAL.as_nanos()) as u64 + 1;
         assert!(
-            answered > bound,
-            "the flood was too slow to test: {answered} requests"
+            answered > 4 * bound,
+            "the flood was too slow to test: {answered} answered, {closed} closed"
         );
         assert!(
             n <= bound,
-            "{n} full renders for {answered} scrapes in {elapsed:?}: bound {bound}"
+            "{n} full renders for {answered} scrapes ({closed} closed) in {elapsed:?}: bound {bound}"
         );
         // The cached answers are renders that were made (no other text).
         assert!(served.len() as u64 <= n, "{served:?}");
@@ -887,6 +995,26 @@ mod tests {
             endpoint_cpu_ns() > cpu0,
             "the endpoint's CPU was not counted"
         );
+    }
+
+    #[test]
+    fn a_client_over_its_window_is_refused_until_the_next() {
+        let mut w = Windows::default();
+        let t = std::time::Instant::now();
+        let a = std::net::IpAddr::from([10, 0, 0, 1]);
+        let b = std::net::IpAddr::from([10, 0, 0, 2]);
+        for _ in 0..MAX_CONNECTIONS_PER_WINDOW {
+            assert!(!w.too_many(a, t));
+        }
+        assert!(w.too_many(a, t + MIN_RENDER_INTERVAL / 2));
+        // Another client is not held back by the first.
+        assert!(!w.too_many(b, t + MIN_RENDER_INTERVAL / 2));
+        // The next window starts afresh.
+        assert!(!w.too_many(a, t + MIN_RENDER_INTERVAL));
+        for k in 0..(MAX_CLIENTS as u32 + 10) {
+            let _ = w.too_many(std::net::IpAddr::from(k.to_be_bytes()), t);
+        }
+        assert!(w.seen.len() <= MAX_CLIENTS);
     }
 
     #[test]
