@@ -457,7 +457,7 @@ impl OnsetDetector {
 /// Test signals with known onsets: decaying noise bursts ("taps") in white
 /// or pink noise at a given SNR, from a seeded generator.
 pub mod synthetic {
-    use firmtime_rt::rng::Rng;
+    use firmtime_rt::rng::{Pink, Rng};
 
     /// The background noise's colour.
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -560,22 +560,12 @@ pub mod synthetic {
         let mut noise_rms = 0.0;
         if let Some(snr) = spec.snr_db {
             let mut noise = vec![0f64; len];
-            let mut b = [0f64; 7];
+            let mut pink = Pink::<f64>::default();
             for v in noise.iter_mut() {
                 let w = rng.next_normal();
                 *v = match spec.noise {
                     Noise::White => w,
-                    Noise::Pink => {
-                        b[0] = 0.99886 * b[0] + w * 0.0555179;
-                        b[1] = 0.99332 * b[1] + w * 0.0750759;
-                        b[2] = 0.96900 * b[2] + w * 0.153852;
-                        b[3] = 0.86650 * b[3] + w * 0.3104856;
-                        b[4] = 0.55000 * b[4] + w * 0.5329522;
-                        b[5] = -0.7616 * b[5] - w * 0.0168980;
-                        let out = b[0] + b[1] + b[2] + b[3] + b[4] + b[5] + b[6] + w * 0.5362;
-                        b[6] = w * 0.115926;
-                        out
-                    }
+                    Noise::Pink => pink.next(w),
                 };
             }
             let rms = (noise.iter().map(|v| v * v).sum::<f64>() / len.max(1) as f64).sqrt();

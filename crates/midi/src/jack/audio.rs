@@ -44,7 +44,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use firmtime_rt::rng::Rng;
+use firmtime_rt::rng::{Pink, Rng};
 use jack::{AudioIn, Client, Control, Port, ProcessScope};
 
 use crate::error::{Error, ErrorKind};
@@ -275,7 +275,7 @@ pub struct Synth {
     noise_on: bool,
     noise_gain: f32,
     rng: Rng,
-    pink: [f32; 7],
+    pink: Pink<f32>,
     counters: Arc<AudioCounters>,
 }
 
@@ -318,7 +318,7 @@ impl Synth {
             noise_on: false,
             noise_gain: 0.0,
             rng: Rng::new(0),
-            pink: [0.0; 7],
+            pink: Pink::default(),
             counters: Arc::default(),
         })
     }
@@ -525,16 +525,7 @@ impl Synth {
 
     /// Paul Kellet's refined pink filter, scaled to about unit RMS.
     fn pink(&mut self, w: f32) -> f32 {
-        let b = &mut self.pink;
-        b[0] = 0.99886 * b[0] + w * 0.0555179;
-        b[1] = 0.99332 * b[1] + w * 0.0750759;
-        b[2] = 0.96900 * b[2] + w * 0.153_852;
-        b[3] = 0.86650 * b[3] + w * 0.3104856;
-        b[4] = 0.55000 * b[4] + w * 0.5329522;
-        b[5] = -0.7616 * b[5] - w * 0.0168980;
-        let out = b[0] + b[1] + b[2] + b[3] + b[4] + b[5] + b[6] + w * 0.5362;
-        b[6] = w * 0.115926;
-        out * 0.334
+        self.pink.next(w) * 0.334
     }
 }
 
