@@ -650,3 +650,79 @@ fn silent_and_slow_clients_cannot_keep_a_scrape_out() {
     let again = get(addr, "GET /metrics HTTP/1.0\r\n\r\n");
     assert!(again.starts_with("HTTP/1.1 200 OK"), "{again}");
 }
+
+static STOP_FLOOD: AtomicBool = AtomicBool::new(false);
+
+/// A flood of scrapes (~1.1 CPU at 10,000 a second) was charged to the
+/// measuring threads' own-CPU figure (`watch_cpu_ns`), which then advised a
+/// longer `--period`. Now the endpoint's CPU is counted apart: what the
+/// rows are charged plus what the endpoint used never exceeds what the
+/// process used (before, the rows alone took the whole process's CPU, so
+/// the sum exceeded it by the endpoint's share).
+#[test]
+fn a_scrape_flood_is_not_charged_to_the_measuring_threads() {
+    if !is_root() {
+        firmtime_rt::testing::skip("a_scrape_flood_is_not_charged: needs root (SCHED_FIFO)");
+        return;
+    }
+    let dir = scratch("flood");
+    let totals = Arc::new(Mutex::new(Totals::default()));
+    let t = Arc::clone(&totals);
+    let server = metrics::serve("127.0.0.1:0".parse().unwrap(), None, move || {
+        WatchCollector::render(&t)
+    })
+    .unwrap();
+    // The flood comes from another process: its CPU is not this one's.
+    let flood = "import socket, sys, threading, time\n\
+        a = ('127.0.0.1', int(sys.argv[1])); end = time.time() + float(sys.argv[2])\n\
+        def w():\n    while time.time() < end:\n        try:\n            \
+        s = socket.create_connection(a); s.sendall(b'GET /metrics HTTP/1.1\\r\\n\\r\\n')\n            \
+        while s.recv(65536): pass\n            s.close()\n        except Exception: pass\n\
+        ts = [threading.Thread(target=w) for _ in range(8)]\n\
+        [t.start() for t in ts]; [t.join() for t in ts]\n";
+    let child = std::process::Command::new("python3")
+        .args(["-c", flood, &server.addr().port().to_string(), "4"])
+        .spawn();
+    let Ok(mut child) = child else {
+        firmtime_rt::testing::skip("a_scrape_flood_is_not_charged: python3 not installed");
+        return;
+    };
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let cpu = || firmtime_rt::clock::read_ns(libc::CLOCK_PROCESS_CPUTIME_ID);
+    let (p0, e0) = (cpu(), metrics::endpoint_cpu_ns());
+    let cfg = Config {
+        db: dir.join("w.db"),
+        period_ns: 1_000_000,
+        interval_ns: 1_000_000_000,
+        duration_ns: Some(3_000_000_000),
+        cpus: Some(vec![0]),
+        explain: ExplainMode::Off,
+        ..Config::default()
+    };
+    let s = run::run(&cfg, "test", &STOP_FLOOD, Some(totals), &mut |_| {}).unwrap();
+    let (p1, e1) = (cpu(), metrics::endpoint_cpu_ns());
+    let _ = child.kill();
+    let _ = child.wait();
+    drop(server);
+    assert_eq!(s.intervals, 3);
+    let rows = Store::open_existing(&cfg.db)
+        .unwrap()
+        .intervals_since(0)
+        .unwrap();
+    let charged: u64 = rows.iter().filter_map(|r| r.interval.watch_cpu_ns).sum();
+    let (process, endpoint) = (p1 - p0, e1 - e0);
+    eprintln!(
+        "flood: process {process} ns, endpoint {endpoint} ns, charged to the rows {charged} ns"
+    );
+    assert!(
+        endpoint > 100_000_000,
+        "the flood cost the endpoint only {endpoint} ns: too weak to tell"
+    );
+    // 20 ms for the endpoint's CPU credited at the end of each connection
+    // rather than as it ran.
+    assert!(
+        charged + endpoint <= process + 20_000_000,
+        "charged {charged} + endpoint {endpoint} > process {process}: the endpoint's CPU is in the rows"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
