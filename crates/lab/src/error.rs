@@ -55,8 +55,4 @@ impl From<firmtime_trace::Error> for Error {
     }
 }
 
-impl From<std::io::Error> for Error {
-    fn from(e: std::io::Error) -> Self {
-        Self::new(ErrorKind::Io, e.to_string())
-    }
-}
+firmtime_rt::error_from_io!(Error, ErrorKind::Io);

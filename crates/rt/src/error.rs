@@ -227,3 +227,36 @@ macro_rules! define_error {
         }
     };
 }
+
+/// Implements `From<std::io::Error>` for a crate's error type `$Name` (from
+/// [`define_error!`](crate::define_error)): kind `$Kind::$Io`, the I/O
+/// error's message. One definition of the conversion the crates without an
+/// errno field share.
+///
+/// ```
+/// #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// #[non_exhaustive]
+/// pub enum ErrorKind {
+///     /// An operating-system error.
+///     Io,
+/// }
+/// firmtime_rt::define_error! {
+///     /// An error.
+///     pub struct Error {
+///         kind: ErrorKind,
+///     }
+/// }
+/// firmtime_rt::error_from_io!(Error, ErrorKind::Io);
+/// let e = Error::from(std::io::Error::other("disk on fire"));
+/// assert_eq!((e.kind(), e.message()), (ErrorKind::Io, "disk on fire"));
+/// ```
+#[macro_export]
+macro_rules! error_from_io {
+    ($Name:ident, $Kind:ident :: $Io:ident) => {
+        impl ::std::convert::From<::std::io::Error> for $Name {
+            fn from(e: ::std::io::Error) -> Self {
+                Self::new($Kind::$Io, e.to_string())
+            }
+        }
+    };
+}

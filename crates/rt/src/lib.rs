@@ -54,7 +54,8 @@
 //! - [`rng`]: the one seeded pseudo-random generator (SplitMix64).
 //! - [`secret`]: the one rule for key and token files (regular, small, not
 //!   writable by others; a warning when others may read them).
-//! - [`define_error!`]: the one definition of every crate's `Error` type.
+//! - [`define_error!`]: the one definition of every crate's `Error` type;
+//!   [`error_from_io!`]: its one `From<std::io::Error>` (kind `Io`).
 //! - [`assert_rt`]: the opt-in `assert-rt` feature that checks RT paths for
 //!   allocations where they run.
 //!

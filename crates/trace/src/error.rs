@@ -20,8 +20,4 @@ firmtime_rt::define_error! {
     }
 }
 
-impl From<std::io::Error> for Error {
-    fn from(e: std::io::Error) -> Self {
-        Self::new(ErrorKind::Io, e.to_string())
-    }
-}
+firmtime_rt::error_from_io!(Error, ErrorKind::Io);
