@@ -105,6 +105,12 @@ pub struct RemoteEntry {
     /// A worker started with `--encrypt` serves only such sessions.
     #[serde(default)]
     pub encrypt: bool,
+    /// A hot standby worker, `host:port`, holding the same plugin: every
+    /// block goes to both and the standby's result serves when the worker
+    /// misses a deadline or dies (docs/NET.md, "Hot standby"). It describes
+    /// the plugin when the worker cannot, and serves alone when the worker
+    /// is away when the session is set up.
+    pub standby: Option<String>,
 }
 
 impl RemoteEntry {
@@ -140,7 +146,19 @@ impl RemoteEntry {
                 return Err(format!("max_block = {m}: give 1 to {MAX_FRAMES}"));
             }
         }
-        for (key, v) in [("label", &self.label), ("worker", &self.worker)] {
+        let standby = self.standby.as_deref().unwrap_or("");
+        if !standby.is_empty() && standby.trim() == self.worker.trim() {
+            return Err(format!(
+                "standby = \"{}\" is the worker itself: give a second worker (host:port) \
+                 that holds the same plugin",
+                firmtime_ladspa::shown(standby)
+            ));
+        }
+        for (key, v) in [
+            ("label", &self.label),
+            ("worker", &self.worker),
+            ("standby", &standby.to_string()),
+        ] {
             if v.len() > MAX_NAME_BYTES {
                 return Err(format!(
                     "{key} = \"{}\": give at most {MAX_NAME_BYTES} bytes",
@@ -416,6 +434,41 @@ colour = "red"
         assert!(parse("remote = 3").unwrap_err().contains("[[remote]]"));
         assert!(parse("other = 1").unwrap_err().contains("unknown key"));
         assert!(parse("").unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_standby_is_read_and_may_not_be_the_worker() {
+        let text = r#"
+[[remote]]
+worker = "h:1"
+standby = "g:2"
+label = "a"
+
+[[remote]]
+worker = "h:1"
+label = "b"
+
+[[remote]]
+worker = "h:1"
+standby = "h:1"
+label = "c"
+"#;
+        let p = parse(text).unwrap();
+        assert!(
+            matches!(&p[0], Parsed::Entry(e) if e.standby.as_deref() == Some("g:2")),
+            "{p:?}"
+        );
+        assert!(
+            matches!(&p[1], Parsed::Entry(e) if e.standby.is_none()),
+            "{p:?}"
+        );
+        match &p[2] {
+            Parsed::Bad { label, message, .. } => {
+                assert_eq!(label.as_deref(), Some("c"));
+                assert!(message.contains("is the worker itself"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -227,23 +227,38 @@ fn key_of(e: &RemoteEntry) -> Result<Option<Key>, String> {
 
 /// Why a description did not come in time: the worker, the timeout and its value.
 fn timed_out(e: &RemoteEntry) -> String {
+    timed_out_at(e, &e.worker)
+}
+
+fn timed_out_at(e: &RemoteEntry, worker: &str) -> String {
     format!(
         "no description from the worker {} within connect_timeout_ms = {} ms (it did not \
          accept the connection or did not answer: frozen, overloaded or unreachable?)",
-        e.worker,
+        worker,
         e.connect_timeout().as_millis()
     )
 }
 
-/// Asks the worker for the description; the reason in one line if it cannot.
+/// Asks the worker for the description (its standby when the worker
+/// cannot answer); the reason in one line if neither can.
 fn fetch(e: &RemoteEntry) -> Result<PluginDescription, String> {
-    let addr = resolve(&e.worker)?;
+    match fetch_from(e, &e.worker) {
+        Ok(d) => Ok(d),
+        Err(why) => match &e.standby {
+            Some(sb) => fetch_from(e, sb).map_err(|w| format!("{why}; the standby {sb}: {w}")),
+            None => Err(why),
+        },
+    }
+}
+
+fn fetch_from(e: &RemoteEntry, worker: &str) -> Result<PluginDescription, String> {
+    let addr = resolve(worker)?;
     let key = key_of(e)?;
     describe(addr, key, &e.label, e.connect_timeout()).map_err(|err| {
         // A read or connect that timed out says "Resource temporarily
         // unavailable (os error 11)": say which timeout instead.
         if matches!(err.errno(), Some(libc::EAGAIN | libc::ETIMEDOUT)) {
-            timed_out(e)
+            timed_out_at(e, worker)
         } else {
             err.to_string()
         }
@@ -466,6 +481,10 @@ struct Handoff {
     unprocessed: AtomicU64,
     /// The mode run() settled on: 0 not yet, 1 realtime, 2 offline.
     mode: AtomicU8,
+    /// With a hot standby, the master's `takeovers` and `from_standby`
+    /// (exchanges delivered with the standby's result), stored by run().
+    takeovers: AtomicU64,
+    from_standby: AtomicU64,
 }
 
 impl Drop for Handoff {
@@ -500,9 +519,10 @@ struct Proxy {
     mode: Mode,
     late: Late,
     gate: WaitGate,
-    /// Offline: the link's loss count when the render began; a loss after
-    /// that fails the render (the remote plugin's state went with it).
-    losses_at_start: Option<u64>,
+    /// Offline: the link's loss count (and its standby's) when the render
+    /// began; a loss after that fails the render (the remote plugin's state
+    /// went with it) unless the standby was never lost.
+    losses_at_start: Option<(u64, Option<u64>)>,
     frames: u64,
     unprocessed: u64,
     remote: Option<Box<Remote>>,
@@ -620,13 +640,19 @@ fn connector(
         let mut next_try = Instant::now();
         let mut next_report = Instant::now() + REPORT_EVERY;
         let mut reported = 0u64;
+        let mut takeovers = 0u64;
         while !handoff.stop.load(Ordering::Acquire) {
             if !handed && Instant::now() >= next_try {
                 let r = (|| -> Result<Remote, String> {
                     let addr = resolve(&cfg.worker)?;
+                    let standby = match &cfg.standby {
+                        Some(s) => Some(resolve(s).map_err(|e| format!("standby: {e}"))?),
+                        None => None,
+                    };
                     let max = cfg.max_frames();
                     let period_ns = (f64::from(max) / f64::from(rate) * 1e9) as u64;
                     let mut sc = SessionConfig::new(addr, period_ns.max(1));
+                    sc.standby = standby;
                     sc.key = key_of(&cfg)?;
                     sc.window = cfg.window;
                     sc.encrypt = cfg.encrypt;
@@ -643,8 +669,30 @@ fn connector(
                         ports: desc.ports.clone(),
                     });
                     let (blocks, _) = desc.blocks(max);
-                    let (master, link) = connect(sc, blocks).map_err(|e| e.to_string())?;
-                    Ok(Remote { master, link })
+                    match (connect(sc.clone(), blocks), standby) {
+                        (Ok((master, link)), _) => Ok(Remote { master, link }),
+                        (Err(e), Some(sb)) if e.message().starts_with("the standby") => {
+                            Err(format!(
+                                "standby {sb} cannot serve: {e} (the standby must be reachable, \
+                                 with the same key and plugin, when the session is set up)"
+                            ))
+                        }
+                        (Err(e), Some(sb)) => {
+                            // The worker is away: the standby serves alone.
+                            sc.worker = sb;
+                            sc.standby = None;
+                            let (master, link) = connect(sc, desc.blocks(max).0).map_err(|e2| {
+                                format!("{e}; the standby {sb} cannot serve either: {e2}")
+                            })?;
+                            say(&format!(
+                                "{} on {}: {e}; its standby {sb} serves alone (no standby \
+                                 behind it until the plugin is loaded again)",
+                                cfg.label, cfg.worker
+                            ));
+                            Ok(Remote { master, link })
+                        }
+                        (Err(e), None) => Err(e.to_string()),
+                    }
                 })();
                 match r {
                     Ok(remote) => {
@@ -670,6 +718,18 @@ fn connector(
                         next_try = Instant::now() + Duration::from_secs(1);
                     }
                 }
+            }
+            let t = handoff.takeovers.load(Ordering::Relaxed);
+            if t > takeovers {
+                takeovers = t;
+                say(&format!(
+                    "{label}: the worker {} or its standby {} missed a deadline or went away: \
+                     switched to the other ({t} takeover(s) so far, {} exchanges from the \
+                     standby)",
+                    cfg.worker,
+                    cfg.standby.as_deref().unwrap_or("-"),
+                    handoff.from_standby.load(Ordering::Relaxed)
+                ));
             }
             if Instant::now() >= next_report {
                 next_report = Instant::now() + REPORT_EVERY;
@@ -697,6 +757,8 @@ impl Proxy {
             frames: AtomicU64::new(0),
             unprocessed: AtomicU64::new(0),
             mode: AtomicU8::new(0),
+            takeovers: AtomicU64::new(0),
+            from_standby: AtomicU64::new(0),
         });
         let (ids, max_frames, window, deadline_ns) = match (&entry.cfg, &entry.remote) {
             (Some(c), Some(d)) => (
@@ -875,7 +937,11 @@ impl Proxy {
             self.dry(0, n);
             return self.missed(n as u64);
         }
-        let connected = self.remote.as_ref().is_some_and(|r| r.link.connected());
+        // With a hot standby, connected while either worker is.
+        let connected = self
+            .remote
+            .as_ref()
+            .is_some_and(|r| r.link.connected() || r.link.standby().is_some_and(Link::connected));
         let away = !connected && (self.remote.is_none() || self.late != Late::Repeat);
         let mut off = 0;
         while off < n {
@@ -917,16 +983,30 @@ impl Proxy {
         loop {
             self.take_remote();
             if let Some(r) = self.remote.as_ref() {
-                let losses = r.link.status().losses;
+                // With a hot standby (a full mirror) the render holds while
+                // one of the two has served every block since it began.
+                let sb = r.link.standby();
+                let losses = (r.link.status().losses, sb.map(|s| s.status().losses));
                 let start = *self.losses_at_start.get_or_insert(losses);
-                if losses > start {
-                    self.fail(&format!(
-                        "the worker {} went away during the render (and the remote plugin's \
-                         state with it)",
-                        cfg.worker
-                    ))
+                let standby_lost = match (losses.1, start.1) {
+                    (Some(now), Some(then)) => now > then,
+                    _ => true,
+                };
+                if losses.0 > start.0 && standby_lost {
+                    self.fail(&match &cfg.standby {
+                        Some(s) if sb.is_some() => format!(
+                            "the worker {} and its standby {s} both went away during the \
+                             render (and the remote plugin's state with them)",
+                            cfg.worker
+                        ),
+                        _ => format!(
+                            "the worker {} went away during the render (and the remote \
+                             plugin's state with it)",
+                            cfg.worker
+                        ),
+                    })
                 }
-                if r.link.connected() {
+                if r.link.connected() || sb.is_some_and(Link::connected) {
                     break;
                 }
             }
@@ -1026,6 +1106,15 @@ impl Proxy {
             }
         }
         let rep = r.master.process(Deadline::After(wait_ns));
+        if r.master.standby().is_some() {
+            let st = r.master.stats();
+            self.handoff
+                .takeovers
+                .store(st.takeovers, Ordering::Relaxed);
+            self.handoff
+                .from_standby
+                .store(st.from_standby, Ordering::Relaxed);
+        }
         self.stream.sent(rep.seq, c);
         let b = r.master.blocks();
         let mut missed = 0;
@@ -1064,6 +1153,17 @@ impl Drop for Proxy {
         self.handoff.stop.store(true, Ordering::Release);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
+        }
+        let takeovers = self.handoff.takeovers.load(Ordering::Relaxed);
+        if let (Some(c), true) = (&self.entry.cfg, takeovers > 0) {
+            say(&format!(
+                "{}: the standby {} served {} exchange(s) after {takeovers} takeover(s) from the \
+                 worker {}",
+                self.entry.label,
+                c.standby.as_deref().unwrap_or("-"),
+                self.handoff.from_standby.load(Ordering::Relaxed),
+                c.worker
+            ));
         }
         if self.unprocessed > 0 {
             let from = self.entry.cfg.as_ref().map_or_else(
