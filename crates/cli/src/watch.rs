@@ -806,7 +806,13 @@ fn clean_trace_cmd() -> anyhow::Result<Outcome> {
     Ok(Outcome::Ok)
 }
 
+/// Writes the unit file; a masked unit or a link at `path` is refused
+/// by name (a usage error), here too, whoever calls it.
 fn write_unit(path: &Path, text: &str) -> anyhow::Result<()> {
+    if let Some(m) = masked(path) {
+        return Err(UsageError(m).into());
+    }
+    args::check_output_file("--unit", path)?;
     unit::write_unit_file(path, text)
         .with_context(|| format!("--unit {}: cannot write", path.display()))
 }
