@@ -426,22 +426,12 @@ impl AllowedDirs {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use firmtime_rt::testing::ScratchDir;
     use std::os::unix::fs::PermissionsExt;
 
-    /// A scratch directory, removed when the test ends (pass or fail).
-    struct Scratch(PathBuf);
-
-    impl Drop for Scratch {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-
-    fn scratch(name: &str) -> Scratch {
-        let d = std::env::temp_dir().join(format!("ftallowed-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        Scratch(d)
+    /// A fresh directory for one test, removed when it ends (pass or fail).
+    fn scratch(name: &str) -> ScratchDir {
+        ScratchDir::new(&format!("ladspa-allowed-{name}"))
     }
 
     #[test]

@@ -1,31 +1,15 @@
 //! Plots: each function writes a real PNG of the documented size; a
 //! missing or invalid font gives an actionable error.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use firmtime_rt::testing::ScratchDir as TempDir;
 
 use firmtime_lab::stats::{summarize, LatencyHistogram, Summary};
 use firmtime_plot::{
     axis_number, cdf_png, comparison_png, histogram_png, histogram_png_with_period, tail_png,
     use_font, ErrorKind, Unit, SIZE,
 };
-
-/// A fresh directory under the system temp dir, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> Self {
-        let p = std::env::temp_dir().join(format!("firmtime-lab-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        Self(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// Checks the PNG signature and the IHDR chunk's width and height.
 fn assert_png(path: &Path) {
