@@ -619,6 +619,21 @@ pub fn explain_loop(
     }
 }
 
+/// `--cpu LIST` (e.g. `0,2-3`; `lab cyclic`, `watch`): the CPUs, or a
+/// usage error naming the flag, what is wrong and the online CPUs.
+///
+/// # Errors
+/// `text` is not a CPU list.
+pub fn cpu_list(text: &str) -> Result<Vec<usize>, UsageError> {
+    firmtime_rt::sched::parse_cpu_list(text).map_err(|e| {
+        UsageError(format!(
+            "--cpu {text}: {} (valid: online CPUs {})",
+            e.message(),
+            firmtime_rt::sched::format_cpu_list(&firmtime_rt::sched::online_cpus())
+        ))
+    })
+}
+
 /// `--cpu N`: the CPU list that pins a loop to `N`, or a usage error
 /// naming the online CPUs.
 ///

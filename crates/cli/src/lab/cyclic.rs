@@ -13,7 +13,7 @@ use firmtime_lab::output::{self, RtTestsHeader, StatusLine, ThreadHist};
 use firmtime_lab::report::{Answer, Bar};
 use firmtime_lab::stats::Summary;
 use firmtime_plot::{self as plot, Unit};
-use firmtime_rt::sched::{self, Policy};
+use firmtime_rt::sched::Policy;
 use firmtime_rt::sleep::Mechanism;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -183,16 +183,7 @@ fn config(a: &Args) -> anyhow::Result<Config> {
     }
     let base = a.common.preset(Config::quick, Config::default);
     let policy = policy(a.policy, a.priority)?;
-    let cpus = match &a.cpus {
-        Some(text) => Some(sched::parse_cpu_list(text).map_err(|e| {
-            UsageError(format!(
-                "--cpu {text}: {} (valid: online CPUs {})",
-                e.message(),
-                sched::format_cpu_list(&sched::online_cpus())
-            ))
-        })?),
-        None => None,
-    };
+    let cpus = a.cpus.as_deref().map(args::cpu_list).transpose()?;
     let sleeper = match a.sleeper {
         Mechanism::Hybrid { .. } => Mechanism::Hybrid {
             margin_ns: args::nanos(a.margin),
