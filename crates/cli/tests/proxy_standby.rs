@@ -228,9 +228,22 @@ fn applyplugin_is_bit_exact_from_the_standby_when_the_primary_was_killed_before_
     );
 }
 
+/// Periods the worker's current sessions processed (`net stats`).
+fn periods(worker: &str, key: &Path) -> u64 {
+    let out = Command::new(EXE)
+        .args(["net", "stats", "--worker", worker, "--key"])
+        .arg(key)
+        .args(["--json", "-"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["periods"].as_u64().unwrap()
+}
+
 /// waste_time copies its input and busy-waits half of each block's
 /// duration on the worker, so a 3 s file takes about 1.5 s: long enough to
-/// kill the primary in the middle.
+/// kill the primary in the middle (once `net stats` shows it processing).
 #[test]
 fn an_offline_render_whose_primary_dies_midway_is_finished_exactly_by_its_standby() {
     let (lad, waste) = libraries();
@@ -262,7 +275,16 @@ fn an_offline_render_whose_primary_dies_midway_is_finished_exactly_by_its_standb
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let child = with_proxy(&mut c, lad, &cfg, dir).spawn().unwrap();
-    std::thread::sleep(Duration::from_millis(700));
+    // Kill once the render is under way on the primary (a few periods
+    // processed), whatever the machine's load.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while periods(&primary.addr, &key) < 3 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the render never reached the primary"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     primary.kill();
     let out = child.wait_with_output().unwrap();
     let err = text(&out);
