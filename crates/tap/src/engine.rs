@@ -1705,14 +1705,7 @@ set.feedback.delay = { mode = "none" }
         o.input_channels = 0;
         let mut eng = Engine::new(&e, o).unwrap();
         let mut lb = Loopback::new(LoopbackOptions::default());
-        let stop = AtomicBool::new(false);
-        let out = std::thread::scope(|s| {
-            s.spawn(|| {
-                std::thread::sleep(std::time::Duration::from_millis(200));
-                stop.store(true, Ordering::Relaxed);
-            });
-            assert_no_alloc::assert_no_alloc(|| eng.run(&mut lb, &stop)).unwrap()
-        });
+        let out = run_stopped_after(&mut eng, &mut lb, 200);
         assert_eq!(out.reason, EndReason::Interrupted);
         assert!(out.incomplete());
         assert_eq!(eng.events().len(), 8);
@@ -1769,14 +1762,7 @@ set.feedback.delay = { mode = "none" }
         o.input_channels = 0;
         let mut eng = Engine::new(&e, o).unwrap();
         let mut lb = Loopback::new(LoopbackOptions::default());
-        let stop = AtomicBool::new(false);
-        let out = std::thread::scope(|s| {
-            s.spawn(|| {
-                std::thread::sleep(std::time::Duration::from_millis(150));
-                stop.store(true, Ordering::Relaxed);
-            });
-            assert_no_alloc::assert_no_alloc(|| eng.run(&mut lb, &stop)).unwrap()
-        });
+        let out = run_stopped_after(&mut eng, &mut lb, 150);
         assert_eq!(out.reason, EndReason::Interrupted);
         assert_eq!(out.unreported, 0, "every handed-over beat was reported");
         let rows = eng.data_events();
@@ -1921,6 +1907,19 @@ set.feedback.delay = { mode = "none" }
             note,
             velocity: 0,
         }
+    }
+
+    /// Runs `eng` on `lb` (allocation-free) until a stop flag set after
+    /// `ms` milliseconds ends it.
+    fn run_stopped_after(eng: &mut Engine, lb: &mut Loopback, ms: u64) -> TrialOutcome {
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(std::time::Duration::from_millis(ms));
+                stop.store(true, Ordering::Relaxed);
+            });
+            assert_no_alloc::assert_no_alloc(|| eng.run(lb, &stop)).unwrap()
+        })
     }
 
     /// The [`MidiBackend`] methods a test backend passes on to its
