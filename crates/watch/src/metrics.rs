@@ -603,6 +603,7 @@ pub fn serve(
     let limiter = Arc::new(Mutex::new(Limiter::default()));
     let thread = std::thread::Builder::new()
         .name("ft-metrics".into())
+        .stack_size(crate::run::THREAD_STACK)
         .spawn(move || {
             let mut counted = thread_cpu_ns();
             let mut windows = Windows::default();
@@ -638,6 +639,7 @@ pub fn serve(
                 );
                 let spawned = std::thread::Builder::new()
                     .name("ft-metrics-conn".into())
+                    .stack_size(crate::run::THREAD_STACK)
                     .spawn(move || {
                         // Decided and rendered under one lock: a client's
                         // request that arrives while a render runs waits

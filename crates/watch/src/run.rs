@@ -304,17 +304,33 @@ struct Lane {
     ended: Arc<AtomicBool>,
 }
 
+/// Stack of watch's own threads (the measuring loops, the metrics
+/// endpoint's): 512 KiB, not Rust's 2 MiB, since mlockall locks every page
+/// of every stack (RSS <= 40 MB, issue 31 item 2).
+pub(crate) const THREAD_STACK: usize = 512 * 1024;
+
 /// One explaining session and the buffers bound to it still out.
 struct Traced {
     session: explain::Session,
     outstanding: usize,
 }
 
-fn start_session(worst: usize) -> Result<explain::Session> {
+/// Starts the explaining session of one interval, in the storage of an
+/// earlier one where `pool` has it (two sessions live at a boundary: the
+/// next starts before the last finishes; with the pool that is two
+/// storages for the whole run, not a fresh one per interval).
+fn start_session(worst: usize, pool: &explain::Pool) -> Result<explain::Session> {
     let cfg = explain::Config {
         worst,
-        // Windows are short (a few periods); a modest store per interval.
-        max_events: 200_000,
+        // Windows are short (a few periods); a modest store per interval
+        // (~3.4 MB) and the least pending queues (32,768 events a CPU,
+        // 300 ms at ~100,000 events/s; more is a counted hole, never a
+        // guess): RSS <= 40 MB with two sessions live (issue 31 item 2).
+        max_events: 50_000,
+        pending_events: 0,
+        // The windows its threads flag: the worst few so far, the missed
+        // deadlines (more are counted as flags lost).
+        max_windows: 16_384,
         buffer_kb: 1024,
         // Its threads wake only by their own timer.
         woken_by: explain::WokenBy::OwnTimer,
@@ -323,7 +339,11 @@ fn start_session(worst: usize) -> Result<explain::Session> {
         drain_interval_max_ns: 1_000_000_000,
         ..explain::Config::default()
     };
-    Ok(explain::Session::start(&cfg, "firmtime-watch*")?)
+    Ok(explain::Session::start_pooled(
+        &cfg,
+        "firmtime-watch*",
+        pool,
+    )?)
 }
 
 /// This process's CPU time (every thread, living or ended), ns.
@@ -480,11 +500,12 @@ pub fn run(
 
     // Interval 0's session and buffers, before the threads start.
     let mut sessions: BTreeMap<u64, Traced> = BTreeMap::new();
+    let pool = explain::Pool::new();
     if tracing {
         sessions.insert(
             0,
             Traced {
-                session: start_session(config.worst)?,
+                session: start_session(config.worst, &pool)?,
                 outstanding: cpus.len(),
             },
         );
@@ -535,6 +556,7 @@ pub fn run(
         let period = config.period_ns;
         let h = std::thread::Builder::new()
             .name(format!("firmtime-watch-{cpu}"))
+            .stack_size(THREAD_STACK)
             .spawn(move || {
                 let mut lp = lp;
                 let setup = setup::apply(&req).map_err(Error::from).and_then(|rt| {
@@ -654,7 +676,7 @@ pub fn run(
             && lanes.iter().all(|l| !l.spare.is_empty())
         {
             if tracing {
-                match start_session(config.worst) {
+                match start_session(config.worst, &pool) {
                     Ok(s) => {
                         sessions.insert(
                             next,

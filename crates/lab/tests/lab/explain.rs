@@ -1159,6 +1159,44 @@ fn flagged_windows_keep_their_events_and_let_the_rest_go() {
     assert_eq!(k.flags_lost, 0);
 }
 
+/// Undecided events pushed out of a full pending queue were let go
+/// uncounted: a window later flagged over them was explained from what was
+/// left. They are a hole in that CPU's trace now, given as a loss.
+#[test]
+fn events_pushed_out_of_a_full_pending_queue_are_a_counted_hole_in_that_cpus_trace() {
+    use explain::{Flags, Keeper};
+    let flags = Flags::new(4);
+    // 4 undecided events per CPU, held 1 s: nothing can be let go as old.
+    let mut k = Keeper::new(4, 100, 1_000_000_000);
+    let at = |t: u64, cpu: u16| Event {
+        cpu,
+        ..ev(t, EventKind::LocalTimer)
+    };
+    for i in 0..10u64 {
+        k.take(at(1_000 + i * 100, 1), &flags);
+    }
+    k.take(at(5_000, 0), &flags);
+    assert_eq!(k.overflowed(), 6, "10 events into a queue of 4");
+    let losses = k.overflow_losses();
+    assert_eq!(losses.len(), 1, "{losses:?}");
+    let l = losses[0];
+    assert_eq!((l.cpu, l.from_ns, l.to_ns, l.events), (1, 1_000, 1_500, 6));
+    assert!(l.counted);
+    // A wake-up whose window covers the hole is not explained from the rest.
+    assert_eq!(
+        firmtime_trace::loss::lost_in(&losses, 1, 1_200, 1_300),
+        (6, 1)
+    );
+    assert_eq!(
+        firmtime_trace::loss::lost_in(&losses, 1, 1_600, 2_000),
+        (0, 0)
+    );
+    assert_eq!(
+        firmtime_trace::loss::lost_in(&losses, 0, 1_000, 2_000),
+        (0, 0)
+    );
+}
+
 /// A window flagged for a wake-up at `wake` due at `deadline` on CPU 1,
 /// with a lookback of 2 ms.
 fn flagged(deadline: u64, wake: u64) -> explain::Window {

@@ -105,6 +105,19 @@ pub struct Config {
     /// Events kept around late wake-ups (`--explain-max-events`), default
     /// 1,000,000 (~64 MB); when full, the least late windows go first.
     pub max_events: usize,
+    /// Undecided events the drainer holds over all CPUs while it waits to
+    /// know whether a late wake-up needs them, default 400,000 (~26 MB);
+    /// at least 32,768 per CPU (300 ms at ~100,000 events/s). Events pushed
+    /// out of a full queue are a hole in that CPU's trace, treated as a
+    /// loss (a window over it is "unknown (trace lost N events)").
+    /// `watch`, which holds two sessions at an interval's boundary, asks
+    /// for the least.
+    pub pending_events: usize,
+    /// Windows (late wake-ups, overlapping ones merged) a session holds,
+    /// default 65,536 (~5 MB reserved); more are counted as flags lost.
+    /// `watch`, whose threads note their worst few per interval, asks for
+    /// fewer.
+    pub max_windows: usize,
     /// How often the drainer empties the ring buffers, ns, default 20 ms.
     pub drain_interval_ns: u64,
     /// With a value above `drain_interval_ns`, the drainer paces itself
@@ -130,6 +143,9 @@ pub struct Config {
     /// commands). Losses are still located and refused either way.
     pub unfiltered: bool,
 }
+
+/// [`Config::pending_events`]'s default (~26 MB).
+pub const PENDING_EVENTS: usize = 400_000;
 
 /// How long [`Config::size_from_rate`] records to measure the event rate, ms.
 pub const RATE_PROBE_MS: u64 = 200;
@@ -177,6 +193,8 @@ impl Default for Config {
             worst: 256,
             buffer_kb: 4096,
             max_events: 1_000_000,
+            pending_events: PENDING_EVENTS,
+            max_windows: window::MAX_WINDOWS,
             drain_interval_ns: 20_000_000,
             drain_interval_max_ns: 20_000_000,
             woken_by: WokenBy::Anything,

@@ -20,11 +20,9 @@ use std::time::Duration;
 
 /// Slots of the flag ring.
 const FLAG_SLOTS: usize = 8192;
-/// Undecided events the drainer holds over all CPUs (~26 MB), at least
-/// [`PENDING_PER_CPU_MIN`] per CPU.
-const PENDING_EVENTS: usize = 400_000;
-/// Undecided events held per CPU at the least (300 ms at ~100,000 events/s).
-const PENDING_PER_CPU_MIN: usize = 32_768;
+/// Undecided events held per CPU at the least (300 ms at ~100,000 events/s;
+/// [`Config::pending_events`]).
+pub const PENDING_PER_CPU_MIN: usize = 32_768;
 /// How long the drainer holds undecided events: a wake-up later than this
 /// minus its lookback cannot be explained (it is `unknown`, counted).
 const KEEP_NS: u64 = 300_000_000;
@@ -247,8 +245,10 @@ impl Session {
             cpus.clone(),
             Arc::clone(&flags),
         );
-        let (cap, pace) = (
+        let (cap, pending_events, max_windows, pace) = (
             config.max_events,
+            config.pending_events,
+            config.max_windows,
             tracefs::Pace {
                 min: Duration::from_nanos(config.drain_interval_ns),
                 max: Duration::from_nanos(config.drain_interval_max_ns),
@@ -259,6 +259,9 @@ impl Session {
         let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel::<()>(1);
         let drainer = std::thread::Builder::new()
             .name("ft-explain-drain".into())
+            // Its buffers are on the heap; a process that locks its memory
+            // (watch, lab) holds every page of a thread's stack.
+            .stack_size(512 * 1024)
             .spawn(move || {
                 // A thread inherits its creator's policy and CPUs: started
                 // from a pinned real-time loop (tap run's engine), the
@@ -268,8 +271,8 @@ impl Session {
                         nice: 0,
                     });
                 let _ = firmtime_rt::sched::set_affinity(&c2);
-                let per_cpu = (PENDING_EVENTS / c2.len().max(1)).max(PENDING_PER_CPU_MIN);
-                let mut k = Keeper::reusing(per_cpu, cap, KEEP_NS, storage);
+                let per_cpu = (pending_events / c2.len().max(1)).max(PENDING_PER_CPU_MIN);
+                let mut k = Keeper::reusing_with(per_cpu, cap, KEEP_NS, max_windows, storage);
                 k.reserve_cpus(c2.iter().max().map_or(0, |&c| c + 1));
                 // Set up before anything is measured: `start` waits for it.
                 let _ = ready_tx.send(());
@@ -368,6 +371,7 @@ impl Session {
         };
         capture.dropped = keeper.dropped;
         let (flags_lost, windows_dropped) = (keeper.flags_lost, keeper.windows_dropped);
+        let overflow = keeper.overflow_losses();
         let (store, windows, evicted, storage) = keeper.into_parts();
         capture.events = store;
         let names = resolve_names(&capture.events);
@@ -386,6 +390,11 @@ impl Session {
             }
             None => (crate::loss::reconcile(&mut losses, &[]), Vec::new(), true),
         };
+        // Events the drainer pushed out of a full pending queue: holes like
+        // the kernel's (after reconciling, which squares the kernel's own
+        // counts), counted in `lost`.
+        let lost = lost + overflow.iter().map(|l| l.events).sum::<u64>();
+        losses.extend(overflow);
         let steal_ns = self
             .cpus
             .iter()

@@ -67,10 +67,16 @@ pub struct Keeper {
     pub flags_lost: u64,
     /// Windows that did not fit in the window list.
     pub windows_dropped: u64,
+    /// Per CPU: undecided events pushed out of its full pending queue (the
+    /// oldest first) as `(first's time, last's time, count)`: a hole in
+    /// the trace like a kernel loss ([`Keeper::overflow_losses`]).
+    overflow: Vec<(u64, u64, u64)>,
+    /// Windows held at most ([`Keeper::reusing_with`]).
+    max_windows: usize,
 }
 
-/// Windows the keeper can hold.
-const MAX_WINDOWS: usize = 1 << 16;
+/// Windows a keeper can hold at most.
+pub const MAX_WINDOWS: usize = 1 << 16;
 
 /// A CPU's pending queue of `n` events, its memory touched now.
 fn touched_queue(n: usize) -> VecDeque<Event> {
@@ -184,6 +190,20 @@ impl Keeper {
     /// that starts a session per interval (`watch`) then allocates its tens
     /// of megabytes once, not at every interval ([`super::Pool`]).
     pub fn reusing(pending: usize, store: usize, keep_ns: u64, s: Storage) -> Keeper {
+        Keeper::reusing_with(pending, store, keep_ns, MAX_WINDOWS, s)
+    }
+
+    /// [`Keeper::reusing`] holding at most `max_windows` windows (at most
+    /// [`MAX_WINDOWS`]; more are counted in `windows_dropped`): ~77 bytes
+    /// each, reserved up front.
+    pub fn reusing_with(
+        pending: usize,
+        store: usize,
+        keep_ns: u64,
+        max_windows: usize,
+        s: Storage,
+    ) -> Keeper {
+        let max_windows = max_windows.clamp(1, MAX_WINDOWS);
         let per_cpu = pending.max(1);
         let store_cap = store.max(1);
         // Touched when new, so the drainer never faults them in later (the
@@ -210,23 +230,24 @@ impl Keeper {
                 *q = touched_queue(per_cpu);
             }
         }
-        fn emptied<T>(mut v: Vec<T>) -> Vec<T> {
+        fn emptied<T>(mut v: Vec<T>, n: usize) -> Vec<T> {
             v.clear();
-            v.reserve_exact(MAX_WINDOWS);
+            v.reserve_exact(n);
             v
         }
+        let queues_len = queues.len();
         Keeper {
-            checked: vec![0; queues.len()],
+            checked: vec![0; queues_len],
             pending: queues,
             per_cpu,
             store_cap,
             store: store_v,
             owner,
-            windows: emptied(s.windows),
-            from: emptied(s.from),
-            counts: emptied(s.counts),
-            evicted: emptied(s.evicted),
-            checked_span: emptied(s.checked_span),
+            windows: emptied(s.windows, max_windows),
+            from: emptied(s.from, max_windows),
+            counts: emptied(s.counts, max_windows),
+            evicted: emptied(s.evicted, max_windows),
+            checked_span: emptied(s.checked_span, max_windows),
             first_active: 0,
             next_flag: 0,
             latest_ns: 0,
@@ -235,6 +256,8 @@ impl Keeper {
             windows_evicted: 0,
             flags_lost: 0,
             windows_dropped: 0,
+            overflow: vec![(0, 0, 0); queues_len],
+            max_windows,
         }
     }
 
@@ -245,6 +268,7 @@ impl Keeper {
         while self.pending.len() < cpus {
             self.pending.push(touched_queue(self.per_cpu));
             self.checked.push(0);
+            self.overflow.push((0, 0, 0));
         }
     }
 
@@ -257,11 +281,46 @@ impl Keeper {
             self.settle(flags, false);
         }
         if self.pending[c].len() == self.per_cpu {
-            // Still full: every pending event is recent; the oldest goes.
-            self.pending[c].pop_front();
+            // Still full: every pending event is recent; the oldest goes,
+            // noted as a hole in this CPU's trace (a window over it must
+            // not be explained from what is left).
+            if let Some(old) = self.pending[c].pop_front() {
+                let o = &mut self.overflow[c];
+                if o.2 == 0 {
+                    o.0 = old.time_ns;
+                }
+                o.1 = old.time_ns;
+                o.2 += 1;
+            }
             self.checked[c] = self.checked[c].saturating_sub(1);
         }
         self.pending[c].push_back(e);
+    }
+
+    /// The undecided events pushed out of full pending queues, per CPU, as
+    /// losses (counted; one span per CPU from the first to the last pushed
+    /// out, so a window anywhere in it is treated as having a hole): added
+    /// to the kernel's losses, a late wake-up whose window overlaps them is
+    /// "unknown (trace lost N events)", never explained from a partial
+    /// trace.
+    pub fn overflow_losses(&self) -> Vec<crate::loss::Loss> {
+        self.overflow
+            .iter()
+            .enumerate()
+            .filter(|(_, o)| o.2 > 0)
+            .map(|(cpu, &(from_ns, to_ns, events))| crate::loss::Loss {
+                cpu: u16::try_from(cpu).unwrap_or(u16::MAX),
+                from_ns,
+                to_ns,
+                events,
+                counted: true,
+            })
+            .collect()
+    }
+
+    /// Events pushed out of full pending queues ([`Keeper::overflow_losses`]).
+    pub fn overflowed(&self) -> u64 {
+        self.overflow.iter().map(|o| o.2).sum()
     }
 
     /// The windows kept whole, and those dropped for want of room.
@@ -417,7 +476,7 @@ impl Keeper {
             p.deadline_ns = p.deadline_ns.min(w.deadline_ns);
             p.latency_ns = p.latency_ns.max(w.latency_ns);
             self.from[j] = self.from[j].min(from);
-        } else if n < MAX_WINDOWS {
+        } else if n < self.max_windows {
             self.windows.push(w);
             self.from.push(from);
             self.counts.push(0);
