@@ -48,7 +48,7 @@ for r in $(seq "$ROUNDS"); do
   for p in $PERIODS; do
     for e in off on; do
       echo "watch-cost: round $r: watch --period $p --explain $e" >&2
-      "$EXE" watch --db "$OUT/watch-$p-$e-$r.db" --period "$p" --interval 10s \
+      "$EXE" watch --db "$OUT/watch-$p-$e-$r.db" --period "$p" --store-every 10s \
         --duration "${SECS}s" --cpu "$CPUS" --explain "$e" 2>/dev/null ||
         echo "watch-cost: watch --period $p --explain $e failed (kept going)" >&2
     done

@@ -7,7 +7,7 @@
 # database's integrity.
 #
 #   scripts/watch-soak.sh [MINUTES] [-- WATCH-FLAGS...]
-#   e.g. scripts/watch-soak.sh 30 -- --interval 1min --cpu 0,1
+#   e.g. scripts/watch-soak.sh 30 -- --store-every 1min --cpu 0,1
 #
 # Needs root (SCHED_FIFO; the explaining trace runs where tracefs is
 # usable). Builds the release binary first. Figures, not a test: the VM's
@@ -18,7 +18,7 @@ MINUTES=${1:-5}
 shift || true
 [ "${1:-}" = "--" ] && shift
 FLAGS=("$@")
-[ ${#FLAGS[@]} -eq 0 ] && FLAGS=(--interval 10s)
+[ ${#FLAGS[@]} -eq 0 ] && FLAGS=(--store-every 10s)
 
 cargo build -p firmtime --release --locked >&2
 EXE=${CARGO_TARGET_DIR:-target}/release/firmtime

@@ -57,7 +57,7 @@ trap cleanup EXIT
 mkdir -p "$W/etc" "$W/db"
 cp "$FIRMTIME" "$W/firmtime"
 "$W/firmtime" watch install --unit "$W/etc/firmtime-watch.service" -- \
-  --db "$W/db/watch.db" --cpu 0 --interval 2s --explain on >/dev/null
+  --db "$W/db/watch.db" --cpu 0 --store-every 2s --explain on >/dev/null
 mkdir "$W/etc/firmtime-watch.service.d"
 cat >"$W/etc/firmtime-watch.service.d/test.conf" <<EOF
 # Test only: start nothing else (no sysinit.target), log to a file (no journald here).
