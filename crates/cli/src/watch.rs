@@ -5,10 +5,10 @@ use crate::args::{self, UsageError};
 use crate::Outcome;
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use firmtime_rt::sched::{self, Policy};
+use firmtime_rt::sched::Policy;
 use firmtime_watch::metrics::{Totals, WatchCollector};
 use firmtime_watch::report::{self, Answer, Period};
-use firmtime_watch::run::{self, Config, Event, ExplainMode};
+use firmtime_watch::run::{self, Config, Event};
 use firmtime_watch::store::Store;
 use firmtime_watch::unit;
 use std::path::{Path, PathBuf};
@@ -108,8 +108,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", default_value_t = 10)]
     worst: usize,
     /// The explaining trace (needs root and tracefs): auto (when available), on (required), off.
-    #[arg(long, value_name = "MODE", default_value = "auto", value_parser = ["auto", "on", "off"])]
-    explain: String,
+    #[arg(long, value_name = "MODE", default_value = "auto")]
+    explain: run::ExplainMode,
     #[command(flatten)]
     metrics: crate::exposition::MetricsArgs,
     /// After the last interval is stored at exit, keep serving --metrics-listen until one scrape
@@ -244,16 +244,7 @@ fn nanos(d: Duration) -> u64 {
 
 /// The run's config from its flags (usage errors name the flag).
 fn config(a: &RunArgs) -> Result<Config, UsageError> {
-    let cpus = match &a.cpus {
-        Some(text) => Some(sched::parse_cpu_list(text).map_err(|e| {
-            UsageError(format!(
-                "--cpu {text}: {} (valid: online CPUs {})",
-                e.message(),
-                sched::format_cpu_list(&sched::online_cpus())
-            ))
-        })?),
-        None => None,
-    };
+    let cpus = a.cpus.as_deref().map(args::cpu_list).transpose()?;
     let c = Config {
         db: a.db.clone().unwrap_or_else(default_db),
         period_ns: nanos(a.period),
@@ -266,11 +257,7 @@ fn config(a: &RunArgs) -> Result<Config, UsageError> {
         keep_hourly_ns: nanos(a.keep_hourly),
         max_db_bytes: a.max_db_size,
         worst: a.worst,
-        explain: match a.explain.as_str() {
-            "on" => ExplainMode::On,
-            "off" => ExplainMode::Off,
-            _ => ExplainMode::Auto,
-        },
+        explain: a.explain,
         budget_percent: a.budget,
     };
     c.validate()

@@ -72,7 +72,9 @@ fn cyclic_bad_flags_exit_2_naming_the_flag_and_range() {
     assert_usage_errors(
         "lab cyclic",
         &[
-            ("--interval 1ns", &["--interval"]),
+            ("--period 1ns", &["--period 1ns is out of range"]),
+            // The old spelling is read as --period and named so.
+            ("--interval 1ns", &["--period 1ns is out of range"]),
             ("--duration 1ms", &["--duration"]),
             ("--cpu 4000", &["--cpu"]),
             ("--sleeper hybrid --margin 5ms", &["--margin"]),

@@ -592,6 +592,10 @@ fn bad_watch_flags_are_usage_errors_naming_the_flag() {
             ("--metrics-token /tmp/x", &["--metrics-listen"]),
             ("--cpu 999", &["--cpu: CPU 999 is not online"]),
             (
+                "--explain sometimes",
+                &["--explain", "\"sometimes\"", "valid is auto, on or off"],
+            ),
+            (
                 "--budget 0",
                 &["--budget 0 % is out of range: valid is 0.01 % to 100 %"],
             ),

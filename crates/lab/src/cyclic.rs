@@ -53,7 +53,7 @@ pub const PAPER_JITTER_NS: i64 = 500_000;
 /// interrupt latency to 50 microseconds".
 pub const PAPER_RT_PREEMPT_LATENCY_NS: i64 = 50_000;
 
-/// Valid `--interval` range, ns (10 µs … 1 s).
+/// Valid `--period` range, ns (10 µs … 1 s).
 pub const INTERVAL_NS: std::ops::RangeInclusive<u64> = 10_000..=1_000_000_000;
 /// Valid `--duration` range, ns (10 ms … 24 h).
 pub const DURATION_NS: std::ops::RangeInclusive<u64> = 10_000_000..=86_400_000_000_000;
@@ -64,7 +64,7 @@ pub const BUCKETS: std::ops::RangeInclusive<usize> = 1..=100_000;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Config {
-    /// Period of the wake-ups (`--interval`), default 1 ms.
+    /// Period of the wake-ups (`--period`; `--interval` its old spelling), default 1 ms.
     pub interval_ns: u64,
     /// Length of the run (`--duration`), default 10 s.
     pub duration_ns: u64,
@@ -148,12 +148,9 @@ impl Config {
     /// # Errors
     /// [`ErrorKind::InvalidInput`] naming the offending flag.
     pub fn validate(&self) -> Result<()> {
-        check::ns_in_range("--interval", self.interval_ns, &INTERVAL_NS)?;
+        check::ns_in_range("--period", self.interval_ns, &INTERVAL_NS)?;
         if !DURATION_NS.contains(&self.duration_ns) || self.duration_ns < self.interval_ns {
-            let note = format!(
-                " and at least one --interval ({})",
-                fmt_ns(self.interval_ns)
-            );
+            let note = format!(" and at least one --period ({})", fmt_ns(self.interval_ns));
             let d = self.duration_ns;
             return Err(check::out_of_range(
                 "--duration",
@@ -175,7 +172,7 @@ impl Config {
         if let Mechanism::Hybrid { margin_ns } = self.sleeper {
             if margin_ns == 0 || margin_ns >= self.interval_ns {
                 return Err(invalid(format!(
-                    "--margin {} is out of range: valid is 1ns to less than --interval ({})",
+                    "--margin {} is out of range: valid is 1ns to less than --period ({})",
                     fmt_ns(margin_ns),
                     fmt_ns(self.interval_ns)
                 )));

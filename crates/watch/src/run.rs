@@ -40,18 +40,11 @@ pub const BUDGET_PERCENT: std::ops::RangeInclusive<f64> = 0.01..=100.0;
 /// Valid `--worst` range (wake-ups kept per CPU and interval).
 pub const WORST: std::ops::RangeInclusive<usize> = 1..=1000;
 
-/// Whether to run the explaining trace.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ExplainMode {
-    /// When root and tracefs allow it; otherwise the worst wake-ups are
-    /// stored without causes, and the run says why once.
-    Auto,
-    /// Required: an error when it cannot run.
-    On,
-    /// Never.
-    Off,
-}
+/// Whether to run the explaining trace: the one mode type of every command
+/// that explains (`auto`: when root and tracefs allow it, otherwise the
+/// worst wake-ups are stored without causes and the run says why once;
+/// `on`: an error when it cannot run; `off`).
+pub use firmtime_trace::explain::ExplainMode;
 
 /// What to watch.
 #[derive(Debug, Clone, Serialize)]
@@ -478,13 +471,14 @@ pub fn run(
     // One writer per database: a second watch is refused naming the first.
     let _writer = crate::lock::WriterLock::acquire(&config.db)?;
     let mut store = Store::open(&config.db)?;
-    let explain_ok: std::result::Result<(), String> = match config.explain {
-        ExplainMode::Off => Err("off (--explain off)".into()),
-        _ => explain::available(),
-    };
-    if let (ExplainMode::On, Err(why)) = (config.explain, &explain_ok) {
-        return Err(Error::new(ErrorKind::Io, format!("--explain on: {why}")));
-    }
+    let explain_ok: std::result::Result<(), String> =
+        match config.explain.decide(explain::available) {
+            explain::Decision::Run => Ok(()),
+            explain::Decision::Skip(why) => Err(why),
+            explain::Decision::Refuse(why) => {
+                return Err(Error::new(ErrorKind::Io, format!("--explain on: {why}")))
+            }
+        };
     let tracing = explain_ok.is_ok();
     let sys = firmtime_rt::system::SystemInfo::collect();
     let preempt0 = sys.preempt_model.name().to_string();

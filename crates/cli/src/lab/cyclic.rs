@@ -56,7 +56,7 @@ pub struct Args {
     /// poll, epoll, select, spin, hybrid, rtc.
     #[arg(long, value_name = "MECHANISM", default_value = "clock_nanosleep")]
     sleeper: Mechanism,
-    /// hybrid: sleep until this long before the deadline, then busy-wait; less than --interval.
+    /// hybrid: sleep until this long before the deadline, then busy-wait; less than --period.
     #[arg(long, value_name = "D", default_value = "50us", value_parser = args::duration)]
     margin: Duration,
     /// Load during the measurement, repeatable: cpu:3, duty:50%@10ms, disk, memory, net, stress.

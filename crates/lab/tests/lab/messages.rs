@@ -36,7 +36,7 @@ fn cyclic_messages() {
             ..d()
         }
         .validate(),
-        "--interval 1ns is out of range: valid is 10us to 1s",
+        "--period 1ns is out of range: valid is 10us to 1s",
     );
     expect(
         cyclic::Config {
@@ -44,7 +44,7 @@ fn cyclic_messages() {
             ..d()
         }
         .validate(),
-        "--duration 1ns is out of range: valid is 10ms to 86400s and at least one --interval (1ms)",
+        "--duration 1ns is out of range: valid is 10ms to 86400s and at least one --period (1ms)",
     );
     expect(
         cyclic::Config {
@@ -54,7 +54,7 @@ fn cyclic_messages() {
         }
         .validate(),
         "--duration 500ms is out of range: valid is 10ms to 86400s \
-         and at least one --interval (1s)",
+         and at least one --period (1s)",
     );
     expect(
         cyclic::Config {
@@ -70,7 +70,7 @@ fn cyclic_messages() {
             ..d()
         }
         .validate(),
-        "--margin 0ns is out of range: valid is 1ns to less than --interval (1ms)",
+        "--margin 0ns is out of range: valid is 1ns to less than --period (1ms)",
     );
     expect(
         cyclic::Config {
