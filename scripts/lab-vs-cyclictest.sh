@@ -45,11 +45,11 @@ trap 'rm -rf "$OUT"' EXIT
 
 echo "SETUP: $(uname -r), $(nproc) CPUs, CPU $CPU, interval 1000 us, ${DURATION} s per run, $PAIRS pairs"
 echo "  cyclictest -m -p 80 -i 1000 -D $DURATION -q -t 1 -a $CPU -h 1000 --json=FILE"
-echo "  firmtime lab cyclic --interval 1ms --duration ${DURATION}s --policy fifo:80 --mlock --cpu $CPU --dma-latency 0 --histogram-buckets 1000 --rt-tests-json FILE --json FILE"
+echo "  firmtime lab cyclic --period 1ms --duration ${DURATION}s --policy fifo:80 --mlock --cpu $CPU --dma-latency 0 --histogram-buckets 1000 --rt-tests-json FILE --json FILE"
 for i in $(seq 1 "$PAIRS"); do
     cyclictest -m -p 80 -i 1000 -D "$DURATION" -q -t 1 -a "$CPU" -h 1000 \
         --json="$OUT/ct-$i.json" >/dev/null
-    "$FIRMTIME" lab cyclic --interval 1ms --duration "${DURATION}s" --policy fifo:80 --mlock \
+    "$FIRMTIME" lab cyclic --period 1ms --duration "${DURATION}s" --policy fifo:80 --mlock \
         --cpu "$CPU" --dma-latency 0 --histogram-buckets 1000 --rt-tests-json "$OUT/ft-$i.rt.json" \
         --json "$OUT/ft-$i.json" >/dev/null
 done
