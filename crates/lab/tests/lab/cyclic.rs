@@ -52,7 +52,7 @@ fn bad_values_are_refused_naming_the_flag_and_range() {
         interval_ns: 1,
         ..Config::default()
     });
-    assert!(m.contains("--interval") && m.contains("10us"), "{m}");
+    assert!(m.contains("--period") && m.contains("10us"), "{m}");
     let m = invalid_message(&Config {
         duration_ns: 500_000,
         interval_ns: 1_000_000,
@@ -73,7 +73,7 @@ fn bad_values_are_refused_naming_the_flag_and_range() {
         },
         ..Config::default()
     });
-    assert!(m.contains("--margin") && m.contains("--interval"), "{m}");
+    assert!(m.contains("--margin") && m.contains("--period"), "{m}");
     let m = invalid_message(&Config {
         cpus: Some(vec![100_000]),
         ..Config::default()
