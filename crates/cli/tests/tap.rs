@@ -940,12 +940,34 @@ fn run_drops_what_a_keyboard_played_before_enter_and_says_so() {
 /// analyze` flags it.
 #[test]
 fn run_ends_a_trial_whose_keyboard_is_killed_incomplete_and_exits_1() {
+    use firmtime_rt::testing::{until_checked, Attempt};
+    // A dummy jackd among many on a loaded machine can run no cycle for a
+    // second (xruns): the trial then ends rightly as server_stopped before
+    // the keyboard is killed, and the client_gone asserted below cannot
+    // come. Such a trial is waived with its xruns; another checks.
+    until_checked(4, |attempt| {
+        let Some((srv, kb)) = server_and_keyboard() else {
+            return Attempt::Checked(());
+        };
+        match trial_whose_keyboard_is_killed(&srv, kb, attempt) {
+            Some(xruns) => Attempt::Waived(format!(
+                "the trial's server stopped ({xruns} xruns) before its keyboard was killed"
+            )),
+            None => Attempt::Checked(()),
+        }
+    });
+}
+
+/// One attempt of [`run_ends_a_trial_whose_keyboard_is_killed_incomplete_and_exits_1`]:
+/// `None` when it checked, the xruns when the server stopped first.
+fn trial_whose_keyboard_is_killed(
+    srv: &firmtime_jack::TestServer,
+    kb: Keyboard,
+    attempt: usize,
+) -> Option<u64> {
     use std::io::BufReader;
     use std::process::Stdio;
-    let Some((srv, kb)) = server_and_keyboard() else {
-        return;
-    };
-    let d = tmpdir("input-lost");
+    let d = tmpdir(&format!("input-lost-{attempt}"));
     let exp = d.join("long.toml");
     std::fs::write(
         &exp,
@@ -990,6 +1012,18 @@ fn run_ends_a_trial_whose_keyboard_is_killed_incomplete_and_exits_1() {
     log.push_str(&rest);
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(1), "{log}");
+    let stem = d.join("KL-s01-t001");
+    let side: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(stem.with_extension("json")).unwrap())
+            .unwrap();
+    assert_eq!(side["incomplete"], true);
+    let lost = &side["input_lost"];
+    let xruns = side["self_checks"]["xruns"].as_u64().unwrap();
+    if lost["cause"] == "server_stopped" && xruns > 0 {
+        eprintln!("{log}");
+        std::fs::remove_dir_all(&d).unwrap();
+        return Some(xruns);
+    }
     for said in [
         "ended by the loss of its input (incomplete)",
         "INPUT LOST at ",
@@ -998,12 +1032,6 @@ fn run_ends_a_trial_whose_keyboard_is_killed_incomplete_and_exits_1() {
     ] {
         assert!(log.contains(said), "`{said}` missing: {log}");
     }
-    let stem = d.join("KL-s01-t001");
-    let side: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(stem.with_extension("json")).unwrap())
-            .unwrap();
-    assert_eq!(side["incomplete"], true);
-    let lost = &side["input_lost"];
     assert_eq!(lost["cause"], "client_gone", "{side:#}");
     let at_us = lost["at_us"].as_i64().unwrap();
     assert!(at_us > 0, "{lost}");
@@ -1024,6 +1052,7 @@ fn run_ends_a_trial_whose_keyboard_is_killed_incomplete_and_exits_1() {
         &["FLAG KL-s01-t001: input lost at", "(client_gone)"],
     );
     std::fs::remove_dir_all(&d).unwrap();
+    None
 }
 
 /// On a terminal, the live line of a trial whose keyboard is killed ends as
