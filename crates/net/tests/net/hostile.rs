@@ -576,11 +576,43 @@ fn nan_and_huge_control_values_are_refused_and_the_last_value_kept() {
     assert_eq!(r.bad_controls, 4, "{r:?}");
 }
 
+/// This process's waste_time logs: the plugin writes one per instance, at
+/// its cleanup, to `waste_time-<pid>-<N>.csv` in the temp directory (its
+/// default: the worker runs in this process, whose environment a test must
+/// not change while others run).
+pub(super) fn waste_time_logs(pid: u32) -> Vec<PathBuf> {
+    let prefix = format!("waste_time-{pid}-");
+    std::fs::read_dir(std::env::temp_dir())
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with(&prefix) && n.ends_with(".csv"))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Removes the waste_time logs this process's worker sessions wrote (at
+/// exit: a session's instance is cleaned up, and its log written, when the
+/// worker lets it go, which may be after its test ended).
+extern "C" fn remove_waste_time_logs() {
+    for p in waste_time_logs(std::process::id()) {
+        let _ = std::fs::remove_file(p);
+    }
+}
+
 /// Builds the repo's waste_time plugin once and copies it into a plugin
-/// directory of its own (the allow-list refuses a symlink out of it).
+/// directory of its own (the allow-list refuses a symlink out of it); the
+/// logs its instances write are removed when this process exits.
 pub(super) fn waste_time_dir() -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
+        // SAFETY: registers a plain function with no preconditions.
+        unsafe { libc::atexit(remove_waste_time_logs) };
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let st = std::process::Command::new(cargo)
             .args(["build", "-q", "-p", "firmtime-plugin-waste-time"])

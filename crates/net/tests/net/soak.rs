@@ -504,11 +504,15 @@ struct Legit {
 fn a_legitimate_session_stays_exact_while_every_attack_runs_at_once() {
     if std::env::var_os(CHILD).is_none() {
         // The soak itself runs alone in a child so that /proc/self is the worker's.
-        let out = std::process::Command::new(std::env::current_exe().unwrap())
+        let child = std::process::Command::new(std::env::current_exe().unwrap())
             .args([SOAK, "--exact", "--nocapture", "--test-threads=1"])
             .env(CHILD, "1")
-            .output()
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
             .unwrap();
+        let pid = child.id();
+        let out = child.wait_with_output().unwrap();
         println!("{}", String::from_utf8_lossy(&out.stdout));
         println!("{}", String::from_utf8_lossy(&out.stderr));
         assert!(out.status.success(), "the soak failed: {}", out.status);
@@ -516,6 +520,10 @@ fn a_legitimate_session_stays_exact_while_every_attack_runs_at_once() {
             String::from_utf8_lossy(&out.stdout).contains("1 passed"),
             "the soak did not run"
         );
+        // The child's overrunning waste_time sessions wrote their logs
+        // into the temp directory; it removed them when it exited.
+        let left = hostile::waste_time_logs(pid);
+        assert!(left.is_empty(), "the soak left {left:?}");
         return;
     }
     if !Path::new(LADSPA).join("amp_1181.so").exists() {

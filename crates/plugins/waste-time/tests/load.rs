@@ -1,6 +1,7 @@
 //! The built waste_time .so, loaded by firmtime's host and by analyseplugin.
 
 use firmtime_ladspa::{Library, Plugin};
+use firmtime_rt::testing::ScratchDir;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Instant;
@@ -22,6 +23,21 @@ fn so_path() -> PathBuf {
         "libfirmtime_waste_time.so not found next to {}",
         exe.display()
     );
+}
+
+/// This process's logs under the plugin's default name
+/// (`waste_time-<pid>-<N>.csv` in the temp directory).
+fn default_logs() -> Vec<PathBuf> {
+    let prefix = format!("waste_time-{}-", std::process::id());
+    std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(&prefix) && n.ends_with(".csv"))
+        })
+        .collect()
 }
 
 fn plugin() -> Plugin {
@@ -63,7 +79,10 @@ fn analyseplugin_reads_it() {
 
 #[test]
 fn copies_input_and_wastes_at_least_the_fraction_then_logs() {
-    let log = std::env::temp_dir().join(format!("waste-test-{}.csv", std::process::id()));
+    // The log goes into a directory of this test's own, removed on drop
+    // (also when the test fails), not into /tmp.
+    let dir = ScratchDir::new("waste-time-load");
+    let log = dir.join("waste.csv");
     // The only test in this binary that instantiates, so the env var is not raced.
     std::env::set_var("FIRMTIME_WASTE_LOG", &log);
     let rate = 48_000u32;
@@ -101,7 +120,10 @@ fn copies_input_and_wastes_at_least_the_fraction_then_logs() {
     assert!((fractions[10] - 0.7).abs() < 1e-6);
     drop(inst); // deactivate + cleanup write the log
     let text = std::fs::read_to_string(&log).unwrap();
-    std::fs::remove_file(&log).unwrap();
+    // The log is the one file the instance wrote: nothing beside it, and
+    // nothing under the default name in the temp directory.
+    assert_eq!(dir.entries(), std::slice::from_ref(&log));
+    assert_eq!(default_logs(), Vec::<PathBuf>::new());
     let mut lines = text.lines();
     let header: Vec<&str> = lines.next().unwrap().split(',').collect();
     assert_eq!(header[0], "audio_time_s");
