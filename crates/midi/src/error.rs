@@ -40,22 +40,16 @@ pub enum ErrorKind {
     Backend,
 }
 
-firmtime_rt::define_error! {
+firmtime_rt::define_os_error! {
     /// An error from firmtime-midi: a kind, an actionable message and the OS
     /// error number if there was one.
     pub struct Error {
         kind: ErrorKind,
-        /// The OS error number, if the error came from a system call.
-        errno: Option<i32>,
+        invalid: InvalidInput,
     }
 }
 
 impl Error {
-    /// Builds an [`ErrorKind::InvalidInput`] error.
-    pub fn invalid(message: impl Into<String>) -> Self {
-        Self::new(ErrorKind::InvalidInput, message)
-    }
-
     /// Builds an error from an OS error number, choosing the kind from it
     /// (`ENOENT`/`ENODEV`/`ENXIO` → [`ErrorKind::NotPresent`], `EACCES`/`EPERM`
     /// → [`ErrorKind::PermissionDenied`], else [`ErrorKind::Io`]); `what` says
@@ -72,11 +66,7 @@ impl Error {
         } else {
             format!("{what}: {os}. {fix}")
         };
-        Self {
-            kind,
-            message,
-            errno: Some(errno),
-        }
+        Self::with_errno(kind, message, errno)
     }
 
     /// As [`Error::from_errno`] with the calling thread's `errno`.

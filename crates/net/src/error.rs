@@ -18,21 +18,15 @@ pub enum ErrorKind {
     Io,
 }
 
-firmtime_rt::define_error! {
+firmtime_rt::define_os_error! {
     /// An error from firmtime-net: a kind, an actionable message and the OS error number if any.
     pub struct Error {
         kind: ErrorKind,
-        /// The OS error number this error came from, if any.
-        errno: Option<i32>,
+        invalid: InvalidInput,
     }
 }
 
 impl Error {
-    /// Builds an [`ErrorKind::InvalidInput`] error.
-    pub fn invalid(message: impl Into<String>) -> Self {
-        Self::new(ErrorKind::InvalidInput, message)
-    }
-
     /// Builds an error from an I/O error, prefixed with what was being done.
     pub fn io(what: &str, e: std::io::Error) -> Self {
         let kind = if e.kind() == std::io::ErrorKind::PermissionDenied {

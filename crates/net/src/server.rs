@@ -743,12 +743,7 @@ fn data_loop(worker: &mut Worker, commands: &Receiver<Command>, sh: &Shared) {
 
 /// Adds `s` to `sum`. **RT-safe.**
 fn add_stream_stats(sum: &mut StreamStats, s: &StreamStats) {
-    sum.periods += s.periods;
-    sum.reordered += s.reordered;
-    sum.incomplete += s.incomplete;
-    sum.send_errors += s.send_errors;
-    sum.busy += s.busy;
-    sum.late += s.late;
+    firmtime_rt::add_fields!(sum += s; periods, reordered, incomplete, send_errors, busy, late);
     sum.drops.merge(&s.drops);
 }
 

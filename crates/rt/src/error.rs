@@ -31,30 +31,15 @@ pub enum ErrorKind {
     Io,
 }
 
-crate::define_error! {
+crate::define_os_error! {
     /// An error from firmtime-rt: a kind, an actionable message and the OS error number if any.
     pub struct Error {
         kind: ErrorKind,
-        /// The OS error number this error came from, if any.
-        errno: Option<i32>,
+        invalid: InvalidInput,
     }
 }
 
 impl Error {
-    /// Builds an error that carries the OS error number it came from.
-    pub fn with_errno(kind: ErrorKind, message: impl Into<String>, errno: i32) -> Self {
-        Self {
-            kind,
-            message: message.into(),
-            errno: Some(errno),
-        }
-    }
-
-    /// Builds an [`ErrorKind::InvalidInput`] error.
-    pub fn invalid(message: impl Into<String>) -> Self {
-        Self::new(ErrorKind::InvalidInput, message)
-    }
-
     /// Builds an [`ErrorKind::Io`] error from the calling thread's `errno`,
     /// prefixed with what was being done.
     pub fn last_os(what: &str) -> Self {
@@ -256,6 +241,74 @@ macro_rules! error_from_io {
         impl ::std::convert::From<::std::io::Error> for $Name {
             fn from(e: ::std::io::Error) -> Self {
                 Self::new($Kind::$Io, e.to_string())
+            }
+        }
+    };
+}
+
+/// Declares a crate's error type that carries the OS error number it came
+/// from: [`define_error!`](crate::define_error) with the extra field `errno:
+/// Option<i32>` (getter `errno()`), plus the two constructors every such
+/// crate has: `invalid(message)` (kind `$Kind::$Invalid`, no errno) and
+/// `with_errno(kind, message, errno)`. One definition for firmtime-rt,
+/// firmtime-midi and firmtime-net, which had a copy each.
+///
+/// ```
+/// #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// #[non_exhaustive]
+/// pub enum ErrorKind {
+///     /// A bad argument.
+///     InvalidInput,
+///     /// An operating-system error.
+///     Io,
+/// }
+/// firmtime_rt::define_os_error! {
+///     /// An error.
+///     pub struct Error {
+///         kind: ErrorKind,
+///         invalid: InvalidInput,
+///     }
+/// }
+/// let e = Error::invalid("--rate must be 1 to 10");
+/// assert_eq!((e.kind(), e.errno()), (ErrorKind::InvalidInput, None));
+/// let e = Error::with_errno(ErrorKind::Io, "opening /dev/x: no such device", 19);
+/// assert_eq!((e.kind(), e.errno(), e.message()), (ErrorKind::Io, Some(19), "opening /dev/x: no such device"));
+/// ```
+#[macro_export]
+macro_rules! define_os_error {
+    (
+        $(#[$meta:meta])*
+        $vis:vis struct $Name:ident {
+            kind: $Kind:ident,
+            invalid: $Invalid:ident $(,)?
+        }
+    ) => {
+        $crate::define_error! {
+            $(#[$meta])*
+            $vis struct $Name {
+                kind: $Kind,
+                /// The OS error number this error came from, if any.
+                errno: ::std::option::Option<i32>,
+            }
+        }
+
+        impl $Name {
+            /// Builds an error that carries the OS error number it came from.
+            pub fn with_errno(
+                kind: $Kind,
+                message: impl ::std::convert::Into<::std::string::String>,
+                errno: i32,
+            ) -> Self {
+                Self {
+                    kind,
+                    message: message.into(),
+                    errno: ::std::option::Option::Some(errno),
+                }
+            }
+
+            #[doc = concat!("Builds an [`", stringify!($Kind), "::", stringify!($Invalid), "`] error.")]
+            pub fn invalid(message: impl ::std::convert::Into<::std::string::String>) -> Self {
+                Self::new($Kind::$Invalid, message)
             }
         }
     };

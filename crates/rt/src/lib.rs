@@ -55,7 +55,10 @@
 //! - [`secret`]: the one rule for key and token files (regular, small, not
 //!   writable by others; a warning when others may read them).
 //! - [`define_error!`]: the one definition of every crate's `Error` type;
-//!   [`error_from_io!`]: its one `From<std::io::Error>` (kind `Io`).
+//!   [`error_from_io!`]: its one `From<std::io::Error>` (kind `Io`);
+//!   [`define_os_error!`]: the one error type that carries an OS error
+//!   number (`errno`, `invalid`, `with_errno`).
+//! - [`add_fields!`]: the one field-by-field sum of counter structs.
 //! - [`assert_rt`]: the opt-in `assert-rt` feature that checks RT paths for
 //!   allocations where they run.
 //!
@@ -97,6 +100,27 @@ pub mod testing;
 pub mod units;
 
 pub use error::{Errno, Error, ErrorKind, Result};
+
+/// Adds the counters of `$src` to those of `$dst`, field by field, for the
+/// fields named: `$dst.f += $src.f` each. The one field-by-field sum of
+/// counter structs (lab's load workers, net's stream counters). **RT-safe**
+/// (plain additions, expanded in place).
+///
+/// ```
+/// #[derive(Default)]
+/// struct Counts { sent: u64, lost: u64, name: &'static str }
+/// let mut sum = Counts::default();
+/// let one = Counts { sent: 5, lost: 1, name: "one" };
+/// firmtime_rt::add_fields!(sum += one; sent, lost);
+/// firmtime_rt::add_fields!(sum += one; sent, lost);
+/// assert_eq!((sum.sent, sum.lost, sum.name), (10, 2, ""));
+/// ```
+#[macro_export]
+macro_rules! add_fields {
+    ($dst:ident += $src:ident; $($field:ident),+ $(,)?) => {
+        $( $dst.$field += $src.$field; )+
+    };
+}
 
 // Unit tests run RT closures under `assert_no_alloc`: any allocation aborts.
 #[cfg(all(test, debug_assertions))]

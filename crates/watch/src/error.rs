@@ -27,11 +27,7 @@ firmtime_rt::define_error! {
     }
 }
 
-impl From<std::io::Error> for Error {
-    fn from(e: std::io::Error) -> Self {
-        Self::new(ErrorKind::Io, e.to_string())
-    }
-}
+firmtime_rt::error_from_io!(Error, ErrorKind::Io);
 
 impl From<rusqlite::Error> for Error {
     fn from(e: rusqlite::Error) -> Self {

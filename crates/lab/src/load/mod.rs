@@ -127,25 +127,16 @@ impl LoadReport {
     /// Adds the counters of one worker.
     fn absorb(&mut self, w: Work) {
         self.threads += 1;
-        self.iterations += w.iterations;
-        self.periods += w.periods;
-        self.missed_periods += w.missed_periods;
-        self.busy_ns += w.busy_ns;
-        self.bytes_written += w.bytes_written;
-        self.fsyncs += w.fsyncs;
-        self.rewinds += w.rewinds;
+        firmtime_rt::add_fields!(self += w;
+            iterations, periods, missed_periods, busy_ns, bytes_written, fsyncs, rewinds,
+            bytes_hashed, pages, pages_touched, round_trips, lost_datagrams);
         if w.temp_dir.is_some() {
             self.temp_dir = w.temp_dir;
             self.on_tmpfs = w.on_tmpfs;
         }
-        self.bytes_hashed += w.bytes_hashed;
         if w.bytes_hashed > 0 {
             self.hash = w.hash;
         }
-        self.pages += w.pages;
-        self.pages_touched += w.pages_touched;
-        self.round_trips += w.round_trips;
-        self.lost_datagrams += w.lost_datagrams;
     }
 }
 
