@@ -30,7 +30,7 @@ pub struct WatchArgs {
 enum WatchCommand {
     /// Latency over a period (or around a moment: --at) as Markdown + JSON + PNG: over time, the histogram, the worst wake-ups with their ids, the top causes, what changed (and the resolution of each part: older intervals are rolled up into hours and days).
     Report(ReportArgs),
-    /// Was this machine fine? One line; exit 0 fine, 1 not fine, 2 no data, 3 the file is not a watch database (not SQLite, another program's, or a newer firmtime's).
+    /// Was this machine fine? One line; exit 0 fine, 1 not fine, 2 no data, 3 the file is not a watch database (not SQLite, another program's, or a newer firmtime's), 4 a watch starting on it has not made it readable yet (try again).
     Check(CheckArgs),
     /// Write a systemd unit that runs `firmtime watch` with the flags given, and say how to enable it.
     Install(InstallArgs),
@@ -603,7 +603,7 @@ fn show_cmd(a: ShowArgs) -> anyhow::Result<Outcome> {
 }
 
 /// `watch check`: exit 0 fine, 1 not fine, 2 no data, 3 not a watch
-/// database (the process exits here).
+/// database, 4 a watch is starting on it (the process exits here).
 fn check_cmd(a: CheckArgs) -> anyhow::Result<Outcome> {
     if let Some(p) = &a.json {
         args::check_output_file("--json", p)?;
@@ -618,12 +618,20 @@ fn check_cmd(a: CheckArgs) -> anyhow::Result<Outcome> {
         Some(Err(e)) if e.kind() == firmtime_watch::ErrorKind::NotWatchDatabase => {
             (Answer::NotWatchDatabase, e.message().to_string(), None)
         }
-        Some(opened) => {
-            let store = opened?;
-            let p = Period::read(&store, nanos(a.since), now_unix_ns())?;
-            let (ans, line) = report::verdict(&p, nanos(a.max_latency) as i64, a.max_missed);
-            (ans, line, Some(p))
+        // A watch starting on the file: no answer yet (not "not fine").
+        Some(Err(e)) if e.kind() == firmtime_watch::ErrorKind::InUse => {
+            (Answer::Starting, e.message().to_string(), None)
         }
+        Some(opened) => match Period::read(&opened?, nanos(a.since), now_unix_ns()) {
+            Err(e) if e.kind() == firmtime_watch::ErrorKind::InUse => {
+                (Answer::Starting, e.message().to_string(), None)
+            }
+            p => {
+                let p = p?;
+                let (ans, line) = report::verdict(&p, nanos(a.max_latency) as i64, a.max_missed);
+                (ans, line, Some(p))
+            }
+        },
         None => (
             Answer::NoData,
             format!("no data: database {} does not exist", db.display()),

@@ -4,7 +4,8 @@
 //! same moment — is refused at once with the first one's pid, instead of
 //! one of them failing on "database is locked" (SQLite's busy timeout does
 //! not cover two writers opening one new file together). Readers (`report`,
-//! `check`, `show`) take no lock. The lock ends with the process (also on
+//! `check`, `show`) take no lock: they only probe it, to know whether a
+//! watch is on the file (`Store::open_existing`). The lock ends with the process (also on
 //! `kill -9`); the file stays.
 
 use crate::error::{Error, ErrorKind, Result};
@@ -56,8 +57,18 @@ impl WriterLock {
                     ),
                 )
             })?;
-        // SAFETY: the descriptor is open for the call's duration.
-        let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        // A reader (`report`, `check`, `show`) probes the lock with a
+        // shared flock it drops at once: a few tries over 100 ms see past
+        // such a probe to a watch that really holds it.
+        let mut r = -1;
+        for _ in 0..20 {
+            // SAFETY: the descriptor is open for the call's duration.
+            r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+            if r == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EWOULDBLOCK) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         if r != 0 {
             let e = std::io::Error::last_os_error();
             if e.raw_os_error() != Some(libc::EWOULDBLOCK) {

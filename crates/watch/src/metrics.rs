@@ -72,9 +72,17 @@ pub struct CpuTotals {
     pub last_max_ns: i64,
     /// Events the explaining trace lost on this CPU (rows that recorded it).
     pub trace_lost_events: u64,
-    /// The worst stored wake-up of the last interval: the latency
-    /// histogram's exemplar (`None` before one is stored).
+    /// The worst stored wake-up of the last interval that had one
+    /// (`None` before one is stored).
     pub worst: Option<WorstWakeup>,
+    /// The latency histogram's exemplars, one per bucket line (index as
+    /// [`bucket_of`], the last `+Inf`): in each, the worst wake-up of the
+    /// latest interval whose worst fell in that bucket. So a spike's
+    /// interval keeps its exemplar until a later interval's worst lands in
+    /// the same bucket, however many quiet intervals are stored before the
+    /// next scrape; every exemplar served is one interval's worst, and an
+    /// interval's worst is on one line only.
+    pub exemplars: [Option<WorstWakeup>; BUCKET_EDGES_NS.len() + 1],
 }
 
 /// The worst wake-up of an interval as an OpenMetrics exemplar on the
@@ -135,6 +143,9 @@ impl Totals {
                 latency_ns: w.latency_ns,
                 deadline_unix_ns: w.deadline_unix_ns,
             });
+            if let Some(x) = t.worst {
+                t.exemplars[bucket_of(x.latency_ns)] = Some(x);
+            }
         }
         t.hist
             .get_or_insert_with(Hist::new)
@@ -359,20 +370,25 @@ impl WatchCollector {
     }
 
     /// The OpenMetrics text of `totals` (ends with `# EOF`), each CPU's
-    /// latency histogram with the exemplar of its last interval's worst
-    /// wake-up ([`with_exemplars`]).
+    /// latency histogram with its exemplars ([`CpuTotals::exemplars`],
+    /// [`with_bucket_exemplars`]). The counts and the exemplars come from
+    /// one snapshot taken under one lock: an exemplar is never of an
+    /// interval the histogram beside it does not count yet.
     pub fn render(totals: &Arc<Mutex<Totals>>) -> String {
-        let worst: BTreeMap<usize, WorstWakeup> = lock(totals)
+        let snapshot = lock(totals).clone();
+        let exemplars: BTreeMap<usize, Vec<WorstWakeup>> = snapshot
             .cpus
             .iter()
-            .filter_map(|(&c, t)| Some((c, t.worst?)))
+            .map(|(&c, t)| (c, t.exemplars.iter().flatten().copied().collect()))
             .collect();
         let mut reg = prometheus_client::registry::Registry::default();
-        reg.register_collector(Box::new(WatchCollector::new(Arc::clone(totals))));
+        reg.register_collector(Box::new(WatchCollector::new(Arc::new(Mutex::new(
+            snapshot,
+        )))));
         let mut s = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut s, &reg);
-        with_exemplars(&s, &worst)
+        with_bucket_exemplars(&s, &exemplars)
     }
 }
 
@@ -395,7 +411,17 @@ pub fn bucket_of(latency_ns: i64) -> usize {
 /// timestamp is the deadline). prometheus-client 0.22 cannot build an
 /// exemplar from outside, so it is added to its text (pure: unit-tested).
 pub fn with_exemplars(om: &str, worst: &BTreeMap<usize, WorstWakeup>) -> String {
-    if worst.is_empty() {
+    let each: BTreeMap<usize, Vec<WorstWakeup>> =
+        worst.iter().map(|(&c, &w)| (c, vec![w])).collect();
+    with_bucket_exemplars(om, &each)
+}
+
+/// As [`with_exemplars`], with any number of exemplars per CPU: each on
+/// the bucket line that holds its latency. OpenMetrics allows one
+/// exemplar per line: of several in one bucket, the latest (by deadline)
+/// is written.
+pub fn with_bucket_exemplars(om: &str, worst: &BTreeMap<usize, Vec<WorstWakeup>>) -> String {
+    if worst.values().all(Vec::is_empty) {
         return om.to_string();
     }
     let mut out = String::with_capacity(om.len() + 64 * worst.len());
@@ -411,7 +437,12 @@ pub fn with_exemplars(om: &str, worst: &BTreeMap<usize, WorstWakeup>) -> String 
                 .and_then(|v| v.parse::<usize>().ok());
             if let Some(cpu) = cpu {
                 let k = seen.entry(cpu).or_insert(0);
-                if let Some(w) = worst.get(&cpu).filter(|w| bucket_of(w.latency_ns) == *k) {
+                let here = worst.get(&cpu).and_then(|ws| {
+                    ws.iter()
+                        .filter(|w| bucket_of(w.latency_ns) == *k)
+                        .max_by_key(|w| (w.deadline_unix_ns, w.id))
+                });
+                if let Some(w) = here {
                     out.push_str(&format!(
                         " # {{{EXEMPLAR_LABEL}=\"{}\"}} {} {}",
                         w.id,

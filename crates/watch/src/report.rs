@@ -642,17 +642,23 @@ pub enum Answer {
     /// another program's SQLite file, or a newer schema): no answer about
     /// the machine, and not "not fine" either.
     NotWatchDatabase,
+    /// A `watch` starting on the file had not made it readable (its
+    /// tables, its switch to WAL) within the reader's wait
+    /// ([`crate::store::STARTING_WRITER_WAIT`]): no answer yet, nothing
+    /// read or changed; ask again.
+    Starting,
 }
 
 impl Answer {
     /// The exit code: 0 fine, 1 not fine, 2 no data, 3 not a watch
-    /// database.
+    /// database, 4 a watch is starting on it (try again).
     pub fn code(self) -> u8 {
         match self {
             Answer::Fine => 0,
             Answer::NotFine => 1,
             Answer::NoData => 2,
             Answer::NotWatchDatabase => 3,
+            Answer::Starting => 4,
         }
     }
 }

@@ -1124,15 +1124,102 @@ fn uri_path(path: &Path) -> String {
     s
 }
 
-/// Opens `path` read-only, writing nothing: beside a running writer (its
-/// `-wal` is there) as a WAL reader; otherwise as immutable, so that no
-/// `-wal` or `-shm` file is made (a reader may not be allowed to, and
-/// must not leave them).
-fn open_read_only(path: &Path) -> Result<Connection> {
-    use rusqlite::OpenFlags;
+/// The `-wal` file of database `path`.
+fn wal_path(path: &Path) -> PathBuf {
     let mut wal = path.as_os_str().to_owned();
     wal.push("-wal");
-    let quiet = !Path::new(&wal).exists();
+    PathBuf::from(wal)
+}
+
+/// What says a file changed: device, inode, size, modification and
+/// status-change times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileMark {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    mtime_ns: i128,
+    ctime_ns: i128,
+}
+
+fn file_mark(path: &Path) -> Option<FileMark> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    Some(FileMark {
+        dev: m.dev(),
+        ino: m.ino(),
+        len: m.len(),
+        mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+        ctime_ns: i128::from(m.ctime()) * 1_000_000_000 + i128::from(m.ctime_nsec()),
+    })
+}
+
+/// The pid of the `watch` holding the writer's lock of `db`
+/// ([`crate::lock`]), `Some(None)` when one holds it but its pid is not
+/// written yet, `None` when none holds it (or there is no lock file: no
+/// `watch` ever ran on it). The lock file is opened read-only and probed
+/// with a shared, non-blocking `flock`, released at once: nothing is
+/// written, and a `watch` taking the lock in that instant retries.
+fn writer_of(db: &Path) -> Option<Option<u32>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::io::AsRawFd;
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(crate::lock::lock_path(db))
+        .ok()?;
+    // SAFETY: the descriptor is open for the calls' duration.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) } == 0 {
+        // SAFETY: as above.
+        unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_UN) };
+        return None;
+    }
+    if std::io::Error::last_os_error().raw_os_error() != Some(libc::EWOULDBLOCK) {
+        return None;
+    }
+    let mut text = String::new();
+    Some(
+        f.read_to_string(&mut text)
+            .ok()
+            .and_then(|_| text.trim().parse().ok()),
+    )
+}
+
+/// How long a reader waits for a `watch` starting on its file to have
+/// made its tables (and its `-wal`) before giving up with
+/// [`starting_writer`].
+pub const STARTING_WRITER_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// The reader's answer when a `watch` starting on the file has not made it
+/// readable within [`STARTING_WRITER_WAIT`]: [`ErrorKind::InUse`].
+fn starting_writer(path: &Path, pid: Option<u32>) -> Error {
+    let who = pid.map_or_else(
+        || "its pid not yet written".to_string(),
+        |p| format!("pid {p}"),
+    );
+    Error::new(
+        ErrorKind::InUse,
+        format!(
+            "database {}: a firmtime watch ({who}) is starting on it (creating its tables or \
+             switching it to WAL): nothing was read and nothing changed; try again in a moment",
+            path.display()
+        ),
+    )
+}
+
+/// Whether a file opened as immutable at `mark` is still as it was: no
+/// `watch` holds its lock, no `-wal` is there, the file unchanged.
+fn still_quiet(path: &Path, mark: &Option<FileMark>) -> bool {
+    writer_of(path).is_none() && !wal_path(path).exists() && file_mark(path) == *mark
+}
+
+/// Opens `path` read-only, writing nothing: as a WAL reader beside a
+/// writer (`quiet` false: its `-wal` is there); otherwise as immutable, so
+/// that no `-wal` or `-shm` file is made (a reader may not be allowed to,
+/// and must not leave them).
+fn open_read_only(path: &Path, quiet: bool) -> Result<Connection> {
+    use rusqlite::OpenFlags;
     let uri = format!(
         "file:{}?mode=ro{}",
         uri_path(path),
@@ -1164,6 +1251,21 @@ pub struct Store {
     cols: Cols,
     /// Opened read-only ([`Store::open_existing`]).
     read_only: bool,
+    /// Opened as immutable (no `watch` was on it): the file as it was
+    /// then. Every read checks afterwards that it still is ([`still_quiet`]).
+    quiet: Option<Option<FileMark>>,
+    /// The reader that replaced this one when a `watch` started on the
+    /// file during a read (its reads go there from then on).
+    beside_writer: std::cell::RefCell<Option<Box<Store>>>,
+}
+
+/// What one attempt of a reader to open a file found.
+enum ReaderAttempt {
+    /// Open and its schema checked.
+    Open(Box<Store>),
+    /// A `watch` (its pid, if written) is starting on the file: not yet
+    /// readable, or changed while being looked at.
+    Starting(Option<u32>),
 }
 
 fn db_err(path: &Path, e: rusqlite::Error) -> Error {
@@ -1236,6 +1338,8 @@ impl Store {
             path: path.to_path_buf(),
             cols: Cols::CURRENT,
             read_only: false,
+            quiet: None,
+            beside_writer: std::cell::RefCell::new(None),
         })
     }
 
@@ -1283,20 +1387,93 @@ impl Store {
                 ),
             ));
         }
-        let conn = open_read_only(path)?;
-        let v = schema_of(&conn, path)?.ok_or_else(|| not_watch(path, "it has no tables"))?;
+        let deadline = std::time::Instant::now() + STARTING_WRITER_WAIT;
+        loop {
+            match Store::reader_attempt(path)? {
+                ReaderAttempt::Open(s) => return Ok(*s),
+                ReaderAttempt::Starting(pid) => {
+                    if std::time::Instant::now() >= deadline {
+                        return Err(starting_writer(path, pid));
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+            }
+        }
+    }
+
+    /// One try of [`Store::open_existing`]. With no `watch` on the file
+    /// (its lock free, no `-wal`) the file is opened as immutable, and
+    /// what was read is kept only if the file is still so afterwards; with
+    /// a `watch` on it, as a WAL reader once its `-wal` and its tables are
+    /// there (a new file's tables and version are one transaction).
+    fn reader_attempt(path: &Path) -> Result<ReaderAttempt> {
+        let mark = file_mark(path);
+        let writer = writer_of(path);
+        let wal = wal_path(path).exists();
+        if let Some(pid) = writer.filter(|_| !wal) {
+            // Between its lock and its switch to WAL (a new file, or one
+            // it refuses): nothing of it to read yet.
+            return Ok(ReaderAttempt::Starting(pid));
+        }
+        let quiet = writer.is_none() && !wal;
+        let conn = open_read_only(path, quiet)?;
+        let found = schema_of(&conn, path);
+        if quiet && !still_quiet(path, &mark) {
+            // A watch started on it while it was looked at (an empty file
+            // it is creating is not "not a watch database").
+            return Ok(ReaderAttempt::Starting(writer_of(path).flatten()));
+        }
+        let v = match found? {
+            Some(v) => v,
+            None => match writer {
+                Some(pid) => return Ok(ReaderAttempt::Starting(pid)),
+                None => return Err(not_watch(path, "it has no tables")),
+            },
+        };
         refuse_newer(path, v)?;
         // A reader goes through months of rows (a report) through memory
         // maps rather than a read call per page. Not the writer: mapped
-        // pages it touches would count in watch's RSS.
-        conn.execute_batch("PRAGMA mmap_size=268435456")
-            .map_err(|e| db_err(path, e))?;
-        Ok(Store {
+        // pages it touches would count in watch's RSS. Not an immutable
+        // reader either: a watch starting on the file may shrink it (its
+        // size cap), and a mapped page past the new end would kill the
+        // reader (SIGBUS) instead of failing its check.
+        if !quiet {
+            conn.execute_batch("PRAGMA mmap_size=268435456")
+                .map_err(|e| db_err(path, e))?;
+        }
+        Ok(ReaderAttempt::Open(Box::new(Store {
             conn,
             path: path.to_path_buf(),
             cols: Cols { version: v },
             read_only: true,
-        })
+            quiet: quiet.then_some(mark),
+            beside_writer: std::cell::RefCell::new(None),
+        })))
+    }
+
+    /// Runs the read `f` on this store's connection, named errors. On an
+    /// immutable reader, when a `watch` started on the file during the read
+    /// (what was read may mix the file before and after it wrote), `f` runs
+    /// again on a reader opened beside that watch, which serves the later
+    /// reads too.
+    fn reading<T>(&self, f: impl Fn(&Connection, Cols) -> Result<T>) -> Result<T> {
+        self.reading_dyn(&f)
+    }
+
+    fn reading_dyn<T>(&self, f: &dyn Fn(&Connection, Cols) -> Result<T>) -> Result<T> {
+        if let Some(s) = self.beside_writer.borrow().as_ref() {
+            return s.reading_dyn(f);
+        }
+        let r = f(&self.conn, self.cols);
+        match &self.quiet {
+            Some(mark) if !still_quiet(&self.path, mark) => {
+                let again = Store::open_existing(&self.path)?;
+                let r = again.reading_dyn(f);
+                *self.beside_writer.borrow_mut() = Some(Box::new(again));
+                r
+            }
+            _ => self.named(r),
+        }
     }
 
     /// The schema version of the file as opened (a reader's may be older
@@ -1317,8 +1494,7 @@ impl Store {
     /// # Errors
     /// [`ErrorKind::Database`].
     pub fn wakeup(&self, id: i64) -> Result<Option<WakeupRecord>> {
-        let c = self.cols;
-        let r = (|| -> Result<Option<WakeupRecord>> {
+        self.reading(|conn, c| -> Result<Option<WakeupRecord>> {
             let sql = format!(
                 "SELECT w.{wid}, w.deadline_unix_ns, w.latency_ns, w.missed, w.category, w.name,
                         w.cause_ns, {lost}, {detail}, {parts},
@@ -1333,8 +1509,7 @@ impl Store {
                 tl = c.pick(4, "i.trace_lost_events", "NULL"),
                 bd = c.pick(4, "w.breakdown", "NULL"),
             );
-            let row = self
-                .conn
+            let row = conn
                 .query_row(&sql, [id], |r| {
                     Ok((
                         Wakeup {
@@ -1396,8 +1571,7 @@ impl Store {
             }
             rec.wakeup = w;
             Ok(Some(rec))
-        })();
-        self.named(r)
+        })
     }
 
     /// Rows (at any resolution) whose span holds a moment of `[from, to]`
@@ -1411,13 +1585,14 @@ impl Store {
         from_unix_ns: i64,
         to_unix_ns: i64,
     ) -> Result<Vec<StoredInterval>> {
-        let r = read_rows(
-            &self.conn,
-            self.cols,
-            "end_unix_ns >= ?1 AND start_unix_ns <= ?2",
-            params![from_unix_ns, to_unix_ns],
-        );
-        self.named(r)
+        self.reading(|conn, cols| {
+            read_rows(
+                conn,
+                cols,
+                "end_unix_ns >= ?1 AND start_unix_ns <= ?2",
+                params![from_unix_ns, to_unix_ns],
+            )
+        })
     }
 
     /// Records a run's start; returns its id.
@@ -1726,13 +1901,9 @@ impl Store {
     /// # Errors
     /// [`ErrorKind::Database`], or a stored histogram that does not parse.
     pub fn intervals_since(&self, since_unix_ns: i64) -> Result<Vec<StoredInterval>> {
-        let r = read_rows(
-            &self.conn,
-            self.cols,
-            "end_unix_ns >= ?1",
-            params![since_unix_ns],
-        );
-        self.named(r)
+        self.reading(|conn, cols| {
+            read_rows(conn, cols, "end_unix_ns >= ?1", params![since_unix_ns])
+        })
     }
 
     /// Machine states seen at or after `since_unix_ns`, plus the one in
@@ -1741,8 +1912,8 @@ impl Store {
     /// # Errors
     /// [`ErrorKind::Database`].
     pub fn states_since(&self, since_unix_ns: i64) -> Result<Vec<(i64, MachineState)>> {
-        let r = (|| -> Result<Vec<(i64, MachineState)>> {
-            let mut st = self.conn.prepare(
+        self.reading(|conn, _| -> Result<Vec<(i64, MachineState)>> {
+            let mut st = conn.prepare(
                 "SELECT seen_unix_ns, kernel_release, kernel_cmdline, governors, preempt_model, clocksource,
                         virtualization, tuned_profile FROM states
                  WHERE seen_unix_ns >= ?1
@@ -1753,8 +1924,7 @@ impl Store {
                 .query_map([since_unix_ns], keyed_state)?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             Ok(v)
-        })();
-        self.named(r)
+        })
     }
 
     /// Counts rows of `table` (`intervals`, `wakeups`, `states`, `runs`).
@@ -1762,16 +1932,14 @@ impl Store {
     /// # Errors
     /// [`ErrorKind::InvalidInput`] for another table name.
     pub fn count(&self, table: &str) -> Result<u64> {
-        let r = (|| -> Result<u64> {
+        self.reading(|conn, _| -> Result<u64> {
             if !["intervals", "wakeups", "states", "runs"].contains(&table) {
                 return Err(crate::error::invalid(format!("no table {table}")));
             }
             let n: i64 =
-                self.conn
-                    .query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| r.get(0))?;
+                conn.query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| r.get(0))?;
             Ok(n as u64)
-        })();
-        self.named(r)
+        })
     }
 
     /// The database's size in pages times the page size, bytes: what it
@@ -1780,12 +1948,11 @@ impl Store {
     /// # Errors
     /// [`ErrorKind::Database`].
     pub fn size_bytes(&self) -> Result<u64> {
-        let r = (|| -> Result<u64> {
-            let pages: i64 = self.conn.query_row("PRAGMA page_count", [], |r| r.get(0))?;
-            let size: i64 = self.conn.query_row("PRAGMA page_size", [], |r| r.get(0))?;
+        self.reading(|conn, _| -> Result<u64> {
+            let pages: i64 = conn.query_row("PRAGMA page_count", [], |r| r.get(0))?;
+            let size: i64 = conn.query_row("PRAGMA page_size", [], |r| r.get(0))?;
             Ok((pages.max(0) * size.max(0)) as u64)
-        })();
-        self.named(r)
+        })
     }
 
     /// The runs: `(id, started, ended, end reason)`.
@@ -1793,16 +1960,15 @@ impl Store {
     /// # Errors
     /// [`ErrorKind::Database`].
     pub fn runs(&self) -> Result<Vec<RunRow>> {
-        let r = (|| -> Result<Vec<RunRow>> {
-            let mut st = self.conn.prepare(
+        self.reading(|conn, _| -> Result<Vec<RunRow>> {
+            let mut st = conn.prepare(
                 "SELECT id, started_unix_ns, ended_unix_ns, end_reason FROM runs ORDER BY id",
             )?;
             let v = st
                 .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             Ok(v)
-        })();
-        self.named(r)
+        })
     }
 
     /// Runs `PRAGMA integrity_check`; `Ok` when it says `ok`.
@@ -1810,10 +1976,8 @@ impl Store {
     /// # Errors
     /// [`ErrorKind::Database`] with what the check found.
     pub fn integrity_check(&self) -> Result<()> {
-        let r = (|| -> Result<()> {
-            let r: String = self
-                .conn
-                .query_row("PRAGMA integrity_check", [], |r| r.get(0))?;
+        self.reading(|conn, _| -> Result<()> {
+            let r: String = conn.query_row("PRAGMA integrity_check", [], |r| r.get(0))?;
             if r == "ok" {
                 Ok(())
             } else {
@@ -1822,8 +1986,7 @@ impl Store {
                     format!("integrity check: {r}"),
                 ))
             }
-        })();
-        self.named(r)
+        })
     }
 }
 

@@ -592,6 +592,67 @@ fn the_latency_histogram_carries_the_worst_wakeup_as_an_exemplar() {
     );
 }
 
+/// Three intervals stored between two scrapes (a scrape interval longer
+/// than `--store-every`): a 60 ms spike's, then two quiet ones. The
+/// exemplar was the last interval's worst only, so the spike's id never
+/// reached Prometheus. Now each bucket line carries the worst of the
+/// latest interval whose worst fell in it: the spike's stays on its
+/// bucket, the quiet ones share theirs (the later one wins), and each
+/// exemplar served is one interval's worst, once.
+#[test]
+fn a_spike_between_two_scrapes_keeps_its_exemplar_after_quiet_intervals() {
+    let d = scratch("exemplar-between");
+    let (mut s, run) = new_db(&d.0.join("w.db"));
+    let mut t = Totals::default();
+    let mut worst_ids = Vec::new();
+    for (k, (lat, name)) in [(60_000_000, "hog"), (30_000, "a"), (40_000, "b")]
+        .into_iter()
+        .enumerate()
+    {
+        let start = k as i64 * MIN;
+        let mut rows = vec![row(
+            0,
+            start,
+            vec![
+                late(start + 1_000, lat, name),
+                late(start + 2_000, 12_000, "x"),
+            ],
+            Some(0),
+        )];
+        s.store_interval(run, start, &MachineState::default(), &mut rows)
+            .unwrap();
+        worst_ids.push(rows[0].wakeups[0].id.unwrap());
+        t.add(&rows[0]);
+    }
+    let om = WatchCollector::render(&Arc::new(Mutex::new(t)));
+    let with: Vec<&str> = om.lines().filter(|l| l.contains(" # {")).collect();
+    assert_eq!(with.len(), 2, "{om}");
+    // 40 µs (the last interval) in (20 µs, 50 µs]; 30 µs, in the same
+    // bucket, is the older one's and gives way.
+    assert!(
+        with[0].contains("le=\"0.00005\"")
+            && with[0].ends_with(&format!(
+                " # {{wakeup_id=\"{}\"}} 0.00004 {}",
+                worst_ids[2],
+                (2 * MIN + 1_000) as f64 / 1e9
+            )),
+        "{om}"
+    );
+    // 60 ms in (50 ms, 100 ms], two intervals later.
+    assert!(
+        with[1].contains("le=\"0.1\"")
+            && with[1].ends_with(&format!(
+                " # {{wakeup_id=\"{}\"}} 0.06 {}",
+                worst_ids[0],
+                1_000f64 / 1e9
+            )),
+        "{om}"
+    );
+    for id in &worst_ids[1..2] {
+        assert!(!om.contains(&format!("\"{id}\"")), "{id}: {om}");
+    }
+}
+
 #[test]
 fn report_at_takes_rfc3339_the_reports_own_form_and_unix_seconds_or_ms() {
     let t = 1_795_000_000_000_000_000i64; // 2026-11-18T11:06:40Z
