@@ -57,7 +57,20 @@ pub enum EventKind {
     CpuIdle,
     /// `exceptions:page_fault_user`: `arg` = the faulting address, `pid` = the task.
     PageFault,
+    /// One frame of an `ftrace:kernel_stack` record (what a `stacktrace`
+    /// trigger writes, [`crate::tracefs::Instance::add_stack_trigger`]): a
+    /// record of N return addresses becomes N events, innermost first, each
+    /// with `pid` = the task whose stack it is, `prev_pid` = the frame's
+    /// index, `next_pid` = N, `arg` = the address. At most
+    /// [`STACK_FRAMES_MAX`] frames are kept of a record.
+    KernelStack,
 }
+
+/// Frames kept of one kernel stack record (the rest are cut).
+pub const STACK_FRAMES_MAX: usize = 32;
+
+/// Where the kernel's stack records are described (`ftrace:kernel_stack`).
+pub const KERNEL_STACK_EVENT: &str = "ftrace/kernel_stack";
 
 /// `power:cpu_idle`'s state on leaving idle (`PWR_EVENT_EXIT`, -1 as u32).
 pub const IDLE_EXIT: u64 = u32::MAX as u64;
@@ -337,69 +350,10 @@ impl Decoder {
     /// [`ErrorKind::Io`] if the header page or a needed field is missing.
     pub fn new(header_page: &str, formats: &[(EventKind, Format)]) -> Result<Decoder> {
         let hp = parse_header_page(header_page)?;
-        let mut layouts = Vec::new();
-        for (kind, f) in formats {
-            let opt = |n: &str| Loc::of(f, n).ok();
-            let plain = |a: Option<Loc>, b: Option<Loc>, arg: Option<Loc>| Layout {
-                id: f.id,
-                kind: *kind,
-                a,
-                b,
-                state: None,
-                arg,
-                arg_high: None,
-                comm: None,
-                comm_dynamic: false,
-            };
-            let l = match kind {
-                EventKind::Switch => Layout {
-                    id: f.id,
-                    kind: *kind,
-                    a: Some(Loc::of(f, "prev_pid")?),
-                    b: Some(Loc::of(f, "next_pid")?),
-                    state: Some(Loc::of(f, "prev_state")?),
-                    arg: opt("prev_prio"),
-                    arg_high: opt("next_prio"),
-                    comm: opt("prev_comm"),
-                    comm_dynamic: false,
-                },
-                EventKind::Wakeup | EventKind::WakeupNew => Layout {
-                    id: f.id,
-                    kind: *kind,
-                    a: Some(Loc::of(f, "pid")?),
-                    b: opt("target_cpu"),
-                    state: None,
-                    arg: None,
-                    arg_high: None,
-                    comm: opt("comm"),
-                    comm_dynamic: false,
-                },
-                EventKind::Fork => plain(
-                    Some(Loc::of(f, "parent_pid")?),
-                    Some(Loc::of(f, "child_pid")?),
-                    None,
-                ),
-                EventKind::HrtimerExpire => Layout {
-                    state: opt("now"),
-                    ..plain(None, None, Some(Loc::of(f, "function")?))
-                },
-                EventKind::LocalTimer | EventKind::LocalTimerExit => {
-                    plain(None, None, opt("vector"))
-                }
-                EventKind::IrqEntry => Layout {
-                    comm: opt("name"),
-                    comm_dynamic: true,
-                    ..plain(Some(Loc::of(f, "irq")?), None, None)
-                },
-                EventKind::IrqExit => plain(Some(Loc::of(f, "irq")?), opt("ret"), None),
-                EventKind::SoftirqEntry | EventKind::SoftirqExit => {
-                    plain(Some(Loc::of(f, "vec")?), None, None)
-                }
-                EventKind::CpuIdle => plain(None, opt("cpu_id"), Some(Loc::of(f, "state")?)),
-                EventKind::PageFault => plain(None, None, Some(Loc::of(f, "address")?)),
-            };
-            layouts.push(l);
-        }
+        let layouts = formats
+            .iter()
+            .map(|(kind, f)| layout(*kind, f))
+            .collect::<Result<Vec<_>>>()?;
         Ok(Decoder {
             data_offset: hp.0,
             commit_offset: hp.1,
@@ -407,6 +361,18 @@ impl Decoder {
             page_size: hp.3,
             layouts,
         })
+    }
+
+    /// Decodes records of `f` as `kind` too (a format read after the
+    /// decoder was built: [`KERNEL_STACK_EVENT`] once a trigger writes it).
+    ///
+    /// # Errors
+    /// [`ErrorKind::Io`] if a needed field is missing.
+    pub fn add(&mut self, kind: EventKind, f: &Format) -> Result<()> {
+        let l = layout(kind, f)?;
+        self.layouts.retain(|x| x.id != f.id);
+        self.layouts.push(l);
+        Ok(())
     }
 
     /// Size of one ring-buffer page (sub-buffer), bytes.
@@ -500,6 +466,10 @@ impl Decoder {
             return false;
         };
         let get = |loc: Option<Loc>| loc.map(|l| l.read(rec)).unwrap_or(0);
+        if l.kind == EventKind::KernelStack {
+            self.decode_stack(l, rec, ts, cpu, sink);
+            return true;
+        }
         let mut comm = [0u8; 16];
         if let Some(c) = l.comm {
             let (at, len) = if l.comm_dynamic {
@@ -532,6 +502,104 @@ impl Decoder {
         });
         true
     }
+}
+
+impl Decoder {
+    /// One [`EventKind::KernelStack`] event per frame of a stack record:
+    /// `size` frames from `caller` on, as many as the record holds, at
+    /// most [`STACK_FRAMES_MAX`].
+    fn decode_stack(&self, l: &Layout, rec: &[u8], ts: u64, cpu: u16, sink: &mut dyn FnMut(Event)) {
+        let (Some(size), Some(caller)) = (l.a, l.arg) else {
+            return;
+        };
+        let held = rec.len().saturating_sub(caller.offset) / 8;
+        let n = usize::try_from(size.read(rec).max(0))
+            .unwrap_or(0)
+            .min(held)
+            .min(STACK_FRAMES_MAX);
+        let pid = i32::from_le_bytes([rec[4], rec[5], rec[6], rec[7]]);
+        for i in 0..n {
+            let addr = read_u64(rec, caller.offset + 8 * i);
+            sink(Event {
+                time_ns: ts,
+                cpu,
+                kind: EventKind::KernelStack,
+                pid,
+                prev_pid: i as i32,
+                next_pid: n as i32,
+                prev_state: 0,
+                arg: addr,
+                comm: [0; 16],
+            });
+        }
+    }
+}
+
+/// How to decode records of format `f` as `kind`.
+fn layout(kind: EventKind, f: &Format) -> Result<Layout> {
+    let opt = |n: &str| Loc::of(f, n).ok();
+    let plain = |a: Option<Loc>, b: Option<Loc>, arg: Option<Loc>| Layout {
+        id: f.id,
+        kind,
+        a,
+        b,
+        state: None,
+        arg,
+        arg_high: None,
+        comm: None,
+        comm_dynamic: false,
+    };
+    let l = match kind {
+        EventKind::Switch => Layout {
+            id: f.id,
+            kind,
+            a: Some(Loc::of(f, "prev_pid")?),
+            b: Some(Loc::of(f, "next_pid")?),
+            state: Some(Loc::of(f, "prev_state")?),
+            arg: opt("prev_prio"),
+            arg_high: opt("next_prio"),
+            comm: opt("prev_comm"),
+            comm_dynamic: false,
+        },
+        EventKind::Wakeup | EventKind::WakeupNew => Layout {
+            id: f.id,
+            kind,
+            a: Some(Loc::of(f, "pid")?),
+            b: opt("target_cpu"),
+            state: None,
+            arg: None,
+            arg_high: None,
+            comm: opt("comm"),
+            comm_dynamic: false,
+        },
+        EventKind::Fork => plain(
+            Some(Loc::of(f, "parent_pid")?),
+            Some(Loc::of(f, "child_pid")?),
+            None,
+        ),
+        EventKind::HrtimerExpire => Layout {
+            state: opt("now"),
+            ..plain(None, None, Some(Loc::of(f, "function")?))
+        },
+        EventKind::LocalTimer | EventKind::LocalTimerExit => plain(None, None, opt("vector")),
+        EventKind::IrqEntry => Layout {
+            comm: opt("name"),
+            comm_dynamic: true,
+            ..plain(Some(Loc::of(f, "irq")?), None, None)
+        },
+        EventKind::IrqExit => plain(Some(Loc::of(f, "irq")?), opt("ret"), None),
+        EventKind::SoftirqEntry | EventKind::SoftirqExit => {
+            plain(Some(Loc::of(f, "vec")?), None, None)
+        }
+        EventKind::CpuIdle => plain(None, opt("cpu_id"), Some(Loc::of(f, "state")?)),
+        EventKind::PageFault => plain(None, None, Some(Loc::of(f, "address")?)),
+        // `size` (the number of frames) and the `caller` array,
+        // which runs on past its declared 8 when there are more.
+        EventKind::KernelStack => {
+            plain(Some(Loc::of(f, "size")?), None, Some(Loc::of(f, "caller")?))
+        }
+    };
+    Ok(l)
 }
 
 /// (data offset, commit offset, commit size, page size) from `header_page`.

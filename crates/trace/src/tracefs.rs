@@ -16,7 +16,7 @@
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::loss::{Loss, LossLog};
-use crate::raw::{Decoder, Event, EventKind, Format, EVENTS};
+use crate::raw::{Decoder, Event, EventKind, Format, EVENTS, KERNEL_STACK_EVENT};
 use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -41,6 +41,9 @@ pub struct Instance {
     /// The trace clock is `mono` (CLOCK_MONOTONIC): page time stamps
     /// compare with [`firmtime_rt::clock::monotonic_ns`].
     pub mono_clock: bool,
+    /// The `trigger` files this instance wrote a `stacktrace` trigger to
+    /// ([`Instance::add_stack_trigger`]); removed before the instance is.
+    triggers: Vec<PathBuf>,
 }
 
 fn io(what: &str, e: std::io::Error) -> Error {
@@ -242,6 +245,7 @@ impl Instance {
             paths: Vec::new(),
             decoder,
             mono_clock: false,
+            triggers: Vec::new(),
         };
         write(&inst.path.join("tracing_on"), "0")?;
         // "mono" is CLOCK_MONOTONIC; older kernels without it keep "local".
@@ -315,6 +319,76 @@ impl Instance {
     /// [`ErrorKind::Io`] if the kernel rejects the filter.
     pub fn set_filter(&self, path: &str, filter: &str) -> Result<()> {
         write(&self.path.join("events").join(path).join("filter"), filter)
+    }
+
+    /// Sets a `stacktrace if FILTER` trigger on event `path`
+    /// (`sched/sched_switch`) of this instance: each time the event is
+    /// recorded and `filter` holds, the kernel unwinds the current task's
+    /// kernel stack into the ring buffer as an `ftrace:kernel_stack`
+    /// record, which the decoder then reads ([`EventKind::KernelStack`]).
+    /// Returns the trigger as the kernel reads it back. The trigger is
+    /// removed before the instance is ([`Instance::remove_triggers`]).
+    ///
+    /// # Errors
+    /// [`ErrorKind::Unavailable`] when this kernel does not offer it: no
+    /// `trigger` file (CONFIG_EVENT_TRACING without triggers), no
+    /// `stacktrace` among its triggers (CONFIG_STACKTRACE), no
+    /// `ftrace/kernel_stack` format, or the write refused — the message
+    /// says which.
+    pub fn add_stack_trigger(&mut self, path: &str, filter: &str) -> Result<String> {
+        let unavailable = |why: String| Error::new(ErrorKind::Unavailable, why);
+        let file = self.path.join("events").join(path).join("trigger");
+        let offered = read_text(&file).map_err(|e| {
+            unavailable(format!(
+                "this kernel offers no event triggers ({}: {e})",
+                file.display()
+            ))
+        })?;
+        if !offered.contains("stacktrace") {
+            return Err(unavailable(format!(
+                "this kernel offers no `stacktrace` trigger on {path} (CONFIG_STACKTRACE?): {}",
+                offered.trim().replace('\n', " ")
+            )));
+        }
+        let fmt = self
+            .path
+            .join("events")
+            .join(KERNEL_STACK_EVENT)
+            .join("format");
+        let text = read_text(&fmt).map_err(|e| {
+            unavailable(format!(
+                "this kernel has no kernel stack record format ({}: {e})",
+                fmt.display()
+            ))
+        })?;
+        self.decoder
+            .add(EventKind::KernelStack, &Format::parse(&text)?)?;
+        let command = format!("stacktrace if {filter}");
+        std::fs::write(&file, &command).map_err(|e| {
+            unavailable(format!(
+                "the kernel refused the trigger {command:?} on {}: {e}",
+                file.display()
+            ))
+        })?;
+        self.triggers.push(file.clone());
+        let back = read_text(&file).map_err(|e| io(&format!("reading {}", file.display()), e))?;
+        Ok(back
+            .lines()
+            .find(|l| l.starts_with("stacktrace"))
+            .unwrap_or(command.as_str())
+            .to_string())
+    }
+
+    /// Removes the `stacktrace` triggers [`Instance::add_stack_trigger`]
+    /// set (writes `!stacktrace`) and reads each `trigger` file back:
+    /// true when none is left (or none was set).
+    pub fn remove_triggers(&self) -> bool {
+        let mut clean = true;
+        for file in &self.triggers {
+            let _ = std::fs::write(file, "!stacktrace");
+            clean &= read_text(file).is_ok_and(|t| !has_stack_trigger(&t));
+        }
+        clean
     }
 
     /// The filter of event `path` as the kernel reads it back (`none`
@@ -522,6 +596,7 @@ impl Instance {
             return true;
         }
         let _ = write(&self.path.join("tracing_on"), "0");
+        self.remove_triggers();
         for _ in 0..50 {
             if std::fs::remove_dir(&self.path).is_ok() || !self.path.exists() {
                 return true;
@@ -536,6 +611,14 @@ impl Drop for Instance {
     fn drop(&mut self) {
         self.cleanup();
     }
+}
+
+/// True when the text of a `trigger` file lists a `stacktrace` trigger
+/// (`stacktrace:unlimited if …`; the list of available triggers a file
+/// without any shows is a comment).
+pub fn has_stack_trigger(text: &str) -> bool {
+    text.lines()
+        .any(|l| l.trim_start().starts_with("stacktrace"))
 }
 
 /// `overrun:` + `dropped events:` of a `per_cpu/cpuN/stats` file.

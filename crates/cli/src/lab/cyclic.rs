@@ -103,6 +103,14 @@ pub struct Args {
     /// wake-ups are dropped first, whole.
     #[arg(long, value_name = "N", default_value_t = 1_000_000)]
     explain_max_events: usize,
+    /// With --explain (implies it): record the kernel stack of the task a measured thread was
+    /// switched in from (a `stacktrace` trigger on sched_switch, removed at the end) and show
+    /// it on the outliers' task and non-preemptible parts: where that task was when it gave up
+    /// the CPU. Off by default: it unwinds a stack on the thread's wake-up path each time it
+    /// preempts a task (scripts/lab-kernel-stacks-cost.sh measures the cost). A kernel without
+    /// the trigger is said in the output.
+    #[arg(long)]
+    kernel_stacks: bool,
     /// The bar, as `watch check`'s: exit 1 when the worst wake-up was later than D
     /// (e.g. 1ms). Without --max-latency or --max-missed there is no bar.
     #[arg(long, value_name = "D", value_parser = args::duration)]
@@ -154,12 +162,12 @@ fn policy(policy: Option<PolicyArg>, priority: Option<Policy>) -> Result<Policy,
     }
 }
 
-/// Whether `lab cyclic` traces: off by default, on with a bare `--explain`
-/// or `--explain-above` (the session then fails, naming the reason, where
+/// Whether `lab cyclic` traces: off by default, on with a bare `--explain`,
+/// `--explain-above` or `--kernel-stacks` (the session then fails, naming the reason, where
 /// it cannot run), `--explain auto` where it can.
 fn explain_runs(a: &Args) -> Result<bool, UsageError> {
     use firmtime_trace::explain::ExplainMode;
-    let default = if a.explain_above.is_some() {
+    let default = if a.explain_above.is_some() || a.kernel_stacks {
         ExplainMode::On
     } else {
         ExplainMode::Off
@@ -206,6 +214,7 @@ fn config(a: &Args) -> anyhow::Result<Config> {
             above_ns: a.explain_above.map(args::nanos),
             worst: a.explain_worst,
             max_events: a.explain_max_events,
+            kernel_stacks: a.kernel_stacks,
             ..firmtime_trace::explain::Config::default()
         }),
         load_exe: Some(std::env::current_exe().context("cannot find the firmtime binary")?),
@@ -431,6 +440,9 @@ pub fn print_explanation(e: &firmtime_trace::explain::Explanation, n: usize) {
         e.events_line("--explain-max-events")
     );
     println!("  {}", e.capture_line());
+    if let Some(line) = e.stacks_line() {
+        println!("  {line}");
+    }
     if e.outliers.is_empty() {
         println!("  no wake-up above the threshold");
         return;
@@ -457,6 +469,9 @@ pub fn print_explanation(e: &firmtime_trace::explain::Explanation, n: usize) {
                     firmtime_trace::explain::PARTS_SHOWN
                 )
             );
+        }
+        if let Some(w) = firmtime_trace::explain::stacks::largest_stack_words(&o.cause.breakdown) {
+            println!("  {:>38}{w}", "");
         }
     }
     if e.outliers.len() > n {

@@ -246,6 +246,7 @@ fn tasks_get_their_process_and_exact_policy_only_while_their_comm_matches() {
         policy: Some(Share::policy_class(prio).into()),
         prio: Some(prio),
         faults: None,
+        kernel_stack: None,
     };
     let mut parts = vec![
         task(10, "opt 1", 120),
@@ -289,6 +290,7 @@ fn threads_of_one_process_are_one_cause_by_process() {
         policy: None,
         prio: Some(120),
         faults: None,
+        kernel_stack: None,
     };
     let a = vec![
         task(10, "opt 1", Some(5), Some("rustc"), 300_000),

@@ -14,6 +14,7 @@ mod explain;
 mod frames;
 mod independent;
 mod interrupts;
+mod kernel_stacks;
 mod load;
 mod measurement;
 mod messages;

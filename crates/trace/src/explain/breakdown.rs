@@ -147,6 +147,11 @@ pub struct Share {
     /// Page faults the thread took (own work).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub faults: Option<u64>,
+    /// The task's kernel stack when it gave up the CPU to the late thread,
+    /// innermost frame first (`schedule+0x27`, …): `task` and
+    /// `non_preemptible` parts, with `--kernel-stacks` ([`super::stacks`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernel_stack: Option<Vec<String>>,
 }
 
 impl Share {
@@ -161,6 +166,7 @@ impl Share {
             policy: None,
             prio: None,
             faults: None,
+            kernel_stack: None,
         }
     }
 

@@ -50,6 +50,7 @@ pub mod mode;
 pub mod outcome;
 pub mod pool;
 pub mod session;
+pub mod stacks;
 pub mod window;
 pub mod words;
 
@@ -62,6 +63,7 @@ pub use session::{
     available, idle_exit_max_ns, instance, instance_on, proc_task_info, this_machine, CaptureSetup,
     CpuSteal, LoopThread, LoopWatch, Recorded, Session,
 };
+pub use stacks::KernelStacks;
 pub use window::{Keeper, Storage};
 pub use words::{cause_words, process_words, summary, with_parts, PARTS_SHOWN, SUMMARY_CAUSES};
 
@@ -142,6 +144,12 @@ pub struct Config {
     /// `buffer_kb`, no probe (`FIRMTIME_EXPLAIN_UNFILTERED=1` in the lab
     /// commands). Losses are still located and refused either way.
     pub unfiltered: bool,
+    /// Record the kernel stack of the task a measured thread was switched
+    /// in from (`--kernel-stacks`; a `stacktrace` trigger on
+    /// `sched_switch`, [`stacks`]): shown on the outliers' `task` and
+    /// `non_preemptible` parts. Off by default: it unwinds a stack on the
+    /// thread's wake-up path whenever it preempts a task.
+    pub kernel_stacks: bool,
 }
 
 /// [`Config::pending_events`]'s default (~26 MB).
@@ -201,6 +209,7 @@ impl Default for Config {
             cpus: None,
             size_from_rate: false,
             unfiltered: false,
+            kernel_stacks: false,
         }
     }
 }

@@ -153,7 +153,11 @@ pub fn explain(rec: Recorded, targets: &[Target], machine: &Machine) -> Explanat
     let events = rec.capture.events.len() as u64;
     let windows = rec.windows.len() as u64;
     let windows_evicted = rec.evicted.len() as u64;
-    let tl = Timeline::with_windows(rec.capture.events, rec.windows, rec.evicted)
+    // Kernel stacks (`--kernel-stacks`) are not for the attribution: out
+    // before it, onto the outliers' parts after it.
+    let mut kept = rec.capture.events;
+    let stacks = super::stacks::take_stacks(&mut kept);
+    let tl = Timeline::with_windows(kept, rec.windows, rec.evicted)
         .with_losses(rec.losses.clone())
         .with_names(rec.names);
     let mut outliers = Vec::new();
@@ -208,6 +212,20 @@ pub fn explain(rec: Recorded, targets: &[Target], machine: &Machine) -> Explanat
                 .clone()
         });
     }
+    let mut capture = rec.capture_setup;
+    if let Some(k) = capture.kernel_stacks.as_mut() {
+        k.recorded = stacks.len() as u64;
+        if !stacks.is_empty() {
+            let mut addrs: Vec<u64> = stacks.iter().flat_map(|s| s.addrs.clone()).collect();
+            addrs.sort_unstable();
+            addrs.dedup();
+            let names = super::stacks::kernel_symbols(&addrs);
+            k.symbolized = names.is_some();
+            let tid_of = |thread: usize| targets.iter().find(|t| t.thread == thread).map(|t| t.tid);
+            k.attached =
+                super::stacks::attach(&mut outliers, &stacks, &tid_of, &names.unwrap_or_default());
+        }
+    }
     let by_process = breakdown::by_process(outliers.iter().map(|o| o.cause.breakdown.as_slice()));
     let known = |o: &&Outlier| o.cause.category != Category::Unknown;
     let missed_explained = outliers
@@ -246,7 +264,7 @@ pub fn explain(rec: Recorded, targets: &[Target], machine: &Machine) -> Explanat
         worst_explained,
         unknown_lost,
         losses: rec.losses,
-        capture: rec.capture_setup,
+        capture,
     }
 }
 

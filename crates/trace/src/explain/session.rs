@@ -109,6 +109,9 @@ pub struct CaptureSetup {
     pub filters: Vec<String>,
     /// False when recorded as before issue 29 ([`Config::unfiltered`]).
     pub filtered: bool,
+    /// With [`Config::kernel_stacks`]: the trigger, or why there is none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernel_stacks: Option<super::KernelStacks>,
 }
 
 /// The filters in effect on `inst`'s events, `event: filter`, as the
@@ -217,7 +220,10 @@ impl Session {
             _ => online,
         };
         let masked = (config.cpus.is_some() && !config.unfiltered).then_some(cpus.as_slice());
-        let inst = instance_on(config.buffer_kb, traced_comm, config.woken_by, masked)?;
+        let mut inst = instance_on(config.buffer_kb, traced_comm, config.woken_by, masked)?;
+        let kernel_stacks = config
+            .kernel_stacks
+            .then(|| super::stacks::set_up(&mut inst, traced_comm));
         let mut buffer_kb = config.buffer_kb;
         let mut rate_bytes_per_s = 0;
         if config.size_from_rate && !config.unfiltered {
@@ -235,6 +241,7 @@ impl Session {
             rate_bytes_per_s,
             filters,
             filtered: !config.unfiltered,
+            kernel_stacks,
         };
         let inst = Arc::new(inst);
         let stop = Arc::new(AtomicBool::new(false));
@@ -384,6 +391,14 @@ impl Session {
                 // larger of the two per CPU, never their sum.
                 let lost = crate::loss::reconcile(&mut losses, &a.lost_per_cpu(&self.cpus));
                 self.setup.filters = filters_of(&a);
+                if let Some(k) = self
+                    .setup
+                    .kernel_stacks
+                    .as_mut()
+                    .filter(|k| k.trigger.is_some())
+                {
+                    k.trigger_removed = a.remove_triggers();
+                }
                 let ev = a.events.clone();
                 let removed = Arc::try_unwrap(a).map(Instance::remove).unwrap_or(false);
                 (lost, ev, removed)

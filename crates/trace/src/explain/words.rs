@@ -5,6 +5,7 @@
 use super::attribute::{self, Category, Cause};
 use super::breakdown;
 use super::outcome::{CauseCount, Explanation};
+use super::stacks;
 use crate::raw::EXPLAIN_EVENTS;
 use crate::tracefs;
 
@@ -50,6 +51,34 @@ impl Explanation {
             format!("ring buffer {} KiB per CPU", c.buffer_kb)
         };
         format!("recorded CPUs {} ({which}); {buffer}", cpus.join(", "))
+    }
+
+    /// What `--kernel-stacks` did, in one line; `None` when it was not
+    /// asked for. `kernel stacks: 12 recorded, 9 on outliers' task parts
+    /// (trigger `stacktrace:unlimited if …`, removed at the end)`, or
+    /// `kernel stacks: none — this kernel offers no `stacktrace` trigger …`.
+    pub fn stacks_line(&self) -> Option<String> {
+        let k = self.capture.kernel_stacks.as_ref()?;
+        if let Some(why) = &k.unavailable {
+            return Some(format!("kernel stacks: none — {why}"));
+        }
+        let removed = if k.trigger_removed {
+            "removed at the end"
+        } else {
+            "NOT removed: check the instance's events/sched/sched_switch/trigger"
+        };
+        let names = if k.recorded > 0 && !k.symbolized {
+            "; addresses not named (/proc/kallsyms hidden: kptr_restrict)"
+        } else {
+            ""
+        };
+        Some(format!(
+            "kernel stacks: {} recorded, {} on outliers' task or non-preemptible parts \
+             (trigger `{}`, {removed}){names}",
+            k.recorded,
+            k.attached,
+            k.trigger.as_deref().unwrap_or("?"),
+        ))
     }
 
     /// The processes whose threads made wake-ups late, in one line (the
@@ -157,12 +186,19 @@ pub const PARTS_SHOWN: usize = 3;
 /// [`PARTS_SHOWN`]) when the lateness has more than one: `ft-hog … ran
 /// 2.9 ms … (parts: task ft-hog (pid 42, …) 2.9 ms; interrupt local timer
 /// 3 µs; timer delay 2 µs)`.
+///
+/// With `--kernel-stacks`, the top frames of the largest part's kernel
+/// stack follow (`…; kernel stack of ft-hog (pid 42): schedule+0x27 ←
+/// do_nanosleep+0x5e ← …`; [`stacks::largest_stack_words`]).
 pub fn with_parts(c: &Cause) -> String {
+    let stack = stacks::largest_stack_words(&c.breakdown)
+        .map(|w| format!("; {w}"))
+        .unwrap_or_default();
     if c.breakdown.len() < 2 {
-        return c.detail.clone();
+        return format!("{}{stack}", c.detail);
     }
     format!(
-        "{} (parts: {})",
+        "{} (parts: {}){stack}",
         c.detail,
         breakdown::largest_words(&c.breakdown, PARTS_SHOWN)
     )
