@@ -358,6 +358,12 @@ fn self_check_note(side: &data::Sidecar) -> Option<String> {
             c.input_before_start
         ));
     }
+    if c.input_after_end > 0 {
+        parts.push(format!(
+            "{} input events after the trial's end dropped (not trial data)",
+            c.input_after_end
+        ));
+    }
     if c.xruns + c.frame_gaps > 0 {
         parts.push(format!(
             "{} xruns, {} dropped cycles",

@@ -575,6 +575,12 @@ pub struct SelfChecks {
     /// 0 in older sidecars.
     #[serde(default)]
     pub input_before_start: u64,
+    /// Input stamped after the trial's end (a tap after the last keystroke
+    /// the end condition counts, after the duration, or while the last
+    /// outputs were drained), audio onsets included: dropped, not trial
+    /// data (no row, no feedback). 0 in older sidecars.
+    #[serde(default)]
+    pub input_after_end: u64,
     /// Malformed input bytes or events (stray data, truncated messages): a
     /// keystroke may be among them. 0 in older sidecars.
     #[serde(default)]

@@ -11,8 +11,11 @@
 //!    dropped there, before the trial's state sees it, and counted in
 //!    [`TrialOutcome::input_before_start`]: it is no keystroke, gets no
 //!    feedback and advances no keystroke count; so is the release of a key
-//!    pressed before the start): a key press is keystroke *k*; each feedback
-//!    channel whose key range holds the key sends its note at
+//!    pressed before the start; input stamped after the trial's end — known
+//!    once an end condition is met or the duration has passed — is dropped
+//!    likewise, counted in [`TrialOutcome::input_after_end`]): a key press
+//!    is keystroke *k*; each feedback channel whose key range holds the key
+//!    sends its note at
 //!    `input time + delay` (scheduled with [`OutputEvent::at_ns`], so the
 //!    backend places it exactly — JACK to the frame); a release is fed back
 //!    with the delay and pitch of its press; then keystroke triggers and the
@@ -260,6 +263,11 @@ pub struct TrialOutcome {
     /// playing when the trial was started), and releases of keys pressed
     /// before it: dropped, not trial data, counted here.
     pub input_before_start: u64,
+    /// Input events stamped after the trial's end (a tap after the last
+    /// keystroke the end condition counts, after the duration, or arriving
+    /// while the last outputs are drained), audio onsets included: dropped,
+    /// not trial data, counted here.
+    pub input_after_end: u64,
     /// How the input was lost, for a trial that ended
     /// [`EndReason::InputLost`] or [`EndReason::Disconnected`] (`t_ns`: when
     /// the backend learnt of it).
@@ -288,6 +296,7 @@ impl TrialOutcome {
             input_overruns: self.input_overruns,
             events_dropped: self.events_dropped,
             input_before_start: self.input_before_start,
+            input_after_end: self.input_after_end,
             input_malformed: self.backend.malformed,
             outputs_refused: self.send_failures,
             outputs_unreported: self.unreported,
@@ -360,6 +369,8 @@ pub struct Engine {
     live_next_ns: u64,
     /// Input stamped before the start (and releases of keys pressed before it).
     before_start: u64,
+    /// Input stamped after the trial's end (see [`TrialOutcome::input_after_end`]).
+    after_end: u64,
     /// Losses of the backend's input that do not end this trial (those
     /// before its start, but one still going on).
     loss0: u32,
@@ -592,6 +603,7 @@ impl Engine {
             live: Arc::new(LiveStatus::default()),
             live_next_ns: 0,
             before_start: 0,
+            after_end: 0,
             loss0: 0,
             loss: None,
             audio,
@@ -663,7 +675,8 @@ impl Engine {
                 a.report.before_start += 1;
                 continue;
             }
-            if self.ended.is_some() {
+            if self.ended.is_some() || self.trial_end_ns().is_some_and(|end| t > end) {
+                self.after_end += 1;
                 continue;
             }
             if !a.keystrokes {
@@ -850,6 +863,7 @@ impl Engine {
         self.pass_wake_ns = now;
         self.answering = None;
         self.before_start = 0;
+        self.after_end = 0;
         self.loss = None;
         if let Some(a) = self.audio.as_mut() {
             a.taps.clear();
@@ -1120,6 +1134,12 @@ impl Engine {
             return;
         }
         let t = ev.t_ns;
+        if self.trial_end_ns().is_some_and(|end| t > end) {
+            // After the end (the end condition was met earlier in this
+            // batch, or the duration passed before this pass): not trial data.
+            self.after_end += 1;
+            return;
+        }
         if press {
             self.press(b, t, ev.frame, channel, note, velocity);
         } else {
@@ -1429,8 +1449,18 @@ impl Engine {
             backend: backend_stats,
             diag: self.diag.report(),
             input_before_start: self.before_start,
+            input_after_end: self.after_end,
             input_loss: self.loss,
         })
+    }
+
+    /// When the trial ends, once that is known: the end condition or
+    /// trigger met, or the duration's end. **RT-safe.**
+    fn trial_end_ns(&self) -> Option<u64> {
+        match (self.end_at.map(|(at, _)| at), self.dur_end_ns) {
+            (Some(a), Some(d)) => Some(a.min(d)),
+            (a, d) => a.or(d),
+        }
     }
 
     /// The backend's input loss, if one happened since the trial started or
@@ -1443,8 +1473,11 @@ impl Engine {
     /// input) and takes the backend's final account of its cause. **RT-safe.**
     fn settle_loss(&mut self, b: &mut dyn MidiBackend, seen_ns: u64) {
         let until = seen_ns + LOSS_SETTLE_NS;
+        let channels = self.opts.input_channels;
         while monotonic_ns() < until {
-            let _ = b.poll_input(&mut |_| {});
+            let mut late = 0u64;
+            let _ = b.poll_input(&mut |ev| late += u64::from(is_key(&ev.msg, channels)));
+            self.after_end += late;
             if b.wait(until).is_err() {
                 break;
             }
@@ -1491,8 +1524,11 @@ impl Engine {
             if self.outstanding == 0 || t >= until {
                 break;
             }
-            // Input after the end is not part of the trial; drop it.
-            let _ = b.poll_input(&mut |_| {});
+            // Input after the end is not part of the trial: counted, dropped.
+            let channels = self.opts.input_channels;
+            let mut late = 0u64;
+            let _ = b.poll_input(&mut |ev| late += u64::from(is_key(&ev.msg, channels)));
+            self.after_end += late;
             if b.wait((t + 2_000_000).min(until)).is_err() {
                 break;
             }
@@ -1899,6 +1935,58 @@ set.feedback.delay = { mode = "none" }
             "the keystroke trigger fired at keystroke 2"
         );
         assert!(eng.data_events().iter().all(|r| r.actual_us >= 0));
+    }
+
+    /// Taps stamped after the keystroke that ends the trial, taken in the
+    /// same pass (a fast double tap on the last keystroke): not trial data.
+    /// Before, they became keystrokes 4 and 5 with feedback.
+    #[test]
+    fn input_stamped_after_the_end_is_dropped_counted_and_gets_no_feedback() {
+        let e = exp(r#"
+[feedback]
+delay = { mode = "fixed", ms = 20 }
+duration = { mode = "fixed", ms = 10 }
+[end]
+keystrokes = 3
+"#);
+        let mut o = EngineOptions::for_experiment(&e, 1);
+        o.input_channels = 1 << 15;
+        let mut eng = Engine::new(&e, o).unwrap();
+        let mut lb = Loopback::new(LoopbackOptions::default());
+        let t0 = monotonic_ns() + 20_000_000;
+        // Keystrokes 1 and 2, then 3, and two more 1 ns and 2 ns after the
+        // third: all three are due in the one pass that takes the third.
+        for (i, at) in [0, 10_000_000, 20_000_000, 20_000_001, 20_000_002u64]
+            .into_iter()
+            .enumerate()
+        {
+            lb.send(OutputEvent {
+                at_ns: Some(t0 + at),
+                port: 0,
+                msg: on(15, 60 + i as u8),
+                tag: 0x8000_0000 + i as u32,
+            })
+            .unwrap();
+        }
+        let stop = AtomicBool::new(false);
+        let out = assert_no_alloc::assert_no_alloc(|| eng.run(&mut lb, &stop)).unwrap();
+        assert_eq!(out.reason, EndReason::Condition);
+        assert_eq!(out.keystrokes, 3, "the end condition's three keystrokes");
+        assert_eq!(out.input_after_end, 2, "the two taps after the third");
+        assert_eq!(out.self_checks().input_after_end, 2);
+        let ev = eng.events();
+        let inputs: Vec<u32> = ev
+            .iter()
+            .filter(|e| e.kind == EventKind::Input)
+            .map(|e| e.index)
+            .collect();
+        assert_eq!(inputs, [1, 2, 3]);
+        let fb: Vec<u32> = ev
+            .iter()
+            .filter(|e| e.kind == EventKind::Feedback && e.note.unwrap().on)
+            .map(|e| e.index)
+            .collect();
+        assert_eq!(fb, [1, 2, 3], "feedback for the trial's keystrokes only");
     }
 
     fn off(ch: u8, note: u8) -> MidiMessage {

@@ -781,6 +781,14 @@ fn session(a: RunArgs) -> anyhow::Result<Outcome> {
                 c.input_before_start
             );
         }
+        if c.input_after_end > 0 {
+            eprintln!(
+                "firmtime: trial {trial}: {} input event(s) stamped after the trial's end dropped \
+                 (taps after the last counted keystroke or the duration): not trial data, no \
+                 feedback",
+                c.input_after_end
+            );
+        }
         if let Some(l) = &side.input_lost {
             eprintln!(
                 "firmtime: trial {trial}: INPUT LOST at {:.3} s ({}): {}; the trial ended there, kept and flagged incomplete",
