@@ -145,17 +145,10 @@ impl Counters {
 
     /// The counters now, as [`BackendStats`].
     pub(crate) fn snapshot(&self) -> BackendStats {
-        let ld = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        BackendStats {
-            received: ld(&self.received),
-            sent: ld(&self.sent),
-            input_dropped: ld(&self.input_dropped),
-            output_dropped: ld(&self.output_dropped),
-            late_outputs: ld(&self.late_outputs),
-            malformed: ld(&self.malformed),
-            xruns: ld(&self.xruns),
-            frame_gaps: ld(&self.frame_gaps),
-        }
+        firmtime_rt::load_counters!(BackendStats {
+            received, sent, input_dropped, output_dropped, late_outputs, malformed, xruns,
+            frame_gaps,
+        } from self)
     }
 }
 

@@ -320,17 +320,15 @@ impl RawBackend {
     ///
     /// **RT-safe.**
     pub fn parser_stats(&self) -> ParserStats {
-        let s = &self.shared;
-        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        ParserStats {
-            bytes: l(&s.p_bytes),
-            messages: l(&s.p_messages),
-            stray_data_bytes: l(&s.p_stray),
-            truncated_messages: l(&s.p_truncated),
-            sysex_overflows: l(&s.p_overflows),
-            undefined_status_bytes: l(&s.p_undefined),
-            stray_eox: l(&s.p_stray_eox),
-        }
+        firmtime_rt::load_counters!(ParserStats {
+            bytes: p_bytes,
+            messages: p_messages,
+            stray_data_bytes: p_stray,
+            truncated_messages: p_truncated,
+            sysex_overflows: p_overflows,
+            undefined_status_bytes: p_undefined,
+            stray_eox: p_stray_eox,
+        } from self.shared)
     }
 
     /// `None` while the device is there; after it went away, the OS error

@@ -178,17 +178,10 @@ pub(crate) struct GateCounters {
 
 impl GateCounters {
     pub(crate) fn snapshot(&self) -> GateStats {
-        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        GateStats {
-            pending: g(&self.pending),
-            accepted: g(&self.accepted),
-            authenticated: g(&self.authenticated),
-            timed_out: g(&self.timed_out),
-            early_dropped: g(&self.early_dropped),
-            malformed: g(&self.malformed),
-            refused: g(&self.refused),
-            abandoned: g(&self.abandoned),
-        }
+        firmtime_rt::load_counters!(GateStats {
+            pending, accepted, authenticated, timed_out, early_dropped, malformed, refused,
+            abandoned,
+        } from self)
     }
 }
 

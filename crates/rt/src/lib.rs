@@ -58,7 +58,8 @@
 //!   [`error_from_io!`]: its one `From<std::io::Error>` (kind `Io`);
 //!   [`define_os_error!`]: the one error type that carries an OS error
 //!   number (`errno`, `invalid`, `with_errno`).
-//! - [`add_fields!`]: the one field-by-field sum of counter structs.
+//! - [`add_fields!`]: the one field-by-field sum of counter structs;
+//!   [`load_counters!`]: the one snapshot of atomic counters.
 //! - [`assert_rt`]: the opt-in `assert-rt` feature that checks RT paths for
 //!   allocations where they run.
 //!
@@ -126,3 +127,33 @@ macro_rules! add_fields {
 #[cfg(all(test, debug_assertions))]
 #[global_allocator]
 static ALLOC: assert_no_alloc::AllocDisabler = assert_no_alloc::AllocDisabler;
+
+/// A snapshot of atomic counters: builds `$Stats { field: $src.field.load(Relaxed), … }`
+/// for the fields named (`field: atomic` reads `$src.atomic` into `field`).
+/// The one snapshot of the counters RT threads bump (midi's backends and raw
+/// parser, net's gate). **RT-safe** (relaxed loads, expanded in place).
+///
+/// ```
+/// use std::sync::atomic::{AtomicU64, Ordering};
+/// #[derive(Default)]
+/// struct Counters { sent: AtomicU64, p_lost: AtomicU64 }
+/// #[derive(Debug, PartialEq)]
+/// struct Stats { sent: u64, lost: u64 }
+/// let c = Counters::default();
+/// c.sent.fetch_add(3, Ordering::Relaxed);
+/// c.p_lost.fetch_add(1, Ordering::Relaxed);
+/// let s = firmtime_rt::load_counters!(Stats { sent, lost: p_lost } from c);
+/// assert_eq!(s, Stats { sent: 3, lost: 1 });
+/// ```
+#[macro_export]
+macro_rules! load_counters {
+    ($Stats:ident { $($field:ident $(: $atomic:ident)?),+ $(,)? } from $src:expr) => {
+        $Stats { $( $field: $crate::load_counters!(@load $src, $field $(, $atomic)?), )+ }
+    };
+    (@load $src:expr, $field:ident) => {
+        $src.$field.load(::std::sync::atomic::Ordering::Relaxed)
+    };
+    (@load $src:expr, $field:ident, $atomic:ident) => {
+        $src.$atomic.load(::std::sync::atomic::Ordering::Relaxed)
+    };
+}
