@@ -42,7 +42,7 @@ fn main() {
     if unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) } != 0 {
         eprintln!("explain_rss: mlockall failed (continuing unlocked)");
     }
-    // `watch`'s session (crates/watch/src/run.rs, start_session).
+    // `watch`'s session (crates/watch/src/run/explaining.rs, session_config).
     let cfg = Config {
         max_events: 200_000,
         buffer_kb: 1024,

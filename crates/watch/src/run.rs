@@ -2,30 +2,41 @@
 //!
 //! One SCHED_FIFO thread per chosen CPU (pinned, memory locked, the
 //! requested policy or an error: never a silent downgrade) wakes every
-//! `period` ([`WatchLoop`]); every `interval` the writer (this thread)
-//! takes each CPU's buffer, attributes the worst wake-ups from the
-//! explaining trace when it runs, and stores the interval in the database
-//! in one transaction ([`Store`]), then prunes what is older than `keep`.
+//! `period` ([`WatchLoop`](crate::interval::WatchLoop)); every `interval`
+//! the writer (this thread) takes each CPU's buffer, attributes the worst
+//! wake-ups from the explaining trace when it runs, and stores the
+//! interval in the database in one transaction ([`Store`]), then prunes
+//! what is older than `keep`.
+//!
+//! [`run`] is the list of steps; each lives beside it:
+//! - `lanes`: the measuring threads and the writer's end of their rings
+//!   (started behind two barriers: all set up, then all started on one
+//!   grid), the buffers handed out and collected, grouped by interval;
+//! - `explaining`: the explaining trace, one session per interval
+//!   ([`explain::Rotation`]: the next interval's in the storage of an
+//!   earlier one), the notes each buffer flags into it, the causes of an
+//!   interval's worst wake-ups once its buffers are back;
+//! - `writer`: per interval group, watch's own CPU time, the rows, the
+//!   budget notice, the store and the metrics, and the run's end.
+
+mod explaining;
+mod lanes;
+mod writer;
 
 use crate::error::{invalid, Error, ErrorKind, Result};
-use crate::interval::{rings, Interval, LoopEnd, WatchLoop};
 use crate::metrics::Totals;
-use crate::state;
-use crate::store::{CpuInterval, MachineState, Retention, RunInfo, Store, Wakeup, MAX_DB_BYTES};
-use firmtime_rt::clock::monotonic_ns;
-use firmtime_rt::outliers::Notes;
-use firmtime_rt::periodic::Periodic;
+use crate::store::{CpuInterval, Retention, RunInfo, Store, Wakeup, MAX_DB_BYTES};
+use explaining::Explaining;
 use firmtime_rt::sched::{self, Policy};
-use firmtime_rt::setup::{self, RtConditions, RtRequest};
-use firmtime_rt::sleep::{self, Mechanism};
+use firmtime_rt::setup::RtConditions;
 use firmtime_trace::explain;
-use rtrb::{Consumer, Producer};
+use lanes::Lanes;
 use serde::Serialize;
-use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Barrier, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use writer::{Grid, MachineFacts, Sink, Writer};
 
 /// Valid `--period` range, ns (100 µs … 1 s).
 pub const PERIOD_NS: std::ops::RangeInclusive<u64> = 100_000..=1_000_000_000;
@@ -284,60 +295,10 @@ fn unix_now_ns() -> i64 {
         .map_or(0, |d| d.as_nanos() as i64)
 }
 
-/// Buffers, rings and the session tag of each buffer, per thread.
-struct Lane {
-    cpu: usize,
-    free: Producer<Box<Interval>>,
-    full: Consumer<Box<Interval>>,
-    // Boxed: the buffers travel through the rings as pointers.
-    #[allow(clippy::vec_box)]
-    spare: Vec<Box<Interval>>,
-    tid: i32,
-    slack_ns: u64,
-    ended: Arc<AtomicBool>,
-}
-
 /// Stack of watch's own threads (the measuring loops, the metrics
 /// endpoint's): 512 KiB, not Rust's 2 MiB, since mlockall locks every page
 /// of every stack (RSS <= 40 MB, issue 31 item 2).
 pub(crate) const THREAD_STACK: usize = 512 * 1024;
-
-/// One explaining session and the buffers bound to it still out.
-struct Traced {
-    session: explain::Session,
-    outstanding: usize,
-}
-
-/// Starts the explaining session of one interval, in the storage of an
-/// earlier one where `pool` has it (two sessions live at a boundary: the
-/// next starts before the last finishes; with the pool that is two
-/// storages for the whole run, not a fresh one per interval).
-fn start_session(worst: usize, pool: &explain::Pool) -> Result<explain::Session> {
-    let cfg = explain::Config {
-        worst,
-        // Windows are short (a few periods); a modest store per interval
-        // (~3.4 MB) and the least pending queues (32,768 events a CPU,
-        // 300 ms at ~100,000 events/s; more is a counted hole, never a
-        // guess): RSS <= 40 MB with two sessions live (issue 31 item 2).
-        max_events: 50_000,
-        pending_events: 0,
-        // The windows its threads flag: the worst few so far, the missed
-        // deadlines (more are counted as flags lost).
-        max_windows: 16_384,
-        buffer_kb: 1024,
-        // Its threads wake only by their own timer.
-        woken_by: explain::WokenBy::OwnTimer,
-        // A quiet machine's buffers fill slowly: one pass a second then,
-        // not fifty (the drainer's wake-ups were most of the trace's cost).
-        drain_interval_max_ns: 1_000_000_000,
-        ..explain::Config::default()
-    };
-    Ok(explain::Session::start_pooled(
-        &cfg,
-        "firmtime-watch*",
-        pool,
-    )?)
-}
 
 /// This process's CPU time (every thread, living or ended), ns.
 fn process_cpu_ns() -> u64 {
@@ -471,482 +432,93 @@ pub fn run(
     // One writer per database: a second watch is refused naming the first.
     let _writer = crate::lock::WriterLock::acquire(&config.db)?;
     let mut store = Store::open(&config.db)?;
-    let explain_ok: std::result::Result<(), String> =
-        match config.explain.decide(explain::available) {
-            explain::Decision::Run => Ok(()),
-            explain::Decision::Skip(why) => Err(why),
-            explain::Decision::Refuse(why) => {
-                return Err(Error::new(ErrorKind::Io, format!("--explain on: {why}")))
-            }
-        };
-    let tracing = explain_ok.is_ok();
-    let sys = firmtime_rt::system::SystemInfo::collect();
-    let preempt0 = sys.preempt_model.name().to_string();
-    let virt = sys
-        .virtualization
-        .clone()
-        .unwrap_or_else(|| "unknown".into());
-    let machine = explain::this_machine();
-    let per_interval = config.interval_ns / config.period_ns;
-    let deadlines = config.deadlines();
-    let top = explain::flag_top(per_interval, config.worst);
-    let lookback = explain::lookback_ns(config.period_ns);
-
+    let explain_ok = explain_decision(config.explain)?;
+    let machine = MachineFacts::read();
+    let mut trace = Explaining::new(config, explain_ok.is_ok());
     // Interval 0's session and buffers, before the threads start.
-    let mut sessions: BTreeMap<u64, Traced> = BTreeMap::new();
-    let pool = explain::Pool::new();
-    if tracing {
-        sessions.insert(
-            0,
-            Traced {
-                session: start_session(config.worst, &pool)?,
-                outstanding: cpus.len(),
-            },
-        );
-    }
-    let make_notes = |sessions: &BTreeMap<u64, Traced>, tag: u64, cpu: usize| -> Notes {
-        match sessions.get(&tag) {
-            Some(t) => {
-                Notes::flagging(config.worst, t.session.flags(), cpu, lookback).flag_only(top, None)
-            }
-            None => Notes::new(config.worst),
-        }
-    };
-
-    let start_at = Arc::new(AtomicU64::new(0));
-    let barrier = Arc::new(Barrier::new(cpus.len() + 1));
-    let mut lanes = Vec::new();
-    let mut handles = Vec::new();
-    let (ctx, crx) = std::sync::mpsc::channel::<(usize, Result<RtConditions>)>();
-    for (i, &cpu) in cpus.iter().enumerate() {
-        let (fp, fc, up, uc) = rings(4);
-        let mut first = Box::new(Interval::new(config.worst));
-        first.notes = make_notes(&sessions, 0, cpu);
-        first.tag = 0;
-        let spare = (0..3)
-            .map(|_| Box::new(Interval::new(config.worst)))
-            .collect();
-        let lp = WatchLoop::new(first, fc, up, per_interval);
-        let ended = Arc::new(AtomicBool::new(false));
-        lanes.push(Lane {
-            cpu,
-            free: fp,
-            full: uc,
-            spare,
-            tid: 0,
-            slack_ns: 0,
-            ended: Arc::clone(&ended),
-        });
-        let req = RtRequest {
-            policy: config.policy,
-            mlock: true,
-            prefault_stack: 256 * 1024,
-            cpus: Some(vec![cpu]),
-            dma_latency_us: None,
-            timer_slack_ns: None,
-            allow_downgrade: false,
-        };
-        let (b, s, tx) = (Arc::clone(&barrier), Arc::clone(&start_at), ctx.clone());
-        let period = config.period_ns;
-        let h = std::thread::Builder::new()
-            .name(format!("firmtime-watch-{cpu}"))
-            .stack_size(THREAD_STACK)
-            .spawn(move || {
-                let mut lp = lp;
-                let setup = setup::apply(&req).map_err(Error::from).and_then(|rt| {
-                    let sl = sleep::open(Mechanism::ClockNanosleep)?;
-                    Ok((rt, sl))
-                });
-                let (rt, mut sleeper) = match setup {
-                    Ok(v) => v,
-                    Err(e) => {
-                        let _ = tx.send((i, Err(e)));
-                        b.wait();
-                        b.wait();
-                        ended.store(true, Ordering::SeqCst);
-                        return LoopEnd::Stopped;
-                    }
-                };
-                let _ = tx.send((i, Ok(rt.conditions.clone())));
-                b.wait(); // all set up
-                b.wait(); // start time published (0: abort)
-                let t0 = s.load(Ordering::SeqCst);
-                if t0 == 0 {
-                    ended.store(true, Ordering::SeqCst);
-                    return LoopEnd::Stopped;
-                }
-                let mut p = Periodic::new(t0, period);
-                let end = firmtime_rt::assert_rt::no_alloc(|| {
-                    lp.run(&mut *sleeper, &mut p, deadlines, stop)
-                });
-                ended.store(true, Ordering::SeqCst);
-                end
-            })
-            .map_err(|e| Error::new(ErrorKind::Io, format!("cannot start a watch thread: {e}")))?;
-        handles.push(h);
-    }
-    drop(ctx);
-    barrier.wait();
-    let mut conditions: Vec<(usize, RtConditions)> = Vec::new();
-    let mut refused: Option<Error> = None;
-    for (i, r) in crx.iter().take(cpus.len()) {
-        match r {
-            Ok(c) => {
-                lanes[i].tid = c.obtained.tid;
-                lanes[i].slack_ns = c.obtained.timer_slack_ns;
-                conditions.push((cpus[i], c));
-            }
-            Err(e) => {
-                refused.get_or_insert(Error::new(
-                    ErrorKind::Realtime,
-                    format!("CPU {}: {}", cpus[i], e.message()),
-                ));
-            }
-        }
-    }
-    conditions.sort_by_key(|(c, _)| *c);
-    if let Some(e) = refused {
-        barrier.wait();
-        for h in handles {
-            let _ = h.join();
-        }
-        return Err(e);
-    }
+    trace.start_first(cpus.len())?;
+    let mut lanes = Lanes::spawn(config, &cpus, |cpu| trace.notes(0, cpu), stop)?;
+    let conditions = lanes.set_up()?;
     let started_unix = unix_now_ns();
-    let run_id = store.begin_run(&RunInfo {
-        started_unix_ns: started_unix,
-        firmtime_version: env!("CARGO_PKG_VERSION").to_string(),
-        command_line: command_line.to_string(),
-        config: serde_json::to_string(config).unwrap_or_default(),
-        conditions: serde_json::to_string(&conditions).unwrap_or_default(),
-    })?;
-    // The grid starts at the next whole period; its Unix time is fixed
-    // here once (CLOCK_MONOTONIC → Unix offset).
-    let t0 = monotonic_ns() + config.period_ns;
-    let offset = unix_now_ns() - monotonic_ns() as i64;
-    start_at.store(t0, Ordering::SeqCst);
-    barrier.wait();
-    if let Some(t) = &totals {
-        // Every watched CPU's series exist from the start, at 0, so that a
-        // scraper sees each counter rise from zero.
-        let mut t = t.lock().unwrap_or_else(|p| p.into_inner());
-        for &c in &cpus {
-            t.cpus.entry(c).or_default();
-        }
-        // An alert reads these: the interval, and the last interval's
-        // end (the start until the first is stored).
-        t.interval_ns = config.interval_ns;
-        t.last_interval_end_unix_ns = Some(started_unix);
-    }
+    let run_id = store.begin_run(&run_info(config, command_line, &conditions, started_unix))?;
+    let grid = lanes.start(config);
+    open_metrics(totals.as_ref(), &cpus, config, started_unix);
     events(Event::Started {
-        conditions: conditions.clone(),
-        explain: explain_ok.clone(),
+        conditions,
+        explain: explain_ok,
     });
-
-    let unix_of = |mono: u64| mono as i64 + offset;
-    let interval_start = |seq: u64| t0 + seq * config.interval_ns;
-    let lead = (config.interval_ns / 2).min(3_000_000_000);
-    let mut prepared = 0u64; // buffers for intervals ≤ prepared are out
-    let mut next_seq = 0u64;
-    let mut pending: Vec<BTreeMap<u64, Box<Interval>>> =
-        cpus.iter().map(|_| BTreeMap::new()).collect();
-    let mut steal_prev = state::steal_ns(&cpus);
-    let mut proc_cpu_prev = process_cpu_ns();
-    let mut endpoint_cpu_prev = crate::metrics::endpoint_cpu_ns();
-    let mut budget_noticed: Option<u64> = None;
-    let mut stored = 0u64;
-    let mut db_error: Option<Error> = None;
+    let sink = Sink {
+        store,
+        run_id,
+        totals,
+    };
+    let mut writer = Writer::new(config, &cpus, grid, sink, machine);
     loop {
         // The writer's own wake-ups are part of watch's cost: five a second
         // (not twenty) is soon enough to hand out buffers `lead` ahead and
         // to collect a minute's rows.
         std::thread::sleep(WRITER_TICK);
-        // Prepare the next interval's buffers shortly before it starts.
-        let now = monotonic_ns();
-        let next = prepared + 1;
-        let all_ended = lanes.iter().all(|l| l.ended.load(Ordering::SeqCst));
-        if !all_ended
-            && now + lead >= interval_start(next)
-            && lanes.iter().all(|l| !l.spare.is_empty())
-        {
-            if tracing {
-                match start_session(config.worst, &pool) {
-                    Ok(s) => {
-                        sessions.insert(
-                            next,
-                            Traced {
-                                session: s,
-                                outstanding: lanes.len(),
-                            },
-                        );
-                    }
-                    Err(e) => events(Event::Notice(format!(
-                        "interval {next}: the explaining trace did not start: {}",
-                        e.message()
-                    ))),
-                }
-            }
-            for l in lanes.iter_mut() {
-                if let Some(mut b) = l.spare.pop() {
-                    b.clear();
-                    b.notes = make_notes(&sessions, next, l.cpu);
-                    b.tag = next;
-                    if let Err(rtrb::PushError::Full(b)) = l.free.push(b) {
-                        l.spare.push(b);
-                    }
-                }
-            }
-            prepared = next;
+        writer.hand_out_next(&mut lanes, &mut trace, events);
+        lanes.collect();
+        while let Some(group) = lanes.next_group() {
+            writer.write(group, &mut lanes, &mut trace, stop, events);
         }
-        // Collect what the loops handed over.
-        for (i, l) in lanes.iter_mut().enumerate() {
-            while let Ok(b) = l.full.pop() {
-                pending[i].insert(b.seq, b);
-            }
-        }
-        // Write group `next_seq` once every lane has delivered it or moved past it.
-        loop {
-            let ready = lanes.iter().enumerate().all(|(i, l)| {
-                pending[i].range(next_seq..).next().is_some()
-                    || (l.ended.load(Ordering::SeqCst) && l.full.is_empty())
-            });
-            let any = pending.iter().any(|p| p.contains_key(&next_seq));
-            if !ready {
-                break;
-            }
-            if !any {
-                if lanes
-                    .iter()
-                    .all(|l| l.ended.load(Ordering::SeqCst) && l.full.is_empty())
-                    && pending.iter().all(|p| p.range(next_seq..).next().is_none())
-                {
-                    break;
-                }
-                next_seq += 1;
-                continue;
-            }
-            let mut group: Vec<(usize, Box<Interval>)> = Vec::new();
-            for (i, p) in pending.iter_mut().enumerate() {
-                if let Some(b) = p.remove(&next_seq) {
-                    group.push((i, b));
-                }
-            }
-            // Attribute with the session the buffers were bound to.
-            for (_, b) in &group {
-                if let Some(t) = sessions.get_mut(&b.tag) {
-                    t.outstanding = t.outstanding.saturating_sub(1);
-                }
-            }
-            let mut causes: BTreeMap<(usize, u64), Wakeup> = BTreeMap::new();
-            let mut explained: Vec<bool> = vec![false; group.len()];
-            let mut lost: Vec<Option<u64>> = vec![None; group.len()];
-            // The span of a buffer's interval, CLOCK_MONOTONIC ns: its
-            // first deadline to its end (the last wake-up of a cut-short one).
-            let span_of = |b: &Interval| {
-                let start = t0 + b.first_index * config.period_ns;
-                let end = if b.partial {
-                    b.last_wake_ns.max(start)
-                } else {
-                    t0 + (b.seq + 1 + b.merged) * config.interval_ns
-                };
-                (start, end)
-            };
-            let tags: Vec<u64> = group.iter().map(|(_, b)| b.tag).collect();
-            for tag in tags
-                .iter()
-                .copied()
-                .collect::<std::collections::BTreeSet<_>>()
-            {
-                let done = sessions.get(&tag).is_some_and(|t| t.outstanding == 0);
-                if !done {
-                    continue;
-                }
-                let Some(t) = sessions.remove(&tag) else {
-                    continue;
-                };
-                match t.session.finish() {
-                    Ok(rec) => {
-                        let targets: Vec<explain::Target> = group
-                            .iter()
-                            .enumerate()
-                            .filter(|(_, (_, b))| b.tag == tag)
-                            .map(|(k, (i, b))| {
-                                let max = b.max_ns.max(0);
-                                explain::Target {
-                                    thread: k,
-                                    cpu: lanes[*i].cpu,
-                                    tid: lanes[*i].tid,
-                                    period_ns: config.period_ns,
-                                    slack_ns: lanes[*i].slack_ns,
-                                    threshold_ns: b.hist.quantile(0.999, max).unwrap_or(0),
-                                    notes: b.notes.sorted(),
-                                    missing_not_kept: b.notes.missing_not_kept(),
-                                    missed: b.missed,
-                                }
-                            })
-                            .collect();
-                        for tg in &targets {
-                            explained[tg.thread] = true;
-                            let (a, z) = span_of(&group[tg.thread].1);
-                            lost[tg.thread] = Some(interval_lost(
-                                &rec.losses,
-                                tg.cpu,
-                                a.saturating_sub(lookback),
-                                z,
-                            ));
-                        }
-                        let ex = explain::explain(rec, &targets, &machine);
-                        for o in &ex.outliers {
-                            causes.insert(
-                                (o.thread, o.index),
-                                stored_cause(
-                                    &o.cause,
-                                    unix_of(o.deadline_ns),
-                                    o.latency_ns,
-                                    o.missed,
-                                ),
-                            );
-                        }
-                    }
-                    Err(e) => events(Event::Notice(format!(
-                        "interval {next_seq}: the explaining trace failed: {}",
-                        e.message()
-                    ))),
-                }
-            }
-            // Sessions of intervals already past that still wait for a
-            // merged buffer are dropped: their intervals go unexplained.
-            let stale: Vec<u64> = sessions.range(..next_seq).map(|(k, _)| *k).collect();
-            for k in stale {
-                sessions.remove(&k);
-            }
-            let steal_now = state::steal_ns(&cpus);
-            // The endpoint's counter first: what it adds after the process's
-            // reading is left for the next interval, never subtracted twice.
-            let endpoint_cpu_now = crate::metrics::endpoint_cpu_ns();
-            let proc_cpu_now = process_cpu_ns();
-            let share = shared_cpu_ns(
-                proc_cpu_now.saturating_sub(proc_cpu_prev),
-                endpoint_cpu_now.saturating_sub(endpoint_cpu_prev),
-                group.iter().map(|(_, b)| b.own_cpu_ns),
-            );
-            proc_cpu_prev = proc_cpu_now;
-            endpoint_cpu_prev = endpoint_cpu_now;
-            let mut rows = Vec::with_capacity(group.len());
-            for (k, (i, b)) in group.iter().enumerate() {
-                let cpu_pos = *i;
-                let steal = steal_now[cpu_pos].saturating_sub(steal_prev[cpu_pos]);
-                let max = (b.count > 0).then_some(b.max_ns);
-                let wakeups = b
-                    .notes
-                    .sorted()
-                    .into_iter()
-                    .map(|n| {
-                        causes.remove(&(k, n.index)).unwrap_or(Wakeup {
-                            deadline_unix_ns: unix_of(n.deadline_ns),
-                            latency_ns: n.latency_ns,
-                            missed: n.missed,
-                            ..Wakeup::default()
-                        })
-                    })
-                    .collect();
-                let start = b.first_index;
-                let (_, end_mono) = span_of(b);
-                rows.push(CpuInterval {
-                    seq: b.seq,
-                    cpu: lanes[*i].cpu,
-                    start_unix_ns: unix_of(t0 + start * config.period_ns),
-                    end_unix_ns: unix_of(end_mono),
-                    period_ns: config.period_ns,
-                    count: b.count,
-                    missed: b.missed,
-                    min_ns: (b.count > 0).then_some(b.min_ns),
-                    max_ns: max,
-                    mean_ns: (b.count > 0).then(|| b.sum_ns as f64 / b.count as f64),
-                    p99_ns: b.hist.quantile(0.99, b.max_ns),
-                    p999_ns: b.hist.quantile(0.999, b.max_ns),
-                    steal_ns: steal,
-                    partial: b.partial,
-                    merged: b.merged,
-                    explained: explained[k],
-                    histogram: b.hist.sparse(),
-                    wakeups,
-                    watch_cpu_ns: Some(b.own_cpu_ns + share),
-                    trace_lost_events: lost[k],
-                });
-            }
-            steal_prev = steal_now;
-            // Over budget: say so at the first such interval, then at most
-            // once an hour.
-            let hour = 3_600_000_000_000u64.div_ceil(config.interval_ns);
-            if budget_noticed.map_or(true, |s| next_seq >= s + hour) {
-                if let Some(n) = over_budget(&rows, config) {
-                    events(Event::Notice(n));
-                    budget_noticed = Some(next_seq);
-                }
-            }
-            let st: MachineState = state::read(&cpus, &preempt0, &virt);
-            match store.store_interval(run_id, unix_now_ns(), &st, &mut rows) {
-                Ok(_) => {
-                    stored += 1;
-                    if let Some(t) = &totals {
-                        let mut t = t.lock().unwrap_or_else(|p| p.into_inner());
-                        for r in &rows {
-                            t.add(r);
-                        }
-                    }
-                    events(Event::Stored(rows));
-                    match store.maintain(unix_now_ns(), &config.retention()) {
-                        Ok(m) => {
-                            if m.deleted > 0 {
-                                events(Event::Pruned(m.deleted));
-                            }
-                            if m.cap_rolled + m.cap_dropped > 0 {
-                                events(Event::Notice(cap_notice(&m, config)));
-                            }
-                        }
-                        Err(e) => events(Event::Notice(format!("pruning failed: {}", e.message()))),
-                    }
-                }
-                Err(e) => {
-                    // Stop measuring: what cannot be stored must not pile up.
-                    stop.store(true, Ordering::SeqCst);
-                    db_error.get_or_insert(e);
-                }
-            }
-            for (i, b) in group {
-                lanes[i].spare.push(b);
-            }
-            next_seq += 1;
-        }
-        let done = lanes
-            .iter()
-            .all(|l| l.ended.load(Ordering::SeqCst) && l.full.is_empty())
-            && pending.iter().all(BTreeMap::is_empty);
-        if done {
+        if lanes.drained() {
             break;
         }
     }
-    let mut failed = None;
-    for h in handles {
-        if let Ok(LoopEnd::Failed(e)) = h.join() {
-            failed = Some(e);
+    let failed = lanes.join();
+    writer.end(failed, stop.load(Ordering::SeqCst))
+}
+
+/// What `--explain` decides here: `Ok` to run the explaining trace, `Err`
+/// why not (the run goes on without causes).
+///
+/// # Errors
+/// `--explain on` where the trace cannot run.
+fn explain_decision(mode: ExplainMode) -> Result<std::result::Result<(), String>> {
+    match mode.decide(explain::available) {
+        explain::Decision::Run => Ok(Ok(())),
+        explain::Decision::Skip(why) => Ok(Err(why)),
+        explain::Decision::Refuse(why) => {
+            Err(Error::new(ErrorKind::Io, format!("--explain on: {why}")))
         }
     }
-    let stopped = stop.load(Ordering::SeqCst);
-    let reason = match (&db_error, failed, stopped) {
-        (Some(e), _, _) => format!("database error: {}", e.message()),
-        (None, Some(e), _) => format!("the sleeper failed: {e}"),
-        (None, None, true) => "stopped".to_string(),
-        (None, None, false) => "duration reached".to_string(),
-    };
-    let _ = store.end_run(run_id, unix_now_ns(), &reason);
-    if let Some(e) = db_error {
-        return Err(e);
+}
+
+/// The run's row in the database: when, which firmtime, how it was
+/// called, the config and the conditions each thread obtained.
+fn run_info(
+    config: &Config,
+    command_line: &str,
+    conditions: &[(usize, RtConditions)],
+    started_unix_ns: i64,
+) -> RunInfo {
+    RunInfo {
+        started_unix_ns,
+        firmtime_version: env!("CARGO_PKG_VERSION").to_string(),
+        command_line: command_line.to_string(),
+        config: serde_json::to_string(config).unwrap_or_default(),
+        conditions: serde_json::to_string(conditions).unwrap_or_default(),
     }
-    Ok(Summary {
-        run_id,
-        intervals: stored,
-        stopped,
-    })
+}
+
+/// Opens the metrics' series of a run: every watched CPU's at 0, so that a
+/// scraper sees each counter rise from zero, and what an alert reads (the
+/// interval, and the last interval's end: the start until the first is
+/// stored).
+fn open_metrics(
+    totals: Option<&Arc<Mutex<Totals>>>,
+    cpus: &[usize],
+    config: &Config,
+    started_unix_ns: i64,
+) {
+    if let Some(t) = totals {
+        let mut t = t.lock().unwrap_or_else(|p| p.into_inner());
+        for &c in cpus {
+            t.cpus.entry(c).or_default();
+        }
+        t.interval_ns = config.interval_ns;
+        t.last_interval_end_unix_ns = Some(started_unix_ns);
+    }
 }

@@ -49,6 +49,7 @@ pub mod gate;
 pub mod mode;
 pub mod outcome;
 pub mod pool;
+pub mod rotation;
 pub mod session;
 pub mod stacks;
 pub mod window;
@@ -59,6 +60,7 @@ pub use breakdown::{Kind, Share};
 pub use mode::{Decision, ExplainMode};
 pub use outcome::{by_cause, explain, CauseCount, Explanation, Outlier, Target, ThreadExplained};
 pub use pool::{Lease, Pool};
+pub use rotation::Rotation;
 pub use session::{
     available, idle_exit_max_ns, instance, instance_on, proc_task_info, this_machine, CaptureSetup,
     CpuSteal, LoopThread, LoopWatch, Recorded, Session,
