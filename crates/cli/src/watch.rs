@@ -34,7 +34,7 @@ enum WatchCommand {
     Check(CheckArgs),
     /// Write a systemd unit that runs `firmtime watch` with the flags given, and say how to enable it.
     Install(InstallArgs),
-    /// One stored wake-up's whole cause record, by the id a report, the journal's interval lines or the metrics' exemplar give; exit 0 shown, 2 no such wake-up.
+    /// One stored wake-up's whole cause record, by the id a report, the journal's interval lines or the metrics' exemplar give; exit 0 shown, 2 no such wake-up (one whose interval was rolled up and not kept among the roll-up's worst: what remains of it, its hour's or day's figures, top causes and worst kept, then exit 2).
     Show(ShowArgs),
     /// Remove the tracefs instances of firmtime processes that are gone (a run killed with SIGKILL leaves its instance tracing); the unit runs it after each stop.
     CleanTrace,
@@ -588,6 +588,21 @@ fn show_cmd(a: ShowArgs) -> anyhow::Result<Outcome> {
     }
     let (db, store) = open_db(a.db)?;
     let Some(r) = store.wakeup(a.id)? else {
+        if let Some(g) = store.rolled_up(a.id)? {
+            // Its interval was rolled up: what remains of it, then exit 2.
+            match &a.json {
+                Some(path) => args::write_json(path, &serde_json::json!({ "rolled_up": g }))?,
+                None => print!("{}", report::rolled_up_text(&g)),
+            }
+            return Err(UsageError(format!(
+                "no record of wake-up {} in {}: its interval was rolled up and the roll-up did not keep it among its {} worst (what remains of it: {})",
+                a.id,
+                db.display(),
+                firmtime_watch::store::ROLLUP_WORST,
+                if a.json.is_some() { "`rolled_up` in the JSON" } else { "above" }
+            ))
+            .into());
+        }
         return Err(UsageError(format!(
             "no wake-up {} in {} (ids come from `watch report`'s worst wake-ups and the metrics' exemplars; a wake-up not among the worst kept by a roll-up is gone)",
             a.id,

@@ -628,6 +628,132 @@ fn union_ns(mut spans: Vec<(i64, i64)>) -> i64 {
     total + cur.map_or(0, |(a, b)| b - a)
 }
 
+/// What `watch show ID` prints for a wake-up whose interval was rolled up
+/// and not kept among the roll-up's worst ([`Store::rolled_up`]): that its
+/// own record is gone, the span it was stored in, and per rolled-up row
+/// of that span (it was in one of them) the figures kept — wake-ups,
+/// misses, p99.9, maximum, the top causes and the worst wake-ups kept,
+/// with their ids — then the command for the report of that span.
+pub fn rolled_up_text(g: &crate::store::RolledUpWakeup) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "wake-up {} is not kept: its interval was rolled up, and a roll-up keeps only its {} worst wake-ups with their causes",
+        g.id,
+        crate::store::ROLLUP_WORST
+    );
+    let from = g
+        .rows
+        .iter()
+        .map(|r| r.interval.start_unix_ns)
+        .min()
+        .unwrap_or(0);
+    let to = g
+        .rows
+        .iter()
+        .map(|r| r.interval.end_unix_ns)
+        .max()
+        .unwrap_or(0);
+    let bound =
+        |what: &str, id: Option<i64>| id.map_or(String::new(), |i| format!("{what} wake-up {i}"));
+    let near: Vec<String> = [bound("after", g.kept_before), bound("before", g.kept_after)]
+        .into_iter()
+        .filter(|b| !b.is_empty())
+        .collect();
+    let _ = writeln!(
+        s,
+        "it was stored between {} and {}{}; what remains of it is in one of these rows:",
+        utc(g.from_unix_ns.max(from)),
+        utc(g.to_unix_ns.min(to)),
+        if near.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " ({}, which {} kept)",
+                near.join(", "),
+                if near.len() == 1 { "is" } else { "are" }
+            )
+        }
+    );
+    let f = |v: Option<i64>| v.map_or("-".into(), fmt_ns);
+    for r in &g.rows {
+        let i = &r.interval;
+        let _ = writeln!(
+            s,
+            "  CPU {}, roll-up per {} from {} to {} ({} intervals): {} wake-ups, {} missed, p99.9 {}, max {}",
+            i.cpu,
+            resolution_word(r.resolution_ns),
+            utc(i.start_unix_ns),
+            utc(i.end_unix_ns),
+            r.source_rows,
+            i.count,
+            i.missed,
+            f(i.p999_ns),
+            f(i.max_ns)
+        );
+        let mut causes = r.cause_counts();
+        causes.sort_by(|a, b| {
+            b.wakeups
+                .cmp(&a.wakeups)
+                .then(b.worst_latency_ns.cmp(&a.worst_latency_ns))
+        });
+        let top: Vec<String> = causes
+            .iter()
+            .take(5)
+            .map(|c| {
+                let w = crate::store::Wakeup {
+                    category: c.category.clone(),
+                    name: c.name.clone(),
+                    ..crate::store::Wakeup::default()
+                };
+                format!(
+                    "{} ×{} (worst {})",
+                    w.cause_words()
+                        .unwrap_or_else(|| "no cause recorded".into()),
+                    c.wakeups,
+                    fmt_ns(c.worst_latency_ns)
+                )
+            })
+            .collect();
+        if !top.is_empty() {
+            let _ = writeln!(
+                s,
+                "    top causes of its worst wake-ups: {}",
+                top.join(", ")
+            );
+        }
+        let worst: Vec<String> = i
+            .wakeups
+            .iter()
+            .take(5)
+            .map(|w| {
+                format!(
+                    "{} {}{}",
+                    w.id.map_or("-".into(), |i| i.to_string()),
+                    fmt_ns(w.latency_ns),
+                    w.cause_words().map_or(String::new(), |c| format!(" ({c})"))
+                )
+            })
+            .collect();
+        if !worst.is_empty() {
+            let _ = writeln!(
+                s,
+                "    worst kept (`watch show` them): {}",
+                worst.join(", ")
+            );
+        }
+    }
+    let _ = writeln!(
+        s,
+        "around it: firmtime watch report --at {} --since {}",
+        firmtime_rt::system::rfc3339_utc(
+            UNIX_EPOCH + Duration::from_nanos((from + (to - from) / 2).max(0) as u64)
+        ),
+        dur_words((to - from).max(60_000_000_000))
+    );
+    s
+}
+
 /// The answer of `watch check`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]

@@ -595,6 +595,18 @@ fn insert_group(
             tx.last_insert_rowid()
         }
     };
+    // New wake-ups get ids above every id ever given (`meta.wakeup_ids_issued`),
+    // not SQLite's largest-present-plus-one: a roll-up or the retention may
+    // have deleted the largest, and an id an exemplar or a report named
+    // must never come to mean another wake-up.
+    let issued = ids_issued(tx, Cols::CURRENT)?;
+    let mut next = issued + 1;
+    for row in rows.iter_mut() {
+        for w in row.wakeups.iter_mut().filter(|w| w.id.is_none()) {
+            w.id = Some(next);
+            next += 1;
+        }
+    }
     for row in rows {
         let (_, ids) = insert_row(
             tx,
@@ -606,7 +618,34 @@ fn insert_group(
             w.id = Some(id);
         }
     }
+    if next > issued + 1 {
+        tx.execute(
+            "INSERT OR REPLACE INTO meta(key, value) VALUES('wakeup_ids_issued', ?1)",
+            [(next - 1).to_string()],
+        )?;
+    }
     Ok(state_id)
+}
+
+/// The largest wake-up id ever given in the file: `meta.wakeup_ids_issued`
+/// (kept since this build) or the largest id present, whichever is larger.
+fn ids_issued(conn: &Connection, cols: Cols) -> Result<i64> {
+    let kept: Option<String> = conn
+        .query_row(
+            "SELECT value FROM meta WHERE key='wakeup_ids_issued'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()?;
+    let present: i64 = conn.query_row(
+        &format!("SELECT COALESCE(MAX({}), 0) FROM wakeups", cols.wakeup_id()),
+        [],
+        |r| r.get(0),
+    )?;
+    Ok(kept
+        .and_then(|v| v.parse::<i64>().ok())
+        .unwrap_or(0)
+        .max(present))
 }
 
 /// Inserts one row (an interval or a roll-up) with its wake-ups and causes;
@@ -981,6 +1020,31 @@ pub struct WakeupRecord {
     /// Events the trace lost on this CPU in the row (`None`: no trace, or
     /// a row stored before schema 4).
     pub interval_trace_lost_events: Option<u64>,
+}
+
+/// What remains of a wake-up whose interval was rolled up and which the
+/// roll-up did not keep among its [`ROLLUP_WORST`] worst
+/// ([`Store::rolled_up`], `watch show`): its own record is gone; the
+/// rows it went into keep the maxima, the histograms, the cause counts and
+/// their worst wake-ups. Wake-up ids grow with time, so the kept wake-ups
+/// with the ids just below and above it bound when it was stored.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RolledUpWakeup {
+    /// The id asked for.
+    pub id: i64,
+    /// The kept wake-up with the next lower id (`None`: none is kept).
+    pub kept_before: Option<i64>,
+    /// The kept wake-up with the next higher id (`None`: none is kept).
+    pub kept_after: Option<i64>,
+    /// It was stored in an interval that started at or after this, Unix ns
+    /// (the start of the row holding `kept_before`).
+    pub from_unix_ns: i64,
+    /// … and ended at or before this, Unix ns (the end of the row holding
+    /// `kept_after`).
+    pub to_unix_ns: i64,
+    /// The rolled-up rows of that span, every CPU (it was in one of them),
+    /// oldest first, with their worst kept wake-ups and cause counts.
+    pub rows: Vec<StoredInterval>,
 }
 
 /// A database error: the file is SQLite but not a watch database.
@@ -1571,6 +1635,59 @@ impl Store {
             }
             rec.wakeup = w;
             Ok(Some(rec))
+        })
+    }
+
+    /// For a wake-up id with no record ([`Store::wakeup`] gives `None`):
+    /// what remains of it when its interval was rolled up
+    /// ([`RolledUpWakeup`]); `None` when the id was never given, or
+    /// nothing of its time is left (deleted by `--keep` or the size cap).
+    ///
+    /// # Errors
+    /// [`ErrorKind::Database`].
+    pub fn rolled_up(&self, id: i64) -> Result<Option<RolledUpWakeup>> {
+        self.reading(|conn, c| -> Result<Option<RolledUpWakeup>> {
+            if id < 1 || id > ids_issued(conn, c)? || !c.has_causes() {
+                return Ok(None);
+            }
+            let wid = c.wakeup_id();
+            let neighbour = |cmp: &str, order: &str| -> Result<Option<(i64, i64, i64)>> {
+                Ok(conn
+                    .query_row(
+                        &format!(
+                            "SELECT w.{wid}, i.start_unix_ns, i.end_unix_ns
+                             FROM wakeups w JOIN intervals i ON i.id = w.interval_id
+                             WHERE w.{wid} {cmp} ?1 ORDER BY w.{wid} {order} LIMIT 1"
+                        ),
+                        [id],
+                        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                    )
+                    .optional()?)
+            };
+            let before = neighbour("<", "DESC")?;
+            let after = neighbour(">", "ASC")?;
+            if before.is_none() && after.is_none() {
+                return Ok(None);
+            }
+            let from = before.map_or(i64::MIN, |b| b.1);
+            let to = after.map_or(i64::MAX, |a| a.2);
+            let rows = read_rows(
+                conn,
+                c,
+                "resolution_ns <> 0 AND end_unix_ns > ?1 AND start_unix_ns < ?2",
+                params![from, to],
+            )?;
+            if rows.is_empty() {
+                return Ok(None);
+            }
+            Ok(Some(RolledUpWakeup {
+                id,
+                kept_before: before.map(|b| b.0),
+                kept_after: after.map(|a| a.0),
+                from_unix_ns: from,
+                to_unix_ns: to,
+                rows,
+            }))
         })
     }
 

@@ -449,3 +449,114 @@ fn a_report_says_which_resolution_each_part_of_its_period_has() {
     assert_eq!(json["resolutions"][1]["resolution_ns"], 0);
     assert_eq!(json["over_time"][0]["resolution_ns"], HOUR_NS);
 }
+
+/// `watch show ID` after a roll-up. A wake-up the roll-up did not keep
+/// among its 10 worst gave "no wake-up ID", the same as an id never given
+/// — and SQLite gave the next wake-up the largest id present plus one, so
+/// once a roll-up had deleted the largest (the last interval of a run,
+/// rolled up when the next run starts a week later) an id an exemplar or
+/// a report had named came to mean another wake-up. Now ids are never
+/// given twice (`meta.wakeup_ids_issued`), and for a rolled-away id
+/// `Store::rolled_up` names what remains: the rolled-up rows of the span
+/// its kept neighbours bound, one of which is its CPU's row of its hour.
+#[test]
+fn a_wakeup_rolled_away_is_told_by_what_remains_and_its_id_is_never_given_again() {
+    let d = scratch("show-rolled");
+    let db = d.0.join("w.db");
+    let (mut s, run) = new_db(&db);
+    let shape = Shape {
+        samples: Some(200),
+        worst: 4,
+        names: 6,
+        ..Shape::default()
+    };
+    let mut union = BTreeMap::new();
+    generate(&mut s, run, D0, 120, 2, shape, &mut union);
+    // Every wake-up as stored: id → (CPU, its interval's start and end, latency).
+    let mut stored = BTreeMap::new();
+    for r in s.intervals_since(i64::MIN).unwrap() {
+        for w in &r.interval.wakeups {
+            stored.insert(
+                w.id.unwrap(),
+                (
+                    r.interval.cpu,
+                    r.interval.start_unix_ns,
+                    r.interval.end_unix_ns,
+                    w.latency_ns,
+                ),
+            );
+        }
+    }
+    assert_eq!(stored.len(), 120 * 2 * 4);
+    let last = *stored.keys().next_back().unwrap();
+    let m = s
+        .maintain(D0 + 8 * DAY_NS as i64, &wide())
+        .expect("roll the two hours up");
+    assert_eq!(m.rolled_to_hour, 240);
+    drop(s);
+    let r = Store::open_existing(&db).unwrap();
+    let (mut kept, mut told) = (0, 0);
+    for (&id, &(cpu, start, end, latency)) in &stored {
+        if let Some(k) = r.wakeup(id).unwrap() {
+            assert_eq!(k.resolution_ns, HOUR_NS);
+            assert_eq!((k.cpu, k.wakeup.latency_ns), (cpu, latency));
+            assert_eq!(r.rolled_up(id).unwrap().map(|x| x.id), Some(id), "{id}");
+            kept += 1;
+            continue;
+        }
+        let g = r
+            .rolled_up(id)
+            .unwrap()
+            .unwrap_or_else(|| panic!("wake-up {id} rolled up: what remains"));
+        assert_eq!(g.id, id);
+        assert!(
+            g.from_unix_ns <= start && end <= g.to_unix_ns,
+            "{id}: {g:?}"
+        );
+        assert!(g.kept_before.is_none_or(|b| b < id) && g.kept_after.is_none_or(|a| a > id));
+        // Its CPU's row of its hour is among the rows named, and holds it.
+        let home: Vec<_> = g
+            .rows
+            .iter()
+            .filter(|x| {
+                x.interval.cpu == cpu
+                    && x.interval.start_unix_ns <= start
+                    && end <= x.interval.end_unix_ns
+            })
+            .collect();
+        assert_eq!(home.len(), 1, "{id}: {g:?}");
+        assert_eq!(home[0].resolution_ns, HOUR_NS);
+        assert!(home[0].interval.max_ns >= Some(latency));
+        assert!(!home[0].causes.is_empty());
+        assert!(g.rows.iter().all(|x| x.resolution_ns == HOUR_NS));
+        assert!(g.rows.len() <= 4, "two hours of two CPUs at most");
+        told += 1;
+    }
+    assert_eq!(kept, 2 * 2 * 10, "each CPU's hour keeps its 10 worst");
+    assert_eq!(kept + told, stored.len());
+    assert!(r.wakeup(last).unwrap().is_none(), "the last wake-up went");
+    for never in [0, -1, last + 1] {
+        assert_eq!(r.rolled_up(never).unwrap(), None, "{never}");
+    }
+    drop(r);
+    // The next run's wake-ups get ids above every id given before.
+    let (mut s, run2) = new_db(&db);
+    let mut fresh = vec![synth::minute(
+        &mut Lcg(7),
+        0,
+        0,
+        D0 + 8 * DAY_NS as i64,
+        shape,
+        None,
+    )];
+    s.store_interval(run2, 1, &synth::state("6.1.0"), &mut fresh)
+        .unwrap();
+    let ids: Vec<i64> = fresh[0].wakeups.iter().map(|w| w.id.unwrap()).collect();
+    assert_eq!(ids.len(), 4);
+    assert!(ids.iter().all(|&i| i > last), "{ids:?} after {last}");
+    assert!(s.wakeup(last).unwrap().is_none());
+    assert_eq!(
+        s.rolled_up(last).unwrap().map(|g| g.rows[0].resolution_ns),
+        Some(HOUR_NS)
+    );
+}
