@@ -745,3 +745,33 @@ fn throttled_run(cpu: usize) -> (explain::Explanation, i32) {
         spinner_tid.load(Ordering::Relaxed),
     )
 }
+
+#[test]
+fn a_thread_preempted_before_its_deadline_resumes_its_own_work_not_a_remainder() {
+    // The measured thread (RT 80, prio 19) overran its period: still
+    // running at D − 100 µs when a FIFO 90 burst (prio 9) preempted it
+    // (switched out runnable). The burst held the CPU to D + 2 ms; the
+    // thread then finished its work and read its clock at D + 4 ms. The
+    // last 2 ms are its own work (it never went to sleep), not its
+    // "switch-in to its clock read"; the induced-size test met this when
+    // another test's hog preempted the page-faulting thread.
+    let d = 2_000_000;
+    let events = vec![
+        switch(500_000, 0, "swapper/1", 120, TID, 19),
+        preempting(d - 100_000, TID, "measured", 19, 42, 9),
+        on(42, ev(d + 1_000, EventKind::LocalTimer)),
+        on(42, ev(d + 3_000, EventKind::LocalTimerExit)),
+        preempting(d + 2_000_000, 42, "hog", 9, TID, 19),
+        switch(d + 4_100_000, TID, "measured", 19, 0, 120),
+    ];
+    let c = attribute(
+        &Timeline::new(events),
+        &late(d, d + 4_000_000),
+        &bare_metal(),
+    );
+    assert_eq!(breakdown::sum_ns(&c.breakdown), 4_000_000, "{c:#?}");
+    assert_eq!(of(&c, Kind::OwnWork), 2_000_000, "{c:#?}");
+    assert_eq!(of(&c, Kind::Remainder), 0, "{c:#?}");
+    assert_eq!(of(&c, Kind::Task), 1_998_000, "{c:#?}");
+    assert_eq!(of(&c, Kind::Irq), 2_000, "{c:#?}");
+}

@@ -495,6 +495,9 @@ pub fn attribute(tl: &Timeline, w: &Wakeup, m: &Machine) -> Cause {
         None => Ctx::Unknown,
     };
     let mut running_at_d = matches!(task, Ctx::Task(p, _) if p == w.tid);
+    // The thread switched out runnable (preempted) before the deadline had
+    // not gone to sleep: still in its previous cycle at the deadline.
+    let mut preempted = false;
     let mut stack: Vec<Ctx> = Vec::with_capacity(4);
     let mut idle = false;
     let mut own_prio = None;
@@ -586,7 +589,10 @@ pub fn attribute(tl: &Timeline, w: &Wakeup, m: &Machine) -> Cause {
             idle = e.pid == 0 && idle;
         }
         if start + i < at_d {
-            running_at_d = matches!(task, Ctx::Task(p, _) if p == w.tid);
+            if e.kind == EventKind::Switch && e.prev_pid == w.tid {
+                preempted = e.preempted();
+            }
+            running_at_d = preempted || matches!(task, Ctx::Task(p, _) if p == w.tid);
         }
         idle_mark = acc
             .get(&(Category::IdleExit, Ctx::Unknown))
