@@ -146,3 +146,60 @@ fn readers_racing_a_starting_watch_get_a_state_of_the_database_or_try_again() {
         "the readers saw both sides of the starts: {counts:?}"
     );
 }
+
+/// A watch holds its lock and SQLite has made its (empty) file, but it
+/// goes no further (stopped there): `watch check` said exit 3, "not a
+/// firmtime watch database (it has no tables)". Now it waits 3 s, then
+/// exits 4 naming the watch's pid, "try again"; `--json` says
+/// `"answer": "starting"`; the files are left as they were. Without the
+/// watch, the same empty file is not a watch database (exit 3).
+#[test]
+fn check_exits_4_while_a_watch_starting_on_the_file_has_not_made_it() {
+    let dir = TestDir::new("watch-check-starting");
+    let db = dir.0.join("w.db");
+    let lock = firmtime_watch::lock::WriterLock::acquire(&db).unwrap();
+    std::fs::File::create(&db).unwrap();
+    let dbs = db.display().to_string();
+    let json = dir.0.join("check.json");
+    let listing = || {
+        let mut v: Vec<(String, u64)> = std::fs::read_dir(&dir.0)
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                (
+                    e.file_name().to_string_lossy().into_owned(),
+                    e.metadata().unwrap().len(),
+                )
+            })
+            .filter(|(n, _)| n != "check.json")
+            .collect();
+        v.sort();
+        v
+    };
+    let before = listing();
+    let t0 = std::time::Instant::now();
+    let out = firmtime(&[
+        "watch",
+        "check",
+        "--db",
+        &dbs,
+        "--json",
+        &json.display().to_string(),
+    ]);
+    assert!(t0.elapsed() >= firmtime_watch::store::STARTING_WRITER_WAIT);
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        format!(
+            "database {dbs}: a firmtime watch (pid {}) is starting on it (creating its tables or \
+             switching it to WAL): nothing was read and nothing changed; try again in a moment\n",
+            std::process::id()
+        )
+    );
+    assert_eq!(read_json(&json)["answer"], "starting");
+    assert_eq!(listing(), before);
+    drop(lock);
+    let out = firmtime(&["watch", "check", "--db", &dbs]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stdout));
+    assert_eq!(listing(), before);
+}
