@@ -625,9 +625,14 @@ pub fn explain_loop(
 /// # Errors
 /// `text` is not a CPU list.
 pub fn cpu_list(text: &str) -> Result<Vec<usize>, UsageError> {
+    cpu_list_for("--cpu", text)
+}
+
+/// [`cpu_list`] for the flag `flag` (named in the error).
+pub fn cpu_list_for(flag: &str, text: &str) -> Result<Vec<usize>, UsageError> {
     firmtime_rt::sched::parse_cpu_list(text).map_err(|e| {
         UsageError(format!(
-            "--cpu {text}: {} (valid: online CPUs {})",
+            "{flag} {text}: {} (valid: online CPUs {})",
             e.message(),
             firmtime_rt::sched::format_cpu_list(&firmtime_rt::sched::online_cpus())
         ))

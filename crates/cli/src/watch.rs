@@ -92,6 +92,9 @@ pub struct RunArgs {
     /// CPUs to watch, one pinned thread each (e.g. 0,2-3); default every online CPU.
     #[arg(long = "cpu", alias = "cpus", value_name = "LIST")]
     cpus: Option<String>,
+    /// CPUs of the housekeeping threads (the writer, the metrics endpoint, the explaining trace's drainer), e.g. 0; default the online CPUs not watched, or the first watched CPU when every CPU is watched: the other watched CPUs then carry their measuring thread only.
+    #[arg(long = "housekeeping-cpu", value_name = "LIST")]
+    housekeeping_cpu: Option<String>,
     /// Keep nothing older than this, at any resolution (e.g. 30d, 12h; 1min to 3650d). The default keeps what --max-db-size holds.
     #[arg(long, value_name = "D", default_value = "3650d", value_parser = long_duration)]
     keep: Duration,
@@ -245,6 +248,11 @@ fn nanos(d: Duration) -> u64 {
 /// The run's config from its flags (usage errors name the flag).
 fn config(a: &RunArgs) -> Result<Config, UsageError> {
     let cpus = a.cpus.as_deref().map(args::cpu_list).transpose()?;
+    let housekeeping_cpus = a
+        .housekeeping_cpu
+        .as_deref()
+        .map(|t| args::cpu_list_for("--housekeeping-cpu", t))
+        .transpose()?;
     let c = Config {
         db: a.db.clone().unwrap_or_else(default_db),
         period_ns: nanos(a.period),
@@ -252,6 +260,7 @@ fn config(a: &RunArgs) -> Result<Config, UsageError> {
         duration_ns: a.duration.map(nanos),
         policy: a.policy,
         cpus,
+        housekeeping_cpus,
         keep_ns: nanos(a.keep),
         keep_raw_ns: nanos(a.keep_raw),
         keep_hourly_ns: nanos(a.keep_hourly),

@@ -505,6 +505,15 @@ const CPU_SETSIZE: usize = libc::CPU_SETSIZE as usize;
 /// [`ErrorKind::PermissionDenied`] / [`ErrorKind::Io`] for other refusals
 /// (e.g. a cpuset cgroup that excludes them).
 pub fn set_affinity(cpus: &[usize]) -> Result<()> {
+    set_thread_affinity(0, cpus)
+}
+
+/// Pins thread `tid` of this process (a `gettid` number; 0: the calling
+/// thread) to `cpus`, as [`set_affinity`] does the calling thread.
+///
+/// # Errors
+/// As [`set_affinity`]; [`ErrorKind::Io`] (`ESRCH`) when the thread is gone.
+pub fn set_thread_affinity(tid: i32, cpus: &[usize]) -> Result<()> {
     if cpus.is_empty() {
         return Err(Error::invalid(
             "CPU affinity needs at least one CPU (online CPUs: see /sys/devices/system/cpu/online)",
@@ -523,7 +532,7 @@ pub fn set_affinity(cpus: &[usize]) -> Result<()> {
         unsafe { libc::CPU_SET(c, &mut set) };
     }
     // SAFETY: `set` is a valid cpu_set_t of the size passed.
-    let r = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    let r = unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) };
     if r == 0 {
         return Ok(());
     }

@@ -72,6 +72,11 @@ pub struct Config {
     pub policy: Policy,
     /// CPUs to watch (`--cpu`); `None`: every online CPU.
     pub cpus: Option<Vec<usize>>,
+    /// CPUs of the housekeeping threads — the writer, the metrics endpoint,
+    /// the explaining trace's drainer — (`--housekeeping-cpu`); `None`:
+    /// the online CPUs not watched, or the first watched CPU when every
+    /// CPU is watched ([`Config::housekeeping`]).
+    pub housekeeping_cpus: Option<Vec<usize>>,
     /// Nothing older is kept, at any resolution (`--keep`), default 3650
     /// days (10 years: in practice `--max-db-size` decides).
     pub keep_ns: u64,
@@ -102,6 +107,7 @@ impl Default for Config {
             duration_ns: None,
             policy: Policy::Fifo { priority: 80 },
             cpus: None,
+            housekeeping_cpus: None,
             keep_ns: 3650 * 86_400_000_000_000,
             keep_raw_ns: 7 * 86_400_000_000_000,
             keep_hourly_ns: 90 * 86_400_000_000_000,
@@ -221,6 +227,18 @@ impl Config {
                 )));
             }
         }
+        if let Some(c) = &self.housekeeping_cpus {
+            let online = sched::online_cpus();
+            if c.is_empty() {
+                return Err(invalid("--housekeeping-cpu is empty"));
+            }
+            if let Some(bad) = c.iter().find(|c| !online.contains(c)) {
+                return Err(invalid(format!(
+                    "--housekeeping-cpu: CPU {bad} is not online: valid are {}",
+                    sched::format_cpu_list(&online)
+                )));
+            }
+        }
         Ok(())
     }
 
@@ -230,6 +248,29 @@ impl Config {
         v.sort_unstable();
         v.dedup();
         v
+    }
+
+    /// The CPUs of the housekeeping threads: `--housekeeping-cpu`, else
+    /// the `online` CPUs not in `watched`, else (every CPU watched) the
+    /// first watched CPU — so that the other watched CPUs carry their own
+    /// measuring thread only, as each of cyclictest's does (pure: tested).
+    pub fn housekeeping(&self, watched: &[usize], online: &[usize]) -> Vec<usize> {
+        if let Some(h) = &self.housekeeping_cpus {
+            let mut h = h.clone();
+            h.sort_unstable();
+            h.dedup();
+            return h;
+        }
+        let free: Vec<usize> = online
+            .iter()
+            .copied()
+            .filter(|c| !watched.contains(c))
+            .collect();
+        if free.is_empty() {
+            watched.iter().copied().min().into_iter().collect()
+        } else {
+            free
+        }
     }
 
     /// The retention policy of `--keep`, `--keep-raw`, `--keep-hourly` and
@@ -429,12 +470,17 @@ pub fn run(
 ) -> Result<Summary> {
     config.validate()?;
     let cpus = config.selected_cpus();
+    let housekeeping = config.housekeeping(&cpus, &sched::online_cpus());
+    // Every thread there is now (this one, the metrics endpoint's) and
+    // every one started from here on (the drainers: `drainer_cpus`) runs
+    // on the housekeeping CPUs; the measuring threads pin themselves.
+    pin_housekeeping(&housekeeping)?;
     // One writer per database: a second watch is refused naming the first.
     let _writer = crate::lock::WriterLock::acquire(&config.db)?;
     let mut store = Store::open(&config.db)?;
     let explain_ok = explain_decision(config.explain)?;
     let machine = MachineFacts::read();
-    let mut trace = Explaining::new(config, explain_ok.is_ok());
+    let mut trace = Explaining::new(config, explain_ok.is_ok(), &housekeeping);
     // Interval 0's session and buffers, before the threads start.
     trace.start_first(cpus.len())?;
     let mut lanes = Lanes::spawn(config, &cpus, |cpu| trace.notes(0, cpu), stop)?;
@@ -447,6 +493,11 @@ pub fn run(
         conditions,
         explain: explain_ok,
     });
+    events(Event::Notice(format!(
+        "housekeeping (the writer, the metrics endpoint, the explaining trace's drainer) on CPU {} \
+         (--housekeeping-cpu); each measuring thread alone on its CPU",
+        sched::format_cpu_list(&housekeeping)
+    )));
     let sink = Sink {
         store,
         run_id,
@@ -469,6 +520,35 @@ pub fn run(
     }
     let failed = lanes.join();
     writer.end(failed, stop.load(Ordering::SeqCst))
+}
+
+/// Pins every thread of this process to `cpus` (`--housekeeping-cpu`):
+/// called before the measuring threads start, so these are all
+/// housekeeping threads; threads started later inherit the CPUs.
+///
+/// # Errors
+/// [`ErrorKind::InvalidInput`] naming `--housekeeping-cpu` when the kernel
+/// refuses the CPUs (e.g. a cpuset that excludes them).
+fn pin_housekeeping(cpus: &[usize]) -> Result<()> {
+    let tids: Vec<i32> = std::fs::read_dir("/proc/self/task")
+        .map_err(|e| Error::new(ErrorKind::Io, format!("/proc/self/task: {e}")))?
+        .filter_map(|d| d.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    for tid in tids {
+        match sched::set_thread_affinity(tid, cpus) {
+            Ok(()) => {}
+            // A thread that ended meanwhile needs no place.
+            Err(e) if e.errno() == Some(libc::ESRCH) => {}
+            Err(e) => {
+                return Err(invalid(format!(
+                    "--housekeeping-cpu {}: {}",
+                    sched::format_cpu_list(cpus),
+                    e.message()
+                )))
+            }
+        }
+    }
+    Ok(())
 }
 
 /// What `--explain` decides here: `Ok` to run the explaining trace, `Err`
@@ -520,5 +600,47 @@ fn open_metrics(
         }
         t.interval_ns = config.interval_ns;
         t.last_interval_end_unix_ns = Some(started_unix_ns);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Config;
+
+    #[test]
+    fn housekeeping_goes_to_the_cpus_not_watched_else_the_first_watched() {
+        let c = Config::default();
+        assert_eq!(c.housekeeping(&[2, 3], &[0, 1, 2, 3]), [0, 1]);
+        assert_eq!(c.housekeeping(&[1, 0], &[0, 1]), [0], "every CPU watched");
+        assert_eq!(c.housekeeping(&[3], &[3]), [3]);
+        let named = Config {
+            housekeeping_cpus: Some(vec![3, 1, 3]),
+            ..Config::default()
+        };
+        assert_eq!(named.housekeeping(&[0, 1], &[0, 1, 2, 3]), [1, 3]);
+    }
+
+    #[test]
+    fn a_housekeeping_cpu_list_is_checked_like_cpu() {
+        let empty = Config {
+            housekeeping_cpus: Some(vec![]),
+            ..Config::default()
+        };
+        assert!(empty
+            .validate()
+            .unwrap_err()
+            .message()
+            .contains("--housekeeping-cpu is empty"));
+        let offline = Config {
+            housekeeping_cpus: Some(vec![4096]),
+            ..Config::default()
+        };
+        let e = offline.validate().unwrap_err();
+        assert!(
+            e.message()
+                .starts_with("--housekeeping-cpu: CPU 4096 is not online: valid are "),
+            "{}",
+            e.message()
+        );
     }
 }

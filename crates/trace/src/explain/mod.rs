@@ -152,6 +152,10 @@ pub struct Config {
     /// `non_preemptible` parts. Off by default: it unwinds a stack on the
     /// thread's wake-up path whenever it preempts a task.
     pub kernel_stacks: bool,
+    /// The CPUs the drainer (the thread that reads and decodes the ring
+    /// buffers) may run on; `None`: the traced CPUs. `watch` puts it with
+    /// its other housekeeping threads (`--housekeeping-cpu`).
+    pub drainer_cpus: Option<Vec<usize>>,
 }
 
 /// [`Config::pending_events`]'s default (~26 MB).
@@ -212,6 +216,7 @@ impl Default for Config {
             size_from_rate: false,
             unfiltered: false,
             kernel_stacks: false,
+            drainer_cpus: None,
         }
     }
 }

@@ -252,6 +252,7 @@ impl Session {
             cpus.clone(),
             Arc::clone(&flags),
         );
+        let drainer_cpus = config.drainer_cpus.clone().unwrap_or_else(|| cpus.clone());
         let (cap, pending_events, max_windows, pace) = (
             config.max_events,
             config.pending_events,
@@ -277,7 +278,7 @@ impl Session {
                     firmtime_rt::sched::set_current_thread(&firmtime_rt::sched::Policy::Other {
                         nice: 0,
                     });
-                let _ = firmtime_rt::sched::set_affinity(&c2);
+                let _ = firmtime_rt::sched::set_affinity(&drainer_cpus);
                 let per_cpu = (pending_events / c2.len().max(1)).max(PENDING_PER_CPU_MIN);
                 let mut k = Keeper::reusing_with(per_cpu, cap, KEEP_NS, max_windows, storage);
                 k.reserve_cpus(c2.iter().max().map_or(0, |&c| c + 1));

@@ -13,9 +13,11 @@ use firmtime_trace::explain;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The explaining session of each interval: `watch`'s kind.
-fn session_config(worst: usize) -> explain::Config {
+fn session_config(worst: usize, housekeeping: &[usize]) -> explain::Config {
     explain::Config {
         worst,
+        // With the writer and the metrics endpoint (`--housekeeping-cpu`).
+        drainer_cpus: Some(housekeeping.to_vec()),
         // Windows are short (a few periods); a modest store per interval
         // (~3.4 MB) and the least pending queues (32,768 events a CPU,
         // 300 ms at ~100,000 events/s; more is a counted hole, never a
@@ -58,10 +60,13 @@ pub(super) struct Explaining {
 
 impl Explaining {
     /// No session yet; `tracing`: whether `--explain` decided to run.
-    pub(super) fn new(config: &Config, tracing: bool) -> Explaining {
+    pub(super) fn new(config: &Config, tracing: bool, housekeeping: &[usize]) -> Explaining {
         let per_interval = config.interval_ns / config.period_ns;
         Explaining {
-            rotation: explain::Rotation::new(session_config(config.worst), "firmtime-watch*"),
+            rotation: explain::Rotation::new(
+                session_config(config.worst, housekeeping),
+                "firmtime-watch*",
+            ),
             tracing,
             worst: config.worst,
             period_ns: config.period_ns,
