@@ -913,11 +913,32 @@ impl Faulting {
     /// Gives the pages back, then touches them all again: every touch is a
     /// page fault.
     pub(crate) fn fault_all(&mut self) {
-        // SAFETY: p..p+len is the mapping made in new().
-        unsafe { libc::madvise(self.p, self.len, libc::MADV_DONTNEED) };
+        self.give_back();
+        self.touch_all_then(|| {});
+    }
+
+    /// Gives the pages back (the next touch of each is a page fault).
+    pub(crate) fn give_back(&mut self) {
+        self.give_back_then(self.len, || {});
+    }
+
+    /// Gives the pages back `chunk` bytes at a time, calling `each` after
+    /// each chunk.
+    pub(crate) fn give_back_then(&mut self, chunk: usize, mut each: impl FnMut()) {
+        for off in (0..self.len).step_by(chunk) {
+            let n = chunk.min(self.len - off);
+            // SAFETY: off..off+n lies in the mapping made in new().
+            unsafe { libc::madvise((self.p as *mut u8).add(off).cast(), n, libc::MADV_DONTNEED) };
+            each();
+        }
+    }
+
+    /// Touches every page, calling `each` after each one.
+    pub(crate) fn touch_all_then(&mut self, mut each: impl FnMut()) {
         for off in (0..self.len).step_by(4096) {
             // SAFETY: off < len, inside the writable mapping.
             unsafe { std::ptr::write_volatile((self.p as *mut u8).add(off), 1) };
+            each();
         }
     }
 }

@@ -34,12 +34,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// A tracefs instance of the test's own, removed when dropped.
-struct Independent {
+pub(crate) struct Independent {
     dir: PathBuf,
 }
 
 impl Independent {
-    fn start() -> Independent {
+    pub(crate) fn start() -> Independent {
         let root = PathBuf::from("/sys/kernel/tracing");
         let dir = root.join(format!("instances/ft-independent-{}", std::process::id()));
         let _ = std::fs::remove_dir(&dir);
@@ -70,7 +70,7 @@ impl Independent {
     }
 
     /// Stops recording and returns the text record.
-    fn stop(&self) -> String {
+    pub(crate) fn stop(&self) -> String {
         let _ = std::fs::write(self.dir.join("tracing_on"), "0");
         std::fs::read_to_string(self.dir.join("trace")).expect("read the text record")
     }
@@ -98,18 +98,18 @@ impl Drop for Independent {
 
 /// One line of the text record.
 #[derive(Debug, Clone, PartialEq)]
-struct Line {
+pub(crate) struct Line {
     /// The task on the CPU when the record was written (the text's first
     /// column, `comm-pid`: for an interrupt, the task it interrupted).
     task: String,
-    cpu: usize,
-    ns: u64,
+    pub(crate) cpu: usize,
+    pub(crate) ns: u64,
     event: String,
     fields: HashMap<String, String>,
 }
 
 /// Parses `  comm-pid  [001] d..2.  123.456789: sched_switch: a=b c=d …`.
-fn parse(line: &str) -> Option<Line> {
+pub(crate) fn parse(line: &str) -> Option<Line> {
     if line.starts_with('#') {
         return None;
     }
@@ -156,7 +156,7 @@ fn parse(line: &str) -> Option<Line> {
 /// of a later record when that differs (this kernel records no switch out
 /// of the idle task on some CPUs: the task switched in from idle shows up
 /// first as the task an interrupt interrupted).
-fn contexts(lines: &[Line], cpu: usize, from: u64, to: u64) -> HashMap<String, u64> {
+pub(crate) fn contexts(lines: &[Line], cpu: usize, from: u64, to: u64) -> HashMap<String, u64> {
     let mut task = String::from("task ?");
     let mut stack: Vec<String> = Vec::new();
     let mut t = from;

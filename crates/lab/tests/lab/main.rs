@@ -21,6 +21,7 @@ mod messages;
 mod output;
 mod overhead;
 mod plot;
+mod sizes;
 mod stats;
 mod suspend;
 mod tails;
