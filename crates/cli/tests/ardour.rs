@@ -318,9 +318,34 @@ fn shift_of(got: &[f32], want: &[f32]) -> String {
                     .zip(want)
                     .all(|(a, b)| a.to_bits() == b.to_bits())
         })
-        .map_or("not a shifted copy either".into(), |s| {
-            format!("it is the local output {s} frames late")
-        })
+        .map_or_else(
+            || {
+                // What it is, then: silence, the input, another level?
+                let rms = |x: &[f32]| {
+                    (x.iter().map(|&v| f64::from(v).powi(2)).sum::<f64>() / x.len().max(1) as f64)
+                        .sqrt()
+                };
+                let zeros = got.iter().filter(|&&x| x == 0.0).count();
+                let first = got
+                    .iter()
+                    .zip(want)
+                    .position(|(a, b)| a.to_bits() != b.to_bits());
+                let worst = got
+                    .iter()
+                    .zip(want)
+                    .map(|(a, b)| (a - b).abs())
+                    .fold(0f32, f32::max);
+                format!(
+                    "not a shifted copy either: {} frames against {}, {zeros} zero samples, \
+                     rms {:.6} against {:.6}, first difference at frame {first:?}, largest {worst:e}",
+                    got.len(),
+                    want.len(),
+                    rms(got),
+                    rms(want)
+                )
+            },
+            |s| format!("it is the local output {s} frames late"),
+        )
 }
 
 /// Starts the worker, installs the proxy (LADSPA copy and LV2 bundle)
