@@ -95,20 +95,29 @@ fn free_addr() -> String {
 struct Worker {
     child: Child,
     addr: String,
+    /// Where the waste_time instances it runs write their logs: the test's
+    /// scratch directory (beside `key`), not /tmp.
+    waste_log: PathBuf,
 }
 
 impl Worker {
     fn start(key: &Path, dir: &str) -> Self {
         let addr = free_addr();
+        let waste_log = key.with_file_name(format!(
+            "waste_time-{}.csv",
+            addr.rsplit(':').next().unwrap()
+        ));
         let mut c = Command::new(EXE);
         c.args(["net", "worker", "--listen", &addr, "--priority", "other"])
             .arg("--key")
             .arg(key)
             .args(["--plugin-dir", dir])
+            .env("FIRMTIME_WASTE_LOG", &waste_log)
             .stdin(Stdio::null());
         Worker {
             child: spawn_ready(&mut c),
             addr,
+            waste_log,
         }
     }
 
@@ -300,6 +309,26 @@ fn an_offline_render_whose_primary_dies_midway_is_finished_exactly_by_its_standb
         samples(&input),
         "waste_time copies: the render must be its input"
     );
+    // The standby lets its session go when the render's connection closes:
+    // its waste_time instance writes its log then, into the scratch
+    // directory (removed with it), none into /tmp.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !standby.waste_log.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the standby never wrote {}",
+            standby.waste_log.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let prefix = format!("waste_time-{}-", standby.child.id());
+    let in_tmp: Vec<_> = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .map(|e| e.path())
+        .collect();
+    assert!(in_tmp.is_empty(), "{in_tmp:?}");
 }
 
 #[test]
