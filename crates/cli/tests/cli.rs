@@ -79,8 +79,7 @@ fn doctor_table_exit_code_matches_failures_and_summary() {
 
 #[test]
 fn doctor_json_to_a_file_keeps_the_table_on_stdout() {
-    let dir = std::env::temp_dir().join(format!("firmtime-cli-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::TestDir::new("cli-doctor-json");
     let path = dir.join("doctor.json");
     let out = firmtime(&["doctor", "--json", path.to_str().unwrap()]);
     let text = String::from_utf8(out.stdout).unwrap();
@@ -91,7 +90,6 @@ fn doctor_json_to_a_file_keeps_the_table_on_stdout() {
     // The atomic write leaves no temporary file behind.
     let names: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
     assert_eq!(names.len(), 1);
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

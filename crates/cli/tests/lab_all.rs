@@ -10,8 +10,10 @@ use std::time::{Duration, Instant};
 /// reliably", else 2 (could not measure everything): never 0.
 #[test]
 fn ctrl_c_writes_a_partial_report_and_exits_1_or_2_by_its_verdict() {
-    let dir = std::env::temp_dir().join(format!("firmtime-lab-all-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    // The run's --out directory, in a scratch directory removed on drop
+    // (also when the test fails).
+    let scratch = common::TestDir::new("lab-all-ctrl-c");
+    let dir = scratch.join("out");
     let json = dir.join("all.json");
     let child = Command::new(EXE)
         .args(["lab", "all", "--quick", "--out"])
@@ -67,7 +69,6 @@ fn ctrl_c_writes_a_partial_report_and_exits_1_or_2_by_its_verdict() {
         .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
         .collect();
     assert!(leftovers.is_empty(), "temp files left: {leftovers:?}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -100,8 +101,8 @@ fn explain_takes_auto_on_or_off_and_refuses_anything_else() {
 #[test]
 fn piped_lab_all_prints_a_line_per_step_with_the_time_left() {
     use std::io::{BufRead, BufReader};
-    let dir = std::env::temp_dir().join(format!("firmtime-lab-all-lines-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let scratch = common::TestDir::new("lab-all-lines");
+    let dir = scratch.join("out");
     let mut child = Command::new(EXE)
         .args(["lab", "all", "--quick", "--no-explain", "--out"])
         .arg(&dir)
@@ -186,5 +187,4 @@ fn piped_lab_all_prints_a_line_per_step_with_the_time_left() {
             .any(|l| l.starts_with("firmtime: lab all stopped in ")),
         "{lines:#?}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }

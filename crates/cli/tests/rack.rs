@@ -13,16 +13,17 @@ use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use common::{assert_exit, firmtime, read_json, spawn_ready, EXE};
+use common::{assert_exit, firmtime, read_json, spawn_ready, TmpPath, EXE};
 
 #[global_allocator]
 static ALLOC: assert_no_alloc::AllocDisabler = assert_no_alloc::AllocDisabler;
 
 /// A file `name` in the temp dir, unique to this process, holding `bytes`,
-/// readable by its owner only (key files follow the rule for secrets).
-fn tmp(name: &str, bytes: impl AsRef<[u8]>) -> PathBuf {
+/// readable by its owner only (key files follow the rule for secrets);
+/// removed on drop, also when the test fails.
+fn tmp(name: &str, bytes: impl AsRef<[u8]>) -> TmpPath {
     use std::os::unix::fs::PermissionsExt;
-    let p = std::env::temp_dir().join(format!("firmtime-rack-{}-{name}", std::process::id()));
+    let p = TmpPath::new(&format!("rack-{name}"));
     std::fs::write(&p, bytes).unwrap();
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
     p
@@ -40,7 +41,6 @@ fn a_bad_rack_file_is_a_usage_error_with_line_and_column() {
         2,
         &[&format!("{}:3:37: window 5 is out of range", p.display())],
     );
-    std::fs::remove_file(p).unwrap();
 }
 
 #[test]
@@ -55,7 +55,7 @@ fn a_local_chain_runs_on_a_dummy_server() {
         "amp.toml",
         "[[stage]]\nname = \"g\"\nplugin = \"amp:amp_mono\"\ncontrols = { Gain = 0.5 }\n",
     );
-    let json = std::env::temp_dir().join(format!("firmtime-rack-{}.json", std::process::id()));
+    let json = TmpPath::new("rack-chain.json");
     let out = firmtime(&[
         "rack",
         p.to_str().unwrap(),
@@ -83,8 +83,6 @@ fn a_local_chain_runs_on_a_dummy_server() {
     assert!(cycles > 0);
     assert_eq!(v["stats"]["stages"][0]["name"], "g");
     assert_eq!(v["stats"]["stages"][0]["runs"].as_u64().unwrap(), cycles);
-    std::fs::remove_file(p).unwrap();
-    std::fs::remove_file(json).unwrap();
 }
 
 const LADSPA: &str = "/usr/lib/ladspa";
@@ -93,11 +91,7 @@ const LADSPA: &str = "/usr/lib/ladspa";
 /// its (piped) stdin; returns its stderr and its JSON's `controls_applied`.
 fn rack_with_stdin(file: &Path, input: &str, args: &[&str]) -> (String, u64) {
     use std::io::Write;
-    let json = std::env::temp_dir().join(format!(
-        "firmtime-rack-stdin-{}-{}.json",
-        std::process::id(),
-        args.len()
-    ));
+    let json = TmpPath::new(&format!("rack-stdin-{}.json", args.len()));
     let mut child = Command::new(EXE)
         .arg("rack")
         .arg(file)
@@ -123,7 +117,6 @@ fn rack_with_stdin(file: &Path, input: &str, args: &[&str]) -> (String, u64) {
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{err}");
     let v = read_json(&json);
-    let _ = std::fs::remove_file(&json);
     (err, v["stats"]["controls_applied"].as_u64().unwrap())
 }
 
@@ -152,7 +145,6 @@ fn a_piped_stdin_is_read_for_commands_only_when_asked() {
     let (err, applied) = rack_with_stdin(&p, input, &["--commands-from-stdin"]);
     assert_eq!(applied, 1, "{err}");
     assert!(err.contains("set g.Gain = 0.25"), "{err}");
-    std::fs::remove_file(p).unwrap();
 }
 
 /// A `firmtime net worker --key K --plugin-dir /usr/lib/ladspa` child, killed on drop.
@@ -215,7 +207,7 @@ fn remote_rack(worker: &str, key: &Path, label: &str, window: u8) -> RackFile {
 /// [`LADSPA`]; `None` (skipped, with the reason) without amp.so. The key
 /// file goes when it drops.
 struct Remote {
-    key: PathBuf,
+    key: TmpPath,
     addr: String,
     worker: Worker,
     scan: Scan,
@@ -235,12 +227,6 @@ impl Remote {
             worker,
             scan: Scan::dirs(&[PathBuf::from(LADSPA)]),
         })
-    }
-}
-
-impl Drop for Remote {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.key);
     }
 }
 
@@ -360,7 +346,6 @@ fn a_wrong_key_or_an_unknown_label_is_a_clear_build_error() {
             .starts_with("r.toml:1:1: plugin amp_mono has no control input \"Volume\""),
         "{e}"
     );
-    std::fs::remove_file(wrong).unwrap();
 
     // Regression (issue 28 item 6): a key_file others may write was
     // accepted silently; one others may read is now said.

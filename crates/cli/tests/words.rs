@@ -190,11 +190,9 @@ fn subcommands(help: &str) -> Vec<String> {
         .collect()
 }
 
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("firmtime-words-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A fresh directory for one test, removed on drop (also when it fails).
+fn scratch(name: &str) -> common::TestDir {
+    common::TestDir::new(&format!("words-{name}"))
 }
 
 fn examples() -> Vec<PathBuf> {
@@ -279,7 +277,6 @@ fn commands_that_run_here_speak_words() {
     let out = run(&["tap", "analyze", csv.to_str().unwrap()]);
     // A metronome-only trial has no taps: analyzed, and flagged (exit 1).
     assert_exit(&out, 1, &["FLAG s-s01-t001: no taps at all"]);
-    let _ = std::fs::remove_dir_all(&d);
 }
 
 #[test]
@@ -312,7 +309,6 @@ fn error_paths_speak_words() {
         let out = run(&args);
         assert!(!out.status.success(), "{args:?} should fail: {out:?}");
     }
-    let _ = std::fs::remove_dir_all(&d);
 }
 
 /// `firmtime ARGS` with `$JACK_DEFAULT_SERVER` set to `server`.
@@ -381,7 +377,6 @@ fn tap_run_names_the_jack_server_it_tried() {
         err.contains("the JACK server \"firmtime-other-name\":"),
         "{err}"
     );
-    let _ = std::fs::remove_dir_all(&d);
 }
 
 /// Regression (issue 21, item 6): `midi ports` exited 0 with no server.
@@ -468,5 +463,4 @@ fn a_mistyped_port_gets_the_closest_names_on_a_real_server() {
     );
     assert!(err.contains("`firmtime midi ports`"), "{err}");
     assert!(!err.contains("jack_lsp"), "{err}");
-    let _ = std::fs::remove_dir_all(&d);
 }

@@ -264,8 +264,7 @@ fn bad_inputs_give_one_clear_message_each() {
 
     let e = Library::load(Path::new("/nonexistent/x.so")).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::NotFound);
-    let dir = std::env::temp_dir().join(format!("firmtime-ladspa-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = firmtime_rt::testing::ScratchDir::new("ladspa-bad-inputs");
     let junk = dir.join("junk.so");
     std::fs::write(&junk, b"not an ELF file").unwrap();
     let e = Library::load(&junk).unwrap_err();
@@ -274,9 +273,8 @@ fn bad_inputs_give_one_clear_message_each() {
         e.message().contains("cannot load LADSPA library") && e.message().contains("junk.so"),
         "{e}"
     );
-    let scan_junk = Scan::dirs(std::slice::from_ref(&dir));
+    let scan_junk = Scan::dirs(std::slice::from_ref(&dir.0));
     assert_eq!(scan_junk.failures.len(), 1);
-    std::fs::remove_dir_all(&dir).unwrap();
 
     let stereo = scan.find("amp:amp_stereo").unwrap();
     let e = Chain::new(
@@ -306,8 +304,7 @@ fn apply_halves_every_sample_exactly() {
     let Some(scan) = system("apply_halves_every_sample_exactly", &["amp.so"]) else {
         return;
     };
-    let dir = std::env::temp_dir().join(format!("firmtime-apply-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = firmtime_rt::testing::ScratchDir::new("ladspa-apply-halves");
     let samples: Vec<i16> = (0..5000)
         .map(|i| ((i * 977) % 65536 - 32768) as i16)
         .collect();
@@ -336,5 +333,4 @@ fn apply_halves_every_sample_exactly() {
         assert_eq!(i32::from(o), (i32::from(x)).div_euclid(2), "sample {i}");
     }
     assert!(out[5000..].iter().all(|&s| s == 0));
-    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -396,8 +396,7 @@ fn csv_round_trip_and_atomic_write() {
             }
         })
         .collect();
-    let dir = std::env::temp_dir().join(format!("firmtime-tap-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = firmtime_rt::testing::ScratchDir::new("tap-csv-round-trip");
     let stem = dir.join("s01-t001");
     let side = data::Sidecar {
         format_version: data::FORMAT_VERSION,
@@ -447,7 +446,6 @@ fn csv_round_trip_and_atomic_write() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     assert_eq!(names.len(), 2, "{names:?}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -972,8 +970,7 @@ keystrokes = 4"#,
 
 #[test]
 fn ftap_export_without_the_sidecar_names_the_missing_file() {
-    let dir = std::env::temp_dir().join(format!("ft-ftap-nosidecar-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = firmtime_rt::testing::ScratchDir::new("tap-ftap-nosidecar");
     let csv = dir.join("S-s01-t001.csv");
     std::fs::copy(data("ftap-demo-trial.csv"), &csv).unwrap();
     let e = ftap_out::export_trial(&csv).unwrap_err();
@@ -996,7 +993,6 @@ fn ftap_export_without_the_sidecar_names_the_missing_file() {
             .contains(&format!("{}: not a trial sidecar", json.display())),
         "{e}"
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// The synchronization–continuation example of FTAP's Reference Manual
@@ -1114,8 +1110,7 @@ fn a_raw_device_that_ends_mid_trial_ends_it_incomplete_with_cause_and_time() {
         loss.t_ns >= closed_ns && loss.t_ns <= out.end_ns,
         "{loss:?} {out:?}"
     );
-    let dir = std::env::temp_dir().join(format!("firmtime-tap-raw-lost-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = firmtime_rt::testing::ScratchDir::new("tap-raw-lost");
     let stem = dir.join("R-s01-t001");
     let meta = firmtime_tap::session::TrialMeta {
         subject: "R".into(),
@@ -1145,7 +1140,6 @@ fn a_raw_device_that_ends_mid_trial_ends_it_incomplete_with_cause_and_time() {
     assert_eq!(lost.cause, "device_closed");
     assert_eq!(lost.at_us, ((loss.t_ns - out.start_ns) / 1000) as i64);
     assert_eq!(lost.words, "the device closed (end of file or hang-up)");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// A trial that ended for the loss of its input says so in its FTAP-form

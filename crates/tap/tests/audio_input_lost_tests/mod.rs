@@ -114,12 +114,7 @@ fn assert_lost(
     assert_eq!(outcome.end_ns, loss.t_ns, "the trial ends at the loss");
     let detail = detail.expect("the backend names the ports");
     assert!(detail.contains(words), "{detail}");
-    let dir = std::env::temp_dir().join(format!(
-        "ft-tap-audio-lost-{}-{}",
-        std::process::id(),
-        cause.key()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = firmtime_rt::testing::ScratchDir::new(&format!("tap-audio-lost-{}", cause.key()));
     let stem = session::trial_stem(&dir, "A1", 1, 1);
     let meta = TrialMeta {
         subject: "A1".into(),
@@ -158,7 +153,6 @@ fn assert_lost(
         (EventKind::End, 1),
         "flagged incomplete"
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// Regression (issue 30): the audio input's port disconnected mid-trial

@@ -429,8 +429,7 @@ fn taps_logged_at_their_frames_feedback_and_metronome_at_intended_frames() {
         check_short_trial(&r, &f).map_or(Attempt::Checked((r, f)), Attempt::Waived)
     });
     // The trial's files: the CSV parses back, the sidecar has the self-checks.
-    let dir = std::env::temp_dir().join(format!("ft-tapeng-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = firmtime_rt::testing::ScratchDir::new("tap-engine-files");
     let stem = session::trial_stem(&dir, "T1", 1, 1);
     let meta = TrialMeta {
         subject: "T1".into(),
@@ -473,7 +472,6 @@ fn taps_logged_at_their_frames_feedback_and_metronome_at_intended_frames() {
         .sum();
     assert_eq!(Some(named), sc["late_outputs"].as_u64(), "{sc:#}");
     assert!(sc["late_trace"].is_null(), "not traced: {sc:#}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// The test server's timing, for classifying late outputs.
@@ -980,8 +978,7 @@ fn assert_lost(
     assert!(outcome.keystrokes > 0, "the keyboard played before it went");
     let detail = detail.expect("the backend names the ports");
     assert!(detail.contains(words), "{detail}");
-    let dir = std::env::temp_dir().join(format!("ft-tapeng-lost-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = firmtime_rt::testing::ScratchDir::new(&format!("tap-engine-lost-{}", cause.key()));
     let stem = session::trial_stem(&dir, "L1", 1, 1);
     let meta = TrialMeta {
         subject: "L1".into(),
@@ -1017,7 +1014,6 @@ fn assert_lost(
         (EventKind::End, 1),
         "flagged incomplete"
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// Regression (issue 28, item 2): the MIDI source killed 6 s into a trial
