@@ -782,18 +782,37 @@ fn server_and_keyboard() -> Option<(firmtime_jack::TestServer, Keyboard)> {
     Some((srv, kb))
 }
 
-/// Reads `err` line by line into `log` until a line starting with `prefix`.
-fn read_until(err: &mut impl std::io::BufRead, log: &mut String, prefix: &str) {
+/// Reads `err` line by line into `log` until a line starting with `prefix`:
+/// true, or false when `tap run` ended first.
+#[must_use]
+fn read_until(err: &mut impl std::io::BufRead, log: &mut String, prefix: &str) -> bool {
     loop {
         let mut line = String::new();
         if err.read_line(&mut line).unwrap() == 0 {
-            panic!("tap run ended before `{prefix}`: {log}");
+            return false;
         }
         log.push_str(&line);
         if line.starts_with(prefix) {
-            return;
+            return true;
         }
     }
+}
+
+/// Why an attempt could not check, when `tap run`'s output `log` says the
+/// keyboard's port was gone when it connected: [`Keyboard::start`] saw the
+/// port, but on a loaded machine the dummy jackd drops a jack_midiseq that
+/// misses its cycles ("client = tapper was not finished" in its log, then
+/// "Unknown source port"). The run checked nothing of the product then.
+/// `None` for any other output (the caller fails the test).
+fn keyboard_dropped_before_the_trial(log: &str) -> Option<String> {
+    log.lines()
+        .find(|l| l.contains("cannot connect JACK port \"tapper:out\""))
+        .map(|l| {
+            format!(
+                "the server dropped the keyboard (jack_midiseq, missed cycles) before tap run \
+                 connected it: {l}"
+            )
+        })
 }
 
 const KEYSTROKE_TRIAL: &str = "name = \"keys\"\n[feedback]\ndelay = { mode = \"fixed\", ms = 30 }\n\
@@ -806,13 +825,31 @@ const KEYSTROKE_TRIAL: &str = "name = \"keys\"\n[feedback]\ndelay = { mode = \"f
 /// The prompt is answered on a pseudo-terminal 0.6 s after it appears.
 #[test]
 fn run_drops_what_a_keyboard_played_before_enter_and_says_so() {
+    use firmtime_rt::testing::{until_checked, Attempt};
+    // An attempt whose keyboard the loaded server dropped is waived and
+    // repeated with a fresh server and keyboard.
+    until_checked(3, |attempt| {
+        let Some((srv, kb)) = server_and_keyboard() else {
+            return Attempt::Checked(());
+        };
+        match keyboard_played_before_enter(&srv, kb, attempt) {
+            Some(why) => Attempt::Waived(why),
+            None => Attempt::Checked(()),
+        }
+    });
+}
+
+/// One attempt of [`run_drops_what_a_keyboard_played_before_enter_and_says_so`]:
+/// `None` when it checked, why not when the server dropped the keyboard.
+fn keyboard_played_before_enter(
+    srv: &firmtime_jack::TestServer,
+    _kb: Keyboard,
+    attempt: usize,
+) -> Option<String> {
     use std::io::{BufReader, Write as _};
     use std::os::fd::{FromRawFd, OwnedFd};
     use std::process::Stdio;
-    let Some((srv, _kb)) = server_and_keyboard() else {
-        return;
-    };
-    let d = tmpdir("before-start");
+    let d = tmpdir(&format!("before-start-{attempt}"));
     let exp = d.join("keys.toml");
     std::fs::write(&exp, KEYSTROKE_TRIAL).unwrap();
     let (mut master, mut slave) = (-1, -1);
@@ -857,7 +894,15 @@ fn run_drops_what_a_keyboard_played_before_enter_and_says_so() {
         .unwrap();
     let mut err = BufReader::new(child.stderr.take().unwrap());
     let mut log = String::new();
-    read_until(&mut err, &mut log, "firmtime: backend:");
+    if !read_until(&mut err, &mut log, "firmtime: backend:") {
+        let _ = child.wait();
+        let why = keyboard_dropped_before_the_trial(&log);
+        assert!(
+            why.is_some(),
+            "tap run ended before its backend line: {log}"
+        );
+        return why;
+    }
     // The prompt has no newline: wait for the backend line, then for input to queue.
     std::thread::sleep(std::time::Duration::from_millis(600));
     let mut tty = std::fs::File::from(master);
@@ -891,7 +936,7 @@ fn run_drops_what_a_keyboard_played_before_enter_and_says_so() {
     use firmtime_tap::data::EventKind;
     assert!(
         rows.iter()
-            .all(|r| r.actual_us >= 0 && r.intended_us.is_none_or(|t| t >= 0)),
+            .all(|r| r.actual_us >= 0 && !matches!(r.intended_us, Some(t) if t < 0)),
         "no row before the start: {rows:?}"
     );
     let presses: Vec<&firmtime_tap::data::Event> = rows
@@ -930,7 +975,7 @@ fn run_drops_what_a_keyboard_played_before_enter_and_says_so() {
         .map(|r| r.intended_us.unwrap())
         .collect();
     assert_eq!(trig, [presses[2].actual_us], "the trigger at keystroke 3");
-    std::fs::remove_dir_all(&d).unwrap();
+    None
 }
 
 /// Regression (issue 28, item 2): the MIDI source killed mid-trial gave
@@ -950,21 +995,20 @@ fn run_ends_a_trial_whose_keyboard_is_killed_incomplete_and_exits_1() {
             return Attempt::Checked(());
         };
         match trial_whose_keyboard_is_killed(&srv, kb, attempt) {
-            Some(xruns) => Attempt::Waived(format!(
-                "the trial's server stopped ({xruns} xruns) before its keyboard was killed"
-            )),
+            Some(why) => Attempt::Waived(why),
             None => Attempt::Checked(()),
         }
     });
 }
 
 /// One attempt of [`run_ends_a_trial_whose_keyboard_is_killed_incomplete_and_exits_1`]:
-/// `None` when it checked, the xruns when the server stopped first.
+/// `None` when it checked, why not when the server stopped first or
+/// dropped the keyboard before the trial.
 fn trial_whose_keyboard_is_killed(
     srv: &firmtime_jack::TestServer,
     kb: Keyboard,
     attempt: usize,
-) -> Option<u64> {
+) -> Option<String> {
     use std::io::BufReader;
     use std::process::Stdio;
     let d = tmpdir(&format!("input-lost-{attempt}"));
@@ -1004,7 +1048,15 @@ fn trial_whose_keyboard_is_killed(
         .unwrap();
     let mut err = BufReader::new(child.stderr.take().unwrap());
     let mut log = String::new();
-    read_until(&mut err, &mut log, "firmtime: backend:");
+    if !read_until(&mut err, &mut log, "firmtime: backend:") {
+        let _ = child.wait();
+        let why = keyboard_dropped_before_the_trial(&log);
+        assert!(
+            why.is_some(),
+            "tap run ended before its backend line: {log}"
+        );
+        return why;
+    }
     std::thread::sleep(std::time::Duration::from_millis(1500));
     drop(kb);
     let mut rest = String::new();
@@ -1021,8 +1073,9 @@ fn trial_whose_keyboard_is_killed(
     let xruns = side["self_checks"]["xruns"].as_u64().unwrap();
     if lost["cause"] == "server_stopped" && xruns > 0 {
         eprintln!("{log}");
-        std::fs::remove_dir_all(&d).unwrap();
-        return Some(xruns);
+        return Some(format!(
+            "the trial's server stopped ({xruns} xruns) before its keyboard was killed"
+        ));
     }
     for said in [
         "ended by the loss of its input (incomplete)",
@@ -1060,13 +1113,31 @@ fn trial_whose_keyboard_is_killed(
 /// trial before the next redraw would show it).
 #[test]
 fn the_live_line_says_input_lost_on_a_terminal() {
+    use firmtime_rt::testing::{until_checked, Attempt};
+    // An attempt whose keyboard the loaded server dropped before the trial
+    // is waived and repeated with a fresh server and keyboard.
+    until_checked(3, |attempt| {
+        let Some((srv, kb)) = server_and_keyboard() else {
+            return Attempt::Checked(());
+        };
+        match live_line_of_a_killed_keyboard(&srv, kb, attempt) {
+            Some(why) => Attempt::Waived(why),
+            None => Attempt::Checked(()),
+        }
+    });
+}
+
+/// One attempt of [`the_live_line_says_input_lost_on_a_terminal`]: `None`
+/// when it checked, why not when the server dropped the keyboard first.
+fn live_line_of_a_killed_keyboard(
+    srv: &firmtime_jack::TestServer,
+    kb: Keyboard,
+    attempt: usize,
+) -> Option<String> {
     use std::io::Read as _;
     use std::os::fd::{FromRawFd, OwnedFd};
     use std::process::Stdio;
-    let Some((srv, kb)) = server_and_keyboard() else {
-        return;
-    };
-    let d = tmpdir("live-lost");
+    let d = tmpdir(&format!("live-lost-{attempt}"));
     let exp = d.join("long.toml");
     std::fs::write(
         &exp,
@@ -1128,12 +1199,15 @@ fn the_live_line_says_input_lost_on_a_terminal() {
     drop(kb);
     let status = child.wait().unwrap();
     let screen = reader.join().unwrap();
+    if let Some(why) = keyboard_dropped_before_the_trial(&screen) {
+        return Some(why);
+    }
     assert_eq!(status.code(), Some(1), "{screen}");
     assert!(
         screen.contains("INPUT LOST (the client feeding the input went away) | trial 1/1 "),
         "{screen}"
     );
-    std::fs::remove_dir_all(&d).unwrap();
+    None
 }
 
 /// Issue 30: an experiment with taps from sound is checked (its detector
