@@ -54,6 +54,9 @@ pub struct Config {
     pub explain: firmtime_trace::explain::ExplainMode,
     /// Trace events kept per condition (`--explain-max-events`).
     pub explain_max_events: usize,
+    /// Kernel stacks of the tasks the traced threads preempted
+    /// (`--kernel-stacks`, [`firmtime_trace::explain::stacks`]).
+    pub kernel_stacks: bool,
 }
 
 /// What `lab all` produced.
@@ -247,6 +250,7 @@ impl Step for CyclicConditions {
             c.load = load;
             c.explain = explain.is_ok().then(|| firmtime_trace::explain::Config {
                 max_events: run.cfg.explain_max_events,
+                kernel_stacks: run.cfg.kernel_stacks,
                 ..firmtime_trace::explain::Config::default()
             });
             let p = run.w.provenance();

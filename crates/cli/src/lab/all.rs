@@ -26,6 +26,12 @@ pub struct Args {
     /// wake-ups are dropped first, whole.
     #[arg(long, value_name = "N", default_value_t = 1_000_000)]
     explain_max_events: usize,
+    /// Record the kernel stack of the task each traced thread was switched in from and show it
+    /// on the outliers' task and non-preemptible parts (as `lab cyclic --kernel-stacks`; costs a
+    /// stack unwind on the wake-up path when the thread preempts a task). A kernel without the
+    /// `stacktrace` trigger is said in the report.
+    #[arg(long)]
+    kernel_stacks: bool,
     /// Exit 0 whatever the verdict ("Not reliably", "Undetermined"), for scripts that only
     /// want the report (./run.sh). A measurement that failed or an interrupted run still
     /// exits 2.
@@ -82,6 +88,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         command_line: std::env::args().collect(),
         explain,
         explain_max_events: args.explain_max_events,
+        kernel_stacks: args.kernel_stacks,
     };
     eprintln!(
         "firmtime: lab all ({}) writing into {}",

@@ -127,6 +127,9 @@ pub fn explain_section(runs: &[(&str, &Explanation)], not_explained: Option<&str
         if !processes.is_empty() {
             let _ = writeln!(s, "  Tasks by process: {processes}.");
         }
+        if let Some(stacks) = e.stacks_line() {
+            let _ = writeln!(s, "  {stacks}.");
+        }
     }
     let mut rows = Vec::new();
     for (label, e) in runs {
@@ -138,11 +141,7 @@ pub fn explain_section(runs: &[(&str, &Explanation)], not_explained: Option<&str
                 o.missed.to_string(),
                 o.cause.category.name().to_string(),
                 o.cause.detail.replace('|', "/"),
-                firmtime_trace::explain::breakdown::largest_words(
-                    &o.cause.breakdown,
-                    firmtime_trace::explain::PARTS_SHOWN,
-                )
-                .replace('|', "/"),
+                parts_and_stack(&o.cause.breakdown).replace('|', "/"),
             ]);
         }
     }
@@ -160,6 +159,19 @@ pub fn explain_section(runs: &[(&str, &Explanation)], not_explained: Option<&str
         &rows,
     ));
     s
+}
+
+/// The largest parts of a breakdown, and with `--kernel-stacks` the top
+/// frames of the largest part's kernel stack.
+fn parts_and_stack(parts: &[firmtime_trace::explain::Share]) -> String {
+    let words = firmtime_trace::explain::breakdown::largest_words(
+        parts,
+        firmtime_trace::explain::PARTS_SHOWN,
+    );
+    match firmtime_trace::explain::stacks::largest_stack_words(parts) {
+        Some(st) => format!("{words}; {st}"),
+        None => words,
+    }
 }
 
 #[cfg(test)]
