@@ -1251,8 +1251,8 @@ fn writer_of(db: &Path) -> Option<Option<u32>> {
 }
 
 /// How long a reader waits for a `watch` starting on its file to have
-/// made its tables (and its `-wal`) before giving up with
-/// [`starting_writer`].
+/// made its tables (and its `-wal`) before giving up with an
+/// [`ErrorKind::InUse`] error saying a watch is starting on it.
 pub const STARTING_WRITER_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// The reader's answer when a `watch` starting on the file has not made it
