@@ -17,13 +17,18 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Starts Prometheus with exemplar storage on a free loopback port,
-/// scraping `target` every 500 ms, its storage under `dir`; waits until it
-/// has scraped the job once. Returns it (killed by PID on drop) and its
-/// address.
-fn start_prometheus_with_exemplars(dir: &Path, job: &str, target: &str) -> (Killed, String) {
+/// scraping `target` every `every` (`500ms`), its storage under `dir`;
+/// waits until it has scraped the job once. Returns it (killed by PID on
+/// drop) and its address.
+fn start_prometheus_with_exemplars(
+    dir: &Path,
+    job: &str,
+    target: &str,
+    every: &str,
+) -> (Killed, String) {
     let addr = format!("127.0.0.1:{}", free_port());
     let cfg = format!(
-        "global:\n  scrape_interval: 500ms\n  scrape_timeout: 400ms\nscrape_configs:\n  \
+        "global:\n  scrape_interval: {every}\n  scrape_timeout: 400ms\nscrape_configs:\n  \
          - job_name: {job}\n    static_configs:\n      - targets: ['{target}']\n"
     );
     let path = dir.join("prometheus.yml");
@@ -106,7 +111,8 @@ fn a_prometheus_exemplar_resolves_to_the_wakeup_the_hog_made_late() {
     let dir = TestDir::new("watch-exemplars");
     let db = dir.0.join("w.db").display().to_string();
     let target = format!("127.0.0.1:{}", free_port());
-    let (prom, prom_addr) = start_prometheus_with_exemplars(&dir.0, "firmtime-watch", &target);
+    let (prom, prom_addr) =
+        start_prometheus_with_exemplars(&dir.0, "firmtime-watch", &target, "500ms");
     let start_s = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
@@ -205,5 +211,170 @@ fn a_prometheus_exemplar_resolves_to_the_wakeup_the_hog_made_late() {
         named + 1 >= ex.len() && named >= 1,
         "{named} of {} exemplars name the hog: {ex:?}\n{stored:#?}",
         ex.len()
+    );
+}
+
+/// The target's last scrape as Prometheus reports it (`lastScrape`, an
+/// RFC 3339 time), `None` before the first.
+fn last_scrape(prom: &str) -> Option<String> {
+    let body = http_get(prom, "/api/v1/targets")?;
+    let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+    let t = v["data"]["activeTargets"][0]["lastScrape"].as_str()?;
+    (!t.starts_with("0001-")).then(|| t.to_string())
+}
+
+/// Waits until Prometheus has scraped again after `seen`; returns the new
+/// `lastScrape`.
+fn next_scrape(prom: &str, seen: Option<&str>, within: Duration) -> String {
+    let t0 = Instant::now();
+    loop {
+        if let Some(t) = last_scrape(prom).filter(|t| Some(t.as_str()) != seen) {
+            return t;
+        }
+        assert!(t0.elapsed() < within, "no scrape after {seen:?}");
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+/// A scrape interval (10 s) longer than `--store-every` (1 s): a 150 ms
+/// burst of a SCHED_FIFO 90 thread on the watched CPU just after a
+/// scrape makes one interval's worst wake-up (bucket +Inf); eight or so
+/// quiet intervals follow before the next scrape. The exemplar was the
+/// last interval's worst only, so that scrape carried a quiet interval's
+/// and the spike's id never reached Prometheus. Now the +Inf bucket keeps
+/// the spike's: Prometheus stores it, once, and `watch show` resolves it
+/// to that wake-up.
+#[test]
+fn a_spike_between_two_scrapes_reaches_prometheus_as_an_exemplar() {
+    let test = "a_spike_between_two_scrapes_reaches_prometheus_as_an_exemplar";
+    if !is_root() {
+        firmtime_rt::testing::skip(format!("{test}: needs root (SCHED_FIFO)"));
+        return;
+    }
+    if !prometheus_installed(test) {
+        return;
+    }
+    let cpu = *firmtime_rt::sched::online_cpus().last().unwrap();
+    let dir = TestDir::new("watch-exemplar-between");
+    let db = dir.0.join("w.db").display().to_string();
+    let target = format!("127.0.0.1:{}", free_port());
+    let mut child = Command::new(EXE)
+        .args(["watch", "--db", &db, "--cpu", &cpu.to_string()])
+        .args(["--store-every", "1s", "--explain", "off"])
+        .args(["--metrics-listen", &target])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = stderr_lines(&mut child);
+    let watch = Killed(child);
+    let stored = |n: usize| {
+        let mut k = 0;
+        while k < n {
+            let l = lines
+                .recv_timeout(Duration::from_secs(30))
+                .expect("no interval stored");
+            if l.starts_with("watch: interval ") {
+                k += 1;
+            }
+        }
+    };
+    stored(1);
+    let (prom, prom_addr) =
+        start_prometheus_with_exemplars(&dir.0, "firmtime-watch", &target, "10s");
+    let before = next_scrape(&prom_addr, None, Duration::from_secs(30));
+    // Just after a scrape: the burst, on the watched CPU, above watch's thread.
+    let t_burst = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as i64;
+    std::thread::spawn(move || {
+        use firmtime_rt::clock::monotonic_ns;
+        use firmtime_rt::sched::{self, Policy};
+        sched::set_affinity(&[cpu]).expect("pin the burst");
+        sched::set_current_thread(&Policy::Fifo { priority: 90 }).expect("SCHED_FIFO burst");
+        let until = monotonic_ns() + 150_000_000;
+        while monotonic_ns() < until {
+            std::hint::spin_loop();
+        }
+    })
+    .join()
+    .unwrap();
+    let after = next_scrape(&prom_addr, Some(&before), Duration::from_secs(30));
+    // Drain the interval lines stored meanwhile (the spike's and the quiet ones).
+    while lines.try_recv().is_ok() {}
+    drop(watch);
+    let t_end = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let q = encode(&format!(
+        "firmtime_watch_latency_seconds_bucket{{cpu=\"{cpu}\"}}"
+    ));
+    let body = http_get(
+        &prom_addr,
+        &format!(
+            "/api/v1/query_exemplars?query={q}&start={:.3}&end={:.3}",
+            t_burst as f64 / 1e9 - 60.0,
+            t_end + 1.0
+        ),
+    )
+    .expect("query_exemplars");
+    drop(prom);
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["status"], "success", "{body}");
+    // (bucket, wake-up id, value in s, time in s) of every exemplar stored.
+    let ex: Vec<(String, i64, f64, f64)> = v["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| {
+            let le = s["seriesLabels"]["le"].as_str().unwrap_or("").to_string();
+            s["exemplars"].as_array().unwrap().iter().map(move |e| {
+                (
+                    le.clone(),
+                    e["labels"]["wakeup_id"].as_str().unwrap().parse().unwrap(),
+                    e["value"].as_str().unwrap().parse().unwrap(),
+                    e["timestamp"].as_f64().unwrap(),
+                )
+            })
+        })
+        .collect();
+    // The spike's wake-up: at least 100 ms late, its deadline after the burst began.
+    let spikes: Vec<_> = ex
+        .iter()
+        .filter(|e| e.2 >= 0.1 && e.3 >= t_burst as f64 / 1e9 - 0.1)
+        .collect();
+    assert_eq!(
+        spikes.len(),
+        1,
+        "one exemplar of the burst, stored once (scrapes {before} and {after}): {ex:?}"
+    );
+    let (le, id, value, _) = spikes[0];
+    assert_eq!(le, "+Inf", "{ex:?}");
+    let out = firmtime(&["watch", "show", &id.to_string(), "--db", &db, "--json"]);
+    let rec: serde_json::Value = serde_json::from_str(&assert_ok(&out)).unwrap();
+    assert_eq!(rec["cpu"], cpu, "{rec:#}");
+    let lat = rec["wakeup"]["latency_ns"].as_i64().unwrap();
+    assert!(
+        (value - lat as f64 / 1e9).abs() < 1e-9,
+        "{value} s against {lat} ns"
+    );
+    // Quiet intervals followed it before the scrape that carried it.
+    let s = firmtime_watch::store::Store::open_existing(Path::new(&db)).unwrap();
+    let rows = s.intervals_since(0).unwrap();
+    let spike_row = rows
+        .iter()
+        .position(|r| r.interval.wakeups.iter().any(|w| w.id == Some(*id)))
+        .expect("the spike's row");
+    assert!(
+        rows.len() - spike_row >= 3,
+        "{} intervals after the spike's",
+        rows.len() - spike_row - 1
+    );
+    eprintln!(
+        "{} exemplars stored; the burst's wake-up {id} ({value} s) on le=+Inf, {} intervals stored after its",
+        ex.len(),
+        rows.len() - spike_row - 1
     );
 }
