@@ -350,3 +350,93 @@ fn a_trigger_file_lists_a_stacktrace_trigger_only_when_one_is_set() {
         "stacktrace:unlimited if next_comm ~ \"firmtime-cycl*\" && prev_pid != 0\n"
     ));
 }
+
+#[test]
+fn what_kernel_stacks_did_is_said_in_words_unavailable_included() {
+    use firmtime_trace::explain::{stacks_words, KernelStacks};
+    let on = KernelStacks {
+        trigger: Some("stacktrace:unlimited if next_comm ~ \"x*\" && prev_pid != 0".into()),
+        trigger_removed: true,
+        recorded: 12,
+        attached: 9,
+        symbolized: true,
+        ..KernelStacks::default()
+    };
+    assert_eq!(
+        stacks_words(&on),
+        "kernel stacks: 12 recorded, 9 on outliers' task or non-preemptible parts (trigger \
+         `stacktrace:unlimited if next_comm ~ \"x*\" && prev_pid != 0`, removed at the end)"
+    );
+    let left = KernelStacks {
+        trigger_removed: false,
+        symbolized: false,
+        ..on.clone()
+    };
+    let w = stacks_words(&left);
+    assert!(w.contains("NOT removed"), "{w}");
+    assert!(w.ends_with("(/proc/kallsyms hidden: kptr_restrict)"), "{w}");
+    let off = KernelStacks {
+        unavailable: Some(
+            "this kernel offers no `stacktrace` trigger on sched/sched_switch".into(),
+        ),
+        trigger_removed: true,
+        ..KernelStacks::default()
+    };
+    assert_eq!(
+        stacks_words(&off),
+        "kernel stacks: none — this kernel offers no `stacktrace` trigger on sched/sched_switch"
+    );
+}
+
+#[test]
+fn a_kernel_that_does_not_offer_the_trigger_or_refuses_it_is_said_and_nothing_is_left_set() {
+    use firmtime_trace::explain::{self, WokenBy};
+    use firmtime_trace::tracefs::has_stack_trigger;
+    use firmtime_trace::ErrorKind;
+    if let Err(why) = explain::available() {
+        firmtime_rt::testing::skip(why);
+        return;
+    }
+    let mut inst = explain::instance(64, "ft-nostack*", WokenBy::OwnTimer).expect("instance");
+    // No such event: no trigger file.
+    let e = inst
+        .add_stack_trigger("sched/no_such_event", "prev_pid != 0")
+        .expect_err("no trigger file");
+    assert_eq!(e.kind(), ErrorKind::Unavailable);
+    assert!(
+        e.message().contains("offers no event triggers")
+            && e.message().contains("sched/no_such_event/trigger"),
+        "{}",
+        e.message()
+    );
+    // A filter the kernel refuses (no such field): said with its words,
+    // and nothing set.
+    let e = inst
+        .add_stack_trigger("sched/sched_switch", "no_such_field == 1")
+        .expect_err("refused");
+    assert_eq!(e.kind(), ErrorKind::Unavailable);
+    assert!(
+        e.message().contains("refused the trigger") && e.message().contains("no_such_field == 1"),
+        "{}",
+        e.message()
+    );
+    let file = inst.path().join("events/sched/sched_switch/trigger");
+    let text = firmtime_trace::tracefs::read_text(&file).expect("trigger file");
+    assert!(!has_stack_trigger(&text), "{text}");
+    // The session's own set-up: a kernel that offers it gets the trigger
+    // back as the kernel reads it, and removing it leaves none.
+    let k = explain::stacks::set_up(&mut inst, "ft-nostack*");
+    assert_eq!(k.unavailable, None, "{k:?}");
+    assert_eq!(
+        k.trigger.as_deref(),
+        Some("stacktrace:unlimited if next_comm ~ \"ft-nostack*\" && prev_pid != 0")
+    );
+    assert!(has_stack_trigger(
+        &firmtime_trace::tracefs::read_text(&file).unwrap()
+    ));
+    assert!(inst.remove_triggers());
+    assert!(!has_stack_trigger(
+        &firmtime_trace::tracefs::read_text(&file).unwrap()
+    ));
+    assert!(inst.remove());
+}

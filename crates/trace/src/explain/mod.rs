@@ -67,7 +67,9 @@ pub use session::{
 };
 pub use stacks::KernelStacks;
 pub use window::{Keeper, Storage};
-pub use words::{cause_words, process_words, summary, with_parts, PARTS_SHOWN, SUMMARY_CAUSES};
+pub use words::{
+    cause_words, process_words, stacks_words, summary, with_parts, PARTS_SHOWN, SUMMARY_CAUSES,
+};
 
 use crate::error::Result;
 use crate::raw::{EventKind, EXPLAIN_EVENTS};

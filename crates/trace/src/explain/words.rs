@@ -58,27 +58,7 @@ impl Explanation {
     /// (trigger `stacktrace:unlimited if …`, removed at the end)`, or
     /// `kernel stacks: none — this kernel offers no `stacktrace` trigger …`.
     pub fn stacks_line(&self) -> Option<String> {
-        let k = self.capture.kernel_stacks.as_ref()?;
-        if let Some(why) = &k.unavailable {
-            return Some(format!("kernel stacks: none — {why}"));
-        }
-        let removed = if k.trigger_removed {
-            "removed at the end"
-        } else {
-            "NOT removed: check the instance's events/sched/sched_switch/trigger"
-        };
-        let names = if k.recorded > 0 && !k.symbolized {
-            "; addresses not named (/proc/kallsyms hidden: kptr_restrict)"
-        } else {
-            ""
-        };
-        Some(format!(
-            "kernel stacks: {} recorded, {} on outliers' task or non-preemptible parts \
-             (trigger `{}`, {removed}){names}",
-            k.recorded,
-            k.attached,
-            k.trigger.as_deref().unwrap_or("?"),
-        ))
+        self.capture.kernel_stacks.as_ref().map(stacks_words)
     }
 
     /// The processes whose threads made wake-ups late, in one line (the
@@ -138,6 +118,30 @@ impl Explanation {
             self.lost
         )
     }
+}
+
+/// [`Explanation::stacks_line`] of what `--kernel-stacks` did.
+pub fn stacks_words(k: &stacks::KernelStacks) -> String {
+    if let Some(why) = &k.unavailable {
+        return format!("kernel stacks: none — {why}");
+    }
+    let removed = if k.trigger_removed {
+        "removed at the end"
+    } else {
+        "NOT removed: check the instance's events/sched/sched_switch/trigger"
+    };
+    let names = if k.recorded > 0 && !k.symbolized {
+        "; addresses not named (/proc/kallsyms hidden: kptr_restrict)"
+    } else {
+        ""
+    };
+    format!(
+        "kernel stacks: {} recorded, {} on outliers' task or non-preemptible parts \
+         (trigger `{}`, {removed}){names}",
+        k.recorded,
+        k.attached,
+        k.trigger.as_deref().unwrap_or("?"),
+    )
 }
 
 /// [`Explanation::process_line`] of `by_process`.
