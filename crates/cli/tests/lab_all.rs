@@ -85,6 +85,19 @@ fn explain_takes_auto_on_or_off_and_refuses_anything_else() {
         &["lab", "all", "--explain", "maybe", "--out", "/nonexistent"],
         &["--explain", "auto, on or off"],
     );
+    // --kernel-stacks records into the explaining trace: refused with it
+    // off, never dropped silently.
+    common::assert_usage_error(
+        &[
+            "lab",
+            "all",
+            "--kernel-stacks",
+            "--no-explain",
+            "--out",
+            "/nonexistent",
+        ],
+        &["--kernel-stacks", "--no-explain"],
+    );
     // The old spelling still parses (as `--explain off`), hidden.
     let help = Command::new(EXE)
         .args(["lab", "all", "--no-explain", "--help"])

@@ -85,6 +85,16 @@ fn cyclic_bad_flags_exit_2_naming_the_flag_and_range() {
             ("--load cpu:0", &["--load"]),
             ("--explain --explain-worst 0", &["--explain-worst"]),
             ("--explain bogus", &["--explain", "auto, on or off"]),
+            // Stacks are recorded into the explaining trace: never dropped
+            // silently when it is off.
+            (
+                "--kernel-stacks --no-explain",
+                &["--kernel-stacks", "--no-explain"],
+            ),
+            (
+                "--kernel-stacks --explain off",
+                &["--kernel-stacks", "--explain off"],
+            ),
             ("--max-latency soon", &["--max-latency"]),
             ("--max-missed many", &["--max-missed"]),
         ],

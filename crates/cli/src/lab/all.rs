@@ -65,6 +65,14 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         (false, true) => Preset::Full,
         (false, false) => Preset::Default,
     };
+    if args.kernel_stacks && args.explain.mode(ExplainMode::Auto) == ExplainMode::Off {
+        return Err(UsageError(
+            "--kernel-stacks records into the explaining trace: give it without --explain off \
+             (--no-explain)"
+                .into(),
+        )
+        .into());
+    }
     args::check_output_dir("--out", &args.out)?;
     if let Some(p) = &args.common.json {
         args::check_output_file("--json", p)?;

@@ -173,6 +173,11 @@ fn explain_runs(a: &Args) -> Result<bool, UsageError> {
         ExplainMode::Off
     };
     match a.explain.mode(default) {
+        ExplainMode::Off if a.kernel_stacks => Err(UsageError(
+            "--kernel-stacks records into the explaining trace: give it without --explain off \
+             (--no-explain)"
+                .into(),
+        )),
         ExplainMode::Off => Ok(false),
         ExplainMode::On => Ok(true),
         auto => args::ExplainArgs::runs(auto),
