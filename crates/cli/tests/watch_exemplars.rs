@@ -16,6 +16,10 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+/// The tests here burst on the same CPU: one at a time, so that one's
+/// hog is not the other's spike.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Starts Prometheus with exemplar storage on a free loopback port,
 /// scraping `target` every `every` (`500ms`), its storage under `dir`;
 /// waits until it has scraped the job once. Returns it (killed by PID on
@@ -96,6 +100,7 @@ fn with_hog<T>(cpu: usize, tid: &AtomicI32, f: impl FnOnce() -> T) -> T {
 #[test]
 fn a_prometheus_exemplar_resolves_to_the_wakeup_the_hog_made_late() {
     let test = "a_prometheus_exemplar_resolves_to_the_wakeup_the_hog_made_late";
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     if !is_root() {
         firmtime_rt::testing::skip(format!("{test}: needs root (SCHED_FIFO, tracefs)"));
         return;
@@ -247,6 +252,7 @@ fn next_scrape(prom: &str, seen: Option<&str>, within: Duration) -> String {
 #[test]
 fn a_spike_between_two_scrapes_reaches_prometheus_as_an_exemplar() {
     let test = "a_spike_between_two_scrapes_reaches_prometheus_as_an_exemplar";
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     if !is_root() {
         firmtime_rt::testing::skip(format!("{test}: needs root (SCHED_FIFO)"));
         return;
