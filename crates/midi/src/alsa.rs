@@ -18,6 +18,27 @@
 //! only the refusal without `/dev/snd/seq`, so a first run on a machine with
 //! the sequencer is this backend's real test.
 //!
+//! # A source that goes away
+//!
+//! The input port is subscribed to the System:Announce port (`0:1`) too, so
+//! the sequencer tells the I/O thread when a port or client exits; it tells
+//! the input port directly when a subscription to it is removed. The
+//! sources feeding the input (the ports `connect_inputs` subscribed, and
+//! any port subscribed to it later, e.g. with `aconnect`) are kept in a
+//! fixed array (`Sources`, up to 64); when the last of them
+//! goes the input is lost ([`MidiBackend::input_loss`], [`MidiBackend::describe_input_loss`]) as on JACK: its
+//! subscription removed (`PORT_UNSUBSCRIBED` to our input port) is
+//! [`LossCause::PortDisconnected`], its port gone (`PORT_EXIT`) or its
+//! client gone (`CLIENT_EXIT`) is [`LossCause::ClientGone`] (a
+//! disconnection followed by the source's exit is refined to it, as JACK
+//! tells a client's exit as its ports' disconnection first), at
+//! `CLOCK_MONOTONIC` when the thread read the announcement. A port
+//! subscribed again restores the input. Other clients and ports coming and
+//! going, and subscriptions between other ports, are ignored. This machine
+//! (the one the project is developed on) has no `/dev/snd/seq`: the
+//! decision (`Sources::note`) is unit-tested, the glue reading the
+//! announcements has not run yet.
+//!
 //! # Real-time contract
 //!
 //! The sequencer handle lives on one I/O thread, started by `open` with the
@@ -38,14 +59,14 @@
 use std::ffi::CString;
 use std::path::Path;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use alsa::seq::{
-    Addr, ClientIter, EventType, MidiEvent, PortCap, PortInfo, PortIter, PortSubscribe, PortType,
-    Seq,
+    Addr, ClientIter, Connect, Event, EventType, MidiEvent, PortCap, PortInfo, PortIter,
+    PortSubscribe, PortType, Seq,
 };
 use alsa::PollDescriptors;
 use firmtime_rt::clock::monotonic_ns;
@@ -54,8 +75,8 @@ use rtrb::{Consumer, Producer, RingBuffer};
 use serde::Serialize;
 
 use crate::backend::{
-    bump, BackendError, BackendKind, BackendStats, EngineEnds, EngineLink, InputEvent, MidiBackend,
-    OutputEvent, SentEvent,
+    bump, BackendError, BackendKind, BackendStats, EngineEnds, EngineLink, InputEvent, InputLoss,
+    LossCause, MidiBackend, OutputEvent, SentEvent,
 };
 use crate::error::{Error, ErrorKind};
 use crate::parse_message;
@@ -211,11 +232,221 @@ fn resolve(seq: &Seq, spec: &str) -> Result<Addr, Error> {
     ))
 }
 
+/// The most sources feeding the input that [`Sources`] tracks (a port
+/// subscribed beyond them is not watched).
+const MAX_SOURCES: usize = 64;
+
+/// How a source stopped feeding the input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum How {
+    /// Its subscription to our input port was removed.
+    Unsubscribed,
+    /// Its port exited.
+    PortExit,
+    /// Its client exited.
+    ClientExit,
+}
+
+impl How {
+    /// The loss's cause, as the JACK backend names it: a source port that
+    /// no longer exists is its client gone.
+    fn cause(self) -> LossCause {
+        match self {
+            How::Unsubscribed => LossCause::PortDisconnected,
+            How::PortExit | How::ClientExit => LossCause::ClientGone,
+        }
+    }
+
+    fn bits(self) -> u32 {
+        match self {
+            How::Unsubscribed => 1,
+            How::PortExit => 2,
+            How::ClientExit => 3,
+        }
+    }
+
+    fn from_bits(b: u32) -> Option<Self> {
+        match b {
+            1 => Some(How::Unsubscribed),
+            2 => Some(How::PortExit),
+            3 => Some(How::ClientExit),
+            _ => None,
+        }
+    }
+
+    fn words(self) -> &'static str {
+        match self {
+            How::Unsubscribed => "disconnected",
+            How::PortExit => "its port went away",
+            How::ClientExit => "its client went away",
+        }
+    }
+}
+
+/// A sequencer announcement about ports, clients and subscriptions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Announcement {
+    /// `PORT_SUBSCRIBED`: `sender` now feeds `dest`.
+    Subscribed(Connect),
+    /// `PORT_UNSUBSCRIBED`: `sender` no longer feeds `dest`.
+    Unsubscribed(Connect),
+    /// `PORT_EXIT`: the port is gone.
+    PortExit(Addr),
+    /// `CLIENT_EXIT`: the client (and all its ports) is gone.
+    ClientExit(i32),
+}
+
+impl Announcement {
+    /// The announcement an event is, `None` for any other event (MIDI).
+    /// Reads the event in place (no allocation).
+    fn of(ev: &Event) -> Option<Self> {
+        match ev.get_type() {
+            EventType::PortSubscribed => ev.get_data::<Connect>().map(Announcement::Subscribed),
+            EventType::PortUnsubscribed => ev.get_data::<Connect>().map(Announcement::Unsubscribed),
+            EventType::PortExit => ev.get_data::<Addr>().map(Announcement::PortExit),
+            EventType::ClientExit => ev
+                .get_data::<Addr>()
+                .map(|a| Announcement::ClientExit(a.client)),
+            _ => None,
+        }
+    }
+}
+
+/// What an announcement did to the input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Change {
+    /// The last source went (`Addr`): the input is lost.
+    Lost(How, Addr),
+    /// The source whose disconnection lost the input turned out gone.
+    Refined(How),
+    /// A source feeds the input again.
+    Restored,
+}
+
+/// The ports feeding our input port, in a fixed array (the I/O thread's
+/// loop allocates nothing), and the decision on each announcement.
+#[derive(Debug, Clone)]
+struct Sources {
+    /// Our input port.
+    ours: Addr,
+    list: [Addr; MAX_SOURCES],
+    len: usize,
+    /// The source whose going left the input without any, and how, while
+    /// the input is without a source.
+    lost: Option<(Addr, How)>,
+}
+
+impl Sources {
+    fn new(ours: Addr) -> Self {
+        Sources {
+            ours,
+            list: [Addr::default(); MAX_SOURCES],
+            len: 0,
+            lost: None,
+        }
+    }
+
+    fn contains(&self, a: Addr) -> bool {
+        self.list[..self.len].contains(&a)
+    }
+
+    /// Adds a source (once; not beyond [`MAX_SOURCES`]); true if it was new.
+    fn add(&mut self, a: Addr) -> bool {
+        if self.contains(a) || self.len == MAX_SOURCES {
+            return false;
+        }
+        self.list[self.len] = a;
+        self.len += 1;
+        true
+    }
+
+    /// Removes every source `gone` says; the last one removed, if any.
+    fn remove(&mut self, gone: impl Fn(Addr) -> bool) -> Option<Addr> {
+        let mut removed = None;
+        let mut i = 0;
+        while i < self.len {
+            if gone(self.list[i]) {
+                removed = Some(self.list[i]);
+                self.len -= 1;
+                self.list[i] = self.list[self.len];
+            } else {
+                i += 1;
+            }
+        }
+        removed
+    }
+
+    /// The decision: what `a` does to the input. A source's going is a loss
+    /// only when it was the last one (as on JACK); the System client's
+    /// ports (the announcements themselves) are never sources; anything
+    /// about other ports and clients is `None`. Pure: no I/O, no
+    /// allocation.
+    fn note(&mut self, a: Announcement) -> Option<Change> {
+        let had = self.len > 0;
+        let (how, removed) = match a {
+            Announcement::Subscribed(c) => {
+                if c.dest != self.ours || c.sender.client == 0 || !self.add(c.sender) {
+                    return None;
+                }
+                return self.lost.take().map(|_| Change::Restored);
+            }
+            Announcement::Unsubscribed(c) => {
+                if c.dest != self.ours {
+                    return None;
+                }
+                (How::Unsubscribed, self.remove(|s| s == c.sender))
+            }
+            Announcement::PortExit(p) => (How::PortExit, self.remove(|s| s == p)),
+            Announcement::ClientExit(cl) => (How::ClientExit, self.remove(|s| s.client == cl)),
+        };
+        match removed {
+            Some(from) if had && self.len == 0 => {
+                self.lost = Some((from, how));
+                Some(Change::Lost(how, from))
+            }
+            Some(_) => None,
+            None => {
+                // The port or client of the source already gone: its exit
+                // (its client's, after its port's) is the better account.
+                let (from, was) = self.lost?;
+                let its = match a {
+                    Announcement::PortExit(p) => p == from,
+                    Announcement::ClientExit(cl) => cl == from.client,
+                    _ => false,
+                };
+                if !its || how.bits() <= was.bits() {
+                    return None;
+                }
+                self.lost = Some((from, how));
+                Some(Change::Refined(how))
+            }
+        }
+    }
+}
+
+/// The source and how it went, packed for [`Shared::lost_from`].
+fn pack(how: How, from: Addr) -> u32 {
+    (how.bits() << 16) | ((from.client as u32 & 0xff) << 8) | (from.port as u32 & 0xff)
+}
+
+fn unpack(v: u32) -> Option<(How, Addr)> {
+    let how = How::from_bits(v >> 16)?;
+    Some((
+        how,
+        Addr {
+            client: ((v >> 8) & 0xff) as i32,
+            port: (v & 0xff) as i32,
+        },
+    ))
+}
+
 #[derive(Debug, Default)]
 struct Shared {
     link: EngineLink,
     stop: AtomicBool,
     errno: AtomicI32,
+    /// The source whose going lost the input ([`pack`]), 0 before any.
+    lost_from: AtomicU32,
 }
 
 /// The engine side of the ALSA sequencer backend.
@@ -225,6 +456,10 @@ pub struct AlsaBackend {
     shared: Arc<Shared>,
     wake_fd: i32,
     info: AlsaInfo,
+    /// The sources subscribed at open, with their names.
+    source_names: Vec<(Addr, String)>,
+    /// Our input port's name (`client:in`).
+    input_name: String,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -236,10 +471,20 @@ struct Thread {
     wake_fd: i32,
 }
 
-/// Sets the I/O thread up: RT, client, ports, queue, subscriptions, base time.
-fn setup(
-    opts: &AlsaOptions,
-) -> Result<(Seq, AlsaInfo, Option<firmtime_rt::dma::DmaLatencyGuard>), Error> {
+/// What [`setup`] made: the I/O thread's sequencer and sources, and what the
+/// engine side keeps.
+struct Ready {
+    seq: Seq,
+    info: AlsaInfo,
+    guard: Option<firmtime_rt::dma::DmaLatencyGuard>,
+    sources: Sources,
+    /// The sources subscribed at setup, with their names (for the loss's words).
+    names: Vec<(Addr, String)>,
+}
+
+/// Sets the I/O thread up: RT, client, ports, queue, subscriptions (the
+/// System:Announce port's too), base time.
+fn setup(opts: &AlsaOptions) -> Result<Ready, Error> {
     let rt = firmtime_rt::setup::apply(&opts.rt)?;
     let seq = open_seq(&opts.client_name)?;
     let client = seq.client_id().map_err(|e| alsa_err("ALSA client id", e))?;
@@ -282,16 +527,32 @@ fn setup(
             )
         })
     };
+    let ours = Addr {
+        client,
+        port: input_port,
+    };
+    // Announcements first, so that no port or client exit after a source
+    // was subscribed is missed.
+    subscribe(Addr::system_announce(), ours, false)?;
+    let mut sources = Sources::new(ours);
+    let mut names = Vec::new();
     for spec in &opts.connect_inputs {
         let src = resolve(&seq, spec)?;
-        subscribe(
-            src,
-            Addr {
-                client,
-                port: input_port,
-            },
-            true,
-        )?;
+        subscribe(src, ours, true)?;
+        sources.add(src);
+        let cname = seq
+            .get_any_client_info(src.client)
+            .ok()
+            .and_then(|c| c.get_name().ok().map(str::to_string));
+        let pname = seq
+            .get_any_port_info(src)
+            .ok()
+            .and_then(|p| p.get_name().ok().map(str::to_string));
+        let name = match (cname, pname) {
+            (Some(c), Some(p)) => format!("{c}:{p}"),
+            _ => spec.clone(),
+        };
+        names.push((src, name));
     }
     for spec in &opts.connect_outputs {
         let dst = resolve(&seq, spec)?;
@@ -332,11 +593,17 @@ fn setup(
         base_ns,
         rt: rt.conditions,
     };
-    Ok((seq, info, rt.guard))
+    Ok(Ready {
+        seq,
+        info,
+        guard: rt.guard,
+        sources,
+        names,
+    })
 }
 
 impl Thread {
-    fn run(mut self, seq: Seq, info: &AlsaInfo) {
+    fn run(mut self, seq: Seq, info: &AlsaInfo, mut sources: Sources) {
         let Ok(mut coder) = MidiEvent::new(256) else {
             self.fail(libc::ENOMEM);
             return;
@@ -392,6 +659,13 @@ impl Thread {
                     Ok(ev) => ev,
                     Err(_) => break,
                 };
+                if let Some(a) = Announcement::of(&ev) {
+                    if let Some(change) = sources.note(a) {
+                        self.record(change);
+                        delivered = true;
+                    }
+                    continue;
+                }
                 let t_ns = match ev.get_time() {
                     Some(d) => info.base_ns + u64::try_from(d.as_nanos()).unwrap_or(0),
                     None => monotonic_ns(),
@@ -477,8 +751,34 @@ impl Thread {
         }
     }
 
+    /// Records what an announcement did to the input in the loss cell
+    /// (atomics: allocation-free).
+    fn record(&self, change: Change) {
+        let loss = &self.shared.link.loss;
+        match change {
+            Change::Lost(how, from) => {
+                self.shared
+                    .lost_from
+                    .store(pack(how, from), Ordering::Release);
+                loss.lose(how.cause(), monotonic_ns());
+            }
+            Change::Refined(how) => {
+                let v = self.shared.lost_from.load(Ordering::Acquire);
+                if let Some((_, from)) = unpack(v) {
+                    self.shared
+                        .lost_from
+                        .store(pack(how, from), Ordering::Release);
+                }
+                loss.refine(how.cause());
+            }
+            Change::Restored => loss.restored(),
+        }
+    }
+
     fn fail(&self, errno: i32) {
         self.shared.errno.store(errno, Ordering::Relaxed);
+        // The device's error is the loss now, not a source's going.
+        self.shared.lost_from.store(0, Ordering::Release);
         self.shared
             .link
             .shut_down(crate::backend::LossCause::DeviceError(errno));
@@ -528,9 +828,16 @@ impl AlsaBackend {
         let handle = std::thread::Builder::new()
             .name("firmtime-alsa".into())
             .spawn(move || match setup(&options) {
-                Ok((seq, info, _guard)) => {
-                    let _ = tx.send(Ok(info.clone()));
-                    thread.run(seq, &info);
+                Ok(Ready {
+                    seq,
+                    info,
+                    guard: _guard,
+                    sources,
+                    names,
+                }) => {
+                    let input_name = format!("{}:in", options.client_name);
+                    let _ = tx.send(Ok((info.clone(), names, input_name)));
+                    thread.run(seq, &info, sources);
                 }
                 Err(e) => {
                     let _ = tx.send(Err(e));
@@ -542,7 +849,7 @@ impl AlsaBackend {
             unsafe { libc::close(wake_fd) };
         };
         match rx.recv() {
-            Ok(Ok(info)) => Ok(AlsaBackend {
+            Ok(Ok((info, source_names, input_name))) => Ok(AlsaBackend {
                 ends: EngineEnds {
                     input_rx,
                     output_tx,
@@ -551,6 +858,8 @@ impl AlsaBackend {
                 shared,
                 wake_fd,
                 info,
+                source_names,
+                input_name,
                 thread: Some(handle),
             }),
             Ok(Err(e)) => {
@@ -623,7 +932,262 @@ impl MidiBackend for AlsaBackend {
         self.shared.link.counters.snapshot()
     }
 
-    fn input_loss(&self) -> Option<crate::backend::InputLoss> {
+    fn input_loss(&self) -> Option<InputLoss> {
         self.shared.link.loss.get()
+    }
+
+    fn describe_input_loss(&self) -> Option<String> {
+        self.shared.link.loss.get()?;
+        let (how, from) = unpack(self.shared.lost_from.load(Ordering::Acquire))?;
+        let source = match self.source_names.iter().find(|(a, _)| *a == from) {
+            Some((_, name)) => format!("{name} ({}:{})", from.client, from.port),
+            None => format!("ALSA port {}:{}", from.client, from.port),
+        };
+        Some(format!(
+            "{source} no longer feeds {} ({}:{}) ({})",
+            self.input_name,
+            self.info.client,
+            self.info.input_port,
+            how.words()
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OURS: Addr = Addr {
+        client: 128,
+        port: 0,
+    };
+    const OUR_OUT: Addr = Addr {
+        client: 128,
+        port: 1,
+    };
+    const KEYS: Addr = Addr {
+        client: 20,
+        port: 0,
+    };
+    const KEYS_2: Addr = Addr {
+        client: 20,
+        port: 1,
+    };
+    const OTHER: Addr = Addr {
+        client: 24,
+        port: 0,
+    };
+
+    fn connect(sender: Addr, dest: Addr) -> Connect {
+        Connect { sender, dest }
+    }
+
+    /// Our input fed by `from`, as after `open` with `connect_inputs`.
+    fn fed_by(from: &[Addr]) -> Sources {
+        let mut s = Sources::new(OURS);
+        for &a in from {
+            assert!(s.add(a));
+        }
+        s
+    }
+
+    #[test]
+    fn the_only_source_unsubscribed_is_port_disconnected() {
+        let mut s = fed_by(&[KEYS]);
+        let c = s.note(Announcement::Unsubscribed(connect(KEYS, OURS)));
+        assert_eq!(c, Some(Change::Lost(How::Unsubscribed, KEYS)));
+        assert_eq!(How::Unsubscribed.cause(), LossCause::PortDisconnected);
+        // The same removal told twice (to our port and to the announce
+        // port's subscribers) is one loss.
+        assert_eq!(
+            s.note(Announcement::Unsubscribed(connect(KEYS, OURS))),
+            None
+        );
+    }
+
+    #[test]
+    fn the_only_source_port_gone_is_client_gone() {
+        let mut s = fed_by(&[KEYS]);
+        let c = s.note(Announcement::PortExit(KEYS));
+        assert_eq!(c, Some(Change::Lost(How::PortExit, KEYS)));
+        assert_eq!(How::PortExit.cause(), LossCause::ClientGone);
+        // Its subscription's removal, told after the port's exit: nothing more.
+        assert_eq!(
+            s.note(Announcement::Unsubscribed(connect(KEYS, OURS))),
+            None
+        );
+        // Its client's exit: a better account, the cause unchanged.
+        assert_eq!(
+            s.note(Announcement::ClientExit(KEYS.client)),
+            Some(Change::Refined(How::ClientExit))
+        );
+    }
+
+    #[test]
+    fn the_only_source_client_gone_is_client_gone() {
+        let mut s = fed_by(&[KEYS]);
+        let c = s.note(Announcement::ClientExit(KEYS.client));
+        assert_eq!(c, Some(Change::Lost(How::ClientExit, KEYS)));
+        assert_eq!(How::ClientExit.cause(), LossCause::ClientGone);
+        assert_eq!(s.note(Announcement::PortExit(KEYS)), None);
+    }
+
+    #[test]
+    fn a_disconnection_followed_by_the_sources_exit_is_refined_to_client_gone() {
+        let mut s = fed_by(&[KEYS]);
+        assert_eq!(
+            s.note(Announcement::Unsubscribed(connect(KEYS, OURS))),
+            Some(Change::Lost(How::Unsubscribed, KEYS))
+        );
+        assert_eq!(
+            s.note(Announcement::PortExit(KEYS)),
+            Some(Change::Refined(How::PortExit))
+        );
+        assert_eq!(
+            s.note(Announcement::ClientExit(KEYS.client)),
+            Some(Change::Refined(How::ClientExit))
+        );
+        // Nothing after the client's exit changes the account.
+        assert_eq!(s.note(Announcement::PortExit(KEYS)), None);
+        assert_eq!(s.note(Announcement::ClientExit(KEYS.client)), None);
+    }
+
+    #[test]
+    fn a_disconnected_source_that_stays_is_not_refined_by_others_leaving() {
+        let mut s = fed_by(&[KEYS]);
+        s.note(Announcement::Unsubscribed(connect(KEYS, OURS)));
+        assert_eq!(s.note(Announcement::PortExit(KEYS_2)), None);
+        assert_eq!(s.note(Announcement::PortExit(OTHER)), None);
+        assert_eq!(s.note(Announcement::ClientExit(OTHER.client)), None);
+    }
+
+    #[test]
+    fn announcements_about_others_are_ignored() {
+        let mut s = fed_by(&[KEYS]);
+        // Subscriptions between other ports, to our output, or from a port
+        // that does not feed us.
+        assert_eq!(
+            s.note(Announcement::Unsubscribed(connect(KEYS, OTHER))),
+            None
+        );
+        assert_eq!(
+            s.note(Announcement::Unsubscribed(connect(OUR_OUT, OTHER))),
+            None
+        );
+        assert_eq!(
+            s.note(Announcement::Unsubscribed(connect(OTHER, OURS))),
+            None
+        );
+        assert_eq!(
+            s.note(Announcement::Unsubscribed(connect(
+                Addr::system_announce(),
+                OURS
+            ))),
+            None
+        );
+        // Other ports and clients going, another port of the source's client.
+        assert_eq!(s.note(Announcement::PortExit(OTHER)), None);
+        assert_eq!(s.note(Announcement::PortExit(KEYS_2)), None);
+        assert_eq!(s.note(Announcement::ClientExit(OTHER.client)), None);
+        // The source still feeds us: its going now is the loss.
+        assert_eq!(
+            s.note(Announcement::PortExit(KEYS)),
+            Some(Change::Lost(How::PortExit, KEYS))
+        );
+    }
+
+    #[test]
+    fn an_input_that_never_had_a_source_loses_nothing() {
+        let mut s = fed_by(&[]);
+        assert_eq!(
+            s.note(Announcement::Unsubscribed(connect(KEYS, OURS))),
+            None
+        );
+        assert_eq!(s.note(Announcement::PortExit(KEYS)), None);
+        assert_eq!(s.note(Announcement::ClientExit(KEYS.client)), None);
+    }
+
+    #[test]
+    fn only_the_last_source_going_is_a_loss() {
+        let mut s = fed_by(&[KEYS, OTHER]);
+        assert_eq!(s.note(Announcement::ClientExit(OTHER.client)), None);
+        assert_eq!(
+            s.note(Announcement::Unsubscribed(connect(KEYS, OURS))),
+            Some(Change::Lost(How::Unsubscribed, KEYS))
+        );
+        // Two ports of one client: its exit removes both at once.
+        let mut s = fed_by(&[KEYS, KEYS_2]);
+        let c = s.note(Announcement::ClientExit(KEYS.client));
+        assert!(
+            matches!(c, Some(Change::Lost(How::ClientExit, a)) if a.client == KEYS.client),
+            "{c:?}"
+        );
+    }
+
+    #[test]
+    fn a_port_subscribed_again_restores_the_input_and_can_be_lost_again() {
+        let mut s = fed_by(&[KEYS]);
+        s.note(Announcement::PortExit(KEYS));
+        // The System client's ports are never sources.
+        assert_eq!(
+            s.note(Announcement::Subscribed(connect(
+                Addr::system_announce(),
+                OURS
+            ))),
+            None
+        );
+        // A subscription to another port is no source of ours.
+        assert_eq!(
+            s.note(Announcement::Subscribed(connect(OTHER, OUR_OUT))),
+            None
+        );
+        assert_eq!(
+            s.note(Announcement::Subscribed(connect(OTHER, OURS))),
+            Some(Change::Restored)
+        );
+        // Told twice: restored once.
+        assert_eq!(s.note(Announcement::Subscribed(connect(OTHER, OURS))), None);
+        // The old source's client leaving later changes nothing.
+        assert_eq!(s.note(Announcement::ClientExit(KEYS.client)), None);
+        assert_eq!(
+            s.note(Announcement::Unsubscribed(connect(OTHER, OURS))),
+            Some(Change::Lost(How::Unsubscribed, OTHER))
+        );
+    }
+
+    #[test]
+    fn sources_beyond_the_array_are_not_tracked() {
+        let mut s = Sources::new(OURS);
+        for p in 0..MAX_SOURCES {
+            let a = Addr {
+                client: 30,
+                port: p as i32,
+            };
+            assert!(s.add(a));
+        }
+        let extra = Addr {
+            client: 31,
+            port: 0,
+        };
+        assert!(!s.add(extra));
+        assert!(!s.contains(extra));
+        assert_eq!(s.len, MAX_SOURCES);
+    }
+
+    #[test]
+    fn the_lost_source_survives_packing() {
+        for how in [How::Unsubscribed, How::PortExit, How::ClientExit] {
+            for a in [
+                KEYS,
+                OTHER,
+                Addr {
+                    client: 255,
+                    port: 255,
+                },
+            ] {
+                assert_eq!(unpack(pack(how, a)), Some((how, a)));
+            }
+        }
+        assert_eq!(unpack(0), None);
     }
 }

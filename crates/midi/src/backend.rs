@@ -173,11 +173,12 @@ pub(crate) fn drain<T>(rx: &mut Consumer<T>, f: &mut dyn FnMut(T)) -> usize {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum LossCause {
-    /// The last connection into an input port was removed (JACK): the
-    /// source's port was disconnected, the source itself may still run.
+    /// The last connection into an input port was removed (JACK; ALSA: the
+    /// last subscription): the source's port was disconnected, the source
+    /// itself may still run.
     PortDisconnected,
     /// The client feeding an input port went away (JACK: it closed, crashed
-    /// or was killed).
+    /// or was killed; ALSA: its port or client exited).
     ClientGone,
     /// The server shut this client down or went away (JACK, PipeWire).
     ServerShutdown,
