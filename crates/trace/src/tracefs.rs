@@ -379,6 +379,42 @@ impl Instance {
             .to_string())
     }
 
+    /// Replaces the `stacktrace` trigger [`Instance::add_stack_trigger`]
+    /// set on `path` with `stacktrace if FILTER` (the kernel holds one per
+    /// event: the old one is removed first, and put back if the new one is
+    /// refused; a switch in between records no stack). Returns the new
+    /// trigger as the kernel reads it back.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Io`] if the kernel refuses the new filter (the old
+    /// trigger is then back) or there was no trigger to replace.
+    pub fn replace_stack_trigger(&self, path: &str, filter: &str) -> Result<String> {
+        let file = self.path.join("events").join(path).join("trigger");
+        let old = self
+            .stack_trigger(path)
+            .ok_or_else(|| Error::new(ErrorKind::Io, format!("no stacktrace trigger on {path}")))?;
+        write(&file, "!stacktrace")?;
+        let command = format!("stacktrace if {filter}");
+        if let Err(e) = write(&file, &command) {
+            if let Some((_, f)) = old.split_once(" if ") {
+                let _ = write(&file, &format!("stacktrace if {f}"));
+            }
+            return Err(e);
+        }
+        Ok(self.stack_trigger(path).unwrap_or(command))
+    }
+
+    /// The `stacktrace` trigger on event `path` as the kernel reads it
+    /// back (`stacktrace:unlimited if …`); `None` without one.
+    pub fn stack_trigger(&self, path: &str) -> Option<String> {
+        let file = self.path.join("events").join(path).join("trigger");
+        read_text(&file).ok().and_then(|t| {
+            t.lines()
+                .find(|l| l.trim_start().starts_with("stacktrace"))
+                .map(|l| l.trim().to_string())
+        })
+    }
+
     /// Removes the `stacktrace` triggers [`Instance::add_stack_trigger`]
     /// set (writes `!stacktrace`) and reads each `trigger` file back:
     /// true when none is left (or none was set).

@@ -434,6 +434,25 @@ fn a_kernel_that_does_not_offer_the_trigger_or_refuses_it_is_said_and_nothing_is
     assert!(has_stack_trigger(
         &firmtime_trace::tracefs::read_text(&file).unwrap()
     ));
+    // Narrowed to thread ids: the kernel holds one stacktrace trigger per
+    // event, so the name's is replaced; a refused filter puts it back.
+    let by_id = inst
+        .replace_stack_trigger(
+            "sched/sched_switch",
+            &explain::stacks::tid_filter(&[41, 42]),
+        )
+        .expect("replaced");
+    assert_eq!(
+        by_id,
+        "stacktrace:unlimited if (next_pid == 41 || next_pid == 42) && prev_pid != 0"
+    );
+    assert!(inst
+        .replace_stack_trigger("sched/sched_switch", "no_such_field == 1")
+        .is_err());
+    assert_eq!(
+        inst.stack_trigger("sched/sched_switch").as_deref(),
+        Some(by_id.as_str())
+    );
     assert!(inst.remove_triggers());
     assert!(!has_stack_trigger(
         &firmtime_trace::tracefs::read_text(&file).unwrap()

@@ -62,6 +62,11 @@ fn kernel_stacks_of_a_fifo_hog_are_on_its_part_and_the_trigger_is_removed() {
         r
     })
     .expect("cyclic run");
+    let tid = result
+        .measured()
+        .next()
+        .map(|t| t.conditions.obtained.tid)
+        .expect("the thread measured");
     let e = result.explain.expect("explained");
     let k = e
         .capture
@@ -79,6 +84,12 @@ fn kernel_stacks_of_a_fifo_hog_are_on_its_part_and_the_trigger_is_removed() {
     // instance is gone, no instance of this process (other tests' may run
     // meanwhile) has a stack trigger, and the global instance never had one.
     assert!(k.trigger_removed, "{k:?}");
+    // Narrowed from the threads' name to their id once it was known.
+    assert_eq!(
+        k.trigger.as_deref(),
+        Some(format!("stacktrace:unlimited if (next_pid == {tid}) && prev_pid != 0").as_str()),
+        "{k:?}"
+    );
     assert!(e.instance_removed);
     for name in own_instances() {
         let t = Path::new(TRACEFS)

@@ -324,9 +324,11 @@ impl Session {
     /// their ids once they are known: `common_pid == a || common_pid == b`
     /// on `page_fault_user`, `pid == a || …` on `sched_wakeup` (another
     /// process's threads of the same name — a second run on the same
-    /// machine — are then left out too). The kernel swaps a filter whole,
-    /// so the name's filter holds until the ids' does: nothing of the
-    /// measured threads is missed. Nothing changes with
+    /// machine — are then left out too); with [`Config::kernel_stacks`]
+    /// the `stacktrace` trigger likewise (`next_pid == a || …`; it is
+    /// removed and set again: a switch in between records no stack). The
+    /// kernel swaps a filter whole, so the name's filter holds until the
+    /// ids' does: nothing of the measured threads is missed. Nothing changes with
     /// [`Config::unfiltered`] or without ids.
     ///
     /// # Errors
@@ -349,6 +351,15 @@ impl Session {
         }
         if inst.events.contains(&EventKind::Wakeup) {
             inst.set_filter("sched/sched_wakeup", &any("pid"))?;
+        }
+        if self
+            .setup
+            .kernel_stacks
+            .as_ref()
+            .is_some_and(|k| k.trigger.is_some())
+        {
+            let f = super::stacks::tid_filter(tids);
+            inst.replace_stack_trigger("sched/sched_switch", &f)?;
         }
         Ok(())
     }
@@ -398,6 +409,8 @@ impl Session {
                     .as_mut()
                     .filter(|k| k.trigger.is_some())
                 {
+                    // As it ended (by thread id once `follow` narrowed it).
+                    k.trigger = a.stack_trigger("sched/sched_switch").or(k.trigger.take());
                     k.trigger_removed = a.remove_triggers();
                 }
                 let ev = a.events.clone();

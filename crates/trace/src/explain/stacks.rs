@@ -56,6 +56,15 @@ pub fn trigger_filter(traced_comm: &str) -> String {
     format!("next_comm ~ \"{traced_comm}\" && prev_pid != 0")
 }
 
+/// The filter of the trigger once the measured threads' ids are known
+/// ([`super::Session::follow`]): a switch to one of `tids` from a task
+/// other than the idle one (another process's threads of the same name
+/// then pay no unwind).
+pub fn tid_filter(tids: &[i32]) -> String {
+    let any: Vec<String> = tids.iter().map(|t| format!("next_pid == {t}")).collect();
+    format!("({}) && prev_pid != 0", any.join(" || "))
+}
+
 /// Sets the `stacktrace` trigger on `inst`'s `sched_switch` for switches
 /// to the threads matching `traced_comm` ([`trigger_filter`]); what came
 /// of it, never an error: a kernel without it gets
