@@ -19,7 +19,9 @@ pub struct ExperimentArgs {
     /// Fewer points and shorter steps (about a minute).
     #[arg(long)]
     quick: bool,
-    /// Directory for report.md, results.json and fig5.png … fig8.png.
+    /// Directory for report.md, results.json, fig5.png … fig8.png, the
+    /// workers' logs (workerN.log) and the waste_time plugin's log of each
+    /// local point (waste_time-figF-RATEhz-FRAMES.csv; nothing goes to /tmp).
     #[arg(long)]
     out: PathBuf,
     /// More plugin directories to search for waste_time (comma-separated).
@@ -118,6 +120,7 @@ pub fn run(a: ExperimentArgs) -> anyhow::Result<Outcome> {
         } else {
             Timing::full()
         },
+        log_dir: &a.out,
     };
     let command = std::env::args().collect::<Vec<_>>().join(" ");
     let report = experiment::run(&points, &setup, a.quick, &command, &mut |l| {
@@ -157,7 +160,7 @@ pub fn run(a: ExperimentArgs) -> anyhow::Result<Outcome> {
         );
     }
     println!(
-        "wrote {}/report.md, results.json, fig5.png … fig8.png ({} s)",
+        "wrote {}/report.md, results.json, fig5.png … fig8.png, waste_time-*.csv ({} s)",
         a.out.display(),
         report.ended_unix_s.saturating_sub(report.started_unix_s)
     );

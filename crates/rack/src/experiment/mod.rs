@@ -39,4 +39,4 @@ pub use plan::{plan, rack_for, Placement, PointSpec, Timing};
 pub use ramp::{allowed_xruns, passes, Search, LATE_TOLERANCE};
 pub use report::{write_report, PAPER};
 pub use results::{ExperimentReport, PointResult, StepResult};
-pub use run::{run, run_point, Setup};
+pub use run::{run, run_point, waste_log_path, Setup, WASTE_LOG_ENV};

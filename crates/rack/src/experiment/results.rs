@@ -50,6 +50,10 @@ pub struct PointResult {
     pub usable_fraction: Option<f64>,
     /// Every step.
     pub steps: Vec<StepResult>,
+    /// The file name of the `waste_time` plugin's log of this point, in
+    /// the output directory (local points); `None` (JSON `null`) for a
+    /// remote point.
+    pub waste_time_log: Option<String>,
 }
 
 /// The whole experiment's record.
@@ -120,6 +124,7 @@ pub(crate) fn sample_report(specs: &[PointSpec]) -> ExperimentReport {
                     central_sys: 0.01,
                     dsp_load: 90.0,
                 }],
+                waste_time_log: None,
             })
             .collect(),
     }
@@ -158,6 +163,7 @@ mod tests {
             "baseline_s",
             "usable_fraction",
             "steps",
+            "waste_time_log",
         ] {
             assert!(p.get(k).is_some(), "missing point.{k}");
         }

@@ -9,7 +9,9 @@ use crate::host::{HostOptions, RackHost};
 use firmtime_jack::{DummyOptions, DummyServer};
 use firmtime_ladspa::Scan;
 use firmtime_rt::system::SystemInfo;
+use std::ffi::OsString;
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// What a run needs from the caller.
@@ -21,6 +23,55 @@ pub struct Setup<'a> {
     pub workers: Vec<SocketAddr>,
     /// Step lengths and ramp.
     pub timing: Timing,
+    /// Where the `waste_time` plugin of each local point writes its log
+    /// ([`waste_log_path`]): the experiment's output directory, never
+    /// `/tmp`.
+    pub log_dir: &'a Path,
+}
+
+/// The environment variable the `waste_time` plugin reads, at
+/// instantiate, for its log's path.
+pub const WASTE_LOG_ENV: &str = "FIRMTIME_WASTE_LOG";
+
+/// Where the `waste_time` plugin of a local point logs:
+/// `DIR/waste_time-fig5-44100hz-64.csv` (figure, rate, frames per period:
+/// one file per point, none overwritten). `None` for a remote point, which
+/// runs no `waste_time` in this process.
+pub fn waste_log_path(dir: &Path, spec: &PointSpec) -> Option<PathBuf> {
+    match spec.placement {
+        Placement::Local => Some(dir.join(format!(
+            "waste_time-fig{}-{}hz-{}.csv",
+            spec.figure, spec.rate, spec.period_frames
+        ))),
+        Placement::Remote { .. } => None,
+    }
+}
+
+/// Sets [`WASTE_LOG_ENV`] for the plugin instances a point starts, and puts
+/// the previous value back on drop. Set before the point's server, client
+/// and plugin threads start (the experiment's own thread is the only one
+/// then), restored after they ended.
+struct WasteLogEnv(Option<Option<OsString>>);
+
+impl WasteLogEnv {
+    fn set(path: Option<&Path>) -> Self {
+        let Some(path) = path else {
+            return WasteLogEnv(None);
+        };
+        let before = std::env::var_os(WASTE_LOG_ENV);
+        std::env::set_var(WASTE_LOG_ENV, path);
+        WasteLogEnv(Some(before))
+    }
+}
+
+impl Drop for WasteLogEnv {
+    fn drop(&mut self) {
+        match self.0.take() {
+            Some(Some(v)) => std::env::set_var(WASTE_LOG_ENV, v),
+            Some(None) => std::env::remove_var(WASTE_LOG_ENV),
+            None => {}
+        }
+    }
 }
 
 fn set_load(host: &mut RackHost, spec: &PointSpec, fraction: f64) -> Result<()> {
@@ -109,6 +160,9 @@ fn count_step(
 
 /// Runs one point: a private dummy server, the idle baseline, then the
 /// ramp (or Figure 7's fixed step). `progress` hears one line per step.
+/// A local point's `waste_time` writes its log to
+/// [`waste_log_path`]`(setup.log_dir, spec)` when the point ends (the
+/// plugin's cleanup); the result names it (`waste_time_log`).
 ///
 /// # Errors
 /// The dummy server does not start (jackd missing: the message says what
@@ -120,6 +174,9 @@ pub fn run_point(
     progress: &mut dyn FnMut(&str),
 ) -> Result<PointResult> {
     let t = setup.timing;
+    let log = waste_log_path(setup.log_dir, spec);
+    // Declared first: dropped last, after the host and the server.
+    let _log_env = WasteLogEnv::set(log.as_deref());
     let mut opts = DummyOptions::new();
     opts.rate = spec.rate;
     opts.period = spec.period_frames;
@@ -228,6 +285,10 @@ pub fn run_point(
         baseline_s: base.seconds,
         usable_fraction: usable,
         steps,
+        waste_time_log: log
+            .as_deref()
+            .and_then(Path::file_name)
+            .map(|n| n.to_string_lossy().into_owned()),
     })
 }
 
@@ -328,5 +389,55 @@ mod tests {
         );
         sys.kernel_version = "#1 SMP".into();
         assert_eq!(Machine::from_system(&sys).preempt, "none");
+    }
+
+    #[test]
+    fn waste_time_logs_go_to_the_output_directory_one_per_local_point() {
+        let dir = Path::new("/some/out");
+        let points = crate::experiment::plan(false);
+        let mut seen = std::collections::BTreeSet::new();
+        for p in &points {
+            match (&p.placement, waste_log_path(dir, p)) {
+                (Placement::Local, Some(path)) => {
+                    assert_eq!(path.parent(), Some(dir), "{}", path.display());
+                    let name = path.file_name().unwrap().to_string_lossy().into_owned();
+                    assert_eq!(
+                        name,
+                        format!(
+                            "waste_time-fig{}-{}hz-{}.csv",
+                            p.figure, p.rate, p.period_frames
+                        )
+                    );
+                    assert!(seen.insert(name.clone()), "two points log to {name}");
+                }
+                (Placement::Remote { .. }, None) => {}
+                (pl, got) => panic!("{pl:?}: {got:?}"),
+            }
+        }
+        let local = points
+            .iter()
+            .filter(|p| p.placement == Placement::Local)
+            .count();
+        assert!(local > 0);
+        assert_eq!(seen.len(), local);
+    }
+
+    #[test]
+    fn the_waste_log_variable_is_put_back_after_a_point() {
+        // The only test in this crate's unit tests touching the variable.
+        let before = std::env::var_os(WASTE_LOG_ENV);
+        {
+            let _g = WasteLogEnv::set(Some(Path::new("/some/out/w.csv")));
+            assert_eq!(
+                std::env::var_os(WASTE_LOG_ENV).as_deref(),
+                Some(std::ffi::OsStr::new("/some/out/w.csv"))
+            );
+        }
+        assert_eq!(std::env::var_os(WASTE_LOG_ENV), before);
+        {
+            let _g = WasteLogEnv::set(None);
+            assert_eq!(std::env::var_os(WASTE_LOG_ENV), before);
+        }
+        assert_eq!(std::env::var_os(WASTE_LOG_ENV), before);
     }
 }
