@@ -122,6 +122,32 @@ fn holder(file: &mut File) -> Option<u32> {
 mod tests {
     use super::*;
 
+    /// A reader's probe (a shared flock, dropped at once) at the moment a
+    /// watch takes the lock: the watch was refused as if another watch
+    /// held it. Now it tries again for up to 100 ms and gets it.
+    #[test]
+    fn a_readers_probe_does_not_refuse_a_starting_watch() {
+        let d = std::env::temp_dir().join(format!("firmtime-watch-probe-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        let db = d.join("w.db");
+        std::fs::write(lock_path(&db), "").unwrap();
+        let probe = File::open(lock_path(&db)).unwrap();
+        // SAFETY: the descriptor is open for the call's duration.
+        assert_eq!(
+            unsafe { libc::flock(probe.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) },
+            0
+        );
+        let release = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(30));
+            drop(probe);
+        });
+        let held = WriterLock::acquire(&db).expect("the watch gets the lock past the probe");
+        release.join().unwrap();
+        drop(held);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
     /// Two watches on one database: the second is refused at once, naming
     /// the first one's pid; once the first ends, the database is free.
     #[test]
