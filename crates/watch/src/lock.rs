@@ -134,10 +134,8 @@ mod tests {
         std::fs::write(lock_path(&db), "").unwrap();
         let probe = File::open(lock_path(&db)).unwrap();
         // SAFETY: the descriptor is open for the call's duration.
-        assert_eq!(
-            unsafe { libc::flock(probe.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) },
-            0
-        );
+        let r = unsafe { libc::flock(probe.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) };
+        assert_eq!(r, 0);
         let release = std::thread::spawn(move || {
             std::thread::sleep(std::time::Duration::from_millis(30));
             drop(probe);
