@@ -10,7 +10,10 @@
 #
 # Usage: sudo scripts/lab-explain-coverage.sh [RUNS]   (about 100 s a run)
 #        sudo MODE=--full scripts/lab-explain-coverage.sh 1
-#        (the papers' sample counts: 120,000 wake-ups a condition)
+#        (every measurement at the papers' sample counts: an hour or more)
+#        sudo MODE=cyclic-full scripts/lab-explain-coverage.sh 1
+#        (lab all --full's four cyclic conditions alone: `lab cyclic` as lab
+#        all runs them, 60 s each, 120,000 wake-ups on 2 CPUs; ~5 min)
 set -eu
 cd "$(dirname "$0")/.."
 RUNS=${1:-5}
@@ -23,7 +26,19 @@ trap 'if [ "${rc:-1}" = 0 ]; then rm -rf "$OUT"; else echo "lab-explain-coverage
 i=1
 while [ "$i" -le "$RUNS" ]; do
     echo "lab-explain-coverage: run $i of $RUNS (lab all $MODE)" >&2
-    "$BIN" lab all "$MODE" --out "$OUT/run$i" >"$OUT/run$i.log" 2>&1 || true
+    if [ "$MODE" = cyclic-full ]; then
+        mkdir -p "$OUT/run$i"
+        : >"$OUT/run$i.log"
+        for c in fifo-idle:fifo:80: fifo-stress:fifo:80:stress other-idle:other:: other-stress:other::stress; do
+            slug=${c%%:*}; rest=${c#*:}; pol=${rest%%:*}; rest=${rest#*:}; prio=${rest%%:*}; load=${rest#*:}
+            policy=$pol; [ -n "$prio" ] && policy=$pol:$prio
+            set -- --policy "$policy" --duration 60s --explain on --exit-zero --json "$OUT/run$i/cyclic-$slug.json"
+            [ -n "$load" ] && set -- "$@" --load "$load"
+            "$BIN" lab cyclic "$@" >>"$OUT/run$i.log" 2>&1 || true
+        done
+    else
+        "$BIN" lab all "$MODE" --out "$OUT/run$i" >"$OUT/run$i.log" 2>&1 || true
+    fi
     i=$((i + 1))
 done
 rc=0
