@@ -20,11 +20,12 @@
 //! - RT throttling (a SCHED_FIFO 70 hog taking the CPU, a nice-0 spinner
 //!   beside it): the throttling windows by the hog's own record of when it
 //!   was held off the CPU (a gap of 1 ms or more between its
-//!   CLOCK_MONOTONIC reads) within `[deadline, wake]`, less the interrupt and softirq time the
-//!   independent tracefs record shows in it, against the `rt_throttled`
-//!   parts; and each window
-//!   against the size the knobs give (the fair server's runtime, else
-//!   `sched_rt_period_us - sched_rt_runtime_us`).
+//!   CLOCK_MONOTONIC reads) within `[deadline, wake]`, less the interrupt
+//!   and softirq time the independent tracefs record shows in them,
+//!   against the `rt_throttled` parts; and each window against the size
+//!   the knobs give (the fair server's runtime, else `sched_rt_period_us -
+//!   sched_rt_runtime_us`). A run whose CPU another test flooded with
+//!   interrupts (over 5 % of the windows' span) is waived and run again.
 //!
 //! An outlier is the induced cause's when the independent measurement
 //! covers at least half its lateness (so a misattribution is caught, not
