@@ -332,19 +332,8 @@ fn watch(a: RunArgs) -> anyhow::Result<Outcome> {
     // locks its memory (mlockall), so each arena's touched pages stay in
     // its RSS (~1 MB here). The measuring loops do not allocate, so there
     // is no contention to spare them (issue 31 item 2: RSS <= 40 MB).
-    // And a fixed mmap threshold: glibc raises it to the size of each
-    // large block freed (up to 32 MiB), after which an interval's large
-    // vectors come from the heap, which then only grows (locked pages
-    // cannot be given back with madvise): heap 3.2 → 6.5 MB over the
-    // first ten minutes of a soak before this. Blocks of 128 KiB and
-    // more are mapped and unmapped on their own; the heap's free top is
-    // given back beyond 256 KiB.
     // SAFETY: mallopt has no preconditions; a refusal changes nothing.
-    unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, 1);
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 * 1024);
-        libc::mallopt(libc::M_TRIM_THRESHOLD, 256 * 1024);
-    }
+    unsafe { libc::mallopt(libc::M_ARENA_MAX, 1) };
     if let Some(dir) = cfg.db.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| {
             UsageError(format!(
