@@ -17,6 +17,11 @@
 #   sudo scripts/watch-cost-percpu.sh [ROUNDS] [SECONDS] [-- WATCH-FLAGS...]
 #   (default 3 rounds of 40 s: ~5 min; CPUS=0,1)
 #
+# cyclictest without --laptop writes 0 to /dev/cpu_dma_latency while it
+# runs: the CPUs then never enter an idle state, and each of its wake-ups
+# costs less than one from idle (watch leaves idle states alone). LAPTOP=1
+# runs cyclictest --laptop: the same idle states for both.
+#
 # Needs root, cgroup v1 cpuacct (/sys/fs/cgroup/cpuacct) and cyclictest
 # (Debian: rt-tests). Figures, not a test: run it on a quiet machine.
 set -euo pipefail
@@ -77,7 +82,11 @@ for r in $(seq "$ROUNDS"); do
     if [ "$w" = watch ]; then
       run watch "$EXE" watch --db "$OUT/watch-$r.db" --cpu "$CPUS" "${FLAGS[@]}"
     else
-      run cyclictest cyclictest -m -p80 -i10000 -t"$NCPU" -a"$CPUS" -q
+      if [ "${LAPTOP:-0}" = 1 ]; then
+        run cyclictest cyclictest --laptop -m -p80 -i10000 -t"$NCPU" -a"$CPUS" -q
+      else
+        run cyclictest cyclictest -m -p80 -i10000 -t"$NCPU" -a"$CPUS" -q
+      fi
     fi
   done
 done
