@@ -28,7 +28,8 @@ PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); pr
 "$EXE" watch --db "$DB" --metrics-listen "127.0.0.1:$PORT" "${FLAGS[@]}" 2>"$DIR/watch.log" &
 PID=$!
 cleanup() { kill -TERM "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; }
-trap cleanup EXIT
+# Interrupted: watch stopped and its directory removed too.
+trap 'cleanup; rm -rf "$DIR"' EXIT
 
 HZ=$(getconf CLK_TCK)
 calc() { awk "BEGIN { printf \"%.3f\", $1 }"; }
@@ -57,7 +58,7 @@ done
 T=$(date +%s.%N); C=$(ticks); R=$(rss_kib)
 SERIES=$(curl -s "http://127.0.0.1:$PORT/metrics" | grep -vc '^#' || true)
 cleanup
-trap - EXIT
+trap 'rm -rf "$DIR"' EXIT
 N=$(rows)
 BYTES=$(db_bytes)
 sqlite3 "$DB" 'PRAGMA wal_checkpoint(TRUNCATE);' >/dev/null
