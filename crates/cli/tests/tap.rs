@@ -782,6 +782,27 @@ fn server_and_keyboard() -> Option<(firmtime_jack::TestServer, Keyboard)> {
     Some((srv, kb))
 }
 
+/// Runs `attempt` on a fresh server and keyboard ([`server_and_keyboard`])
+/// up to `attempts` times, until one checks (`None`); one that returns why
+/// it could not check (`Some`) is WAIVED and repeated, and the test fails
+/// when every attempt was. Without jackd or jack_midiseq the test is
+/// skipped (logged by [`server_and_keyboard`]).
+fn on_fresh_keyboards(
+    attempts: usize,
+    mut attempt: impl FnMut(&firmtime_jack::TestServer, Keyboard, usize) -> Option<String>,
+) {
+    use firmtime_rt::testing::{until_checked, Attempt};
+    until_checked(attempts, |n| {
+        let Some((srv, kb)) = server_and_keyboard() else {
+            return Attempt::Checked(());
+        };
+        match attempt(&srv, kb, n) {
+            Some(why) => Attempt::Waived(why),
+            None => Attempt::Checked(()),
+        }
+    });
+}
+
 /// Reads `err` line by line into `log` until a line starting with `prefix`:
 /// true, or false when `tap run` ended first.
 #[must_use]
@@ -825,18 +846,9 @@ const KEYSTROKE_TRIAL: &str = "name = \"keys\"\n[feedback]\ndelay = { mode = \"f
 /// The prompt is answered on a pseudo-terminal 0.6 s after it appears.
 #[test]
 fn run_drops_what_a_keyboard_played_before_enter_and_says_so() {
-    use firmtime_rt::testing::{until_checked, Attempt};
     // An attempt whose keyboard the loaded server dropped is waived and
     // repeated with a fresh server and keyboard.
-    until_checked(3, |attempt| {
-        let Some((srv, kb)) = server_and_keyboard() else {
-            return Attempt::Checked(());
-        };
-        match keyboard_played_before_enter(&srv, kb, attempt) {
-            Some(why) => Attempt::Waived(why),
-            None => Attempt::Checked(()),
-        }
-    });
+    on_fresh_keyboards(3, keyboard_played_before_enter);
 }
 
 /// One attempt of [`run_drops_what_a_keyboard_played_before_enter_and_says_so`]:
@@ -985,20 +997,11 @@ fn keyboard_played_before_enter(
 /// analyze` flags it.
 #[test]
 fn run_ends_a_trial_whose_keyboard_is_killed_incomplete_and_exits_1() {
-    use firmtime_rt::testing::{until_checked, Attempt};
     // A dummy jackd among many on a loaded machine can run no cycle for a
     // second (xruns): the trial then ends rightly as server_stopped before
     // the keyboard is killed, and the client_gone asserted below cannot
     // come. Such a trial is waived with its xruns; another checks.
-    until_checked(4, |attempt| {
-        let Some((srv, kb)) = server_and_keyboard() else {
-            return Attempt::Checked(());
-        };
-        match trial_whose_keyboard_is_killed(&srv, kb, attempt) {
-            Some(why) => Attempt::Waived(why),
-            None => Attempt::Checked(()),
-        }
-    });
+    on_fresh_keyboards(4, trial_whose_keyboard_is_killed);
 }
 
 /// One attempt of [`run_ends_a_trial_whose_keyboard_is_killed_incomplete_and_exits_1`]:
@@ -1113,18 +1116,9 @@ fn trial_whose_keyboard_is_killed(
 /// trial before the next redraw would show it).
 #[test]
 fn the_live_line_says_input_lost_on_a_terminal() {
-    use firmtime_rt::testing::{until_checked, Attempt};
     // An attempt whose keyboard the loaded server dropped before the trial
     // is waived and repeated with a fresh server and keyboard.
-    until_checked(3, |attempt| {
-        let Some((srv, kb)) = server_and_keyboard() else {
-            return Attempt::Checked(());
-        };
-        match live_line_of_a_killed_keyboard(&srv, kb, attempt) {
-            Some(why) => Attempt::Waived(why),
-            None => Attempt::Checked(()),
-        }
-    });
+    on_fresh_keyboards(3, live_line_of_a_killed_keyboard);
 }
 
 /// One attempt of [`the_live_line_says_input_lost_on_a_terminal`]: `None`
