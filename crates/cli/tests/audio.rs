@@ -9,6 +9,13 @@ use common::{assert_exit, assert_ok, assert_usage_errors, firmtime, jack_install
 use firmtime_jack::roundtrip::Cable;
 use firmtime_jack::DummyServer;
 
+/// The tests that open a [`Cable`] (a JACK client inside this test process)
+/// take turns: two libjack clients opened and closed at once in one
+/// process, on two servers, crashed this binary once (SIGSEGV right after
+/// libjack's "JackMessageBuffer::SetInitCallback : callback could not be
+/// executed"), in a clean-clone `.ci/run`.
+static IN_PROCESS_JACK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// `--jack-server NAME` and the cable's ends as `--connect-out`/`--connect`.
 fn through<'a>(srv: &'a DummyServer, cable: &'a Cable) -> Vec<&'a str> {
     vec![
@@ -71,6 +78,7 @@ fn roundtrip_through_a_cable_adds_its_frames_and_an_open_loop_names_the_ports() 
     if !jack_installed("roundtrip through a cable") {
         return;
     }
+    let _turn = IN_PROCESS_JACK.lock().unwrap_or_else(|e| e.into_inner());
     let Some(srv) = DummyServer::start_for_test(48_000, 128) else {
         return;
     };
@@ -148,6 +156,7 @@ fn tap_run_measures_the_feedback_paths_round_trip_and_records_it() {
     if !jack_installed("tap run --measure-roundtrip") {
         return;
     }
+    let _turn = IN_PROCESS_JACK.lock().unwrap_or_else(|e| e.into_inner());
     let Some(srv) = DummyServer::start_for_test(48_000, 256) else {
         return;
     };
