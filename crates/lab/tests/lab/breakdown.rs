@@ -654,8 +654,19 @@ fn induced_rt_throttling_is_named_with_its_knob_and_its_size() {
         0.9,
         format_args!("stalls of 20 ms or more named RT throttling:\n{}", show()),
     );
-    // Its size: the reserve (50 ms), less the part of a period before the
-    // first deadline inside it, within 10 %.
+    // Its size: what the knobs give (the fair server's runtime, or the part
+    // of sched_rt_period_us not in sched_rt_runtime_us), less the part of a
+    // period before the first deadline inside it (10 %), and at most one
+    // tick more: throttling ends on a tick (4 ms at HZ=250).
+    let Some((knob_ns, knob)) = crate::sizes::throttle_from_knobs(cpu) else {
+        panic!("RT throttling was named, but the knobs say it is off");
+    };
+    let tick_ns = 1_000_000_000
+        / u64::from(
+            firmtime_lab::quanta::KernelLine::current()
+                .config_hz
+                .unwrap_or(250),
+        );
     let worst = throttled[0];
     let ns: u64 = worst
         .cause
@@ -672,8 +683,9 @@ fn induced_rt_throttling_is_named_with_its_knob_and_its_size() {
         ns / 1000
     );
     assert!(
-        (45_000_000..=55_000_000).contains(&ns),
-        "throttled {ns} ns:\n{}",
+        (knob_ns * 9 / 10..=knob_ns + tick_ns).contains(&ns),
+        "throttled {ns} ns, the knobs ({knob}) give {knob_ns} ns (−10 %, + one tick of \
+         {tick_ns} ns):\n{}",
         show()
     );
     assert!(

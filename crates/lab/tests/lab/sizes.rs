@@ -474,7 +474,7 @@ const ON_CPU_GAP_NS: u64 = 30_000;
 /// The size of one RT throttling stretch the knobs give, ns, and where it
 /// came from: the fair server's runtime (Linux 6.12 and later, debugfs),
 /// else the part of `sched_rt_period_us` not in `sched_rt_runtime_us`.
-fn throttle_from_knobs(cpu: usize) -> Option<(u64, String)> {
+pub(crate) fn throttle_from_knobs(cpu: usize) -> Option<(u64, String)> {
     let fair = format!("/sys/kernel/debug/sched/fair_server/cpu{cpu}/runtime");
     if let Some(ns) = std::fs::read_to_string(&fair)
         .ok()
