@@ -15,12 +15,15 @@
 # watch's threads were allowed to run (their CPU lists).
 #
 #   sudo scripts/watch-cost-percpu.sh [ROUNDS] [SECONDS] [-- WATCH-FLAGS...]
-#   (default 3 rounds of 40 s: ~5 min; CPUS=0,1)
+#   (default 3 rounds of 40 s: ~5 min; CPUS=0,1; LAPTOP=1 or NOIDLE=1, below)
 #
 # cyclictest without --laptop writes 0 to /dev/cpu_dma_latency while it
 # runs: the CPUs then never enter an idle state, and each of its wake-ups
 # costs less than one from idle (watch leaves idle states alone). LAPTOP=1
-# runs cyclictest --laptop: the same idle states for both.
+# runs cyclictest --laptop: the same idle states for both. NOIDLE=1 runs
+# cyclictest as the issue did and holds /dev/cpu_dma_latency at 0 for
+# watch's runs too (what cyclictest does for its own): no idle states for
+# either.
 #
 # Needs root, cgroup v1 cpuacct (/sys/fs/cgroup/cpuacct) and cyclictest
 # (Debian: rt-tests). Figures, not a test: run it on a quiet machine.
@@ -40,8 +43,10 @@ cargo build -p firmtime --release --locked >&2
 EXE=${CARGO_TARGET_DIR:-target}/release/firmtime
 OUT=$(mktemp -d /tmp/firmtime-watch-cost.XXXXXX)
 PID=""
+HOLD=""
 cleanup() {
   [ -n "$PID" ] && kill -TERM "$PID" 2>/dev/null && wait "$PID" 2>/dev/null
+  [ -n "$HOLD" ] && kill -TERM "$HOLD" 2>/dev/null && wait "$HOLD" 2>/dev/null
   for g in ft-cost-watch ft-cost-cyclictest; do
     [ -d "$CG/$g" ] && rmdir "$CG/$g" 2>/dev/null
   done
@@ -80,7 +85,17 @@ for r in $(seq "$ROUNDS"); do
   for w in $order; do
     echo "watch-cost-percpu: round $r of $ROUNDS: $w" >&2
     if [ "$w" = watch ]; then
+      if [ "${NOIDLE:-0}" = 1 ]; then
+        # PM QoS: 0 µs of wake-up latency allowed while the file stays open.
+        bash -c 'exec 3>/dev/cpu_dma_latency; printf "\x00\x00\x00\x00" >&3; exec sleep infinity' &
+        HOLD=$!
+      fi
       run watch "$EXE" watch --db "$OUT/watch-$r.db" --cpu "$CPUS" "${FLAGS[@]}"
+      if [ -n "$HOLD" ]; then
+        kill -TERM "$HOLD" 2>/dev/null || true
+        wait "$HOLD" 2>/dev/null || true
+        HOLD=""
+      fi
     else
       if [ "${LAPTOP:-0}" = 1 ]; then
         run cyclictest cyclictest --laptop -m -p80 -i10000 -t"$NCPU" -a"$CPUS" -q

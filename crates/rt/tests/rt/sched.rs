@@ -165,6 +165,80 @@ fn mlockall_locks_and_unlock_releases() {
     assert_eq!(memory::is_locked(), Some(false));
 }
 
+/// `(size, locked, rss)` in KiB of each mapping of `path` in this process.
+fn mappings_of(path: &std::path::Path) -> Vec<(u64, u64, u64)> {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+    let path = path.to_string_lossy();
+    let mut out: Vec<(u64, u64, u64)> = Vec::new();
+    let mut ours = false;
+    for line in smaps.lines() {
+        let mut f = line.split_whitespace();
+        let first = f.next().unwrap_or("");
+        if first.contains('-') && !first.ends_with(':') {
+            ours = line.ends_with(path.as_ref());
+            if ours {
+                out.push((0, 0, 0));
+            }
+            continue;
+        }
+        let v: u64 = f.next().and_then(|v| v.parse().ok()).unwrap_or(0);
+        if let (true, Some(m)) = (ours, out.last_mut()) {
+            match first {
+                "Size:" => m.0 = v,
+                "Locked:" => m.1 = v,
+                "Rss:" => m.2 = v,
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn unwinding_tables_leave_the_lock_and_a_panic_still_unwinds() {
+    let _m = MEMORY.lock().unwrap_or_else(|e| e.into_inner());
+    if !is_root() {
+        firmtime_rt::testing::skip("needs root (RLIMIT_MEMLOCK is usually too small)");
+        return;
+    }
+    let exe = std::fs::read_link("/proc/self/exe").unwrap();
+    on_thread(|| memory::lock_all(0)).unwrap();
+    let unlocked = |m: &[(u64, u64, u64)]| -> Vec<(u64, u64, u64)> {
+        m.iter()
+            .copied()
+            .filter(|&(size, locked, _)| size > 0 && locked == 0)
+            .collect()
+    };
+    let before = mappings_of(&exe);
+    // libgcc_s: linked by every Rust program for unwinding, read only then.
+    let got = memory::unlock_unused(&["libgcc_s.so"]);
+    let after = mappings_of(&exe);
+    // What was dropped must come back when used: a panic unwinds through
+    // the tables, caught here with its message.
+    let caught = std::panic::catch_unwind(|| panic!("unwound after the drop"));
+    memory::unlock_all().unwrap();
+    let got = got.unwrap();
+    assert!(unlocked(&before).is_empty(), "all locked first: {before:?}");
+    assert!(
+        got.unwind_bytes >= 64 * 1024,
+        "this test binary's .eh_frame is larger than that: {got:?}"
+    );
+    assert!(got.library_bytes > 0, "libgcc_s's text: {got:?}");
+    // The tables are mappings of their own now (the kernel splits a
+    // mapping where the lock ends), unlocked and not resident: as many
+    // KiB as were said.
+    let dropped = unlocked(&after);
+    assert!(!dropped.is_empty(), "{after:?}");
+    assert!(dropped.iter().all(|&(_, _, rss)| rss == 0), "{after:?}");
+    assert_eq!(
+        dropped.iter().map(|&(size, _, _)| size).sum::<u64>(),
+        (got.unwind_bytes / 1024) as u64,
+        "{after:?}"
+    );
+    let msg = caught.unwrap_err();
+    assert_eq!(msg.downcast_ref::<&str>(), Some(&"unwound after the drop"));
+}
+
 #[test]
 fn apply_report_equals_the_request_when_root() {
     let _m = MEMORY.lock().unwrap_or_else(|e| e.into_inner());

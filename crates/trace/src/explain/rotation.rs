@@ -7,12 +7,18 @@
 //! ([`Pool`]: two storages for the whole run, not a fresh one per
 //! interval, issue 29 item 5).
 //!
+//! Each session's ring buffers are sized from the event rate the one
+//! before it measured ([`next_buffer_kb`]): room for two seconds of it,
+//! twice the last size after a loss, never below the configured size. The
+//! first session probes the rate ([`Config::size_from_rate`]).
+//!
 //! Not touched at a deadline: the measuring threads see only the
 //! [`Flags`] of their session (RT-safe); starting, finishing and the
 //! bookkeeping run on the consumer's ordinary thread.
 
 use super::{Config, Flags, Pool, Recorded, Session};
 use crate::error::Result;
+use crate::tracefs;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -33,6 +39,23 @@ pub struct Rotation {
     traced_comm: String,
     pool: Pool,
     live: BTreeMap<u64, Live>,
+    /// The ring buffer per CPU of the last session started, KiB.
+    buffer_kb: Option<u32>,
+}
+
+/// The ring buffer per CPU, KiB, of a session that follows one whose
+/// busiest CPU wrote `rate_bytes_per_s` into a buffer of `last_kb` and
+/// `lost` events (or not): two seconds of the rate
+/// ([`tracefs::buffer_kb_for_rate`]), at least twice `last_kb` after a loss
+/// (the rate is an interval's mean; a loss says a burst went above it), at
+/// least `min_kb`, at most [`tracefs::BUFFER_MAX_KB`].
+pub fn next_buffer_kb(rate_bytes_per_s: u64, lost: bool, last_kb: u32, min_kb: u32) -> u32 {
+    let kb = tracefs::buffer_kb_for_rate(rate_bytes_per_s, min_kb);
+    if lost {
+        kb.max(last_kb.saturating_mul(2).min(tracefs::BUFFER_MAX_KB))
+    } else {
+        kb
+    }
 }
 
 impl Rotation {
@@ -45,6 +68,7 @@ impl Rotation {
             traced_comm: traced_comm.to_string(),
             pool: Pool::new(),
             live: BTreeMap::new(),
+            buffer_kb: None,
         }
     }
 
@@ -58,7 +82,25 @@ impl Rotation {
     /// As [`Session::start`]; nothing is live for `interval` then.
     pub fn start(&mut self, interval: u64, buffers: usize) -> Result<()> {
         self.live.remove(&interval);
-        let session = Session::start_pooled(&self.config, &self.traced_comm, &self.pool)?;
+        // Sized from the latest session's rate; the first probes its own.
+        let config = match self.live.values().next_back() {
+            Some(last) => {
+                let (rate, lost) = last.session.written_rate();
+                Config {
+                    buffer_kb: next_buffer_kb(
+                        rate,
+                        lost,
+                        last.session.buffer_kb(),
+                        self.config.buffer_kb,
+                    ),
+                    size_from_rate: false,
+                    ..self.config.clone()
+                }
+            }
+            None => self.config.clone(),
+        };
+        let session = Session::start_pooled(&config, &self.traced_comm, &self.pool)?;
+        self.buffer_kb = Some(session.buffer_kb());
         self.live.insert(
             interval,
             Live {
@@ -106,6 +148,12 @@ impl Rotation {
         self.live.keys().copied().collect()
     }
 
+    /// The ring buffer per CPU of the last session started, KiB (`None`
+    /// before the first).
+    pub fn buffer_kb(&self) -> Option<u32> {
+        self.buffer_kb
+    }
+
     /// The pool the sessions' storage comes from and goes back to.
     pub fn pool(&self) -> &Pool {
         &self.pool
@@ -144,6 +192,89 @@ mod tests {
     /// A window only interval `i` flags (its own CPU-0 span).
     fn window(i: u64) -> Window {
         Window::span(0, 1_000_000 * (i + 1), 1_000_000 * (i + 1) + 500)
+    }
+
+    #[test]
+    fn the_next_buffer_holds_two_seconds_of_the_rate_and_doubles_after_a_loss() {
+        // 1 MiB/s: 2 MiB.
+        assert_eq!(next_buffer_kb(1 << 20, false, 1024, 1024), 2048);
+        // A quiet interval: back to the least.
+        assert_eq!(next_buffer_kb(1000, false, 8192, 1024), 1024);
+        // A loss at a low mean rate: twice the last size.
+        assert_eq!(next_buffer_kb(1000, true, 4096, 1024), 8192);
+        // A loss at a high rate: the rate's size when it is larger.
+        assert_eq!(next_buffer_kb(16 << 20, true, 4096, 1024), 32_768);
+        // Never beyond the cap.
+        assert_eq!(
+            next_buffer_kb(0, true, tracefs::BUFFER_MAX_KB, 1024),
+            tracefs::BUFFER_MAX_KB
+        );
+        assert_eq!(
+            next_buffer_kb(u64::MAX, false, 1024, 1024),
+            tracefs::BUFFER_MAX_KB
+        );
+    }
+
+    #[test]
+    fn a_session_after_a_switch_flood_gets_a_ring_buffer_sized_from_it() {
+        if !usable() {
+            return;
+        }
+        let cpu = *firmtime_rt::sched::online_cpus().last().expect("a CPU");
+        let mut r = Rotation::new(
+            Config {
+                cpus: Some(vec![cpu]),
+                ..config()
+            },
+            "ft-rotation*",
+        );
+        r.start(0, 1).expect("interval 0");
+        assert_eq!(r.buffer_kb(), Some(256), "no probe asked: as configured");
+        // Two threads on one CPU handing a token back and forth: a context
+        // switch each way, tens of thousands a second, for 400 ms.
+        let (a_tx, a_rx) = std::sync::mpsc::sync_channel::<()>(0);
+        let (b_tx, b_rx) = std::sync::mpsc::sync_channel::<()>(0);
+        let until = std::time::Instant::now() + std::time::Duration::from_millis(400);
+        std::thread::scope(|s| {
+            s.spawn(move || {
+                let _ = firmtime_rt::sched::set_affinity(&[cpu]);
+                while b_rx.recv().is_ok() {
+                    if a_tx.send(()).is_err() {
+                        break;
+                    }
+                }
+            });
+            let _ = firmtime_rt::sched::set_affinity(&[cpu]);
+            while std::time::Instant::now() < until {
+                if b_tx.send(()).is_err() || a_rx.recv().is_err() {
+                    break;
+                }
+            }
+            drop(b_tx);
+        });
+        let (rate, _) = r
+            .live
+            .values()
+            .next_back()
+            .expect("live")
+            .session
+            .written_rate();
+        r.start(1, 1).expect("interval 1");
+        let kb = r.buffer_kb().expect("started");
+        assert!(
+            rate > 256 * 1024,
+            "a switch flood writes more than 256 KiB/s: {rate} B/s"
+        );
+        // The rate went on between the reading above and the start: the
+        // size is at least what that reading gave.
+        assert!(
+            kb >= tracefs::buffer_kb_for_rate(rate, 256) / 2 && kb > 256,
+            "{kb} KiB after {rate} B/s"
+        );
+        r.hand_in(0);
+        drop(r.take_done(0));
+        r.hand_in(1);
+        drop(r.take_done(1));
     }
 
     #[test]

@@ -23,6 +23,11 @@ const FLAG_SLOTS: usize = 8192;
 /// Undecided events held per CPU at the least (300 ms at ~100,000 events/s;
 /// [`Config::pending_events`]).
 pub const PENDING_PER_CPU_MIN: usize = 32_768;
+
+/// Bytes a record of the explaining events takes in the ring buffer, about
+/// (a `sched_switch` 72, a `local_timer_entry` 16), for a rate read while
+/// a buffer is empty ([`Session::written_rate`]).
+pub const MEAN_RECORD_BYTES: u64 = 64;
 /// How long the drainer holds undecided events: a wake-up later than this
 /// minus its lookback cannot be explained (it is `unknown`, counted).
 const KEEP_NS: u64 = 300_000_000;
@@ -50,6 +55,8 @@ pub struct Session {
     cpus: Vec<usize>,
     steal_before: Vec<u64>,
     setup: CaptureSetup,
+    /// When its ring buffers began to record ([`Session::written_rate`]).
+    started: std::time::Instant,
     /// Where the drainer's buffers go back ([`Session::start_pooled`]).
     pool: Option<Pool>,
 }
@@ -312,12 +319,42 @@ impl Session {
             cpus,
             steal_before,
             setup,
+            started: std::time::Instant::now(),
             pool: pool.cloned(),
         };
         if let Some(i) = &s.inst {
             i.set_on(true)?;
         }
         Ok(s)
+    }
+
+    /// The busiest traced CPU's event bytes per second since this session
+    /// started — read by the drainer, waiting in the ring buffer, or lost —
+    /// and whether the kernel lost any: what the next session of a
+    /// [`super::Rotation`] sizes its ring buffers from. A CPU whose buffer
+    /// holds nothing at the moment counts [`MEAN_RECORD_BYTES`] a record.
+    pub fn written_rate(&self) -> (u64, bool) {
+        let Some(inst) = &self.inst else {
+            return (0, false);
+        };
+        let secs = self.started.elapsed().as_secs_f64().max(1e-3);
+        let (mut busiest, mut lost) = (0u64, false);
+        for &c in &self.cpus {
+            let s = inst.stats(c);
+            let mean = s
+                .bytes
+                .checked_div(s.entries)
+                .map_or(MEAN_RECORD_BYTES, |m| m.max(1));
+            let events = s.entries + s.overrun + s.dropped + s.read;
+            busiest = busiest.max(events.saturating_mul(mean));
+            lost |= s.overrun + s.dropped > 0;
+        }
+        ((busiest as f64 / secs) as u64, lost)
+    }
+
+    /// The ring buffer of each traced CPU, KiB.
+    pub fn buffer_kb(&self) -> u32 {
+        self.setup.buffer_kb
     }
 
     /// Narrows the kernel-side filters from the measured threads' name to

@@ -13,9 +13,15 @@ use firmtime_trace::explain;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The explaining session of each interval: `watch`'s kind.
-fn session_config(worst: usize, housekeeping: &[usize]) -> explain::Config {
+fn session_config(worst: usize, cpus: &[usize], housekeeping: &[usize]) -> explain::Config {
     explain::Config {
         worst,
+        // Only the watched CPUs' events are written (`tracing_cpumask`).
+        cpus: Some(cpus.to_vec()),
+        // The first session's ring buffers from a 200 ms probe of the
+        // rate, each later one's from the rate its predecessor measured
+        // (`explain::Rotation`); `buffer_kb` is the least.
+        size_from_rate: true,
         // With the writer and the metrics endpoint (`--housekeeping-cpu`).
         drainer_cpus: Some(housekeeping.to_vec()),
         // Windows are short (a few periods); a modest store per interval
@@ -64,7 +70,7 @@ impl Explaining {
         let per_interval = config.interval_ns / config.period_ns;
         Explaining {
             rotation: explain::Rotation::new(
-                session_config(config.worst, housekeeping),
+                session_config(config.worst, &config.selected_cpus(), housekeeping),
                 "firmtime-watch*",
             ),
             tracing,
@@ -94,11 +100,22 @@ impl Explaining {
         if !self.tracing {
             return;
         }
+        let before = self.rotation.buffer_kb();
         if let Err(e) = self.rotation.start(tag, buffers) {
             events(Event::Notice(format!(
                 "interval {tag}: the explaining trace did not start: {}",
                 Error::from(e).message()
             )));
+            return;
+        }
+        let after = self.rotation.buffer_kb();
+        if let (Some(a), Some(b)) = (before, after) {
+            if a != b {
+                events(Event::Notice(format!(
+                    "interval {tag}: the explaining trace's ring buffers {a} → {b} KiB a CPU \
+                     (sized from the event rate of the interval before)"
+                )));
+            }
         }
     }
 
