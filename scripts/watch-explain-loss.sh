@@ -46,9 +46,14 @@ import os
 a_r, a_w = os.pipe()
 b_r, b_w = os.pipe()
 if os.fork() == 0:
-    while True:
-        os.read(a_r, 1)
+    # Only the parent holds the other ends: its death ends this loop.
+    os.close(a_w)
+    os.close(b_r)
+    while os.read(a_r, 1):
         os.write(b_w, b"x")
+    os._exit(0)
+os.close(a_r)
+os.close(b_w)
 while True:
     os.write(a_w, b"x")
     os.read(b_r, 1)

@@ -111,6 +111,27 @@ impl Rotation {
         Ok(())
     }
 
+    /// Like [`Rotation::start`], unless `max_live` sessions are live
+    /// already: then nothing starts and `Ok(false)` says so (that interval
+    /// goes unexplained). A consumer that fell behind — its sessions
+    /// finished later than new ones start, each one decoding the same
+    /// flood of events — would otherwise pile them up, and with them the
+    /// work that made it fall behind and a storage each.
+    ///
+    /// # Errors
+    /// As [`Session::start`].
+    pub fn start_bounded(
+        &mut self,
+        interval: u64,
+        buffers: usize,
+        max_live: usize,
+    ) -> Result<bool> {
+        if self.live.len() >= max_live && !self.live.contains_key(&interval) {
+            return Ok(false);
+        }
+        self.start(interval, buffers).map(|()| true)
+    }
+
     /// Where the buffers of `interval` flag their late wake-ups
     /// ([`super::Notes::flagging`]); `None` when no session runs for it.
     pub fn flags(&self, interval: u64) -> Option<Arc<Flags>> {
@@ -275,6 +296,29 @@ mod tests {
         drop(r.take_done(0));
         r.hand_in(1);
         drop(r.take_done(1));
+    }
+
+    #[test]
+    fn no_third_session_starts_while_two_are_live() {
+        if !usable() {
+            return;
+        }
+        let mut r = Rotation::new(config(), "ft-rotation*");
+        assert!(r.start_bounded(0, 1, 2).expect("interval 0"));
+        assert!(r.start_bounded(1, 1, 2).expect("interval 1"));
+        assert!(!r.start_bounded(2, 1, 2).expect("refused, no error"));
+        assert_eq!(r.live(), vec![0, 1], "nothing started for 2");
+        assert!(r.flags(2).is_none(), "interval 2 flags nowhere");
+        r.hand_in(0);
+        let rec = r.take_done(0).expect("0 is done").expect("finish");
+        drop(explain(rec, &[], &this_machine()));
+        assert!(r.start_bounded(3, 1, 2).expect("interval 3"));
+        assert_eq!(r.live(), vec![1, 3]);
+        assert_eq!(r.pool().spare() + r.live().len(), 2, "two storages in all");
+        for i in [1, 3] {
+            r.hand_in(i);
+            drop(r.take_done(i));
+        }
     }
 
     #[test]

@@ -43,6 +43,12 @@ fn session_config(worst: usize, cpus: &[usize], housekeeping: &[usize]) -> expla
     }
 }
 
+/// Sessions live at once: the one of the interval being measured and the
+/// one of the interval before it, still being read. A third would decode
+/// the same events again while the writer is behind (and hold a storage
+/// more); its interval goes unexplained instead, with a notice.
+const MAX_LIVE_SESSIONS: usize = 2;
+
 /// What the trace said of one group, by buffer (its place in the group).
 pub(super) struct Found {
     /// The stored causes of the explained wake-ups, by `(buffer, index)`.
@@ -101,12 +107,28 @@ impl Explaining {
             return;
         }
         let before = self.rotation.buffer_kb();
-        if let Err(e) = self.rotation.start(tag, buffers) {
-            events(Event::Notice(format!(
-                "interval {tag}: the explaining trace did not start: {}",
-                Error::from(e).message()
-            )));
-            return;
+        match self.rotation.start_bounded(tag, buffers, MAX_LIVE_SESSIONS) {
+            Ok(true) => {}
+            Ok(false) => {
+                events(Event::Notice(format!(
+                    "interval {tag}: not explained: the traces of intervals {} are still being \
+                     read (this machine writes trace events faster than watch decodes them)",
+                    self.rotation
+                        .live()
+                        .iter()
+                        .map(u64::to_string)
+                        .collect::<Vec<_>>()
+                        .join(" and ")
+                )));
+                return;
+            }
+            Err(e) => {
+                events(Event::Notice(format!(
+                    "interval {tag}: the explaining trace did not start: {}",
+                    Error::from(e).message()
+                )));
+                return;
+            }
         }
         let after = self.rotation.buffer_kb();
         if let (Some(a), Some(b)) = (before, after) {
