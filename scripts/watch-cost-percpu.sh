@@ -21,9 +21,8 @@
 # runs: the CPUs then never enter an idle state, and each of its wake-ups
 # costs less than one from idle (watch leaves idle states alone). LAPTOP=1
 # runs cyclictest --laptop: the same idle states for both. NOIDLE=1 runs
-# cyclictest as the issue did and holds /dev/cpu_dma_latency at 0 for
-# watch's runs too (what cyclictest does for its own): no idle states for
-# either.
+# cyclictest as the issue did and watch with `--dma-latency 0` (what
+# cyclictest does for itself): no idle states for either.
 #
 # Needs root, cgroup v1 cpuacct (/sys/fs/cgroup/cpuacct) and cyclictest
 # (Debian: rt-tests). Figures, not a test: run it on a quiet machine.
@@ -43,10 +42,8 @@ cargo build -p firmtime --release --locked >&2
 EXE=${CARGO_TARGET_DIR:-target}/release/firmtime
 OUT=$(mktemp -d /tmp/firmtime-watch-cost.XXXXXX)
 PID=""
-HOLD=""
 cleanup() {
   [ -n "$PID" ] && kill -TERM "$PID" 2>/dev/null && wait "$PID" 2>/dev/null
-  [ -n "$HOLD" ] && kill -TERM "$HOLD" 2>/dev/null && wait "$HOLD" 2>/dev/null
   for g in ft-cost-watch ft-cost-cyclictest; do
     [ -d "$CG/$g" ] && rmdir "$CG/$g" 2>/dev/null
   done
@@ -85,17 +82,9 @@ for r in $(seq "$ROUNDS"); do
   for w in $order; do
     echo "watch-cost-percpu: round $r of $ROUNDS: $w" >&2
     if [ "$w" = watch ]; then
-      if [ "${NOIDLE:-0}" = 1 ]; then
-        # PM QoS: 0 µs of wake-up latency allowed while the file stays open.
-        bash -c 'exec 3>/dev/cpu_dma_latency; printf "\x00\x00\x00\x00" >&3; exec sleep infinity' &
-        HOLD=$!
-      fi
-      run watch "$EXE" watch --db "$OUT/watch-$r.db" --cpu "$CPUS" "${FLAGS[@]}"
-      if [ -n "$HOLD" ]; then
-        kill -TERM "$HOLD" 2>/dev/null || true
-        wait "$HOLD" 2>/dev/null || true
-        HOLD=""
-      fi
+      NOIDLE_FLAGS=()
+      [ "${NOIDLE:-0}" = 1 ] && NOIDLE_FLAGS=(--dma-latency 0)
+      run watch "$EXE" watch --db "$OUT/watch-$r.db" --cpu "$CPUS" "${NOIDLE_FLAGS[@]}" "${FLAGS[@]}"
     else
       if [ "${LAPTOP:-0}" = 1 ]; then
         run cyclictest cyclictest --laptop -m -p80 -i10000 -t"$NCPU" -a"$CPUS" -q

@@ -158,6 +158,23 @@ pub fn float_above(
     }
 }
 
+/// clap value parser of `--dma-latency`: a duration, or a bare number of
+/// microseconds; whole microseconds up to u32::MAX.
+pub fn dma_latency(text: &str) -> Result<u32, String> {
+    let t = text.trim();
+    let us = match t.parse::<u64>() {
+        Ok(us) => us,
+        Err(_) => {
+            let d = duration(t)?;
+            if d.subsec_nanos() % 1000 != 0 {
+                return Err(format!("{t}: give whole microseconds, e.g. 0us or 10us"));
+            }
+            u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+        }
+    };
+    u32::try_from(us).map_err(|_| format!("{t}: give 0us to {}us", u32::MAX))
+}
+
 /// clap value parser for a duration with units of 0 to `max` (`max_text` in
 /// the messages); a bare number is refused (its unit would be a guess).
 pub fn duration_upto(

@@ -95,6 +95,9 @@ pub struct RunArgs {
     /// CPUs of the housekeeping threads (the writer, the metrics endpoint, the explaining trace's drainer), e.g. 0; default the online CPUs not watched, or the first watched CPU when every CPU is watched: the other watched CPUs then carry their measuring thread only.
     #[arg(long = "housekeeping-cpu", value_name = "LIST")]
     housekeeping_cpu: Option<String>,
+    /// Hold /dev/cpu_dma_latency at D while watching, e.g. 0us (cyclictest holds 0: no CPU then enters an idle state that exits slower, a cheaper wake-up for more power); a bare number is microseconds. Default: leave the idle states alone.
+    #[arg(long, value_name = "D", value_parser = args::dma_latency)]
+    dma_latency: Option<u32>,
     /// Keep nothing older than this, at any resolution (e.g. 30d, 12h; 1min to 3650d). The default keeps what --max-db-size holds.
     #[arg(long, value_name = "D", default_value = "3650d", value_parser = long_duration)]
     keep: Duration,
@@ -261,6 +264,7 @@ fn config(a: &RunArgs) -> Result<Config, UsageError> {
         policy: a.policy,
         cpus,
         housekeeping_cpus,
+        dma_latency_us: a.dma_latency,
         keep_ns: nanos(a.keep),
         keep_raw_ns: nanos(a.keep_raw),
         keep_hourly_ns: nanos(a.keep_hourly),
@@ -369,13 +373,18 @@ fn watch(a: RunArgs) -> anyhow::Result<Outcome> {
         } => {
             for (cpu, c) in &conditions {
                 eprintln!(
-                    "watch: CPU {cpu}: {} priority {}, memory locked {}, tid {}",
+                    "watch: CPU {cpu}: {} priority {}, memory locked {}, tid {}{}",
                     c.obtained.policy,
                     c.obtained.priority,
                     c.obtained
                         .memory_locked
                         .map_or("unknown".into(), |b| b.to_string()),
-                    c.obtained.tid
+                    c.obtained.tid,
+                    c.obtained
+                        .dma_latency_us
+                        .map_or(String::new(), |us| format!(
+                            ", /dev/cpu_dma_latency held at {us} µs"
+                        ))
                 );
             }
             match explain {

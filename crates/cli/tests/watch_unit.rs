@@ -376,6 +376,33 @@ fn the_unit_has_the_least_it_needs_and_an_exposure_of_at_most_4() {
     }
 }
 
+#[test]
+fn a_unit_holding_the_dma_latency_may_open_that_device_and_no_other() {
+    let dir = TestDir::new("watch-unit-dma");
+    let unit = printed(&["--cpu", "0", "--dma-latency", "0us"]);
+    assert_eq!(values(&unit, "PrivateDevices"), ["no"], "{unit}");
+    assert_eq!(
+        values(&unit, "DeviceAllow"),
+        ["/dev/cpu_dma_latency rw"],
+        "{unit}"
+    );
+    assert_eq!(values(&unit, "DevicePolicy"), ["closed"], "{unit}");
+    let plain = printed(&["--cpu", "0"]);
+    assert_eq!(values(&plain, "PrivateDevices"), ["yes"]);
+    assert!(values(&plain, "DeviceAllow").is_empty(), "{plain}");
+    let path = dir.0.join("firmtime-watch-dma.service");
+    std::fs::write(&path, &unit).unwrap();
+    match exposure(&path) {
+        Some(e) => {
+            println!("exposure with --dma-latency: {e}");
+            assert!(e <= 4.0, "exposure {e} > 4.0 with --dma-latency");
+        }
+        None => firmtime_rt::testing::skip(
+            "systemd-analyze not installed: the unit was checked as text only",
+        ),
+    }
+}
+
 /// Today a run killed with SIGKILL left `instances/firmtime-PID-explain`
 /// tracing until the next start; the unit's ExecStopPost= removes it, and
 /// leaves alone the instances of live processes and of other tools.

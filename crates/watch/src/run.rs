@@ -77,6 +77,11 @@ pub struct Config {
     /// the online CPUs not watched, or the first watched CPU when every
     /// CPU is watched ([`Config::housekeeping`]).
     pub housekeeping_cpus: Option<Vec<usize>>,
+    /// Hold `/dev/cpu_dma_latency` at this many µs while watching
+    /// (`--dma-latency`; cyclictest holds 0): the CPUs then skip the idle
+    /// states that exit slower. `None` (default): leave the idle states
+    /// alone (a fleet's machines would burn power otherwise).
+    pub dma_latency_us: Option<u32>,
     /// Nothing older is kept, at any resolution (`--keep`), default 3650
     /// days (10 years: in practice `--max-db-size` decides).
     pub keep_ns: u64,
@@ -108,6 +113,7 @@ impl Default for Config {
             policy: Policy::Fifo { priority: 80 },
             cpus: None,
             housekeeping_cpus: None,
+            dma_latency_us: None,
             keep_ns: 3650 * 86_400_000_000_000,
             keep_raw_ns: 7 * 86_400_000_000_000,
             keep_hourly_ns: 90 * 86_400_000_000_000,

@@ -350,6 +350,12 @@ pub fn serves_metrics(args: &[String]) -> bool {
         .any(|(f, _)| f == "--metrics-listen")
 }
 
+/// Whether the flags hold `/dev/cpu_dma_latency` (`--dma-latency`): the
+/// unit then lets the service open that one device.
+pub fn holds_dma_latency(args: &[String]) -> bool {
+    flag_values(args).iter().any(|(f, _)| f == "--dma-latency")
+}
+
 /// The `ReadWritePaths=` value for `dir` (specifiers escaped, quoted when
 /// it holds a space or a quote).
 fn path_value(dir: &Path) -> String {
@@ -399,6 +405,14 @@ pub fn unit_text(s: &Service<'_>) -> String {
          RestrictAddressFamilies=AF_UNIX\n"
             .to_string()
     };
+    let devices = if holds_dma_latency(s.args) {
+        "# --dma-latency: the PM QoS device and the pseudo devices, nothing else.\n\
+         PrivateDevices=no\n\
+         DeviceAllow=/dev/cpu_dma_latency rw\n"
+            .to_string()
+    } else {
+        "PrivateDevices=yes\n".to_string()
+    };
     format!(
         "# Written by `firmtime watch install`; `firmtime watch install --print` shows it.
 # `systemd-analyze security firmtime-watch.service` rates what it may do.
@@ -435,8 +449,7 @@ UMask=0077
 ProtectSystem=strict
 {writable}ProtectHome=yes
 PrivateTmp=yes
-PrivateDevices=yes
-PrivateMounts=yes
+{devices}PrivateMounts=yes
 {network}ProtectKernelModules=yes
 ProtectKernelLogs=yes
 ProtectControlGroups=yes

@@ -65,7 +65,7 @@ pub struct Args {
     load: Vec<LoadSpec>,
     /// Hold /dev/cpu_dma_latency at D while measuring, e.g. 0us (cyclictest holds 0);
     /// a bare number is microseconds, as cyclictest takes it.
-    #[arg(long, value_name = "D", value_parser = dma_latency)]
+    #[arg(long, value_name = "D", value_parser = args::dma_latency)]
     dma_latency: Option<u32>,
     /// Timer slack of the measuring threads, e.g. `1ns` (SCHED_FIFO/RR threads have 0 on
     /// recent kernels whatever is asked); default: leave as is.
@@ -122,23 +122,6 @@ pub struct Args {
     /// not measure (no thread measured, a thread failed, demoted, interrupted) still exits 2.
     #[arg(long)]
     exit_zero: bool,
-}
-
-/// clap value parser of `--dma-latency`: a duration, or a bare number of
-/// microseconds; whole microseconds up to u32::MAX.
-fn dma_latency(text: &str) -> Result<u32, String> {
-    let t = text.trim();
-    let us = match t.parse::<u64>() {
-        Ok(us) => us,
-        Err(_) => {
-            let d = args::duration(t)?;
-            if d.subsec_nanos() % 1000 != 0 {
-                return Err(format!("{t}: give whole microseconds, e.g. 0us or 10us"));
-            }
-            u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
-        }
-    };
-    u32::try_from(us).map_err(|_| format!("{t}: give 0us to {}us", u32::MAX))
 }
 
 /// The policy of `--policy` and `--priority`: either alone, or `--priority`'s
@@ -672,10 +655,10 @@ mod tests {
 
     #[test]
     fn dma_latency_takes_microseconds_bare_or_with_units() {
-        assert_eq!(dma_latency("0"), Ok(0));
-        assert_eq!(dma_latency("0us"), Ok(0));
-        assert_eq!(dma_latency("1ms"), Ok(1000));
-        assert!(dma_latency("1500ns").is_err());
-        assert!(dma_latency("soon").is_err());
+        assert_eq!(args::dma_latency("0"), Ok(0));
+        assert_eq!(args::dma_latency("0us"), Ok(0));
+        assert_eq!(args::dma_latency("1ms"), Ok(1000));
+        assert!(args::dma_latency("1500ns").is_err());
+        assert!(args::dma_latency("soon").is_err());
     }
 }

@@ -178,7 +178,7 @@ impl Lanes {
                     mlock: true,
                     prefault_stack: 256 * 1024,
                     cpus: Some(vec![cpu]),
-                    dma_latency_us: None,
+                    dma_latency_us: config.dma_latency_us,
                     timer_slack_ns: None,
                     allow_downgrade: false,
                 },
