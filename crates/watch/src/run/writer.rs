@@ -42,6 +42,12 @@ impl Grid {
         self.t0 + seq * self.interval_ns
     }
 
+    /// The interval under way at CLOCK_MONOTONIC instant `mono` (0 before
+    /// the first).
+    fn interval_at(&self, mono: u64) -> u64 {
+        mono.saturating_sub(self.t0) / self.interval_ns.max(1)
+    }
+
     /// The span of a buffer's interval, CLOCK_MONOTONIC ns: its first
     /// deadline to its end (the last wake-up of a cut-short one).
     pub(super) fn span(&self, b: &Interval) -> (u64, u64) {
@@ -201,7 +207,13 @@ impl<'a> Writer<'a> {
         events: &mut dyn FnMut(Event),
     ) {
         let now = monotonic_ns();
-        let next = self.prepared + 1;
+        // A buffer handed out now is taken at the next boundary: it holds
+        // the interval after the one under way, whatever was prepared
+        // before. After the writer fell behind (the threads then recorded
+        // on into their buffers, merged), counting from the last one
+        // prepared would bind every later buffer and session to the
+        // interval before the one it records, for the rest of the run.
+        let next = (self.prepared + 1).max(self.grid.interval_at(now) + 1);
         if lanes.all_ended()
             || now + self.lead < self.grid.interval_start(next)
             || !lanes.have_spares()
@@ -378,5 +390,26 @@ impl<'a> Writer<'a> {
             intervals: self.stored,
             stopped,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_interval_under_way_is_counted_from_the_grid() {
+        let g = Grid {
+            t0: 1_000,
+            offset: 0,
+            period_ns: 10,
+            interval_ns: 100,
+        };
+        assert_eq!(g.interval_at(0), 0, "before the first");
+        assert_eq!(g.interval_at(1_000), 0);
+        assert_eq!(g.interval_at(1_099), 0);
+        assert_eq!(g.interval_at(1_100), 1);
+        assert_eq!(g.interval_at(1_000 + 100 * 57 + 3), 57);
+        assert_eq!(g.interval_start(g.interval_at(5_432) + 1), 5_500);
     }
 }
