@@ -29,6 +29,8 @@ cleanup() {
     rm -rf "$OUT"
 }
 trap cleanup EXIT
+# Killed (a timeout, Ctrl-C): exit, so that the cleanup above runs.
+trap 'exit 1' INT TERM
 
 chrt -r 50 taskset -c "$CPU" python3 -c '
 import time
